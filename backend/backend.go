@@ -1,0 +1,326 @@
+// Package backend defines the seam between gocoll's collective algorithms and
+// the compute APIs that run them: a Device with buffers, a Stream that records
+// copies and reduction kernels, and a Fence that waits for submitted work.
+//
+// Algorithms in package collective are written once against these interfaces;
+// the Vulkan, Metal and pure-Go host backends implement them. This package has
+// no cgo and no build tags, so every backend and the algorithms can import it
+// without cycles.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// DType is the element type of a reduction.
+type DType int
+
+const (
+	F32 DType = iota // IEEE 754 binary32
+	F64              // IEEE 754 binary64
+)
+
+// Size returns the size of one element in bytes.
+func (d DType) Size() int {
+	if d == F64 {
+		return 8
+	}
+	return 4
+}
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "float"
+	case F64:
+		return "double"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+// Op is an element-wise reduction operator as the kernels implement it. Mean
+// is not an Op here: collectives express it as Sum with a final scale of 1/N.
+type Op int
+
+const (
+	Sum  Op = iota // a + b (IEEE; NaN and Inf propagate)
+	Prod           // a * b
+	Max            // maximum; NaN if either input is NaN (IEEE 754-2019 maximum)
+	Min            // minimum; NaN if either input is NaN (IEEE 754-2019 minimum)
+)
+
+// NumOps is the number of kernel operators.
+const NumOps = 4
+
+func (o Op) String() string {
+	switch o {
+	case Sum:
+		return "sum"
+	case Prod:
+		return "prod"
+	case Max:
+		return "max"
+	case Min:
+		return "min"
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// Memory says where a buffer lives.
+type Memory int
+
+const (
+	// DeviceLocal memory is fastest for kernels and not mapped on the host.
+	DeviceLocal Memory = iota
+	// HostVisible memory is mapped into the process (pinned, coherent): the
+	// host reads and writes it through Buffer.Bytes, and kernels can read and
+	// write it directly.
+	HostVisible
+)
+
+func (m Memory) String() string {
+	if m == HostVisible {
+		return "host-visible"
+	}
+	return "device-local"
+}
+
+// Heap is one memory heap of a device.
+type Heap struct {
+	Size        uint64
+	DeviceLocal bool
+}
+
+// DeviceInfo describes a device as a backend sees it.
+type DeviceInfo struct {
+	Backend       string // "vulkan", "metal", "host"
+	Index         int    // index among the backend's devices
+	Name          string
+	VendorID      uint32
+	DeviceID      uint32
+	Type          string // "discrete", "integrated", "virtual", "cpu", "other"
+	Driver        string // driver name and version as the API reports them
+	APIVersion    string
+	Float64       bool // the device reduces f64 in f64 kernels
+	Float64Reason string
+	// MaxBindingBytes is the largest range one kernel binding may cover
+	// (Vulkan maxStorageBufferRange, possibly lowered by a test hook). Larger
+	// regions are split across dispatches by the backend.
+	MaxBindingBytes  int64
+	MaxAllocBytes    int64
+	SubgroupSize     int
+	TimestampPeriod  float64 // nanoseconds per timestamp tick
+	HostImport       bool    // VK_EXT_external_memory_host or equivalent
+	Heaps            []Heap
+	UnifiedMemory    bool // device memory is host memory (CPU drivers, Apple silicon)
+	MaxWorkGroupSize int
+}
+
+// Region is a byte range of a buffer: [Off, Off+Len).
+type Region struct {
+	Buf Buffer
+	Off int
+	Len int
+}
+
+// Device is one rank's view of a device: a logical device with its own
+// queue(s). Several Devices may be opened on one physical device; each then
+// has its own queue, so data really crosses between them.
+type Device interface {
+	Info() DeviceInfo
+	// Alloc returns a buffer of at least bytes bytes. bytes may be 0.
+	Alloc(bytes int, where Memory) (Buffer, error)
+	// Stream returns the device's command stream. A Device has one stream,
+	// used by one goroutine at a time.
+	Stream() Stream
+	// Counters returns the device's counters at the backend seam.
+	Counters() *Counters
+	// Close waits for the device to go idle and frees everything it owns.
+	// It is idempotent.
+	Close() error
+}
+
+// Buffer is memory on a device.
+type Buffer interface {
+	Len() int
+	Memory() Memory
+	// Bytes returns the host mapping of a HostVisible buffer (nil for
+	// DeviceLocal). It stays valid until Close; the caller must not use it
+	// while submitted work writes the same bytes.
+	Bytes() []byte
+	// Write copies p into the buffer at off (staged for DeviceLocal memory;
+	// it waits for the copy).
+	Write(off int, p []byte) error
+	// Read copies the buffer at off into p (staged for DeviceLocal memory).
+	Read(off int, p []byte) error
+	Close() error
+}
+
+// Stream records work and submits it. Recorded work runs in order. Nothing
+// runs before Submit.
+type Stream interface {
+	// Copy records dst = src. The regions have equal lengths; they may be in
+	// any memory of this device but must not overlap.
+	Copy(dst, src Region) error
+	// Reduce records dst[i] = op(srcs[0][i], srcs[1][i], ...) * scale for
+	// every element, reduced in the order of srcs. scale is applied only when
+	// it is not 1. dst may be one of srcs (the same region), never a partial
+	// overlap. All regions hold the same number of elements of dt.
+	Reduce(op Op, dt DType, dst Region, srcs []Region, scale float64) error
+	// Scale records dst[i] = src[i] * scale (a copy when scale is 1) with a
+	// kernel. dst and src may be the same region.
+	Scale(dt DType, dst, src Region, scale float64) error
+	// Submit sends what was recorded since the last Submit and returns a fence
+	// that signals when it is done. It does not wait. Submitting nothing
+	// returns a fence that is already signalled.
+	Submit() (Fence, error)
+}
+
+// Fence signals the end of a submission.
+type Fence interface {
+	// Wait blocks until the work is done, ctx ends (returning ctx.Err()), or
+	// the work fails. Waiting again after success returns nil at once.
+	Wait(ctx context.Context) error
+}
+
+// Counters are counted at the backend seam, so tests can check what an
+// algorithm really did without trusting the algorithm's own bookkeeping.
+type Counters struct {
+	Dispatches     atomic.Int64 // kernel dispatches recorded
+	Copies         atomic.Int64 // copy commands recorded
+	Submits        atomic.Int64 // queue submissions
+	BytesReduced   atomic.Int64 // bytes written by reduction kernels
+	BytesCopied    atomic.Int64 // bytes moved by Copy
+	BytesWritten   atomic.Int64 // bytes moved from Go memory into buffers by Buffer.Write
+	BytesRead      atomic.Int64 // bytes moved from buffers into Go memory by Buffer.Read
+	Allocs         atomic.Int64 // buffers allocated
+	ObjectsCreated atomic.Int64 // API objects created (pipelines, buffers, memory, fences, command buffers)
+}
+
+// CounterSnapshot is a plain copy of Counters.
+type CounterSnapshot struct {
+	Dispatches, Copies, Submits                          int64
+	BytesReduced, BytesCopied, BytesWritten, BytesRead  int64
+	Allocs, ObjectsCreated                               int64
+}
+
+// Snapshot reads every counter.
+func (c *Counters) Snapshot() CounterSnapshot {
+	return CounterSnapshot{
+		Dispatches: c.Dispatches.Load(), Copies: c.Copies.Load(), Submits: c.Submits.Load(),
+		BytesReduced: c.BytesReduced.Load(), BytesCopied: c.BytesCopied.Load(),
+		BytesWritten: c.BytesWritten.Load(), BytesRead: c.BytesRead.Load(),
+		Allocs: c.Allocs.Load(), ObjectsCreated: c.ObjectsCreated.Load(),
+	}
+}
+
+// Sub returns s - o, field by field.
+func (s CounterSnapshot) Sub(o CounterSnapshot) CounterSnapshot {
+	return CounterSnapshot{
+		Dispatches: s.Dispatches - o.Dispatches, Copies: s.Copies - o.Copies, Submits: s.Submits - o.Submits,
+		BytesReduced: s.BytesReduced - o.BytesReduced, BytesCopied: s.BytesCopied - o.BytesCopied,
+		BytesWritten: s.BytesWritten - o.BytesWritten, BytesRead: s.BytesRead - o.BytesRead,
+		Allocs: s.Allocs - o.Allocs, ObjectsCreated: s.ObjectsCreated - o.ObjectsCreated,
+	}
+}
+
+// OpenOptions are per-device settings, mostly test hooks.
+type OpenOptions struct {
+	// MaxBindingBytes, when > 0, lowers the largest range one kernel binding
+	// covers below the device's own limit, so tests exercise splitting.
+	MaxBindingBytes int64
+	// DisableFloat64 makes the device report no f64 support, so the exact
+	// host path for f64 runs.
+	DisableFloat64 bool
+	// Validation turns on the API's validation layer where there is one; a
+	// validation message then fails the call that caused it.
+	Validation bool
+}
+
+// Backend opens devices of one compute API.
+type Backend interface {
+	Name() string
+	// Available returns nil when the backend can open devices, else why not
+	// (an error wrapping ErrUnavailable).
+	Available() error
+	// Devices lists the devices the backend can open.
+	Devices() ([]DeviceInfo, error)
+	// Open opens device index as a new logical device.
+	Open(index int, opts OpenOptions) (Device, error)
+}
+
+// Errors shared by backends. Backend errors wrap one of these so callers can
+// use errors.Is without knowing the backend.
+var (
+	ErrUnavailable     = errors.New("backend unavailable")
+	ErrInvalidArgument = errors.New("invalid argument")
+	ErrOutOfMemory     = errors.New("out of memory")
+	ErrDeviceLost      = errors.New("device lost")
+	ErrUnsupported     = errors.New("unsupported")
+	ErrTimeout         = errors.New("timeout")
+	ErrClosed          = errors.New("closed")
+	ErrValidation      = errors.New("validation layer message")
+)
+
+var (
+	regMu    sync.Mutex
+	registry = map[string]Backend{}
+	omitted  = map[string]string{}
+)
+
+// Register makes a backend selectable by name. Backends call it from init.
+func Register(b Backend) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	registry[b.Name()] = b
+}
+
+// RegisterOmitted records that a backend was left out of this build and why
+// (for example the build tag that leaves it out), so selection can say so.
+func RegisterOmitted(name, why string) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	omitted[name] = why
+}
+
+// Lookup returns the backend registered under name, or an error wrapping
+// ErrUnavailable that says why it is not in this build.
+func Lookup(name string) (Backend, error) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if b, ok := registry[name]; ok {
+		return b, nil
+	}
+	if why, ok := omitted[name]; ok {
+		return nil, fmt.Errorf("backend %q: %s: %w", name, why, ErrUnavailable)
+	}
+	return nil, fmt.Errorf("backend %q is not known: %w", name, ErrUnavailable)
+}
+
+// Names lists the registered backends, sorted.
+func Names() []string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	var n []string
+	for k := range registry {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// CheckRegion reports whether r lies inside its buffer.
+func CheckRegion(r Region) error {
+	if r.Buf == nil {
+		return fmt.Errorf("region has no buffer: %w", ErrInvalidArgument)
+	}
+	if r.Off < 0 || r.Len < 0 || r.Off+r.Len > r.Buf.Len() {
+		return fmt.Errorf("region [%d, %d) outside buffer of %d bytes: %w", r.Off, r.Off+r.Len, r.Buf.Len(), ErrInvalidArgument)
+	}
+	return nil
+}

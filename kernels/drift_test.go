@@ -1,0 +1,90 @@
+package kernels
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/gocoll/gocoll/kernels/internal/kgen"
+)
+
+var write = flag.Bool("write", false, "regenerate the checked-in kernels instead of comparing")
+
+// TestGeneratedMatchSources regenerates every kernel into a temporary folder
+// and compares it byte for byte with what is checked in.
+func TestGeneratedMatchSources(t *testing.T) {
+	if err := kgen.CheckTools(); err != nil {
+		if errors.Is(err, kgen.ErrToolMissing) && runtime.GOOS != "linux" {
+			t.Skipf("%v: the checked-in kernels are pinned to Debian's glslc and spirv-cross; run the drift check on Linux", err)
+		}
+		t.Fatal(err)
+	}
+	if *write {
+		if err := kgen.Generate(".", "."); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	tmp := t.TempDir()
+	if err := kgen.Generate(".", tmp); err != nil {
+		t.Fatal(err)
+	}
+	var compared int
+	err := filepath.Walk(tmp, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(tmp, p)
+		want, _ := os.ReadFile(p)
+		got, err := os.ReadFile(rel)
+		if err != nil {
+			t.Errorf("%s is generated but not checked in (run go generate ./kernels)", rel)
+			return nil
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from its source (run go generate ./kernels)", rel)
+		}
+		compared++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compared < 7 {
+		t.Fatalf("compared only %d generated files", compared)
+	}
+}
+
+func TestTable(t *testing.T) {
+	for _, n := range []string{ReduceF32, ReduceF64, ScaleF32, ScaleF64} {
+		info, err := Lookup(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spv, err := SPIRV(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(spv) < 20 || spv[0] != 0x03 || spv[1] != 0x02 || spv[2] != 0x23 || spv[3] != 0x07 {
+			t.Errorf("%s: not SPIR-V (magic %x)", n, spv[:4])
+		}
+		if info.WorkGroupSizeSpecID != SpecWorkGroupSize {
+			t.Errorf("%s: work-group size spec id %d", n, info.WorkGroupSizeSpecID)
+		}
+		if info.HasMSL {
+			if _, err := MSL(n); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if r, _ := Lookup(ReduceF32); r.Bindings != 1+MaxSources {
+		t.Errorf("reduce has %d bindings, want %d", r.Bindings, 1+MaxSources)
+	}
+	if _, err := MSL(ReduceF64); err == nil {
+		t.Error("MSL for an f64 kernel")
+	}
+}

@@ -1,0 +1,77 @@
+// reduce: dst[i] = op(src0[i], src1[i], ..., src{K-1}[i]) (* scale)
+//
+// Compiled twice: with T = float (reduce_f32) and with T = double
+// (reduce_f64, -DGOCOLL_F64, needs shaderFloat64). The inputs are reduced in
+// binding order, so the result does not depend on how work is split.
+// Inputs of more than 8 sources are reduced in passes by the backend, the
+// previous partial result being src0 of the next pass.
+#version 450
+#ifdef GOCOLL_F64
+#extension GL_ARB_gpu_shader_fp64 : require
+#define T double
+#else
+#define T float
+#endif
+
+layout(local_size_x_id = 0) in;                 // work-group size
+layout(constant_id = 1) const uint OP = 0;      // 0 sum, 1 prod, 2 max, 3 min
+layout(constant_id = 2) const uint K = 2;       // number of inputs, 1..8
+layout(constant_id = 3) const bool SCALE = false;
+
+layout(set = 0, binding = 0) buffer Dst { T d[]; } dst;
+layout(set = 0, binding = 1) readonly buffer Src0 { T d[]; } s0;
+layout(set = 0, binding = 2) readonly buffer Src1 { T d[]; } s1;
+layout(set = 0, binding = 3) readonly buffer Src2 { T d[]; } s2;
+layout(set = 0, binding = 4) readonly buffer Src3 { T d[]; } s3;
+layout(set = 0, binding = 5) readonly buffer Src4 { T d[]; } s4;
+layout(set = 0, binding = 6) readonly buffer Src5 { T d[]; } s5;
+layout(set = 0, binding = 7) readonly buffer Src6 { T d[]; } s6;
+layout(set = 0, binding = 8) readonly buffer Src7 { T d[]; } s7;
+
+// Element offsets into each binding: bindings start at the device's offset
+// alignment, the data may start a few elements later.
+layout(push_constant) uniform Params {
+    uint n;          // elements to reduce
+    uint dst_off;
+    uint src_off[8];
+    T scale;
+} pc;
+
+bool negative(T x) {
+#ifdef GOCOLL_F64
+    return (unpackDouble2x32(x).y >> 31) != 0u;
+#else
+    return (floatBitsToUint(x) >> 31) != 0u;
+#endif
+}
+
+// IEEE 754-2019 maximum/minimum: NaN if either input is NaN, and -0 < +0.
+// GLSL's max/min leave both cases undefined.
+T combine(T a, T b) {
+    if (OP == 0u) return a + b;
+    if (OP == 1u) return a * b;
+    if (isnan(a)) return a;
+    if (isnan(b)) return b;
+    if (a == b) {
+        bool pick_a = (OP == 2u) ? !negative(a) : negative(a);
+        return pick_a ? a : b;
+    }
+    if (OP == 2u) return a > b ? a : b;
+    return a < b ? a : b;
+}
+
+void main() {
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += stride) {
+        T acc = s0.d[pc.src_off[0] + i];
+        if (K > 1u) acc = combine(acc, s1.d[pc.src_off[1] + i]);
+        if (K > 2u) acc = combine(acc, s2.d[pc.src_off[2] + i]);
+        if (K > 3u) acc = combine(acc, s3.d[pc.src_off[3] + i]);
+        if (K > 4u) acc = combine(acc, s4.d[pc.src_off[4] + i]);
+        if (K > 5u) acc = combine(acc, s5.d[pc.src_off[5] + i]);
+        if (K > 6u) acc = combine(acc, s6.d[pc.src_off[6] + i]);
+        if (K > 7u) acc = combine(acc, s7.d[pc.src_off[7] + i]);
+        if (SCALE) acc = acc * pc.scale;
+        dst.d[pc.dst_off + i] = acc;
+    }
+}
