@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# build.sh: the one entry point for people and CI.
+#
+#   ./build.sh deps        install what is missing (Debian/Ubuntu: Vulkan loader, lavapipe, validation
+#                          layers, glslc, spirv-cross; macOS: nothing) and check that go is there
+#   ./build.sh kernels     regenerate the compiled kernels (go generate ./kernels)
+#   ./build.sh build       go build ./..., bin/allreduce-perf, bin/gocoll-info, go vet ./...
+#   ./build.sh test        deps, gofmt, vet, the build matrix, go test -race ./...   (what CI runs)
+#   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (suites run everything on lavapipe)
+#   ./build.sh bench [go test flags]   collective benchmarks (BENCHTIME, default 10x), to stdout
+#   ./build.sh run [allreduce-perf flags]   deps, then build and run the main job
+#                          (default flags: -g 4 -b 8 -e 8M -f 4; any flags given replace them all)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+# Debian/Ubuntu packages the Vulkan backend, its tests and the kernel generator need.
+APT_PACKAGES=(libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc spirv-cross)
+
+# The main job's default flags: a sweep that finishes in well under a minute on 2 cores with lavapipe.
+RUN_DEFAULTS=(-g 4 -b 8 -e 8M -f 4)
+
+usage() {
+	cat <<'EOF'
+usage: ./build.sh <command> [args]
+
+commands:
+  deps        install missing system packages (Debian/Ubuntu via apt-get; nothing on macOS); check go
+  kernels     regenerate kernels (go generate ./kernels)
+  build       go build ./..., bin/allreduce-perf and bin/gocoll-info, go vet ./...
+  test        deps, gofmt check, go vet, CGO_ENABLED=0 / novulkan / darwin builds, go test -race ./...
+  test-full   as test, with GOCOLL_TEST_FULL=1 (run every case on lavapipe)
+  bench       go test -bench over ./collective/... (BENCHTIME=10x by default; extra args go to go test)
+  run         deps, build and run cmd/allreduce-perf (args replace the defaults: -g 4 -b 8 -e 8M -f 4)
+EOF
+}
+
+log() { printf '== %s\n' "$*"; }
+die() {
+	printf 'build.sh: %s\n' "$*" >&2
+	exit 1
+}
+have() { command -v "$1" >/dev/null 2>&1; }
+
+need_go() {
+	have go || die "go is not installed or not on PATH: install Go 1.26 or newer (https://go.dev/dl/) and retry"
+}
+
+# installed reports whether the Debian package $1 is installed.
+installed() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+cmd_deps() {
+	need_go
+	case "$(uname -s)" in
+	Darwin)
+		# Metal ships with macOS; the kernels' generated MSL is checked in.
+		return 0
+		;;
+	Linux) ;;
+	*)
+		log "deps: $(uname -s) is not handled; install a Vulkan loader and driver by hand (or use the host backend)"
+		return 0
+		;;
+	esac
+	if ! have dpkg-query || ! have apt-get; then
+		log "deps: not Debian/Ubuntu; install by hand if missing: ${APT_PACKAGES[*]}"
+		return 0
+	fi
+	local missing=() p
+	for p in "${APT_PACKAGES[@]}"; do
+		installed "$p" || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+
+	local sudo=()
+	if [ "$(id -u)" -ne 0 ]; then
+		have sudo || die "missing packages (${missing[*]}) and not root, and sudo is not available"
+		sudo=(sudo)
+	fi
+	log "deps: installing ${missing[*]}"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	# Install what the configured sources have; name what they lack instead of failing on it
+	# (older releases package glslc or the validation layers differently).
+	local avail=()
+	for p in "${missing[@]}"; do
+		if apt-cache show "$p" >/dev/null 2>&1; then
+			avail+=("$p")
+		else
+			log "deps: $p is not in this system's apt sources; install it by hand"
+		fi
+	done
+	if [ ${#avail[@]} -gt 0 ]; then
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${avail[@]}"
+	fi
+}
+
+cmd_kernels() {
+	need_go
+	go generate ./kernels
+}
+
+cmd_build() {
+	need_go
+	log "go build ./..."
+	go build ./...
+	mkdir -p bin
+	go build -o bin/allreduce-perf ./cmd/allreduce-perf
+	go build -o bin/gocoll-info ./cmd/gocoll-info
+	log "built bin/allreduce-perf bin/gocoll-info"
+	log "go vet ./..."
+	go vet ./...
+}
+
+# fmt_check fails listing every Go file gofmt would change (hidden folders, vendor and testdata aside).
+fmt_check() {
+	local files
+	files=$(find . \( -name '.*' -o -name vendor -o -name testdata \) -prune -o -type f -name '*.go' -print |
+		xargs -r gofmt -l)
+	if [ -n "$files" ]; then
+		printf 'build.sh: gofmt would change these files (run gofmt -w on them):\n%s\n' "$files" >&2
+		exit 1
+	fi
+}
+
+# Settings that keep lavapipe quiet and predictable on small CI machines.
+ci_env() {
+	export MESA_SHADER_CACHE_DISABLE=true
+	export LP_NUM_THREADS="${LP_NUM_THREADS:-2}"
+}
+
+cmd_test() {
+	cmd_deps
+	ci_env
+	log "gofmt"
+	fmt_check
+	log "go vet ./..."
+	go vet ./...
+	log "CGO_ENABLED=0 go build ./..."
+	CGO_ENABLED=0 go build ./...
+	log "go build -tags novulkan ./..."
+	go build -tags novulkan ./...
+	log "GOOS=darwin CGO_ENABLED=0 go build ./..."
+	GOOS=darwin CGO_ENABLED=0 go build ./...
+	log "go test -race -count=1 ./..."
+	go test -race -count=1 ./...
+}
+
+cmd_bench() {
+	need_go
+	ci_env
+	go test -run '^$' -bench . -benchtime="${BENCHTIME:-10x}" "$@" ./collective/...
+}
+
+cmd_run() {
+	cmd_deps
+	mkdir -p bin
+	go build -o bin/allreduce-perf ./cmd/allreduce-perf
+	if [ $# -eq 0 ]; then
+		set -- "${RUN_DEFAULTS[@]}"
+	fi
+	log "bin/allreduce-perf $*"
+	exec ./bin/allreduce-perf "$@"
+}
+
+[ $# -ge 1 ] || {
+	usage >&2
+	exit 2
+}
+cmd=$1
+shift
+case "$cmd" in
+deps) cmd_deps ;;
+kernels) cmd_kernels ;;
+build) cmd_build ;;
+test) cmd_test ;;
+test-full)
+	export GOCOLL_TEST_FULL=1
+	cmd_test
+	;;
+bench) cmd_bench "$@" ;;
+run) cmd_run "$@" ;;
+-h | --help | help) usage ;;
+*)
+	printf 'build.sh: unknown command %q\n' "$cmd" >&2
+	usage >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,206 @@
+// Command gocoll-info lists the backends compiled into this build of gocoll,
+// whether each can run here (and why not), and every device with the
+// capabilities gocoll uses: type, driver, API version, f64 support, binding
+// and allocation limits, subgroup size, timestamp period, host-memory
+// import and memory heaps. It is gocoll's vulkaninfo.
+//
+// It also opens a one-rank group the way collective.NewGroup selects a
+// backend by default (GOCOLL_BACKEND, else metal, vulkan, host) and says
+// which backend that picks and which it skipped, with the reason.
+//
+//	gocoll-info          human-readable report
+//	gocoll-info -json    the same as JSON
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/collective"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Report is the -json output.
+type Report struct {
+	GOOS, GOARCH string
+	GoVersion    string
+	Cgo          bool   // whether this binary was built with cgo (GPU backends need it)
+	EnvBackend   string `json:",omitempty"` // GOCOLL_BACKEND, if set
+	// Selection is what collective.NewGroup picks with the default options.
+	Selection Selection
+	Backends  []BackendReport
+}
+
+// Selection is the outcome of default backend selection.
+type Selection struct {
+	Backend string            `json:",omitempty"` // chosen backend, "" if none could open
+	Skipped []collective.Skip `json:",omitempty"` // backends tried first, and why they were passed over
+	Error   string            `json:",omitempty"` // why no group could be opened
+}
+
+// BackendReport is one backend known to this build.
+type BackendReport struct {
+	Name      string
+	Available bool
+	Reason    string `json:",omitempty"` // why it is unavailable
+	Devices   []backend.DeviceInfo
+}
+
+// run is the whole command; it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gocoll-info", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gocoll-info: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	rep := collect()
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "gocoll-info: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	writeText(stdout, rep)
+	return 0
+}
+
+// collect probes every backend and the default selection.
+func collect() Report {
+	rep := Report{
+		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(),
+		Cgo: cgoEnabled, EnvBackend: os.Getenv("GOCOLL_BACKEND"),
+	}
+	for _, p := range collective.Probe() {
+		br := BackendReport{Name: p.Name, Available: p.Err == nil, Devices: p.Devices}
+		if p.Err != nil {
+			br.Reason = p.Err.Error()
+		}
+		rep.Backends = append(rep.Backends, br)
+	}
+	g, err := collective.NewGroup(context.Background(), collective.Options{Ranks: 1, Config: collective.DefaultConfig()})
+	if err != nil {
+		rep.Selection.Error = err.Error()
+		return rep
+	}
+	rep.Selection.Backend, rep.Selection.Skipped = g.Backend(), g.Skipped()
+	if err := g.Close(); err != nil {
+		rep.Selection.Error = "closing the probe group: " + err.Error()
+	}
+	return rep
+}
+
+func writeText(w io.Writer, rep Report) {
+	cgo := "cgo"
+	if !rep.Cgo {
+		cgo = "no cgo"
+	}
+	fmt.Fprintf(w, "gocoll-info: %s/%s, %s, %s\n", rep.GOOS, rep.GOARCH, rep.GoVersion, cgo)
+	env := "unset"
+	if rep.EnvBackend != "" {
+		env = fmt.Sprintf("%q", rep.EnvBackend)
+	}
+	if rep.Selection.Backend != "" {
+		fmt.Fprintf(w, "default selection: %s (GOCOLL_BACKEND %s)\n", rep.Selection.Backend, env)
+	} else {
+		fmt.Fprintf(w, "default selection: none (GOCOLL_BACKEND %s): %s\n", env, rep.Selection.Error)
+	}
+	for _, s := range rep.Selection.Skipped {
+		fmt.Fprintf(w, "  skipped %s: %s\n", s.Backend, s.Reason)
+	}
+	for _, b := range rep.Backends {
+		fmt.Fprintln(w)
+		if !b.Available {
+			fmt.Fprintf(w, "%s: unavailable: %s\n", b.Name, b.Reason)
+			continue
+		}
+		fmt.Fprintf(w, "%s: available, %d device(s)\n", b.Name, len(b.Devices))
+		for _, d := range b.Devices {
+			writeDevice(w, d)
+		}
+	}
+}
+
+func writeDevice(w io.Writer, d backend.DeviceInfo) {
+	fmt.Fprintf(w, "  device %d: %s\n", d.Index, d.Name)
+	row := func(k, format string, a ...any) {
+		fmt.Fprintf(w, "    %-20s %s\n", k, fmt.Sprintf(format, a...))
+	}
+	row("type", "%s", d.Type)
+	row("vendor / device id", "0x%04x / 0x%04x", d.VendorID, d.DeviceID)
+	row("driver", "%s", d.Driver)
+	row("API version", "%s", d.APIVersion)
+	f64 := "no"
+	if d.Float64 {
+		f64 = "yes"
+	}
+	if d.Float64Reason != "" {
+		f64 += " (" + d.Float64Reason + ")"
+	} else if !d.Float64 {
+		f64 += " (f64 is reduced exactly on the host path)"
+	}
+	row("float64", "%s", f64)
+	row("max binding", "%s", bytesString(d.MaxBindingBytes))
+	row("max allocation", "%s", bytesString(d.MaxAllocBytes))
+	row("subgroup size", "%d", d.SubgroupSize)
+	row("max work-group size", "%d", d.MaxWorkGroupSize)
+	row("timestamp period", "%g ns/tick", d.TimestampPeriod)
+	row("host import", "%s", yesNo(d.HostImport))
+	row("unified memory", "%s", yesNo(d.UnifiedMemory))
+	if len(d.Heaps) == 0 {
+		row("memory heaps", "none reported")
+	}
+	for i, h := range d.Heaps {
+		kind := "host"
+		if h.DeviceLocal {
+			kind = "device-local"
+		}
+		row(fmt.Sprintf("memory heap %d", i), "%s, %s", bytesString(int64(min(h.Size, math.MaxInt64))), kind)
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// bytesString prints a byte count in binary units, with the exact count.
+func bytesString(n int64) string {
+	if n == math.MaxInt64 {
+		return "unlimited"
+	}
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB"}
+	v, u := float64(n)/1024, 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	s := strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
+	return fmt.Sprintf("%s %s (%d B)", s, units[u], n)
+}

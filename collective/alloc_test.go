@@ -1,0 +1,99 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// rankLoop keeps ranks 1..N-1 calling AllReduce whenever rank 0 asks, so a
+// measurement on rank 0's goroutine covers whole collectives.
+type rankLoop struct {
+	g    *Group
+	go_  []chan struct{}
+	done chan error
+}
+
+func startRankLoop[T Float](g *Group, data [][]T, op Op) *rankLoop {
+	l := &rankLoop{g: g, done: make(chan error, g.Size())}
+	for r := 1; r < g.Size(); r++ {
+		ch := make(chan struct{})
+		l.go_ = append(l.go_, ch)
+		go func(r int, ch chan struct{}) {
+			for range ch {
+				l.done <- AllReduce(context.Background(), g.Comm(r), data[r], op)
+			}
+		}(r, ch)
+	}
+	return l
+}
+
+func (l *rankLoop) step(f func() error) error {
+	for _, ch := range l.go_ {
+		ch <- struct{}{}
+	}
+	err := f()
+	for range l.go_ {
+		if e := <-l.done; e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+func (l *rankLoop) stop() {
+	for _, ch := range l.go_ {
+		close(ch)
+	}
+}
+
+// TestAllReduceZeroAllocs: a steady-state AllReduce of a pooled size on 4
+// ranks allocates nothing (buffers, fences and waits are pooled).
+func TestAllReduceZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, bk := range backendsUnderTest(t) {
+		for _, dt := range []string{"float", "double"} {
+			t.Run(fmt.Sprintf("%s/%s", bk, dt), func(t *testing.T) {
+				g := openGroup(t, bk, 4)
+				const n = 4099
+				var allocs float64
+				if dt == "float" {
+					allocs = measureAllocs[float32](t, g, n)
+				} else {
+					allocs = measureAllocs[float64](t, g, n)
+				}
+				if allocs != 0 {
+					t.Errorf("%v allocations per AllReduce, want 0", allocs)
+				}
+			})
+		}
+	}
+}
+
+func measureAllocs[T Float](t *testing.T, g *Group, n int) float64 {
+	data := make([][]T, g.Size())
+	for r := range data {
+		data[r] = make([]T, n)
+	}
+	l := startRankLoop(g, data, Mean)
+	defer l.stop()
+	ctx := context.Background()
+	call := func() error { return AllReduce(ctx, g.Comm(0), data[0], Mean) }
+	for i := 0; i < 3; i++ { // warm the pools
+		if err := l.step(call); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	a := testing.AllocsPerRun(20, func() {
+		if e := l.step(call); e != nil {
+			err = e
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

@@ -1,0 +1,251 @@
+package collective
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Float is the element type of host-slice collectives.
+type Float interface{ ~float32 | ~float64 }
+
+func dtypeOf[T Float]() backend.DType {
+	var z T
+	if unsafe.Sizeof(z) == 8 {
+		return backend.F64
+	}
+	return backend.F32
+}
+
+func asBytes[T Float](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
+}
+
+// AllReduce reduces data across all ranks with op, in place: on return every
+// rank's data holds the same, bitwise identical result. Every rank of the
+// group must call it with the same length and op, each from its own
+// goroutine. On an error before data moved (validation, a mismatch between
+// ranks, a timeout waiting for peers) data is untouched.
+func AllReduce[T Float](ctx context.Context, c *Comm, data []T, op Op) error {
+	b := asBytes(data)
+	return c.allReduce(ctx, b, b, len(data), dtypeOf[T](), op)
+}
+
+// AllReduceInto reduces send across all ranks into recv (out of place); send
+// is never written. len(send) must equal len(recv); they may be the same
+// slice but must not partly overlap.
+func AllReduceInto[T Float](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if len(send) != len(recv) {
+		return c.invalidCall(ctx, invalidArg("rank %d: AllReduceInto: len(send)=%d != len(recv)=%d", c.rank, len(send), len(recv)))
+	}
+	return c.allReduce(ctx, asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op)
+}
+
+// Barrier returns once every rank has called it.
+func Barrier(ctx context.Context, c *Comm) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	c.seq++
+	return c.arrive(ctx, fingerprint{kind: collBarrier}, "Barrier")
+}
+
+// invalidCall reports a local argument error to the peers too (through the
+// fingerprint rendezvous), so they fail with a MismatchError instead of
+// waiting for the timeout, and returns err to the caller.
+func (c *Comm) invalidCall(ctx context.Context, err error) error {
+	if e := c.enter(); e != nil {
+		return err
+	}
+	defer c.leave()
+	c.seq++
+	_ = c.arrive(ctx, fingerprint{kind: collInvalid}, "argument check")
+	return err
+}
+
+// scaleFor returns the final multiplier of op on n ranks.
+func scaleFor(op Op, n int) float64 {
+	if op == Mean {
+		return 1 / float64(n)
+	}
+	return 1
+}
+
+// kernelOp maps a collective op onto the kernels' operator.
+func kernelOp(op Op) backend.Op {
+	switch op {
+	case Prod:
+		return backend.Prod
+	case Max:
+		return backend.Max
+	case Min:
+		return backend.Min
+	}
+	return backend.Sum
+}
+
+// sliceOf returns rank r's share [lo, hi) of n elements among size ranks.
+func sliceOf(n, size, r int) (lo, hi int) {
+	return n * r / size, n * (r + 1) / size
+}
+
+func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backend.DType, op Op) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if !op.Valid() {
+		return c.invalidCall(ctx, invalidArg("rank %d: unknown op %d", c.rank, int(op)))
+	}
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	c.seq++
+	g := c.g
+	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n)}
+	if err := c.arrive(ctx, fp, "AllReduce fingerprint check"); err != nil {
+		return err
+	}
+	if g.logCalls && g.log.Enabled(ctx, LevelTrace) {
+		g.log.Log(ctx, LevelTrace, "gocoll: AllReduce", "rank", c.rank, "seq", c.seq, "count", n, "type", dt.String(),
+			"op", op.String(), "strategy", Direct.String(), "f64Host", dt == backend.F64 && !c.info.Float64)
+	} else if g.logCalls && c.rank == 0 && g.log.Enabled(ctx, slog.LevelInfo) {
+		g.log.Info("gocoll: AllReduce", "seq", c.seq, "count", n, "type", dt.String(), "op", op.String(), "strategy", Direct.String())
+	}
+	if n == 0 {
+		return nil
+	}
+	es := dt.Size()
+	if g.n == 1 {
+		if &recv[0] != &send[0] {
+			copy(recv, send)
+		}
+		return nil
+	}
+	return c.direct(ctx, send, recv, n, es, dt, op)
+}
+
+// direct is the one-shot all-reduce through host staging: each rank stages
+// its input in host-visible memory; rank r gathers slice r of every rank's
+// input into its own host-visible buffer and reduces it with a kernel (in
+// rank order, so the result is deterministic); every rank then copies all
+// reduced slices into its output. Caller data is only read until every rank
+// has reduced its slice, so a failure before then leaves it untouched.
+func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op) error {
+	g := c.g
+	if err := c.ensure(&c.stage, n*es); err != nil {
+		return c.fail(err, false, send, recv)
+	}
+	lo, hi := sliceOf(n, g.n, c.rank)
+	cnt := hi - lo
+	if err := c.ensure(&c.gather, g.n*cnt*es+es); err != nil {
+		return c.fail(err, false, send, recv)
+	}
+	copy(c.stage.Bytes(), send[:n*es])
+	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce staging"); err != nil {
+		return err
+	}
+	if cnt > 0 {
+		gb := c.gather.Bytes()
+		for p := 0; p < g.n; p++ {
+			copy(gb[p*cnt*es:(p+1)*cnt*es], g.comms[p].stage.Bytes()[lo*es:hi*es])
+		}
+		dst := backend.Region{Buf: c.stage, Off: lo * es, Len: cnt * es}
+		if dt == backend.F64 && !c.info.Float64 {
+			reduceHostF64(c.stage.Bytes()[lo*es:hi*es], gb, g.n, cnt, op, scaleFor(op, g.n))
+		} else {
+			for p := 0; p < g.n; p++ {
+				c.srcs[p] = backend.Region{Buf: c.gather, Off: p * cnt * es, Len: cnt * es}
+			}
+			s := c.dev.Stream()
+			if err := s.Reduce(kernelOp(op), dt, dst, c.srcs, scaleFor(op, g.n)); err != nil {
+				return c.fail(err, false, send, recv)
+			}
+			f, err := s.Submit()
+			if err != nil {
+				return c.fail(err, false, send, recv)
+			}
+			if err := c.waitFence(ctx, f); err != nil {
+				return c.fail(err, false, send, recv)
+			}
+		}
+	}
+	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce reduction"); err != nil {
+		return err
+	}
+	for p := 0; p < g.n; p++ {
+		plo, phi := sliceOf(n, g.n, p)
+		copy(recv[plo*es:phi*es], g.comms[p].stage.Bytes()[plo*es:phi*es])
+	}
+	return nil
+}
+
+// fail breaks the group after a failure inside a collective and wraps it.
+func (c *Comm) fail(err error, touched bool, send, recv []byte) error {
+	c.g.breakGroup(err)
+	inPlace := len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0]
+	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: touched, Strategy: Direct}
+}
+
+// reduceHostF64 reduces k slices of cnt float64s (laid out one after the
+// other in src) into dst exactly, in rank order: the path for devices
+// without f64 kernels. Same semantics as the kernels.
+func reduceHostF64(dst, src []byte, k, cnt int, op Op, scale float64) {
+	d := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(dst))), cnt)
+	s := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(src))), k*cnt)
+	kop := kernelOp(op)
+	for i := 0; i < cnt; i++ {
+		acc := s[i]
+		for p := 1; p < k; p++ {
+			acc = combine64(kop, acc, s[p*cnt+i])
+		}
+		if scale != 1 {
+			acc *= scale
+		}
+		d[i] = acc
+	}
+}
+
+// combine64 is the kernels' operator in float64 (IEEE 754-2019 max/min).
+func combine64(op backend.Op, a, b float64) float64 {
+	switch op {
+	case backend.Sum:
+		return a + b
+	case backend.Prod:
+		return a * b
+	}
+	if math.IsNaN(a) {
+		return a
+	}
+	if math.IsNaN(b) {
+		return b
+	}
+	if a == b {
+		neg := math.Signbit(a)
+		if (op == backend.Max) != neg {
+			return a
+		}
+		return b
+	}
+	if op == backend.Max {
+		if a > b {
+			return a
+		}
+		return b
+	}
+	if a < b {
+		return a
+	}
+	return b
+}

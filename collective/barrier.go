@@ -1,0 +1,206 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// collKind names a collective in fingerprints.
+type collKind uint8
+
+const (
+	collNone collKind = iota
+	collAllReduce
+	collBarrier
+	collInvalid // a rank whose own arguments were invalid
+)
+
+func (k collKind) String() string {
+	switch k {
+	case collAllReduce:
+		return "AllReduce"
+	case collBarrier:
+		return "Barrier"
+	case collInvalid:
+		return "a call with invalid arguments"
+	}
+	return "nothing"
+}
+
+// fingerprint identifies a call; every rank's must match before data moves.
+type fingerprint struct {
+	kind  collKind
+	op    Op
+	dt    backend.DType
+	count int64
+	root  int32
+}
+
+func (f fingerprint) String() string {
+	switch f.kind {
+	case collBarrier, collInvalid, collNone:
+		return f.kind.String()
+	}
+	return fmt.Sprintf("%s(op=%s, type=%s, count=%d)", f.kind, f.op, f.dt, f.count)
+}
+
+// barrier is a reusable rendezvous of n ranks that carries fingerprints. A
+// generation completes when all n ranks arrived; waiting honours the
+// caller's context, CommunicationTimeout and the group breaking. It does not
+// allocate in steady state.
+type barrier struct {
+	mu      sync.Mutex
+	n       int
+	arrived int
+	gen     uint64
+	present []bool
+	fps     []fingerprint
+	lastSeq []int64
+	results [2]*MismatchError // per generation parity
+	mism    []MismatchError   // preallocated storage for results
+}
+
+func (b *barrier) init(n int) {
+	b.n = n
+	b.present = make([]bool, n)
+	b.fps = make([]fingerprint, n)
+	b.lastSeq = make([]int64, n)
+	for i := range b.lastSeq {
+		b.lastSeq[i] = -1
+	}
+	b.mism = make([]MismatchError, 2)
+}
+
+// arrive enters c's rank into the current generation with fp and waits for
+// the others. phase names the wait in timeout errors. It returns a
+// *MismatchError if the fingerprints differ (every rank gets one), a
+// *TimeoutError (the group is then broken), or the group's failure.
+func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
+	g := c.g
+	b := &g.bar
+	b.mu.Lock()
+	if err := g.Err(); err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	b.present[c.rank] = true
+	b.fps[c.rank] = fp
+	b.lastSeq[c.rank] = int64(c.seq)
+	b.arrived++
+	gen := b.gen
+	if b.arrived == b.n {
+		b.results[gen&1] = b.compare(gen)
+		res := b.results[gen&1]
+		b.arrived = 0
+		b.gen++
+		for r := range b.present {
+			b.present[r] = false
+			if r != c.rank {
+				select {
+				case g.comms[r].wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+		b.mu.Unlock()
+		if res != nil {
+			return c.mismatchFor(res)
+		}
+		return nil
+	}
+	b.mu.Unlock()
+
+	// Wait for the generation to complete.
+	c.timer.Reset(g.cfg.CommunicationTimeout)
+	var ctxErr error
+	timedOut := false
+	for {
+		select {
+		case <-c.wake:
+		case <-c.timer.C:
+			timedOut = true
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+		case <-g.brokenCh:
+		}
+		b.mu.Lock()
+		if b.gen != gen {
+			// Completed (possibly at the same moment as a timeout).
+			res := b.results[gen&1]
+			b.mu.Unlock()
+			c.timer.Stop()
+			if res != nil {
+				return c.mismatchFor(res)
+			}
+			return nil
+		}
+		if err := g.Err(); err != nil {
+			b.mu.Unlock()
+			c.timer.Stop()
+			return err
+		}
+		if timedOut || ctxErr != nil {
+			te := &TimeoutError{Seq: c.seq, Phase: phase, Ctx: ctxErr}
+			for r, p := range b.present {
+				if !p {
+					te.Missing = append(te.Missing, r)
+					te.LastSeq = append(te.LastSeq, b.lastSeq[r])
+				}
+			}
+			b.mu.Unlock()
+			c.timer.Stop()
+			g.breakGroup(te)
+			return te
+		}
+		b.mu.Unlock()
+	}
+}
+
+// compare checks the generation's fingerprints; called with mu held.
+func (b *barrier) compare(gen uint64) *MismatchError {
+	for r := 1; r < b.n; r++ {
+		if b.fps[r] != b.fps[0] {
+			m := &b.mism[gen&1]
+			*m = MismatchError{Rank: 0, Peer: r}
+			m.Call = b.fps[0].String()
+			m.PeerCall = b.fps[r].String()
+			// A rank with invalid arguments is the one to name first.
+			if b.fps[0].kind != collInvalid {
+				for q := 0; q < b.n; q++ {
+					if b.fps[q].kind == collInvalid {
+						m.Rank, m.Peer = q, 0
+						m.Call, m.PeerCall = b.fps[q].String(), b.fps[0].String()
+						break
+					}
+				}
+			}
+			return m
+		}
+	}
+	return nil
+}
+
+// mismatchFor returns a copy of m for this rank's caller.
+func (c *Comm) mismatchFor(m *MismatchError) error {
+	e := *m
+	e.Seq = c.seq
+	return &e
+}
+
+// waitFence waits for f, honouring ctx. A failure breaks the group.
+func (c *Comm) waitFence(ctx context.Context, f backend.Fence) error {
+	if err := f.Wait(ctx); err != nil {
+		if isCtxErr(err) {
+			err = &TimeoutError{Seq: c.seq, Phase: "device work", Ctx: err}
+		}
+		c.g.breakGroup(err)
+		return err
+	}
+	return nil
+}
+
+var _ = time.Second

@@ -1,0 +1,179 @@
+package collective
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Op is a reduction operator.
+type Op int
+
+const (
+	Sum  Op = iota // element-wise sum
+	Mean           // the sum, then one multiply by 1/N on every backend
+	Max            // maximum; NaN if any input is NaN
+	Min            // minimum; NaN if any input is NaN
+	Prod           // product
+)
+
+var opNames = [...]string{Sum: "sum", Mean: "avg", Max: "max", Min: "min", Prod: "prod"}
+
+// String returns the nccl-tests name of the op (sum, avg, max, min, prod).
+func (o Op) String() string {
+	if o >= 0 && int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// Valid reports whether o is one of the defined operators.
+func (o Op) Valid() bool { return o >= Sum && o <= Prod }
+
+// ParseOp accepts sum, avg (or mean), max, min and prod.
+func ParseOp(s string) (Op, error) {
+	switch strings.ToLower(s) {
+	case "sum":
+		return Sum, nil
+	case "avg", "mean":
+		return Mean, nil
+	case "max":
+		return Max, nil
+	case "min":
+		return Min, nil
+	case "prod":
+		return Prod, nil
+	}
+	return 0, fmt.Errorf("collective: unknown op %q (want sum, avg, max, min or prod): %w", s, ErrInvalidArgument)
+}
+
+// Strategy is an all-reduce algorithm.
+type Strategy int
+
+const (
+	// Auto picks the algorithm per call from a measured cost model.
+	Auto Strategy = iota
+	// Ring is reduce-scatter then all-gather, 2(N-1) steps.
+	Ring
+	// Tree reduces along a binary tree to a root and broadcasts back.
+	Tree
+	// Hierarchical reduces inside groups of LocalGroupSize ranks, all-reduces
+	// among the group leaders, and broadcasts inside the groups.
+	Hierarchical
+	// Pipelined splits the tensor into PipelineDepth chunks, each submitted
+	// without waiting, with one fence for the batch.
+	Pipelined
+	// Direct is the one-shot algorithm: every rank reduces its own 1/N of the
+	// tensor from all ranks' inputs, then every rank gathers all slices.
+	Direct
+)
+
+var strategyNames = [...]string{Auto: "auto", Ring: "ring", Tree: "tree", Hierarchical: "hierarchical", Pipelined: "pipelined", Direct: "direct"}
+
+func (s Strategy) String() string {
+	if s >= 0 && int(s) < len(strategyNames) {
+		return strategyNames[s]
+	}
+	return fmt.Sprintf("Strategy(%d)", int(s))
+}
+
+// ParseStrategy accepts the names String returns.
+func ParseStrategy(name string) (Strategy, error) {
+	for i, n := range strategyNames {
+		if strings.EqualFold(name, n) {
+			return Strategy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("collective: unknown strategy %q (want auto, ring, tree, hierarchical, pipelined or direct): %w", name, ErrInvalidArgument)
+}
+
+// Config holds the tuning of a Group (the seed's MultiGpuConfig, less the
+// rank and GPU count, which are Options.Ranks and Options.Devices).
+type Config struct {
+	// Strategy is the all-reduce algorithm (Auto by default).
+	Strategy Strategy
+	// PipelineDepth is the number of chunks in flight (>= 1).
+	PipelineDepth int
+	// LocalGroupSize is the group size of the hierarchical strategy (>= 1).
+	LocalGroupSize int
+	// BandwidthMonitorInterval is how often (in steps) the monitor logs (>= 1).
+	BandwidthMonitorInterval int
+	// GradientCompression turns on top-k compression of gradients.
+	GradientCompression bool
+	// CompressionRatio is the fraction of elements top-k keeps, in (0, 1].
+	CompressionRatio float32
+	// AdaptiveCommunication lets the performance monitor switch strategies.
+	AdaptiveCommunication bool
+	// AsyncParamUpdates lets gradient synchronisation overlap computation.
+	AsyncParamUpdates bool
+	// ErrorCorrection adds the residual of compression to the next step.
+	ErrorCorrection bool
+	// CommunicationTimeout bounds every blocking wait of a collective (> 0).
+	CommunicationTimeout time.Duration
+	// Deterministic fixes the reduction order (rank 0 + rank 1 + ...).
+	Deterministic bool
+}
+
+// DefaultConfig returns the seed's defaults. The zero Config is not valid.
+func DefaultConfig() Config {
+	return Config{
+		Strategy:                 Auto,
+		PipelineDepth:            2,
+		LocalGroupSize:           4,
+		BandwidthMonitorInterval: 100,
+		GradientCompression:      false,
+		CompressionRatio:         0.1,
+		AdaptiveCommunication:    true,
+		AsyncParamUpdates:        false,
+		ErrorCorrection:          true,
+		CommunicationTimeout:     5 * time.Second,
+	}
+}
+
+// MaxPipelineDepth bounds Config.PipelineDepth.
+const MaxPipelineDepth = 64
+
+// Validate checks every field that is later used as a divisor, an index
+// bound or a duration. Each error is a *ConfigError naming the field and
+// satisfies errors.Is(err, ErrInvalidConfig).
+func (c Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
+	}
+	if c.Strategy < Auto || c.Strategy > Direct {
+		return bad("Strategy", "unknown strategy %d", int(c.Strategy))
+	}
+	if c.PipelineDepth < 1 || c.PipelineDepth > MaxPipelineDepth {
+		return bad("PipelineDepth", "must be in [1, %d], got %d", MaxPipelineDepth, c.PipelineDepth)
+	}
+	if c.LocalGroupSize < 1 {
+		return bad("LocalGroupSize", "must be >= 1, got %d", c.LocalGroupSize)
+	}
+	if c.BandwidthMonitorInterval < 1 {
+		return bad("BandwidthMonitorInterval", "must be >= 1, got %d", c.BandwidthMonitorInterval)
+	}
+	r := float64(c.CompressionRatio)
+	if math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 || r > 1 {
+		if c.GradientCompression || c.CompressionRatio != 0 {
+			return bad("CompressionRatio", "must be finite and in (0, 1], got %v", c.CompressionRatio)
+		}
+	}
+	if c.CommunicationTimeout <= 0 {
+		return bad("CommunicationTimeout", "must be > 0, got %v", c.CommunicationTimeout)
+	}
+	return nil
+}
+
+// ConfigError is a bad Config or Options field.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return "collective: invalid " + e.Field + ": " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }

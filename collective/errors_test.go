@@ -1,0 +1,323 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig invalid: %v", err)
+	}
+	if err := (Config{}).Validate(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("zero Config: got %v, want ErrInvalidConfig", err)
+	}
+	cases := []struct {
+		field string
+		mod   func(*Config)
+	}{
+		{"Strategy", func(c *Config) { c.Strategy = Strategy(99) }},
+		{"Strategy", func(c *Config) { c.Strategy = Strategy(-1) }},
+		{"PipelineDepth", func(c *Config) { c.PipelineDepth = 0 }},
+		{"PipelineDepth", func(c *Config) { c.PipelineDepth = MaxPipelineDepth + 1 }},
+		{"LocalGroupSize", func(c *Config) { c.LocalGroupSize = 0 }},
+		{"BandwidthMonitorInterval", func(c *Config) { c.BandwidthMonitorInterval = -1 }},
+		{"CompressionRatio", func(c *Config) { c.GradientCompression = true; c.CompressionRatio = 0 }},
+		{"CompressionRatio", func(c *Config) { c.GradientCompression = true; c.CompressionRatio = 1.5 }},
+		{"CompressionRatio", func(c *Config) { c.CompressionRatio = float32(nan32()) }},
+		{"CommunicationTimeout", func(c *Config) { c.CommunicationTimeout = 0 }},
+		{"CommunicationTimeout", func(c *Config) { c.CommunicationTimeout = -time.Second }},
+	}
+	for _, tc := range cases {
+		c := DefaultConfig()
+		tc.mod(&c)
+		err := c.Validate()
+		var ce *ConfigError
+		if !errors.Is(err, ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("%s: got %v, want a ConfigError naming %s", tc.field, err, tc.field)
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("error %q does not name %s", err, tc.field)
+		}
+		// NewGroup refuses it too.
+		if _, err := NewGroup(context.Background(), Options{Ranks: 2, Backend: "host", Config: c}); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("NewGroup with bad %s: got %v", tc.field, err)
+		}
+	}
+	c := DefaultConfig()
+	c.GradientCompression = true
+	c.CompressionRatio = 1
+	if err := c.Validate(); err != nil {
+		t.Errorf("ratio 1: %v", err)
+	}
+}
+
+func nan32() float64 { var z float64; return z / z }
+
+func TestOptionsValidate(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		field string
+		o     Options
+	}{
+		{"Ranks", Options{Ranks: 0, Backend: "host", Config: DefaultConfig()}},
+		{"Ranks", Options{Ranks: -3, Backend: "host", Config: DefaultConfig()}},
+		{"Devices", Options{Ranks: 2, Backend: "host", Devices: []int{0}, Config: DefaultConfig()}},
+		{"Devices", Options{Ranks: 2, Backend: "host", Devices: []int{0, 7}, Config: DefaultConfig()}},
+		{"MaxBindingBytes", Options{Ranks: 1, Backend: "host", MaxBindingBytes: -1, Config: DefaultConfig()}},
+	} {
+		_, err := NewGroup(ctx, tc.o)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: got %v, want ConfigError on %s", tc.o, err, tc.field)
+		}
+	}
+	if _, err := NewGroup(ctx, Options{Ranks: 1, Backend: "nosuch", Config: DefaultConfig()}); !errors.Is(err, ErrBackendUnavailable) {
+		t.Errorf("unknown backend: got %v", err)
+	}
+}
+
+func TestMismatchedCalls(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 3)
+		data := [][]float32{{1, 2, 3}, {4, 5, 6}, {7, 8, 9, 10}}
+		keep := [][]float32{{1, 2, 3}, {4, 5, 6}, {7, 8, 9, 10}}
+		errs := onRanks(g, func(c *Comm) error {
+			return AllReduce(context.Background(), c, data[c.Rank()], Sum)
+		})
+		for r, err := range errs {
+			var me *MismatchError
+			if !errors.Is(err, ErrMismatch) || !errors.As(err, &me) {
+				t.Fatalf("%s rank %d: got %v, want ErrMismatch", bk, r, err)
+			}
+			if !strings.Contains(err.Error(), "count=4") || !strings.Contains(err.Error(), "count=3") {
+				t.Errorf("%s: mismatch error does not name both calls: %v", bk, err)
+			}
+			if !bitsEqual(data[r], keep[r]) {
+				t.Errorf("%s rank %d: data touched after a mismatch", bk, r)
+			}
+		}
+		// Different ops.
+		errs = onRanks(g, func(c *Comm) error {
+			op := Sum
+			if c.Rank() == 2 {
+				op = Max
+			}
+			return AllReduce(context.Background(), c, data[c.Rank()][:3], op)
+		})
+		for r, err := range errs {
+			if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "op=max") {
+				t.Fatalf("%s rank %d: got %v, want a mismatch naming op=max", bk, r, err)
+			}
+		}
+		// Different types: rank 1 reduces float64.
+		errs = onRanks(g, func(c *Comm) error {
+			if c.Rank() == 1 {
+				return AllReduce(context.Background(), c, []float64{1, 2, 3}, Sum)
+			}
+			return AllReduce(context.Background(), c, data[c.Rank()][:3], Sum)
+		})
+		for r, err := range errs {
+			if !errors.Is(err, ErrMismatch) {
+				t.Fatalf("%s rank %d: got %v, want ErrMismatch", bk, r, err)
+			}
+		}
+		// A local argument error is reported to the caller and to the peers.
+		errs = onRanks(g, func(c *Comm) error {
+			if c.Rank() == 0 {
+				return AllReduceInto(context.Background(), c, make([]float32, 3), make([]float32, 2), Sum)
+			}
+			return AllReduce(context.Background(), c, data[c.Rank()][:3], Sum)
+		})
+		if !errors.Is(errs[0], ErrInvalidArgument) {
+			t.Errorf("%s: rank 0 got %v, want ErrInvalidArgument", bk, errs[0])
+		}
+		for r := 1; r < 3; r++ {
+			if !errors.Is(errs[r], ErrMismatch) || !strings.Contains(errs[r].Error(), "invalid arguments") {
+				t.Errorf("%s rank %d: got %v, want a mismatch naming the invalid call", bk, r, errs[r])
+			}
+		}
+		// The group still works: mismatches are found before data moves.
+		inputs := [][]float64{{1, 2}, {3, 4}, {5, 6}}
+		checkResult(t, runAllReduce[float32](t, g, inputs, Sum, true), []float64{9, 12}, Sum, 0)
+	}
+}
+
+func TestMissingRankTimesOut(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 4)
+		data := make([][]float32, 4)
+		for r := range data {
+			data[r] = []float32{float32(r), 1, 2}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for r := 0; r < 3; r++ { // rank 3 never calls
+			wg.Add(1)
+			go func(r int) {
+				defer wg.Done()
+				errs[r] = AllReduce(ctx, g.Comm(r), data[r], Sum)
+			}(r)
+		}
+		wg.Wait()
+		cancel()
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("%s: timeout took %v", bk, el)
+		}
+		for r := 0; r < 3; r++ {
+			var te *TimeoutError
+			if !errors.Is(errs[r], ErrTimeout) || !errors.As(errs[r], &te) {
+				t.Fatalf("%s rank %d: got %v, want ErrTimeout", bk, r, errs[r])
+			}
+			if len(te.Missing) != 1 || te.Missing[0] != 3 || !strings.Contains(errs[r].Error(), "[3]") {
+				t.Errorf("%s rank %d: error does not name rank 3: %v", bk, r, errs[r])
+			}
+			if !errors.Is(errs[r], context.DeadlineExceeded) {
+				t.Errorf("%s rank %d: ctx expired but errors.Is(DeadlineExceeded) is false: %v", bk, r, errs[r])
+			}
+			if data[r][0] != float32(r) {
+				t.Errorf("%s rank %d: data touched by a failed call", bk, r)
+			}
+		}
+		// The group is broken now: later calls fail fast with the cause.
+		err := AllReduce(context.Background(), g.Comm(0), data[0], Sum)
+		if !errors.Is(err, ErrGroupBroken) || !errors.Is(err, ErrTimeout) {
+			t.Errorf("%s: call on a broken group: got %v", bk, err)
+		}
+	}
+}
+
+func TestCommunicationTimeout(t *testing.T) {
+	g := openGroup(t, "host", 2, func(o *Options) { o.Config.CommunicationTimeout = 150 * time.Millisecond })
+	start := time.Now()
+	err := AllReduce(context.Background(), g.Comm(0), []float64{1}, Sum)
+	el := time.Since(start)
+	if !errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want ErrTimeout from CommunicationTimeout", err)
+	}
+	if el < 150*time.Millisecond || el > 150*time.Millisecond+250*time.Millisecond {
+		t.Errorf("timed out after %v, want 150ms (+250ms)", el)
+	}
+}
+
+func TestConcurrentUseDetected(t *testing.T) {
+	g := openGroup(t, "host", 2, func(o *Options) { o.Config.CommunicationTimeout = time.Second })
+	done := make(chan error, 1)
+	go func() { done <- AllReduce(context.Background(), g.Comm(0), []float32{1}, Sum) }()
+	// Wait until rank 0 is inside its call.
+	for !g.Comm(0).busy.Load() {
+		runtime.Gosched()
+	}
+	err := AllReduce(context.Background(), g.Comm(0), []float32{1}, Sum)
+	if !errors.Is(err, ErrConcurrentUse) {
+		t.Errorf("second call on a busy Comm: got %v, want ErrConcurrentUse", err)
+	}
+	if err := AllReduce(context.Background(), g.Comm(1), []float32{2}, Sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClosedGroup(t *testing.T) {
+	g, err := NewGroup(context.Background(), Options{Ranks: 2, Backend: "host", Config: DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := AllReduce(context.Background(), g.Comm(0), []float32{1}, Sum); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: got %v, want ErrClosed", err)
+	}
+	if err := AllReduce(context.Background(), nil, []float32{1}, Sum); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("nil Comm: got %v", err)
+	}
+	if g.Comm(5) != nil || g.Comm(-1) != nil {
+		t.Error("Comm out of range is not nil")
+	}
+}
+
+// TestLoaderFallback points the Vulkan loader at a path that does not exist
+// (in a subprocess: loading happens once per process): auto falls back to
+// host and says why; an explicit "vulkan" is a clear error.
+func TestLoaderFallback(t *testing.T) {
+	if !vulkanBuilt {
+		t.Skip("vulkan backend not in this build")
+	}
+	if os.Getenv("GOCOLL_LOADER_CHILD") == "1" {
+		g, err := NewGroup(context.Background(), Options{Ranks: 2, Config: DefaultConfig()})
+		if err != nil {
+			t.Fatalf("auto: %v", err)
+		}
+		defer g.Close()
+		if g.Backend() != "host" {
+			t.Fatalf("auto chose %s", g.Backend())
+		}
+		sk := g.Skipped()
+		if len(sk) == 0 || sk[0].Backend != "vulkan" || !strings.Contains(sk[0].Reason, "/nonexistent/libvulkan.so.1") {
+			t.Fatalf("skip reasons %+v do not name the loader path", sk)
+		}
+		_, err = NewGroup(context.Background(), Options{Ranks: 1, Backend: "vulkan", Config: DefaultConfig()})
+		if !errors.Is(err, ErrBackendUnavailable) || !strings.Contains(err.Error(), "/nonexistent/libvulkan.so.1") {
+			t.Fatalf("explicit vulkan: got %v", err)
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLoaderFallback$", "-test.v")
+	cmd.Env = append(os.Environ(), "GOCOLL_LOADER_CHILD=1", "GOCOLL_VULKAN_LIB=/nonexistent/libvulkan.so.1", "GOCOLL_BACKEND=")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "PASS") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+func TestEnvBackendSelection(t *testing.T) {
+	t.Setenv("GOCOLL_BACKEND", "host")
+	g, err := NewGroup(context.Background(), Options{Ranks: 1, Config: DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.Backend() != "host" {
+		t.Errorf("GOCOLL_BACKEND=host chose %s", g.Backend())
+	}
+	t.Setenv("GOCOLL_BACKEND", "nosuch")
+	if _, err := NewGroup(context.Background(), Options{Ranks: 1, Config: DefaultConfig()}); !errors.Is(err, ErrBackendUnavailable) {
+		t.Errorf("GOCOLL_BACKEND=nosuch: %v", err)
+	}
+	// The option wins over the environment.
+	g2, err := NewGroup(context.Background(), Options{Ranks: 1, Backend: "host", Config: DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2.Close()
+}
+
+func TestProbe(t *testing.T) {
+	var host bool
+	for _, r := range Probe() {
+		if r.Name == "host" {
+			host = r.Err == nil && len(r.Devices) > 0
+		}
+		if r.Name == "metal" && runtime.GOOS != "darwin" && r.Err == nil {
+			t.Error("metal reported available off darwin")
+		}
+	}
+	if !host {
+		t.Error("Probe does not list an available host backend")
+	}
+}

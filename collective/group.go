@@ -1,0 +1,422 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Options say how to open a Group.
+type Options struct {
+	// Ranks is the number of ranks (>= 1). Each rank is driven by its own
+	// goroutine, as with NCCL.
+	Ranks int
+	// Backend is "", "auto", "vulkan", "metal" or "host". "" reads the
+	// environment variable GOCOLL_BACKEND, then behaves as "auto": metal
+	// (darwin), vulkan, then host, each unavailable one skipped with a reason
+	// (Group.Skipped).
+	Backend string
+	// Devices maps ranks to device indices of the backend. nil places rank r
+	// on device r mod D. Several ranks may share one physical device: each
+	// rank still opens its own logical device and queue.
+	Devices []int
+	// Config tunes the group; it must pass Validate (start from DefaultConfig).
+	Config Config
+	// MaxBindingBytes, when > 0, lowers the largest range one kernel binding
+	// covers (a test hook that makes the split path run on small tensors).
+	MaxBindingBytes int64
+	// DisableFloat64 makes every device report no f64 support, so f64 is
+	// reduced exactly on the host path (a test hook).
+	DisableFloat64 bool
+	// Validation turns on the API validation layer where the backend has one.
+	Validation bool
+	// Logger receives debug logs; nil uses GOCOLL_DEBUG (INFO or TRACE) to
+	// decide whether to log to stderr.
+	Logger *slog.Logger
+}
+
+// Skip records a backend that selection passed over, and why.
+type Skip struct {
+	Backend string
+	Reason  string
+}
+
+// LevelTrace is the slog level of GOCOLL_DEBUG=TRACE (per-call details).
+const LevelTrace = slog.LevelDebug - 4
+
+// Group is a set of ranks that run collectives together. Create it with
+// NewGroup; each rank's goroutine uses its own Comm.
+type Group struct {
+	n         int
+	cfg       Config
+	opts      Options
+	bk        string
+	skipped   []Skip
+	placement []int
+	devs      []backend.Device
+	infos     []backend.DeviceInfo
+	comms     []*Comm
+	log       *slog.Logger
+	logCalls  bool
+
+	bar barrier
+
+	brokenMu  sync.Mutex
+	broken    error
+	brokenCh  chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Comm is one rank's handle on a Group. Calls on one Comm must come from one
+// goroutine at a time; concurrent use is detected and returns
+// ErrConcurrentUse.
+type Comm struct {
+	g    *Group
+	rank int
+	dev  backend.Device
+	info backend.DeviceInfo
+
+	busy  atomic.Bool
+	seq   uint64 // calls started on this comm
+	timer *time.Timer
+	wake  chan struct{}
+
+	// Pooled buffers: grown on demand, reused across calls.
+	stage  backend.Buffer // host-visible: this rank's input, then its reduced slice
+	gather backend.Buffer // host-visible: the slices of every rank that this rank reduces
+	srcs   []backend.Region
+	f64buf []float64 // host-path scratch
+}
+
+// NewGroup opens Ranks ranks on the selected backend.
+func NewGroup(ctx context.Context, opts Options) (*Group, error) {
+	if opts.Ranks < 1 {
+		return nil, &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("must be >= 1, got %d", opts.Ranks)}
+	}
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.MaxBindingBytes < 0 {
+		return nil, &ConfigError{Field: "MaxBindingBytes", Reason: "must be >= 0"}
+	}
+	if opts.Devices != nil && len(opts.Devices) != opts.Ranks {
+		return nil, &ConfigError{Field: "Devices", Reason: fmt.Sprintf("has %d entries for %d ranks", len(opts.Devices), opts.Ranks)}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	g := &Group{n: opts.Ranks, cfg: opts.Config, opts: opts, brokenCh: make(chan struct{})}
+	g.log, g.logCalls = newLogger(opts.Logger)
+
+	b, skipped, err := selectBackend(opts.Backend)
+	g.skipped = skipped
+	if err != nil {
+		return nil, err
+	}
+	g.bk = b.Name()
+	infos, err := b.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("collective: %s: listing devices: %w", g.bk, err)
+	}
+	if len(infos) == 0 {
+		return nil, fmt.Errorf("collective: %s has no devices: %w", g.bk, ErrBackendUnavailable)
+	}
+	g.placement = make([]int, g.n)
+	for r := range g.placement {
+		d := r % len(infos)
+		if opts.Devices != nil {
+			d = opts.Devices[r]
+			if d < 0 || d >= len(infos) {
+				return nil, &ConfigError{Field: "Devices", Reason: fmt.Sprintf("rank %d: device %d out of range (the %s backend has %d)", r, d, g.bk, len(infos))}
+			}
+		}
+		g.placement[r] = d
+	}
+	oo := backend.OpenOptions{MaxBindingBytes: opts.MaxBindingBytes, DisableFloat64: opts.DisableFloat64, Validation: opts.Validation}
+	for r := 0; r < g.n; r++ {
+		dev, err := b.Open(g.placement[r], oo)
+		if err != nil {
+			g.closeDevices()
+			return nil, fmt.Errorf("collective: rank %d: opening %s device %d: %w", r, g.bk, g.placement[r], err)
+		}
+		g.devs = append(g.devs, dev)
+		g.infos = append(g.infos, dev.Info())
+	}
+	g.bar.init(g.n)
+	for r := 0; r < g.n; r++ {
+		c := &Comm{g: g, rank: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1)}
+		c.timer = time.NewTimer(time.Hour)
+		c.timer.Stop()
+		c.srcs = make([]backend.Region, g.n)
+		g.comms = append(g.comms, c)
+	}
+	if g.log != nil {
+		for _, s := range g.skipped {
+			g.log.Info("gocoll: backend skipped", "backend", s.Backend, "reason", s.Reason)
+		}
+		for r, inf := range g.infos {
+			g.log.Info("gocoll: rank placed", "rank", r, "backend", g.bk, "device", g.placement[r], "name", inf.Name,
+				"f64", inf.Float64, "maxBindingBytes", inf.MaxBindingBytes)
+		}
+	}
+	return g, nil
+}
+
+func newLogger(l *slog.Logger) (*slog.Logger, bool) {
+	if l != nil {
+		return l, l.Enabled(context.Background(), slog.LevelInfo)
+	}
+	switch strings.ToUpper(os.Getenv("GOCOLL_DEBUG")) {
+	case "INFO":
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})), true
+	case "TRACE":
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: LevelTrace})), true
+	}
+	return nil, false
+}
+
+// selectBackend applies the order: explicit name, GOCOLL_BACKEND, then
+// metal (darwin), vulkan, host.
+func selectBackend(name string) (backend.Backend, []Skip, error) {
+	if name == "" {
+		name = os.Getenv("GOCOLL_BACKEND")
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name != "" && name != "auto" {
+		b, err := backend.Lookup(name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("collective: %w: %w", ErrBackendUnavailable, err)
+		}
+		if err := b.Available(); err != nil {
+			return nil, nil, fmt.Errorf("collective: backend %q: %w: %w", name, ErrBackendUnavailable, err)
+		}
+		return b, nil, nil
+	}
+	var skipped []Skip
+	for _, n := range autoOrder() {
+		b, err := backend.Lookup(n)
+		if err == nil {
+			err = b.Available()
+			if err == nil {
+				var infos []backend.DeviceInfo
+				infos, err = b.Devices()
+				if err == nil && len(infos) == 0 {
+					err = errors.New("no devices")
+				}
+			}
+		}
+		if err != nil {
+			skipped = append(skipped, Skip{Backend: n, Reason: err.Error()})
+			continue
+		}
+		return b, skipped, nil
+	}
+	return nil, skipped, fmt.Errorf("collective: no backend available (%v): %w", skipped, ErrBackendUnavailable)
+}
+
+func autoOrder() []string {
+	if runtime.GOOS == "darwin" {
+		return []string{"metal", "vulkan", "host"}
+	}
+	return []string{"vulkan", "host"}
+}
+
+// BackendReport describes one backend known to this build.
+type BackendReport struct {
+	Name    string
+	Err     error // nil when available, else why not
+	Devices []backend.DeviceInfo
+}
+
+// Probe lists every backend this build knows of (compiled in or left out),
+// whether it can run here and its devices.
+func Probe() []BackendReport {
+	var out []BackendReport
+	seen := map[string]bool{}
+	names := append([]string{"metal", "vulkan"}, backend.Names()...)
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		r := BackendReport{Name: n}
+		b, err := backend.Lookup(n)
+		if err == nil {
+			err = b.Available()
+		}
+		if err == nil {
+			r.Devices, err = b.Devices()
+		}
+		r.Err = err
+		if n == "metal" && err != nil && runtime.GOOS != "darwin" {
+			r.Err = fmt.Errorf("metal runs only on darwin: %w", backend.ErrUnavailable)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Size returns the number of ranks.
+func (g *Group) Size() int { return g.n }
+
+// Comm returns rank's Comm (nil if rank is out of range).
+func (g *Group) Comm(rank int) *Comm {
+	if rank < 0 || rank >= g.n {
+		return nil
+	}
+	return g.comms[rank]
+}
+
+// Backend returns the name of the backend the group runs on.
+func (g *Group) Backend() string { return g.bk }
+
+// Skipped returns the backends that selection passed over, and why.
+func (g *Group) Skipped() []Skip { return append([]Skip(nil), g.skipped...) }
+
+// Placement returns each rank's device index.
+func (g *Group) Placement() []int { return append([]int(nil), g.placement...) }
+
+// DeviceInfo returns rank's device description.
+func (g *Group) DeviceInfo(rank int) backend.DeviceInfo { return g.infos[rank] }
+
+// Counters returns rank's counters at the backend seam.
+func (g *Group) Counters(rank int) backend.CounterSnapshot {
+	return g.devs[rank].Counters().Snapshot()
+}
+
+// Config returns the group's configuration.
+func (g *Group) Config() Config { return g.cfg }
+
+// Strategy returns the all-reduce strategy the group runs.
+func (g *Group) Strategy() Strategy {
+	return Direct
+}
+
+// Err returns the error that broke the group, or nil.
+func (g *Group) Err() error {
+	g.brokenMu.Lock()
+	defer g.brokenMu.Unlock()
+	return g.broken
+}
+
+// breakGroup records the first failure and wakes every waiting rank.
+func (g *Group) breakGroup(cause error) {
+	g.brokenMu.Lock()
+	if g.broken == nil {
+		g.broken = cause
+		close(g.brokenCh)
+		if g.log != nil {
+			g.log.Warn("gocoll: group broken", "cause", cause)
+		}
+	}
+	g.brokenMu.Unlock()
+}
+
+// Close breaks any call in flight (ErrClosed), waits for the devices to go
+// idle and frees everything. It is idempotent.
+func (g *Group) Close() error {
+	g.closeOnce.Do(func() {
+		g.breakGroup(ErrClosed)
+		// Take every comm, so no call is still using its buffers.
+		for _, c := range g.comms {
+			for !c.busy.CompareAndSwap(false, true) {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+		var errs []error
+		for _, c := range g.comms {
+			for _, b := range []backend.Buffer{c.gather, c.stage} {
+				if b != nil {
+					if err := b.Close(); err != nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+			c.gather, c.stage = nil, nil
+			c.timer.Stop()
+		}
+		errs = append(errs, g.closeDevices())
+		g.closeErr = errors.Join(errs...)
+		// Release the comms: later calls see ErrClosed.
+		for _, c := range g.comms {
+			c.busy.Store(false)
+		}
+	})
+	return g.closeErr
+}
+
+func (g *Group) closeDevices() error {
+	var errs []error
+	for i := len(g.devs) - 1; i >= 0; i-- {
+		if err := g.devs[i].Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Rank returns the comm's rank.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks in the comm's group.
+func (c *Comm) Size() int { return c.g.n }
+
+// Group returns the comm's group.
+func (c *Comm) Group() *Group { return c.g }
+
+// enter marks the comm busy and fails fast on a broken or closed group.
+func (c *Comm) enter() error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if !c.busy.CompareAndSwap(false, true) {
+		return fmt.Errorf("collective: rank %d: %w", c.rank, ErrConcurrentUse)
+	}
+	if err := c.g.Err(); err != nil {
+		c.busy.Store(false)
+		if err == ErrClosed {
+			return err
+		}
+		return &BrokenError{Cause: err}
+	}
+	return nil
+}
+
+func (c *Comm) leave() { c.busy.Store(false) }
+
+// ensure grows a pooled buffer to at least n bytes.
+func (c *Comm) ensure(b *backend.Buffer, n int) error {
+	if *b != nil && (*b).Len() >= n {
+		return nil
+	}
+	if *b != nil {
+		if err := (*b).Close(); err != nil {
+			return err
+		}
+		*b = nil
+	}
+	// Grow with headroom so a slowly growing size does not reallocate each call.
+	size := n + n/4
+	if size < 4096 {
+		size = 4096
+	}
+	nb, err := c.dev.Alloc(size, backend.HostVisible)
+	if err != nil {
+		// Retry at the exact size before giving up.
+		if nb, err = c.dev.Alloc(n, backend.HostVisible); err != nil {
+			return err
+		}
+	}
+	*b = nb
+	return nil
+}

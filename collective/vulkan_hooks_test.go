@@ -1,0 +1,28 @@
+//go:build cgo && !novulkan
+
+package collective
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gocoll/gocoll/vulkan"
+)
+
+const vulkanBuilt = true
+
+func init() {
+	// The instance is created once per process: ask for validation before
+	// anything loads Vulkan. Skip it for the subprocesses that test loading.
+	if os.Getenv("GOCOLL_VULKAN_LIB") == "" {
+		os.Setenv("GOCOLL_VULKAN_VALIDATION", "1")
+	}
+}
+
+// checkValidation fails the test on any validation-layer message.
+func checkValidation(t testing.TB) {
+	if msgs := vulkan.ValidationMessages(); len(msgs) > 0 {
+		t.Errorf("Vulkan validation layer reported %d message(s):\n%s", len(msgs), strings.Join(msgs, "\n"))
+	}
+}

@@ -1,0 +1,257 @@
+/*
+ * shim.h: gocoll's backend-neutral C ABI for GPU compute.
+ *
+ * One implementation per compute API (Vulkan: gc_vulkan(); Metal, later:
+ * gc_metal()) fills a table of function pointers, so several implementations
+ * link into one binary without clashing symbols. Everything else in an
+ * implementation file is static.
+ *
+ * Conventions:
+ *   - Handles are opaque pointers.
+ *   - Every entry returns a gc_status. On failure (any status but GC_OK) it
+ *     fills *err, when err is not NULL: native is the API's own result code
+ *     (a VkResult for Vulkan, 0 when none applies) and msg a NUL-terminated
+ *     message allocated with malloc that names the failing API call
+ *     ("vkAllocateMemory: VK_ERROR_OUT_OF_DEVICE_MEMORY"). The caller frees
+ *     msg with free(). On success *err is left untouched. There is no global
+ *     last-error state: devices may be shared between threads.
+ *   - Thread safety: instance entries (init, device_count, device_info,
+ *     message_*) may be called from any thread. On one device, the recording
+ *     entries (cmd_*, submit) must not be called concurrently with each other
+ *     or with close; wait, wait_idle, copy_now, counters, buffer_* and
+ *     kernel_* may be called from any thread at any time before close.
+ *   - No pointer passed in is retained after the call returns, except the
+ *     host memory given to buffer_import, which must outlive the buffer.
+ */
+#ifndef GOCOLL_SHIM_H
+#define GOCOLL_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GC_ABI_VERSION changes whenever a struct or the table changes. */
+#define GC_ABI_VERSION 1
+
+typedef int32_t gc_status;
+enum {
+	GC_OK = 0,
+	GC_INVALID_ARGUMENT = 1, /* a bad argument; nothing was done */
+	GC_OUT_OF_MEMORY = 2,    /* host or device memory exhausted */
+	GC_DEVICE_LOST = 3,      /* the device is lost; only close works now */
+	GC_UNSUPPORTED = 4,      /* the device or driver lacks a feature */
+	GC_TIMEOUT = 5,          /* a wait with a timeout > 0 expired */
+	GC_BACKEND = 6,          /* any other API failure */
+	GC_NOT_READY = 7,        /* a poll (timeout 0) found the work not done */
+	GC_UNAVAILABLE = 8       /* the API library could not be loaded or initialised */
+};
+
+/* gc_error is filled on failure; msg is malloc'd and freed by the caller. */
+typedef struct gc_error {
+	int32_t native;
+	char *msg;
+} gc_error;
+
+typedef struct gc_device_s *gc_device;
+typedef struct gc_buffer_s *gc_buffer;
+typedef struct gc_kernel_s *gc_kernel;
+
+/* Memory kinds for buffer_create. */
+enum {
+	GC_MEMORY_DEVICE_LOCAL = 0, /* fastest for kernels, not mapped */
+	GC_MEMORY_HOST_VISIBLE = 1  /* host-visible, coherent, persistently mapped */
+};
+
+/* Device types (the values of VkPhysicalDeviceType). */
+enum {
+	GC_DEVICE_OTHER = 0,
+	GC_DEVICE_INTEGRATED = 1,
+	GC_DEVICE_DISCRETE = 2,
+	GC_DEVICE_VIRTUAL = 3,
+	GC_DEVICE_CPU = 4
+};
+
+#define GC_NAME_MAX 256
+#define GC_MAX_HEAPS 16
+#define GC_MAX_BINDINGS 16
+#define GC_MAX_PUSH_BYTES 128
+
+typedef struct gc_init_options {
+	/* library is the path of the API library to load; NULL or "" means
+	 * $GOCOLL_VULKAN_LIB when set, else the platform's default
+	 * (libvulkan.so.1, libvulkan.1.dylib). */
+	const char *library;
+	/* validation != 0 enables the validation layer and a debug messenger
+	 * that records warnings and errors (see message_count/take_message).
+	 * $GOCOLL_VULKAN_VALIDATION=1 enables it too. */
+	int32_t validation;
+} gc_init_options;
+
+typedef struct gc_instance_info {
+	uint32_t api_version;    /* the API version the instance was created with */
+	uint32_t loader_version; /* the version the loader reports */
+	int32_t validation;      /* validation layer and messenger active */
+	char library[GC_NAME_MAX];
+} gc_instance_info;
+
+typedef struct gc_heap {
+	uint64_t size;
+	int32_t device_local;
+	int32_t reserved;
+} gc_heap;
+
+typedef struct gc_device_info {
+	char name[GC_NAME_MAX];
+	char driver_name[GC_NAME_MAX]; /* empty without VK_KHR_driver_properties / 1.2 */
+	char driver_info[GC_NAME_MAX];
+	uint32_t vendor_id;
+	uint32_t device_id;
+	int32_t type; /* GC_DEVICE_* */
+	uint32_t api_version;
+	uint32_t driver_version;
+	int32_t shader_float64;
+	int32_t push_descriptor;     /* VK_KHR_push_descriptor */
+	int32_t external_memory_host; /* VK_EXT_external_memory_host */
+	int32_t usable;              /* open can succeed; else unusable_reason says why */
+	char unusable_reason[GC_NAME_MAX];
+	uint64_t max_storage_buffer_range;
+	uint64_t max_memory_allocation_size;
+	uint64_t min_storage_buffer_offset_alignment;
+	uint64_t min_imported_host_pointer_alignment;
+	uint32_t subgroup_size;
+	float timestamp_period; /* nanoseconds per tick */
+	uint32_t timestamp_valid_bits; /* of the compute queue; 0: no timestamps */
+	uint32_t compute_queue_family;
+	uint32_t max_compute_work_group_count[3];
+	uint32_t max_compute_work_group_size[3];
+	uint32_t max_compute_work_group_invocations;
+	uint32_t max_push_constants_size;
+	uint32_t max_push_descriptors;
+	uint32_t heap_count;
+	gc_heap heaps[GC_MAX_HEAPS];
+} gc_device_info;
+
+typedef struct gc_open_options {
+	int32_t disable_float64;    /* do not enable shaderFloat64 */
+	uint32_t ring_size;         /* submission slots; 0 means 16 */
+	uint32_t timestamp_queries; /* timestamp query slots; 0 means none */
+} gc_open_options;
+
+/* gc_counters are a device's running totals. */
+typedef struct gc_counters {
+	uint64_t objects_created;   /* API objects created, device included */
+	uint64_t objects_destroyed;
+	uint64_t submits;           /* queue submissions (ring and copy_now) */
+	uint64_t dispatches;
+	uint64_t copies;
+	uint64_t blocking_waits;    /* waits that had to block on the driver */
+} gc_counters;
+
+/* gc_binding binds [offset, offset+range) of buffer to one kernel binding.
+ * offset should be a multiple of min_storage_buffer_offset_alignment and
+ * range at most max_storage_buffer_range (the validation layer reports
+ * violations; the implementation only checks the buffer's bounds). */
+typedef struct gc_binding {
+	gc_buffer buffer;
+	uint64_t offset;
+	uint64_t range;
+} gc_binding;
+
+/* gc_dispatch describes one kernel dispatch. Callers keep one per device
+ * and refill it, so no memory is allocated per dispatch. */
+typedef struct gc_dispatch {
+	gc_kernel kernel;
+	uint32_t groups[3];
+	uint32_t binding_count; /* must equal the kernel's binding count */
+	uint32_t push_size;     /* must equal the kernel's push-constant size */
+	uint32_t reserved;
+	gc_binding bindings[GC_MAX_BINDINGS];
+	uint8_t push[GC_MAX_PUSH_BYTES];
+} gc_dispatch;
+
+typedef struct gc_kernel_desc {
+	const uint32_t *code; /* SPIR-V words */
+	size_t code_size;     /* in bytes, a multiple of 4 */
+	const char *entry;    /* NULL means "main" */
+	uint32_t spec_count;  /* specialization constants, all 32-bit */
+	const uint32_t *spec_ids;
+	const uint32_t *spec_values;
+	uint32_t push_size;     /* push-constant bytes, a multiple of 4 */
+	uint32_t binding_count; /* storage buffers at bindings 0..count-1 of set 0 */
+} gc_kernel_desc;
+
+typedef struct gc_backend {
+	uint32_t abi_version;
+	const char *name;
+
+	/* init loads the API library and creates the process's one instance.
+	 * The first call decides; later calls return the first call's result
+	 * (options ignored). */
+	gc_status (*init)(const gc_init_options *opts, gc_error *err);
+	gc_status (*instance_info)(gc_instance_info *out, gc_error *err);
+	gc_status (*device_count)(uint32_t *count, gc_error *err);
+	gc_status (*device_info)(uint32_t index, gc_device_info *out, gc_error *err);
+
+	/* Validation messages: message_count is the number recorded since init;
+	 * take_message pops the oldest one (malloc'd; *msg = NULL when none). */
+	gc_status (*message_count)(uint64_t *count, gc_error *err);
+	gc_status (*take_message)(char **msg, gc_error *err);
+
+	/* open creates a logical device with its own compute queue. */
+	gc_status (*open)(uint32_t index, const gc_open_options *opts, gc_device *out, gc_error *err);
+	/* close waits for the device to go idle and destroys everything it owns
+	 * (buffers and kernels not yet destroyed included), in reverse order. */
+	gc_status (*close)(gc_device dev, gc_error *err);
+	gc_status (*counters)(gc_device dev, gc_counters *out, gc_error *err);
+
+	/* buffer_create allocates size bytes (0 allowed) of the given memory kind;
+	 * *mapped receives the persistent mapping of host-visible memory, else NULL. */
+	gc_status (*buffer_create)(gc_device dev, uint64_t size, int32_t memory, gc_buffer *out, void **mapped, gc_error *err);
+	/* buffer_import wraps host memory (VK_EXT_external_memory_host): host and
+	 * size must be multiples of min_imported_host_pointer_alignment, and the
+	 * memory must outlive the buffer. GC_UNSUPPORTED without the extension. */
+	gc_status (*buffer_import)(gc_device dev, void *host, uint64_t size, gc_buffer *out, gc_error *err);
+	/* buffer_destroy frees the buffer once every submission that may use it
+	 * has completed (at once when none is pending). */
+	gc_status (*buffer_destroy)(gc_buffer buf, gc_error *err);
+
+	gc_status (*kernel_create)(gc_device dev, const gc_kernel_desc *desc, gc_kernel *out, gc_error *err);
+	/* kernel_destroy is deferred like buffer_destroy. */
+	gc_status (*kernel_destroy)(gc_kernel kernel, gc_error *err);
+
+	/* Recording. Each command is followed by a memory barrier, so later
+	 * commands see earlier writes; submit adds host visibility. Recording
+	 * into a ring slot whose previous submission still runs waits for it. */
+	gc_status (*cmd_copy)(gc_device dev, gc_buffer dst, uint64_t dst_off, gc_buffer src, uint64_t src_off, uint64_t size, gc_error *err);
+	gc_status (*cmd_dispatch)(gc_device dev, const gc_dispatch *dispatch, gc_error *err);
+	gc_status (*cmd_timestamp)(gc_device dev, uint32_t query, gc_error *err);
+
+	/* submit sends what was recorded, without waiting, and returns its
+	 * ticket (tickets count up from 1). With nothing recorded it submits
+	 * nothing and returns the last ticket (0 before the first submit). */
+	gc_status (*submit)(gc_device dev, uint64_t *ticket, gc_error *err);
+	/* wait waits for a ticket: GC_OK when it (and every earlier ticket) is
+	 * done, GC_NOT_READY when timeout_ns is 0 and it is not, GC_TIMEOUT when
+	 * timeout_ns > 0 expired. UINT64_MAX waits forever. */
+	gc_status (*wait)(gc_device dev, uint64_t ticket, uint64_t timeout_ns, gc_error *err);
+	gc_status (*wait_idle)(gc_device dev, gc_error *err);
+
+	/* copy_now copies at once through the device's own transfer command
+	 * buffer and waits for it; it does not touch the recording. */
+	gc_status (*copy_now)(gc_device dev, gc_buffer dst, uint64_t dst_off, gc_buffer src, uint64_t src_off, uint64_t size, gc_error *err);
+	/* read_timestamps reads count query slots written by cmd_timestamp, in
+	 * ticks (see timestamp_period). GC_NOT_READY if one is not yet written. */
+	gc_status (*read_timestamps)(gc_device dev, uint32_t first, uint32_t count, uint64_t *out, gc_error *err);
+} gc_backend;
+
+/* gc_vulkan returns the Vulkan implementation (vulkan.c). */
+const gc_backend *gc_vulkan(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GOCOLL_SHIM_H */

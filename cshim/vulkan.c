@@ -1,0 +1,2064 @@
+/*
+ * vulkan.c: the Vulkan implementation of gocoll's C ABI (shim.h).
+ *
+ * libvulkan is opened at run time with dlopen (VK_NO_PROTOTYPES), so a binary
+ * that contains this file still starts where Vulkan is missing. Instance-level
+ * functions live in one struct loaded through vkGetInstanceProcAddr;
+ * device-level ones in a per-device struct loaded through vkGetDeviceProcAddr
+ * (a device's own dispatch, not the loader's trampolines).
+ *
+ * Steady state creates no Vulkan object: pipelines are created once by the
+ * caller and cached, command buffers and fences come from a ring of
+ * submission slots, and descriptors are pushed (VK_KHR_push_descriptor).
+ * Every object created is counted (gc_counters.objects_created).
+ *
+ * Only gc_vulkan() is exported; everything else is static. Building with
+ * -DGOCOLL_NO_VULKAN leaves the whole file out.
+ */
+#ifndef GOCOLL_NO_VULKAN
+
+#define VK_NO_PROTOTYPES 1
+#include <vulkan/vulkan.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+#if defined(__APPLE__)
+#define GC_VK_DEFAULT_LIB "libvulkan.1.dylib"
+#else
+#define GC_VK_DEFAULT_LIB "libvulkan.so.1"
+#endif
+
+#ifndef VK_API_VERSION_1_3
+#define VK_API_VERSION_1_3 VK_MAKE_API_VERSION(0, 1, 3, 0)
+#endif
+
+#define GC_VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
+#define GC_PORTABILITY_ENUMERATION "VK_KHR_portability_enumeration"
+#define GC_PORTABILITY_SUBSET "VK_KHR_portability_subset"
+#define GC_DEFAULT_RING 16u
+#define GC_MAX_RING 1024u
+#define GC_MAX_SPEC 64u
+#define GC_MAX_MESSAGES 4096u
+
+/* ---------------------------------------------------------------- errors */
+
+static char *vformat(const char *fmt, va_list ap) {
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap2);
+	va_end(ap2);
+	if (n < 0) {
+		return NULL;
+	}
+	char *s = malloc((size_t)n + 1);
+	if (s != NULL) {
+		vsnprintf(s, (size_t)n + 1, fmt, ap);
+	}
+	return s;
+}
+
+static char *format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *format(const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = vformat(fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+/* fail fills *err (when not NULL) and returns st. */
+static gc_status fail(gc_error *err, gc_status st, int32_t native, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static gc_status fail(gc_error *err, gc_status st, int32_t native, const char *fmt, ...) {
+	if (err != NULL) {
+		va_list ap;
+		va_start(ap, fmt);
+		err->native = native;
+		err->msg = vformat(fmt, ap);
+		va_end(ap);
+	}
+	return st;
+}
+
+static const char *result_name(VkResult r) {
+	switch (r) {
+	case VK_SUCCESS: return "VK_SUCCESS";
+	case VK_NOT_READY: return "VK_NOT_READY";
+	case VK_TIMEOUT: return "VK_TIMEOUT";
+	case VK_EVENT_SET: return "VK_EVENT_SET";
+	case VK_EVENT_RESET: return "VK_EVENT_RESET";
+	case VK_INCOMPLETE: return "VK_INCOMPLETE";
+	case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+	case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+	case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+	case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
+	case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
+	case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
+	case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
+	case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
+	case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
+	case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
+	case VK_ERROR_FORMAT_NOT_SUPPORTED: return "VK_ERROR_FORMAT_NOT_SUPPORTED";
+	case VK_ERROR_FRAGMENTED_POOL: return "VK_ERROR_FRAGMENTED_POOL";
+	case VK_ERROR_UNKNOWN: return "VK_ERROR_UNKNOWN";
+	case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
+	case VK_ERROR_INVALID_EXTERNAL_HANDLE: return "VK_ERROR_INVALID_EXTERNAL_HANDLE";
+	case VK_ERROR_FRAGMENTATION: return "VK_ERROR_FRAGMENTATION";
+	case VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS: return "VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS";
+	default: return NULL;
+	}
+}
+
+static gc_status status_of(VkResult r) {
+	switch (r) {
+	case VK_SUCCESS:
+		return GC_OK;
+	case VK_NOT_READY:
+		return GC_NOT_READY;
+	case VK_TIMEOUT:
+		return GC_TIMEOUT;
+	case VK_ERROR_OUT_OF_HOST_MEMORY:
+	case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+	case VK_ERROR_TOO_MANY_OBJECTS:
+	case VK_ERROR_OUT_OF_POOL_MEMORY:
+	case VK_ERROR_FRAGMENTED_POOL:
+	case VK_ERROR_FRAGMENTATION:
+	case VK_ERROR_MEMORY_MAP_FAILED:
+		return GC_OUT_OF_MEMORY;
+	case VK_ERROR_DEVICE_LOST:
+		return GC_DEVICE_LOST;
+	case VK_ERROR_LAYER_NOT_PRESENT:
+	case VK_ERROR_EXTENSION_NOT_PRESENT:
+	case VK_ERROR_FEATURE_NOT_PRESENT:
+	case VK_ERROR_INCOMPATIBLE_DRIVER:
+	case VK_ERROR_FORMAT_NOT_SUPPORTED:
+		return GC_UNSUPPORTED;
+	case VK_ERROR_INVALID_EXTERNAL_HANDLE:
+		return GC_INVALID_ARGUMENT;
+	default:
+		return GC_BACKEND;
+	}
+}
+
+/* vkfail reports a failed Vulkan call as "vkCall: VK_ERROR_...". */
+static gc_status vkfail(gc_error *err, VkResult r, const char *call) {
+	const char *name = result_name(r);
+	if (name != NULL) {
+		return fail(err, status_of(r), (int32_t)r, "%s: %s", call, name);
+	}
+	return fail(err, status_of(r), (int32_t)r, "%s: VkResult %d", call, (int)r);
+}
+
+/* ------------------------------------------------------ function tables */
+
+#define GC_GLOBAL_FNS(X)                       \
+	X(vkCreateInstance)                    \
+	X(vkEnumerateInstanceExtensionProperties) \
+	X(vkEnumerateInstanceLayerProperties)
+
+#define GC_INSTANCE_FNS(X)                        \
+	X(vkDestroyInstance)                      \
+	X(vkEnumeratePhysicalDevices)             \
+	X(vkGetPhysicalDeviceProperties)          \
+	X(vkGetPhysicalDeviceProperties2)         \
+	X(vkGetPhysicalDeviceFeatures)            \
+	X(vkGetPhysicalDeviceQueueFamilyProperties) \
+	X(vkGetPhysicalDeviceMemoryProperties)    \
+	X(vkEnumerateDeviceExtensionProperties)   \
+	X(vkCreateDevice)                         \
+	X(vkGetDeviceProcAddr)
+
+#define GC_DEVICE_FNS(X)                  \
+	X(vkDestroyDevice)                \
+	X(vkGetDeviceQueue)               \
+	X(vkDeviceWaitIdle)               \
+	X(vkQueueSubmit)                  \
+	X(vkQueueWaitIdle)                \
+	X(vkCreateBuffer)                 \
+	X(vkDestroyBuffer)                \
+	X(vkGetBufferMemoryRequirements)  \
+	X(vkAllocateMemory)               \
+	X(vkFreeMemory)                   \
+	X(vkBindBufferMemory)             \
+	X(vkMapMemory)                    \
+	X(vkUnmapMemory)                  \
+	X(vkCreateShaderModule)           \
+	X(vkDestroyShaderModule)          \
+	X(vkCreateDescriptorSetLayout)    \
+	X(vkDestroyDescriptorSetLayout)   \
+	X(vkCreatePipelineLayout)         \
+	X(vkDestroyPipelineLayout)        \
+	X(vkCreateComputePipelines)       \
+	X(vkDestroyPipeline)              \
+	X(vkCreateCommandPool)            \
+	X(vkDestroyCommandPool)           \
+	X(vkAllocateCommandBuffers)       \
+	X(vkBeginCommandBuffer)           \
+	X(vkEndCommandBuffer)             \
+	X(vkResetCommandBuffer)           \
+	X(vkCmdBindPipeline)              \
+	X(vkCmdPushConstants)             \
+	X(vkCmdDispatch)                  \
+	X(vkCmdCopyBuffer)                \
+	X(vkCmdPipelineBarrier)           \
+	X(vkCmdResetQueryPool)            \
+	X(vkCmdWriteTimestamp)            \
+	X(vkCreateFence)                  \
+	X(vkDestroyFence)                 \
+	X(vkResetFences)                  \
+	X(vkGetFenceStatus)               \
+	X(vkWaitForFences)                \
+	X(vkCreateQueryPool)              \
+	X(vkDestroyQueryPool)             \
+	X(vkGetQueryPoolResults)          \
+	X(vkCmdPushDescriptorSetKHR)
+
+#define GC_DECLARE_FN(name) PFN_##name name;
+
+typedef struct instance_fns {
+	GC_GLOBAL_FNS(GC_DECLARE_FN)
+	GC_INSTANCE_FNS(GC_DECLARE_FN)
+	PFN_vkEnumerateInstanceVersion vkEnumerateInstanceVersion;
+	PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
+	PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
+} instance_fns;
+
+typedef struct device_fns {
+	GC_DEVICE_FNS(GC_DECLARE_FN)
+	PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT; /* optional */
+} device_fns;
+
+/* ------------------------------------------------------ instance state */
+
+typedef struct phys {
+	VkPhysicalDevice pd;
+	gc_device_info info;
+	VkPhysicalDeviceMemoryProperties mem;
+	int portability_subset;
+} phys;
+
+static struct {
+	pthread_mutex_t mu;
+	int done;          /* init ran */
+	gc_status status;  /* its result */
+	int32_t native;
+	char *msg;         /* kept to hand out copies */
+
+	void *lib;
+	char library[GC_NAME_MAX];
+	PFN_vkGetInstanceProcAddr gipa;
+	instance_fns fn;
+	VkInstance instance;
+	uint32_t api_version;
+	uint32_t loader_version;
+	int validation;
+	VkDebugUtilsMessengerEXT messenger;
+	phys *phys;
+	uint32_t nphys;
+	uint64_t objects; /* objects created by the process (atomic) */
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Validation messages, recorded by the debug messenger callback (which the
+ * layer may call from any thread). */
+static struct {
+	pthread_mutex_t mu;
+	char **items;
+	size_t n, cap;
+	uint64_t count;   /* recorded since init */
+	uint64_t dropped; /* not kept because the list was full */
+} msgs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void record_message(char *m) {
+	if (m == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&msgs.mu);
+	msgs.count++;
+	if (msgs.n == msgs.cap && msgs.cap < GC_MAX_MESSAGES) {
+		size_t cap = msgs.cap ? msgs.cap * 2 : 16;
+		char **items = realloc(msgs.items, cap * sizeof *items);
+		if (items != NULL) {
+			msgs.items = items;
+			msgs.cap = cap;
+		}
+	}
+	if (msgs.n < msgs.cap) {
+		msgs.items[msgs.n++] = m;
+	} else {
+		msgs.dropped++;
+		free(m);
+	}
+	pthread_mutex_unlock(&msgs.mu);
+}
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+						     VkDebugUtilsMessageTypeFlagsEXT types,
+						     const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+	(void)user;
+	const char *sev = (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning";
+	const char *kind = (types & VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT)    ? "validation"
+			   : (types & VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT) ? "performance"
+										       : "general";
+	const char *id = (data != NULL && data->pMessageIdName != NULL) ? data->pMessageIdName : "-";
+	const char *text = (data != NULL && data->pMessage != NULL) ? data->pMessage : "";
+	record_message(format("%s %s [%s]: %s", sev, kind, id, text));
+	return VK_FALSE;
+}
+
+static void count_objects(uint64_t *device_counter, uint64_t n) {
+	__atomic_fetch_add(&g.objects, n, __ATOMIC_RELAXED);
+	if (device_counter != NULL) {
+		__atomic_fetch_add(device_counter, n, __ATOMIC_RELAXED);
+	}
+}
+
+/* ready returns GC_OK once init succeeded, else init's failure. */
+static gc_status ready(gc_error *err) {
+	pthread_mutex_lock(&g.mu);
+	int done = g.done;
+	gc_status st = g.status;
+	int32_t native = g.native;
+	const char *msg = g.msg;
+	pthread_mutex_unlock(&g.mu);
+	if (!done) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "gc_vulkan: init has not been called");
+	}
+	if (st != GC_OK) {
+		return fail(err, st, native, "%s", msg != NULL ? msg : "init failed");
+	}
+	return GC_OK;
+}
+
+static int has_extension(const VkExtensionProperties *exts, uint32_t n, const char *name) {
+	for (uint32_t i = 0; i < n; i++) {
+		if (strcmp(exts[i].extensionName, name) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void copy_name(char *dst, const char *src) {
+	snprintf(dst, GC_NAME_MAX, "%s", src);
+}
+
+/* query_phys fills p->info for one physical device. */
+static void query_phys(phys *p) {
+	gc_device_info *in = &p->info;
+	VkPhysicalDeviceProperties props;
+	g.fn.vkGetPhysicalDeviceProperties(p->pd, &props);
+	copy_name(in->name, props.deviceName);
+	in->vendor_id = props.vendorID;
+	in->device_id = props.deviceID;
+	in->type = (int32_t)props.deviceType;
+	in->api_version = props.apiVersion;
+	in->driver_version = props.driverVersion;
+	in->max_storage_buffer_range = props.limits.maxStorageBufferRange;
+	in->min_storage_buffer_offset_alignment = props.limits.minStorageBufferOffsetAlignment;
+	in->timestamp_period = props.limits.timestampPeriod;
+	for (int i = 0; i < 3; i++) {
+		in->max_compute_work_group_count[i] = props.limits.maxComputeWorkGroupCount[i];
+		in->max_compute_work_group_size[i] = props.limits.maxComputeWorkGroupSize[i];
+	}
+	in->max_compute_work_group_invocations = props.limits.maxComputeWorkGroupInvocations;
+	in->max_push_constants_size = props.limits.maxPushConstantsSize;
+	in->max_memory_allocation_size = props.limits.maxStorageBufferRange; /* refined below */
+
+	uint32_t next = 0;
+	VkExtensionProperties *exts = NULL;
+	if (g.fn.vkEnumerateDeviceExtensionProperties(p->pd, NULL, &next, NULL) == VK_SUCCESS && next > 0) {
+		exts = calloc(next, sizeof *exts);
+		if (exts == NULL || g.fn.vkEnumerateDeviceExtensionProperties(p->pd, NULL, &next, exts) < 0) {
+			next = 0;
+		}
+	}
+	in->push_descriptor = has_extension(exts, next, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+	in->external_memory_host = has_extension(exts, next, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	int driver_props = props.apiVersion >= VK_API_VERSION_1_2 ||
+			   has_extension(exts, next, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+	p->portability_subset = has_extension(exts, next, GC_PORTABILITY_SUBSET);
+	free(exts);
+
+	int v11 = props.apiVersion >= VK_API_VERSION_1_1;
+	if (v11) {
+		VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+		VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+							     .pNext = &sub};
+		VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+		VkPhysicalDeviceExternalMemoryHostPropertiesEXT host = {
+			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+		VkPhysicalDevicePushDescriptorPropertiesKHR push = {
+			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
+		void *chain = &m3;
+		if (driver_props) {
+			drv.pNext = chain;
+			chain = &drv;
+		}
+		if (in->external_memory_host) {
+			host.pNext = chain;
+			chain = &host;
+		}
+		if (in->push_descriptor) {
+			push.pNext = chain;
+			chain = &push;
+		}
+		VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = chain};
+		g.fn.vkGetPhysicalDeviceProperties2(p->pd, &p2);
+		in->subgroup_size = sub.subgroupSize;
+		in->max_memory_allocation_size = m3.maxMemoryAllocationSize;
+		if (driver_props) {
+			copy_name(in->driver_name, drv.driverName);
+			copy_name(in->driver_info, drv.driverInfo);
+		}
+		if (in->external_memory_host) {
+			in->min_imported_host_pointer_alignment = host.minImportedHostPointerAlignment;
+		}
+		if (in->push_descriptor) {
+			in->max_push_descriptors = push.maxPushDescriptors;
+		}
+	}
+
+	VkPhysicalDeviceFeatures feats;
+	g.fn.vkGetPhysicalDeviceFeatures(p->pd, &feats);
+	in->shader_float64 = feats.shaderFloat64 ? 1 : 0;
+
+	/* A compute queue: a dedicated compute family if there is one (it does
+	 * not compete with graphics), else any family with compute. */
+	uint32_t nq = 0;
+	g.fn.vkGetPhysicalDeviceQueueFamilyProperties(p->pd, &nq, NULL);
+	VkQueueFamilyProperties *qf = calloc(nq ? nq : 1, sizeof *qf);
+	int family = -1;
+	if (qf != NULL) {
+		g.fn.vkGetPhysicalDeviceQueueFamilyProperties(p->pd, &nq, qf);
+		for (uint32_t i = 0; i < nq && family < 0; i++) {
+			if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
+				family = (int)i;
+			}
+		}
+		for (uint32_t i = 0; i < nq && family < 0; i++) {
+			if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+				family = (int)i;
+			}
+		}
+		if (family >= 0) {
+			in->compute_queue_family = (uint32_t)family;
+			in->timestamp_valid_bits = qf[family].timestampValidBits;
+		}
+	}
+	free(qf);
+
+	g.fn.vkGetPhysicalDeviceMemoryProperties(p->pd, &p->mem);
+	in->heap_count = p->mem.memoryHeapCount < GC_MAX_HEAPS ? p->mem.memoryHeapCount : GC_MAX_HEAPS;
+	for (uint32_t i = 0; i < in->heap_count; i++) {
+		in->heaps[i].size = p->mem.memoryHeaps[i].size;
+		in->heaps[i].device_local = (p->mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) ? 1 : 0;
+	}
+
+	in->usable = 0;
+	if (!v11) {
+		snprintf(in->unusable_reason, GC_NAME_MAX, "device supports Vulkan %u.%u; gocoll needs 1.1",
+			 VK_API_VERSION_MAJOR(props.apiVersion), VK_API_VERSION_MINOR(props.apiVersion));
+	} else if (family < 0) {
+		snprintf(in->unusable_reason, GC_NAME_MAX, "device has no compute queue");
+	} else if (!in->push_descriptor) {
+		snprintf(in->unusable_reason, GC_NAME_MAX, "device lacks %s", VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+	} else {
+		in->usable = 1;
+	}
+}
+
+static void teardown_instance(void) {
+	free(g.phys);
+	g.phys = NULL;
+	g.nphys = 0;
+	if (g.messenger != VK_NULL_HANDLE && g.fn.vkDestroyDebugUtilsMessengerEXT != NULL) {
+		g.fn.vkDestroyDebugUtilsMessengerEXT(g.instance, g.messenger, NULL);
+	}
+	g.messenger = VK_NULL_HANDLE;
+	if (g.instance != VK_NULL_HANDLE && g.fn.vkDestroyInstance != NULL) {
+		g.fn.vkDestroyInstance(g.instance, NULL);
+	}
+	g.instance = VK_NULL_HANDLE;
+	if (g.lib != NULL) {
+		dlclose(g.lib);
+	}
+	g.lib = NULL;
+	g.validation = 0;
+}
+
+static int env_is_1(const char *name) {
+	const char *v = getenv(name);
+	return v != NULL && strcmp(v, "1") == 0;
+}
+
+static gc_status do_init(const gc_init_options *opts, gc_error *err) {
+	const char *path = (opts != NULL && opts->library != NULL && opts->library[0] != 0) ? opts->library : NULL;
+	if (path == NULL) {
+		path = getenv("GOCOLL_VULKAN_LIB");
+	}
+	if (path == NULL || path[0] == 0) {
+		path = GC_VK_DEFAULT_LIB;
+	}
+	copy_name(g.library, path);
+	int validation = (opts != NULL && opts->validation) || env_is_1("GOCOLL_VULKAN_VALIDATION");
+
+	dlerror();
+	g.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (g.lib == NULL) {
+		const char *e = dlerror();
+		return fail(err, GC_UNAVAILABLE, 0, "dlopen %s: %s", path, e != NULL ? e : "unknown error");
+	}
+	g.gipa = (PFN_vkGetInstanceProcAddr)dlsym(g.lib, "vkGetInstanceProcAddr");
+	if (g.gipa == NULL) {
+		const char *e = dlerror();
+		gc_status st = fail(err, GC_UNAVAILABLE, 0, "dlsym vkGetInstanceProcAddr in %s: %s", path,
+				    e != NULL ? e : "symbol not found");
+		teardown_instance();
+		return st;
+	}
+#define GC_LOAD_GLOBAL(name)                                                                                        \
+	g.fn.name = (PFN_##name)g.gipa(VK_NULL_HANDLE, #name);                                                     \
+	if (g.fn.name == NULL) {                                                                                   \
+		gc_status st = fail(err, GC_UNAVAILABLE, 0, "vkGetInstanceProcAddr: %s not found in %s", #name, path); \
+		teardown_instance();                                                                               \
+		return st;                                                                                         \
+	}
+	GC_GLOBAL_FNS(GC_LOAD_GLOBAL)
+#undef GC_LOAD_GLOBAL
+
+	g.fn.vkEnumerateInstanceVersion = (PFN_vkEnumerateInstanceVersion)g.gipa(VK_NULL_HANDLE, "vkEnumerateInstanceVersion");
+	g.loader_version = VK_API_VERSION_1_0;
+	if (g.fn.vkEnumerateInstanceVersion != NULL) {
+		g.fn.vkEnumerateInstanceVersion(&g.loader_version);
+	}
+	if (g.loader_version < VK_API_VERSION_1_1) {
+		gc_status st = fail(err, GC_UNSUPPORTED, 0, "vkEnumerateInstanceVersion: loader %s supports Vulkan 1.0; gocoll needs 1.1",
+				    path);
+		teardown_instance();
+		return st;
+	}
+	g.api_version = g.loader_version < VK_API_VERSION_1_3 ? g.loader_version : VK_API_VERSION_1_3;
+
+	const char *layers[1];
+	uint32_t nlayers = 0;
+	const char *extensions[2];
+	uint32_t nextensions = 0;
+	VkInstanceCreateFlags flags = 0;
+
+	uint32_t n = 0;
+	VkResult r = g.fn.vkEnumerateInstanceExtensionProperties(NULL, &n, NULL);
+	VkExtensionProperties *exts = calloc(n ? n : 1, sizeof *exts);
+	if (r == VK_SUCCESS && exts != NULL && g.fn.vkEnumerateInstanceExtensionProperties(NULL, &n, exts) >= 0) {
+		if (has_extension(exts, n, GC_PORTABILITY_ENUMERATION)) {
+			/* MoltenVK lists its devices only with this extension. */
+			extensions[nextensions++] = GC_PORTABILITY_ENUMERATION;
+			flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+		}
+	}
+	int have_debug_utils = exts != NULL && has_extension(exts, n, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+	free(exts);
+
+	if (validation) {
+		uint32_t nl = 0;
+		g.fn.vkEnumerateInstanceLayerProperties(&nl, NULL);
+		VkLayerProperties *lp = calloc(nl ? nl : 1, sizeof *lp);
+		int found = 0;
+		if (lp != NULL && g.fn.vkEnumerateInstanceLayerProperties(&nl, lp) >= 0) {
+			for (uint32_t i = 0; i < nl; i++) {
+				if (strcmp(lp[i].layerName, GC_VALIDATION_LAYER) == 0) {
+					found = 1;
+				}
+			}
+		}
+		free(lp);
+		if (!found) {
+			gc_status st = fail(err, GC_UNSUPPORTED, (int32_t)VK_ERROR_LAYER_NOT_PRESENT,
+					    "vkEnumerateInstanceLayerProperties: validation was requested but %s is not installed",
+					    GC_VALIDATION_LAYER);
+			teardown_instance();
+			return st;
+		}
+		layers[nlayers++] = GC_VALIDATION_LAYER;
+		if (!have_debug_utils) {
+			/* The validation layer provides it too. */
+			uint32_t nv = 0;
+			g.fn.vkEnumerateInstanceExtensionProperties(GC_VALIDATION_LAYER, &nv, NULL);
+			VkExtensionProperties *ve = calloc(nv ? nv : 1, sizeof *ve);
+			if (ve != NULL && g.fn.vkEnumerateInstanceExtensionProperties(GC_VALIDATION_LAYER, &nv, ve) >= 0) {
+				have_debug_utils = has_extension(ve, nv, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+			}
+			free(ve);
+		}
+		if (!have_debug_utils) {
+			gc_status st = fail(err, GC_UNSUPPORTED, (int32_t)VK_ERROR_EXTENSION_NOT_PRESENT,
+					    "vkEnumerateInstanceExtensionProperties: validation needs %s",
+					    VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+			teardown_instance();
+			return st;
+		}
+		extensions[nextensions++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+	}
+
+	VkDebugUtilsMessengerCreateInfoEXT mci = {
+		.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+		.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+		.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+			       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+		.pfnUserCallback = debug_callback,
+	};
+	VkApplicationInfo app = {
+		.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+		.pApplicationName = "gocoll",
+		.pEngineName = "gocoll",
+		.apiVersion = g.api_version,
+	};
+	VkInstanceCreateInfo ici = {
+		.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+		/* Chained so that instance creation and destruction are reported too. */
+		.pNext = validation ? &mci : NULL,
+		.flags = flags,
+		.pApplicationInfo = &app,
+		.enabledLayerCount = nlayers,
+		.ppEnabledLayerNames = layers,
+		.enabledExtensionCount = nextensions,
+		.ppEnabledExtensionNames = extensions,
+	};
+	r = g.fn.vkCreateInstance(&ici, NULL, &g.instance);
+	if (r != VK_SUCCESS) {
+		g.instance = VK_NULL_HANDLE;
+		gc_status st = vkfail(err, r, "vkCreateInstance");
+		if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
+			st = GC_UNAVAILABLE; /* no driver: the backend cannot run here */
+		}
+		teardown_instance();
+		return st;
+	}
+	count_objects(NULL, 1);
+
+#define GC_LOAD_INSTANCE(name)                                                                                  \
+	g.fn.name = (PFN_##name)g.gipa(g.instance, #name);                                                     \
+	if (g.fn.name == NULL) {                                                                               \
+		gc_status st = fail(err, GC_UNAVAILABLE, 0, "vkGetInstanceProcAddr: %s not found", #name); \
+		teardown_instance();                                                                           \
+		return st;                                                                                     \
+	}
+	GC_INSTANCE_FNS(GC_LOAD_INSTANCE)
+#undef GC_LOAD_INSTANCE
+
+	if (validation) {
+		g.fn.vkCreateDebugUtilsMessengerEXT =
+			(PFN_vkCreateDebugUtilsMessengerEXT)g.gipa(g.instance, "vkCreateDebugUtilsMessengerEXT");
+		g.fn.vkDestroyDebugUtilsMessengerEXT =
+			(PFN_vkDestroyDebugUtilsMessengerEXT)g.gipa(g.instance, "vkDestroyDebugUtilsMessengerEXT");
+		if (g.fn.vkCreateDebugUtilsMessengerEXT == NULL || g.fn.vkDestroyDebugUtilsMessengerEXT == NULL) {
+			gc_status st = fail(err, GC_UNAVAILABLE, 0, "vkGetInstanceProcAddr: vkCreateDebugUtilsMessengerEXT not found");
+			teardown_instance();
+			return st;
+		}
+		r = g.fn.vkCreateDebugUtilsMessengerEXT(g.instance, &mci, NULL, &g.messenger);
+		if (r != VK_SUCCESS) {
+			g.messenger = VK_NULL_HANDLE;
+			gc_status st = vkfail(err, r, "vkCreateDebugUtilsMessengerEXT");
+			teardown_instance();
+			return st;
+		}
+		count_objects(NULL, 1);
+		g.validation = 1;
+	}
+
+	uint32_t np = 0;
+	r = g.fn.vkEnumeratePhysicalDevices(g.instance, &np, NULL);
+	if (r != VK_SUCCESS) {
+		gc_status st = vkfail(err, r, "vkEnumeratePhysicalDevices");
+		teardown_instance();
+		return st;
+	}
+	VkPhysicalDevice *pds = calloc(np ? np : 1, sizeof *pds);
+	g.phys = calloc(np ? np : 1, sizeof *g.phys);
+	if (pds == NULL || g.phys == NULL) {
+		free(pds);
+		teardown_instance();
+		return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+	}
+	r = g.fn.vkEnumeratePhysicalDevices(g.instance, &np, pds);
+	if (r < 0) {
+		free(pds);
+		gc_status st = vkfail(err, r, "vkEnumeratePhysicalDevices");
+		teardown_instance();
+		return st;
+	}
+	for (uint32_t i = 0; i < np; i++) {
+		g.phys[i].pd = pds[i];
+		query_phys(&g.phys[i]);
+	}
+	g.nphys = np;
+	free(pds);
+	return GC_OK;
+}
+
+static gc_status vk_init(const gc_init_options *opts, gc_error *err) {
+	pthread_mutex_lock(&g.mu);
+	if (!g.done) {
+		gc_error e = {0, NULL};
+		g.status = do_init(opts, &e);
+		g.native = e.native;
+		g.msg = e.msg;
+		g.done = 1;
+	}
+	gc_status st = g.status;
+	if (st != GC_OK) {
+		fail(err, st, g.native, "%s", g.msg != NULL ? g.msg : "init failed");
+	}
+	pthread_mutex_unlock(&g.mu);
+	return st;
+}
+
+static gc_status vk_instance_info(gc_instance_info *out, gc_error *err) {
+	gc_status st = ready(err);
+	if (st != GC_OK) {
+		return st;
+	}
+	if (out == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "instance_info: out is NULL");
+	}
+	memset(out, 0, sizeof *out);
+	out->api_version = g.api_version;
+	out->loader_version = g.loader_version;
+	out->validation = g.validation;
+	copy_name(out->library, g.library);
+	return GC_OK;
+}
+
+static gc_status vk_device_count(uint32_t *count, gc_error *err) {
+	gc_status st = ready(err);
+	if (st != GC_OK) {
+		return st;
+	}
+	if (count == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "device_count: count is NULL");
+	}
+	*count = g.nphys;
+	return GC_OK;
+}
+
+static gc_status vk_device_info(uint32_t index, gc_device_info *out, gc_error *err) {
+	gc_status st = ready(err);
+	if (st != GC_OK) {
+		return st;
+	}
+	if (out == NULL || index >= g.nphys) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "device_info: no device %u (%u devices)", index, g.nphys);
+	}
+	*out = g.phys[index].info;
+	return GC_OK;
+}
+
+static gc_status vk_message_count(uint64_t *count, gc_error *err) {
+	if (count == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "message_count: count is NULL");
+	}
+	pthread_mutex_lock(&msgs.mu);
+	*count = msgs.count;
+	pthread_mutex_unlock(&msgs.mu);
+	return GC_OK;
+}
+
+static gc_status vk_take_message(char **msg, gc_error *err) {
+	if (msg == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "take_message: msg is NULL");
+	}
+	*msg = NULL;
+	pthread_mutex_lock(&msgs.mu);
+	if (msgs.n > 0) {
+		*msg = msgs.items[0];
+		memmove(msgs.items, msgs.items + 1, (msgs.n - 1) * sizeof *msgs.items);
+		msgs.n--;
+	} else if (msgs.dropped > 0) {
+		*msg = format("(%llu more validation messages were dropped: the list was full)",
+			      (unsigned long long)msgs.dropped);
+		msgs.dropped = 0;
+	}
+	pthread_mutex_unlock(&msgs.mu);
+	return GC_OK;
+}
+
+/* --------------------------------------------------------------- devices */
+
+typedef struct slot {
+	VkCommandBuffer cb;
+	VkFence fence;
+	uint64_t ticket; /* last ticket submitted from this slot; 0: none */
+	int waiters;     /* threads blocked on fence without the device lock */
+} slot;
+
+enum { RETIRE_BUFFER, RETIRE_KERNEL };
+
+typedef struct retired {
+	int kind;
+	void *obj;
+	uint64_t ticket; /* destroy once this ticket completed */
+	struct retired *next;
+} retired;
+
+struct gc_buffer_s {
+	gc_device dev;
+	VkBuffer buf;
+	VkDeviceMemory mem;
+	uint64_t size;
+	void *mapped;
+	int imported;
+	struct gc_buffer_s *prev, *next;
+};
+
+struct gc_kernel_s {
+	gc_device dev;
+	VkDescriptorSetLayout set_layout;
+	VkPipelineLayout layout;
+	VkPipeline pipeline;
+	uint32_t push_size;
+	uint32_t binding_count;
+	struct gc_kernel_s *prev, *next;
+};
+
+struct gc_device_s {
+	const phys *phys;
+	device_fns fn;
+	VkDevice dev;
+	VkQueue queue;
+	int float64;
+	int lost; /* atomic */
+
+	/* mu guards the ring, the queue (vkQueueSubmit, vkQueueWaitIdle), the
+	 * object lists and the retire list. It is never held across a blocking
+	 * wait on a fence. */
+	pthread_mutex_t mu;
+	pthread_cond_t cond; /* signalled when a slot's waiters drop to 0 */
+	int mu_init;
+	VkCommandPool pool;
+	slot *ring;
+	uint32_t ring_size;
+	uint64_t submitted; /* last ticket submitted */
+	uint64_t completed; /* every ticket <= completed is done */
+	int recording;      /* ring[(submitted+1) % ring_size] is being recorded */
+	VkPipeline bound;   /* pipeline bound in the recording */
+
+	/* The transfer context of copy_now, guarded by xmu. */
+	pthread_mutex_t xmu;
+	VkCommandPool xpool;
+	VkCommandBuffer xcb;
+	VkFence xfence;
+
+	VkQueryPool queries;
+	uint32_t nqueries;
+
+	struct gc_buffer_s *buffers;
+	struct gc_kernel_s *kernels;
+	retired *retire;
+
+	gc_counters counters; /* atomic fields */
+};
+
+static void add_counter(uint64_t *c, uint64_t n) {
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static int is_lost(gc_device d) {
+	return __atomic_load_n(&d->lost, __ATOMIC_ACQUIRE);
+}
+
+static gc_status lost_error(gc_error *err) {
+	return fail(err, GC_DEVICE_LOST, (int32_t)VK_ERROR_DEVICE_LOST, "device lost earlier: VK_ERROR_DEVICE_LOST");
+}
+
+/* devfail reports a failed call on d; a lost device stays lost. */
+static gc_status devfail(gc_device d, gc_error *err, VkResult r, const char *call) {
+	if (r == VK_ERROR_DEVICE_LOST) {
+		__atomic_store_n(&d->lost, 1, __ATOMIC_RELEASE);
+	}
+	return vkfail(err, r, call);
+}
+
+static void destroy_buffer_now(gc_device d, struct gc_buffer_s *b) {
+	uint64_t n = 0;
+	if (b->mapped != NULL && !b->imported) {
+		d->fn.vkUnmapMemory(d->dev, b->mem);
+	}
+	if (b->buf != VK_NULL_HANDLE) {
+		d->fn.vkDestroyBuffer(d->dev, b->buf, NULL);
+		n++;
+	}
+	if (b->mem != VK_NULL_HANDLE) {
+		d->fn.vkFreeMemory(d->dev, b->mem, NULL);
+		n++;
+	}
+	add_counter(&d->counters.objects_destroyed, n);
+	free(b);
+}
+
+static void destroy_kernel_now(gc_device d, struct gc_kernel_s *k) {
+	uint64_t n = 0;
+	if (k->pipeline != VK_NULL_HANDLE) {
+		d->fn.vkDestroyPipeline(d->dev, k->pipeline, NULL);
+		n++;
+	}
+	if (k->layout != VK_NULL_HANDLE) {
+		d->fn.vkDestroyPipelineLayout(d->dev, k->layout, NULL);
+		n++;
+	}
+	if (k->set_layout != VK_NULL_HANDLE) {
+		d->fn.vkDestroyDescriptorSetLayout(d->dev, k->set_layout, NULL);
+		n++;
+	}
+	add_counter(&d->counters.objects_destroyed, n);
+	free(k);
+}
+
+static void destroy_retired(gc_device d, retired *r) {
+	if (r->kind == RETIRE_BUFFER) {
+		destroy_buffer_now(d, r->obj);
+	} else {
+		destroy_kernel_now(d, r->obj);
+	}
+	free(r);
+}
+
+/* reap destroys retired objects whose last possible use completed. d->mu held. */
+static void reap(gc_device d) {
+	retired **pp = &d->retire;
+	while (*pp != NULL) {
+		retired *r = *pp;
+		if (r->ticket <= d->completed) {
+			*pp = r->next;
+			destroy_retired(d, r);
+		} else {
+			pp = &r->next;
+		}
+	}
+}
+
+static void mark_completed(gc_device d, uint64_t ticket) {
+	if (ticket > d->completed) {
+		d->completed = ticket;
+		if (d->retire != NULL) {
+			reap(d);
+		}
+	}
+}
+
+/* retire destroys obj now if no pending submission may use it, else once the
+ * last one completes. d->mu held. */
+static gc_status retire(gc_device d, int kind, void *obj, gc_error *err) {
+	uint64_t last = d->recording ? d->submitted + 1 : d->submitted;
+	if (last <= d->completed || is_lost(d)) {
+		if (kind == RETIRE_BUFFER) {
+			destroy_buffer_now(d, obj);
+		} else {
+			destroy_kernel_now(d, obj);
+		}
+		return GC_OK;
+	}
+	retired *rp = malloc(sizeof *rp);
+	if (rp == NULL) {
+		return fail(err, GC_OUT_OF_MEMORY, 0, "malloc: out of memory");
+	}
+	rp->kind = kind;
+	rp->obj = obj;
+	rp->ticket = last;
+	rp->next = d->retire;
+	d->retire = rp;
+	return GC_OK;
+}
+
+static void destroy_device(gc_device d) {
+	uint64_t n = 0;
+	if (d->dev != VK_NULL_HANDLE) {
+		while (d->retire != NULL) {
+			retired *r = d->retire;
+			d->retire = r->next;
+			destroy_retired(d, r);
+		}
+		while (d->kernels != NULL) {
+			struct gc_kernel_s *k = d->kernels;
+			d->kernels = k->next;
+			destroy_kernel_now(d, k);
+		}
+		while (d->buffers != NULL) {
+			struct gc_buffer_s *b = d->buffers;
+			d->buffers = b->next;
+			destroy_buffer_now(d, b);
+		}
+		if (d->queries != VK_NULL_HANDLE) {
+			d->fn.vkDestroyQueryPool(d->dev, d->queries, NULL);
+			n++;
+		}
+		if (d->xfence != VK_NULL_HANDLE) {
+			d->fn.vkDestroyFence(d->dev, d->xfence, NULL);
+			n++;
+		}
+		if (d->xpool != VK_NULL_HANDLE) {
+			d->fn.vkDestroyCommandPool(d->dev, d->xpool, NULL); /* frees xcb */
+			n += 1 + (d->xcb != VK_NULL_HANDLE);
+		}
+		if (d->ring != NULL) {
+			for (uint32_t i = 0; i < d->ring_size; i++) {
+				if (d->ring[i].fence != VK_NULL_HANDLE) {
+					d->fn.vkDestroyFence(d->dev, d->ring[i].fence, NULL);
+					n++;
+				}
+				n += d->ring[i].cb != VK_NULL_HANDLE;
+			}
+		}
+		if (d->pool != VK_NULL_HANDLE) {
+			d->fn.vkDestroyCommandPool(d->dev, d->pool, NULL); /* frees the ring's command buffers */
+			n++;
+		}
+		d->fn.vkDestroyDevice(d->dev, NULL);
+		n++;
+	}
+	add_counter(&d->counters.objects_destroyed, n);
+	free(d->ring);
+	if (d->mu_init) {
+		pthread_mutex_destroy(&d->mu);
+		pthread_mutex_destroy(&d->xmu);
+		pthread_cond_destroy(&d->cond);
+	}
+	free(d);
+}
+
+static gc_status create_fence(gc_device d, VkFence *out, gc_error *err) {
+	VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+	VkResult r = d->fn.vkCreateFence(d->dev, &fi, NULL, out);
+	if (r != VK_SUCCESS) {
+		*out = VK_NULL_HANDLE;
+		return devfail(d, err, r, "vkCreateFence");
+	}
+	count_objects(&d->counters.objects_created, 1);
+	return GC_OK;
+}
+
+static gc_status create_pool(gc_device d, VkCommandPool *pool, VkCommandBuffer *cbs, uint32_t n, gc_error *err) {
+	VkCommandPoolCreateInfo pci = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+		.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+		.queueFamilyIndex = d->phys->info.compute_queue_family,
+	};
+	VkResult r = d->fn.vkCreateCommandPool(d->dev, &pci, NULL, pool);
+	if (r != VK_SUCCESS) {
+		*pool = VK_NULL_HANDLE;
+		return devfail(d, err, r, "vkCreateCommandPool");
+	}
+	count_objects(&d->counters.objects_created, 1);
+	VkCommandBufferAllocateInfo ai = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+		.commandPool = *pool,
+		.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+		.commandBufferCount = n,
+	};
+	r = d->fn.vkAllocateCommandBuffers(d->dev, &ai, cbs);
+	if (r != VK_SUCCESS) {
+		memset(cbs, 0, n * sizeof *cbs);
+		return devfail(d, err, r, "vkAllocateCommandBuffers");
+	}
+	count_objects(&d->counters.objects_created, n);
+	return GC_OK;
+}
+
+static gc_status vk_open(uint32_t index, const gc_open_options *opts, gc_device *out, gc_error *err) {
+	gc_status st = ready(err);
+	if (st != GC_OK) {
+		return st;
+	}
+	if (out == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "open: out is NULL");
+	}
+	*out = NULL;
+	if (index >= g.nphys) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "open: no device %u (%u devices)", index, g.nphys);
+	}
+	const phys *p = &g.phys[index];
+	if (!p->info.usable) {
+		return fail(err, GC_UNSUPPORTED, 0, "open: %s: %s", p->info.name, p->info.unusable_reason);
+	}
+	uint32_t ring_size = (opts != NULL && opts->ring_size != 0) ? opts->ring_size : GC_DEFAULT_RING;
+	if (ring_size > GC_MAX_RING) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "open: ring_size %u > %u", ring_size, GC_MAX_RING);
+	}
+	uint32_t nqueries = opts != NULL ? opts->timestamp_queries : 0;
+	if (nqueries > 0 && p->info.timestamp_valid_bits == 0) {
+		return fail(err, GC_UNSUPPORTED, 0, "open: %s: the compute queue family has no timestamps (timestampValidBits 0)",
+			    p->info.name);
+	}
+
+	gc_device d = calloc(1, sizeof *d);
+	if (d == NULL) {
+		return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+	}
+	d->phys = p;
+	d->ring_size = ring_size;
+	d->nqueries = nqueries;
+	d->ring = calloc(ring_size, sizeof *d->ring);
+	if (d->ring == NULL) {
+		free(d);
+		return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+	}
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_mutex_init(&d->xmu, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	d->mu_init = 1;
+
+	const char *exts[3];
+	uint32_t nexts = 0;
+	exts[nexts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+	if (p->info.external_memory_host) {
+		exts[nexts++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	}
+	if (p->portability_subset) {
+		exts[nexts++] = GC_PORTABILITY_SUBSET; /* required when present */
+	}
+	VkPhysicalDeviceFeatures feats = {0};
+	if (p->info.shader_float64 && !(opts != NULL && opts->disable_float64)) {
+		feats.shaderFloat64 = VK_TRUE;
+		d->float64 = 1;
+	}
+	float priority = 1.0f;
+	VkDeviceQueueCreateInfo qci = {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+		.queueFamilyIndex = p->info.compute_queue_family,
+		.queueCount = 1,
+		.pQueuePriorities = &priority,
+	};
+	VkDeviceCreateInfo dci = {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.queueCreateInfoCount = 1,
+		.pQueueCreateInfos = &qci,
+		.enabledExtensionCount = nexts,
+		.ppEnabledExtensionNames = exts,
+		.pEnabledFeatures = &feats,
+	};
+	VkResult r = g.fn.vkCreateDevice(p->pd, &dci, NULL, &d->dev);
+	if (r != VK_SUCCESS) {
+		d->dev = VK_NULL_HANDLE;
+		st = vkfail(err, r, "vkCreateDevice");
+		destroy_device(d);
+		return st;
+	}
+	count_objects(&d->counters.objects_created, 1);
+
+	d->fn.vkDestroyDevice = (PFN_vkDestroyDevice)g.fn.vkGetDeviceProcAddr(d->dev, "vkDestroyDevice");
+	if (d->fn.vkDestroyDevice == NULL) {
+		/* The device cannot be destroyed: leak it rather than crash. */
+		d->dev = VK_NULL_HANDLE;
+		destroy_device(d);
+		return fail(err, GC_UNAVAILABLE, 0, "vkGetDeviceProcAddr: vkDestroyDevice not found");
+	}
+#define GC_LOAD_DEVICE(name)                                                                     \
+	d->fn.name = (PFN_##name)g.fn.vkGetDeviceProcAddr(d->dev, #name);                       \
+	if (d->fn.name == NULL) {                                                               \
+		st = fail(err, GC_UNAVAILABLE, 0, "vkGetDeviceProcAddr: %s not found", #name); \
+		destroy_device(d);                                                              \
+		return st;                                                                      \
+	}
+	GC_DEVICE_FNS(GC_LOAD_DEVICE)
+#undef GC_LOAD_DEVICE
+	if (p->info.external_memory_host) {
+		d->fn.vkGetMemoryHostPointerPropertiesEXT = (PFN_vkGetMemoryHostPointerPropertiesEXT)g.fn.vkGetDeviceProcAddr(
+			d->dev, "vkGetMemoryHostPointerPropertiesEXT");
+	}
+	d->fn.vkGetDeviceQueue(d->dev, p->info.compute_queue_family, 0, &d->queue);
+
+	VkCommandBuffer *cbs = calloc(ring_size, sizeof *cbs);
+	if (cbs == NULL) {
+		destroy_device(d);
+		return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+	}
+	st = create_pool(d, &d->pool, cbs, ring_size, err);
+	for (uint32_t i = 0; i < ring_size; i++) {
+		d->ring[i].cb = cbs[i];
+	}
+	free(cbs);
+	for (uint32_t i = 0; i < ring_size && st == GC_OK; i++) {
+		st = create_fence(d, &d->ring[i].fence, err);
+	}
+	if (st == GC_OK) {
+		st = create_pool(d, &d->xpool, &d->xcb, 1, err);
+	}
+	if (st == GC_OK) {
+		st = create_fence(d, &d->xfence, err);
+	}
+	if (st == GC_OK && nqueries > 0) {
+		VkQueryPoolCreateInfo qpi = {
+			.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+			.queryType = VK_QUERY_TYPE_TIMESTAMP,
+			.queryCount = nqueries,
+		};
+		r = d->fn.vkCreateQueryPool(d->dev, &qpi, NULL, &d->queries);
+		if (r != VK_SUCCESS) {
+			d->queries = VK_NULL_HANDLE;
+			st = devfail(d, err, r, "vkCreateQueryPool");
+		} else {
+			count_objects(&d->counters.objects_created, 1);
+		}
+	}
+	if (st != GC_OK) {
+		destroy_device(d);
+		return st;
+	}
+	*out = d;
+	return GC_OK;
+}
+
+static gc_status vk_close(gc_device d, gc_error *err) {
+	(void)err;
+	if (d == NULL) {
+		return GC_OK;
+	}
+	pthread_mutex_lock(&d->mu);
+	if (d->recording) {
+		/* Recorded but never submitted: nothing runs it. */
+		d->fn.vkEndCommandBuffer(d->ring[(d->submitted + 1) % d->ring_size].cb);
+		d->recording = 0;
+	}
+	/* Close must free everything even on a lost device, so a failed wait
+	 * does not stop it (destroying objects of a lost device is valid). */
+	d->fn.vkDeviceWaitIdle(d->dev);
+	pthread_mutex_unlock(&d->mu);
+	destroy_device(d);
+	return GC_OK;
+}
+
+static gc_status vk_counters(gc_device d, gc_counters *out, gc_error *err) {
+	if (d == NULL || out == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "counters: NULL argument");
+	}
+	out->objects_created = __atomic_load_n(&d->counters.objects_created, __ATOMIC_RELAXED);
+	out->objects_destroyed = __atomic_load_n(&d->counters.objects_destroyed, __ATOMIC_RELAXED);
+	out->submits = __atomic_load_n(&d->counters.submits, __ATOMIC_RELAXED);
+	out->dispatches = __atomic_load_n(&d->counters.dispatches, __ATOMIC_RELAXED);
+	out->copies = __atomic_load_n(&d->counters.copies, __ATOMIC_RELAXED);
+	out->blocking_waits = __atomic_load_n(&d->counters.blocking_waits, __ATOMIC_RELAXED);
+	return GC_OK;
+}
+
+/* --------------------------------------------------------------- buffers */
+
+/* pick_memory returns the best memory type in bits for kind, or -1. */
+static int pick_memory(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits, int32_t kind) {
+	const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+	/* Protected, lazily allocated and AMD device-coherent/uncached types are not for us. */
+	const VkMemoryPropertyFlags avoid = VK_MEMORY_PROPERTY_PROTECTED_BIT | VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT | 0x40u | 0x80u;
+	int best = -1, best_score = -1;
+	for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+		if (!(bits & (1u << i))) {
+			continue;
+		}
+		VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+		if (f & avoid) {
+			continue;
+		}
+		int score;
+		if (kind == GC_MEMORY_HOST_VISIBLE) {
+			if ((f & hv) != hv) {
+				continue;
+			}
+			/* Cached memory is fast to read back; a device-local BAR is
+			 * very slow for host reads. */
+			score = ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) ? 2 : 0) +
+				((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) ? 0 : 1);
+		} else {
+			score = ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) ? 4 : 0) +
+				((f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) ? 0 : 2);
+		}
+		if (score > best_score) {
+			best = (int)i;
+			best_score = score;
+		}
+	}
+	return best;
+}
+
+static void link_buffer(gc_device d, struct gc_buffer_s *b) {
+	pthread_mutex_lock(&d->mu);
+	b->prev = NULL;
+	b->next = d->buffers;
+	if (d->buffers != NULL) {
+		d->buffers->prev = b;
+	}
+	d->buffers = b;
+	pthread_mutex_unlock(&d->mu);
+}
+
+static gc_status vk_buffer_create(gc_device d, uint64_t size, int32_t memory, gc_buffer *out, void **mapped, gc_error *err) {
+	if (d == NULL || out == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "buffer_create: NULL argument");
+	}
+	*out = NULL;
+	if (mapped != NULL) {
+		*mapped = NULL;
+	}
+	if (memory != GC_MEMORY_DEVICE_LOCAL && memory != GC_MEMORY_HOST_VISIBLE) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "buffer_create: unknown memory kind %d", (int)memory);
+	}
+	if (is_lost(d)) {
+		return lost_error(err);
+	}
+	/* Vulkan has no empty buffers; storage ranges come in 4-byte words. */
+	uint64_t sz = size != 0 ? size : 4;
+	if (sz > UINT64_MAX - 3) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "buffer_create: size %llu too large", (unsigned long long)size);
+	}
+	sz = (sz + 3) & ~(uint64_t)3;
+	if (sz > d->phys->info.max_memory_allocation_size) {
+		return fail(err, GC_UNSUPPORTED, 0, "vkAllocateMemory: %llu bytes exceed maxMemoryAllocationSize (%llu)",
+			    (unsigned long long)sz, (unsigned long long)d->phys->info.max_memory_allocation_size);
+	}
+	struct gc_buffer_s *b = calloc(1, sizeof *b);
+	if (b == NULL) {
+		return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+	}
+	b->dev = d;
+	b->size = size;
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.size = sz,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	VkResult r = d->fn.vkCreateBuffer(d->dev, &bci, NULL, &b->buf);
+	if (r != VK_SUCCESS) {
+		free(b);
+		return devfail(d, err, r, "vkCreateBuffer");
+	}
+	count_objects(&d->counters.objects_created, 1);
+	VkMemoryRequirements req;
+	d->fn.vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
+	int type = pick_memory(&d->phys->mem, req.memoryTypeBits, memory);
+	if (type < 0) {
+		destroy_buffer_now(d, b);
+		return fail(err, GC_UNSUPPORTED, 0, "vkGetBufferMemoryRequirements: no %s memory type for a storage buffer",
+			    memory == GC_MEMORY_HOST_VISIBLE ? "host-visible coherent" : "usable");
+	}
+	VkMemoryAllocateInfo mai = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+		.allocationSize = req.size,
+		.memoryTypeIndex = (uint32_t)type,
+	};
+	r = d->fn.vkAllocateMemory(d->dev, &mai, NULL, &b->mem);
+	if (r != VK_SUCCESS) {
+		b->mem = VK_NULL_HANDLE;
+		destroy_buffer_now(d, b);
+		return devfail(d, err, r, "vkAllocateMemory");
+	}
+	count_objects(&d->counters.objects_created, 1);
+	r = d->fn.vkBindBufferMemory(d->dev, b->buf, b->mem, 0);
+	if (r != VK_SUCCESS) {
+		destroy_buffer_now(d, b);
+		return devfail(d, err, r, "vkBindBufferMemory");
+	}
+	if (memory == GC_MEMORY_HOST_VISIBLE) {
+		r = d->fn.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->mapped);
+		if (r != VK_SUCCESS) {
+			b->mapped = NULL;
+			destroy_buffer_now(d, b);
+			return devfail(d, err, r, "vkMapMemory");
+		}
+	}
+	link_buffer(d, b);
+	*out = b;
+	if (mapped != NULL) {
+		*mapped = b->mapped;
+	}
+	return GC_OK;
+}
+
+static gc_status vk_buffer_import(gc_device d, void *host, uint64_t size, gc_buffer *out, gc_error *err) {
+	if (d == NULL || out == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "buffer_import: NULL argument");
+	}
+	*out = NULL;
+	if (!d->phys->info.external_memory_host || d->fn.vkGetMemoryHostPointerPropertiesEXT == NULL) {
+		return fail(err, GC_UNSUPPORTED, (int32_t)VK_ERROR_EXTENSION_NOT_PRESENT,
+			    "buffer_import: %s does not support %s", d->phys->info.name, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	}
+	uint64_t align = d->phys->info.min_imported_host_pointer_alignment;
+	if (align == 0) {
+		align = 1;
+	}
+	if (host == NULL || size == 0 || (uintptr_t)host % align != 0 || size % align != 0) {
+		return fail(err, GC_INVALID_ARGUMENT, 0,
+			    "buffer_import: pointer %p and size %llu must be non-zero multiples of minImportedHostPointerAlignment (%llu)",
+			    host, (unsigned long long)size, (unsigned long long)align);
+	}
+	if (is_lost(d)) {
+		return lost_error(err);
+	}
+	VkMemoryHostPointerPropertiesEXT hp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+	VkResult r = d->fn.vkGetMemoryHostPointerPropertiesEXT(d->dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+								host, &hp);
+	if (r != VK_SUCCESS) {
+		return devfail(d, err, r, "vkGetMemoryHostPointerPropertiesEXT");
+	}
+	struct gc_buffer_s *b = calloc(1, sizeof *b);
+	if (b == NULL) {
+		return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+	}
+	b->dev = d;
+	b->size = size;
+	b->imported = 1;
+	VkExternalMemoryBufferCreateInfo ebci = {
+		.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+		.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+	};
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.pNext = &ebci,
+		.size = size,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	r = d->fn.vkCreateBuffer(d->dev, &bci, NULL, &b->buf);
+	if (r != VK_SUCCESS) {
+		free(b);
+		return devfail(d, err, r, "vkCreateBuffer");
+	}
+	count_objects(&d->counters.objects_created, 1);
+	VkMemoryRequirements req;
+	d->fn.vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
+	int type = pick_memory(&d->phys->mem, req.memoryTypeBits & hp.memoryTypeBits, GC_MEMORY_HOST_VISIBLE);
+	if (type < 0) {
+		type = pick_memory(&d->phys->mem, req.memoryTypeBits & hp.memoryTypeBits, GC_MEMORY_DEVICE_LOCAL);
+	}
+	if (type < 0 || req.size > size) {
+		destroy_buffer_now(d, b);
+		return fail(err, GC_UNSUPPORTED, 0, "vkGetMemoryHostPointerPropertiesEXT: no memory type can import this pointer");
+	}
+	VkImportMemoryHostPointerInfoEXT imp = {
+		.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+		.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+		.pHostPointer = host,
+	};
+	VkMemoryAllocateInfo mai = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+		.pNext = &imp,
+		.allocationSize = size,
+		.memoryTypeIndex = (uint32_t)type,
+	};
+	r = d->fn.vkAllocateMemory(d->dev, &mai, NULL, &b->mem);
+	if (r != VK_SUCCESS) {
+		b->mem = VK_NULL_HANDLE;
+		destroy_buffer_now(d, b);
+		return devfail(d, err, r, "vkAllocateMemory");
+	}
+	count_objects(&d->counters.objects_created, 1);
+	r = d->fn.vkBindBufferMemory(d->dev, b->buf, b->mem, 0);
+	if (r != VK_SUCCESS) {
+		destroy_buffer_now(d, b);
+		return devfail(d, err, r, "vkBindBufferMemory");
+	}
+	b->mapped = host;
+	link_buffer(d, b);
+	*out = b;
+	return GC_OK;
+}
+
+static gc_status vk_buffer_destroy(gc_buffer b, gc_error *err) {
+	if (b == NULL) {
+		return GC_OK;
+	}
+	gc_device d = b->dev;
+	pthread_mutex_lock(&d->mu);
+	if (b->prev != NULL) {
+		b->prev->next = b->next;
+	} else {
+		d->buffers = b->next;
+	}
+	if (b->next != NULL) {
+		b->next->prev = b->prev;
+	}
+	gc_status st = retire(d, RETIRE_BUFFER, b, err);
+	pthread_mutex_unlock(&d->mu);
+	return st;
+}
+
+/* --------------------------------------------------------------- kernels */
+
+static gc_status vk_kernel_create(gc_device d, const gc_kernel_desc *desc, gc_kernel *out, gc_error *err) {
+	if (d == NULL || desc == NULL || out == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "kernel_create: NULL argument");
+	}
+	*out = NULL;
+	const gc_device_info *in = &d->phys->info;
+	if (desc->code == NULL || desc->code_size == 0 || desc->code_size % 4 != 0) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "kernel_create: SPIR-V of %zu bytes is not a whole number of words",
+			    desc->code_size);
+	}
+	if (desc->binding_count == 0 || desc->binding_count > GC_MAX_BINDINGS || desc->binding_count > in->max_push_descriptors) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "kernel_create: %u bindings (1..%u, maxPushDescriptors %u)",
+			    desc->binding_count, GC_MAX_BINDINGS, in->max_push_descriptors);
+	}
+	if (desc->push_size % 4 != 0 || desc->push_size > GC_MAX_PUSH_BYTES || desc->push_size > in->max_push_constants_size) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "kernel_create: push-constant size %u (a multiple of 4, at most %u)",
+			    desc->push_size, in->max_push_constants_size < GC_MAX_PUSH_BYTES ? in->max_push_constants_size : GC_MAX_PUSH_BYTES);
+	}
+	if (desc->spec_count > GC_MAX_SPEC || (desc->spec_count > 0 && (desc->spec_ids == NULL || desc->spec_values == NULL))) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "kernel_create: %u specialization constants (at most %u, with ids and values)",
+			    desc->spec_count, GC_MAX_SPEC);
+	}
+	if (is_lost(d)) {
+		return lost_error(err);
+	}
+	struct gc_kernel_s *k = calloc(1, sizeof *k);
+	if (k == NULL) {
+		return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+	}
+	k->dev = d;
+	k->push_size = desc->push_size;
+	k->binding_count = desc->binding_count;
+
+	VkShaderModuleCreateInfo smci = {
+		.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+		.codeSize = desc->code_size,
+		.pCode = desc->code,
+	};
+	VkShaderModule module;
+	VkResult r = d->fn.vkCreateShaderModule(d->dev, &smci, NULL, &module);
+	if (r != VK_SUCCESS) {
+		free(k);
+		return devfail(d, err, r, "vkCreateShaderModule");
+	}
+	count_objects(&d->counters.objects_created, 1);
+
+	VkDescriptorSetLayoutBinding bindings[GC_MAX_BINDINGS];
+	for (uint32_t i = 0; i < desc->binding_count; i++) {
+		bindings[i] = (VkDescriptorSetLayoutBinding){
+			.binding = i,
+			.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+			.descriptorCount = 1,
+			.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+		};
+	}
+	VkDescriptorSetLayoutCreateInfo dslci = {
+		.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+		.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+		.bindingCount = desc->binding_count,
+		.pBindings = bindings,
+	};
+	gc_status st = GC_OK;
+	r = d->fn.vkCreateDescriptorSetLayout(d->dev, &dslci, NULL, &k->set_layout);
+	if (r != VK_SUCCESS) {
+		k->set_layout = VK_NULL_HANDLE;
+		st = devfail(d, err, r, "vkCreateDescriptorSetLayout");
+	} else {
+		count_objects(&d->counters.objects_created, 1);
+		VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = desc->push_size};
+		VkPipelineLayoutCreateInfo plci = {
+			.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+			.setLayoutCount = 1,
+			.pSetLayouts = &k->set_layout,
+			.pushConstantRangeCount = desc->push_size > 0 ? 1 : 0,
+			.pPushConstantRanges = &range,
+		};
+		r = d->fn.vkCreatePipelineLayout(d->dev, &plci, NULL, &k->layout);
+		if (r != VK_SUCCESS) {
+			k->layout = VK_NULL_HANDLE;
+			st = devfail(d, err, r, "vkCreatePipelineLayout");
+		} else {
+			count_objects(&d->counters.objects_created, 1);
+		}
+	}
+	if (st == GC_OK) {
+		VkSpecializationMapEntry entries[GC_MAX_SPEC];
+		for (uint32_t i = 0; i < desc->spec_count; i++) {
+			entries[i] = (VkSpecializationMapEntry){
+				.constantID = desc->spec_ids[i],
+				.offset = i * 4,
+				.size = 4,
+			};
+		}
+		VkSpecializationInfo si = {
+			.mapEntryCount = desc->spec_count,
+			.pMapEntries = entries,
+			.dataSize = desc->spec_count * 4,
+			.pData = desc->spec_values,
+		};
+		VkComputePipelineCreateInfo cpci = {
+			.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+			.stage =
+				{
+					.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+					.stage = VK_SHADER_STAGE_COMPUTE_BIT,
+					.module = module,
+					.pName = desc->entry != NULL ? desc->entry : "main",
+					.pSpecializationInfo = desc->spec_count > 0 ? &si : NULL,
+				},
+			.layout = k->layout,
+		};
+		r = d->fn.vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &cpci, NULL, &k->pipeline);
+		if (r != VK_SUCCESS) {
+			k->pipeline = VK_NULL_HANDLE;
+			st = devfail(d, err, r, "vkCreateComputePipelines");
+		} else {
+			count_objects(&d->counters.objects_created, 1);
+		}
+	}
+	d->fn.vkDestroyShaderModule(d->dev, module, NULL);
+	add_counter(&d->counters.objects_destroyed, 1);
+	if (st != GC_OK) {
+		destroy_kernel_now(d, k);
+		return st;
+	}
+	pthread_mutex_lock(&d->mu);
+	k->next = d->kernels;
+	if (d->kernels != NULL) {
+		d->kernels->prev = k;
+	}
+	d->kernels = k;
+	pthread_mutex_unlock(&d->mu);
+	*out = k;
+	return GC_OK;
+}
+
+static gc_status vk_kernel_destroy(gc_kernel k, gc_error *err) {
+	if (k == NULL) {
+		return GC_OK;
+	}
+	gc_device d = k->dev;
+	pthread_mutex_lock(&d->mu);
+	if (k->prev != NULL) {
+		k->prev->next = k->next;
+	} else {
+		d->kernels = k->next;
+	}
+	if (k->next != NULL) {
+		k->next->prev = k->prev;
+	}
+	gc_status st = retire(d, RETIRE_KERNEL, k, err);
+	pthread_mutex_unlock(&d->mu);
+	return st;
+}
+
+/* ------------------------------------------------------------- recording */
+
+static const VkPipelineStageFlags work_stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+
+/* barrier makes the writes of every earlier command visible to later
+ * commands, and with host != 0 also to the host once the fence signals. */
+static void barrier(gc_device d, VkCommandBuffer cb, int host) {
+	VkMemoryBarrier mb = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+		.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+		.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+				 VK_ACCESS_TRANSFER_WRITE_BIT | (host ? VK_ACCESS_HOST_READ_BIT : 0),
+	};
+	d->fn.vkCmdPipelineBarrier(cb, work_stages, work_stages | (host ? VK_PIPELINE_STAGE_HOST_BIT : 0), 0, 1, &mb, 0, NULL,
+				   0, NULL);
+}
+
+/* wait_slot waits for a slot's fence with d->mu released (the slot's waiters
+ * count keeps the fence from being reset meanwhile). d->mu held on entry and
+ * on return. */
+static VkResult wait_slot(gc_device d, slot *s, uint64_t timeout_ns) {
+	VkFence f = s->fence;
+	s->waiters++;
+	pthread_mutex_unlock(&d->mu);
+	VkResult r;
+	if (timeout_ns == 0) {
+		r = d->fn.vkGetFenceStatus(d->dev, f);
+	} else {
+		r = d->fn.vkWaitForFences(d->dev, 1, &f, VK_TRUE, timeout_ns);
+		add_counter(&d->counters.blocking_waits, 1);
+	}
+	pthread_mutex_lock(&d->mu);
+	if (--s->waiters == 0) {
+		pthread_cond_broadcast(&d->cond);
+	}
+	return r;
+}
+
+/* recording returns the command buffer being recorded, starting one in the
+ * next ring slot if needed (waiting for that slot's previous submission).
+ * d->mu held. */
+static gc_status recording(gc_device d, VkCommandBuffer *cb, gc_error *err) {
+	if (is_lost(d)) {
+		return lost_error(err);
+	}
+	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
+	if (d->recording) {
+		*cb = s->cb;
+		return GC_OK;
+	}
+	if (s->ticket > d->completed) {
+		uint64_t t = s->ticket;
+		VkResult r = wait_slot(d, s, UINT64_MAX);
+		if (r != VK_SUCCESS) {
+			return devfail(d, err, r, "vkWaitForFences");
+		}
+		mark_completed(d, t);
+	}
+	while (s->waiters > 0) {
+		pthread_cond_wait(&d->cond, &d->mu);
+	}
+	VkResult r = d->fn.vkResetFences(d->dev, 1, &s->fence);
+	if (r != VK_SUCCESS) {
+		return devfail(d, err, r, "vkResetFences");
+	}
+	r = d->fn.vkResetCommandBuffer(s->cb, 0);
+	if (r != VK_SUCCESS) {
+		return devfail(d, err, r, "vkResetCommandBuffer");
+	}
+	VkCommandBufferBeginInfo bi = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+		.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+	};
+	r = d->fn.vkBeginCommandBuffer(s->cb, &bi);
+	if (r != VK_SUCCESS) {
+		return devfail(d, err, r, "vkBeginCommandBuffer");
+	}
+	d->recording = 1;
+	d->bound = VK_NULL_HANDLE;
+	*cb = s->cb;
+	return GC_OK;
+}
+
+static gc_status check_range(gc_device d, gc_buffer b, uint64_t off, uint64_t size, const char *what, gc_error *err) {
+	if (b == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: NULL buffer", what);
+	}
+	if (b->dev != d) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: buffer belongs to another device", what);
+	}
+	if (off > b->size || size > b->size - off) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: range [%llu, +%llu) outside buffer of %llu bytes", what,
+			    (unsigned long long)off, (unsigned long long)size, (unsigned long long)b->size);
+	}
+	return GC_OK;
+}
+
+static gc_status check_copy(gc_device d, gc_buffer dst, uint64_t dst_off, gc_buffer src, uint64_t src_off, uint64_t size,
+			    const char *what, gc_error *err) {
+	if (d == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: NULL device", what);
+	}
+	gc_status st = check_range(d, dst, dst_off, size, what, err);
+	if (st == GC_OK) {
+		st = check_range(d, src, src_off, size, what, err);
+	}
+	if (st == GC_OK && dst == src && size > 0 && dst_off < src_off + size && src_off < dst_off + size) {
+		st = fail(err, GC_INVALID_ARGUMENT, 0, "%s: source and destination overlap", what);
+	}
+	return st;
+}
+
+static gc_status vk_cmd_copy(gc_device d, gc_buffer dst, uint64_t dst_off, gc_buffer src, uint64_t src_off, uint64_t size,
+			     gc_error *err) {
+	gc_status st = check_copy(d, dst, dst_off, src, src_off, size, "vkCmdCopyBuffer", err);
+	if (st != GC_OK || size == 0) {
+		return st;
+	}
+	pthread_mutex_lock(&d->mu);
+	VkCommandBuffer cb;
+	st = recording(d, &cb, err);
+	if (st == GC_OK) {
+		VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = size};
+		d->fn.vkCmdCopyBuffer(cb, src->buf, dst->buf, 1, &region);
+		barrier(d, cb, 0);
+		add_counter(&d->counters.copies, 1);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return st;
+}
+
+static gc_status vk_cmd_dispatch(gc_device d, const gc_dispatch *x, gc_error *err) {
+	if (d == NULL || x == NULL || x->kernel == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkCmdDispatch: NULL argument");
+	}
+	const struct gc_kernel_s *k = x->kernel;
+	if (k->dev != d) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkCmdDispatch: kernel belongs to another device");
+	}
+	if (x->binding_count != k->binding_count || x->push_size != k->push_size) {
+		return fail(err, GC_INVALID_ARGUMENT, 0,
+			    "vkCmdDispatch: %u bindings and %u push-constant bytes given, the kernel has %u and %u",
+			    x->binding_count, x->push_size, k->binding_count, k->push_size);
+	}
+	const uint32_t *maxg = d->phys->info.max_compute_work_group_count;
+	if (x->groups[0] > maxg[0] || x->groups[1] > maxg[1] || x->groups[2] > maxg[2]) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkCmdDispatch: %u x %u x %u groups exceed maxComputeWorkGroupCount",
+			    x->groups[0], x->groups[1], x->groups[2]);
+	}
+	VkDescriptorBufferInfo infos[GC_MAX_BINDINGS];
+	VkWriteDescriptorSet writes[GC_MAX_BINDINGS];
+	for (uint32_t i = 0; i < x->binding_count; i++) {
+		const gc_binding *b = &x->bindings[i];
+		gc_status st = check_range(d, b->buffer, b->offset, b->range, "vkCmdPushDescriptorSetKHR", err);
+		if (st != GC_OK) {
+			return st;
+		}
+		if (b->range == 0) {
+			return fail(err, GC_INVALID_ARGUMENT, 0, "vkCmdPushDescriptorSetKHR: binding %u has an empty range", i);
+		}
+		infos[i] = (VkDescriptorBufferInfo){.buffer = b->buffer->buf, .offset = b->offset, .range = b->range};
+		writes[i] = (VkWriteDescriptorSet){
+			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+			.dstBinding = i,
+			.descriptorCount = 1,
+			.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+			.pBufferInfo = &infos[i],
+		};
+	}
+	pthread_mutex_lock(&d->mu);
+	VkCommandBuffer cb;
+	gc_status st = recording(d, &cb, err);
+	if (st == GC_OK) {
+		if (d->bound != k->pipeline) {
+			d->fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
+			d->bound = k->pipeline;
+		}
+		d->fn.vkCmdPushDescriptorSetKHR(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, x->binding_count, writes);
+		if (x->push_size > 0) {
+			d->fn.vkCmdPushConstants(cb, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, x->push_size, x->push);
+		}
+		d->fn.vkCmdDispatch(cb, x->groups[0], x->groups[1], x->groups[2]);
+		barrier(d, cb, 0);
+		add_counter(&d->counters.dispatches, 1);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return st;
+}
+
+static gc_status vk_cmd_timestamp(gc_device d, uint32_t query, gc_error *err) {
+	if (d == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkCmdWriteTimestamp: NULL device");
+	}
+	if (query >= d->nqueries) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkCmdWriteTimestamp: query %u out of %u (open with timestamp_queries)",
+			    query, d->nqueries);
+	}
+	pthread_mutex_lock(&d->mu);
+	VkCommandBuffer cb;
+	gc_status st = recording(d, &cb, err);
+	if (st == GC_OK) {
+		d->fn.vkCmdResetQueryPool(cb, d->queries, query, 1);
+		d->fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, d->queries, query);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return st;
+}
+
+static gc_status vk_submit(gc_device d, uint64_t *ticket, gc_error *err) {
+	if (d == NULL || ticket == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkQueueSubmit: NULL argument");
+	}
+	pthread_mutex_lock(&d->mu);
+	gc_status st = GC_OK;
+	if (is_lost(d)) {
+		st = lost_error(err);
+	} else if (!d->recording) {
+		*ticket = d->submitted;
+	} else {
+		slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
+		d->recording = 0;
+		barrier(d, s->cb, 1);
+		VkResult r = d->fn.vkEndCommandBuffer(s->cb);
+		if (r != VK_SUCCESS) {
+			st = devfail(d, err, r, "vkEndCommandBuffer");
+		} else {
+			VkSubmitInfo si = {
+				.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+				.commandBufferCount = 1,
+				.pCommandBuffers = &s->cb,
+			};
+			r = d->fn.vkQueueSubmit(d->queue, 1, &si, s->fence);
+			if (r != VK_SUCCESS) {
+				st = devfail(d, err, r, "vkQueueSubmit");
+			} else {
+				s->ticket = ++d->submitted;
+				*ticket = s->ticket;
+				add_counter(&d->counters.submits, 1);
+			}
+		}
+	}
+	pthread_mutex_unlock(&d->mu);
+	return st;
+}
+
+static gc_status vk_wait(gc_device d, uint64_t ticket, uint64_t timeout_ns, gc_error *err) {
+	if (d == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkWaitForFences: NULL device");
+	}
+	pthread_mutex_lock(&d->mu);
+	gc_status st = GC_OK;
+	if (ticket <= d->completed) {
+		/* done (ticket 0 included) */
+	} else if (is_lost(d)) {
+		st = lost_error(err);
+	} else if (ticket > d->submitted) {
+		st = fail(err, GC_INVALID_ARGUMENT, 0, "vkWaitForFences: ticket %llu was not submitted (last is %llu)",
+			  (unsigned long long)ticket, (unsigned long long)d->submitted);
+	} else {
+		slot *s = &d->ring[ticket % d->ring_size];
+		if (s->ticket != ticket) {
+			/* The slot was reused, which waited for ticket first. */
+			mark_completed(d, ticket);
+		} else {
+			VkResult r = wait_slot(d, s, timeout_ns);
+			if (r == VK_SUCCESS) {
+				mark_completed(d, ticket);
+			} else if (r == VK_NOT_READY || r == VK_TIMEOUT) {
+				/* Outcomes, not failures: no message, so polling allocates nothing. */
+				st = r == VK_NOT_READY ? GC_NOT_READY : GC_TIMEOUT;
+				if (err != NULL) {
+					err->native = (int32_t)r;
+				}
+			} else {
+				st = devfail(d, err, r, timeout_ns == 0 ? "vkGetFenceStatus" : "vkWaitForFences");
+			}
+		}
+	}
+	pthread_mutex_unlock(&d->mu);
+	return st;
+}
+
+static gc_status vk_wait_idle(gc_device d, gc_error *err) {
+	if (d == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkQueueWaitIdle: NULL device");
+	}
+	pthread_mutex_lock(&d->mu);
+	gc_status st = GC_OK;
+	if (is_lost(d)) {
+		st = lost_error(err);
+	} else {
+		VkResult r = d->fn.vkQueueWaitIdle(d->queue);
+		if (r != VK_SUCCESS) {
+			st = devfail(d, err, r, "vkQueueWaitIdle");
+		} else {
+			mark_completed(d, d->submitted);
+		}
+	}
+	pthread_mutex_unlock(&d->mu);
+	return st;
+}
+
+static gc_status vk_copy_now(gc_device d, gc_buffer dst, uint64_t dst_off, gc_buffer src, uint64_t src_off, uint64_t size,
+			     gc_error *err) {
+	gc_status st = check_copy(d, dst, dst_off, src, src_off, size, "copy_now", err);
+	if (st != GC_OK || size == 0) {
+		return st;
+	}
+	pthread_mutex_lock(&d->xmu);
+	if (is_lost(d)) {
+		pthread_mutex_unlock(&d->xmu);
+		return lost_error(err);
+	}
+	VkResult r = d->fn.vkResetCommandBuffer(d->xcb, 0);
+	const char *call = "vkResetCommandBuffer";
+	if (r == VK_SUCCESS) {
+		VkCommandBufferBeginInfo bi = {
+			.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+			.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+		};
+		call = "vkBeginCommandBuffer";
+		r = d->fn.vkBeginCommandBuffer(d->xcb, &bi);
+	}
+	if (r == VK_SUCCESS) {
+		VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = size};
+		d->fn.vkCmdCopyBuffer(d->xcb, src->buf, dst->buf, 1, &region);
+		barrier(d, d->xcb, 1);
+		call = "vkEndCommandBuffer";
+		r = d->fn.vkEndCommandBuffer(d->xcb);
+	}
+	if (r == VK_SUCCESS) {
+		VkSubmitInfo si = {
+			.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+			.commandBufferCount = 1,
+			.pCommandBuffers = &d->xcb,
+		};
+		call = "vkQueueSubmit";
+		pthread_mutex_lock(&d->mu);
+		r = d->fn.vkQueueSubmit(d->queue, 1, &si, d->xfence);
+		pthread_mutex_unlock(&d->mu);
+	}
+	if (r == VK_SUCCESS) {
+		add_counter(&d->counters.submits, 1);
+		add_counter(&d->counters.blocking_waits, 1);
+		call = "vkWaitForFences";
+		r = d->fn.vkWaitForFences(d->dev, 1, &d->xfence, VK_TRUE, UINT64_MAX);
+		if (r == VK_SUCCESS) {
+			call = "vkResetFences";
+			r = d->fn.vkResetFences(d->dev, 1, &d->xfence);
+		}
+	}
+	if (r != VK_SUCCESS) {
+		st = devfail(d, err, r, call);
+	}
+	pthread_mutex_unlock(&d->xmu);
+	return st;
+}
+
+static gc_status vk_read_timestamps(gc_device d, uint32_t first, uint32_t count, uint64_t *out, gc_error *err) {
+	if (d == NULL || (out == NULL && count > 0)) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkGetQueryPoolResults: NULL argument");
+	}
+	if (first > d->nqueries || count > d->nqueries - first) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkGetQueryPoolResults: queries [%u, +%u) out of %u", first, count,
+			    d->nqueries);
+	}
+	if (count == 0) {
+		return GC_OK;
+	}
+	if (is_lost(d)) {
+		return lost_error(err);
+	}
+	VkResult r = d->fn.vkGetQueryPoolResults(d->dev, d->queries, first, count, (size_t)count * sizeof *out, out,
+						 sizeof *out, VK_QUERY_RESULT_64_BIT);
+	if (r == VK_NOT_READY) {
+		if (err != NULL) {
+			err->native = (int32_t)r;
+		}
+		return GC_NOT_READY;
+	}
+	if (r != VK_SUCCESS) {
+		return devfail(d, err, r, "vkGetQueryPoolResults");
+	}
+	return GC_OK;
+}
+
+static const gc_backend vulkan_backend = {
+	.abi_version = GC_ABI_VERSION,
+	.name = "vulkan",
+	.init = vk_init,
+	.instance_info = vk_instance_info,
+	.device_count = vk_device_count,
+	.device_info = vk_device_info,
+	.message_count = vk_message_count,
+	.take_message = vk_take_message,
+	.open = vk_open,
+	.close = vk_close,
+	.counters = vk_counters,
+	.buffer_create = vk_buffer_create,
+	.buffer_import = vk_buffer_import,
+	.buffer_destroy = vk_buffer_destroy,
+	.kernel_create = vk_kernel_create,
+	.kernel_destroy = vk_kernel_destroy,
+	.cmd_copy = vk_cmd_copy,
+	.cmd_dispatch = vk_cmd_dispatch,
+	.cmd_timestamp = vk_cmd_timestamp,
+	.submit = vk_submit,
+	.wait = vk_wait,
+	.wait_idle = vk_wait_idle,
+	.copy_now = vk_copy_now,
+	.read_timestamps = vk_read_timestamps,
+};
+
+const gc_backend *gc_vulkan(void) {
+	return &vulkan_backend;
+}
+
+#endif /* GOCOLL_NO_VULKAN */

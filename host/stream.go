@@ -1,0 +1,380 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// maxKernelSources is how many sources one dispatch of reduce.comp reads.
+// Reductions of more sources run in passes, the partial result being the
+// first source of the next pass; the counters count them so.
+const maxKernelSources = 8
+
+// fenceSlab is how many fences one allocation provides. A fence must stay
+// valid for as long as its holder keeps it, so fences are never reused;
+// carving them from slabs makes a Submit cost 1/fenceSlab of an allocation.
+const fenceSlab = 256
+
+// cmdKind is what a recorded command does.
+type cmdKind uint8
+
+const (
+	cmdCopy cmdKind = iota
+	cmdReduce
+	cmdScale
+)
+
+// command is one recorded command. Regions are resolved to byte slices when
+// the command is recorded, so execution needs no checks.
+type command struct {
+	kind     cmdKind
+	op       backend.Op
+	dt       backend.DType
+	useScale bool
+	scale    float64
+	dst      []byte
+	src      []byte // copy and scale
+	srcLo    int    // reduce: the sources are batch.srcs[srcLo:srcHi]
+	srcHi    int
+}
+
+// batch is the work of one submission. Batches are recycled through the
+// device's free list, so recording allocates nothing in steady state.
+type batch struct {
+	ticket uint64
+	cmds   []command
+	srcs   [][]byte
+}
+
+func newBatch() *batch {
+	return &batch{cmds: make([]command, 0, 16), srcs: make([][]byte, 0, 64)}
+}
+
+// reset drops the batch's references to buffer memory and empties it.
+func (b *batch) reset() {
+	clear(b.cmds)
+	b.cmds = b.cmds[:0]
+	clear(b.srcs)
+	b.srcs = b.srcs[:0]
+	b.ticket = 0
+}
+
+// stream records commands into the current batch until Submit hands it to the
+// device's worker.
+type stream struct {
+	d      *Device
+	cur    *batch
+	fences []fence // the unused rest of the current fence slab
+}
+
+// Copy records dst = src, a byte copy. The regions must have equal lengths
+// and must not overlap. It counts one copy, as vkCmdCopyBuffer would; an empty
+// copy records nothing.
+func (s *stream) Copy(dst, src backend.Region) error {
+	d := s.d
+	if d.closed.Load() {
+		return errClosed
+	}
+	db, err := s.resolve(dst)
+	if err != nil {
+		return fmt.Errorf("host: copy: dst: %w", err)
+	}
+	sb, err := s.resolve(src)
+	if err != nil {
+		return fmt.Errorf("host: copy: src: %w", err)
+	}
+	if dst.Len != src.Len {
+		return fmt.Errorf("host: copy: dst has %d bytes, src %d: %w", dst.Len, src.Len, backend.ErrInvalidArgument)
+	}
+	if overlap(dst, src) {
+		return fmt.Errorf("host: copy: dst [%d, %d) and src [%d, %d) overlap: %w", dst.Off, dst.Off+dst.Len, src.Off, src.Off+src.Len, backend.ErrInvalidArgument)
+	}
+	if dst.Len == 0 {
+		return nil
+	}
+	s.cur.cmds = append(s.cur.cmds, command{kind: cmdCopy, dst: db, src: sb})
+	d.counters.Copies.Add(1)
+	d.counters.BytesCopied.Add(int64(dst.Len))
+	return nil
+}
+
+// Reduce records dst[i] = op(srcs[0][i], srcs[1][i], ...) * scale exactly as
+// kernels/reduce.comp computes it. dst may be the same region as any source
+// (the host reduces each element over all sources before storing it), never
+// a partial overlap. It counts the dispatches a GPU backend records: one per
+// pass of at most eight sources per piece of at most MaxBindingBytes per
+// binding.
+func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, srcs []backend.Region, scale float64) error {
+	d := s.d
+	if d.closed.Load() {
+		return errClosed
+	}
+	if op < 0 || op >= backend.NumOps {
+		return fmt.Errorf("host: reduce: unknown op %d: %w", int(op), backend.ErrInvalidArgument)
+	}
+	if err := s.checkType(dt); err != nil {
+		return fmt.Errorf("host: reduce: %w", err)
+	}
+	if len(srcs) == 0 {
+		return fmt.Errorf("host: reduce: no sources: %w", backend.ErrInvalidArgument)
+	}
+	db, err := s.resolveElems(dst, dt)
+	if err != nil {
+		return fmt.Errorf("host: reduce: dst: %w", err)
+	}
+	// The sources are resolved straight into the batch and dropped again if
+	// one is invalid, so that recording copies nothing twice.
+	b := s.cur
+	lo := len(b.srcs)
+	for i, r := range srcs {
+		if err := s.checkSource(dst, r, dt); err != nil {
+			clear(b.srcs[lo:])
+			b.srcs = b.srcs[:lo]
+			return fmt.Errorf("host: reduce: srcs[%d]: %w", i, err)
+		}
+		b.srcs = append(b.srcs, r.Buf.(*buffer).data[r.Off:r.Off+r.Len:r.Off+r.Len])
+	}
+	if dst.Len == 0 {
+		b.srcs = b.srcs[:lo]
+		return nil
+	}
+	b.cmds = append(b.cmds, command{
+		kind: cmdReduce, op: op, dt: dt, useScale: scale != 1, scale: scale,
+		dst: db, srcLo: lo, srcHi: len(b.srcs),
+	})
+	passes := int64(1)
+	if k := len(srcs); k > maxKernelSources {
+		// Each later pass reads the partial result and up to 7 new sources:
+		// ceil((k-8)/7) more passes.
+		passes += int64((k - maxKernelSources + maxKernelSources - 2) / (maxKernelSources - 1))
+	}
+	d.counters.Dispatches.Add(passes * s.pieces(dst.Len, dt))
+	d.counters.BytesReduced.Add(passes * int64(dst.Len))
+	return nil
+}
+
+// Scale records dst[i] = src[i] * scale (a copy when scale is 1) exactly as
+// kernels/scale.comp computes it. dst and src may be the same region. It
+// counts one dispatch per piece, and the bytes written as BytesReduced (they
+// are written by a kernel).
+func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {
+	d := s.d
+	if d.closed.Load() {
+		return errClosed
+	}
+	if err := s.checkType(dt); err != nil {
+		return fmt.Errorf("host: scale: %w", err)
+	}
+	db, err := s.resolveElems(dst, dt)
+	if err != nil {
+		return fmt.Errorf("host: scale: dst: %w", err)
+	}
+	sb, err := s.resolveElems(src, dt)
+	if err != nil {
+		return fmt.Errorf("host: scale: src: %w", err)
+	}
+	if dst.Len != src.Len {
+		return fmt.Errorf("host: scale: dst has %d bytes, src %d: %w", dst.Len, src.Len, backend.ErrInvalidArgument)
+	}
+	if overlap(dst, src) && dst != src {
+		return fmt.Errorf("host: scale: dst [%d, %d) partially overlaps src [%d, %d): %w", dst.Off, dst.Off+dst.Len, src.Off, src.Off+src.Len, backend.ErrInvalidArgument)
+	}
+	if dst.Len == 0 {
+		return nil
+	}
+	s.cur.cmds = append(s.cur.cmds, command{kind: cmdScale, dt: dt, useScale: scale != 1, scale: scale, dst: db, src: sb})
+	d.counters.Dispatches.Add(s.pieces(dst.Len, dt))
+	d.counters.BytesReduced.Add(int64(dst.Len))
+	return nil
+}
+
+// checkSource checks one source region of a reduction into dst.
+func (s *stream) checkSource(dst, r backend.Region, dt backend.DType) error {
+	if _, err := s.resolveElems(r, dt); err != nil {
+		return err
+	}
+	if r.Len != dst.Len {
+		return fmt.Errorf("%d bytes, dst %d: %w", r.Len, dst.Len, backend.ErrInvalidArgument)
+	}
+	if overlap(dst, r) && r != dst {
+		return fmt.Errorf("[%d, %d) partially overlaps dst [%d, %d): %w", r.Off, r.Off+r.Len, dst.Off, dst.Off+dst.Len, backend.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// pieces returns how many dispatches a kernel over bytes bytes per binding
+// takes when no binding may cover more than MaxBindingBytes: pieces of
+// MaxBindingBytes rounded down to whole elements.
+func (s *stream) pieces(bytes int, dt backend.DType) int64 {
+	perPiece := s.d.info.MaxBindingBytes / int64(dt.Size()) // elements
+	n := int64(bytes / dt.Size())
+	if n == 0 {
+		return 0
+	}
+	return (n-1)/perPiece + 1
+}
+
+func (s *stream) checkType(dt backend.DType) error {
+	switch dt {
+	case backend.F32:
+		return nil
+	case backend.F64:
+		if !s.d.info.Float64 {
+			return fmt.Errorf("f64 kernels: %s: %w", s.d.info.Float64Reason, backend.ErrUnsupported)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown dtype %d: %w", int(dt), backend.ErrInvalidArgument)
+}
+
+// resolve checks that r is a region of a live buffer of this device and
+// returns its bytes.
+func (s *stream) resolve(r backend.Region) ([]byte, error) {
+	if r.Buf == nil {
+		return nil, fmt.Errorf("region has no buffer: %w", backend.ErrInvalidArgument)
+	}
+	b, ok := r.Buf.(*buffer)
+	if !ok {
+		return nil, fmt.Errorf("buffer %T is not a host buffer: %w", r.Buf, backend.ErrInvalidArgument)
+	}
+	if b.dev != s.d {
+		return nil, fmt.Errorf("buffer belongs to another host device: %w", backend.ErrInvalidArgument)
+	}
+	if b.closed.Load() {
+		return nil, errBufferClosed
+	}
+	if err := backend.CheckRegion(r); err != nil {
+		return nil, err
+	}
+	return b.data[r.Off : r.Off+r.Len : r.Off+r.Len], nil
+}
+
+// resolveElems is resolve for a kernel binding: the region must start and end
+// on whole elements of dt.
+func (s *stream) resolveElems(r backend.Region, dt backend.DType) ([]byte, error) {
+	p, err := s.resolve(r)
+	if err != nil {
+		return nil, err
+	}
+	if size := dt.Size(); r.Off%size != 0 || r.Len%size != 0 {
+		return nil, fmt.Errorf("region [%d, %d) is not whole %s elements: %w", r.Off, r.Off+r.Len, dt, backend.ErrInvalidArgument)
+	}
+	return p, nil
+}
+
+// overlap reports whether two non-empty regions share a byte.
+func overlap(a, b backend.Region) bool {
+	return a.Buf == b.Buf && a.Len > 0 && b.Len > 0 && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len
+}
+
+// Submit hands the recorded batch to the device's worker and returns its
+// fence without waiting. Submitting nothing returns a signalled fence.
+func (s *stream) Submit() (backend.Fence, error) {
+	d := s.d
+	if len(s.cur.cmds) == 0 {
+		if d.closed.Load() {
+			return nil, errClosed
+		}
+		return signalled, nil
+	}
+	d.mu.Lock()
+	if d.stopping {
+		d.mu.Unlock()
+		return nil, errClosed
+	}
+	d.submitted++
+	ticket := d.submitted
+	s.cur.ticket = ticket
+	d.queue = append(d.queue, s.cur)
+	if n := len(d.free); n > 0 {
+		s.cur = d.free[n-1]
+		d.free[n-1] = nil
+		d.free = d.free[:n-1]
+	} else {
+		s.cur = nil
+	}
+	d.work.Signal()
+	d.mu.Unlock()
+	if s.cur == nil {
+		s.cur = newBatch()
+	}
+	d.counters.Submits.Add(1)
+
+	if len(s.fences) == 0 {
+		s.fences = make([]fence, fenceSlab)
+	}
+	f := &s.fences[0]
+	s.fences = s.fences[1:]
+	*f = fence{d: d, ticket: ticket}
+	return f, nil
+}
+
+// fence is the completion of one submission: ticket is its place in the
+// device's FIFO order.
+type fence struct {
+	d      *Device
+	ticket uint64
+}
+
+// signalled is the fence of an empty submission.
+var signalled = &fence{}
+
+// Wait returns nil once the submission has run, at once if it already has
+// (even when ctx is done), and otherwise ctx.Err() when ctx ends first.
+func (f *fence) Wait(ctx context.Context) error {
+	d := f.d
+	if d == nil || d.completed.Load() >= f.ticket {
+		return nil
+	}
+	d.mu.Lock()
+	if d.completed.Load() >= f.ticket {
+		d.mu.Unlock()
+		return nil
+	}
+	var ch chan struct{}
+	if n := len(d.chans); n > 0 {
+		ch = d.chans[n-1]
+		d.chans[n-1] = nil
+		d.chans = d.chans[:n-1]
+	} else {
+		ch = make(chan struct{}, 1)
+	}
+	d.waiters = append(d.waiters, waiter{ticket: f.ticket, ch: ch})
+	d.mu.Unlock()
+
+	select {
+	case <-ch:
+		d.mu.Lock()
+		d.chans = append(d.chans, ch)
+		d.mu.Unlock()
+		return nil
+	case <-ctx.Done():
+	}
+	d.mu.Lock()
+	if !d.removeWaiter(ch) {
+		<-ch // the worker signalled it before we took the lock
+	}
+	d.chans = append(d.chans, ch)
+	d.mu.Unlock()
+	if d.completed.Load() >= f.ticket {
+		return nil
+	}
+	return ctx.Err()
+}
+
+// removeWaiter removes the waiter on ch and reports whether it was there.
+// d.mu must be held.
+func (d *Device) removeWaiter(ch chan struct{}) bool {
+	for i, w := range d.waiters {
+		if w.ch == ch {
+			last := len(d.waiters) - 1
+			d.waiters[i] = d.waiters[last]
+			d.waiters[last] = waiter{}
+			d.waiters = d.waiters[:last]
+			return true
+		}
+	}
+	return false
+}
