@@ -204,9 +204,9 @@ type Counters struct {
 
 // CounterSnapshot is a plain copy of Counters.
 type CounterSnapshot struct {
-	Dispatches, Copies, Submits                          int64
-	BytesReduced, BytesCopied, BytesWritten, BytesRead  int64
-	Allocs, ObjectsCreated                               int64
+	Dispatches, Copies, Submits                        int64
+	BytesReduced, BytesCopied, BytesWritten, BytesRead int64
+	Allocs, ObjectsCreated                             int64
 }
 
 // Snapshot reads every counter.

@@ -35,7 +35,20 @@ func asBytes[T Float](s []T) []byte {
 // ranks, a timeout waiting for peers) data is untouched.
 func AllReduce[T Float](ctx context.Context, c *Comm, data []T, op Op) error {
 	b := asBytes(data)
-	return c.allReduce(ctx, b, b, len(data), dtypeOf[T](), op)
+	return c.allReduce(ctx, b, b, len(data), dtypeOf[T](), op, Auto)
+}
+
+// AllReduceWith is AllReduceInto with the strategy chosen for this call
+// (Auto: the group's Config.Strategy, and if that is Auto too, the cost
+// model). Every rank must pass the same strategy.
+func AllReduceWith[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, s Strategy) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if len(send) != len(recv) {
+		return c.invalidCall(ctx, invalidArg("rank %d: AllReduceWith: len(send)=%d != len(recv)=%d", c.rank, len(send), len(recv)))
+	}
+	return c.allReduce(ctx, asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op, s)
 }
 
 // AllReduceInto reduces send across all ranks into recv (out of place); send
@@ -48,7 +61,7 @@ func AllReduceInto[T Float](ctx context.Context, c *Comm, send, recv []T, op Op)
 	if len(send) != len(recv) {
 		return c.invalidCall(ctx, invalidArg("rank %d: AllReduceInto: len(send)=%d != len(recv)=%d", c.rank, len(send), len(recv)))
 	}
-	return c.allReduce(ctx, asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op)
+	return c.allReduce(ctx, asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op, Auto)
 }
 
 // Barrier returns once every rank has called it.
@@ -100,12 +113,15 @@ func sliceOf(n, size, r int) (lo, hi int) {
 	return n * r / size, n * (r + 1) / size
 }
 
-func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backend.DType, op Op) error {
+func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backend.DType, op Op, strat Strategy) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if !op.Valid() {
 		return c.invalidCall(ctx, invalidArg("rank %d: unknown op %d", c.rank, int(op)))
+	}
+	if strat < Auto || strat > Direct {
+		return c.invalidCall(ctx, invalidArg("rank %d: unknown strategy %d", c.rank, int(strat)))
 	}
 	if err := c.enter(); err != nil {
 		return err
@@ -113,36 +129,102 @@ func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backe
 	defer c.leave()
 	c.seq++
 	g := c.g
-	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n)}
+	es := dt.Size()
+	if strat == Auto {
+		strat = g.cfg.Strategy
+	}
+	why := "configured"
+	if strat == Auto {
+		strat, why = c.autoStrategy(n*es, dt)
+	}
+	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: strat}
 	if err := c.arrive(ctx, fp, "AllReduce fingerprint check"); err != nil {
 		return err
 	}
-	if g.logCalls && g.log.Enabled(ctx, LevelTrace) {
-		g.log.Log(ctx, LevelTrace, "gocoll: AllReduce", "rank", c.rank, "seq", c.seq, "count", n, "type", dt.String(),
-			"op", op.String(), "strategy", Direct.String(), "f64Host", dt == backend.F64 && !c.info.Float64)
-	} else if g.logCalls && c.rank == 0 && g.log.Enabled(ctx, slog.LevelInfo) {
-		g.log.Info("gocoll: AllReduce", "seq", c.seq, "count", n, "type", dt.String(), "op", op.String(), "strategy", Direct.String())
+	if g.logCalls {
+		c.logCall(ctx, "AllReduce", n, dt, op, strat, why)
 	}
 	if n == 0 {
 		return nil
 	}
-	es := dt.Size()
 	if g.n == 1 {
 		if &recv[0] != &send[0] {
 			copy(recv, send)
 		}
 		return nil
 	}
-	return c.direct(ctx, send, recv, n, es, dt, op)
+	switch strat {
+	case Direct:
+		return c.direct(ctx, send, recv, n, es, dt, op, 1)
+	case Pipelined:
+		return c.direct(ctx, send, recv, n, es, dt, op, g.cfg.PipelineDepth)
+	}
+	if dt == backend.F64 && !c.info.Float64 {
+		// Kernels cannot reduce f64 here: the exact host path (direct).
+		return c.direct(ctx, send, recv, n, es, dt, op, 1)
+	}
+	if err := c.ensureWork(n*es, dt); err != nil {
+		return c.fail(err, false, send, recv)
+	}
+	if err := c.work.Write(0, send[:n*es]); err != nil {
+		return c.fail(err, false, send, recv)
+	}
+	k := &c.k
+	*k = call{dt: dt, es: es, op: kernelOp(op), scale: scaleFor(op, g.n), work: c.work}
+	if err := c.runAllReduce(ctx, k, strat, n); err != nil {
+		return c.failAfter(err, send, recv)
+	}
+	if err := c.work.Read(0, recv[:n*es]); err != nil {
+		return c.fail(err, true, send, recv)
+	}
+	return nil
+}
+
+// runAllReduce runs strategy s on the call's device buffer.
+func (c *Comm) runAllReduce(ctx context.Context, k *call, s Strategy, n int) error {
+	g := c.g
+	switch s {
+	case Ring:
+		return c.ringAllReduce(ctx, k, g.all, n)
+	case Tree:
+		return c.treeAllReduce(ctx, k, g.all, n)
+	case Hierarchical:
+		return c.hierAllReduce(ctx, k, n)
+	}
+	// Direct and Pipelined on a device buffer: the rank-ordered
+	// reduce-scatter, then a ring all-gather.
+	chunkLen := ceilDiv(n, g.n)
+	if err := c.detReduceScatter(ctx, k, g.all, n, chunkLen); err != nil {
+		return err
+	}
+	lo, hi := chunkRange(n, chunkLen, c.rank)
+	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
+		return err
+	}
+	return c.ringAllGather(ctx, k, g.all, n, chunkLen, 0)
+}
+
+func (c *Comm) logCall(ctx context.Context, name string, n int, dt backend.DType, op Op, s Strategy, why string) {
+	g := c.g
+	if g.log.Enabled(ctx, LevelTrace) {
+		g.log.Log(ctx, LevelTrace, "gocoll: "+name, "rank", c.rank, "seq", c.seq, "count", n, "type", dt.String(),
+			"op", op.String(), "strategy", s.String(), "why", why, "f64Host", dt == backend.F64 && !c.info.Float64)
+	} else if c.rank == 0 && g.log.Enabled(ctx, slog.LevelInfo) {
+		g.log.Info("gocoll: "+name, "seq", c.seq, "count", n, "type", dt.String(), "op", op.String(), "strategy", s.String(), "why", why)
+	}
 }
 
 // direct is the one-shot all-reduce through host staging: each rank stages
 // its input in host-visible memory; rank r gathers slice r of every rank's
 // input into its own host-visible buffer and reduces it with a kernel (in
 // rank order, so the result is deterministic); every rank then copies all
-// reduced slices into its output. Caller data is only read until every rank
-// has reduced its slice, so a failure before then leaves it untouched.
-func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op) error {
+// reduced slices into its output. With depth > 1 (the pipelined strategy)
+// the slice is cut into depth chunks: each chunk's kernel is submitted
+// without waiting while the next chunk is gathered, and one fence (the
+// last, queues being FIFO) covers the batch. Caller data is only read until
+// every rank has reduced its slice, so a failure before then leaves it
+// untouched.
+func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op, depth int) error {
 	g := c.g
 	if err := c.ensure(&c.stage, n*es); err != nil {
 		return c.fail(err, false, send, recv)
@@ -157,18 +239,38 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 		return err
 	}
 	if cnt > 0 {
-		gb := c.gather.Bytes()
-		for p := 0; p < g.n; p++ {
-			copy(gb[p*cnt*es:(p+1)*cnt*es], g.comms[p].stage.Bytes()[lo*es:hi*es])
+		host := dt == backend.F64 && !c.info.Float64
+		if depth > cnt {
+			depth = cnt
 		}
-		dst := backend.Region{Buf: c.stage, Off: lo * es, Len: cnt * es}
-		if dt == backend.F64 && !c.info.Float64 {
-			reduceHostF64(c.stage.Bytes()[lo*es:hi*es], gb, g.n, cnt, op, scaleFor(op, g.n))
-		} else {
-			for p := 0; p < g.n; p++ {
-				c.srcs[p] = backend.Region{Buf: c.gather, Off: p * cnt * es, Len: cnt * es}
+		if host {
+			depth = 1
+		}
+		gb := c.gather.Bytes()
+		s := c.dev.Stream()
+		var last backend.Fence
+		for d := 0; d < depth; d++ {
+			a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
+			m := b - a
+			if m == 0 {
+				continue
 			}
-			s := c.dev.Stream()
+			// Chunk d's inputs, rank after rank, at the chunk's place.
+			base := (a - lo) * g.n * es
+			for p := 0; p < g.n; p++ {
+				// Buffer.Write: the exchange is counted at the backend seam.
+				if err := c.gather.Write(base+p*m*es, g.comms[p].stage.Bytes()[a*es:b*es]); err != nil {
+					return c.fail(err, false, send, recv)
+				}
+			}
+			if host {
+				reduceHostF64(c.stage.Bytes()[a*es:b*es], gb[base:], g.n, m, op, scaleFor(op, g.n))
+				continue
+			}
+			for p := 0; p < g.n; p++ {
+				c.srcs[p] = backend.Region{Buf: c.gather, Off: base + p*m*es, Len: m * es}
+			}
+			dst := backend.Region{Buf: c.stage, Off: a * es, Len: m * es}
 			if err := s.Reduce(kernelOp(op), dt, dst, c.srcs, scaleFor(op, g.n)); err != nil {
 				return c.fail(err, false, send, recv)
 			}
@@ -176,7 +278,10 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 			if err != nil {
 				return c.fail(err, false, send, recv)
 			}
-			if err := c.waitFence(ctx, f); err != nil {
+			last = f
+		}
+		if last != nil {
+			if err := c.waitFence(ctx, last); err != nil {
 				return c.fail(err, false, send, recv)
 			}
 		}
@@ -189,6 +294,18 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 		copy(recv[plo*es:phi*es], g.comms[p].stage.Bytes()[plo*es:phi*es])
 	}
 	return nil
+}
+
+// failAfter wraps an error from an algorithm that worked on the device
+// buffer: the caller's buffers were not written yet.
+func (c *Comm) failAfter(err error, send, recv []byte) error {
+	if _, ok := err.(*TimeoutError); ok {
+		return err
+	}
+	if _, ok := err.(*MismatchError); ok {
+		return err
+	}
+	return c.fail(err, false, send, recv)
 }
 
 // fail breaks the group after a failure inside a collective and wraps it.

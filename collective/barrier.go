@@ -36,8 +36,9 @@ type fingerprint struct {
 	kind  collKind
 	op    Op
 	dt    backend.DType
-	count int64
-	root  int32
+	count    int64
+	root     int32
+	strategy Strategy
 }
 
 func (f fingerprint) String() string {
@@ -45,7 +46,7 @@ func (f fingerprint) String() string {
 	case collBarrier, collInvalid, collNone:
 		return f.kind.String()
 	}
-	return fmt.Sprintf("%s(op=%s, type=%s, count=%d)", f.kind, f.op, f.dt, f.count)
+	return fmt.Sprintf("%s(op=%s, type=%s, count=%d, root=%d, strategy=%s)", f.kind, f.op, f.dt, f.count, f.root, f.strategy)
 }
 
 // barrier is a reusable rendezvous of n ranks that carries fingerprints. A

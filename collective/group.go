@@ -39,6 +39,10 @@ type Options struct {
 	DisableFloat64 bool
 	// Validation turns on the API validation layer where the backend has one.
 	Validation bool
+	// ChunkBytes is the size of one exchange slot: algorithms move data in
+	// slices of at most this many bytes, so exchange and reduction of
+	// different slices overlap. 0 means 1 MiB.
+	ChunkBytes int
 	// Logger receives debug logs; nil uses GOCOLL_DEBUG (INFO or TRACE) to
 	// decide whether to log to stderr.
 	Logger *slog.Logger
@@ -70,6 +74,14 @@ type Group struct {
 
 	bar barrier
 
+	slotBytes int
+	links     []*link // links[a*n+b]: from rank a to rank b
+	all       []int   // 0..n-1
+	groups    [][]int // hierarchical groups of LocalGroupSize ranks
+	groupOf   []int
+	leaders   []int
+	model     costModel
+
 	brokenMu  sync.Mutex
 	broken    error
 	brokenCh  chan struct{}
@@ -95,7 +107,12 @@ type Comm struct {
 	stage  backend.Buffer // host-visible: this rank's input, then its reduced slice
 	gather backend.Buffer // host-visible: the slices of every rank that this rank reduces
 	srcs   []backend.Region
-	f64buf []float64 // host-path scratch
+	work   backend.Buffer // device-local: the tensor the algorithms work on
+	inbox  backend.Buffer // host-visible: received slices, one slot per peer
+	k      call
+	srcs2  [2]backend.Region
+	srcs3  [3]backend.Region
+	pend   []pending
 }
 
 // NewGroup opens Ranks ranks on the selected backend.
@@ -108,6 +125,9 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	}
 	if opts.MaxBindingBytes < 0 {
 		return nil, &ConfigError{Field: "MaxBindingBytes", Reason: "must be >= 0"}
+	}
+	if opts.ChunkBytes < 0 || (opts.ChunkBytes > 0 && opts.ChunkBytes < 64) {
+		return nil, &ConfigError{Field: "ChunkBytes", Reason: fmt.Sprintf("must be 0 (default) or >= 64, got %d", opts.ChunkBytes)}
 	}
 	if opts.Devices != nil && len(opts.Devices) != opts.Ranks {
 		return nil, &ConfigError{Field: "Devices", Reason: fmt.Sprintf("has %d entries for %d ranks", len(opts.Devices), opts.Ranks)}
@@ -153,11 +173,37 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.infos = append(g.infos, dev.Info())
 	}
 	g.bar.init(g.n)
+	g.slotBytes = opts.ChunkBytes
+	if g.slotBytes == 0 {
+		g.slotBytes = 1 << 20
+	}
+	g.slotBytes &^= 7 // whole f64 elements
+	g.links = make([]*link, g.n*g.n)
+	for a := 0; a < g.n; a++ {
+		for b := 0; b < g.n; b++ {
+			if a != b {
+				g.links[a*g.n+b] = newLink(a, b)
+			}
+		}
+	}
+	g.all = make([]int, g.n)
+	g.groupOf = make([]int, g.n)
+	for r := range g.all {
+		g.all[r] = r
+		gi := r / g.cfg.LocalGroupSize
+		if gi == len(g.groups) {
+			g.groups = append(g.groups, nil)
+			g.leaders = append(g.leaders, r)
+		}
+		g.groups[gi] = append(g.groups[gi], r)
+		g.groupOf[r] = gi
+	}
 	for r := 0; r < g.n; r++ {
 		c := &Comm{g: g, rank: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1)}
 		c.timer = time.NewTimer(time.Hour)
 		c.timer.Stop()
 		c.srcs = make([]backend.Region, g.n)
+		c.pend = make([]pending, g.n)
 		g.comms = append(g.comms, c)
 	}
 	if g.log != nil {
@@ -297,10 +343,9 @@ func (g *Group) Counters(rank int) backend.CounterSnapshot {
 // Config returns the group's configuration.
 func (g *Group) Config() Config { return g.cfg }
 
-// Strategy returns the all-reduce strategy the group runs.
-func (g *Group) Strategy() Strategy {
-	return Direct
-}
+// Strategy returns the group's configured all-reduce strategy (Auto
+// chooses per call).
+func (g *Group) Strategy() Strategy { return g.cfg.Strategy }
 
 // Err returns the error that broke the group, or nil.
 func (g *Group) Err() error {
@@ -335,15 +380,23 @@ func (g *Group) Close() error {
 		}
 		var errs []error
 		for _, c := range g.comms {
-			for _, b := range []backend.Buffer{c.gather, c.stage} {
+			for _, b := range []backend.Buffer{c.gather, c.stage, c.work, c.inbox} {
 				if b != nil {
 					if err := b.Close(); err != nil {
 						errs = append(errs, err)
 					}
 				}
 			}
-			c.gather, c.stage = nil, nil
+			c.gather, c.stage, c.work, c.inbox = nil, nil, nil, nil
 			c.timer.Stop()
+		}
+		for _, l := range g.links {
+			if l != nil && l.out != nil {
+				if err := l.out.Close(); err != nil {
+					errs = append(errs, err)
+				}
+				l.out = nil
+			}
 		}
 		errs = append(errs, g.closeDevices())
 		g.closeErr = errors.Join(errs...)
@@ -394,8 +447,25 @@ func (c *Comm) enter() error {
 
 func (c *Comm) leave() { c.busy.Store(false) }
 
-// ensure grows a pooled buffer to at least n bytes.
+// ensureWork sizes the device buffer and the inbox for a call of n bytes.
+func (c *Comm) ensureWork(n int, dt backend.DType) error {
+	if err := c.ensureMem(&c.work, n, backend.DeviceLocal); err != nil {
+		return err
+	}
+	slots := c.g.n
+	if slots < 3 {
+		slots = 3
+	}
+	return c.ensureMem(&c.inbox, slots*c.g.slotBytes, backend.HostVisible)
+}
+
+// ensure grows a pooled host-visible buffer to at least n bytes.
 func (c *Comm) ensure(b *backend.Buffer, n int) error {
+	return c.ensureMem(b, n, backend.HostVisible)
+}
+
+// ensureMem grows a pooled buffer to at least n bytes.
+func (c *Comm) ensureMem(b *backend.Buffer, n int, where backend.Memory) error {
 	if *b != nil && (*b).Len() >= n {
 		return nil
 	}
@@ -410,10 +480,10 @@ func (c *Comm) ensure(b *backend.Buffer, n int) error {
 	if size < 4096 {
 		size = 4096
 	}
-	nb, err := c.dev.Alloc(size, backend.HostVisible)
+	nb, err := c.dev.Alloc(size, where)
 	if err != nil {
 		// Retry at the exact size before giving up.
-		if nb, err = c.dev.Alloc(n, backend.HostVisible); err != nil {
+		if nb, err = c.dev.Alloc(n, where); err != nil {
 			return err
 		}
 	}

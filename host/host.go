@@ -96,9 +96,10 @@ func deviceInfo(opts backend.OpenOptions) backend.DeviceInfo {
 // Device is one logical host device: Go-memory buffers, one Stream, and one
 // worker goroutine that executes submissions in FIFO order.
 //
-// Alloc, Info, Counters and Close may be called from any goroutine; the
-// Stream is used by one goroutine at a time, as the backend.Device contract
-// says.
+// Alloc, Info, Counters, SetDelay and Close may be called from any
+// goroutine; the Stream is used by one goroutine at a time, as the
+// backend.Device contract says. The worker goroutine runs until Close, so a
+// Device must be closed.
 type Device struct {
 	info     backend.DeviceInfo
 	counters backend.Counters

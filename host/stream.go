@@ -124,8 +124,8 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 	if err != nil {
 		return fmt.Errorf("host: reduce: dst: %w", err)
 	}
-	// The sources are resolved straight into the batch and dropped again if
-	// one is invalid, so that recording copies nothing twice.
+	// The sources go straight into the batch's reusable storage, and are
+	// dropped again if one of them is invalid.
 	b := s.cur
 	lo := len(b.srcs)
 	for i, r := range srcs {
@@ -137,6 +137,7 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 		b.srcs = append(b.srcs, r.Buf.(*buffer).data[r.Off:r.Off+r.Len:r.Off+r.Len])
 	}
 	if dst.Len == 0 {
+		clear(b.srcs[lo:])
 		b.srcs = b.srcs[:lo]
 		return nil
 	}
@@ -145,10 +146,11 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 		dst: db, srcLo: lo, srcHi: len(b.srcs),
 	})
 	passes := int64(1)
-	if k := len(srcs); k > maxKernelSources {
+	if extra := len(srcs) - maxKernelSources; extra > 0 {
 		// Each later pass reads the partial result and up to 7 new sources:
-		// ceil((k-8)/7) more passes.
-		passes += int64((k - maxKernelSources + maxKernelSources - 2) / (maxKernelSources - 1))
+		// ceil(extra/7) more passes.
+		perPass := maxKernelSources - 1
+		passes += int64((extra + perPass - 1) / perPass)
 	}
 	d.counters.Dispatches.Add(passes * s.pieces(dst.Len, dt))
 	d.counters.BytesReduced.Add(passes * int64(dst.Len))

@@ -21,7 +21,7 @@ func (s *suite) testAllocations(t *testing.T) {
 			t.Run(fmt.Sprintf("K=%d/n=%d", k, n), func(t *testing.T) {
 				srcs := make([]backend.Region, k)
 				for i := range srcs {
-					srcs[i] = backend.Region{Buf: alloc(t, dev, 4*n, backend.Memory(i%2)), Len: 4 * n}
+					srcs[i] = backend.Region{Buf: alloc(t, dev, 4*n, alternate(i)), Len: 4 * n}
 				}
 				dst := backend.Region{Buf: alloc(t, dev, 4*n, backend.DeviceLocal), Len: 4 * n}
 				tmp := backend.Region{Buf: alloc(t, dev, 4*n, backend.HostVisible), Len: 4 * n}

@@ -17,7 +17,7 @@ func (s *suite) testFences(t *testing.T) {
 	dev, st := s.dev, s.dev.Stream()
 	bufs := make([]backend.Buffer, depth+1)
 	for i := range bufs {
-		bufs[i] = alloc(t, dev, 4*n, backend.Memory(i%2))
+		bufs[i] = alloc(t, dev, 4*n, alternate(i))
 	}
 	in := make([]float32, n)
 	fillExact(newRand(21), in)

@@ -210,3 +210,12 @@ func (s *suite) testCopy(t *testing.T) {
 		}
 	}
 }
+
+// alternate returns device-local memory for even i and host-visible memory
+// for odd i, so that the sources of one kernel come from both kinds.
+func alternate(i int) backend.Memory {
+	if i%2 == 1 {
+		return backend.HostVisible
+	}
+	return backend.DeviceLocal
+}

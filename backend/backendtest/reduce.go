@@ -32,11 +32,7 @@ func newReduceBufs(t *testing.T, dev backend.Device, k, n, es int) *reduceBufs {
 	t.Helper()
 	b := &reduceBufs{stride: n * es, capElems: n, es: es}
 	for i := range k {
-		mem := backend.DeviceLocal
-		if i%2 == 1 {
-			mem = backend.HostVisible
-		}
-		b.srcs = append(b.srcs, alloc(t, dev, 2*b.stride, mem))
+		b.srcs = append(b.srcs, alloc(t, dev, 2*b.stride, alternate(i)))
 	}
 	b.dstE = alloc(t, dev, backend.NumOps*b.stride, backend.HostVisible)
 	b.dstR = alloc(t, dev, backend.NumOps*b.stride, backend.DeviceLocal)
@@ -443,7 +439,7 @@ func testAlias[T float](t *testing.T, s *suite) {
 		for i := range srcs {
 			srcs[i] = make([]T, n)
 			fillRandom(r, srcs[i])
-			b := alloc(t, dev, n*es, backend.Memory(i%2))
+			b := alloc(t, dev, n*es, alternate(i))
 			writeT(t, b, 0, srcs[i])
 			regs[i] = backend.Region{Buf: b, Len: n * es}
 		}
@@ -545,7 +541,7 @@ func testSplit[T float](t *testing.T, s *suite, dev backend.Device) {
 				for i := range srcs {
 					srcs[i] = make([]T, n)
 					fillRandom(r, srcs[i])
-					b := alloc(t, dev, n*es, backend.Memory(i%2))
+					b := alloc(t, dev, n*es, alternate(i))
 					writeT(t, b, 0, srcs[i])
 					regs[i] = backend.Region{Buf: b, Len: n * es}
 				}

@@ -1,0 +1,216 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// costModel predicts each strategy's time from constants measured once per
+// group on a rank's device (the first time Auto must choose). Every rank
+// uses the same measured constants, so every rank makes the same choice for
+// the same call; the choice is also part of the call's fingerprint, which
+// would catch a disagreement before any data moved.
+type costModel struct {
+	once sync.Once
+	// Measured:
+	Submit    float64 // seconds: an empty submission and its fence wait
+	Memcpy    float64 // bytes/s: a host memcpy between mapped buffers
+	Copy      float64 // bytes/s: a device copy host-visible -> device-local
+	Reduce    float64 // bytes/s written by a 2-input reduce kernel
+	Handoff   float64 // seconds: one rank-to-rank handoff (a barrier)
+	Err       error   // a failed measurement falls back to ring
+	Measured  time.Duration
+	SlotBytes int
+}
+
+// Model returns the group's cost-model constants, measuring them on rank's
+// device if that has not happened yet.
+func (g *Group) Model(rank int) (Submit, Memcpy, Copy, Reduce, Handoff float64, err error) {
+	m := g.measure(g.comms[rank])
+	return m.Submit, m.Memcpy, m.Copy, m.Reduce, m.Handoff, m.Err
+}
+
+func (g *Group) measure(c *Comm) *costModel {
+	m := &g.model
+	m.once.Do(func() {
+		start := time.Now()
+		m.SlotBytes = g.slotBytes
+		m.Err = measureDevice(c.dev, m)
+		m.Measured = time.Since(start)
+		if g.log != nil {
+			g.log.Info("gocoll: cost model measured", "rank", c.rank, "submit_us", m.Submit*1e6,
+				"memcpy_GBps", m.Memcpy/1e9, "copy_GBps", m.Copy/1e9, "reduce_GBps", m.Reduce/1e9,
+				"handoff_us", m.Handoff*1e6, "took", m.Measured, "err", m.Err)
+		}
+	})
+	return m
+}
+
+func median(xs []float64) float64 {
+	sort.Float64s(xs)
+	return xs[len(xs)/2]
+}
+
+// measureDevice times the primitives the algorithms are built of.
+func measureDevice(dev backend.Device, m *costModel) error {
+	const size = 1 << 20
+	hv, err := dev.Alloc(2*size, backend.HostVisible)
+	if err != nil {
+		return err
+	}
+	defer hv.Close()
+	dl, err := dev.Alloc(size, backend.DeviceLocal)
+	if err != nil {
+		return err
+	}
+	defer dl.Close()
+	ctx := context.Background()
+	st := dev.Stream()
+	timeIt := func(reps int, f func() error) (float64, error) {
+		xs := make([]float64, reps)
+		for i := range xs {
+			t := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			xs[i] = time.Since(t).Seconds()
+		}
+		return median(xs), nil
+	}
+	submit := func() error {
+		f, err := st.Submit()
+		if err != nil {
+			return err
+		}
+		return f.Wait(ctx)
+	}
+	if m.Submit, err = timeIt(9, submit); err != nil {
+		return err
+	}
+	b := hv.Bytes()
+	t, _ := timeIt(5, func() error { copy(b[:size], b[size:]); return nil })
+	m.Memcpy = size / math.Max(t, 1e-9)
+	t, err = timeIt(5, func() error {
+		if err := st.Copy(backend.Region{Buf: dl, Len: size}, backend.Region{Buf: hv, Len: size}); err != nil {
+			return err
+		}
+		return submit()
+	})
+	if err != nil {
+		return err
+	}
+	m.Copy = size / math.Max(t-m.Submit, 1e-9)
+	srcs := []backend.Region{{Buf: dl, Len: size}, {Buf: dl, Len: size}}
+	t, err = timeIt(5, func() error {
+		if err := st.Reduce(backend.Sum, backend.F32, backend.Region{Buf: dl, Len: size}, srcs[:2], 1); err != nil {
+			return err
+		}
+		return submit()
+	})
+	if err != nil {
+		return err
+	}
+	m.Reduce = size / math.Max(t-m.Submit, 1e-9)
+	// A handoff between two goroutines through a channel, as a barrier does.
+	ping, pong := make(chan struct{}), make(chan struct{})
+	go func() {
+		for range ping {
+			pong <- struct{}{}
+		}
+	}()
+	t, _ = timeIt(21, func() error { ping <- struct{}{}; <-pong; return nil })
+	close(ping)
+	m.Handoff = t / 2
+	return nil
+}
+
+// predict returns the modelled time of strategy s for bytes bytes on n ranks.
+func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
+	B := float64(bytes)
+	N := float64(n)
+	slot := float64(m.SlotBytes)
+	// One exchange step of x bytes: device copy into the outbox, memcpy
+	// into the peer's inbox, the kernel, a submission.
+	step := func(x float64) float64 {
+		return m.Submit + x/m.Copy + x/m.Memcpy + x/m.Reduce
+	}
+	updown := 2 * B / m.Copy // upload and download of the device buffer
+	switch s {
+	case Direct, Pipelined:
+		gather := B / m.Memcpy
+		kernel := B / N * (N + 1) / m.Reduce
+		t := 2*N*m.Handoff + 2*B/m.Memcpy
+		if s == Direct {
+			return t + gather + kernel + m.Submit
+		}
+		d := float64(depth)
+		return t + math.Max(gather, kernel) + math.Min(gather, kernel)/d + d*m.Submit
+	case Ring:
+		chunk := B / N
+		slices := math.Max(1, math.Ceil(chunk/slot))
+		per := chunk / slices
+		return updown + 2*(N-1)*slices*step(per)
+	case Tree:
+		slices := math.Max(1, math.Ceil(B/slot))
+		per := B / slices
+		depthT := math.Ceil(math.Log2(N + 1))
+		// Pipelined over slices: the last slice arrives depth hops after
+		// the first; each internal node handles two children.
+		return updown + 2*(slices+depthT)*step(per)*2
+	case Hierarchical:
+		groups := math.Ceil(N / float64(local))
+		if groups <= 1 || float64(local) <= 1 {
+			return math.Inf(1) // the same as tree or ring: let those win
+		}
+		slices := math.Max(1, math.Ceil(B/slot))
+		per := B / slices
+		inner := 2 * (slices + math.Ceil(math.Log2(float64(local)+1))) * step(per) * 2
+		chunk := B / groups
+		rs := math.Max(1, math.Ceil(chunk/slot))
+		return updown + inner + 2*(groups-1)*rs*step(chunk/rs)
+	}
+	return math.Inf(1)
+}
+
+// autoStrategy picks the strategy with the least modelled time.
+func (c *Comm) autoStrategy(bytes int, dt backend.DType) (Strategy, string) {
+	g := c.g
+	if dt == backend.F64 && !c.info.Float64 {
+		return Direct, "f64 reduced on the host (device has no f64 kernels)"
+	}
+	m := g.measure(c)
+	if m.Err != nil {
+		return Ring, fmt.Sprintf("cost model unavailable (%v)", m.Err)
+	}
+	best, bestT := Direct, math.Inf(1)
+	for _, s := range []Strategy{Direct, Pipelined, Ring, Tree, Hierarchical} {
+		if t := m.predict(s, bytes, g.n, g.cfg.PipelineDepth, g.cfg.LocalGroupSize); t < bestT {
+			best, bestT = s, t
+		}
+	}
+	return best, "cost model"
+}
+
+// AutoChoice returns the strategy Auto picks for an all-reduce of bytes
+// bytes of dt in this group, and the modelled time of each strategy.
+func (g *Group) AutoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]time.Duration) {
+	c := g.comms[0]
+	s, _ := c.autoStrategy(bytes, dt)
+	m := g.measure(c)
+	out := map[Strategy]time.Duration{}
+	if m.Err == nil {
+		for _, st := range []Strategy{Direct, Pipelined, Ring, Tree, Hierarchical} {
+			t := m.predict(st, bytes, g.n, g.cfg.PipelineDepth, g.cfg.LocalGroupSize)
+			if !math.IsInf(t, 0) {
+				out[st] = time.Duration(t * 1e9)
+			}
+		}
+	}
+	return s, out
+}

@@ -1,0 +1,166 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// The exchange layer: ranks in one process move data through links. A link
+// carries messages from one rank to another through an outbox of host-visible
+// slots on the sender's device: the sender's device copies a region into a
+// free slot (a device-to-host copy on a discrete GPU), the message names the
+// slot, the receiver copies the slot into its own host-visible inbox (a
+// counted Buffer.Write at the backend seam) and returns the slot. Credits
+// (free slots) bound what is in flight, so a sender runs at most linkSlots
+// messages ahead of its receiver.
+
+const linkSlots = 2
+
+// msgKind separates collective traffic from point-to-point traffic on a link,
+// so a Send that meets a collective is an error instead of corrupt data.
+type msgKind uint8
+
+const (
+	msgCollective msgKind = iota + 1
+	msgP2P
+)
+
+type msg struct {
+	slot  int
+	n     int // bytes
+	kind  msgKind
+	dt    backend.DType
+	count int64 // P2P: the whole message's element count (first piece only)
+	seq   uint64
+}
+
+type link struct {
+	from, to int
+	ready    chan msg
+	free     chan int
+	out      backend.Buffer // on the sender's device, linkSlots*slotBytes
+}
+
+func newLink(from, to int) *link {
+	l := &link{from: from, to: to, ready: make(chan msg, linkSlots), free: make(chan int, linkSlots)}
+	for s := 0; s < linkSlots; s++ {
+		l.free <- s
+	}
+	return l
+}
+
+// link returns the link from rank a to rank b.
+func (g *Group) link(a, b int) *link { return g.links[a*g.n+b] }
+
+// wait blocks on ch (a message or a credit) with the comm's timer, the
+// caller's context and the group's breaking; peer names who is awaited.
+func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase string) (T, error) {
+	var zero T
+	select {
+	case v := <-ch:
+		return v, nil
+	default:
+	}
+	g := c.g
+	c.timer.Reset(g.cfg.CommunicationTimeout)
+	defer c.timer.Stop()
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-c.timer.C:
+		te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
+		g.breakGroup(te)
+		return zero, te
+	case <-ctx.Done():
+		te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
+		g.breakGroup(te)
+		return zero, te
+	case <-g.brokenCh:
+		return zero, g.Err()
+	}
+}
+
+// reserve waits for a free slot on the link to peer and returns the region
+// of n bytes in it. The sender's outbox is allocated on first use.
+func (c *Comm) reserve(ctx context.Context, to, n int) (int, backend.Region, error) {
+	l := c.g.link(c.rank, to)
+	if l.out == nil {
+		b, err := c.dev.Alloc(linkSlots*c.g.slotBytes, backend.HostVisible)
+		if err != nil {
+			c.g.breakGroup(err)
+			return 0, backend.Region{}, err
+		}
+		l.out = b
+	}
+	slot, err := waitOn(c, ctx, l.free, to, "exchange (waiting for the receiver)")
+	if err != nil {
+		return 0, backend.Region{}, err
+	}
+	return slot, backend.Region{Buf: l.out, Off: slot * c.g.slotBytes, Len: n}, nil
+}
+
+// post sends the reserved slot's n bytes to peer. It never blocks: credits
+// bound the messages in flight.
+func (c *Comm) post(to, slot, n int, m msg) {
+	m.slot, m.n = slot, n
+	if m.kind == 0 {
+		m.kind = msgCollective
+		m.seq = c.seq
+	}
+	c.g.link(c.rank, to).ready <- m
+}
+
+// take waits for the next message from peer, copies its bytes into inbox
+// slot idx, returns the slot to the sender and returns the inbox region.
+func (c *Comm) take(ctx context.Context, from, idx int, want msgKind) (backend.Region, msg, error) {
+	l := c.g.link(from, c.rank)
+	m, err := waitOn(c, ctx, l.ready, from, "exchange (waiting for the sender)")
+	if err != nil {
+		return backend.Region{}, m, err
+	}
+	if m.kind != want || (want == msgCollective && m.seq != c.seq) {
+		l.free <- m.slot
+		err := &MismatchError{Seq: c.seq, Rank: c.rank, Call: want.String(), Peer: from, PeerCall: m.kind.String()}
+		c.g.breakGroup(err)
+		return backend.Region{}, m, err
+	}
+	off := idx * c.g.slotBytes
+	src := l.out.Bytes()[m.slot*c.g.slotBytes : m.slot*c.g.slotBytes+m.n]
+	err = c.inbox.Write(off, src)
+	l.free <- m.slot
+	if err != nil {
+		c.g.breakGroup(err)
+		return backend.Region{}, m, err
+	}
+	return backend.Region{Buf: c.inbox, Off: off, Len: m.n}, m, nil
+}
+
+func (k msgKind) String() string {
+	switch k {
+	case msgCollective:
+		return "a collective"
+	case msgP2P:
+		return "Send"
+	}
+	return fmt.Sprintf("msgKind(%d)", int(k))
+}
+
+// flush submits what the stream recorded and waits for it.
+func (c *Comm) flush(ctx context.Context) error {
+	f, err := c.dev.Stream().Submit()
+	if err != nil {
+		c.g.breakGroup(err)
+		return err
+	}
+	return c.waitFence(ctx, f)
+}
+
+// rec wraps a recording error: it breaks the group.
+func (c *Comm) rec(err error) error {
+	if err != nil {
+		c.g.breakGroup(err)
+	}
+	return err
+}

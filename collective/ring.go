@@ -1,0 +1,311 @@
+package collective
+
+import (
+	"context"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// call carries one collective's parameters through the algorithms.
+type call struct {
+	dt    backend.DType
+	es    int
+	op    backend.Op
+	scale float64 // applied once, by the rank that finishes a chunk's reduction
+	work  backend.Buffer
+	base  int // byte offset of element 0 in work
+}
+
+func (k *call) region(lo, hi int) backend.Region {
+	return backend.Region{Buf: k.work, Off: k.base + lo*k.es, Len: (hi - lo) * k.es}
+}
+
+// chunkRange returns chunk c of k chunks of n elements, each chunkLen long
+// (the last ones shorter or empty).
+func chunkRange(n, chunkLen, c int) (lo, hi int) {
+	lo = c * chunkLen
+	hi = lo + chunkLen
+	if lo > n {
+		lo = n
+	}
+	if hi > n {
+		hi = n
+	}
+	return
+}
+
+// sliceRange returns slice j (of at most slice elements) of [lo, hi).
+func sliceRange(lo, hi, slice, j int) (int, int) {
+	a := lo + j*slice
+	b := a + slice
+	if a > hi {
+		a = hi
+	}
+	if b > hi {
+		b = hi
+	}
+	return a, b
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func mod(a, k int) int { return ((a % k) + k) % k }
+
+// position returns c's index in members, or -1.
+func (c *Comm) position(members []int) int {
+	for i, r := range members {
+		if r == c.rank {
+			return i
+		}
+	}
+	return -1
+}
+
+// ringReduceScatter reduces n elements over members with a ring: the buffer
+// is cut into len(members) chunks of chunkLen elements, processed in rounds
+// of slices (one outbox slot each) so that exchange and reduction of
+// different slices overlap across ranks. Member i ends owning chunk
+// (i+off) mod k, fully reduced (without the final scale). With sendFirst
+// false the caller has nothing to forward afterwards; with ag true the last
+// step also forwards the owned chunk (the first all-gather step), fused.
+//
+// In deterministic mode the reduction instead gathers every member's slice at
+// its owner and reduces them in rank order (off must be 0).
+func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n, chunkLen, round int, off int) error {
+	km := len(members)
+	i := c.position(members)
+	right := members[mod(i+1, km)]
+	left := members[mod(i-1, km)]
+	slice := c.g.slotBytes / k.es
+	_ = round
+	for j := 0; j*slice < chunkLen; j++ {
+		// Step 0: send the slice of chunk (i+off-1).
+		sc := mod(i+off-1, km)
+		lo, hi := chunkRange(n, chunkLen, sc)
+		a, b := sliceRange(lo, hi, slice, j)
+		if b > a {
+			slot, dst, err := c.reserve(ctx, right, (b-a)*k.es)
+			if err != nil {
+				return err
+			}
+			if err := c.rec(c.dev.Stream().Copy(dst, k.region(a, b))); err != nil {
+				return err
+			}
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+			c.post(right, slot, (b-a)*k.es, msg{})
+		}
+		for s := 0; s < km-1; s++ {
+			rc := mod(i+off-2-s, km)
+			lo, hi := chunkRange(n, chunkLen, rc)
+			a, b := sliceRange(lo, hi, slice, j)
+			if b <= a {
+				continue
+			}
+			in, _, err := c.take(ctx, left, 0, msgCollective)
+			if err != nil {
+				return err
+			}
+			dst := k.region(a, b)
+			c.srcs2[0], c.srcs2[1] = dst, in
+			st := c.dev.Stream()
+			if err := c.rec(st.Reduce(k.op, k.dt, dst, c.srcs2[:2], 1)); err != nil {
+				return err
+			}
+			last := s == km-2
+			var slot int
+			var out backend.Region
+			if !last {
+				slot, out, err = c.reserve(ctx, right, (b-a)*k.es)
+				if err != nil {
+					return err
+				}
+				if err := c.rec(st.Copy(out, dst)); err != nil {
+					return err
+				}
+			}
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+			if !last {
+				c.post(right, slot, (b-a)*k.es, msg{})
+			}
+		}
+	}
+	return nil
+}
+
+// detReduceScatter is the rank-ordered reduce-scatter of deterministic mode
+// (and of the direct algorithm on device buffers): for each round, every
+// member sends its slice of chunk c to member c, which reduces the k slices
+// in member order with one kernel. Member i ends owning chunk i.
+func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, chunkLen int) error {
+	km := len(members)
+	i := c.position(members)
+	slice := c.g.slotBytes / k.es
+	for j := 0; j*slice < chunkLen; j++ {
+		// Send my slice of every other member's chunk.
+		st := c.dev.Stream()
+		nsend := 0
+		for q := 0; q < km; q++ {
+			if q == i {
+				continue
+			}
+			lo, hi := chunkRange(n, chunkLen, q)
+			a, b := sliceRange(lo, hi, slice, j)
+			if b <= a {
+				continue
+			}
+			slot, out, err := c.reserve(ctx, members[q], (b-a)*k.es)
+			if err != nil {
+				return err
+			}
+			if err := c.rec(st.Copy(out, k.region(a, b))); err != nil {
+				return err
+			}
+			c.pend[nsend] = pending{to: members[q], slot: slot, n: (b - a) * k.es}
+			nsend++
+		}
+		if nsend > 0 {
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+			for _, p := range c.pend[:nsend] {
+				c.post(p.to, p.slot, p.n, msg{})
+			}
+		}
+		// Reduce my chunk's slice from everyone, in member order.
+		lo, hi := chunkRange(n, chunkLen, i)
+		a, b := sliceRange(lo, hi, slice, j)
+		if b <= a {
+			continue
+		}
+		for q := 0; q < km; q++ {
+			if q == i {
+				in := backend.Region{Buf: c.inbox, Off: q * c.g.slotBytes, Len: (b - a) * k.es}
+				if err := c.rec(st.Copy(in, k.region(a, b))); err != nil {
+					return err
+				}
+				c.srcs[q] = in
+				continue
+			}
+			in, _, err := c.take(ctx, members[q], q, msgCollective)
+			if err != nil {
+				return err
+			}
+			c.srcs[q] = in
+		}
+		if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), c.srcs[:km], 1)); err != nil {
+			return err
+		}
+		if err := c.flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scaleOwned applies the final scale (mean) to the chunk this member owns.
+func (c *Comm) scaleOwned(ctx context.Context, k *call, lo, hi int) error {
+	if k.scale == 1 || hi <= lo {
+		return nil
+	}
+	r := k.region(lo, hi)
+	if err := c.rec(c.dev.Stream().Scale(k.dt, r, r, k.scale)); err != nil {
+		return err
+	}
+	return c.flush(ctx)
+}
+
+// ringAllGather circulates the chunks: member i starts owning chunk
+// (i+off) mod k and ends with all of them.
+func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chunkLen, off int) error {
+	km := len(members)
+	i := c.position(members)
+	right := members[mod(i+1, km)]
+	left := members[mod(i-1, km)]
+	slice := c.g.slotBytes / k.es
+	for j := 0; j*slice < chunkLen; j++ {
+		sc := mod(i+off, km)
+		lo, hi := chunkRange(n, chunkLen, sc)
+		a, b := sliceRange(lo, hi, slice, j)
+		if b > a {
+			slot, out, err := c.reserve(ctx, right, (b-a)*k.es)
+			if err != nil {
+				return err
+			}
+			if err := c.rec(c.dev.Stream().Copy(out, k.region(a, b))); err != nil {
+				return err
+			}
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+			c.post(right, slot, (b-a)*k.es, msg{})
+		}
+		for s := 0; s < km-1; s++ {
+			rc := mod(i+off-1-s, km)
+			lo, hi := chunkRange(n, chunkLen, rc)
+			a, b := sliceRange(lo, hi, slice, j)
+			if b <= a {
+				continue
+			}
+			in, _, err := c.take(ctx, left, 0, msgCollective)
+			if err != nil {
+				return err
+			}
+			st := c.dev.Stream()
+			if err := c.rec(st.Copy(k.region(a, b), in)); err != nil {
+				return err
+			}
+			last := s == km-2
+			var slot int
+			if !last {
+				var out backend.Region
+				slot, out, err = c.reserve(ctx, right, (b-a)*k.es)
+				if err != nil {
+					return err
+				}
+				if err := c.rec(st.Copy(out, in)); err != nil {
+					return err
+				}
+			}
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+			if !last {
+				c.post(right, slot, (b-a)*k.es, msg{})
+			}
+		}
+	}
+	return nil
+}
+
+// ringAllReduce is reduce-scatter then all-gather over members: 2(k-1)
+// steps, each member sending 2(k-1)/k of the buffer.
+func (c *Comm) ringAllReduce(ctx context.Context, k *call, members []int, n int) error {
+	km := len(members)
+	if km == 1 {
+		return c.scaleOwned(ctx, k, 0, n)
+	}
+	chunkLen := ceilDiv(n, km)
+	i := c.position(members)
+	off := 1
+	if c.g.cfg.Deterministic {
+		off = 0
+		if err := c.detReduceScatter(ctx, k, members, n, chunkLen); err != nil {
+			return err
+		}
+	} else if err := c.ringReduceScatter(ctx, k, members, n, chunkLen, 0, off); err != nil {
+		return err
+	}
+	lo, hi := chunkRange(n, chunkLen, mod(i+off, km))
+	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
+		return err
+	}
+	return c.ringAllGather(ctx, k, members, n, chunkLen, off)
+}
+
+// pending is a reserved slot waiting for its copy to finish before it is
+// posted.
+type pending struct{ to, slot, n int }

@@ -1,0 +1,245 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+var allStrategies = []Strategy{Direct, Pipelined, Ring, Tree, Hierarchical}
+
+// runWith runs one all-reduce with strategy s on every rank.
+func runWith[T Float](t testing.TB, g *Group, inputs [][]float64, op Op, s Strategy, inPlace bool) [][]T {
+	t.Helper()
+	n := len(inputs[0])
+	send := make([][]T, g.Size())
+	recv := make([][]T, g.Size())
+	for r := range send {
+		send[r] = make([]T, n)
+		for i, v := range inputs[r] {
+			send[r][i] = T(v)
+		}
+		recv[r] = send[r]
+		if !inPlace {
+			recv[r] = make([]T, n)
+		}
+	}
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		return AllReduceWith(context.Background(), c, send[c.Rank()], recv[c.Rank()], op, s)
+	}))
+	return recv
+}
+
+func strategySizes(n int) []int {
+	return []int{0, 1, n - 1, n + 1, 4097, 1<<20 + 3}
+}
+
+// TestStrategiesMatrix: every strategy x op x dtype x rank count 1..8 x
+// edge size equals the float64 reference, all ranks bitwise identical. A
+// small exchange slot (ChunkBytes) makes every size above a few thousand
+// elements run in several slices, so sizes not divisible by the ranks or
+// by the slice are covered.
+func TestStrategiesMatrix(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		maxRanks := 8
+		if bk != "host" && !fullRun() {
+			maxRanks = 5
+		}
+		for ranks := 1; ranks <= maxRanks; ranks++ {
+			if bk != "host" && !fullRun() && ranks != 2 && ranks != 3 && ranks != 5 {
+				continue
+			}
+			g := openGroup(t, bk, ranks, func(o *Options) {
+				o.ChunkBytes = 4096
+				o.Config.LocalGroupSize = 2
+			})
+			for _, n := range strategySizes(ranks) {
+				if n < 0 {
+					continue
+				}
+				if n > 1<<20 && (bk != "host" && !fullRun() || raceEnabled && !fullRun()) {
+					continue
+				}
+				for _, s := range allStrategies {
+					for _, op := range allOps {
+						inputs := make([][]float64, ranks)
+						for r := range inputs {
+							inputs[r] = make([]float64, n)
+							for i := range inputs[r] {
+								inputs[r][i] = exactInput(op, r, i)
+							}
+						}
+						want := refReduce(inputs, op)
+						maxUlps := 0.0
+						if op == Mean {
+							maxUlps = 1
+						}
+						name := fmt.Sprintf("%s/ranks=%d/n=%d/%s/%s", bk, ranks, n, s, op)
+						t.Run(name+"/float", func(t *testing.T) {
+							checkResult(t, runWith[float32](t, g, inputs, op, s, n%2 == 0), want, op, maxUlps)
+						})
+						t.Run(name+"/double", func(t *testing.T) {
+							checkResult(t, runWith[float64](t, g, inputs, op, s, n%2 == 1), want, op, maxUlps)
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDeterministicAcrossStrategies: in deterministic mode, random data gives
+// bitwise the same result under every strategy, slot size and depth.
+func TestDeterministicAcrossStrategies(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		for _, ranks := range []int{3, 5} {
+			inputs := make([][]float64, ranks)
+			for r := range inputs {
+				inputs[r] = make([]float64, 20011)
+				for i := range inputs[r] {
+					x := uint64(i*2654435761+r*40503) % 1000003
+					inputs[r][i] = (float64(x) - 5e5) / 7.3e2
+				}
+			}
+			var ref32 []float32
+			var ref64 []float64
+			for _, chunk := range []int{4096, 65536} {
+				for _, depth := range []int{1, 3} {
+					g := openGroup(t, bk, ranks, func(o *Options) {
+						o.ChunkBytes = chunk
+						o.Config.Deterministic = true
+						o.Config.PipelineDepth = depth
+						o.Config.LocalGroupSize = 2
+					})
+					for _, s := range allStrategies {
+						for _, op := range []Op{Sum, Mean, Prod} {
+							r32 := runWith[float32](t, g, inputs, op, s, false)
+							r64 := runWith[float64](t, g, inputs, op, s, true)
+							if op != Sum {
+								continue
+							}
+							if ref32 == nil {
+								ref32, ref64 = r32[0], r64[0]
+								continue
+							}
+							for r := range r32 {
+								if !bitsEqual(r32[r], ref32) || !bitsEqual(r64[r], ref64) {
+									t.Fatalf("%s ranks=%d chunk=%d depth=%d %s: rank %d differs from the first strategy's result",
+										bk, ranks, chunk, depth, s, r)
+								}
+							}
+						}
+					}
+				}
+			}
+			// And the deterministic result is the rank-order sum.
+			for i := range ref32 {
+				acc := float32(inputs[0][i])
+				acc64 := inputs[0][i]
+				for r := 1; r < ranks; r++ {
+					acc += float32(inputs[r][i])
+					acc64 += inputs[r][i]
+				}
+				if ref32[i] != acc || ref64[i] != acc64 {
+					t.Fatalf("%s: element %d: deterministic sum %v/%v, rank-order sum %v/%v", bk, i, ref32[i], ref64[i], acc, acc64)
+				}
+			}
+		}
+	}
+}
+
+// TestStrategiesMoveWhatTheyShould checks, with the counters at the backend
+// seam, that each algorithm moves the bytes its formula says: bytes
+// received per rank (inbox writes, after the upload of the input) and
+// kernel dispatches.
+func TestStrategiesMoveWhatTheyShould(t *testing.T) {
+	const ranks, slot = 4, 4096
+	const n = ranks * 3 * slot / 4 // 3 slices per chunk of f32
+	es := 4
+	bytes := int64(n * es)
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, ranks, func(o *Options) {
+			o.ChunkBytes = slot
+			o.Config.LocalGroupSize = 2
+		})
+		inputs := make([][]float64, ranks)
+		for r := range inputs {
+			inputs[r] = make([]float64, n)
+		}
+		type want struct{ recv, dispatches int64 }
+		slices := bytes / slot
+		expect := map[Strategy]func(r int) want{
+			// Ring: 2(N-1) steps of one chunk each; N-1 reduce kernels per
+			// chunk slice.
+			Ring: func(r int) want {
+				return want{recv: 2 * (ranks - 1) * bytes / ranks, dispatches: (ranks - 1) * slices / ranks}
+			},
+			// Tree over 4 ranks: 0 has children 1, 2; 1 has child 3.
+			Tree: func(r int) want {
+				children := map[int]int64{0: 2, 1: 1, 2: 0, 3: 0}[r]
+				down := int64(1)
+				if r == 0 {
+					down = 0
+				}
+				d := int64(0)
+				if children > 0 {
+					d = slices
+				}
+				return want{recv: (children + down) * bytes, dispatches: d}
+			},
+			// Hierarchical, groups {0,1} {2,3}: a tree in each group, a ring
+			// between leaders 0 and 2, a broadcast in each group.
+			Hierarchical: func(r int) want {
+				switch r {
+				case 0, 2:
+					return want{recv: bytes + 2*(2-1)*bytes/2, dispatches: slices + slices/2}
+				}
+				return want{recv: bytes, dispatches: 0}
+			},
+			// Direct: each rank gathers its 1/N slice from all N ranks.
+			Direct: func(r int) want { return want{recv: bytes, dispatches: 1} },
+		}
+		for s, f := range expect {
+			before := make([]int64, ranks)
+			beforeD := make([]int64, ranks)
+			for r := 0; r < ranks; r++ {
+				c := g.Counters(r)
+				before[r], beforeD[r] = c.BytesWritten, c.Dispatches
+			}
+			runWith[float32](t, g, inputs, Sum, s, true)
+			for r := 0; r < ranks; r++ {
+				c := g.Counters(r)
+				got := want{recv: c.BytesWritten - before[r], dispatches: c.Dispatches - beforeD[r]}
+				if s != Direct {
+					got.recv -= bytes // the upload of the input into the device buffer
+				}
+				if w := f(r); got != w {
+					t.Errorf("%s %s rank %d: received %d bytes in %d dispatches, want %d in %d",
+						bk, s, r, got.recv, got.dispatches, w.recv, w.dispatches)
+				}
+			}
+		}
+	}
+}
+
+// TestAutoIsMeasuredAndAgreed: the cost model's constants are measured, and
+// every rank runs the same strategy (the fingerprint includes it).
+func TestAutoIsMeasuredAndAgreed(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 4)
+		submit, memcpy, cp, red, hand, err := g.Model(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range map[string]float64{"submit": submit, "memcpy": memcpy, "copy": cp, "reduce": red, "handoff": hand} {
+			if !(v > 0) {
+				t.Errorf("%s: %s constant %v not measured", bk, name, v)
+			}
+		}
+		small, _ := g.AutoChoice(64, 0)
+		big, times := g.AutoChoice(64<<20, 0)
+		t.Logf("%s: auto picks %s for 64 B and %s for 64 MiB (model: %v)", bk, small, big, times)
+		inputs := [][]float64{{1, 2}, {3, 4}, {5, 6}, {7, 8}}
+		checkResult(t, runWith[float32](t, g, inputs, Sum, Auto, false), []float64{16, 20}, Sum, 0)
+	}
+}
