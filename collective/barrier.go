@@ -17,6 +17,12 @@ const (
 	collAllReduce
 	collBarrier
 	collInvalid // a rank whose own arguments were invalid
+	collReduceScatter
+	collAllGather
+	collBroadcast
+	collReduce
+	collSend
+	collRecv
 )
 
 func (k collKind) String() string {
@@ -27,15 +33,27 @@ func (k collKind) String() string {
 		return "Barrier"
 	case collInvalid:
 		return "a call with invalid arguments"
+	case collReduceScatter:
+		return "ReduceScatter"
+	case collAllGather:
+		return "AllGather"
+	case collBroadcast:
+		return "Broadcast"
+	case collReduce:
+		return "Reduce"
+	case collSend:
+		return "Send"
+	case collRecv:
+		return "Recv"
 	}
 	return "nothing"
 }
 
 // fingerprint identifies a call; every rank's must match before data moves.
 type fingerprint struct {
-	kind  collKind
-	op    Op
-	dt    backend.DType
+	kind     collKind
+	op       Op
+	dt       backend.DType
 	count    int64
 	root     int32
 	strategy Strategy

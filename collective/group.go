@@ -80,6 +80,7 @@ type Group struct {
 	groups    [][]int // hierarchical groups of LocalGroupSize ranks
 	groupOf   []int
 	leaders   []int
+	rot       [][]int // rot[r]: ranks r, r+1, ... (trees rooted at r)
 	model     costModel
 
 	brokenMu  sync.Mutex
@@ -187,6 +188,13 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		}
 	}
 	g.all = make([]int, g.n)
+	g.rot = make([][]int, g.n)
+	for r := range g.rot {
+		g.rot[r] = make([]int, g.n)
+		for i := range g.rot[r] {
+			g.rot[r][i] = (r + i) % g.n
+		}
+	}
 	g.groupOf = make([]int, g.n)
 	for r := range g.all {
 		g.all[r] = r

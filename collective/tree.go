@@ -23,7 +23,6 @@ func (c *Comm) treeReduce(ctx context.Context, k *call, members []int, n int) er
 		a, b := sliceRange(0, n, slice, j)
 		dst := k.region(a, b)
 		st := c.dev.Stream()
-		c.srcs2[0] = dst
 		ns := 1
 		for ch := 2*i + 1; ch <= 2*i+2 && ch < km; ch++ {
 			in, _, err := c.take(ctx, members[ch], ns-1, msgCollective)
@@ -137,22 +136,22 @@ func (c *Comm) detReduceToRoot(ctx context.Context, k *call, members []int, n in
 	if err := c.detReduceScatter(ctx, k, members, n, chunkLen); err != nil {
 		return err
 	}
-	return c.gatherToRoot(ctx, k, members, n, chunkLen)
+	return c.gatherTo(ctx, k, members, 0, n, chunkLen)
 }
 
-// gatherToRoot sends member i's chunk i to members[0].
-func (c *Comm) gatherToRoot(ctx context.Context, k *call, members []int, n, chunkLen int) error {
+// gatherTo sends member i's chunk i to members[root].
+func (c *Comm) gatherTo(ctx context.Context, k *call, members []int, root, n, chunkLen int) error {
 	km := len(members)
 	i := c.position(members)
 	slice := c.g.slotBytes / k.es
 	for j := 0; j*slice < chunkLen; j++ {
-		if i != 0 {
+		if i != root {
 			lo, hi := chunkRange(n, chunkLen, i)
 			a, b := sliceRange(lo, hi, slice, j)
 			if b <= a {
 				continue
 			}
-			slot, out, err := c.reserve(ctx, members[0], (b-a)*k.es)
+			slot, out, err := c.reserve(ctx, members[root], (b-a)*k.es)
 			if err != nil {
 				return err
 			}
@@ -162,12 +161,15 @@ func (c *Comm) gatherToRoot(ctx context.Context, k *call, members []int, n, chun
 			if err := c.flush(ctx); err != nil {
 				return err
 			}
-			c.post(members[0], slot, (b-a)*k.es, msg{})
+			c.post(members[root], slot, (b-a)*k.es, msg{})
 			continue
 		}
 		st := c.dev.Stream()
 		any := false
-		for q := 1; q < km; q++ {
+		for q := 0; q < km; q++ {
+			if q == root {
+				continue
+			}
 			lo, hi := chunkRange(n, chunkLen, q)
 			a, b := sliceRange(lo, hi, slice, j)
 			if b <= a {

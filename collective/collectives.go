@@ -1,0 +1,325 @@
+package collective
+
+import (
+	"context"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// The collectives other than all-reduce, on the same exchange layer. Each
+// checks its arguments locally, then compares fingerprints across ranks
+// before any data moves; host slices are uploaded into the rank's device
+// buffer, the algorithm runs there, and the result is downloaded.
+
+// begin enters a collective: argument checks done by the caller, it marks
+// the comm busy, numbers the call and compares fingerprints.
+func (c *Comm) begin(ctx context.Context, fp fingerprint, phase string) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	c.seq++
+	if err := c.arrive(ctx, fp, phase); err != nil {
+		c.leave()
+		return err
+	}
+	if c.g.logCalls {
+		c.logCall(ctx, fp.kind.String(), int(fp.count), fp.dt, fp.op, fp.strategy, "")
+	}
+	return nil
+}
+
+// prepare sizes the device buffer for n elements and uploads src at element
+// offset at (src may be empty).
+func (c *Comm) prepare(k *call, dt backend.DType, op Op, n int, src []byte, at int) error {
+	es := dt.Size()
+	if err := c.ensureWork(n*es, dt); err != nil {
+		return err
+	}
+	*k = call{dt: dt, es: es, op: kernelOp(op), scale: scaleFor(op, c.g.n), work: c.work}
+	if len(src) > 0 {
+		return c.work.Write(at*es, src)
+	}
+	return nil
+}
+
+func (c *Comm) collStrategy(s Strategy) Strategy {
+	if s == Auto {
+		s = c.g.cfg.Strategy
+	}
+	if s == Auto {
+		s = Ring
+	}
+	return s
+}
+
+// ReduceScatter reduces send (len(recv) * N elements on every rank) with op
+// and leaves chunk r of the result (elements [r*len(recv), (r+1)*len(recv)))
+// in rank r's recv. Ring: N-1 steps; in deterministic mode (or with the
+// Direct strategy) each chunk is reduced at its owner in rank order.
+func ReduceScatter[T Float](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if len(send) != len(recv)*c.g.n {
+		return c.invalidCall(ctx, invalidArg("rank %d: ReduceScatter: len(send)=%d, want len(recv)*%d=%d", c.rank, len(send), c.g.n, len(recv)*c.g.n))
+	}
+	if !op.Valid() {
+		return c.invalidCall(ctx, invalidArg("rank %d: unknown op %d", c.rank, int(op)))
+	}
+	dt := dtypeOf[T]()
+	s := c.collStrategy(Auto)
+	if err := c.begin(ctx, fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(len(recv)), strategy: s}, "ReduceScatter fingerprint check"); err != nil {
+		return err
+	}
+	defer c.leave()
+	m := len(recv)
+	if m == 0 {
+		return nil
+	}
+	n := m * c.g.n
+	k := &c.k
+	if err := c.prepare(k, dt, op, n, asBytes(send), 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	if c.g.n > 1 {
+		var err error
+		if c.g.cfg.Deterministic || s == Direct || (dt == backend.F64 && !c.info.Float64) {
+			err = c.detReduceScatter(ctx, k, c.g.all, n, m)
+		} else {
+			err = c.ringReduceScatter(ctx, k, c.g.all, n, m, 0, 0)
+		}
+		if err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+	}
+	if err := c.scaleOwned(ctx, k, c.rank*m, (c.rank+1)*m); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.work.Read(c.rank*m*k.es, asBytes(recv)); err != nil {
+		return c.fail(err, true, nil, nil)
+	}
+	return nil
+}
+
+// AllGather concatenates every rank's send (len(recv)/N elements each) in
+// rank order into every rank's recv, with a ring of N-1 steps.
+func AllGather[T Float](ctx context.Context, c *Comm, send, recv []T) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if len(recv) != len(send)*c.g.n {
+		return c.invalidCall(ctx, invalidArg("rank %d: AllGather: len(recv)=%d, want len(send)*%d=%d", c.rank, len(recv), c.g.n, len(send)*c.g.n))
+	}
+	dt := dtypeOf[T]()
+	if err := c.begin(ctx, fingerprint{kind: collAllGather, dt: dt, count: int64(len(send)), strategy: Ring}, "AllGather fingerprint check"); err != nil {
+		return err
+	}
+	defer c.leave()
+	m := len(send)
+	if m == 0 {
+		return nil
+	}
+	n := m * c.g.n
+	k := &c.k
+	if err := c.prepare(k, dt, Sum, n, asBytes(send), c.rank*m); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	if c.g.n > 1 {
+		if err := c.ringAllGather(ctx, k, c.g.all, n, m, 0); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+	}
+	if err := c.work.Read(0, asBytes(recv)); err != nil {
+		return c.fail(err, true, nil, nil)
+	}
+	return nil
+}
+
+// Broadcast copies root's data to every rank's data, down a binary tree
+// rooted at root, in slices.
+func Broadcast[T Float](ctx context.Context, c *Comm, data []T, root int) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if root < 0 || root >= c.g.n {
+		return c.invalidCall(ctx, invalidArg("rank %d: Broadcast: root %d out of range [0, %d)", c.rank, root, c.g.n))
+	}
+	dt := dtypeOf[T]()
+	if err := c.begin(ctx, fingerprint{kind: collBroadcast, dt: dt, count: int64(len(data)), root: int32(root), strategy: Tree}, "Broadcast fingerprint check"); err != nil {
+		return err
+	}
+	defer c.leave()
+	n := len(data)
+	if n == 0 || c.g.n == 1 {
+		return nil
+	}
+	k := &c.k
+	var src []byte
+	if c.rank == root {
+		src = asBytes(data)
+	}
+	if err := c.prepare(k, dt, Sum, n, src, 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	if err := c.treeBroadcast(ctx, k, c.g.rot[root], n); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if c.rank != root {
+		if err := c.work.Read(0, asBytes(data)); err != nil {
+			return c.fail(err, true, nil, nil)
+		}
+	}
+	return nil
+}
+
+// Reduce reduces every rank's send with op into root's recv (len(send)
+// elements; other ranks' recv is not used and may be nil), along a binary
+// tree rooted at root. In deterministic mode the reduction is in rank order.
+func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if root < 0 || root >= c.g.n {
+		return c.invalidCall(ctx, invalidArg("rank %d: Reduce: root %d out of range [0, %d)", c.rank, root, c.g.n))
+	}
+	if c.rank == root && len(recv) != len(send) {
+		return c.invalidCall(ctx, invalidArg("rank %d: Reduce: root's len(recv)=%d != len(send)=%d", c.rank, len(recv), len(send)))
+	}
+	if !op.Valid() {
+		return c.invalidCall(ctx, invalidArg("rank %d: unknown op %d", c.rank, int(op)))
+	}
+	dt := dtypeOf[T]()
+	if err := c.begin(ctx, fingerprint{kind: collReduce, op: op, dt: dt, count: int64(len(send)), root: int32(root), strategy: Tree}, "Reduce fingerprint check"); err != nil {
+		return err
+	}
+	defer c.leave()
+	n := len(send)
+	if n == 0 {
+		return nil
+	}
+	if c.g.n == 1 {
+		copy(recv, send)
+		return nil
+	}
+	k := &c.k
+	if err := c.prepare(k, dt, op, n, asBytes(send), 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	var err error
+	if c.g.cfg.Deterministic || (dt == backend.F64 && !c.info.Float64) {
+		chunkLen := ceilDiv(n, c.g.n)
+		if err = c.detReduceScatter(ctx, k, c.g.all, n, chunkLen); err == nil {
+			err = c.gatherTo(ctx, k, c.g.all, root, n, chunkLen)
+		}
+	} else {
+		err = c.treeReduce(ctx, k, c.g.rot[root], n)
+	}
+	if err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if c.rank == root {
+		if err := c.scaleOwned(ctx, k, 0, n); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+		if err := c.work.Read(0, asBytes(recv)); err != nil {
+			return c.fail(err, true, nil, nil)
+		}
+	}
+	return nil
+}
+
+// Send sends data to rank peer, which must call Recv with the same length
+// and type. Point-to-point calls are not numbered with the collectives:
+// they pair on the link between the two ranks, in order.
+func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if peer < 0 || peer >= c.g.n || peer == c.rank {
+		return invalidArg("rank %d: Send: bad peer %d", c.rank, peer)
+	}
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	dt := dtypeOf[T]()
+	es := dt.Size()
+	b := asBytes(data)
+	n := len(data)
+	k := &c.k
+	if err := c.prepare(k, dt, Sum, n, b, 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	slice := c.g.slotBytes / es
+	for j := 0; ; j++ {
+		a, e := sliceRange(0, n, slice, j)
+		slot, out, err := c.reserve(ctx, peer, (e-a)*es)
+		if err != nil {
+			return err
+		}
+		if e > a {
+			if err := c.rec(c.dev.Stream().Copy(out, k.region(a, e))); err != nil {
+				return err
+			}
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+		}
+		c.post(peer, slot, (e-a)*es, msg{kind: msgP2P, dt: dt, count: int64(n)})
+		if e >= n {
+			return nil
+		}
+	}
+}
+
+// Recv receives into data what rank peer sends with Send.
+func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if peer < 0 || peer >= c.g.n || peer == c.rank {
+		return invalidArg("rank %d: Recv: bad peer %d", c.rank, peer)
+	}
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	dt := dtypeOf[T]()
+	es := dt.Size()
+	n := len(data)
+	k := &c.k
+	if err := c.prepare(k, dt, Sum, n, nil, 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	slice := c.g.slotBytes / es
+	for j := 0; ; j++ {
+		a, e := sliceRange(0, n, slice, j)
+		in, m, err := c.take(ctx, peer, 0, msgP2P)
+		if err != nil {
+			return err
+		}
+		if m.dt != dt || m.count != int64(n) {
+			err := &MismatchError{Rank: c.rank, Call: fingerprint{kind: collRecv, dt: dt, count: int64(n)}.String(),
+				Peer: peer, PeerCall: fingerprint{kind: collSend, dt: m.dt, count: m.count}.String()}
+			c.g.breakGroup(err)
+			return err
+		}
+		if e > a {
+			if err := c.rec(c.dev.Stream().Copy(k.region(a, e), in)); err != nil {
+				return err
+			}
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+		}
+		if e >= n {
+			break
+		}
+	}
+	if n > 0 {
+		if err := c.work.Read(0, asBytes(data)); err != nil {
+			return c.fail(err, true, nil, nil)
+		}
+	}
+	return nil
+}
