@@ -1,0 +1,183 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Tensor is n elements of T that live on one rank's device (device-local
+// memory). Collectives on tensors run their algorithms in place on the
+// tensor's buffer: no upload or download of the tensor itself, only the
+// exchange slices between ranks cross host memory.
+//
+// A framework computes on a tensor through its backend buffer (Buffer); the
+// vulkan package exposes the Vulkan handles behind it. WrapTensor adopts a
+// buffer the framework allocated on the rank's device.
+type Tensor[T Float] struct {
+	c     *Comm
+	buf   backend.Buffer
+	off   int // byte offset of element 0 in buf
+	n     int
+	owned bool
+}
+
+// NewTensor allocates a tensor of n elements on c's device.
+func NewTensor[T Float](c *Comm, n int) (*Tensor[T], error) {
+	if c == nil {
+		return nil, invalidArg("nil Comm")
+	}
+	if n < 0 {
+		return nil, invalidArg("rank %d: NewTensor: negative length %d", c.rank, n)
+	}
+	es := dtypeOf[T]().Size()
+	b, err := c.dev.Alloc(n*es, backend.DeviceLocal)
+	if err != nil {
+		return nil, fmt.Errorf("collective: rank %d: NewTensor(%d): %w", c.rank, n, err)
+	}
+	return &Tensor[T]{c: c, buf: b, n: n, owned: true}, nil
+}
+
+// WrapTensor makes a tensor of n elements of T at byte offset off of a
+// buffer that already lives on c's device (for example one a framework
+// created there; see the vulkan package for wrapping a native buffer). The
+// buffer stays the caller's: Close does not free it.
+func WrapTensor[T Float](c *Comm, buf backend.Buffer, off, n int) (*Tensor[T], error) {
+	if c == nil {
+		return nil, invalidArg("nil Comm")
+	}
+	es := dtypeOf[T]().Size()
+	if buf == nil || off < 0 || n < 0 || off%es != 0 || off+n*es > buf.Len() {
+		return nil, invalidArg("rank %d: WrapTensor: %d elements at byte %d do not fit the buffer", c.rank, n, off)
+	}
+	return &Tensor[T]{c: c, buf: buf, off: off, n: n}, nil
+}
+
+// Len returns the number of elements.
+func (t *Tensor[T]) Len() int { return t.n }
+
+// Comm returns the rank the tensor belongs to.
+func (t *Tensor[T]) Comm() *Comm { return t.c }
+
+// Buffer returns the backend buffer and the byte offset of element 0.
+func (t *Tensor[T]) Buffer() (backend.Buffer, int) { return t.buf, t.off }
+
+// Upload copies src (len(src) == Len()) into the tensor.
+func (t *Tensor[T]) Upload(src []T) error {
+	if len(src) != t.n {
+		return invalidArg("Tensor.Upload: len(src)=%d != Len()=%d", len(src), t.n)
+	}
+	if t.n == 0 {
+		return nil
+	}
+	return t.buf.Write(t.off, asBytes(src))
+}
+
+// Download copies the tensor into dst (len(dst) == Len()).
+func (t *Tensor[T]) Download(dst []T) error {
+	if len(dst) != t.n {
+		return invalidArg("Tensor.Download: len(dst)=%d != Len()=%d", len(dst), t.n)
+	}
+	if t.n == 0 {
+		return nil
+	}
+	return t.buf.Read(t.off, asBytes(dst))
+}
+
+// Close frees the tensor's memory if NewTensor allocated it. Idempotent.
+func (t *Tensor[T]) Close() error {
+	if t.owned && t.buf != nil {
+		err := t.buf.Close()
+		t.buf = nil
+		return err
+	}
+	t.buf = nil
+	return nil
+}
+
+func (t *Tensor[T]) check(c *Comm, name string) error {
+	if c == nil || t == nil {
+		return invalidArg("%s: nil Comm or Tensor", name)
+	}
+	if t.buf == nil {
+		return invalidArg("rank %d: %s: closed tensor", c.rank, name)
+	}
+	if t.c != c {
+		return invalidArg("rank %d: %s: the tensor belongs to rank %d", c.rank, name, t.c.rank)
+	}
+	return nil
+}
+
+// AllReduceTensor all-reduces a device tensor in place with strategy s
+// (Auto: the group's). The data stays on the device; exchange slices cross
+// host memory between ranks.
+func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) error {
+	if err := t.check(c, "AllReduceTensor"); err != nil {
+		if c == nil {
+			return err
+		}
+		return c.invalidCall(ctx, err)
+	}
+	if !op.Valid() || s < Auto || s > Direct {
+		return c.invalidCall(ctx, invalidArg("rank %d: AllReduceTensor: bad op %d or strategy %d", c.rank, int(op), int(s)))
+	}
+	dt := dtypeOf[T]()
+	if s == Auto {
+		s = c.g.cfg.Strategy
+	}
+	why := "configured"
+	if s == Auto {
+		s, why = c.autoStrategy(t.n*dt.Size(), dt)
+	}
+	if dt == backend.F64 && !c.info.Float64 {
+		return c.invalidCall(ctx, fmt.Errorf("collective: rank %d: f64 tensors need a device with f64 kernels (%s): %w", c.rank, c.info.Float64Reason, ErrUnsupported))
+	}
+	if err := c.begin(ctx, fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(t.n), strategy: s}, "AllReduceTensor fingerprint check"); err != nil {
+		return err
+	}
+	defer c.leave()
+	_ = why
+	if t.n == 0 || c.g.n == 1 {
+		return nil
+	}
+	if err := c.ensureWork(0, dt); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	k := &c.k
+	*k = call{dt: dt, es: dt.Size(), op: kernelOp(op), scale: scaleFor(op, c.g.n), work: t.buf, base: t.off}
+	if err := c.runAllReduce(ctx, k, s, t.n); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	return nil
+}
+
+// BroadcastTensor copies root's tensor to every rank's tensor.
+func BroadcastTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], root int) error {
+	if err := t.check(c, "BroadcastTensor"); err != nil {
+		if c == nil {
+			return err
+		}
+		return c.invalidCall(ctx, err)
+	}
+	if root < 0 || root >= c.g.n {
+		return c.invalidCall(ctx, invalidArg("rank %d: BroadcastTensor: root %d out of range", c.rank, root))
+	}
+	dt := dtypeOf[T]()
+	if err := c.begin(ctx, fingerprint{kind: collBroadcast, dt: dt, count: int64(t.n), root: int32(root), strategy: Tree}, "BroadcastTensor fingerprint check"); err != nil {
+		return err
+	}
+	defer c.leave()
+	if t.n == 0 || c.g.n == 1 {
+		return nil
+	}
+	if err := c.ensureWork(0, dt); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	k := &c.k
+	*k = call{dt: dt, es: dt.Size(), op: backend.Sum, scale: 1, work: t.buf, base: t.off}
+	if err := c.treeBroadcast(ctx, k, c.g.rot[root], t.n); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	return nil
+}
