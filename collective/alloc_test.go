@@ -15,13 +15,17 @@ type rankLoop struct {
 }
 
 func startRankLoop[T Float](g *Group, data [][]T, op Op) *rankLoop {
+	return startRankLoopWith(g, data, op, Auto)
+}
+
+func startRankLoopWith[T Float](g *Group, data [][]T, op Op, s Strategy) *rankLoop {
 	l := &rankLoop{g: g, done: make(chan error, g.Size())}
 	for r := 1; r < g.Size(); r++ {
 		ch := make(chan struct{})
 		l.go_ = append(l.go_, ch)
 		go func(r int, ch chan struct{}) {
 			for range ch {
-				l.done <- AllReduce(context.Background(), g.Comm(r), data[r], op)
+				l.done <- AllReduceWith(context.Background(), g.Comm(r), data[r], data[r], op, s)
 			}
 		}(r, ch)
 	}
@@ -73,14 +77,18 @@ func TestAllReduceZeroAllocs(t *testing.T) {
 }
 
 func measureAllocs[T Float](t *testing.T, g *Group, n int) float64 {
+	return measureAllocsWith[T](t, g, n, Auto)
+}
+
+func measureAllocsWith[T Float](t *testing.T, g *Group, n int, s Strategy) float64 {
 	data := make([][]T, g.Size())
 	for r := range data {
 		data[r] = make([]T, n)
 	}
-	l := startRankLoop(g, data, Mean)
+	l := startRankLoopWith(g, data, Mean, s)
 	defer l.stop()
 	ctx := context.Background()
-	call := func() error { return AllReduce(ctx, g.Comm(0), data[0], Mean) }
+	call := func() error { return AllReduceWith(ctx, g.Comm(0), data[0], data[0], Mean, s) }
 	for i := 0; i < 3; i++ { // warm the pools
 		if err := l.step(call); err != nil {
 			t.Fatal(err)
@@ -96,4 +104,19 @@ func measureAllocs[T Float](t *testing.T, g *Group, n int) float64 {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestStrategiesZeroAllocs: every strategy's steady state allocates nothing.
+func TestStrategiesZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 4, func(o *Options) { o.ChunkBytes = 4096; o.Config.LocalGroupSize = 2 })
+		for _, s := range allStrategies {
+			if a := measureAllocsWith[float32](t, g, 5003, s); a != 0 {
+				t.Errorf("%s %s: %v allocations per AllReduce, want 0", bk, s, a)
+			}
+		}
+	}
 }

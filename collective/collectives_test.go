@@ -216,3 +216,34 @@ func TestCollectiveArgumentErrors(t *testing.T) {
 	// The group still works after argument errors.
 	noErrors(t, onRanks(g, func(c *Comm) error { return Barrier(ctx, c) }))
 }
+
+// TestInPlaceScatterGather: recv inside send, as NCCL's in-place forms.
+func TestInPlaceScatterGather(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		const ranks, m = 3, 1001
+		g := openGroup(t, bk, ranks, func(o *Options) { o.ChunkBytes = 4096 })
+		bufs := make([][]float32, ranks)
+		for r := range bufs {
+			bufs[r] = make([]float32, m*ranks)
+			for i := range bufs[r] {
+				bufs[r][i] = float32(exactInput(Sum, r, i))
+			}
+		}
+		inputs := make([][]float64, ranks)
+		for r := range inputs {
+			for _, v := range bufs[r] {
+				inputs[r] = append(inputs[r], float64(v))
+			}
+		}
+		want := refReduce(inputs, Sum)
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			b := bufs[c.Rank()]
+			mine := b[c.Rank()*m : (c.Rank()+1)*m]
+			if err := ReduceScatter(context.Background(), c, b, mine, Sum); err != nil {
+				return err
+			}
+			return AllGather(context.Background(), c, mine, b)
+		}))
+		checkResult(t, bufs, want, Sum, 0)
+	}
+}

@@ -243,3 +243,28 @@ func TestAutoIsMeasuredAndAgreed(t *testing.T) {
 		checkResult(t, runWith[float32](t, g, inputs, Sum, Auto, false), []float64{16, 20}, Sum, 0)
 	}
 }
+
+// TestStrategiesAboveBindingLimit: with the binding limit lowered to 4 KiB
+// every strategy reduces tensors far above it correctly.
+func TestStrategiesAboveBindingLimit(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 3, func(o *Options) {
+			o.MaxBindingBytes = 4096
+			o.ChunkBytes = 64 << 10
+			o.Config.LocalGroupSize = 2
+		})
+		const n = 100003
+		inputs := make([][]float64, 3)
+		for r := range inputs {
+			inputs[r] = make([]float64, n)
+			for i := range inputs[r] {
+				inputs[r][i] = exactInput(Sum, r, i)
+			}
+		}
+		want := refReduce(inputs, Sum)
+		for _, s := range allStrategies {
+			checkResult(t, runWith[float32](t, g, inputs, Sum, s, true), want, Sum, 0)
+			checkResult(t, runWith[float64](t, g, inputs, Sum, s, false), want, Sum, 0)
+		}
+	}
+}
