@@ -63,3 +63,93 @@ func benchAllReduce[T Float](b *testing.B, g *Group, n int) {
 }
 
 func sizeOf[T Float](T) int { return dtypeOf[T]().Size() }
+
+// BenchmarkStrategies compares the all-reduce strategies on 4 ranks.
+func BenchmarkStrategies(b *testing.B) {
+	for _, bk := range backendsUnderTest(b) {
+		for _, s := range allStrategies {
+			for _, size := range []int{64 << 10, 4 << 20, 32 << 20} {
+				b.Run(fmt.Sprintf("%s/%s/bytes=%d", bk, s, size), func(b *testing.B) {
+					g := openGroup(b, bk, 4, func(o *Options) { o.Config.LocalGroupSize = 2 })
+					n := size / 4
+					data := make([][]float32, g.Size())
+					for r := range data {
+						data[r] = make([]float32, n)
+					}
+					l := startRankLoopWith(g, data, Sum, s)
+					defer l.stop()
+					ctx := context.Background()
+					call := func() error { return AllReduceWith(ctx, g.Comm(0), data[0], data[0], Sum, s) }
+					benchLoop(b, l, call, int64(size), 2*3.0/4)
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkCollectives measures the other collectives on 4 ranks (bytes =
+// the full buffer: send of ReduceScatter, recv of AllGather, the data of
+// Broadcast and Reduce).
+func BenchmarkCollectives(b *testing.B) {
+	for _, bk := range backendsUnderTest(b) {
+		for _, coll := range []string{"ReduceScatter", "AllGather", "Broadcast", "Reduce"} {
+			for _, size := range []int{64 << 10, 4 << 20} {
+				b.Run(fmt.Sprintf("%s/%s/bytes=%d", bk, coll, size), func(b *testing.B) {
+					g := openGroup(b, bk, 4)
+					n := size / 4
+					full := make([][]float32, 4)
+					part := make([][]float32, 4)
+					for r := range full {
+						full[r] = make([]float32, n)
+						part[r] = make([]float32, n/4)
+					}
+					run := func(c *Comm) error {
+						ctx := context.Background()
+						r := c.Rank()
+						switch coll {
+						case "ReduceScatter":
+							return ReduceScatter(ctx, c, full[r], part[r], Sum)
+						case "AllGather":
+							return AllGather(ctx, c, part[r], full[r])
+						case "Broadcast":
+							return Broadcast(ctx, c, full[r], 0)
+						}
+						return Reduce(ctx, c, full[r], full[r], Sum, 0)
+					}
+					l := &rankLoop{g: g, done: make(chan error, 4)}
+					for r := 1; r < 4; r++ {
+						ch := make(chan struct{})
+						l.go_ = append(l.go_, ch)
+						go func(r int, ch chan struct{}) {
+							for range ch {
+								l.done <- run(g.Comm(r))
+							}
+						}(r, ch)
+					}
+					defer l.stop()
+					factor := map[string]float64{"ReduceScatter": 3.0 / 4, "AllGather": 3.0 / 4, "Broadcast": 1, "Reduce": 1}[coll]
+					benchLoop(b, l, func() error { return run(g.Comm(0)) }, int64(size), factor)
+				})
+			}
+		}
+	}
+}
+
+// benchLoop times steps of l, reporting algbw through SetBytes and busbw
+// (algbw * factor) as a metric.
+func benchLoop(b *testing.B, l *rankLoop, call func() error, bytes int64, factor float64) {
+	if err := l.step(call); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(bytes)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := l.step(call); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if sec := b.Elapsed().Seconds() / float64(b.N); sec > 0 {
+		b.ReportMetric(float64(bytes)/sec/1e9*factor, "busbw-GB/s")
+	}
+}
