@@ -249,10 +249,10 @@ func selectBackend(name string) (backend.Backend, []Skip, error) {
 	if name != "" && name != "auto" {
 		b, err := backend.Lookup(name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("collective: %w: %w", ErrBackendUnavailable, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrBackendUnavailable, err)
 		}
 		if err := b.Available(); err != nil {
-			return nil, nil, fmt.Errorf("collective: backend %q: %w: %w", name, ErrBackendUnavailable, err)
+			return nil, nil, fmt.Errorf("%w: %q: %w", ErrBackendUnavailable, name, err)
 		}
 		return b, nil, nil
 	}

@@ -156,7 +156,7 @@ func newFlagSet(r *rawFlags) (*flag.FlagSet, []flagSpec) {
 		{"c", "check", intVar(&r.check), "verified runs per size and mode; 0 turns checking off (default 1)"},
 		{"z", "blocking", intVar(&r.blocking), "0|1; gocoll calls return when done, so both time the same thing (default 0)"},
 		{"T", "timeout", (*float64Value)(&r.timeout), "seconds: bounds every wait and the whole run; 0 keeps the library default (default 0)"},
-		{"a", "algorithm", strVar(&r.algorithm), "auto|direct (ring|tree|hierarchical|pipelined are not built yet) (default auto)"},
+		{"a", "algorithm", strVar(&r.algorithm), "auto|ring|tree|hierarchical|pipelined|direct; auto picks per call from the cost model (default auto)"},
 		{"J", "output_file", outputValue{&r.outputFile, &r.outputSet}, "JSON output file (not built yet)"},
 		{"", "backend", strVar(&r.backend), "auto|vulkan|metal|host (default: GOCOLL_BACKEND, else auto)"},
 		{"", "devices", strVar(&r.devices), "comma-separated device index of each rank, e.g. 0,0,1 (default: rank r on device r mod D)"},
@@ -270,14 +270,9 @@ func (r *rawFlags) validate() (*options, error) {
 	o.timeout = time.Duration(r.timeout * float64(time.Second))
 	s, err := collective.ParseStrategy(r.algorithm)
 	if err != nil {
-		return nil, usagef("-a/--algorithm %q is not known (want auto or direct)", r.algorithm)
+		return nil, usagef("-a/--algorithm %q is not known (want auto, ring, tree, hierarchical, pipelined or direct)", r.algorithm)
 	}
-	switch s {
-	case collective.Auto, collective.Direct:
-		o.strategy = s
-	default:
-		return nil, usagef("-a/--algorithm %s: the %s algorithm is not built yet (auto and direct are)", s, s)
-	}
+	o.strategy = s
 	switch b := strings.ToLower(r.backend); b {
 	case "", "auto", "vulkan", "metal", "host":
 		o.backend = b

@@ -69,7 +69,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		Config:  cfg,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "allreduce-perf: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "allreduce-perf: opening %d rank(s): %s\n", o.ranks, describe(err, o))
 		if errors.Is(err, collective.ErrInvalidConfig) || errors.Is(err, collective.ErrInvalidArgument) {
 			return 2
 		}
@@ -102,7 +102,7 @@ func sweepAll(ctx context.Context, o *options, g *collective.Group, stdout, stde
 			err = sweepType[float64](ctx, o, g, stdout, &wrong, &busbw, &nbusbws)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "allreduce-perf: %s\n", oneLine(err))
+			fmt.Fprintf(stderr, "allreduce-perf: %s\n", describe(err, o))
 			return 1
 		}
 	}
@@ -165,13 +165,26 @@ func writeHeader(w io.Writer, o *options, g *collective.Group) {
 		}
 		skipped = strings.Join(parts, "; ")
 	}
-	fmt.Fprintf(w, "# Backend %s  Strategy %s  Skipped: %s\n", g.Backend(), g.Strategy(), skipped)
+	strategy := g.Strategy().String()
+	if g.Strategy() == collective.Auto {
+		strategy += " (chosen per call by the cost model)"
+	}
+	fmt.Fprintf(w, "# Backend %s  Strategy %s  Skipped: %s\n", g.Backend(), strategy, skipped)
 	fmt.Fprintln(w, "#")
 	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n", "", "", "", "", "")
 	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
 		"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong")
 	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s\n",
 		"(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)")
+}
+
+// describe is err on one line, naming -T when its deadline ended the run.
+func describe(err error, o *options) string {
+	s := oneLine(err)
+	if o.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
+		s += fmt.Sprintf(" (-T %v)", o.timeout)
+	}
+	return s
 }
 
 // oneLine keeps an error message on one line (the exit-status contract).

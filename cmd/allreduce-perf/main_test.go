@@ -128,11 +128,17 @@ func TestAcceptance(t *testing.T) {
 		{"--backend", "host", "-g", "5", "-o", "prod", "-b", "4", "-e", "256K", "-f", "4"},
 		{"--backend", "host", "-g", "2", "-d", "all", "-o", "all", "-b", "0", "-e", "0"},
 		{"--backend", "host", "-g", "3", "-d", "all", "-o", "all", "-b", "4", "-e", "64K", "-f", "16", "-c", "2"},
+		{"--backend", "host", "-a", "direct", "-g", "4", "-d", "all", "-o", "sum", "-b", "4", "-e", "64K", "-f", "16"},
 	}
 	if vulkanAvailable(t) {
 		cases = append(cases,
 			[]string{"--backend", "vulkan", "-g", "3", "-d", "double", "-o", "avg", "-b", "8", "-e", "64K", "-f", "8"},
-			[]string{"--backend", "vulkan", "-g", "2", "-d", "float", "-o", "all", "-b", "4", "-e", "4K", "-f", "32"})
+			[]string{"--backend", "vulkan", "-g", "2", "-d", "float", "-o", "all", "-b", "4", "-e", "4K", "-f", "32"},
+			[]string{"--backend", "vulkan", "-a", "ring", "-g", "3", "-d", "float", "-o", "sum", "-b", "4", "-e", "64K", "-f", "16"},
+			[]string{"--backend", "vulkan", "-a", "tree", "-g", "3", "-d", "double", "-o", "min", "-b", "4", "-e", "64K", "-f", "16"})
+	}
+	for _, a := range []string{"ring", "tree", "hierarchical", "pipelined", "direct"} {
+		cases = append(cases, []string{"--backend", "host", "-a", a, "-g", "5", "-d", "all", "-o", "all", "-b", "4", "-e", "64K", "-f", "16"})
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c, " "), func(t *testing.T) {
@@ -160,7 +166,7 @@ func TestRowsFollowSweep(t *testing.T) {
 }
 
 func TestHeader(t *testing.T) {
-	code, out, _ := runCLI(t, "--backend", "host", "-g", "3", "-b", "1K", "-e", "4K", "-f", "2", "-n", "3", "-w", "2")
+	code, out, _ := runCLI(t, "--backend", "host", "-a", "direct", "-g", "3", "-b", "1K", "-e", "4K", "-f", "2", "-n", "3", "-w", "2")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
@@ -198,8 +204,7 @@ func TestUsageErrors(t *testing.T) {
 		{"-d", "int8"},
 		{"-d", "half"},
 		{"-d", "bfloat16"},
-		{"-a", "ring"},
-		{"--algorithm", "tree"},
+		{"-a", "nccl"},
 		{"-J", "out.json"},
 		{"-o", "xor"},
 		{"-b", "12Q"},
@@ -219,7 +224,6 @@ func TestUsageErrors(t *testing.T) {
 	}
 	// The reasons name what is missing.
 	for args, want := range map[string]string{
-		"-a ring":     "not built yet",
 		"-J out.json": "JSON output not built yet",
 		"-d half":     "half/bfloat16 need wire compression, not built yet",
 	} {
@@ -235,6 +239,15 @@ func TestLongAndShortFlagsAgree(t *testing.T) {
 		"--op", "min", "--iters", "1", "--warmup_iters", "0", "-backend=host")
 	if short != 0 || long != 0 {
 		t.Fatalf("exit %d (short flags) and %d (long flags), want 0", short, long)
+	}
+}
+
+func TestTimeoutEndsTheRun(t *testing.T) {
+	// -T bounds the whole run: a deadline that has passed before the group
+	// opens is a library error (exit 1, one line), not a hang.
+	code, _, errOut := runCLI(t, "--backend", "host", "-g", "2", "-T", "0.000001")
+	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "deadline exceeded (-T 1µs)") {
+		t.Errorf("exit %d, stderr %q; want exit 1 and one line naming the deadline", code, errOut)
 	}
 }
 
