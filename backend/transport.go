@@ -1,0 +1,38 @@
+package backend
+
+import "context"
+
+// Transport moves host bytes between processes (ranks in other processes,
+// possibly on other machines). The mpi package implements it over MPI.
+// Collectives use it only for host memory: device data reaches it through
+// host-visible staging slots.
+type Transport interface {
+	// Name names the implementation ("mpi").
+	Name() string
+	// Rank is this process's rank among Size processes.
+	Rank() int
+	Size() int
+	// Isend starts sending p to process peer with tag. p must stay
+	// untouched until the request completes.
+	Isend(p []byte, peer, tag int) (Request, error)
+	// Irecv starts receiving exactly len(p) bytes from process peer with
+	// tag into p.
+	Irecv(p []byte, peer, tag int) (Request, error)
+	// Allgather gathers every process's mine (the same length on all) into
+	// all (Size()*len(mine) bytes, in process order). It honours ctx: a
+	// process that never calls makes it return ctx's error, never hang.
+	Allgather(ctx context.Context, mine, all []byte) error
+	// Close releases the transport (it does not finalize the library if
+	// others still use it).
+	Close() error
+}
+
+// Request is a started Isend or Irecv.
+type Request interface {
+	// Test reports whether the request completed, without blocking; an
+	// error means it failed (the peer died, a truncated message, ...).
+	Test() (bool, error)
+	// Cancel abandons a request that has not completed (best effort) and
+	// releases it; after Cancel the request must not be used.
+	Cancel() error
+}
