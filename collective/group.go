@@ -114,6 +114,7 @@ type Comm struct {
 	srcs2  [2]backend.Region
 	srcs3  [3]backend.Region
 	pend   []pending
+	async  asyncQueue
 }
 
 // NewGroup opens Ranks ranks on the selected backend.
@@ -380,6 +381,9 @@ func (g *Group) breakGroup(cause error) {
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
 		g.breakGroup(ErrClosed)
+		for _, c := range g.comms {
+			c.waitAsyncExit()
+		}
 		// Take every comm, so no call is still using its buffers.
 		for _, c := range g.comms {
 			for !c.busy.CompareAndSwap(false, true) {

@@ -1,0 +1,529 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"time"
+)
+
+// SyncOptions tune a GradientSync beyond the group's Config.
+type SyncOptions struct {
+	// SwitchCooldown is the least number of steps between two strategy
+	// evaluations (and so between two switches). 0 means 50.
+	SwitchCooldown int
+	// EvaluationWindow is the number of recent samples per strategy and size
+	// class the monitor keeps and the selector compares. 0 means 20.
+	EvaluationWindow int
+	// SwitchThreshold is the least measured speed-up (current time / best
+	// time) that makes the selector switch. 0 means 1.2.
+	SwitchThreshold float64
+	// ProbeSteps is how many steps each other strategy runs during an
+	// evaluation, so that it has fresh measurements. 0 means 3.
+	ProbeSteps int
+	// Candidates are the strategies the selector compares. nil means
+	// Direct, Pipelined, Ring, Tree and Hierarchical.
+	Candidates []Strategy
+	// FusionBytes is the size of the buckets SyncAll packs small tensors
+	// into. 0 means 4 MiB.
+	FusionBytes int
+	// Logger receives the monitor's log lines every
+	// Config.BandwidthMonitorInterval steps; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats is a snapshot of a GradientSync's counters (all real counts).
+type Stats struct {
+	AverageBandwidth float64 // bytes per second over every collective run
+	Operations       int64   // collectives run (buckets and top-k exchanges included)
+	BytesMoved       int64   // bytes of gradient data reduced
+	CurrentStrategy  Strategy
+	PendingAsync     int   // asynchronous steps not finished
+	Steps            int64 // Sync/SyncAll calls
+	Switches         int   // strategy switches the selector made
+	LastSwitchStep   int64
+}
+
+// GradientSync synchronises gradients for one rank of a data-parallel
+// training loop (the seed's MultiGpuSync): a mean all-reduce per step, with
+// a performance monitor, adaptive strategy selection agreed across ranks,
+// optional top-k compression with error feedback, tensor fusion and
+// asynchronous steps. Every rank of the group makes the same sequence of
+// calls.
+type GradientSync[T Float] struct {
+	c    *Comm
+	cfg  Config
+	opts SyncOptions
+	log  *slog.Logger
+
+	mu       sync.Mutex // guards the fields below (async steps run on the comm's worker)
+	mon      *Monitor
+	cur      Strategy
+	step     int64
+	lastEval int64
+	lastSw   int64
+	switches int
+	probe    []Strategy // strategies still to probe, one per step, in order
+	vec      []float64  // agreement vector (pooled)
+
+	residual []T // error feedback of top-k
+	acc      []T
+	order    []int
+	idx      []float64
+	val      []T
+	allIdx   []float64
+	allVal   []T
+	bucket   []T
+
+	pendMu  sync.Mutex
+	pending []*Work
+}
+
+// NewGradientSync wraps c. The starting strategy is the group's
+// Config.Strategy (Auto: the cost model's choice for each call until the
+// selector switches to a fixed one).
+func NewGradientSync[T Float](c *Comm, opts SyncOptions) (*GradientSync[T], error) {
+	if c == nil {
+		return nil, invalidArg("NewGradientSync: nil Comm")
+	}
+	if opts.SwitchCooldown == 0 {
+		opts.SwitchCooldown = 50
+	}
+	if opts.EvaluationWindow == 0 {
+		opts.EvaluationWindow = 20
+	}
+	if opts.SwitchThreshold == 0 {
+		opts.SwitchThreshold = 1.2
+	}
+	if opts.ProbeSteps == 0 {
+		opts.ProbeSteps = 3
+	}
+	if opts.FusionBytes == 0 {
+		opts.FusionBytes = 4 << 20
+	}
+	if opts.Candidates == nil {
+		opts.Candidates = []Strategy{Direct, Pipelined, Ring, Tree, Hierarchical}
+	}
+	switch {
+	case opts.SwitchCooldown < 1:
+		return nil, &ConfigError{Field: "SwitchCooldown", Reason: "must be >= 1"}
+	case opts.EvaluationWindow < 1:
+		return nil, &ConfigError{Field: "EvaluationWindow", Reason: "must be >= 1"}
+	case !(opts.SwitchThreshold >= 1) || math.IsInf(opts.SwitchThreshold, 0):
+		return nil, &ConfigError{Field: "SwitchThreshold", Reason: "must be finite and >= 1"}
+	case opts.ProbeSteps < 1:
+		return nil, &ConfigError{Field: "ProbeSteps", Reason: "must be >= 1"}
+	case opts.FusionBytes < 8:
+		return nil, &ConfigError{Field: "FusionBytes", Reason: "must be >= 8"}
+	}
+	for _, s := range opts.Candidates {
+		if s <= Auto || s > Direct {
+			return nil, &ConfigError{Field: "Candidates", Reason: fmt.Sprintf("%s is not a concrete strategy", s)}
+		}
+	}
+	l := opts.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	s := &GradientSync[T]{c: c, cfg: c.g.cfg, opts: opts, log: l, mon: newMonitor(opts.EvaluationWindow), cur: c.g.cfg.Strategy}
+	s.vec = make([]float64, len(opts.Candidates))
+	return s, nil
+}
+
+// Sync all-reduces grads to their mean across ranks, in place, and counts
+// one step. With Config.GradientCompression it sends only the top-k
+// elements (plus error feedback with Config.ErrorCorrection).
+func (s *GradientSync[T]) Sync(ctx context.Context, grads []T) error {
+	return s.stepOne(ctx, grads)
+}
+
+// SyncAsync starts Sync and returns at once (Config.AsyncParamUpdates must
+// be set); grads must not be touched until the Work is done. Steps run in
+// the order they were started.
+func (s *GradientSync[T]) SyncAsync(ctx context.Context, grads []T) *Work {
+	if !s.cfg.AsyncParamUpdates {
+		return failedWork(&ConfigError{Field: "AsyncParamUpdates", Reason: "SyncAsync needs it set"})
+	}
+	w := s.c.submitAsync(func() error { return s.stepOne(ctx, grads) })
+	s.pendMu.Lock()
+	s.pending = append(s.pending, w)
+	s.pendMu.Unlock()
+	return w
+}
+
+// SyncAll all-reduces many tensors (a model's layers) to their means as one
+// step: small tensors are packed into fusion buckets of FusionBytes and
+// reduced together, so a 100-tensor model costs a few collectives.
+func (s *GradientSync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
+	s.mu.Lock()
+	s.step++
+	s.mu.Unlock()
+	es := dtypeOf[T]().Size()
+	per := s.opts.FusionBytes / es
+	if cap(s.bucket) < per {
+		s.bucket = make([]T, per)
+	}
+	b := s.bucket[:0]
+	start := 0
+	flush := func(end int) error {
+		if len(b) == 0 {
+			return nil
+		}
+		if err := s.collective(ctx, b); err != nil {
+			return err
+		}
+		off := 0
+		for _, t := range tensors[start:end] {
+			if len(t) <= per {
+				copy(t, b[off:off+len(t)])
+				off += len(t)
+			}
+		}
+		b = b[:0]
+		return nil
+	}
+	for i, t := range tensors {
+		if len(t) > per {
+			// Larger than a bucket: reduce it on its own, in place.
+			if err := s.collective(ctx, t); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(b)+len(t) > per {
+			if err := flush(i); err != nil {
+				return err
+			}
+			start = i
+		}
+		if len(b) == 0 {
+			start = i
+		}
+		b = append(b, t...)
+	}
+	if err := flush(len(tensors)); err != nil {
+		return err
+	}
+	s.afterStep(ctx)
+	total := 0
+	for _, t := range tensors {
+		total += len(t)
+	}
+	return s.evaluate(ctx, total*es)
+}
+
+// Synchronize waits for every step started with SyncAsync.
+func (s *GradientSync[T]) Synchronize(ctx context.Context) error {
+	s.pendMu.Lock()
+	ws := s.pending
+	s.pending = nil
+	s.pendMu.Unlock()
+	var first error
+	for _, w := range ws {
+		if err := w.Wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Stats returns the current counters.
+func (s *GradientSync[T]) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{
+		AverageBandwidth: s.mon.averageBandwidth(),
+		Operations:       s.mon.ops,
+		BytesMoved:       s.mon.totalBytes,
+		CurrentStrategy:  s.cur,
+		PendingAsync:     s.c.PendingAsync(),
+		Steps:            s.step,
+		Switches:         s.switches,
+		LastSwitchStep:   s.lastSw,
+	}
+}
+
+// Monitor returns the per-strategy time per byte at a size class, for
+// inspection: seconds per byte and the number of samples.
+func (s *GradientSync[T]) Monitor(st Strategy, bytes int) (float64, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mon.secsPerByte(st, sizeClass(bytes))
+}
+
+func (s *GradientSync[T]) stepOne(ctx context.Context, grads []T) error {
+	s.mu.Lock()
+	s.step++
+	s.mu.Unlock()
+	var err error
+	if s.cfg.GradientCompression {
+		err = s.topK(ctx, grads)
+	} else {
+		err = s.collective(ctx, grads)
+	}
+	if err != nil {
+		return err
+	}
+	s.afterStep(ctx)
+	return s.evaluate(ctx, len(grads)*dtypeOf[T]().Size())
+}
+
+// strategyForStep is the strategy this step runs: a probe, or the current.
+func (s *GradientSync[T]) strategyForStep() Strategy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.probe) > 0 {
+		st := s.probe[0]
+		s.probe = s.probe[1:]
+		return st
+	}
+	return s.cur
+}
+
+// collective runs one timed mean all-reduce and records it.
+func (s *GradientSync[T]) collective(ctx context.Context, data []T) error {
+	st := s.strategyForStep()
+	start := time.Now()
+	err := AllReduceWith(ctx, s.c, data, data, Mean, st)
+	d := time.Since(start)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.mon.record(st, len(data)*dtypeOf[T]().Size(), d)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *GradientSync[T]) afterStep(ctx context.Context) {
+	s.mu.Lock()
+	step := s.step
+	every := int64(s.cfg.BandwidthMonitorInterval)
+	var st Stats
+	if step%every == 0 {
+		st = Stats{AverageBandwidth: s.mon.averageBandwidth(), Operations: s.mon.ops, BytesMoved: s.mon.totalBytes,
+			CurrentStrategy: s.cur, Steps: step, Switches: s.switches}
+	}
+	s.mu.Unlock()
+	if step%every == 0 {
+		s.log.InfoContext(ctx, "gocoll: gradient sync", "rank", s.c.rank, "step", st.Steps,
+			"avg_GBps", st.AverageBandwidth/1e9, "operations", st.Operations, "bytes", st.BytesMoved,
+			"strategy", st.CurrentStrategy.String(), "switches", st.Switches, "pending_async", s.c.PendingAsync())
+	}
+}
+
+// evaluate is the adaptive selector: SwitchCooldown steps after the last
+// evaluation it probes every other candidate for ProbeSteps steps, then all
+// ranks agree on the measurements (the maximum over ranks of each
+// strategy's recent time per byte: a collective is as slow as its slowest
+// rank) and switch together, at the same step, if the best candidate is
+// faster than the current strategy by SwitchThreshold.
+func (s *GradientSync[T]) evaluate(ctx context.Context, bytes int) error {
+	if !s.cfg.AdaptiveCommunication || s.c.g.n == 1 {
+		return nil
+	}
+	s.mu.Lock()
+	step := s.step
+	if len(s.probe) > 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.lastEval < 0 {
+		// A probe round just ended: compare now.
+		s.lastEval = step
+		cls := sizeClass(bytes)
+		for i, st := range s.opts.Candidates {
+			v, n := s.mon.secsPerByte(st, cls)
+			if n == 0 {
+				v = math.Inf(1)
+			}
+			s.vec[i] = v
+		}
+		s.mu.Unlock()
+		// Agreement: every rank gets the same vector.
+		if err := AllReduceWith(ctx, s.c, s.vec, s.vec, Max, Direct); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		best, cur := -1, math.Inf(1)
+		for i, st := range s.opts.Candidates {
+			if best < 0 || s.vec[i] < s.vec[best] {
+				best = i
+			}
+			if st == s.cur {
+				cur = s.vec[i]
+			}
+		}
+		if best >= 0 && s.opts.Candidates[best] != s.cur && (s.cur == Auto || cur/s.vec[best] >= s.opts.SwitchThreshold) {
+			from := s.cur
+			s.cur = s.opts.Candidates[best]
+			s.lastSw = step
+			s.switches++
+			s.log.InfoContext(ctx, "gocoll: strategy switched", "rank", s.c.rank, "step", step, "from", from.String(),
+				"to", s.cur.String(), "speedup", cur/s.vec[best])
+		}
+		return nil
+	}
+	if step-s.lastEval >= int64(s.opts.SwitchCooldown) && step-s.lastSw >= int64(s.opts.SwitchCooldown) {
+		// Start a probe round: the current strategy keeps its own samples
+		// fresh between probes; each other candidate runs ProbeSteps steps.
+		s.probe = s.probe[:0]
+		for _, st := range s.opts.Candidates {
+			if st == s.cur {
+				continue
+			}
+			for i := 0; i < s.opts.ProbeSteps; i++ {
+				s.probe = append(s.probe, st)
+			}
+		}
+		// The current strategy runs too, last, so it is compared on
+		// samples as fresh as the others'.
+		for i := 0; i < s.opts.ProbeSteps; i++ {
+			s.probe = append(s.probe, s.cur)
+		}
+		s.lastEval = -1
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// topK sends only the k largest-magnitude elements of grads (plus the
+// residual of earlier steps with ErrorCorrection): each rank selects its
+// top k, every rank gathers all ranks' (index, value) pairs and sums them
+// in rank order into a dense result, then divides by N. What was not sent
+// stays in the residual and is added to the next step's gradient (Deep
+// Gradient Compression's error feedback).
+func (s *GradientSync[T]) topK(ctx context.Context, grads []T) error {
+	n := len(grads)
+	if n == 0 {
+		return s.collective(ctx, grads)
+	}
+	k := int(float64(s.cfg.CompressionRatio) * float64(n))
+	if k < 1 {
+		k = 1 // never 0
+	}
+	if k > n {
+		k = n
+	}
+	N := s.c.g.n
+	if cap(s.acc) < n {
+		s.acc = make([]T, n)
+		s.order = make([]int, n)
+	}
+	if s.cfg.ErrorCorrection && len(s.residual) != n {
+		s.residual = make([]T, n)
+	}
+	if cap(s.idx) < k {
+		s.idx = make([]float64, k)
+		s.val = make([]T, k)
+	}
+	if cap(s.allIdx) < k*N {
+		s.allIdx = make([]float64, k*N)
+		s.allVal = make([]T, k*N)
+	}
+	acc := s.acc[:n]
+	for i, g := range grads {
+		if s.cfg.ErrorCorrection {
+			acc[i] = g + s.residual[i]
+		} else {
+			acc[i] = g
+		}
+	}
+	selectTopK(acc, s.order[:n], k)
+	idx, val := s.idx[:k], s.val[:k]
+	for j, i := range s.order[:k] {
+		idx[j] = float64(i)
+		val[j] = acc[i]
+	}
+	if s.cfg.ErrorCorrection {
+		copy(s.residual, acc)
+		for _, i := range s.order[:k] {
+			s.residual[i] = 0
+		}
+	}
+	start := time.Now()
+	if err := AllGather(ctx, s.c, idx, s.allIdx[:k*N]); err != nil {
+		return err
+	}
+	if err := AllGather(ctx, s.c, val, s.allVal[:k*N]); err != nil {
+		return err
+	}
+	d := time.Since(start)
+	for i := range grads {
+		grads[i] = 0
+	}
+	for j, fi := range s.allIdx[:k*N] {
+		i := int(fi)
+		grads[i] += s.allVal[j]
+	}
+	scale := T(1 / float64(N))
+	for i := range grads {
+		grads[i] *= scale
+	}
+	s.mu.Lock()
+	s.mon.record(s.cur, k*N*(8+dtypeOf[T]().Size()), d)
+	s.mon.ops++ // two gathers
+	s.mu.Unlock()
+	return nil
+}
+
+// Residual returns a copy of the error-feedback residual (nil without
+// ErrorCorrection or before the first compressed step).
+func (s *GradientSync[T]) Residual() []T {
+	return append([]T(nil), s.residual...)
+}
+
+// selectTopK puts the indices of the k largest |x| first in order (ties by
+// lower index; NaN counts as larger than any number, so it propagates and
+// never breaks the selection).
+func selectTopK[T Float](x []T, order []int, k int) {
+	for i := range order {
+		order[i] = i
+	}
+	key := func(i int) float64 {
+		v := float64(x[i])
+		if v != v {
+			return math.Inf(1)
+		}
+		return math.Abs(v)
+	}
+	less := func(a, b int) bool {
+		ka, kb := key(a), key(b)
+		if ka != kb {
+			return ka > kb
+		}
+		return a < b
+	}
+	// Quickselect to put the k largest first, then sort those k by index
+	// for a stable exchange order.
+	lo, hi := 0, len(order)-1
+	for lo < hi {
+		p := order[(lo+hi)/2]
+		i, j := lo, hi
+		for i <= j {
+			for less(order[i], p) {
+				i++
+			}
+			for less(p, order[j]) {
+				j--
+			}
+			if i <= j {
+				order[i], order[j] = order[j], order[i]
+				i++
+				j--
+			}
+		}
+		if k-1 <= j {
+			hi = j
+		} else if k-1 >= i {
+			lo = i
+		} else {
+			break
+		}
+	}
+	sort.Ints(order[:k])
+}

@@ -1,0 +1,403 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newSyncs[T Float](t *testing.T, g *Group, o SyncOptions) []*GradientSync[T] {
+	t.Helper()
+	o.Logger = quiet
+	out := make([]*GradientSync[T], g.Size())
+	for r := range out {
+		s, err := NewGradientSync[T](g.Comm(r), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[r] = s
+	}
+	return out
+}
+
+// TestGradientSyncStats: the counters are the counts of what was done.
+func TestGradientSyncStats(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 3, func(o *Options) { o.Config.AdaptiveCommunication = false; o.Config.Strategy = Ring })
+		ss := newSyncs[float32](t, g, SyncOptions{})
+		const steps, n = 7, 1001
+		grads := make([][]float32, 3)
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			grads[c.Rank()] = make([]float32, n)
+			for s := 0; s < steps; s++ {
+				for i := range grads[c.Rank()] {
+					grads[c.Rank()][i] = float32(c.Rank() + i%5)
+				}
+				if err := ss[c.Rank()].Sync(context.Background(), grads[c.Rank()]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		for r, s := range ss {
+			st := s.Stats()
+			if st.Steps != steps || st.Operations != steps || st.BytesMoved != steps*n*4 || st.PendingAsync != 0 || st.CurrentStrategy != Ring {
+				t.Errorf("%s rank %d: stats %+v", bk, r, st)
+			}
+			if !(st.AverageBandwidth > 0) {
+				t.Errorf("%s rank %d: average bandwidth %v", bk, r, st.AverageBandwidth)
+			}
+			for i, v := range grads[r] {
+				if want := float32(1 + i%5); v != want {
+					t.Fatalf("%s rank %d element %d: %v, want mean %v", bk, r, i, v, want)
+				}
+			}
+		}
+	}
+}
+
+// TestAdaptiveSwitchAgreed slows the device down for real (a delay before
+// every submission, at the backend seam): the ring, which submits 2(N-1)
+// times per slice, becomes several times slower than the one-submission
+// direct strategy. The selector must not switch inside the cooldown, then
+// switch, on every rank at the same step, to the same strategy.
+func TestAdaptiveSwitchAgreed(t *testing.T) {
+	g := openGroup(t, "host", 4, func(o *Options) {
+		o.Config.Strategy = Ring
+		o.Config.AdaptiveCommunication = true
+	})
+	for r := 0; r < 4; r++ {
+		g.devs[r].(interface{ SetDelay(time.Duration) }).SetDelay(2 * time.Millisecond)
+	}
+	const cooldown = 10
+	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: cooldown, EvaluationWindow: 4, ProbeSteps: 2,
+		Candidates: []Strategy{Ring, Direct}})
+	const steps = cooldown + 8
+	type obs struct {
+		step     int64
+		strategy Strategy
+		switches int
+	}
+	seen := make([][]obs, 4)
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		grads := make([]float32, 4096)
+		for s := 0; s < steps; s++ {
+			if err := ss[c.Rank()].Sync(context.Background(), grads); err != nil {
+				return err
+			}
+			st := ss[c.Rank()].Stats()
+			seen[c.Rank()] = append(seen[c.Rank()], obs{st.Steps, st.CurrentStrategy, st.Switches})
+		}
+		return nil
+	}))
+	for r := 1; r < 4; r++ {
+		for i := range seen[0] {
+			if seen[r][i] != seen[0][i] {
+				t.Fatalf("rank %d disagrees with rank 0 at step %d: %+v vs %+v", r, i+1, seen[r][i], seen[0][i])
+			}
+		}
+	}
+	for _, o := range seen[0] {
+		if o.step < cooldown && o.switches != 0 {
+			t.Fatalf("switched at step %d, inside the %d-step cooldown", o.step, cooldown)
+		}
+	}
+	last := seen[0][len(seen[0])-1]
+	if last.switches != 1 || last.strategy != Direct {
+		t.Fatalf("after %d steps: %+v, want one switch to direct", steps, last)
+	}
+	ring, _ := ss[0].Monitor(Ring, 4096*4)
+	direct, _ := ss[0].Monitor(Direct, 4096*4)
+	t.Logf("measured: ring %.0f us, direct %.0f us per call; switched at step %d", ring*4096*4*1e6, direct*4096*4*1e6, ss[0].Stats().LastSwitchStep)
+}
+
+// TestAdaptiveNoSwitchWithoutGain: equal strategies do not switch.
+func TestAdaptiveNoSwitchWithoutGain(t *testing.T) {
+	g := openGroup(t, "host", 2, func(o *Options) { o.Config.Strategy = Direct })
+	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: 3, ProbeSteps: 1, SwitchThreshold: 1e6,
+		Candidates: []Strategy{Direct, Pipelined}})
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		for s := 0; s < 12; s++ {
+			if err := ss[c.Rank()].Sync(context.Background(), make([]float32, 100)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	if st := ss[0].Stats(); st.Switches != 0 {
+		t.Errorf("switched without a gain: %+v", st)
+	}
+}
+
+// TestAsyncAndSynchronize: asynchronous steps overlap the caller and give
+// the same results.
+func TestAsyncAndSynchronize(t *testing.T) {
+	defer goleak.VerifyNone(t, leakOpts...)
+	for _, bk := range backendsUnderTest(t) {
+		func() {
+			g, err := NewGroup(context.Background(), Options{Ranks: 3, Backend: bk, Config: func() Config {
+				c := testConfig()
+				c.AsyncParamUpdates = true
+				c.AdaptiveCommunication = false
+				return c
+			}()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			ss := newSyncs[float64](t, g, SyncOptions{})
+			const steps = 5
+			bufs := make([][][]float64, 3)
+			noErrors(t, onRanks(g, func(c *Comm) error {
+				for s := 0; s < steps; s++ {
+					b := make([]float64, 777)
+					for i := range b {
+						b[i] = float64(c.Rank()*s + i)
+					}
+					bufs[c.Rank()] = append(bufs[c.Rank()], b)
+					ss[c.Rank()].SyncAsync(context.Background(), b)
+				}
+				return ss[c.Rank()].Synchronize(context.Background())
+			}))
+			for r := range bufs {
+				for s, b := range bufs[r] {
+					for i, v := range b {
+						if want := float64(s) + float64(i); v != want {
+							t.Fatalf("%s rank %d step %d element %d: %v, want %v", bk, r, s, i, v, want)
+						}
+					}
+				}
+				if st := ss[r].Stats(); st.PendingAsync != 0 || st.Steps != steps {
+					t.Errorf("%s rank %d: %+v", bk, r, st)
+				}
+			}
+			// AllReduceAsync on plain slices.
+			noErrors(t, onRanks(g, func(c *Comm) error {
+				d := []float32{float32(c.Rank()), 1}
+				w := AllReduceAsync(context.Background(), c, d, Sum)
+				if err := w.Wait(context.Background()); err != nil {
+					return err
+				}
+				if !w.Done() || d[0] != 3 || d[1] != 3 {
+					return fmt.Errorf("async result %v", d)
+				}
+				return nil
+			}))
+		}()
+	}
+}
+
+// TestAsyncTimeoutNoLeak: one rank withholds its call; every other rank's
+// Work fails with ErrTimeout within the timeout plus max(10%, 250 ms), the
+// group is broken, and no goroutine outlives Close.
+func TestAsyncTimeoutNoLeak(t *testing.T) {
+	defer goleak.VerifyNone(t, leakOpts...)
+	const timeout = 400 * time.Millisecond
+	g, err := NewGroup(context.Background(), Options{Ranks: 4, Backend: "host", Config: func() Config {
+		c := testConfig()
+		c.CommunicationTimeout = timeout
+		c.AsyncParamUpdates = true
+		return c
+	}()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var works []*Work
+	for r := 0; r < 3; r++ { // rank 3 never calls
+		works = append(works, AllReduceAsync(context.Background(), g.Comm(r), make([]float32, 100), Sum))
+	}
+	for r, w := range works {
+		err := w.Wait(context.Background())
+		el := time.Since(start)
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("rank %d: %v, want ErrTimeout", r, err)
+		}
+		if el > timeout+max(timeout/10, 250*time.Millisecond) {
+			t.Errorf("rank %d: returned after %v, want <= %v + 250ms", r, el, timeout)
+		}
+	}
+	if err := AllReduce(context.Background(), g.Comm(0), []float32{1}, Sum); !errors.Is(err, ErrGroupBroken) || !errors.Is(err, ErrTimeout) {
+		t.Errorf("after the timeout: %v, want a broken group carrying the timeout", err)
+	}
+	w := AllReduceAsync(context.Background(), g.Comm(1), []float32{1}, Sum)
+	if err := w.Wait(context.Background()); !errors.Is(err, ErrGroupBroken) {
+		t.Errorf("async on a broken group: %v", err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTopKErrorFeedback: over many steps, what top-k delivers plus what is
+// still in the residuals equals what dense all-reduce would have delivered.
+func TestTopKErrorFeedback(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		const ranks, n, steps = 3, 1000, 25
+		g := openGroup(t, bk, ranks, func(o *Options) {
+			o.Config.GradientCompression = true
+			o.Config.CompressionRatio = 0.05
+			o.Config.ErrorCorrection = true
+			o.Config.AdaptiveCommunication = false
+		})
+		ss := newSyncs[float64](t, g, SyncOptions{})
+		sparse := make([][]float64, ranks)
+		dense := make([]float64, n)
+		rngs := make([]*rand.Rand, ranks)
+		for r := range rngs {
+			rngs[r] = rand.New(rand.NewPCG(uint64(r), 7))
+			sparse[r] = make([]float64, n)
+		}
+		grads := make([][][]float64, steps)
+		for s := range grads {
+			grads[s] = make([][]float64, ranks)
+			for r := range grads[s] {
+				grads[s][r] = make([]float64, n)
+				for i := range grads[s][r] {
+					grads[s][r][i] = math.Round(rngs[r].NormFloat64() * 64)
+					dense[i] += grads[s][r][i] / ranks
+				}
+			}
+		}
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			for s := 0; s < steps; s++ {
+				b := append([]float64(nil), grads[s][c.Rank()]...)
+				if err := ss[c.Rank()].Sync(context.Background(), b); err != nil {
+					return err
+				}
+				for i, v := range b {
+					sparse[c.Rank()][i] += v
+				}
+			}
+			return nil
+		}))
+		resid := make([]float64, n)
+		for r := 0; r < ranks; r++ {
+			for i, v := range ss[r].Residual() {
+				resid[i] += v / ranks
+			}
+			if !bitsEqual(sparse[r], sparse[0]) {
+				t.Fatalf("%s: rank %d's compressed results differ from rank 0's", bk, r)
+			}
+		}
+		for i := range dense {
+			if d := math.Abs(sparse[0][i] + resid[i] - dense[i]); d > 1e-9*math.Max(1, math.Abs(dense[i])) {
+				t.Fatalf("%s element %d: delivered %v + residual %v != dense %v", bk, i, sparse[0][i], resid[i], dense[i])
+			}
+		}
+	}
+}
+
+func TestTopKEdgeCases(t *testing.T) {
+	g := openGroup(t, "host", 2, func(o *Options) {
+		o.Config.GradientCompression = true
+		o.Config.CompressionRatio = 1e-6 // k would round to 0: it is 1
+		o.Config.AdaptiveCommunication = false
+	})
+	ss := newSyncs[float32](t, g, SyncOptions{})
+	res := make([][]float32, 2)
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		b := []float32{1, -9, 3, float32(math.NaN())}
+		if c.Rank() == 1 {
+			b = []float32{0, 2, -4, 1}
+		}
+		res[c.Rank()] = b
+		return ss[c.Rank()].Sync(context.Background(), b)
+	}))
+	// Rank 0 sends its NaN (the largest magnitude), rank 1 its -4.
+	if !math.IsNaN(float64(res[0][3])) || res[0][2] != -2 || res[0][0] != 0 || res[0][1] != 0 {
+		t.Errorf("got %v", res[0])
+	}
+	// selectTopK against a sort.
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 200; trial++ {
+		n := 1 + rng.IntN(300)
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.IntN(21) - 10) // many ties
+		}
+		k := 1 + rng.IntN(n)
+		order := make([]int, n)
+		selectTopK(x, order, k)
+		ref := make([]int, n)
+		for i := range ref {
+			ref[i] = i
+		}
+		sort.SliceStable(ref, func(a, b int) bool { return math.Abs(float64(x[ref[a]])) > math.Abs(float64(x[ref[b]])) })
+		want := append([]int(nil), ref[:k]...)
+		sort.Ints(want)
+		got := append([]int(nil), order[:k]...)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("n=%d k=%d: top-k %v, want %v", n, k, got, want)
+			}
+		}
+	}
+}
+
+// TestFusion: 100 tensors reduce to the same result as per-tensor calls with
+// a few collectives.
+func TestFusion(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 3, func(o *Options) { o.Config.AdaptiveCommunication = false })
+		ss := newSyncs[float32](t, g, SyncOptions{FusionBytes: 64 << 10})
+		sizes := make([]int, 100)
+		for i := range sizes {
+			sizes[i] = 1 + (i*37)%900
+		}
+		sizes[50] = 40000 // larger than a bucket: reduced on its own
+		fused := make([][][]float32, 3)
+		single := make([][][]float32, 3)
+		for r := range fused {
+			for i, n := range sizes {
+				a := make([]float32, n)
+				for j := range a {
+					a[j] = float32((r+1)*(i+j)%13) - 6
+				}
+				fused[r] = append(fused[r], a)
+				single[r] = append(single[r], append([]float32(nil), a...))
+			}
+		}
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			if err := ss[c.Rank()].SyncAll(context.Background(), fused[c.Rank()]); err != nil {
+				return err
+			}
+			for _, a := range single[c.Rank()] {
+				if err := AllReduce(context.Background(), c, a, Mean); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		for r := range fused {
+			for i := range fused[r] {
+				if !bitsEqual(fused[r][i], single[r][i]) {
+					t.Fatalf("%s rank %d tensor %d: fused result differs", bk, r, i)
+				}
+			}
+		}
+		st := ss[0].Stats()
+		if st.Operations > 6 || st.Steps != 1 {
+			t.Errorf("%s: 100 tensors took %d collectives in %d steps", bk, st.Operations, st.Steps)
+		}
+		t.Logf("%s: 100 tensors in %d collectives", bk, st.Operations)
+	}
+}
+
+var _ = sync.Mutex{}
+
+// leakOpts ignore the goroutines that exist before the test and the host
+// backend's process-wide kernel worker pool (started once, on first use).
+var leakOpts = []goleak.Option{goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.startPool.func1.1")}
