@@ -14,6 +14,10 @@ type call struct {
 	scale float64 // applied once, by the rank that finishes a chunk's reduction
 	work  backend.Buffer
 	base  int // byte offset of element 0 in work
+	// wire, when set, converts every exchanged slice to a 16-bit format
+	// (ring only; see wire.go).
+	wire backend.WireFormat
+	comp backend.Compressor
 }
 
 func (k *call) region(lo, hi int) backend.Region {
@@ -84,17 +88,17 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 		lo, hi := chunkRange(n, chunkLen, sc)
 		a, b := sliceRange(lo, hi, slice, j)
 		if b > a {
-			slot, dst, err := c.reserve(ctx, right, (b-a)*k.es)
+			slot, dst, err := c.reserve(ctx, right, k.wireBytes(b-a))
 			if err != nil {
 				return err
 			}
-			if err := c.rec(c.dev.Stream().Copy(dst, k.region(a, b))); err != nil {
+			if err := c.rec(k.sendInto(c.dev.Stream(), dst, k.region(a, b), false)); err != nil {
 				return err
 			}
 			if err := c.flush(ctx); err != nil {
 				return err
 			}
-			c.post(right, slot, (b-a)*k.es, msg{})
+			c.post(right, slot, k.wireBytes(b-a), msg{})
 		}
 		for s := 0; s < km-1; s++ {
 			rc := mod(i+off-2-s, km)
@@ -108,8 +112,15 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 				return err
 			}
 			dst := k.region(a, b)
-			c.srcs2[0], c.srcs2[1] = dst, in
 			st := c.dev.Stream()
+			if k.wire != 0 {
+				scratch := backend.Region{Buf: c.inbox, Off: c.g.slotBytes, Len: (b - a) * k.es}
+				if err := c.rec(k.comp.Unpack(k.wire, scratch, in)); err != nil {
+					return err
+				}
+				in = scratch
+			}
+			c.srcs2[0], c.srcs2[1] = dst, in
 			if err := c.rec(st.Reduce(k.op, k.dt, dst, c.srcs2[:2], 1)); err != nil {
 				return err
 			}
@@ -117,11 +128,11 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 			var slot int
 			var out backend.Region
 			if !last {
-				slot, out, err = c.reserve(ctx, right, (b-a)*k.es)
+				slot, out, err = c.reserve(ctx, right, k.wireBytes(b-a))
 				if err != nil {
 					return err
 				}
-				if err := c.rec(st.Copy(out, dst)); err != nil {
+				if err := c.rec(k.sendInto(st, out, dst, false)); err != nil {
 					return err
 				}
 			}
@@ -129,7 +140,7 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 				return err
 			}
 			if !last {
-				c.post(right, slot, (b-a)*k.es, msg{})
+				c.post(right, slot, k.wireBytes(b-a), msg{})
 			}
 		}
 	}
@@ -231,17 +242,17 @@ func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chu
 		lo, hi := chunkRange(n, chunkLen, sc)
 		a, b := sliceRange(lo, hi, slice, j)
 		if b > a {
-			slot, out, err := c.reserve(ctx, right, (b-a)*k.es)
+			slot, out, err := c.reserve(ctx, right, k.wireBytes(b-a))
 			if err != nil {
 				return err
 			}
-			if err := c.rec(c.dev.Stream().Copy(out, k.region(a, b))); err != nil {
+			if err := c.rec(k.sendInto(c.dev.Stream(), out, k.region(a, b), false)); err != nil {
 				return err
 			}
 			if err := c.flush(ctx); err != nil {
 				return err
 			}
-			c.post(right, slot, (b-a)*k.es, msg{})
+			c.post(right, slot, k.wireBytes(b-a), msg{})
 		}
 		for s := 0; s < km-1; s++ {
 			rc := mod(i+off-1-s, km)
@@ -255,18 +266,23 @@ func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chu
 				return err
 			}
 			st := c.dev.Stream()
-			if err := c.rec(st.Copy(k.region(a, b), in)); err != nil {
+			if k.wire != 0 {
+				err = k.comp.Unpack(k.wire, k.region(a, b), in)
+			} else {
+				err = st.Copy(k.region(a, b), in)
+			}
+			if err := c.rec(err); err != nil {
 				return err
 			}
 			last := s == km-2
 			var slot int
 			if !last {
 				var out backend.Region
-				slot, out, err = c.reserve(ctx, right, (b-a)*k.es)
+				slot, out, err = c.reserve(ctx, right, k.wireBytes(b-a))
 				if err != nil {
 					return err
 				}
-				if err := c.rec(st.Copy(out, in)); err != nil {
+				if err := c.rec(k.sendInto(st, out, in, true)); err != nil {
 					return err
 				}
 			}
@@ -274,7 +290,7 @@ func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chu
 				return err
 			}
 			if !last {
-				c.post(right, slot, (b-a)*k.es, msg{})
+				c.post(right, slot, k.wireBytes(b-a), msg{})
 			}
 		}
 	}

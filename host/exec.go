@@ -38,6 +38,10 @@ func (e *executor) run(b *batch) {
 // exec executes one command, in chunks over the pool when it is large. The
 // result does not depend on the chunking: every element is computed alone.
 func (e *executor) exec(c *command, srcs [][]byte) {
+	if c.kind >= cmdPack {
+		execCompress(c)
+		return
+	}
 	n, threshold, minChunk, align := len(c.dst), parallelBytes, chunkBytes, 1
 	if c.kind != cmdCopy {
 		n /= c.dt.Size()

@@ -24,6 +24,9 @@ const (
 	cmdCopy cmdKind = iota
 	cmdReduce
 	cmdScale
+	cmdPack   // f32 -> 16-bit wire format
+	cmdUnpack // 16-bit wire format -> f32
+	cmdTopK
 )
 
 // command is one recorded command. Regions are resolved to byte slices when
@@ -38,6 +41,9 @@ type command struct {
 	src      []byte // copy and scale
 	srcLo    int    // reduce: the sources are batch.srcs[srcLo:srcHi]
 	srcHi    int
+	wire     backend.WireFormat // pack, unpack
+	idx      []byte             // topk: the indices out
+	k        int                // topk
 }
 
 // batch is the work of one submission. Batches are recycled through the

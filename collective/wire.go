@@ -1,0 +1,119 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Wire compression: the ring all-reduce of f32 data with every exchanged
+// slice converted to a 16-bit format (half or bfloat16) on the device before
+// it leaves and converted back after it arrives, halving the bytes moved.
+// Reductions stay in f32; each hop rounds the partial sum it forwards, so
+// the error grows with the rank count (see WireErrorBound). The owner of
+// each reduced chunk rounds its own copy too, so all ranks still end
+// bitwise identical.
+
+// WireErrorBound is the documented bound of wire compression for a sum of
+// N ranks' inputs x_r: |result - exact| <= N * u * sum_r |x_r| (+ the f32
+// summation error), with u = 2^-11 for half and 2^-8 for bfloat16, as long
+// as no partial sum leaves the format's range (half: 65504).
+func WireErrorBound(f backend.WireFormat, ranks int, sumAbs float64) float64 {
+	u := 0x1p-11
+	if f == backend.BF16 {
+		u = 0x1p-8
+	}
+	return float64(ranks) * (u + 0x1p-24) * sumAbs
+}
+
+// AllReduceWire all-reduces f32 data in place with a ring whose exchange
+// is compressed to f (backend.F16 or backend.BF16). The backend must offer
+// compression kernels (backend.Compressor): host and vulkan do.
+func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backend.WireFormat) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if f != backend.F16 && f != backend.BF16 {
+		return c.invalidCall(ctx, invalidArg("rank %d: AllReduceWire: unknown wire format %d", c.rank, int(f)))
+	}
+	if !op.Valid() {
+		return c.invalidCall(ctx, invalidArg("rank %d: unknown op %d", c.rank, int(op)))
+	}
+	comp, ok := c.dev.Stream().(backend.Compressor)
+	if !ok {
+		return c.invalidCall(ctx, fmt.Errorf("collective: rank %d: the %s backend has no compression kernels: %w", c.rank, c.g.bk, ErrUnsupported))
+	}
+	n := len(data)
+	if err := c.begin(ctx, fingerprint{kind: collAllReduce, op: op, dt: backend.F32, count: int64(n), root: int32(f), strategy: Ring}, "AllReduceWire fingerprint check"); err != nil {
+		return err
+	}
+	defer c.leave()
+	if n == 0 || c.g.n == 1 {
+		return nil
+	}
+	k := &c.k
+	if err := c.prepare(k, backend.F32, op, n, asBytes(data), 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	k.wire = f
+	k.comp = comp
+	members := c.g.all
+	km := len(members)
+	chunkLen := ceilDiv(n, km)
+	i := c.position(members)
+	if err := c.ringReduceScatter(ctx, k, members, n, chunkLen, 0, 1); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	lo, hi := chunkRange(n, chunkLen, mod(i+1, km))
+	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	// Round the owned chunk as the others will receive it.
+	slice := c.wireSlice(k)
+	for a := lo; a < hi; a += slice {
+		b := min(a+slice, hi)
+		tmp := backend.Region{Buf: c.inbox, Off: 0, Len: packedLen(b - a)}
+		if err := c.rec(comp.Pack(f, tmp, k.region(a, b))); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+		if err := c.rec(comp.Unpack(f, k.region(a, b), tmp)); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+		if err := c.flush(ctx); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+	}
+	if err := c.ringAllGather(ctx, k, members, n, chunkLen, 1); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.work.Read(0, asBytes(data)); err != nil {
+		return c.fail(err, true, nil, nil)
+	}
+	return nil
+}
+
+// packedLen is the byte length of n elements in a 16-bit wire format,
+// rounded up to whole 4-byte words.
+func packedLen(n int) int { return (2*n + 3) &^ 3 }
+
+// wireSlice is the elements per exchanged slice: the slot holds the f32
+// slice on the receiving side (it is unpacked into an inbox slot).
+func (c *Comm) wireSlice(k *call) int { return c.g.slotBytes / k.es }
+
+// send records src (a slice of the device buffer or an inbox region) into
+// the outbox region out: a copy, or a conversion to the wire format.
+func (k *call) sendInto(st backend.Stream, out, src backend.Region, packed bool) error {
+	if k.wire == 0 || packed {
+		return st.Copy(out, src)
+	}
+	return k.comp.Pack(k.wire, out, src)
+}
+
+// wireBytes is the message length of a slice of m elements.
+func (k *call) wireBytes(m int) int {
+	if k.wire == 0 {
+		return m * k.es
+	}
+	return packedLen(m)
+}
