@@ -8,6 +8,9 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
 )
 
 // SyncOptions tune a GradientSync beyond the group's Config.
@@ -30,6 +33,10 @@ type SyncOptions struct {
 	// FusionBytes is the size of the buckets SyncAll packs small tensors
 	// into. 0 means 4 MiB.
 	FusionBytes int
+	// Wire, when set (backend.F16 or backend.BF16), compresses the dense
+	// all-reduce of float32 gradients on the wire (ring strategy; see
+	// AllReduceWire).
+	Wire backend.WireFormat
 	// Logger receives the monitor's log lines every
 	// Config.BandwidthMonitorInterval steps; nil means slog.Default().
 	Logger *slog.Logger
@@ -77,6 +84,10 @@ type GradientSync[T Float] struct {
 	allIdx   []float64
 	allVal   []T
 	bucket   []T
+	dAcc     backend.Buffer // device copies for top-k selection on the device
+	dIdx     backend.Buffer
+	dVal     backend.Buffer
+	idxBuf   []uint32
 
 	pendMu  sync.Mutex
 	pending []*Work
@@ -118,6 +129,9 @@ func NewGradientSync[T Float](c *Comm, opts SyncOptions) (*GradientSync[T], erro
 		return nil, &ConfigError{Field: "ProbeSteps", Reason: "must be >= 1"}
 	case opts.FusionBytes < 8:
 		return nil, &ConfigError{Field: "FusionBytes", Reason: "must be >= 8"}
+	}
+	if opts.Wire != 0 && (dtypeOf[T]() != backend.F32 || (opts.Wire != backend.F16 && opts.Wire != backend.BF16)) {
+		return nil, &ConfigError{Field: "Wire", Reason: "wire compression takes float32 gradients and F16 or BF16"}
 	}
 	for _, s := range opts.Candidates {
 		if s <= Auto || s > Direct {
@@ -287,7 +301,14 @@ func (s *GradientSync[T]) strategyForStep() Strategy {
 func (s *GradientSync[T]) collective(ctx context.Context, data []T) error {
 	st := s.strategyForStep()
 	start := time.Now()
-	err := AllReduceWith(ctx, s.c, data, data, Mean, st)
+	var err error
+	if s.opts.Wire != 0 {
+		st = Ring
+		f32 := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), len(data))
+		err = AllReduceWire(ctx, s.c, f32, Mean, s.opts.Wire)
+	} else {
+		err = AllReduceWith(ctx, s.c, data, data, Mean, st)
+	}
 	d := time.Since(start)
 	if err != nil {
 		return err
@@ -433,8 +454,12 @@ func (s *GradientSync[T]) topK(ctx context.Context, grads []T) error {
 			acc[i] = g
 		}
 	}
-	selectTopK(acc, s.order[:n], k)
 	idx, val := s.idx[:k], s.val[:k]
+	if onDevice, err := s.selectOnDevice(ctx, acc, k); err != nil {
+		return err
+	} else if !onDevice {
+		selectTopK(acc, s.order[:n], k)
+	}
 	for j, i := range s.order[:k] {
 		idx[j] = float64(i)
 		val[j] = acc[i]
@@ -526,4 +551,55 @@ func selectTopK[T Float](x []T, order []int, k int) {
 		}
 	}
 	sort.Ints(order[:k])
+}
+
+// selectOnDevice runs the top-k selection with the backend's kernel when it
+// has one (backend.Compressor), leaving the indices in s.order[:k]. It
+// reports false when the backend has none (the host selection runs then).
+func (s *GradientSync[T]) selectOnDevice(ctx context.Context, acc []T, k int) (bool, error) {
+	c := s.c
+	comp, ok := c.dev.Stream().(backend.Compressor)
+	dt := dtypeOf[T]()
+	if !ok || (dt == backend.F64 && !c.info.Float64) {
+		return false, nil
+	}
+	if err := c.enter(); err != nil {
+		return false, err
+	}
+	defer c.leave()
+	es := dt.Size()
+	n := len(acc)
+	for _, b := range []struct {
+		buf  *backend.Buffer
+		size int
+	}{{&s.dAcc, n * es}, {&s.dIdx, 4 * k}, {&s.dVal, k * es}} {
+		if err := c.ensureMem(b.buf, b.size, backend.DeviceLocal); err != nil {
+			return false, err
+		}
+	}
+	if err := s.dAcc.Write(0, asBytes(acc)); err != nil {
+		return false, err
+	}
+	if err := comp.TopK(dt, backend.Region{Buf: s.dAcc, Len: n * es}, k,
+		backend.Region{Buf: s.dIdx, Len: 4 * k}, backend.Region{Buf: s.dVal, Len: k * es}); err != nil {
+		return false, err
+	}
+	f, err := c.dev.Stream().Submit()
+	if err != nil {
+		return false, err
+	}
+	if err := f.Wait(ctx); err != nil {
+		return false, err
+	}
+	if cap(s.idxBuf) < k {
+		s.idxBuf = make([]uint32, k)
+	}
+	ib := s.idxBuf[:k]
+	if err := s.dIdx.Read(0, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(ib))), 4*k)); err != nil {
+		return false, err
+	}
+	for j, i := range ib {
+		s.order[j] = int(i)
+	}
+	return true, nil
 }

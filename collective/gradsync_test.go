@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocoll/gocoll/backend"
 	"go.uber.org/goleak"
 )
 
@@ -401,3 +402,29 @@ var _ = sync.Mutex{}
 // leakOpts ignore the goroutines that exist before the test and the host
 // backend's process-wide kernel worker pool (started once, on first use).
 var leakOpts = []goleak.Option{goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.startPool.func1.1")}
+
+// TestGradientSyncWire: f16 and bf16 wire compression through SyncOptions.
+func TestGradientSyncWire(t *testing.T) {
+	g := openGroup(t, "host", 3, func(o *Options) { o.Config.AdaptiveCommunication = false })
+	for _, f := range []backend.WireFormat{backend.F16, backend.BF16} {
+		ss := newSyncs[float32](t, g, SyncOptions{Wire: f})
+		res := make([][]float32, 3)
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			b := make([]float32, 500)
+			for i := range b {
+				b[i] = float32(i%17) * 0.37 * float32(c.Rank()+1)
+			}
+			res[c.Rank()] = b
+			return ss[c.Rank()].Sync(context.Background(), b)
+		}))
+		for i, v := range res[0] {
+			exact := float64(float32(i%17)*0.37) * 2 // mean of 1x, 2x, 3x
+			if d := math.Abs(float64(v) - exact); d > WireErrorBound(f, 3, 6*math.Abs(exact)) {
+				t.Fatalf("%s element %d: %v, want %v", f, i, v, exact)
+			}
+		}
+	}
+	if _, err := NewGradientSync[float64](g.Comm(0), SyncOptions{Wire: backend.F16}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("f64 with wire compression: %v", err)
+	}
+}
