@@ -221,11 +221,11 @@ import (
 	"github.com/gocoll/gocoll/backend"
 )
 
-// Limits of the ABI.
+// Limits of the ABI (shim.h; a test keeps them in step).
 const (
-	MaxBindings  = C.GC_MAX_BINDINGS   // bindings one kernel may have
-	MaxPushBytes = C.GC_MAX_PUSH_BYTES // push-constant bytes one kernel may have
-	ABIVersion   = C.GC_ABI_VERSION
+	MaxBindings  = 16  // GC_MAX_BINDINGS: bindings one kernel may have
+	MaxPushBytes = 128 // GC_MAX_PUSH_BYTES: push-constant bytes one kernel may have
+	ABIVersion   = 1   // GC_ABI_VERSION
 )
 
 // errClosed is returned by every call on a closed Device, Buffer or Kernel.
@@ -325,13 +325,13 @@ func (v Version) String() string {
 // DeviceType is a physical device's type (VkPhysicalDeviceType).
 type DeviceType int32
 
-// Device types.
+// Device types, with the values of VkPhysicalDeviceType (GC_DEVICE_*).
 const (
-	DeviceOther      DeviceType = C.GC_DEVICE_OTHER
-	DeviceIntegrated DeviceType = C.GC_DEVICE_INTEGRATED
-	DeviceDiscrete   DeviceType = C.GC_DEVICE_DISCRETE
-	DeviceVirtual    DeviceType = C.GC_DEVICE_VIRTUAL
-	DeviceCPU        DeviceType = C.GC_DEVICE_CPU
+	DeviceOther      DeviceType = 0
+	DeviceIntegrated DeviceType = 1
+	DeviceDiscrete   DeviceType = 2
+	DeviceVirtual    DeviceType = 3
+	DeviceCPU        DeviceType = 4
 )
 
 func (t DeviceType) String() string {
@@ -1034,6 +1034,20 @@ func cStatuses() map[Status]int32 {
 		OK: C.GC_OK, InvalidArgument: C.GC_INVALID_ARGUMENT, OutOfMemory: C.GC_OUT_OF_MEMORY,
 		DeviceLost: C.GC_DEVICE_LOST, Unsupported: C.GC_UNSUPPORTED, Timeout: C.GC_TIMEOUT,
 		Backend: C.GC_BACKEND, NotReady: C.GC_NOT_READY, Unavailable: C.GC_UNAVAILABLE,
+	}
+}
+
+// cConstants returns Go constants and the C values they mirror (tests).
+func cConstants() map[string][2]int64 {
+	return map[string][2]int64{
+		"MaxBindings":      {MaxBindings, C.GC_MAX_BINDINGS},
+		"MaxPushBytes":     {MaxPushBytes, C.GC_MAX_PUSH_BYTES},
+		"ABIVersion":       {ABIVersion, C.GC_ABI_VERSION},
+		"DeviceOther":      {int64(DeviceOther), C.GC_DEVICE_OTHER},
+		"DeviceIntegrated": {int64(DeviceIntegrated), C.GC_DEVICE_INTEGRATED},
+		"DeviceDiscrete":   {int64(DeviceDiscrete), C.GC_DEVICE_DISCRETE},
+		"DeviceVirtual":    {int64(DeviceVirtual), C.GC_DEVICE_VIRTUAL},
+		"DeviceCPU":        {int64(DeviceCPU), C.GC_DEVICE_CPU},
 	}
 }
 

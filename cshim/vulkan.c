@@ -299,6 +299,14 @@ static void record_message(char *m) {
 	pthread_mutex_unlock(&msgs.mu);
 }
 
+/* first_message returns a copy of the oldest recorded message, or NULL. */
+static char *first_message(void) {
+	pthread_mutex_lock(&msgs.mu);
+	char *m = msgs.n > 0 ? format("%s", msgs.items[0]) : NULL;
+	pthread_mutex_unlock(&msgs.mu);
+	return m;
+}
+
 static VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
 						     VkDebugUtilsMessageTypeFlagsEXT types,
 						     const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
@@ -516,7 +524,8 @@ static gc_status do_init(const gc_init_options *opts, gc_error *err) {
 		const char *e = dlerror();
 		return fail(err, GC_UNAVAILABLE, 0, "dlopen %s: %s", path, e != NULL ? e : "unknown error");
 	}
-	g.gipa = (PFN_vkGetInstanceProcAddr)dlsym(g.lib, "vkGetInstanceProcAddr");
+	void *sym = dlsym(g.lib, "vkGetInstanceProcAddr");
+	memcpy(&g.gipa, &sym, sizeof g.gipa); /* ISO C has no object-to-function pointer cast */
 	if (g.gipa == NULL) {
 		const char *e = dlerror();
 		gc_status st = fail(err, GC_UNAVAILABLE, 0, "dlsym vkGetInstanceProcAddr in %s: %s", path,
@@ -634,7 +643,17 @@ static gc_status do_init(const gc_init_options *opts, gc_error *err) {
 	r = g.fn.vkCreateInstance(&ici, NULL, &g.instance);
 	if (r != VK_SUCCESS) {
 		g.instance = VK_NULL_HANDLE;
-		gc_status st = vkfail(err, r, "vkCreateInstance");
+		/* With validation on, the loader said why through the chained
+		 * messenger: its first message is the cause, worth quoting. */
+		char *why = first_message();
+		gc_status st;
+		if (why != NULL) {
+			const char *name = result_name(r);
+			st = fail(err, status_of(r), (int32_t)r, "vkCreateInstance: %s (%s)", name != NULL ? name : "error", why);
+			free(why);
+		} else {
+			st = vkfail(err, r, "vkCreateInstance");
+		}
 		if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
 			st = GC_UNAVAILABLE; /* no driver: the backend cannot run here */
 		}

@@ -1,0 +1,21 @@
+// Package vulkan is gocoll's Vulkan backend. It implements backend.Backend,
+// Device, Buffer, Stream and Fence over the C ABI of package cshim and
+// registers itself as "vulkan" (backend.Lookup("vulkan")).
+//
+// Each Open creates its own VkDevice and compute queue, so several ranks may
+// share one physical device and still exchange data for real. Reductions run
+// the kernels of package kernels (reduce_f32/f64, scale_f32/f64) with
+// pipelines created once per (kernel, op, source count, scale) and cached;
+// regions larger than the device's binding limit are split across
+// dispatches, and bindings start at offsets aligned to
+// minStorageBufferOffsetAlignment with the remainder passed as push
+// constants.
+//
+// The backend needs cgo and is left out by -tags novulkan; such a build
+// registers it as omitted, so backend.Lookup("vulkan") says why.
+//
+// Environment (read once per process, when the Vulkan instance is created):
+//
+//	GOCOLL_VULKAN_LIB=path       load libvulkan from path (a missing one makes the backend unavailable)
+//	GOCOLL_VULKAN_VALIDATION=1   enable VK_LAYER_KHRONOS_validation and record its messages
+package vulkan
