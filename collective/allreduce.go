@@ -166,15 +166,15 @@ func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backe
 	if err := c.ensureWork(n*es, dt); err != nil {
 		return c.fail(err, false, send, recv)
 	}
-	if err := c.work.Write(0, send[:n*es]); err != nil {
-		return c.fail(err, false, send, recv)
-	}
 	k := &c.k
 	*k = call{dt: dt, es: es, op: kernelOp(op), scale: scaleFor(op, g.n), work: c.work}
+	if err := c.upload(k, 0, send[:n*es]); err != nil {
+		return c.fail(err, false, send, recv)
+	}
 	if err := c.runAllReduce(ctx, k, strat, n); err != nil {
 		return c.failAfter(err, send, recv)
 	}
-	if err := c.work.Read(0, recv[:n*es]); err != nil {
+	if err := c.download(ctx, k, 0, recv[:n*es]); err != nil {
 		return c.fail(err, true, send, recv)
 	}
 	return nil

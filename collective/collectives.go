@@ -37,7 +37,7 @@ func (c *Comm) prepare(k *call, dt backend.DType, op Op, n int, src []byte, at i
 	}
 	*k = call{dt: dt, es: es, op: kernelOp(op), scale: scaleFor(op, c.g.n), work: c.work}
 	if len(src) > 0 {
-		return c.work.Write(at*es, src)
+		return c.upload(k, at, src)
 	}
 	return nil
 }
@@ -95,7 +95,7 @@ func ReduceScatter[T Float](ctx context.Context, c *Comm, send, recv []T, op Op)
 	if err := c.scaleOwned(ctx, k, c.rank*m, (c.rank+1)*m); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.work.Read(c.rank*m*k.es, asBytes(recv)); err != nil {
+	if err := c.download(ctx, k, c.rank*m, asBytes(recv)); err != nil {
 		return c.fail(err, true, nil, nil)
 	}
 	return nil
@@ -129,7 +129,7 @@ func AllGather[T Float](ctx context.Context, c *Comm, send, recv []T) error {
 			return c.failAfter(err, nil, nil)
 		}
 	}
-	if err := c.work.Read(0, asBytes(recv)); err != nil {
+	if err := c.download(ctx, k, 0, asBytes(recv)); err != nil {
 		return c.fail(err, true, nil, nil)
 	}
 	return nil
@@ -165,7 +165,7 @@ func Broadcast[T Float](ctx context.Context, c *Comm, data []T, root int) error 
 		return c.failAfter(err, nil, nil)
 	}
 	if c.rank != root {
-		if err := c.work.Read(0, asBytes(data)); err != nil {
+		if err := c.download(ctx, k, 0, asBytes(data)); err != nil {
 			return c.fail(err, true, nil, nil)
 		}
 	}
@@ -221,7 +221,7 @@ func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root i
 		if err := c.scaleOwned(ctx, k, 0, n); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
-		if err := c.work.Read(0, asBytes(recv)); err != nil {
+		if err := c.download(ctx, k, 0, asBytes(recv)); err != nil {
 			return c.fail(err, true, nil, nil)
 		}
 	}
@@ -317,7 +317,7 @@ func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 		}
 	}
 	if n > 0 {
-		if err := c.work.Read(0, asBytes(data)); err != nil {
+		if err := c.download(ctx, k, 0, asBytes(data)); err != nil {
 			return c.fail(err, true, nil, nil)
 		}
 	}

@@ -115,6 +115,9 @@ type Comm struct {
 	srcs3  [3]backend.Region
 	pend   []pending
 	async  asyncQueue
+
+	importMu sync.Mutex
+	imported []importedMem // pinned HostBuffers this rank's device imported
 }
 
 // NewGroup opens Ranks ranks on the selected backend.
@@ -400,6 +403,7 @@ func (g *Group) Close() error {
 				}
 			}
 			c.gather, c.stage, c.work, c.inbox = nil, nil, nil, nil
+			c.releaseImports()
 			c.timer.Stop()
 		}
 		for _, l := range g.links {

@@ -87,7 +87,7 @@ func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backen
 	if err := c.ringAllGather(ctx, k, members, n, chunkLen, 1); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.work.Read(0, asBytes(data)); err != nil {
+	if err := c.download(ctx, k, 0, asBytes(data)); err != nil {
 		return c.fail(err, true, nil, nil)
 	}
 	return nil

@@ -1,0 +1,211 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// HostBuffer is a slice of T in pinned host memory (like torch's
+// pin_memory): page-aligned memory outside the Go heap that each rank's
+// device imports once, the first time a collective sees it, and then reads
+// and writes by DMA, with no staging copy. Pass Data (or any sub-slice of
+// it) to the collectives as a plain slice. Devices that cannot import host
+// memory stage it like any other slice.
+type HostBuffer[T Float] struct {
+	Data []T
+	ent  *pinnedEntry
+}
+
+// NewHostBuffer allocates n elements of pinned host memory, zeroed.
+func NewHostBuffer[T Float](n int) (*HostBuffer[T], error) {
+	if n < 0 {
+		return nil, invalidArg("NewHostBuffer: negative length %d", n)
+	}
+	es := dtypeOf[T]().Size()
+	mem, err := backend.AllocHostMemory(n * es)
+	if err != nil {
+		return nil, fmt.Errorf("collective: NewHostBuffer(%d): %w", n, err)
+	}
+	e := &pinnedEntry{mem: mem, base: uintptr(unsafe.Pointer(unsafe.SliceData(mem)))}
+	e.end = e.base + uintptr(len(mem))
+	pinned.add(e)
+	data := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(mem))), n)
+	return &HostBuffer[T]{Data: data, ent: e}, nil
+}
+
+// Close releases the memory and every device's import of it. No collective
+// may be using it. Idempotent.
+func (h *HostBuffer[T]) Close() error {
+	if h.ent == nil {
+		return nil
+	}
+	e := h.ent
+	h.ent, h.Data = nil, nil
+	pinned.remove(e)
+	e.mu.Lock()
+	imps := e.imports
+	e.imports = nil
+	e.mu.Unlock()
+	var first error
+	for _, imp := range imps {
+		imp.c.forget(e)
+		if err := imp.buf.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := backend.FreeHostMemory(e.mem); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// pinnedEntry is one HostBuffer's memory and the devices that imported it.
+type pinnedEntry struct {
+	mem       []byte
+	base, end uintptr
+	mu        sync.Mutex
+	imports   []pinnedImport
+}
+
+type pinnedImport struct {
+	c   *Comm
+	buf backend.Buffer
+}
+
+// pinnedSet finds the HostBuffer that holds an address.
+type pinnedSet struct {
+	mu      sync.RWMutex
+	entries []*pinnedEntry // sorted by base
+}
+
+var pinned pinnedSet
+
+func (p *pinnedSet) add(e *pinnedEntry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := sort.Search(len(p.entries), func(i int) bool { return p.entries[i].base >= e.base })
+	p.entries = append(p.entries, nil)
+	copy(p.entries[i+1:], p.entries[i:])
+	p.entries[i] = e
+}
+
+func (p *pinnedSet) remove(e *pinnedEntry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.entries {
+		if x == e {
+			p.entries = append(p.entries[:i], p.entries[i+1:]...)
+			return
+		}
+	}
+}
+
+// lookup returns the entry that holds b entirely, or nil.
+func (p *pinnedSet) lookup(b []byte) *pinnedEntry {
+	if len(b) == 0 {
+		return nil
+	}
+	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	es := p.entries
+	i := sort.Search(len(es), func(i int) bool { return es[i].end > a })
+	if i < len(es) && es[i].base <= a && a+uintptr(len(b)) <= es[i].end {
+		return es[i]
+	}
+	return nil
+}
+
+// pinnedRegion returns b as a region of this rank's import of its
+// HostBuffer, importing it on first use; ok is false for plain slices or
+// devices that cannot import.
+func (c *Comm) pinnedRegion(b []byte) (backend.Region, bool) {
+	imp, isImp := c.dev.(backend.Importer)
+	if !isImp {
+		return backend.Region{}, false
+	}
+	e := pinned.lookup(b)
+	if e == nil {
+		return backend.Region{}, false
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - e.base)
+	c.importMu.Lock()
+	defer c.importMu.Unlock()
+	for _, x := range c.imported {
+		if x.e == e {
+			return backend.Region{Buf: x.buf, Off: off, Len: len(b)}, true
+		}
+	}
+	buf, err := imp.Import(e.mem)
+	if err != nil {
+		return backend.Region{}, false // stage it instead
+	}
+	e.mu.Lock()
+	e.imports = append(e.imports, pinnedImport{c: c, buf: buf})
+	e.mu.Unlock()
+	c.imported = append(c.imported, importedMem{e: e, buf: buf})
+	return backend.Region{Buf: buf, Off: off, Len: len(b)}, true
+}
+
+type importedMem struct {
+	e   *pinnedEntry
+	buf backend.Buffer
+}
+
+// forget drops a closed HostBuffer from the comm's import cache.
+func (c *Comm) forget(e *pinnedEntry) {
+	c.importMu.Lock()
+	defer c.importMu.Unlock()
+	for i, x := range c.imported {
+		if x.e == e {
+			c.imported = append(c.imported[:i], c.imported[i+1:]...)
+			return
+		}
+	}
+}
+
+// releaseImports closes the comm's imports (Group.Close).
+func (c *Comm) releaseImports() {
+	c.importMu.Lock()
+	imps := c.imported
+	c.imported = nil
+	c.importMu.Unlock()
+	for _, x := range imps {
+		x.e.mu.Lock()
+		for i, p := range x.e.imports {
+			if p.c == c {
+				x.e.imports = append(x.e.imports[:i], x.e.imports[i+1:]...)
+				break
+			}
+		}
+		x.e.mu.Unlock()
+		x.buf.Close()
+	}
+}
+
+// upload puts send into the device buffer at element at: a DMA copy from
+// pinned memory (recorded: it runs before whatever is recorded next), else
+// a staged write.
+func (c *Comm) upload(k *call, at int, send []byte) error {
+	if r, ok := c.pinnedRegion(send); ok {
+		return c.dev.Stream().Copy(backend.Region{Buf: k.work, Off: k.base + at*k.es, Len: len(send)}, r)
+	}
+	return k.work.Write(k.base+at*k.es, send)
+}
+
+// download copies the device buffer from element at into recv: a DMA copy
+// into pinned memory, else a staged read.
+func (c *Comm) download(ctx context.Context, k *call, at int, recv []byte) error {
+	if r, ok := c.pinnedRegion(recv); ok {
+		if err := c.dev.Stream().Copy(r, backend.Region{Buf: k.work, Off: k.base + at*k.es, Len: len(recv)}); err != nil {
+			return err
+		}
+		return c.flush(ctx)
+	}
+	return k.work.Read(k.base+at*k.es, recv)
+}
