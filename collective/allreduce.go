@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"unsafe"
@@ -138,7 +139,18 @@ func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backe
 		strat, why = c.autoStrategy(n*es, dt)
 	}
 	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: strat}
-	if err := c.arrive(ctx, fp, "AllReduce fingerprint check"); err != nil {
+	// Direct and pipelined run zero-copy when every rank's buffers are
+	// pinned host memory its device imported: publish them, and learn at
+	// the rendezvous whether every rank can.
+	zc := false
+	if (strat == Direct || strat == Pipelined) && n > 0 && g.n > 1 && (dt != backend.F64 || c.info.Float64) {
+		_, s1 := c.pinnedRegion(send[:n*es])
+		_, s2 := c.pinnedRegion(recv[:n*es])
+		zc = s1 && s2
+	}
+	g.sendOf[c.rank], g.recvOf[c.rank] = send, recv
+	allPinned, err := c.arriveFlag(ctx, fp, "AllReduce fingerprint check", zc)
+	if err != nil {
 		return err
 	}
 	if g.logCalls {
@@ -152,6 +164,13 @@ func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backe
 			copy(recv, send)
 		}
 		return nil
+	}
+	if allPinned {
+		depth := 1
+		if strat == Pipelined {
+			depth = g.cfg.PipelineDepth
+		}
+		return c.directPinned(ctx, send, recv, n, es, dt, op, depth)
 	}
 	switch strat {
 	case Direct:
@@ -294,6 +313,65 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 		copy(recv[plo*es:phi*es], g.comms[p].stage.Bytes()[plo*es:phi*es])
 	}
 	return nil
+}
+
+// directPinned is the direct algorithm without a single host copy, for
+// pinned host buffers (NewHostBuffer) on devices that import host memory:
+// rank r's kernel reads slice r of every rank's send buffer straight from
+// host memory, reduces it in rank order into device memory, and its device
+// copies the result into slice r of every rank's receive buffer. The slice
+// is cut into depth chunks, each submitted without waiting; one fence (the
+// last: queues are FIFO) covers the batch. A final rendezvous keeps every
+// rank in the call until all ranks have written their slices.
+func (c *Comm) directPinned(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op, depth int) error {
+	g := c.g
+	lo, hi := sliceOf(n, g.n, c.rank)
+	cnt := hi - lo
+	if cnt > 0 {
+		if err := c.ensureMem(&c.work, cnt*es, backend.DeviceLocal); err != nil {
+			return c.fail(err, false, send, recv)
+		}
+		depth = max(1, min(depth, cnt))
+		s := c.dev.Stream()
+		var last backend.Fence
+		for d := 0; d < depth; d++ {
+			a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
+			if a == b {
+				continue
+			}
+			w := backend.Region{Buf: c.work, Off: (a - lo) * es, Len: (b - a) * es}
+			for p := 0; p < g.n; p++ {
+				r, ok := c.pinnedRegion(g.sendOf[p][a*es : b*es])
+				if !ok {
+					return c.fail(fmt.Errorf("rank %d: importing rank %d's pinned buffer failed", c.rank, p), false, send, recv)
+				}
+				c.srcs[p] = r
+			}
+			if err := s.Reduce(kernelOp(op), dt, w, c.srcs, scaleFor(op, g.n)); err != nil {
+				return c.fail(err, false, send, recv)
+			}
+			for p := 0; p < g.n; p++ {
+				r, ok := c.pinnedRegion(g.recvOf[p][a*es : b*es])
+				if !ok {
+					return c.fail(fmt.Errorf("rank %d: importing rank %d's pinned buffer failed", c.rank, p), true, send, recv)
+				}
+				if err := s.Copy(r, w); err != nil {
+					return c.fail(err, true, send, recv)
+				}
+			}
+			f, err := s.Submit()
+			if err != nil {
+				return c.fail(err, true, send, recv)
+			}
+			last = f
+		}
+		if last != nil {
+			if err := c.waitFence(ctx, last); err != nil {
+				return c.fail(err, true, send, recv)
+			}
+		}
+	}
+	return c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce pinned completion")
 }
 
 // failAfter wraps an error from an algorithm that worked on the device

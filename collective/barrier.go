@@ -81,6 +81,8 @@ type barrier struct {
 	lastSeq []int64
 	results [2]*MismatchError // per generation parity
 	mism    []MismatchError   // preallocated storage for results
+	flags   []bool            // this generation's flag per rank
+	allFlag [2]bool           // per generation parity: every rank's flag was set
 }
 
 func (b *barrier) init(n int) {
@@ -92,6 +94,7 @@ func (b *barrier) init(n int) {
 		b.lastSeq[i] = -1
 	}
 	b.mism = make([]MismatchError, 2)
+	b.flags = make([]bool, n)
 }
 
 // arrive enters c's rank into the current generation with fp and waits for
@@ -99,14 +102,22 @@ func (b *barrier) init(n int) {
 // *MismatchError if the fingerprints differ (every rank gets one), a
 // *TimeoutError (the group is then broken), or the group's failure.
 func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
+	_, err := c.arriveFlag(ctx, fp, phase, false)
+	return err
+}
+
+// arriveFlag is arrive that also contributes a flag and returns whether
+// every rank's flag was set (the same answer on every rank).
+func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, flag bool) (bool, error) {
 	g := c.g
 	b := &g.bar
 	b.mu.Lock()
 	if err := g.Err(); err != nil {
 		b.mu.Unlock()
-		return err
+		return false, err
 	}
 	b.present[c.rank] = true
+	b.flags[c.rank] = flag
 	b.fps[c.rank] = fp
 	b.lastSeq[c.rank] = int64(c.seq)
 	b.arrived++
@@ -114,6 +125,11 @@ func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
 	if b.arrived == b.n {
 		b.results[gen&1] = b.compare(gen)
 		res := b.results[gen&1]
+		all := true
+		for _, f := range b.flags {
+			all = all && f
+		}
+		b.allFlag[gen&1] = all
 		b.arrived = 0
 		b.gen++
 		for r := range b.present {
@@ -127,9 +143,9 @@ func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
 		}
 		b.mu.Unlock()
 		if res != nil {
-			return c.mismatchFor(res)
+			return false, c.mismatchFor(res)
 		}
-		return nil
+		return all, nil
 	}
 	b.mu.Unlock()
 
@@ -150,17 +166,18 @@ func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
 		if b.gen != gen {
 			// Completed (possibly at the same moment as a timeout).
 			res := b.results[gen&1]
+			all := b.allFlag[gen&1]
 			b.mu.Unlock()
 			c.timer.Stop()
 			if res != nil {
-				return c.mismatchFor(res)
+				return false, c.mismatchFor(res)
 			}
-			return nil
+			return all, nil
 		}
 		if err := g.Err(); err != nil {
 			b.mu.Unlock()
 			c.timer.Stop()
-			return err
+			return false, err
 		}
 		if timedOut || ctxErr != nil {
 			te := &TimeoutError{Seq: c.seq, Phase: phase, Ctx: ctxErr}
@@ -173,7 +190,7 @@ func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
 			b.mu.Unlock()
 			c.timer.Stop()
 			g.breakGroup(te)
-			return te
+			return false, te
 		}
 		b.mu.Unlock()
 	}

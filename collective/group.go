@@ -81,6 +81,8 @@ type Group struct {
 	groupOf   []int
 	leaders   []int
 	rot       [][]int // rot[r]: ranks r, r+1, ... (trees rooted at r)
+	sendOf    [][]byte // each rank's buffers of the current call (zero-copy direct)
+	recvOf    [][]byte
 	model     costModel
 
 	brokenMu  sync.Mutex
@@ -192,6 +194,8 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		}
 	}
 	g.all = make([]int, g.n)
+	g.sendOf = make([][]byte, g.n)
+	g.recvOf = make([][]byte, g.n)
 	g.rot = make([][]int, g.n)
 	for r := range g.rot {
 		g.rot[r] = make([]int, g.n)

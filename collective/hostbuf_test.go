@@ -29,7 +29,7 @@ func TestHostBufferPinned(t *testing.T) {
 			defer outs[r].Close()
 		}
 		_, importer := g.devs[0].(backend.Importer)
-		for _, s := range []Strategy{Ring, Tree, Direct} {
+		for _, s := range []Strategy{Ring, Tree, Direct, Pipelined} {
 			t.Run(fmt.Sprintf("%s/%s", bk, s), func(t *testing.T) {
 				inputs := make([][]float64, ranks)
 				for r := range inputs {
@@ -49,10 +49,38 @@ func TestHostBufferPinned(t *testing.T) {
 				}
 				checkResult(t, got, refReduce(inputs, Sum), Sum, 0)
 				d := g.Counters(0).Sub(before)
-				if s != Direct && importer && d.BytesCopied < 2*n*4 {
+				t.Logf("%s %s: %+v", bk, s, d)
+				if s != Direct && s != Pipelined && importer && d.BytesCopied < 2*n*4 {
 					t.Errorf("pinned upload and download were not device copies: %+v", d)
 				}
+				if (s == Direct || s == Pipelined) && importer && (d.BytesWritten != 0 || d.BytesRead != 0 || d.BytesCopied != int64(ranks*4*(n/ranks))) {
+					// Zero-copy: kernels read the pinned inputs, device
+					// copies write the pinned outputs; no staging at all.
+					t.Errorf("pinned direct staged data: %+v", d)
+				}
 			})
+		}
+	}
+	// In place, zero-copy.
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 4)
+		bufs := make([]*HostBuffer[float64], 4)
+		for r := range bufs {
+			bufs[r], _ = NewHostBuffer[float64](5001)
+			defer bufs[r].Close()
+			for i := range bufs[r].Data {
+				bufs[r].Data[i] = float64(r*i) + 0.5
+			}
+		}
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			return AllReduceWith(context.Background(), c, bufs[c.Rank()].Data, bufs[c.Rank()].Data, Mean, Pipelined)
+		}))
+		for r := range bufs {
+			for i, v := range bufs[r].Data {
+				if want := float64(6*i)/4 + 0.5; v != want {
+					t.Fatalf("%s rank %d element %d: %v, want %v", bk, r, i, v, want)
+				}
+			}
 		}
 	}
 	if _, err := NewHostBuffer[float64](-1); err == nil {
