@@ -80,7 +80,7 @@ type Group struct {
 	groups    [][]int // hierarchical groups of LocalGroupSize ranks
 	groupOf   []int
 	leaders   []int
-	rot       [][]int // rot[r]: ranks r, r+1, ... (trees rooted at r)
+	rot       [][]int  // rot[r]: ranks r, r+1, ... (trees rooted at r)
 	sendOf    [][]byte // each rank's buffers of the current call (zero-copy direct)
 	recvOf    [][]byte
 	model     costModel
