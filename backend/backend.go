@@ -200,6 +200,23 @@ type Counters struct {
 	BytesRead      atomic.Int64 // bytes moved from buffers into Go memory by Buffer.Read
 	Allocs         atomic.Int64 // buffers allocated
 	ObjectsCreated atomic.Int64 // API objects created (pipelines, buffers, memory, fences, command buffers)
+	// BytesFromHost and BytesToHost count what recorded commands (copies
+	// and kernels) read from and write to HostVisible memory: on a discrete
+	// GPU, the bytes that cross PCIe in each direction.
+	BytesFromHost atomic.Int64
+	BytesToHost   atomic.Int64
+}
+
+// CountHost adds the host traffic of one command writing dst from srcs.
+func (c *Counters) CountHost(dst Region, srcs ...Region) {
+	for _, r := range srcs {
+		if r.Buf != nil && r.Buf.Memory() == HostVisible {
+			c.BytesFromHost.Add(int64(r.Len))
+		}
+	}
+	if dst.Buf != nil && dst.Buf.Memory() == HostVisible {
+		c.BytesToHost.Add(int64(dst.Len))
+	}
 }
 
 // CounterSnapshot is a plain copy of Counters.
@@ -207,6 +224,7 @@ type CounterSnapshot struct {
 	Dispatches, Copies, Submits                        int64
 	BytesReduced, BytesCopied, BytesWritten, BytesRead int64
 	Allocs, ObjectsCreated                             int64
+	BytesFromHost, BytesToHost                         int64
 }
 
 // Snapshot reads every counter.
@@ -216,6 +234,7 @@ func (c *Counters) Snapshot() CounterSnapshot {
 		BytesReduced: c.BytesReduced.Load(), BytesCopied: c.BytesCopied.Load(),
 		BytesWritten: c.BytesWritten.Load(), BytesRead: c.BytesRead.Load(),
 		Allocs: c.Allocs.Load(), ObjectsCreated: c.ObjectsCreated.Load(),
+		BytesFromHost: c.BytesFromHost.Load(), BytesToHost: c.BytesToHost.Load(),
 	}
 }
 
@@ -226,6 +245,7 @@ func (s CounterSnapshot) Sub(o CounterSnapshot) CounterSnapshot {
 		BytesReduced: s.BytesReduced - o.BytesReduced, BytesCopied: s.BytesCopied - o.BytesCopied,
 		BytesWritten: s.BytesWritten - o.BytesWritten, BytesRead: s.BytesRead - o.BytesRead,
 		Allocs: s.Allocs - o.Allocs, ObjectsCreated: s.ObjectsCreated - o.ObjectsCreated,
+		BytesFromHost: s.BytesFromHost - o.BytesFromHost, BytesToHost: s.BytesToHost - o.BytesToHost,
 	}
 }
 

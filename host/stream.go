@@ -103,6 +103,7 @@ func (s *stream) Copy(dst, src backend.Region) error {
 	s.cur.cmds = append(s.cur.cmds, command{kind: cmdCopy, dst: db, src: sb})
 	d.counters.Copies.Add(1)
 	d.counters.BytesCopied.Add(int64(dst.Len))
+	d.counters.CountHost(dst, src)
 	return nil
 }
 
@@ -160,6 +161,7 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 	}
 	d.counters.Dispatches.Add(passes * s.pieces(dst.Len, dt))
 	d.counters.BytesReduced.Add(passes * int64(dst.Len))
+	d.counters.CountHost(dst, srcs...)
 	return nil
 }
 

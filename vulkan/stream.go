@@ -120,6 +120,7 @@ func (s *stream) Copy(dst, src backend.Region) error {
 	s.recorded = true
 	d.counters.Copies.Add(1)
 	d.counters.BytesCopied.Add(int64(dst.Len))
+	d.counters.CountHost(dst, src)
 	return d.check(op)
 }
 
@@ -161,6 +162,7 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 	if dst.Len == 0 {
 		return nil
 	}
+	d.counters.CountHost(dst, srcs...)
 	if len(srcs) <= kernels.MaxSources {
 		if err := s.pass(kind, op, es, dst, srcs, scale); err != nil {
 			return err
