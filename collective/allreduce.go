@@ -143,7 +143,7 @@ func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backe
 	// pinned host memory its device imported: publish them, and learn at
 	// the rendezvous whether every rank can.
 	zc := false
-	if (strat == Direct || strat == Pipelined) && n > 0 && g.n > 1 && (dt != backend.F64 || c.info.Float64) {
+	if g.tr == nil && (strat == Direct || strat == Pipelined) && n > 0 && g.n > 1 && (dt != backend.F64 || c.info.Float64) {
 		_, s1 := c.pinnedRegion(send[:n*es])
 		_, s2 := c.pinnedRegion(recv[:n*es])
 		zc = s1 && s2
@@ -172,15 +172,21 @@ func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backe
 		}
 		return c.directPinned(ctx, send, recv, n, es, dt, op, depth)
 	}
-	switch strat {
-	case Direct:
-		return c.direct(ctx, send, recv, n, es, dt, op, 1)
-	case Pipelined:
-		return c.direct(ctx, send, recv, n, es, dt, op, g.cfg.PipelineDepth)
-	}
-	if dt == backend.F64 && !c.info.Float64 {
-		// Kernels cannot reduce f64 here: the exact host path (direct).
-		return c.direct(ctx, send, recv, n, es, dt, op, 1)
+	if g.tr == nil {
+		// One process: direct and pipelined exchange through shared
+		// host memory.
+		switch strat {
+		case Direct:
+			return c.direct(ctx, send, recv, n, es, dt, op, 1)
+		case Pipelined:
+			return c.direct(ctx, send, recv, n, es, dt, op, g.cfg.PipelineDepth)
+		}
+		if dt == backend.F64 && !c.info.Float64 {
+			// Kernels cannot reduce f64 here: the exact host path (direct).
+			return c.direct(ctx, send, recv, n, es, dt, op, 1)
+		}
+	} else if dt == backend.F64 && !c.info.Float64 {
+		return c.fail(fmt.Errorf("collective: rank %d: f64 across processes needs f64 kernels (%s): %w", c.rank, c.info.Float64Reason, ErrUnsupported), false, send, recv)
 	}
 	if err := c.ensureWork(n*es, dt); err != nil {
 		return c.fail(err, false, send, recv)

@@ -192,6 +192,12 @@ func (c *Comm) autoStrategy(bytes int, dt backend.DType) (Strategy, string) {
 	if dt == backend.F64 && !c.info.Float64 {
 		return Direct, "f64 reduced on the host (device has no f64 kernels)"
 	}
+	if g.tr != nil {
+		if g.nl > 1 && g.nproc > 1 {
+			return Hierarchical, "spans processes: reduce inside each process, ring between processes"
+		}
+		return Ring, "spans processes"
+	}
 	m := g.measure(c)
 	if m.Err != nil {
 		return Ring, fmt.Sprintf("cost model unavailable (%v)", m.Err)

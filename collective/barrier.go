@@ -83,6 +83,9 @@ type barrier struct {
 	mism    []MismatchError   // preallocated storage for results
 	flags   []bool            // this generation's flag per rank
 	allFlag [2]bool           // per generation parity: every rank's flag was set
+	// completing is set while the last local rank meets the other
+	// processes.
+	completing bool
 }
 
 func (b *barrier) init(n int) {
@@ -116,25 +119,44 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		b.mu.Unlock()
 		return false, err
 	}
-	b.present[c.rank] = true
-	b.flags[c.rank] = flag
-	b.fps[c.rank] = fp
-	b.lastSeq[c.rank] = int64(c.seq)
+	b.present[c.local] = true
+	b.flags[c.local] = flag
+	b.fps[c.local] = fp
+	b.lastSeq[c.local] = int64(c.seq)
 	b.arrived++
 	gen := b.gen
 	if b.arrived == b.n {
-		b.results[gen&1] = b.compare(gen)
-		res := b.results[gen&1]
+		res := b.compare(gen)
+		if res != nil {
+			// compare numbers this process's ranks from 0.
+			res.Rank += g.base
+			res.Peer += g.base
+		}
 		all := true
 		for _, f := range b.flags {
 			all = all && f
 		}
+		if g.tr != nil {
+			// The local ranks met: now the processes. The others keep
+			// waiting (their timers do not fire while this completes).
+			b.completing = true
+			b.mu.Unlock()
+			var err error
+			res, all, err = c.crossProcess(ctx, fp, res, all, phase)
+			b.mu.Lock()
+			b.completing = false
+			if err != nil {
+				b.mu.Unlock()
+				return false, err
+			}
+		}
+		b.results[gen&1] = res
 		b.allFlag[gen&1] = all
 		b.arrived = 0
 		b.gen++
 		for r := range b.present {
 			b.present[r] = false
-			if r != c.rank {
+			if r != c.local {
 				select {
 				case g.comms[r].wake <- struct{}{}:
 				default:
@@ -179,11 +201,19 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			c.timer.Stop()
 			return false, err
 		}
+		if timedOut && b.completing && ctxErr == nil {
+			// Every local rank is here and the last one is meeting the
+			// other processes, under its own deadline: keep waiting.
+			timedOut = false
+			c.timer.Reset(g.cfg.CommunicationTimeout)
+			b.mu.Unlock()
+			continue
+		}
 		if timedOut || ctxErr != nil {
 			te := &TimeoutError{Seq: c.seq, Phase: phase, Ctx: ctxErr}
 			for r, p := range b.present {
 				if !p {
-					te.Missing = append(te.Missing, r)
+					te.Missing = append(te.Missing, g.base+r)
 					te.LastSeq = append(te.LastSeq, b.lastSeq[r])
 				}
 			}

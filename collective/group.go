@@ -43,6 +43,12 @@ type Options struct {
 	// slices of at most this many bytes, so exchange and reduction of
 	// different slices overlap. 0 means 1 MiB.
 	ChunkBytes int
+	// Transport, when set, makes the group span processes (one Group per
+	// process, each with Ranks local ranks, the same number everywhere):
+	// global rank = process rank * Ranks + local index. The mpi package
+	// provides one over MPI. Collectives exchange between processes through
+	// it; the hierarchical strategy's groups are then the processes.
+	Transport backend.Transport
 	// Logger receives debug logs; nil uses GOCOLL_DEBUG (INFO or TRACE) to
 	// decide whether to log to stderr.
 	Logger *slog.Logger
@@ -60,7 +66,13 @@ const LevelTrace = slog.LevelDebug - 4
 // Group is a set of ranks that run collectives together. Create it with
 // NewGroup; each rank's goroutine uses its own Comm.
 type Group struct {
-	n         int
+	n         int // ranks in the group, every process's
+	nl        int // ranks in this process
+	base      int // global rank of this process's first rank
+	tr        backend.Transport
+	nproc     int
+	fpBuf     []byte // cross-process fingerprint exchange
+	fpAll     []byte
 	cfg       Config
 	opts      Options
 	bk        string
@@ -96,10 +108,11 @@ type Group struct {
 // goroutine at a time; concurrent use is detected and returns
 // ErrConcurrentUse.
 type Comm struct {
-	g    *Group
-	rank int
-	dev  backend.Device
-	info backend.DeviceInfo
+	g     *Group
+	rank  int // global rank
+	local int // index among this process's ranks
+	dev   backend.Device
+	info  backend.DeviceInfo
 
 	busy  atomic.Bool
 	seq   uint64 // calls started on this comm
@@ -142,8 +155,13 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g := &Group{n: opts.Ranks, cfg: opts.Config, opts: opts, brokenCh: make(chan struct{})}
+	g := &Group{n: opts.Ranks, nl: opts.Ranks, cfg: opts.Config, opts: opts, brokenCh: make(chan struct{})}
 	g.log, g.logCalls = newLogger(opts.Logger)
+	if tr := opts.Transport; tr != nil {
+		if err := g.joinProcesses(ctx, tr); err != nil {
+			return nil, err
+		}
+	}
 
 	b, skipped, err := selectBackend(opts.Backend)
 	g.skipped = skipped
@@ -158,7 +176,7 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	if len(infos) == 0 {
 		return nil, fmt.Errorf("collective: %s has no devices: %w", g.bk, ErrBackendUnavailable)
 	}
-	g.placement = make([]int, g.n)
+	g.placement = make([]int, g.nl)
 	for r := range g.placement {
 		d := r % len(infos)
 		if opts.Devices != nil {
@@ -170,7 +188,7 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.placement[r] = d
 	}
 	oo := backend.OpenOptions{MaxBindingBytes: opts.MaxBindingBytes, DisableFloat64: opts.DisableFloat64, Validation: opts.Validation}
-	for r := 0; r < g.n; r++ {
+	for r := 0; r < g.nl; r++ {
 		dev, err := b.Open(g.placement[r], oo)
 		if err != nil {
 			g.closeDevices()
@@ -179,7 +197,7 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.devs = append(g.devs, dev)
 		g.infos = append(g.infos, dev.Info())
 	}
-	g.bar.init(g.n)
+	g.bar.init(g.nl)
 	g.slotBytes = opts.ChunkBytes
 	if g.slotBytes == 0 {
 		g.slotBytes = 1 << 20
@@ -188,8 +206,8 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	g.links = make([]*link, g.n*g.n)
 	for a := 0; a < g.n; a++ {
 		for b := 0; b < g.n; b++ {
-			if a != b {
-				g.links[a*g.n+b] = newLink(a, b)
+			if a != b && (g.isLocal(a) || g.isLocal(b)) {
+				g.links[a*g.n+b] = newLink(a, b, !g.isLocal(a) || !g.isLocal(b))
 			}
 		}
 	}
@@ -204,9 +222,13 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		}
 	}
 	g.groupOf = make([]int, g.n)
+	groupSize := g.cfg.LocalGroupSize
+	if g.tr != nil {
+		groupSize = g.nl // across processes, the hierarchy's groups are the processes
+	}
 	for r := range g.all {
 		g.all[r] = r
-		gi := r / g.cfg.LocalGroupSize
+		gi := r / groupSize
 		if gi == len(g.groups) {
 			g.groups = append(g.groups, nil)
 			g.leaders = append(g.leaders, r)
@@ -214,8 +236,8 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.groups[gi] = append(g.groups[gi], r)
 		g.groupOf[r] = gi
 	}
-	for r := 0; r < g.n; r++ {
-		c := &Comm{g: g, rank: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1)}
+	for r := 0; r < g.nl; r++ {
+		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1)}
 		c.timer = time.NewTimer(time.Hour)
 		c.timer.Stop()
 		c.srcs = make([]backend.Region, g.n)
@@ -227,7 +249,7 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 			g.log.Info("gocoll: backend skipped", "backend", s.Backend, "reason", s.Reason)
 		}
 		for r, inf := range g.infos {
-			g.log.Info("gocoll: rank placed", "rank", r, "backend", g.bk, "device", g.placement[r], "name", inf.Name,
+			g.log.Info("gocoll: rank placed", "rank", g.base+r, "backend", g.bk, "device", g.placement[r], "name", inf.Name,
 				"f64", inf.Float64, "maxBindingBytes", inf.MaxBindingBytes)
 		}
 	}
@@ -328,16 +350,23 @@ func Probe() []BackendReport {
 	return out
 }
 
-// Size returns the number of ranks.
+// Size returns the number of ranks (of every process).
 func (g *Group) Size() int { return g.n }
 
-// Comm returns rank's Comm (nil if rank is out of range).
-func (g *Group) Comm(rank int) *Comm {
-	if rank < 0 || rank >= g.n {
+// LocalSize returns the number of ranks in this process.
+func (g *Group) LocalSize() int { return g.nl }
+
+// Comm returns the Comm of this process's rank i (0 <= i < LocalSize(); in
+// a single-process group that is rank i). Its Rank is the global rank. Nil
+// if i is out of range.
+func (g *Group) Comm(i int) *Comm {
+	if i < 0 || i >= g.nl {
 		return nil
 	}
-	return g.comms[rank]
+	return g.comms[i]
 }
+
+func (g *Group) isLocal(r int) bool { return r >= g.base && r < g.base+g.nl }
 
 // Backend returns the name of the backend the group runs on.
 func (g *Group) Backend() string { return g.bk }
@@ -345,13 +374,13 @@ func (g *Group) Backend() string { return g.bk }
 // Skipped returns the backends that selection passed over, and why.
 func (g *Group) Skipped() []Skip { return append([]Skip(nil), g.skipped...) }
 
-// Placement returns each rank's device index.
+// Placement returns each local rank's device index.
 func (g *Group) Placement() []int { return append([]int(nil), g.placement...) }
 
-// DeviceInfo returns rank's device description.
+// DeviceInfo returns local rank's device description.
 func (g *Group) DeviceInfo(rank int) backend.DeviceInfo { return g.infos[rank] }
 
-// Counters returns rank's counters at the backend seam.
+// Counters returns local rank's counters at the backend seam.
 func (g *Group) Counters(rank int) backend.CounterSnapshot {
 	return g.devs[rank].Counters().Snapshot()
 }
@@ -411,7 +440,16 @@ func (g *Group) Close() error {
 			c.timer.Stop()
 		}
 		for _, l := range g.links {
-			if l != nil && l.out != nil {
+			if l == nil {
+				continue
+			}
+			for i, r := range l.reqs {
+				if r != nil {
+					r.Cancel()
+					l.reqs[i] = nil
+				}
+			}
+			if l.out != nil {
 				if err := l.out.Close(); err != nil {
 					errs = append(errs, err)
 				}

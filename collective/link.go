@@ -41,10 +41,19 @@ type link struct {
 	ready    chan msg
 	free     chan int
 	out      backend.Buffer // on the sender's device, linkSlots*slotBytes
+	// A remote link (the peer is in another process) sends each slot with
+	// the transport; a slot is free again when its send completed.
+	remote bool
+	reqs   [linkSlots]backend.Request
+	next   int
 }
 
-func newLink(from, to int) *link {
-	l := &link{from: from, to: to, ready: make(chan msg, linkSlots), free: make(chan int, linkSlots)}
+func newLink(from, to int, remote bool) *link {
+	l := &link{from: from, to: to, remote: remote}
+	if remote {
+		return l
+	}
+	l.ready, l.free = make(chan msg, linkSlots), make(chan int, linkSlots)
 	for s := 0; s < linkSlots; s++ {
 		l.free <- s
 	}
@@ -94,6 +103,17 @@ func (c *Comm) reserve(ctx context.Context, to, n int) (int, backend.Region, err
 		}
 		l.out = b
 	}
+	if l.remote {
+		slot := l.next
+		if r := l.reqs[slot]; r != nil {
+			if err := c.waitReq(ctx, r, to, "exchange (sending)"); err != nil {
+				return 0, backend.Region{}, err
+			}
+			l.reqs[slot] = nil
+		}
+		l.next = (slot + 1) % linkSlots
+		return slot, backend.Region{Buf: l.out, Off: slot * c.g.slotBytes, Len: n}, nil
+	}
 	slot, err := waitOn(c, ctx, l.free, to, "exchange (waiting for the receiver)")
 	if err != nil {
 		return 0, backend.Region{}, err
@@ -109,18 +129,48 @@ func (c *Comm) post(to, slot, n int, m msg) {
 		m.kind = msgCollective
 		m.seq = c.seq
 	}
-	c.g.link(c.rank, to).ready <- m
+	l := c.g.link(c.rank, to)
+	if l.remote {
+		g := c.g
+		off := slot * g.slotBytes
+		req, err := g.tr.Isend(l.out.Bytes()[off:off+n], g.procOf(to), g.tag(c.rank, to))
+		if err != nil {
+			// The next wait of any rank sees the broken group.
+			g.breakGroup(fmt.Errorf("collective: rank %d: sending to rank %d (process %d): %w", c.rank, to, g.procOf(to), err))
+			return
+		}
+		l.reqs[slot] = req
+		return
+	}
+	l.ready <- m
 }
 
-// take waits for the next message from peer, copies its bytes into inbox
-// slot idx, returns the slot to the sender and returns the inbox region.
-func (c *Comm) take(ctx context.Context, from, idx int, want msgKind) (backend.Region, msg, error) {
+// take waits for the next message from peer (n bytes expected), copies its
+// bytes into inbox slot idx, returns the slot to the sender and returns the
+// inbox region. From another process, the transport receives straight into
+// the inbox slot.
+func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (backend.Region, msg, error) {
 	l := c.g.link(from, c.rank)
+	if l.remote {
+		g := c.g
+		off := idx * g.slotBytes
+		req, err := g.tr.Irecv(c.inbox.Bytes()[off:off+n], g.procOf(from), g.tag(from, c.rank))
+		if err != nil {
+			err = fmt.Errorf("collective: rank %d: receiving from rank %d (process %d): %w", c.rank, from, g.procOf(from), err)
+			g.breakGroup(err)
+			return backend.Region{}, msg{}, err
+		}
+		if err := c.waitReq(ctx, req, from, "exchange (receiving)"); err != nil {
+			return backend.Region{}, msg{}, err
+		}
+		c.dev.Counters().BytesWritten.Add(int64(n))
+		return backend.Region{Buf: c.inbox, Off: off, Len: n}, msg{kind: want, n: n}, nil
+	}
 	m, err := waitOn(c, ctx, l.ready, from, "exchange (waiting for the sender)")
 	if err != nil {
 		return backend.Region{}, m, err
 	}
-	if m.kind != want || (want == msgCollective && m.seq != c.seq) {
+	if m.kind != want || (want == msgCollective && m.seq != c.seq) || (want == msgCollective && m.n != n) {
 		l.free <- m.slot
 		err := &MismatchError{Seq: c.seq, Rank: c.rank, Call: want.String(), Peer: from, PeerCall: m.kind.String()}
 		c.g.breakGroup(err)

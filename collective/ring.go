@@ -107,7 +107,7 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 			if b <= a {
 				continue
 			}
-			in, _, err := c.take(ctx, left, 0, msgCollective)
+			in, _, err := c.take(ctx, left, 0, msgCollective, k.wireBytes(b-a))
 			if err != nil {
 				return err
 			}
@@ -201,7 +201,7 @@ func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, 
 				c.srcs[q] = in
 				continue
 			}
-			in, _, err := c.take(ctx, members[q], q, msgCollective)
+			in, _, err := c.take(ctx, members[q], q, msgCollective, (b-a)*k.es)
 			if err != nil {
 				return err
 			}
@@ -261,7 +261,7 @@ func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chu
 			if b <= a {
 				continue
 			}
-			in, _, err := c.take(ctx, left, 0, msgCollective)
+			in, _, err := c.take(ctx, left, 0, msgCollective, k.wireBytes(b-a))
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ func (c *Comm) treeReduce(ctx context.Context, k *call, members []int, n int) er
 		st := c.dev.Stream()
 		ns := 1
 		for ch := 2*i + 1; ch <= 2*i+2 && ch < km; ch++ {
-			in, _, err := c.take(ctx, members[ch], ns-1, msgCollective)
+			in, _, err := c.take(ctx, members[ch], ns-1, msgCollective, (b-a)*k.es)
 			if err != nil {
 				return err
 			}
@@ -73,7 +73,7 @@ func (c *Comm) treeBroadcast(ctx context.Context, k *call, members []int, n int)
 		st := c.dev.Stream()
 		src := dst
 		if i != 0 {
-			in, _, err := c.take(ctx, members[treeParent(i)], 0, msgCollective)
+			in, _, err := c.take(ctx, members[treeParent(i)], 0, msgCollective, (b-a)*k.es)
 			if err != nil {
 				return err
 			}
@@ -175,7 +175,7 @@ func (c *Comm) gatherTo(ctx context.Context, k *call, members []int, root, n, ch
 			if b <= a {
 				continue
 			}
-			in, _, err := c.take(ctx, members[q], q, msgCollective)
+			in, _, err := c.take(ctx, members[q], q, msgCollective, (b-a)*k.es)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,176 @@
+package collective
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Groups that span processes: each process opens a Group with its local
+// ranks and the same Transport (for example the mpi package's); global
+// ranks are numbered process-major. Exchange between ranks of different
+// processes goes through the transport from the host-visible slots the
+// in-process exchange uses; rendezvous (fingerprints) take one Allgather
+// among the processes after the local ranks met.
+
+// fpBytes is the size of one process's rendezvous record.
+const fpBytes = 24
+
+// joinProcesses checks that every process has the same number of local
+// ranks and numbers the ranks.
+func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport) error {
+	g.tr = tr
+	g.nproc = tr.Size()
+	if g.nproc < 1 || tr.Rank() < 0 || tr.Rank() >= g.nproc {
+		return &ConfigError{Field: "Transport", Reason: fmt.Sprintf("rank %d of %d processes", tr.Rank(), g.nproc)}
+	}
+	if g.nl*g.nproc > 1<<14 {
+		return &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("%d ranks in %d processes exceed the 16384 supported", g.nl*g.nproc, g.nproc)}
+	}
+	mine := make([]byte, 8)
+	binary.LittleEndian.PutUint64(mine, uint64(g.nl))
+	all := make([]byte, 8*g.nproc)
+	cctx, cancel := context.WithTimeout(ctx, g.cfg.CommunicationTimeout)
+	defer cancel()
+	if err := tr.Allgather(cctx, mine, all); err != nil {
+		if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
+			return &TimeoutError{Phase: "joining the processes (" + err.Error() + ")", Ctx: ctx.Err()}
+		}
+		return fmt.Errorf("collective: joining %d processes over %s: %w", g.nproc, tr.Name(), err)
+	}
+	for p := 0; p < g.nproc; p++ {
+		if n := int(binary.LittleEndian.Uint64(all[8*p:])); n != g.nl {
+			return &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("process %d has %d local ranks, process %d has %d: every process needs the same number", p, n, tr.Rank(), g.nl)}
+		}
+	}
+	g.n = g.nl * g.nproc
+	g.base = tr.Rank() * g.nl
+	g.fpBuf = make([]byte, fpBytes)
+	g.fpAll = make([]byte, fpBytes*g.nproc)
+	return nil
+}
+
+// Processes returns the number of processes the group spans (1 without a
+// Transport).
+func (g *Group) Processes() int {
+	if g.tr == nil {
+		return 1
+	}
+	return g.nproc
+}
+
+func encodeFP(b []byte, f fingerprint, flag, localMismatch bool) {
+	b[0] = byte(f.kind)
+	b[1] = byte(f.op)
+	b[2] = byte(f.dt)
+	b[3] = byte(f.strategy)
+	b[4], b[5] = 0, 0
+	if flag {
+		b[4] = 1
+	}
+	if localMismatch {
+		b[5] = 1
+	}
+	binary.LittleEndian.PutUint32(b[8:], uint32(f.root))
+	binary.LittleEndian.PutUint64(b[16:], uint64(f.count))
+}
+
+func decodeFP(b []byte) (f fingerprint, flag, localMismatch bool) {
+	f.kind = collKind(b[0])
+	f.op = Op(b[1])
+	f.dt = backend.DType(b[2])
+	f.strategy = Strategy(b[3])
+	f.root = int32(binary.LittleEndian.Uint32(b[8:]))
+	f.count = int64(binary.LittleEndian.Uint64(b[16:]))
+	return f, b[4] == 1, b[5] == 1
+}
+
+// crossProcess completes a rendezvous among the processes: called by the
+// last local rank to arrive, with the local result. It returns the group's
+// result: a mismatch anywhere, and the AND of every rank's flag.
+func (c *Comm) crossProcess(ctx context.Context, fp fingerprint, local *MismatchError, flag bool, phase string) (*MismatchError, bool, error) {
+	g := c.g
+	encodeFP(g.fpBuf, fp, flag, local != nil)
+	cctx, cancel := context.WithTimeout(ctx, g.cfg.CommunicationTimeout)
+	err := g.tr.Allgather(cctx, g.fpBuf, g.fpAll)
+	cancel()
+	if err != nil {
+		te := &TimeoutError{Seq: c.seq, Phase: phase + " across processes (" + err.Error() + ")", Ctx: ctx.Err()}
+		if !(isCtxErr(err) || errors.Is(err, backend.ErrTimeout)) {
+			g.breakGroup(err)
+			return nil, false, err
+		}
+		g.breakGroup(te)
+		return nil, false, te
+	}
+	all := true
+	var mism *MismatchError
+	for p := 0; p < g.nproc; p++ {
+		f, fl, lm := decodeFP(g.fpAll[p*fpBytes:])
+		all = all && fl
+		if mism == nil && (f != fp || lm) && local == nil {
+			m := &g.bar.mism[g.bar.gen&1]
+			*m = MismatchError{Rank: g.base, Call: fp.String(), Peer: p * g.nl, PeerCall: f.String()}
+			if lm && f == fp {
+				m.PeerCall = "mismatched calls among its own ranks"
+			}
+			mism = m
+		}
+	}
+	if local != nil {
+		mism = local
+	}
+	return mism, all, nil
+}
+
+// procOf returns the process of global rank r.
+func (g *Group) procOf(r int) int { return r / g.nl }
+
+// tag is the transport tag of the link from global rank a to b.
+func (g *Group) tag(a, b int) int { return (a%g.nl)*g.nl + b%g.nl }
+
+// waitReq polls a transport request until it completes, honouring the
+// comm's timeout, ctx and the group breaking; a request that does not
+// complete is cancelled.
+func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase string) error {
+	g := c.g
+	deadline := time.Now().Add(g.cfg.CommunicationTimeout)
+	for spins := 0; ; spins++ {
+		done, err := req.Test()
+		if err != nil {
+			err = fmt.Errorf("collective: rank %d: %s with rank %d (process %d): %w", c.rank, phase, peer, g.procOf(peer), err)
+			g.breakGroup(err)
+			return err
+		}
+		if done {
+			return nil
+		}
+		var te *TimeoutError
+		select {
+		case <-ctx.Done():
+			te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
+		case <-g.brokenCh:
+			req.Cancel()
+			return g.Err()
+		default:
+			if time.Now().After(deadline) {
+				te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
+			}
+		}
+		if te != nil {
+			req.Cancel()
+			g.breakGroup(te)
+			return te
+		}
+		if spins < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
