@@ -88,10 +88,11 @@ func (c *Comm) submitAsync(fn func() error) *Work {
 
 func (c *Comm) finishAsync(w *Work, err error) {
 	w.err = err
-	close(w.done)
+	// Not pending any more before anyone waiting on it wakes.
 	c.async.mu.Lock()
 	c.async.pending--
 	c.async.mu.Unlock()
+	close(w.done)
 }
 
 func (c *Comm) asyncLoop() {

@@ -210,6 +210,7 @@ func TestAsyncTimeoutNoLeak(t *testing.T) {
 		c := testConfig()
 		c.CommunicationTimeout = timeout
 		c.AsyncParamUpdates = true
+		c.Strategy = Ring // Auto would first measure its cost model
 		return c
 	}()})
 	if err != nil {
