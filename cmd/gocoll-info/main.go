@@ -10,6 +10,8 @@
 //
 //	gocoll-info          human-readable report
 //	gocoll-info -json    the same as JSON
+//	gocoll-info -auto 4  also: which strategy Auto picks per size on 4 ranks
+//	                     (the cost model measures the device first)
 package main
 
 import (
@@ -40,6 +42,10 @@ type Report struct {
 	// Selection is what collective.NewGroup picks with the default options.
 	Selection Selection
 	Backends  []BackendReport
+	// Auto is the -auto table: the strategy Auto picks per size.
+	Auto        []AutoRow `json:",omitempty"`
+	AutoBackend string    `json:",omitempty"`
+	AutoRanks   int       `json:",omitempty"`
 }
 
 // Selection is the outcome of default backend selection.
@@ -62,6 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gocoll-info", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	autoRanks := fs.Int("auto", 0, "also show which all-reduce strategy Auto picks per size on `N` ranks")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -72,7 +79,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gocoll-info: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if *autoRanks < 0 {
+		fmt.Fprintf(stderr, "gocoll-info: -auto %d: want a rank count >= 1\n", *autoRanks)
+		return 2
+	}
 	rep := collect()
+	if *autoRanks > 0 {
+		bk, rows, err := autoTable(*autoRanks)
+		if err != nil {
+			fmt.Fprintf(stderr, "gocoll-info: -auto: %v\n", err)
+			return 1
+		}
+		rep.Auto, rep.AutoBackend, rep.AutoRanks = rows, bk, *autoRanks
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -83,6 +102,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	writeText(stdout, rep)
+	if rep.Auto != nil {
+		writeAuto(stdout, rep.AutoBackend, rep.AutoRanks, rep.Auto)
+	}
 	return 0
 }
 

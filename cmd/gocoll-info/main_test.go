@@ -73,3 +73,17 @@ func TestBytesString(t *testing.T) {
 		}
 	}
 }
+
+func TestAutoTable(t *testing.T) {
+	t.Setenv("GOCOLL_BACKEND", "host")
+	var out, errb strings.Builder
+	if code := run([]string{"-auto", "3"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "auto strategy on host, 3 ranks") || !strings.Contains(out.String(), "1 GiB") {
+		t.Fatalf("no auto table:\n%s", out.String())
+	}
+	if code := run([]string{"-auto", "-1"}, &out, &errb); code != 2 {
+		t.Fatalf("-auto -1: exit %d", code)
+	}
+}
