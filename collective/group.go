@@ -476,6 +476,12 @@ func (g *Group) closeDevices() error {
 	return errors.Join(errs...)
 }
 
+// Device returns the rank's backend device, for interoperation (for
+// example vulkan.DeviceHandles). Collectives use it while they run: work a
+// framework records on the same device must be ordered with them by the
+// caller.
+func (c *Comm) Device() backend.Device { return c.dev }
+
 // Rank returns the comm's rank.
 func (c *Comm) Rank() int { return c.rank }
 

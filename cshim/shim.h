@@ -250,6 +250,30 @@ typedef struct gc_backend {
 /* gc_vulkan returns the Vulkan implementation (vulkan.c). */
 const gc_backend *gc_vulkan(void);
 
+/* ---------------------------------------------------------- Vulkan interop
+ * Vulkan-specific entry points outside the backend-neutral table, for
+ * frameworks that compute on gocoll's buffers or hand it theirs. Handles are
+ * the Vulkan handles as integers. */
+typedef struct gc_vk_handles {
+	uint64_t instance;        /* VkInstance */
+	uint64_t physical_device; /* VkPhysicalDevice */
+	uint64_t device;          /* VkDevice (the rank's logical device) */
+	uint64_t queue;           /* VkQueue gocoll submits to */
+	uint32_t queue_family;
+	uint32_t api_version;     /* the instance's API version */
+	uint64_t get_instance_proc_addr; /* PFN_vkGetInstanceProcAddr of the loaded library */
+} gc_vk_handles;
+
+/* gc_vk_device_handles fills out with a Vulkan device's handles. */
+gc_status gc_vk_device_handles(gc_device d, gc_vk_handles *out);
+/* gc_vk_buffer_handles returns a buffer's VkBuffer and VkDeviceMemory (0 for
+ * a wrapped buffer). Bindings start at offset 0 of the VkBuffer. */
+gc_status gc_vk_buffer_handles(gc_buffer b, uint64_t *buffer, uint64_t *memory);
+/* gc_vk_wrap_buffer makes a gc_buffer of a VkBuffer that the caller created
+ * on d's VkDevice, bound to memory, with STORAGE_BUFFER and TRANSFER_SRC/DST
+ * usage. gocoll never destroys the VkBuffer; it must outlive the gc_buffer. */
+gc_status gc_vk_wrap_buffer(gc_device d, uint64_t vkbuffer, uint64_t size, gc_buffer *out, gc_error *err);
+
 #ifdef __cplusplus
 }
 #endif

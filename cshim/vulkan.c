@@ -834,6 +834,7 @@ struct gc_buffer_s {
 	uint64_t size;
 	void *mapped;
 	int imported;
+	int borrowed; /* gc_vk_wrap_buffer: the VkBuffer is the caller's */
 	struct gc_buffer_s *prev, *next;
 };
 
@@ -910,7 +911,7 @@ static void destroy_buffer_now(gc_device d, struct gc_buffer_s *b) {
 	if (b->mapped != NULL && !b->imported) {
 		d->fn.vkUnmapMemory(d->dev, b->mem);
 	}
-	if (b->buf != VK_NULL_HANDLE) {
+	if (b->buf != VK_NULL_HANDLE && !b->borrowed) {
 		d->fn.vkDestroyBuffer(d->dev, b->buf, NULL);
 		n++;
 	}
@@ -2078,6 +2079,48 @@ static const gc_backend vulkan_backend = {
 
 const gc_backend *gc_vulkan(void) {
 	return &vulkan_backend;
+}
+
+/* ------------------------------------------------------ Vulkan interop */
+
+gc_status gc_vk_device_handles(gc_device d, gc_vk_handles *out) {
+	if (d == NULL || out == NULL) {
+		return GC_INVALID_ARGUMENT;
+	}
+	out->instance = (uint64_t)(uintptr_t)g.instance;
+	out->physical_device = (uint64_t)(uintptr_t)d->phys->pd;
+	out->device = (uint64_t)(uintptr_t)d->dev;
+	out->queue = (uint64_t)(uintptr_t)d->queue;
+	out->queue_family = d->phys->info.compute_queue_family;
+	out->api_version = g.api_version;
+	out->get_instance_proc_addr = (uint64_t)(uintptr_t)g.gipa;
+	return GC_OK;
+}
+
+gc_status gc_vk_buffer_handles(gc_buffer b, uint64_t *buffer, uint64_t *memory) {
+	if (b == NULL || buffer == NULL || memory == NULL) {
+		return GC_INVALID_ARGUMENT;
+	}
+	*buffer = (uint64_t)b->buf;
+	*memory = (uint64_t)b->mem;
+	return GC_OK;
+}
+
+gc_status gc_vk_wrap_buffer(gc_device d, uint64_t vkbuffer, uint64_t size, gc_buffer *out, gc_error *err) {
+	if (d == NULL || out == NULL || vkbuffer == 0 || size == 0) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "gc_vk_wrap_buffer: NULL device, buffer or size");
+	}
+	struct gc_buffer_s *b = calloc(1, sizeof *b);
+	if (b == NULL) {
+		return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+	}
+	b->dev = d;
+	b->buf = (VkBuffer)vkbuffer;
+	b->size = size;
+	b->borrowed = 1;
+	link_buffer(d, b);
+	*out = b;
+	return GC_OK;
 }
 
 #endif /* GOCOLL_NO_VULKAN */
