@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
 )
 
@@ -17,23 +20,149 @@ import (
 type dtype int
 
 const (
-	dtFloat  dtype = iota // float32, nccl-tests' "float"
-	dtDouble              // float64, nccl-tests' "double"
+	dtFloat    dtype = iota // float32, nccl-tests' "float"
+	dtDouble                // float64, nccl-tests' "double"
+	dtHalf                  // float32 data, all-reduced with a half (binary16) wire: AllReduceWire
+	dtBfloat16              // float32 data, all-reduced with a bfloat16 wire: AllReduceWire
 )
 
-func (d dtype) String() string {
-	if d == dtDouble {
-		return "double"
-	}
-	return "float"
-}
+var dtypeNames = [...]string{dtFloat: "float", dtDouble: "double", dtHalf: "half", dtBfloat16: "bfloat16"}
 
+func (d dtype) String() string { return dtypeNames[d] }
+
+// size is the element size the size(B) column counts, as nccl-tests does
+// with the element type: 2 for half and bfloat16 (the wire element; the
+// user's buffer holds the same count of float32 values).
 func (d dtype) size() int64 {
-	if d == dtDouble {
+	switch d {
+	case dtDouble:
 		return 8
+	case dtHalf, dtBfloat16:
+		return 2
 	}
 	return 4
 }
+
+// wire is the wire format of a compressed type (0 for float and double).
+func (d dtype) wire() backend.WireFormat {
+	switch d {
+	case dtHalf:
+		return backend.F16
+	case dtBfloat16:
+		return backend.BF16
+	}
+	return 0
+}
+
+// parseDtype accepts one type name.
+func parseDtype(s string) (dtype, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "float", "float32", "f32":
+		return dtFloat, true
+	case "double", "float64", "f64":
+		return dtDouble, true
+	case "half", "float16", "f16", "fp16":
+		return dtHalf, true
+	case "bfloat16", "bf16":
+		return dtBfloat16, true
+	}
+	return 0, false
+}
+
+// coll is a collective the sweep runs, with nccl-tests' semantics.
+type coll int
+
+const (
+	collAllReduce coll = iota
+	collReduceScatter
+	collAllGather
+	collBroadcast
+	collReduce
+)
+
+var collNames = [...]string{
+	collAllReduce: "allreduce", collReduceScatter: "reducescatter", collAllGather: "allgather",
+	collBroadcast: "broadcast", collReduce: "reduce",
+}
+
+func (c coll) String() string { return collNames[c] }
+
+// parseColl accepts a collective's name, with or without nccl-tests'
+// underscore (all_reduce) or a dash.
+func parseColl(s string) (coll, bool) {
+	k := strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(strings.TrimSpace(s)))
+	for i, n := range collNames {
+		if k == n {
+			return coll(i), true
+		}
+	}
+	return 0, false
+}
+
+// collForProgram is the default --coll of a binary invoked under another
+// name (a symlink or a copy), as nccl-tests names its binaries:
+// reducescatter-perf (or reduce_scatter_perf), allgather-perf,
+// broadcast-perf, reduce-perf; anything else runs all-reduce.
+func collForProgram(prog string) coll {
+	base := strings.ToLower(filepath.Base(prog))
+	base = strings.TrimSuffix(base, ".exe")
+	for _, suf := range []string{"-perf", "_perf"} {
+		if strings.HasSuffix(base, suf) {
+			if c, ok := parseColl(strings.TrimSuffix(base, suf)); ok {
+				return c
+			}
+		}
+	}
+	return collAllReduce
+}
+
+// programName is the name messages and usage use: the invoked base name.
+func programName(prog string) string {
+	base := strings.TrimSuffix(filepath.Base(prog), ".exe")
+	if base == "" || base == "." || base == string(filepath.Separator) {
+		return "allreduce-perf"
+	}
+	return base
+}
+
+// hasOp reports whether the collective reduces (the others print "none").
+func (c coll) hasOp() bool { return c == collAllReduce || c == collReduceScatter || c == collReduce }
+
+// hasRoot reports whether the collective has a root (the others print -1).
+func (c coll) hasRoot() bool { return c == collBroadcast || c == collReduce }
+
+// busFactor is nccl-tests' busbw/algbw for n ranks.
+func (c coll) busFactor(n int) float64 {
+	switch c {
+	case collAllReduce:
+		return 2 * float64(n-1) / float64(n)
+	case collReduceScatter, collAllGather:
+		return float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+// algorithms are the strategies the collective can honour, the first
+// being what it runs under -a auto. All-reduce honours every strategy.
+func (c coll) algorithms() []collective.Strategy {
+	switch c {
+	case collReduceScatter:
+		return []collective.Strategy{collective.Ring, collective.Direct}
+	case collAllGather:
+		return []collective.Strategy{collective.Ring}
+	case collBroadcast, collReduce:
+		return []collective.Strategy{collective.Tree}
+	}
+	return nil
+}
+
+// allStrategies is what -a all sweeps, in this order.
+var allStrategies = []collective.Strategy{
+	collective.Auto, collective.Direct, collective.Pipelined, collective.Ring, collective.Tree, collective.Hierarchical,
+}
+
+// allColls is what --coll all runs, in this order.
+var allColls = []coll{collAllReduce, collReduceScatter, collAllGather, collBroadcast, collReduce}
 
 // options are the parsed and validated command-line settings.
 type options struct {
@@ -41,15 +170,22 @@ type options struct {
 	stepBytes          int64
 	stepFactor         int64
 	ranks              int
+	colls              []coll
 	dtypes             []dtype
 	ops                []collective.Op
+	roots              []int // broadcast and reduce: the roots to run (-r all: every rank)
+	strategies         []collective.Strategy
 	iters, warmup      int
 	check              int
 	blocking           int
 	timeout            time.Duration // 0: no deadline beyond the library's default
-	strategy           collective.Strategy
-	backend            string // "" lets GOCOLL_BACKEND decide
-	devices            []int  // nil: rank r on device r mod D
+	backend            string        // "" lets GOCOLL_BACKEND decide
+	devices            []int         // nil: rank r on device r mod D
+	pinned             bool          // buffers from collective.NewHostBuffer
+	jsonFile           string        // -J: "" for none
+	plotFile           string        // --plot: "" for none
+	prog               string        // the invoked name, for messages
+	args               []string
 }
 
 // usageError is bad usage: the command prints it on one line and exits 2.
@@ -124,20 +260,23 @@ type rawFlags struct {
 	blocking                      int
 	timeout                       float64
 	algorithm                     string
+	coll                          string
 	outputFile                    string
 	outputSet                     bool
+	plotFile                      string
+	pinned                        bool
 	backend                       string
 	devices                       string
 }
 
-func newFlagSet(r *rawFlags) (*flag.FlagSet, []flagSpec) {
+func newFlagSet(r *rawFlags, defColl coll) (*flag.FlagSet, []flagSpec) {
 	fs := flag.NewFlagSet("allreduce-perf", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported on one line by the caller
 	*r = rawFlags{
 		minBytes: 32 << 20, maxBytes: 32 << 20, stepBytes: 1 << 20, stepFactor: 1,
 		ngpus: 1, datatype: "float", op: "sum", root: "0",
 		iters: 20, warmup: 5, check: 1, blocking: 0,
-		algorithm: "auto",
+		algorithm: "auto", coll: defColl.String(),
 	}
 	intVar := func(p *int) flag.Value { return (*intValue)(p) }
 	int64Var := func(p *int64) flag.Value { return (*int64Value)(p) }
@@ -148,16 +287,19 @@ func newFlagSet(r *rawFlags) (*flag.FlagSet, []flagSpec) {
 		{"i", "stepbytes", sizeValue{&r.stepBytes}, "size increment when the step factor is 1 (default 1M)"},
 		{"f", "stepfactor", int64Var(&r.stepFactor), "size multiplier; > 1 makes the sweep multiplicative (default 1)"},
 		{"g", "ngpus", intVar(&r.ngpus), "number of ranks, one goroutine each (default 1)"},
-		{"d", "datatype", strVar(&r.datatype), "float|double|all (half|bfloat16 are not built yet) (default float)"},
-		{"o", "op", strVar(&r.op), "sum|prod|min|max|avg|all (default sum)"},
-		{"r", "root", strVar(&r.root), "root rank; all-reduce has none and prints -1, as nccl-tests does"},
+		{"", "coll", strVar(&r.coll), "allreduce|reducescatter|allgather|broadcast|reduce|all, or a comma list (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf or reduce-perf defaults to that one)"},
+		{"d", "datatype", strVar(&r.datatype), "float|double|half|bfloat16|all, or a comma list; all = float,double; half/bfloat16: float32 data all-reduced over a 16-bit wire (AllReduceWire, ring), size(B) = count*2 (default float)"},
+		{"o", "op", strVar(&r.op), "sum|prod|min|max|avg|all, or a comma list (default sum)"},
+		{"r", "root", strVar(&r.root), "root rank of broadcast and reduce, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)"},
 		{"n", "iters", intVar(&r.iters), "timed iterations per size (default 20)"},
 		{"w", "warmup_iters", intVar(&r.warmup), "warm-up iterations at the largest and smallest size (default 5)"},
 		{"c", "check", intVar(&r.check), "verified runs per size and mode; 0 turns checking off (default 1)"},
 		{"z", "blocking", intVar(&r.blocking), "0|1; gocoll calls return when done, so both time the same thing (default 0)"},
 		{"T", "timeout", (*float64Value)(&r.timeout), "seconds: bounds every wait and the whole run; 0 keeps the library default (default 0)"},
-		{"a", "algorithm", strVar(&r.algorithm), "auto|ring|tree|hierarchical|pipelined|direct; auto picks per call from the cost model (default auto)"},
-		{"J", "output_file", outputValue{&r.outputFile, &r.outputSet}, "JSON output file (not built yet)"},
+		{"a", "algorithm", strVar(&r.algorithm), "auto|direct|pipelined|ring|tree|hierarchical|all, or a comma list: all-reduce's strategy, one table each when several; auto picks per call from the cost model. reducescatter honours ring|direct, allgather runs ring, broadcast and reduce tree (default auto)"},
+		{"J", "output_file", outputValue{&r.outputFile, &r.outputSet}, "write the parameters, devices and one record per row and mode as JSON to this file (atomically)"},
+		{"", "plot", strVar(&r.plotFile), "write busbw and algbw against size to FILE.png or FILE.svg, one line per strategy (or collective, type, op, root: whatever the run sweeps)"},
+		{"", "pinned", (*boolValue)(&r.pinned), "allocate the send and receive buffers with collective.NewHostBuffer (pinned host memory the devices import once and reach by DMA) instead of the Go heap"},
 		{"", "backend", strVar(&r.backend), "auto|vulkan|metal|host (default: GOCOLL_BACKEND, else auto)"},
 		{"", "devices", strVar(&r.devices), "comma-separated device index of each rank, e.g. 0,0,1 (default: rank r on device r mod D)"},
 	}
@@ -171,10 +313,11 @@ func newFlagSet(r *rawFlags) (*flag.FlagSet, []flagSpec) {
 }
 
 // printUsage writes the flag summary.
-func printUsage(w io.Writer, specs []flagSpec) {
-	fmt.Fprintln(w, "usage: allreduce-perf [flags]")
-	fmt.Fprintln(w, "An nccl-tests all_reduce_perf-style sweep over gocoll's all-reduce, with every result verified.")
-	fmt.Fprintln(w, "Each flag has a short (-b 8) and a long (--minbytes 8) form.")
+func printUsage(w io.Writer, prog string, specs []flagSpec) {
+	fmt.Fprintf(w, "usage: %s [flags]\n", programName(prog))
+	fmt.Fprintln(w, "An nccl-tests-style sweep over gocoll's collectives (all_reduce_perf, reduce_scatter_perf, all_gather_perf,")
+	fmt.Fprintln(w, "broadcast_perf, reduce_perf in one binary), with every result verified.")
+	fmt.Fprintln(w, "Every flag has a long form (--minbytes 8); most have a short one too (-b 8).")
 	for _, s := range specs {
 		names := "--" + s.long
 		if s.short != "" {
@@ -184,10 +327,11 @@ func printUsage(w io.Writer, specs []flagSpec) {
 	}
 }
 
-// parseFlags parses and validates args. It returns flag.ErrHelp for -h.
-func parseFlags(args []string) (*options, []flagSpec, error) {
+// parseFlags parses and validates args for the program invoked as prog
+// (its base name picks the default --coll). It returns flag.ErrHelp for -h.
+func parseFlags(prog string, args []string) (*options, []flagSpec, error) {
 	var r rawFlags
-	fs, specs := newFlagSet(&r)
+	fs, specs := newFlagSet(&r, collForProgram(prog))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, specs, err
@@ -198,6 +342,10 @@ func parseFlags(args []string) (*options, []flagSpec, error) {
 		return nil, specs, usagef("unexpected argument %q (flags only)", fs.Arg(0))
 	}
 	o, err := r.validate()
+	if o != nil {
+		o.prog = programName(prog)
+		o.args = append([]string{prog}, args...)
+	}
 	return o, specs, err
 }
 
@@ -206,9 +354,7 @@ func (r *rawFlags) validate() (*options, error) {
 	o := &options{
 		minBytes: r.minBytes, maxBytes: r.maxBytes, stepBytes: r.stepBytes, stepFactor: r.stepFactor,
 		ranks: r.ngpus, iters: r.iters, warmup: r.warmup, check: r.check, blocking: r.blocking,
-	}
-	if r.outputSet {
-		return nil, usagef("-J/--output_file: JSON output not built yet")
+		pinned: r.pinned,
 	}
 	if o.ranks < 1 {
 		return nil, usagef("-g/--ngpus must be >= 1, got %d", o.ranks)
@@ -225,32 +371,59 @@ func (r *rawFlags) validate() (*options, error) {
 	if o.stepFactor == 1 && o.stepBytes < 1 && o.minBytes < o.maxBytes {
 		return nil, usagef("-i/--stepbytes must be > 0, got %d", o.stepBytes)
 	}
-	switch strings.ToLower(r.datatype) {
-	case "float", "float32", "f32":
-		o.dtypes = []dtype{dtFloat}
-	case "double", "float64", "f64":
-		o.dtypes = []dtype{dtDouble}
-	case "all":
-		o.dtypes = []dtype{dtFloat, dtDouble}
-	case "half", "float16", "bfloat16":
-		return nil, usagef("-d %s: half/bfloat16 need wire compression, not built yet", r.datatype)
-	default:
-		return nil, usagef("-d/--datatype %q is not supported (want float, double or all)", r.datatype)
+	if strings.EqualFold(strings.TrimSpace(r.coll), "all") {
+		o.colls = allColls
+	} else {
+		for _, f := range strings.Split(r.coll, ",") {
+			c, ok := parseColl(f)
+			if !ok {
+				return nil, usagef("--coll %q is not known (want allreduce, reducescatter, allgather, broadcast, reduce, all or a comma list)", r.coll)
+			}
+			if !containsColl(o.colls, c) {
+				o.colls = append(o.colls, c)
+			}
+		}
 	}
-	if strings.EqualFold(r.op, "all") {
+	if strings.EqualFold(strings.TrimSpace(r.datatype), "all") {
+		o.dtypes = []dtype{dtFloat, dtDouble}
+	} else {
+		for _, f := range strings.Split(r.datatype, ",") {
+			d, ok := parseDtype(f)
+			if !ok {
+				return nil, usagef("-d/--datatype %q is not supported (want float, double, half, bfloat16, all or a comma list)", r.datatype)
+			}
+			if !containsDtype(o.dtypes, d) {
+				o.dtypes = append(o.dtypes, d)
+			}
+		}
+	}
+	if strings.EqualFold(strings.TrimSpace(r.op), "all") {
 		// nccl-tests' order.
 		o.ops = []collective.Op{collective.Sum, collective.Prod, collective.Max, collective.Min, collective.Mean}
 	} else {
-		op, err := collective.ParseOp(r.op)
-		if err != nil {
-			return nil, usagef("-o/--op %q is not supported (want sum, prod, min, max, avg or all)", r.op)
+		for _, f := range strings.Split(r.op, ",") {
+			op, err := collective.ParseOp(strings.TrimSpace(f))
+			if err != nil {
+				return nil, usagef("-o/--op %q is not supported (want sum, prod, min, max, avg, all or a comma list)", r.op)
+			}
+			if !containsOp(o.ops, op) {
+				o.ops = append(o.ops, op)
+			}
 		}
-		o.ops = []collective.Op{op}
 	}
-	if !strings.EqualFold(r.root, "all") {
-		if v, err := strconv.Atoi(r.root); err != nil || v < 0 {
+	if strings.EqualFold(strings.TrimSpace(r.root), "all") {
+		for q := 0; q < max(o.ranks, 0); q++ {
+			o.roots = append(o.roots, q)
+		}
+	} else {
+		v, err := strconv.Atoi(strings.TrimSpace(r.root))
+		if err != nil || v < 0 {
 			return nil, usagef("-r/--root %q must be a rank >= 0 or all", r.root)
 		}
+		if v >= o.ranks && (containsColl(o.colls, collBroadcast) || containsColl(o.colls, collReduce)) {
+			return nil, usagef("-r/--root %d is not a rank of %d (want 0..%d or all)", v, o.ranks, o.ranks-1)
+		}
+		o.roots = []int{v}
 	}
 	if o.iters < 1 {
 		return nil, usagef("-n/--iters must be >= 1, got %d", o.iters)
@@ -268,11 +441,39 @@ func (r *rawFlags) validate() (*options, error) {
 		return nil, usagef("-T/--timeout must be seconds in [0, 1e6], got %v", r.timeout)
 	}
 	o.timeout = time.Duration(r.timeout * float64(time.Second))
-	s, err := collective.ParseStrategy(r.algorithm)
-	if err != nil {
-		return nil, usagef("-a/--algorithm %q is not known (want auto, ring, tree, hierarchical, pipelined or direct)", r.algorithm)
+	if strings.EqualFold(strings.TrimSpace(r.algorithm), "all") {
+		o.strategies = allStrategies
+	} else {
+		for _, f := range strings.Split(r.algorithm, ",") {
+			s, err := collective.ParseStrategy(strings.TrimSpace(f))
+			if err != nil {
+				return nil, usagef("-a/--algorithm %q is not known (want auto, direct, pipelined, ring, tree, hierarchical, all or a comma list)", r.algorithm)
+			}
+			if !containsStrategy(o.strategies, s) {
+				o.strategies = append(o.strategies, s)
+			}
+		}
 	}
-	o.strategy = s
+	if err := o.checkCombinations(); err != nil {
+		return nil, err
+	}
+	if r.outputSet {
+		if err := checkOutputPath("-J/--output_file", r.outputFile); err != nil {
+			return nil, err
+		}
+		o.jsonFile = r.outputFile
+	}
+	if r.plotFile != "" {
+		switch strings.ToLower(filepath.Ext(r.plotFile)) {
+		case ".png", ".svg":
+		default:
+			return nil, usagef("--plot %q: want a file name ending in .png or .svg", r.plotFile)
+		}
+		if err := checkOutputPath("--plot", r.plotFile); err != nil {
+			return nil, err
+		}
+		o.plotFile = r.plotFile
+	}
 	switch b := strings.ToLower(r.backend); b {
 	case "", "auto", "vulkan", "metal", "host":
 		o.backend = b
@@ -292,6 +493,98 @@ func (r *rawFlags) validate() (*options, error) {
 		}
 	}
 	return o, nil
+}
+
+// checkCombinations refuses what the library cannot honour rather than
+// running something else under the name asked for.
+func (o *options) checkCombinations() error {
+	for _, d := range o.dtypes {
+		if d.wire() == 0 {
+			continue
+		}
+		for _, c := range o.colls {
+			if c != collAllReduce {
+				return usagef("-d %s: 16-bit wire compression exists for all-reduce only, not --coll %s", d, c)
+			}
+		}
+		for _, s := range o.strategies {
+			if s != collective.Auto && s != collective.Ring {
+				return usagef("-d %s: wire compression (AllReduceWire) runs the ring only, so -a %s cannot be honoured", d, s)
+			}
+		}
+	}
+	if len(o.strategies) > 1 {
+		for _, c := range o.colls {
+			if c != collAllReduce {
+				return usagef("-a with several strategies sweeps all-reduce only; --coll %s runs %s", c, c.algorithms()[0])
+			}
+		}
+	}
+	s := o.strategies[0]
+	for _, c := range o.colls {
+		if c == collAllReduce || s == collective.Auto || containsStrategy(c.algorithms(), s) {
+			continue
+		}
+		names := make([]string, len(c.algorithms()))
+		for i, a := range c.algorithms() {
+			names[i] = a.String()
+		}
+		return usagef("--coll %s runs %s only; -a %s applies to all-reduce", c, strings.Join(names, " or "), s)
+	}
+	return nil
+}
+
+// checkOutputPath refuses an output file whose folder does not exist, so a
+// long run does not end without its output.
+func checkOutputPath(flagName, path string) error {
+	if path == "" {
+		return usagef("%s needs a file name", flagName)
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return usagef("%s %q: folder %q does not exist", flagName, path, dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usagef("%s %q is a folder", flagName, path)
+	}
+	return nil
+}
+
+func containsColl(cs []coll, c coll) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func containsDtype(ds []dtype, d dtype) bool {
+	for _, x := range ds {
+		if x == d {
+			return true
+		}
+	}
+	return false
+}
+
+func containsOp(ops []collective.Op, op collective.Op) bool {
+	for _, x := range ops {
+		if x == op {
+			return true
+		}
+	}
+	return false
+}
+
+func containsStrategy(ss []collective.Strategy, s collective.Strategy) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // sizes returns the swept sizes in bytes, following nccl-tests: multiply by
@@ -367,12 +660,25 @@ func (v *float64Value) Set(s string) error {
 	return nil
 }
 
+type boolValue bool
+
+func (v *boolValue) String() string { return strconv.FormatBool(bool(*v)) }
+func (v *boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("bad boolean %q", s)
+	}
+	*v = boolValue(b)
+	return nil
+}
+func (v *boolValue) IsBoolFlag() bool { return true }
+
 type stringValue string
 
 func (v *stringValue) String() string     { return string(*v) }
 func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
 
-// outputValue records that -J was given, so it can be refused by name.
+// outputValue records that -J was given (an empty name is refused).
 type outputValue struct {
 	v   *string
 	set *bool

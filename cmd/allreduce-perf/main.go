@@ -1,17 +1,32 @@
-// Command allreduce-perf is gocoll's main job: an nccl-tests
-// all_reduce_perf-style sweep of all-reduce over a range of sizes, with every
-// result verified.
+// Command allreduce-perf is gocoll's main job: an nccl-tests-style sweep of
+// a collective over a range of sizes, with every result verified.
 //
 // It runs -g ranks in one process, one goroutine per rank, on the backend
 // chosen as collective.NewGroup chooses it (--backend, else GOCOLL_BACKEND,
-// else metal, vulkan, host). For each element type, op and size it runs
-// warm-up iterations, times -n iterations out of place (AllReduceInto) and in
-// place (AllReduce), and, with -c, resets the inputs, runs once more and
-// compares every element of every rank with a float64 reference. The flags,
-// the table and the closing lines follow nccl-tests, so results compare line
-// by line:
+// else metal, vulkan, host). For each collective (--coll: allreduce by
+// default, reducescatter, allgather, broadcast, reduce), strategy (-a),
+// element type, op, root and size it runs warm-up iterations, times -n
+// iterations out of place and in place, and, with -c, resets the inputs,
+// runs once more and compares every element of every rank with a float64
+// reference. The flags, the table and the closing lines follow nccl-tests
+// (all_reduce_perf, reduce_scatter_perf, all_gather_perf, broadcast_perf,
+// reduce_perf), so results compare line by line:
 //
 //	allreduce-perf -g 4 -b 8 -e 8M -f 4
+//	allreduce-perf --coll broadcast -r all -g 3 -b 8 -e 1M -f 8
+//
+// Invoked under another name (a symlink or copy) named reducescatter-perf,
+// allgather-perf, broadcast-perf or reduce-perf (or nccl-tests'
+// reduce_scatter_perf, ...), the binary runs that collective by default.
+//
+// -d half and -d bfloat16 all-reduce float32 data whose exchange is
+// compressed to 16 bits (collective.AllReduceWire, ring): size(B) counts 2
+// bytes per element as nccl-tests does for those types (so count =
+// size/2, and the user buffer holds count float32 values), and #wrong
+// counts elements outside collective.WireErrorBound. -J writes the run as
+// JSON, --plot draws busbw and algbw against size (PNG or SVG), -a all
+// sweeps every all-reduce strategy (one table each), --pinned allocates
+// the buffers with collective.NewHostBuffer.
 //
 // Exit status: 0 when every value is right, 1 on wrong values or a library
 // error (printed on stderr), 2 on bad usage (one line on stderr).
@@ -26,36 +41,44 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"github.com/gocoll/gocoll/collective"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := runAs(ctx, os.Args[0], os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// run is the whole command: it parses args, runs the sweep and returns the
-// exit status.
+// run is the whole command as allreduce-perf: it parses args, runs the
+// sweep and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	return runContext(context.Background(), args, stdout, stderr)
+	return runAs(context.Background(), "allreduce-perf", args, stdout, stderr)
 }
 
-func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, specs, err := parseFlags(args)
+// runAs is the command invoked as prog (os.Args[0]: its base name sets the
+// default --coll and the name in messages).
+func runAs(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) int {
+	name := programName(prog)
+	o, specs, err := parseFlags(prog, args)
 	if errors.Is(err, flag.ErrHelp) {
-		printUsage(stdout, specs)
+		printUsage(stdout, prog, specs)
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "allreduce-perf: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
 
 	cfg := collective.DefaultConfig()
-	cfg.Strategy = o.strategy
+	if len(o.strategies) == 1 {
+		// The group's strategy is what reduce-scatter honours; all-reduce
+		// passes its table's strategy on every call.
+		cfg.Strategy = o.strategies[0]
+	}
 	if o.timeout > 0 {
 		cfg.CommunicationTimeout = o.timeout
 		var cancel context.CancelFunc
@@ -69,7 +92,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		Config:  cfg,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "allreduce-perf: opening %d rank(s): %s\n", o.ranks, describe(err, o))
+		fmt.Fprintf(stderr, "%s: opening %d rank(s): %s\n", name, o.ranks, describe(err, o))
 		if errors.Is(err, collective.ErrInvalidConfig) || errors.Is(err, collective.ErrInvalidArgument) {
 			return 2
 		}
@@ -78,78 +101,209 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 	code := sweepAll(ctx, o, g, stdout, stderr)
 	if err := g.Close(); err != nil {
-		fmt.Fprintf(stderr, "allreduce-perf: closing the group: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "%s: closing the group: %s\n", name, oneLine(err))
 		code = 1
 	}
 	return code
 }
 
-// sweepAll prints the header, runs every element type and op, and prints the
-// footer. It returns the exit status.
-func sweepAll(ctx context.Context, o *options, g *collective.Group, stdout, stderr io.Writer) int {
-	writeHeader(stdout, o, g)
-	var (
-		wrong   int64
-		busbw   float64
-		nbusbws int
-	)
-	for _, dt := range o.dtypes {
-		var err error
-		switch dt {
-		case dtFloat:
-			err = sweepType[float32](ctx, o, g, stdout, &wrong, &busbw, &nbusbws)
-		case dtDouble:
-			err = sweepType[float64](ctx, o, g, stdout, &wrong, &busbw, &nbusbws)
+// tablesOf lists the run's tables: every collective, and for all-reduce
+// every strategy asked for.
+func tablesOf(o *options) []table {
+	var ts []table
+	for _, c := range o.colls {
+		if c == collAllReduce {
+			for _, s := range o.strategies {
+				ts = append(ts, table{coll: c, strategy: s})
+			}
+			continue
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "allreduce-perf: %s\n", describe(err, o))
-			return 1
-		}
+		ts = append(ts, table{coll: c, strategy: o.strategies[0]})
 	}
-	status := "OK"
-	if wrong > 0 {
-		status = "FAILED"
-	}
-	avg := 0.0
-	if nbusbws > 0 {
-		avg = busbw / float64(nbusbws)
-	}
-	fmt.Fprintf(stdout, "# %-20s : %d %s\n", "Out of bounds values", wrong, status)
-	fmt.Fprintf(stdout, "# %-20s : %.6g\n", "Avg bus bandwidth", avg)
-	fmt.Fprintln(stdout, "#")
-	if wrong > 0 {
-		fmt.Fprintf(stderr, "allreduce-perf: %d wrong value(s)\n", wrong)
-		return 1
-	}
-	return 0
+	return ts
 }
 
-// sweepType runs every op for element type T and adds to the totals.
-func sweepType[T float](ctx context.Context, o *options, g *collective.Group, out io.Writer, wrong *int64, busbw *float64, n *int) error {
-	s := newSweep[T](o, g, out)
-	for _, op := range o.ops {
-		if err := s.run(ctx, op); err != nil {
+// rowsOf counts the rows of a run, for the progress line.
+func rowsOf(o *options, ts []table) int {
+	n := 0
+	for _, t := range ts {
+		ops, roots := len(o.ops), len(o.roots)
+		if !t.coll.hasOp() {
+			ops = 1
+		}
+		if !t.coll.hasRoot() {
+			roots = 1
+		}
+		n += len(o.dtypes) * ops * roots * len(o.sizes())
+	}
+	return n
+}
+
+// checkWire makes sure the backend can compress before anything is
+// printed: an empty AllReduceWire on every rank fails, the same way on
+// each, when the backend has no compression kernels.
+func checkWire(ctx context.Context, o *options, g *collective.Group) error {
+	for _, d := range o.dtypes {
+		if f := d.wire(); f != 0 {
+			err := onRanks(ctx, g.Size(), func(ctx context.Context, r int) error {
+				return collective.AllReduceWire(ctx, g.Comm(r), nil, collective.Sum, f)
+			})
+			if errors.Is(err, collective.ErrUnsupported) {
+				return usagef("-d %s: the %s backend has no compression kernels for AllReduceWire (the host backend has them)", d, g.Backend())
+			}
 			return err
 		}
 	}
-	*wrong += s.wrong
-	*busbw += s.busbw
-	*n += s.nbusbws
 	return nil
 }
 
-// writeHeader prints nccl-tests' header: the parameters, one line per rank
-// with its device, the backend and strategy chosen (and the backends skipped,
-// with why), and the column titles.
-func writeHeader(w io.Writer, o *options, g *collective.Group) {
-	fmt.Fprintf(w, "# nThread 1 nGpus %d minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n",
-		g.Size(), o.minBytes, o.maxBytes, o.stepString(), o.warmup, o.iters, o.check)
-	fmt.Fprintln(w, "#")
-	fmt.Fprintln(w, "# Using devices")
+// sweepAll prints the header, runs every table, element type, op and root,
+// and prints the footer; then writes -J and --plot. It returns the exit
+// status.
+func sweepAll(ctx context.Context, o *options, g *collective.Group, stdout, stderr io.Writer) int {
+	start := time.Now()
+	if err := checkWire(ctx, o, g); err != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", o.prog, describe(err, o))
+		var u *usageError
+		if errors.As(err, &u) {
+			return 2
+		}
+		return 1
+	}
 	host, err := os.Hostname()
 	if err != nil {
 		host = "localhost"
 	}
+	tables := tablesOf(o)
+	writeHeader(stdout, o, g, tables, host)
+	rn := &runner{o: o, g: g, out: stdout, progress: newProgress(stderr, rowsOf(o, tables))}
+	runErr := runTables(ctx, rn, tables, stdout)
+	rn.progress.clear()
+	code := 0
+	if runErr != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", o.prog, describe(runErr, o))
+		code = 1
+	} else {
+		status := "OK"
+		if rn.wrong > 0 {
+			status = "FAILED"
+		}
+		fmt.Fprintf(stdout, "# %-20s : %d %s\n", "Out of bounds values", rn.wrong, status)
+		fmt.Fprintf(stdout, "# %-20s : %.6g\n", "Avg bus bandwidth", rn.avgBusbw())
+		fmt.Fprintln(stdout, "#")
+		if rn.wrong > 0 {
+			fmt.Fprintf(stderr, "%s: %d wrong value(s)\n", o.prog, rn.wrong)
+			code = 1
+		}
+	}
+	if o.jsonFile != "" {
+		d := newJSONDoc(o, g, tables, start, host)
+		d.EndTime = time.Now().Format(time.RFC3339)
+		d.Results = append(d.Results, rn.records...)
+		d.OutOfBounds.Count, d.OutOfBounds.Okay = rn.wrong, rn.wrong == 0 && runErr == nil
+		d.AverageBusBandwidth.Bandwidth = rn.avgBusbw()
+		if runErr != nil {
+			d.Errors = append(d.Errors, describe(runErr, o))
+		}
+		if err := writeJSON(o.jsonFile, d); err != nil {
+			fmt.Fprintf(stderr, "%s: -J: %s\n", o.prog, oneLine(err))
+			code = 1
+		}
+	}
+	if o.plotFile != "" {
+		if err := writePlot(o.plotFile, plotTitle(o, g), rn.records); err != nil {
+			fmt.Fprintf(stderr, "%s: --plot: %s\n", o.prog, oneLine(err))
+			code = 1
+		}
+	}
+	return code
+}
+
+func (rn *runner) avgBusbw() float64 {
+	if rn.nbusbws == 0 {
+		return 0
+	}
+	return rn.busbw / float64(rn.nbusbws)
+}
+
+// runTables runs every table in order (nccl-tests' loop: type, op, root,
+// then sizes), printing each table's own header when there are several.
+func runTables(ctx context.Context, rn *runner, tables []table, stdout io.Writer) error {
+	for i, t := range tables {
+		if len(tables) > 1 || t.coll != collAllReduce {
+			if i > 0 {
+				fmt.Fprintln(stdout, "#")
+			}
+			fmt.Fprintf(stdout, "# Collective %s  Strategy %s\n", t.coll, tableStrategy(t, rn.o))
+		}
+		writeColumns(stdout)
+		for _, dt := range rn.o.dtypes {
+			var err error
+			switch dt {
+			case dtDouble:
+				err = runType[float64](ctx, rn, t, dt)
+			default: // float, and half/bfloat16 on float32 data
+				err = runType[float32](ctx, rn, t, dt)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runType runs every op and root of one table for one element type.
+func runType[T float](ctx context.Context, rn *runner, t table, dt dtype) (err error) {
+	s, err := newSweep[T](rn, t, dt)
+	if err != nil {
+		return fmt.Errorf("allocating buffers: %w", err)
+	}
+	defer func() {
+		if cerr := s.close(); cerr != nil && err == nil {
+			err = fmt.Errorf("freeing pinned buffers: %w", cerr)
+		}
+	}()
+	ops, roots := s.o.ops, s.o.roots
+	if !s.t.coll.hasOp() {
+		ops = ops[:1]
+	}
+	if !s.t.coll.hasRoot() {
+		roots = []int{-1}
+	}
+	for _, op := range ops {
+		for _, root := range roots {
+			if err := s.run(ctx, op, root); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tableStrategy is a table's strategy as its header says it.
+func tableStrategy(t table, o *options) string {
+	s := t.algorithmName()
+	if t.coll == collAllReduce && t.strategy == collective.Auto {
+		s += " (chosen per call by the cost model)"
+	}
+	if t.coll == collAllReduce && (containsDtype(o.dtypes, dtHalf) || containsDtype(o.dtypes, dtBfloat16)) {
+		s += "; half/bfloat16: wire-compressed ring"
+	}
+	return s
+}
+
+// writeHeader prints nccl-tests' header: the parameters, one line per rank
+// with its device, the backend and strategy chosen (and the backends skipped,
+// with why).
+func writeHeader(w io.Writer, o *options, g *collective.Group, tables []table, host string) {
+	fmt.Fprintf(w, "# nThread 1 nGpus %d minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n",
+		g.Size(), o.minBytes, o.maxBytes, o.stepString(), o.warmup, o.iters, o.check)
+	fmt.Fprintln(w, "#")
+	if o.jsonFile != "" {
+		fmt.Fprintf(w, "# Writing JSON output to %s\n", o.jsonFile)
+	}
+	fmt.Fprintln(w, "# Using devices")
 	pid := os.Getpid()
 	placement := g.Placement()
 	for r := 0; r < g.Size(); r++ {
@@ -165,12 +319,19 @@ func writeHeader(w io.Writer, o *options, g *collective.Group) {
 		}
 		skipped = strings.Join(parts, "; ")
 	}
-	strategy := g.Strategy().String()
-	if g.Strategy() == collective.Auto {
-		strategy += " (chosen per call by the cost model)"
+	strategy := "one per table, named below"
+	if len(tables) == 1 {
+		strategy = tableStrategy(tables[0], o)
 	}
 	fmt.Fprintf(w, "# Backend %s  Strategy %s  Skipped: %s\n", g.Backend(), strategy, skipped)
+	if o.pinned {
+		fmt.Fprintln(w, "# Buffers: pinned host memory (collective.NewHostBuffer)")
+	}
 	fmt.Fprintln(w, "#")
+}
+
+// writeColumns prints the column titles.
+func writeColumns(w io.Writer) {
 	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n", "", "", "", "", "")
 	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
 		"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong")
@@ -178,10 +339,21 @@ func writeHeader(w io.Writer, o *options, g *collective.Group) {
 		"(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)")
 }
 
-// describe is err on one line, naming -T when its deadline ended the run.
+// plotTitle names the run in the plot.
+func plotTitle(o *options, g *collective.Group) string {
+	colls := make([]string, len(o.colls))
+	for i, c := range o.colls {
+		colls[i] = c.String()
+	}
+	return fmt.Sprintf("%s: %s, %s backend, %d rank(s)", o.prog, strings.Join(colls, ", "), g.Backend(), g.Size())
+}
+
+// describe is err on one line, naming -T when its deadline ended the run
+// (the context's deadline, or the library's CommunicationTimeout, which -T
+// sets too: whichever fires first).
 func describe(err error, o *options) string {
 	s := oneLine(err)
-	if o.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
+	if o.timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, collective.ErrTimeout)) {
 		s += fmt.Sprintf(" (-T %v)", o.timeout)
 	}
 	return s

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gocoll/gocoll/collective"
 )
@@ -95,8 +96,20 @@ func wantCorrect(t *testing.T, args ...string) []row {
 		t.Fatalf("no data rows:\n%s", out)
 	}
 	for _, r := range rows {
-		if r.wrong != [2]int64{0, 0} || r.root != -1 {
-			t.Fatalf("row %+v: want 0 wrong and root -1\n%s", r, out)
+		if r.wrong != [2]int64{0, 0} {
+			t.Fatalf("row %+v: want 0 wrong\n%s", r, out)
+		}
+	}
+	return rows
+}
+
+// wantAllReduce is wantCorrect for all-reduce runs: every row's root is -1.
+func wantAllReduce(t *testing.T, args ...string) []row {
+	t.Helper()
+	rows := wantCorrect(t, args...)
+	for _, r := range rows {
+		if r.root != -1 {
+			t.Fatalf("row %+v: all-reduce has root -1", r)
 		}
 	}
 	return rows
@@ -142,14 +155,14 @@ func TestAcceptance(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c, " "), func(t *testing.T) {
-			wantCorrect(t, append(c, fast...)...)
+			wantAllReduce(t, append(c, fast...)...)
 		})
 	}
 }
 
 func TestRowsFollowSweep(t *testing.T) {
 	// Additive steps (-i), sizes rounded down to whole elements.
-	rows := wantCorrect(t, "--backend", "host", "-g", "2", "-d", "double", "-b", "10", "-e", "40", "-i", "10", "-n", "1", "-w", "0")
+	rows := wantAllReduce(t, "--backend", "host", "-g", "2", "-d", "double", "-b", "10", "-e", "40", "-i", "10", "-n", "1", "-w", "0")
 	var sizes, counts []int64
 	for _, r := range rows {
 		sizes, counts = append(sizes, r.size), append(counts, r.count)
@@ -202,11 +215,30 @@ func TestUsageErrors(t *testing.T) {
 		{"-g", "0"},
 		{"-b", "1M", "-e", "1K"},
 		{"-d", "int8"},
-		{"-d", "half"},
-		{"-d", "bfloat16"},
+		{"-d", "float,int8"},
 		{"-a", "nccl"},
-		{"-J", "out.json"},
+		{"-a", "ring,nccl"},
 		{"-o", "xor"},
+		{"--coll", "alltoall"},
+		{"--coll", "allreduce,sendrecv"},
+		{"-d", "half", "--coll", "broadcast"},
+		{"-d", "bfloat16", "--coll", "all"},
+		{"-d", "half", "-a", "tree"},
+		{"-d", "bfloat16", "-a", "all"},
+		{"-a", "all", "--coll", "reduce"},
+		{"-a", "ring,tree", "--coll", "allreduce,allgather"},
+		{"--coll", "broadcast", "-a", "ring"},
+		{"--coll", "allgather", "-a", "direct"},
+		{"--coll", "reducescatter", "-a", "tree"},
+		{"--coll", "broadcast", "-g", "3", "-r", "3"},
+		{"--coll", "reduce", "-r", "-1"},
+		{"-J", ""},
+		{"-J", "/nonexistent-dir/out.json"},
+		{"-J", "."},
+		{"--plot", "out.pdf"},
+		{"--plot", "out"},
+		{"--plot", "/nonexistent-dir/out.png"},
+		{"--pinned=maybe"},
 		{"-b", "12Q"},
 		{"-n", "0"},
 		{"-z", "2"},
@@ -222,10 +254,14 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line on stderr", args, code, out, errOut)
 		}
 	}
-	// The reasons name what is missing.
+	// The reasons name what is missing or what cannot be honoured.
 	for args, want := range map[string]string{
-		"-J out.json": "JSON output not built yet",
-		"-d half":     "half/bfloat16 need wire compression, not built yet",
+		"-d half --coll reduce":    "16-bit wire compression exists for all-reduce only, not --coll reduce",
+		"-d bfloat16 -a direct":    "wire compression (AllReduceWire) runs the ring only, so -a direct cannot be honoured",
+		"--coll broadcast -a ring": "--coll broadcast runs tree only; -a ring applies to all-reduce",
+		"-a all --coll allgather":  "-a with several strategies sweeps all-reduce only; --coll allgather runs ring",
+		"-g 2 --coll reduce -r 2":  "-r/--root 2 is not a rank of 2",
+		"--plot x.jpg":             "want a file name ending in .png or .svg",
 	} {
 		if _, _, errOut := runCLI(t, strings.Fields(args)...); !strings.Contains(errOut, want) {
 			t.Errorf("%s: stderr %q lacks %q", args, errOut, want)
@@ -243,11 +279,18 @@ func TestLongAndShortFlagsAgree(t *testing.T) {
 }
 
 func TestTimeoutEndsTheRun(t *testing.T) {
-	// -T bounds the whole run: a deadline that has passed before the group
-	// opens is a library error (exit 1, one line), not a hang.
+	// -T bounds the whole run: a deadline that has passed (usually before
+	// the group opens; else the first wait times out, the context or the
+	// CommunicationTimeout -T also sets firing first) is a library error
+	// (exit 1, one line naming -T), not a hang.
 	code, _, errOut := runCLI(t, "--backend", "host", "-g", "2", "-T", "0.000001")
-	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "deadline exceeded (-T 1µs)") {
+	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, " (-T 1µs)\n") ||
+		!(strings.Contains(errOut, "deadline exceeded") || strings.Contains(errOut, "timed out")) {
 		t.Errorf("exit %d, stderr %q; want exit 1 and one line naming the deadline", code, errOut)
+	}
+	o := &options{timeout: time.Microsecond}
+	if got := describe(&collective.TimeoutError{Phase: "AllReduce fingerprint check", Missing: []int{0}}, o); !strings.HasSuffix(got, " (-T 1µs)") {
+		t.Errorf("a library timeout under -T: %q does not name -T", got)
 	}
 }
 
@@ -291,26 +334,40 @@ func TestCorruptionIsCaught(t *testing.T) {
 func TestSendBufferIsChecked(t *testing.T) {
 	// A library that wrote the send buffer of an out-of-place call would be
 	// caught too: simulate it by writing the send buffer after the call.
-	send := [][]float64{{0, 0}, {0, 0}}
-	recv := [][]float64{{0, 0}, {0, 0}}
-	for r := range send {
-		for i := range send[r] {
-			send[r][i] = input(collective.Sum, r, int64(i), 1)
+	s := &sweep[float64]{runner: &runner{o: &options{}}, t: table{coll: collAllReduce}, dt: dtDouble,
+		comms: make([]*collective.Comm, 2), send: [][]float64{{0, 0}, {0, 0}}, recv: [][]float64{{0, 0}, {0, 0}}}
+	for r := range s.send {
+		for i := range s.send[r] {
+			s.send[r][i] = input(collective.Sum, r, int64(i), 1)
 		}
 	}
-	for i := range recv[0] {
+	for i := range s.recv[0] {
 		v := reference(collective.Sum, 2, int64(i), 1)
-		recv[0][i], recv[1][i] = v, v
+		s.recv[0][i], s.recv[1][i] = v, v
 	}
-	if w := countWrong(send, recv, 2, 2, collective.Sum, 1, false); w != 0 {
+	sh := shape{count: 2, bytes: 16, total: 2}
+	if w := s.countWrong(sh, collective.Sum, -1, 1, false); w != 0 {
 		t.Fatalf("correct data: %d wrong", w)
 	}
-	send[1][1]++
-	if w := countWrong(send, recv, 2, 2, collective.Sum, 1, false); w != 1 {
+	s.send[1][1]++
+	if w := s.countWrong(sh, collective.Sum, -1, 1, false); w != 1 {
 		t.Fatalf("changed send buffer: %d wrong, want 1", w)
 	}
-	if w := countWrong(send, recv, 2, 2, collective.Sum, 1, true); w != 0 {
+	if w := s.countWrong(sh, collective.Sum, -1, 1, true); w != 0 {
 		t.Fatalf("in place the send buffer is not used: %d wrong, want 0", w)
+	}
+	// avg accepts 1 ulp from the reference, but every rank must hold rank
+	// 0's bits.
+	for i := range s.recv[0] {
+		v := reference(collective.Mean, 2, int64(i), 1)
+		s.recv[0][i], s.recv[1][i] = v, v
+	}
+	if w := s.countWrong(sh, collective.Mean, -1, 1, true); w != 0 {
+		t.Fatalf("correct avg: %d wrong", w)
+	}
+	s.recv[1][0] = math.Nextafter(s.recv[1][0], 100)
+	if w := s.countWrong(sh, collective.Mean, -1, 1, true); w != 1 {
+		t.Fatalf("rank 1 one ulp away from rank 0: %d wrong, want 1", w)
 	}
 }
 

@@ -10,14 +10,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
 )
 
-// float is the element type of a sweep.
+// float is the element type of a sweep's buffers (half and bfloat16 run on
+// float32 data).
 type float interface{ float32 | float64 }
 
 // testHookAfterCheck, when set, runs on every rank right after the verified
-// collective and before the result is checked, with the rank's result (a
+// collective and before the result is checked, with the rank's output (a
 // []float32 or []float64). Tests use it to corrupt a result on purpose.
 var testHookAfterCheck func(rank int, inPlace bool, result any)
 
@@ -26,52 +28,115 @@ type result struct {
 	time         time.Duration // per iteration, of the slowest rank
 	algbw, busbw float64       // GB/s
 	wrong        int64         // -1 when checking is off
+	counters     []backend.CounterSnapshot
 }
 
-// sweep runs the benchmark of one element type over a group.
-type sweep[T float] struct {
-	o     *options
-	g     *collective.Group
-	comms []*collective.Comm
-	send  [][]T // each rank's send buffer, sized for maxBytes
-	recv  [][]T // each rank's receive (and in-place) buffer
-	rep   int   // advances for every verified run, so stale results never pass
-	out   io.Writer
+// table is one table of rows: a collective run with one strategy.
+type table struct {
+	coll     coll
+	strategy collective.Strategy // as asked (Auto: the collective's default, or the cost model for all-reduce)
+}
+
+// runner holds what every table of a run shares: the group, the output and
+// the totals for the footer.
+type runner struct {
+	o        *options
+	g        *collective.Group
+	out      io.Writer
+	progress *progress
+	records  []record
 	// Totals over every row, for the footer.
 	wrong   int64
 	busbw   float64
 	nbusbws int
 }
 
-func newSweep[T float](o *options, g *collective.Group, out io.Writer) *sweep[T] {
-	s := &sweep[T]{o: o, g: g, out: out}
-	maxCount := o.maxBytes / int64(eltSize[T]())
-	for r := 0; r < g.Size(); r++ {
-		s.comms = append(s.comms, g.Comm(r))
-		s.send = append(s.send, make([]T, maxCount))
-		s.recv = append(s.recv, make([]T, maxCount))
-	}
-	return s
+// sweep runs the rows of one table for one element type.
+type sweep[T float] struct {
+	*runner
+	t     table
+	dt    dtype
+	comms []*collective.Comm
+	send  [][]T // each rank's send buffer, sized for maxBytes
+	recv  [][]T // each rank's receive (and in-place) buffer
+	rep   int   // advances for every verified run, so stale results never pass
+	// pinned holds the --pinned buffers, freed by close.
+	pinned []*collective.HostBuffer[T]
 }
 
-func eltSize[T float]() int {
-	var z T
-	if _, ok := any(z).(float64); ok {
-		return 8
+// newSweep allocates each rank's buffers for the largest size: on the Go
+// heap, or with --pinned in pinned host memory (release them with close).
+func newSweep[T float](rn *runner, t table, dt dtype) (*sweep[T], error) {
+	s := &sweep[T]{runner: rn, t: t, dt: dt}
+	maxCount := rn.o.maxBytes / dt.size()
+	alloc := func() ([]T, error) {
+		if !rn.o.pinned {
+			return make([]T, maxCount), nil
+		}
+		hb, err := collective.NewHostBuffer[T](int(maxCount))
+		if err != nil {
+			return nil, err
+		}
+		s.pinned = append(s.pinned, hb)
+		return hb.Data, nil
 	}
-	return 4
+	for r := 0; r < rn.g.Size(); r++ {
+		send, err := alloc()
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		recv, err := alloc()
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.comms = append(s.comms, rn.g.Comm(r))
+		s.send = append(s.send, send)
+		s.recv = append(s.recv, recv)
+	}
+	return s, nil
 }
 
-func typeName[T float]() string {
-	if eltSize[T]() == 8 {
-		return dtDouble.String()
+// close frees pinned buffers (and every device's import of them). No call
+// may be using them.
+func (s *sweep[T]) close() error {
+	var first error
+	for _, hb := range s.pinned {
+		if err := hb.Close(); err != nil && first == nil {
+			first = err
+		}
 	}
-	return dtFloat.String()
+	s.pinned = nil
+	return first
+}
+
+// shape is what one size means for the table's collective, as nccl-tests
+// defines it.
+type shape struct {
+	count int64 // the count column: elements of one rank's call (nccl-tests' paramcount)
+	bytes int64 // the size column and algbw's numerator: the full buffer
+	total int64 // elements of the full buffer (reduce-scatter's send, all-gather's recv)
+}
+
+func (s *sweep[T]) shapeOf(size int64) shape {
+	elt, n := s.dt.size(), int64(len(s.comms))
+	switch s.t.coll {
+	case collReduceScatter, collAllGather:
+		m := size / elt / n
+		return shape{count: m, bytes: m * n * elt, total: m * n}
+	}
+	c := size / elt
+	return shape{count: c, bytes: c * elt, total: c}
 }
 
 // onRanks runs f on every rank, each in its own goroutine, as the library
 // requires. The first error cancels the others' context and is returned.
 func (s *sweep[T]) onRanks(ctx context.Context, f func(ctx context.Context, r int) error) error {
+	return onRanks(ctx, len(s.comms), f)
+}
+
+func onRanks(ctx context.Context, n int, f func(ctx context.Context, r int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -79,7 +144,7 @@ func (s *sweep[T]) onRanks(ctx context.Context, f func(ctx context.Context, r in
 		once  sync.Once
 		first error
 	)
-	for r := range s.comms {
+	for r := 0; r < n; r++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -95,19 +160,59 @@ func (s *sweep[T]) onRanks(ctx context.Context, f func(ctx context.Context, r in
 	return first
 }
 
-// call runs one all-reduce of count elements on rank r.
-func (s *sweep[T]) call(ctx context.Context, r int, count int64, op collective.Op, inPlace bool) error {
-	if inPlace {
-		return collective.AllReduce(ctx, s.comms[r], s.recv[r][:count], op)
+// call runs the table's collective once on rank r. Where gocoll has no
+// out-of-place form (the wire-compressed all-reduce, broadcast), out of
+// place is a host copy of send into recv, then the in-place call on recv;
+// the copy is timed with it, as NCCL's out-of-place broadcast copies too.
+func (s *sweep[T]) call(ctx context.Context, r int, sh shape, op collective.Op, root int, inPlace bool) error {
+	c := s.comms[r]
+	send, recv := s.send[r], s.recv[r]
+	n, m := sh.count, sh.count
+	switch s.t.coll {
+	case collAllReduce:
+		if f := s.dt.wire(); f != 0 {
+			data := recv[:n]
+			if !inPlace {
+				copy(data, send[:n])
+			}
+			return collective.AllReduceWire(ctx, c, any(data).([]float32), op, f)
+		}
+		if inPlace {
+			return collective.AllReduceWith(ctx, c, recv[:n], recv[:n], op, s.t.strategy)
+		}
+		return collective.AllReduceWith(ctx, c, send[:n], recv[:n], op, s.t.strategy)
+	case collReduceScatter:
+		// In place, as in NCCL: the result lands in the rank's own chunk
+		// of the full buffer.
+		if inPlace {
+			return collective.ReduceScatter(ctx, c, recv[:sh.total], recv[int64(r)*m:int64(r+1)*m], op)
+		}
+		return collective.ReduceScatter(ctx, c, send[:sh.total], recv[:m], op)
+	case collAllGather:
+		// In place: the rank's contribution already sits in its chunk.
+		if inPlace {
+			return collective.AllGather(ctx, c, recv[int64(r)*m:int64(r+1)*m], recv[:sh.total])
+		}
+		return collective.AllGather(ctx, c, send[:m], recv[:sh.total])
+	case collBroadcast:
+		if !inPlace && r == root {
+			copy(recv[:n], send[:n])
+		}
+		return collective.Broadcast(ctx, c, recv[:n], root)
+	case collReduce:
+		if inPlace {
+			return collective.Reduce(ctx, c, recv[:n], recv[:n], op, root)
+		}
+		return collective.Reduce(ctx, c, send[:n], recv[:n], op, root)
 	}
-	return collective.AllReduceInto(ctx, s.comms[r], s.send[r][:count], s.recv[r][:count], op)
+	return fmt.Errorf("unknown collective %d", int(s.t.coll))
 }
 
-// warmup runs the warm-up iterations (out of place) at count elements.
-func (s *sweep[T]) warmup(ctx context.Context, count int64, op collective.Op) error {
+// warmup runs the warm-up iterations (out of place) at shape sh.
+func (s *sweep[T]) warmup(ctx context.Context, sh shape, op collective.Op, root int) error {
 	return s.onRanks(ctx, func(ctx context.Context, r int) error {
 		for i := 0; i < s.o.warmup; i++ {
-			if err := s.call(ctx, r, count, op, false); err != nil {
+			if err := s.call(ctx, r, sh, op, root, false); err != nil {
 				return err
 			}
 		}
@@ -115,51 +220,76 @@ func (s *sweep[T]) warmup(ctx context.Context, count int64, op collective.Op) er
 	})
 }
 
-// run sweeps every size for op, printing one row per size (nccl-tests'
-// TimeTest): warm-up at the largest and smallest size, then per size the
-// out-of-place and the in-place run.
-func (s *sweep[T]) run(ctx context.Context, op collective.Op) error {
-	elt := int64(eltSize[T]())
-	if err := s.warmup(ctx, s.o.maxBytes/elt, op); err != nil {
+// opName is the redop column: nccl-tests prints "none" for the
+// collectives that do not reduce.
+func (s *sweep[T]) opName(op collective.Op) string {
+	if !s.t.coll.hasOp() {
+		return "none"
+	}
+	return op.String()
+}
+
+// rootCol is the root column: -1 for the collectives without a root.
+func (s *sweep[T]) rootCol(root int) int {
+	if !s.t.coll.hasRoot() {
+		return -1
+	}
+	return root
+}
+
+// run sweeps every size for op and root, printing one row per size
+// (nccl-tests' TimeTest): warm-up at the largest and smallest size, then
+// per size the out-of-place and the in-place run.
+func (s *sweep[T]) run(ctx context.Context, op collective.Op, root int) error {
+	if err := s.warmup(ctx, s.shapeOf(s.o.maxBytes), op, root); err != nil {
 		return err
 	}
-	if err := s.warmup(ctx, s.o.minBytes/elt, op); err != nil {
+	if err := s.warmup(ctx, s.shapeOf(s.o.minBytes), op, root); err != nil {
 		return err
 	}
 	for _, size := range s.o.sizes() {
-		count := size / elt
+		sh := s.shapeOf(size)
+		s.progress.step(fmt.Sprintf("%s %s %s %s", humanBytes(sh.bytes), s.dt, s.opName(op), s.t.label()))
 		var res [2]result
 		for i, inPlace := range []bool{false, true} {
 			var err error
-			if res[i], err = s.bench(ctx, count, op, inPlace); err != nil {
+			if res[i], err = s.bench(ctx, sh, op, root, inPlace); err != nil {
 				return err
 			}
 		}
-		writeRow(s.out, count*elt, count, typeName[T](), op.String(), res)
+		s.progress.clear()
+		writeRow(s.out, sh.bytes, sh.count, s.dt.String(), s.opName(op), s.rootCol(root), res)
+		alg := s.algorithm(sh)
+		for i, r := range res {
+			s.records = append(s.records, s.record(sh, op, root, i == 1, alg, r))
+		}
 	}
 	return nil
 }
 
 // bench times one mode at one size, then verifies it (nccl-tests' BenchTime).
-func (s *sweep[T]) bench(ctx context.Context, count int64, op collective.Op, inPlace bool) (result, error) {
+func (s *sweep[T]) bench(ctx context.Context, sh shape, op collective.Op, root int, inPlace bool) (result, error) {
 	n := len(s.comms)
 	elapsed := make([]time.Duration, n)
+	counters := make([]backend.CounterSnapshot, n)
 	err := s.onRanks(ctx, func(ctx context.Context, r int) error {
 		// One untimed call, then line the ranks up so the clock starts
 		// together on every rank.
-		if err := s.call(ctx, r, count, op, inPlace); err != nil {
+		if err := s.call(ctx, r, sh, op, root, inPlace); err != nil {
 			return err
 		}
 		if err := collective.Barrier(ctx, s.comms[r]); err != nil {
 			return err
 		}
+		before := s.g.Counters(r)
 		start := time.Now()
 		for i := 0; i < s.o.iters; i++ {
-			if err := s.call(ctx, r, count, op, inPlace); err != nil {
+			if err := s.call(ctx, r, sh, op, root, inPlace); err != nil {
 				return err
 			}
 		}
 		elapsed[r] = time.Since(start)
+		counters[r] = s.g.Counters(r).Sub(before)
 		return nil
 	})
 	if err != nil {
@@ -169,11 +299,12 @@ func (s *sweep[T]) bench(ctx context.Context, count int64, op collective.Op, inP
 	for _, d := range elapsed {
 		slowest = max(slowest, d)
 	}
-	res := result{time: slowest / time.Duration(s.o.iters), wrong: -1}
+	res := result{time: slowest / time.Duration(s.o.iters), wrong: -1, counters: counters}
 	if sec := res.time.Seconds(); sec > 0 {
-		// nccl-tests' AllReduceGetBw.
-		res.algbw = float64(count*int64(eltSize[T]())) / 1e9 / sec
-		res.busbw = res.algbw * 2 * float64(n-1) / float64(n)
+		// nccl-tests' *GetBw: algbw over the full buffer, busbw scaled
+		// by the collective's factor.
+		res.algbw = float64(sh.bytes) / 1e9 / sec
+		res.busbw = res.algbw * s.t.coll.busFactor(n)
 	}
 	s.busbw += res.busbw
 	s.nbusbws++
@@ -181,7 +312,7 @@ func (s *sweep[T]) bench(ctx context.Context, count int64, op collective.Op, inP
 	if s.o.check > 0 {
 		res.wrong = 0
 		for c := 0; c < s.o.check && res.wrong == 0; c++ {
-			w, err := s.verify(ctx, count, op, inPlace)
+			w, err := s.verify(ctx, sh, op, root, inPlace)
 			if err != nil {
 				return result{}, err
 			}
@@ -192,75 +323,228 @@ func (s *sweep[T]) bench(ctx context.Context, count int64, op collective.Op, inP
 	return res, nil
 }
 
-// verify sets fresh inputs, runs the collective once and counts the elements
-// that differ from the reference on every rank. Out of place, the receive
-// buffer is first filled with NaN so a call that leaves it alone fails, and
-// the send buffer must come back unchanged (it is never written).
-func (s *sweep[T]) verify(ctx context.Context, count int64, op collective.Op, inPlace bool) (int64, error) {
-	s.rep++
-	rep, n := s.rep, len(s.comms)
+// input is rank r's element i of verified run rep for this sweep's type.
+func (s *sweep[T]) input(op collective.Op, r int, i int64, rep int) float64 {
+	if s.dt.wire() != 0 {
+		return wireInput(op, r, i, rep)
+	}
+	return input(op, r, i, rep)
+}
+
+// output is rank r's output region (what the test hook sees).
+func (s *sweep[T]) output(r int, sh shape, inPlace bool) []T {
+	m := sh.count
+	switch s.t.coll {
+	case collReduceScatter:
+		if inPlace {
+			return s.recv[r][int64(r)*m : int64(r+1)*m]
+		}
+		return s.recv[r][:m]
+	case collAllGather:
+		return s.recv[r][:sh.total]
+	}
+	return s.recv[r][:sh.count]
+}
+
+// fill sets rank r's inputs for run rep. Every region the call must write
+// is first filled with NaN, so a call that leaves it alone fails.
+func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace bool, rep int) {
 	nan := T(math.NaN())
-	err := s.onRanks(ctx, func(ctx context.Context, r int) error {
-		in := s.recv[r][:count]
-		if !inPlace {
-			in = s.send[r][:count]
-			recv := s.recv[r][:count]
-			for i := range recv {
-				recv[i] = nan
+	send, recv := s.send[r], s.recv[r]
+	setNaN := func(x []T) {
+		for i := range x {
+			x[i] = nan
+		}
+	}
+	setInput := func(x []T, op collective.Op, rank int) {
+		for i := range x {
+			x[i] = T(s.input(op, rank, int64(i), rep))
+		}
+	}
+	m := sh.count
+	switch s.t.coll {
+	case collAllReduce, collReduceScatter, collReduce:
+		if inPlace {
+			setInput(recv[:sh.total], op, r)
+		} else {
+			setInput(send[:sh.total], op, r)
+			setNaN(recv[:sh.total])
+		}
+	case collAllGather:
+		setNaN(recv[:sh.total])
+		if inPlace {
+			setInput(recv[int64(r)*m:int64(r+1)*m], collective.Sum, r)
+		} else {
+			setInput(send[:m], collective.Sum, r)
+		}
+	case collBroadcast:
+		setNaN(recv[:sh.total])
+		if r == root {
+			if inPlace {
+				setInput(recv[:sh.total], collective.Sum, r)
+			} else {
+				setInput(send[:sh.total], collective.Sum, r)
 			}
 		}
-		for i := range in {
-			in[i] = T(input(op, r, int64(i), rep))
-		}
-		if err := s.call(ctx, r, count, op, inPlace); err != nil {
+	}
+}
+
+// verify sets fresh inputs, runs the collective once and counts the elements
+// that differ from the reference on every rank. Out of place, the send
+// buffer must come back unchanged (it is never written).
+func (s *sweep[T]) verify(ctx context.Context, sh shape, op collective.Op, root int, inPlace bool) (int64, error) {
+	s.rep++
+	rep := s.rep
+	err := s.onRanks(ctx, func(ctx context.Context, r int) error {
+		s.fill(r, sh, op, root, inPlace, rep)
+		if err := s.call(ctx, r, sh, op, root, inPlace); err != nil {
 			return err
 		}
 		if testHookAfterCheck != nil {
-			testHookAfterCheck(r, inPlace, s.recv[r][:count])
+			testHookAfterCheck(r, inPlace, s.output(r, sh, inPlace))
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	return countWrong(s.send, s.recv, count, n, op, rep, inPlace), nil
+	return s.countWrong(sh, op, root, rep, inPlace), nil
 }
 
-// countWrong compares every rank's result with the float64 reference,
-// split over the CPUs. An element is wrong when it differs from the
-// reference rounded to T (avg: by more than 1 ulp, since the library
-// multiplies the sum by 1/N) or from rank 0's value (every rank must hold
-// bitwise identical data). Out of place, a send element that changed is
-// wrong too.
-func countWrong[T float](send, recv [][]T, count int64, n int, op collective.Op, rep int, inPlace bool) int64 {
+// countWrong checks every rank's buffers against the float64 reference,
+// split over the CPUs.
+func (s *sweep[T]) countWrong(sh shape, op collective.Op, root int, rep int, inPlace bool) int64 {
 	var wrong atomic.Int64
 	workers := int64(runtime.GOMAXPROCS(0))
-	chunk := (count + workers - 1) / workers
+	chunk := max((sh.total+workers-1)/workers, 1)
 	var wg sync.WaitGroup
-	for lo := int64(0); lo < count; lo += chunk {
-		hi := min(lo+chunk, count)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var w int64
-			for i := lo; i < hi; i++ {
-				want := T(reference(op, n, i, rep))
-				first := recv[0][i]
-				for r := 0; r < n; r++ {
-					got := recv[r][i]
-					if !matches(got, want, op) || (r > 0 && !sameBits(got, first)) {
-						w++
-					}
-					if !inPlace && send[r][i] != T(input(op, r, i, rep)) {
-						w++
-					}
-				}
-			}
-			wrong.Add(w)
-		}()
+	for r := range s.comms {
+		for lo := int64(0); lo < sh.total; lo += chunk {
+			hi := min(lo+chunk, sh.total)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wrong.Add(s.checkRange(r, lo, hi, sh, op, root, rep, inPlace))
+			}()
+		}
 	}
 	wg.Wait()
 	return wrong.Load()
+}
+
+// checkRange counts the wrong elements among rank r's elements [lo, hi) of
+// the full buffer, following nccl-tests' expectations per collective:
+//   - all-reduce: every rank holds the reduction, bitwise equal to rank 0's;
+//   - reduce-scatter: rank r holds chunk r of the reduction;
+//   - all-gather: every rank holds every rank's contribution, in rank order;
+//   - broadcast: every rank holds root's input;
+//   - reduce: root holds the reduction; the other ranks' receive buffers
+//     are not written (in place: their input is left as it was).
+//
+// Out of place, a send element that changed is wrong too.
+func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, root int, rep int, inPlace bool) int64 {
+	n := len(s.comms)
+	send, recv := s.send[r], s.recv[r]
+	in := func(op collective.Op, rank int, i int64) T { return T(s.input(op, rank, i, rep)) }
+	var w int64
+	m := sh.count
+	switch s.t.coll {
+	case collAllReduce:
+		for i := lo; i < hi; i++ {
+			got := recv[i]
+			if !s.right(got, op, n, i, rep) || (r > 0 && !sameBits(got, s.recv[0][i])) {
+				w++
+			}
+			if !inPlace && send[i] != in(op, r, i) {
+				w++
+			}
+		}
+	case collReduceScatter:
+		base := int64(r) * m
+		for i := lo; i < hi; i++ {
+			if i < m {
+				got := recv[i]
+				if inPlace {
+					got = recv[base+i]
+				}
+				if !s.right(got, op, n, base+i, rep) {
+					w++
+				}
+			}
+			if !inPlace && send[i] != in(op, r, i) {
+				w++
+			}
+		}
+	case collAllGather:
+		for i := lo; i < hi; i++ {
+			if recv[i] != in(collective.Sum, int(i/m), i%m) {
+				w++
+			}
+			if !inPlace && i < m && send[i] != in(collective.Sum, r, i) {
+				w++
+			}
+		}
+	case collBroadcast:
+		for i := lo; i < hi; i++ {
+			if recv[i] != in(collective.Sum, root, i) {
+				w++
+			}
+			if !inPlace && r == root && send[i] != in(collective.Sum, root, i) {
+				w++
+			}
+		}
+	case collReduce:
+		for i := lo; i < hi; i++ {
+			switch {
+			case r == root:
+				if !s.right(recv[i], op, n, i, rep) {
+					w++
+				}
+			case inPlace:
+				if !sameBits(recv[i], in(op, r, i)) {
+					w++
+				}
+			default:
+				if recv[i] == recv[i] { // not NaN any more: written
+					w++
+				}
+			}
+			if !inPlace && send[i] != in(op, r, i) {
+				w++
+			}
+		}
+	}
+	return w
+}
+
+// right reports whether got is element i of the reduction over n ranks:
+// the float64 reference rounded to T (avg: within 1 ulp), or, for the
+// wire-compressed types, within the documented bound of wire compression
+// (see wireBound).
+func (s *sweep[T]) right(got T, op collective.Op, n int, i int64, rep int) bool {
+	want, sumAbs := referenceOf(s.input, op, n, i, rep)
+	if f := s.dt.wire(); f != 0 {
+		g := float64(got)
+		return !math.IsNaN(g) && math.Abs(g-want) <= wireBound(f, op, n, want, sumAbs)
+	}
+	return matches(got, T(want), op)
+}
+
+// wireBound is how far a wire-compressed all-reduce may be from the exact
+// result, from collective.WireErrorBound (|error| <= N*(u+2^-24)*sum|x_r|
+// for a sum of N ranks): the bound itself for sum, max and min (each hop
+// rounds a partial result no larger than sum|x_r|); for avg, the sum's
+// bound over N plus one more rounding of the average, i.e.
+// WireErrorBound(f, N+1, sum|x_r|/N); for prod, a relative bound of N
+// roundings, WireErrorBound(f, N, |result|).
+func wireBound(f backend.WireFormat, op collective.Op, n int, want, sumAbs float64) float64 {
+	switch op {
+	case collective.Prod:
+		return collective.WireErrorBound(f, n, math.Abs(want))
+	case collective.Mean:
+		return collective.WireErrorBound(f, n+1, sumAbs/float64(n))
+	}
+	return collective.WireErrorBound(f, n, sumAbs)
 }
 
 // input is rank r's element i in verified run rep, chosen (as nccl-tests'
@@ -276,12 +560,34 @@ func input(op collective.Op, r int, i int64, rep int) float64 {
 	return float64(int64(k%11) - 5)
 }
 
+// wireInput is input for the wire-compressed types: the user data is
+// float32, so the sum, avg, max and min inputs carry tenths (0.1 to 0.7,
+// rounded to float32) that a 16-bit wire cannot hold exactly, and the
+// result is checked against the bound, not for equality. Prod keeps
+// input's powers of two, exact in both formats.
+func wireInput(op collective.Op, r int, i int64, rep int) float64 {
+	if op == collective.Prod {
+		return input(op, r, i, rep)
+	}
+	k := uint64(i)*7 + uint64(r)*13 + uint64(rep)*5
+	return float64(float32(float64(int64(k%11)-5) + float64((k/11)%8)/10))
+}
+
 // reference reduces element i over n ranks in float64, in a plain loop over
 // the inputs: independent of the library.
 func reference(op collective.Op, n int, i int64, rep int) float64 {
-	acc := input(op, 0, i, rep)
+	v, _ := referenceOf(input, op, n, i, rep)
+	return v
+}
+
+// referenceOf is reference over the inputs in, and also returns
+// sum_r |x_r| (for the wire bound).
+func referenceOf(in func(collective.Op, int, int64, int) float64, op collective.Op, n int, i int64, rep int) (ref, sumAbs float64) {
+	acc := in(op, 0, i, rep)
+	sumAbs = math.Abs(acc)
 	for r := 1; r < n; r++ {
-		x := input(op, r, i, rep)
+		x := in(op, r, i, rep)
+		sumAbs += math.Abs(x)
 		switch op {
 		case collective.Sum, collective.Mean:
 			acc += x
@@ -296,7 +602,7 @@ func reference(op collective.Op, n int, i int64, rep int) float64 {
 	if op == collective.Mean {
 		acc /= float64(n)
 	}
-	return acc
+	return acc, sumAbs
 }
 
 // matches reports whether got is right: exactly want, or within 1 ulp for avg.
@@ -355,11 +661,65 @@ func ordered64(f float64) int64 {
 	return b
 }
 
+// algorithm is the algorithm the library runs for a row, for the JSON
+// record: the cost model's choice under auto, and what a collective or a
+// device without f64 kernels runs whatever -a says.
+func (s *sweep[T]) algorithm(sh shape) string {
+	f64Host := s.dt == dtDouble && !s.g.DeviceInfo(0).Float64
+	switch s.t.coll {
+	case collAllReduce:
+		if s.dt.wire() != 0 {
+			return collective.Ring.String()
+		}
+		st := s.t.strategy
+		if st == collective.Auto {
+			st = s.g.Strategy()
+		}
+		if st == collective.Auto {
+			dt := backend.F32
+			if s.dt == dtDouble {
+				dt = backend.F64
+			}
+			st, _ = s.g.AutoChoice(int(sh.count)*int(s.dt.size()), dt)
+		}
+		if f64Host && st != collective.Pipelined {
+			st = collective.Direct
+		}
+		return st.String()
+	case collReduceScatter:
+		if f64Host || s.g.Strategy() == collective.Direct {
+			return collective.Direct.String()
+		}
+		return collective.Ring.String()
+	case collReduce:
+		if f64Host {
+			return collective.Direct.String()
+		}
+	}
+	return s.t.coll.algorithms()[0].String()
+}
+
+// label names the table: its collective and strategy.
+func (t table) label() string {
+	return t.coll.String() + " " + t.algorithmName()
+}
+
+// algorithmName is the strategy a table runs, as its header says it.
+func (t table) algorithmName() string {
+	if t.coll == collAllReduce {
+		return t.strategy.String()
+	}
+	if t.strategy != collective.Auto {
+		return t.strategy.String()
+	}
+	return t.coll.algorithms()[0].String()
+}
+
 // writeRow prints one size as nccl-tests does: size, count, type, redop,
-// root (-1: all-reduce has none), then out-of-place and in-place time,
-// algbw, busbw and #wrong.
-func writeRow(w io.Writer, size, count int64, typ, op string, res [2]result) {
-	fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6d", size, count, typ, op, -1)
+// root (-1 for collectives without one), then out-of-place and in-place
+// time, algbw, busbw and #wrong.
+func writeRow(w io.Writer, size, count int64, typ, op string, root int, res [2]result) {
+	fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6d", size, count, typ, op, root)
 	for _, r := range res {
 		wrong := "N/A"
 		if r.wrong >= 0 {
@@ -380,4 +740,18 @@ func timeString(d time.Duration) string {
 		return fmt.Sprintf("%7.1f", us)
 	}
 	return fmt.Sprintf("%7.2f", us)
+}
+
+// humanBytes writes a byte count with binary units: 8 B, 4 KiB, 1.5 MiB.
+func humanBytes(b int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, u := float64(b), 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f %s", v, units[u])
+	}
+	return fmt.Sprintf("%.3g %s", v, units[u])
 }

@@ -1,0 +1,545 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gocoll/gocoll/collective"
+)
+
+// fast keeps timing loops short: these tests check values, not speed.
+var fast = []string{"-n", "2", "-w", "1"}
+
+// eltSizes are the size(B) bytes per element of each type column.
+var eltSizes = map[string]int64{"float": 4, "double": 8, "half": 2, "bfloat16": 2}
+
+// checkShape checks a row's size, count, redop and root against the
+// collective's nccl-tests semantics on n ranks.
+func checkShape(t *testing.T, c coll, n int, r row) {
+	t.Helper()
+	elt := eltSizes[r.typ]
+	if elt == 0 {
+		t.Fatalf("row %+v: unknown type", r)
+	}
+	switch c {
+	case collReduceScatter, collAllGather:
+		// size is the full buffer: count (per rank) * n elements.
+		if r.size != r.count*int64(n)*elt {
+			t.Errorf("%s row %+v: size != count*%d*%d", c, r, n, elt)
+		}
+	default:
+		if r.size != r.count*elt {
+			t.Errorf("%s row %+v: size != count*%d", c, r, elt)
+		}
+	}
+	if c.hasOp() == (r.op == "none") {
+		t.Errorf("%s row %+v: redop %q", c, r, r.op)
+	}
+	if c.hasRoot() {
+		if r.root < 0 || r.root >= n {
+			t.Errorf("%s row %+v: root out of range", c, r)
+		}
+	} else if r.root != -1 {
+		t.Errorf("%s row %+v: root %d, want -1", c, r, r.root)
+	}
+}
+
+func TestEveryCollective(t *testing.T) {
+	for _, c := range allColls {
+		for _, n := range []int{1, 3, 4} {
+			args := []string{"--backend", "host", "--coll", c.String(), "-g", strconv.Itoa(n),
+				"-d", "all", "-o", "all", "-r", "all", "-b", "4", "-e", "4K", "-f", "8"}
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				rows := wantCorrect(t, append(args, fast...)...)
+				roots := map[int]bool{}
+				for _, r := range rows {
+					checkShape(t, c, n, r)
+					roots[r.root] = true
+				}
+				if c.hasRoot() && len(roots) != n {
+					t.Errorf("-r all on %d ranks ran roots %v", n, roots)
+				}
+			})
+		}
+	}
+}
+
+func TestRootOtherThanZero(t *testing.T) {
+	for _, c := range []string{"broadcast", "reduce"} {
+		for _, root := range []string{"1", "3"} {
+			args := []string{"--backend", "host", "--coll", c, "-g", "4", "-r", root, "-o", "all", "-b", "4", "-e", "64K", "-f", "16"}
+			rows := wantCorrect(t, append(args, fast...)...)
+			for _, r := range rows {
+				if strconv.Itoa(r.root) != root {
+					t.Errorf("%v: row %+v, want root %s", args, r, root)
+				}
+			}
+		}
+	}
+	// -r is meaningless for the collectives without a root: they print -1.
+	rows := wantCorrect(t, append([]string{"--backend", "host", "--coll", "allgather", "-g", "3", "-r", "2", "-b", "12", "-e", "12"}, fast...)...)
+	if rows[0].root != -1 || rows[0].count != 1 || rows[0].size != 12 {
+		t.Errorf("allgather row %+v: want root -1, count 1, size 12", rows[0])
+	}
+}
+
+func TestCollectiveStrategiesHonoured(t *testing.T) {
+	// reduce-scatter runs ring or direct (rank-ordered); the others their
+	// one algorithm; --coll all runs one table per collective.
+	for _, args := range [][]string{
+		{"--coll", "reducescatter", "-a", "direct", "-g", "3", "-o", "all"},
+		{"--coll", "reducescatter", "-a", "ring", "-g", "4", "-d", "double"},
+		{"--coll", "allgather", "-a", "ring", "-g", "3"},
+		{"--coll", "broadcast,reduce", "-a", "tree", "-g", "3", "-r", "2"},
+		{"--coll", "all", "-g", "3", "-r", "1", "-d", "all"},
+		{"--coll", "all_reduce,reduce_scatter", "-a", "direct", "-g", "2"},
+	} {
+		args = append(args, "--backend", "host", "-b", "4", "-e", "16K", "-f", "8")
+		wantCorrect(t, append(args, fast...)...)
+	}
+	_, out, _ := runCLI(t, append([]string{"--backend", "host", "--coll", "all", "-g", "2", "-b", "64", "-e", "64"}, fast...)...)
+	for _, want := range []string{
+		"# Backend host  Strategy one per table, named below  Skipped: none\n",
+		"# Collective allreduce  Strategy auto (chosen per call by the cost model)\n",
+		"# Collective reducescatter  Strategy ring\n",
+		"# Collective allgather  Strategy ring\n",
+		"# Collective broadcast  Strategy tree\n",
+		"# Collective reduce  Strategy tree\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestAllStrategies(t *testing.T) {
+	code, out, errOut := runCLI(t, append([]string{"--backend", "host", "-a", "all", "-g", "3", "-b", "8", "-e", "8K", "-f", "32"}, fast...)...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		if name, ok := strings.CutPrefix(line, "# Collective allreduce  Strategy "); ok {
+			names = append(names, strings.Fields(name)[0])
+		}
+	}
+	if got := strings.Join(names, ","); got != "auto,direct,pipelined,ring,tree,hierarchical" {
+		t.Errorf("tables %s, want one per strategy", got)
+	}
+	if rows := parseTable(t, out); len(rows) != 6*3 {
+		t.Errorf("%d rows, want 18", len(rows))
+	}
+}
+
+func TestWireTypes(t *testing.T) {
+	for _, d := range []string{"half", "bfloat16"} {
+		for _, n := range []string{"1", "3", "4"} {
+			args := []string{"--backend", "host", "-d", d, "-o", "all", "-g", n, "-b", "2", "-e", "8K", "-f", "8"}
+			rows := wantAllReduce(t, append(args, fast...)...)
+			for _, r := range rows {
+				checkShape(t, collAllReduce, 0, r)
+				if r.typ != d {
+					t.Errorf("%v: row %+v has type %q", args, r, r.typ)
+				}
+			}
+		}
+	}
+	// With float in the same run, and the ring asked for by name.
+	rows := wantAllReduce(t, append([]string{"--backend", "host", "-d", "float,half,bf16", "-a", "ring", "-g", "3", "-b", "1K", "-e", "1K"}, fast...)...)
+	if len(rows) != 3 || rows[0].count != 256 || rows[1].count != 512 || rows[2].count != 512 {
+		t.Errorf("rows %+v: want float count 256, half and bfloat16 count 512 for 1 KiB", rows)
+	}
+}
+
+func TestWireIsInexactButBounded(t *testing.T) {
+	// The wire-type inputs carry tenths a 16-bit wire cannot hold, so the
+	// results must differ from the exact sum somewhere (the check is not
+	// vacuous) and stay within WireErrorBound everywhere.
+	for _, d := range []dtype{dtHalf, dtBfloat16} {
+		var got []float32
+		testHookAfterCheck = func(rank int, inPlace bool, result any) {
+			if rank == 0 && !inPlace {
+				got = append([]float32(nil), result.([]float32)...)
+			}
+		}
+		wantAllReduce(t, "--backend", "host", "-d", d.String(), "-g", "3", "-b", "4K", "-e", "4K", "-n", "1", "-w", "0")
+		testHookAfterCheck = nil
+		if len(got) != 2048 {
+			t.Fatalf("%s: captured %d elements, want 2048", d, len(got))
+		}
+		// The out-of-place run is the first verified run: rep 1.
+		inexact, worst := 0, 0.0
+		for i, g := range got {
+			want, sumAbs := referenceOf(wireInput, collective.Sum, 3, int64(i), 1)
+			bound := wireBound(d.wire(), collective.Sum, 3, want, sumAbs)
+			e := math.Abs(float64(g) - want)
+			if e > bound {
+				t.Fatalf("%s element %d: %v, want %v within %v", d, i, g, want, bound)
+			}
+			if e > 0 {
+				inexact++
+				worst = max(worst, e/bound)
+			}
+		}
+		if inexact == 0 {
+			t.Errorf("%s: every result exact: the inputs do not exercise the wire's rounding", d)
+		}
+		t.Logf("%s: %d of %d results rounded, worst at %.2f of the bound", d, inexact, len(got), worst)
+	}
+}
+
+func TestWireCorruptionIsCaught(t *testing.T) {
+	// A value off by more than the bound (1.0 here, the bound being ~0.02)
+	// is wrong.
+	done := false
+	testHookAfterCheck = func(rank int, inPlace bool, result any) {
+		if s := result.([]float32); rank == 2 && !inPlace && !done {
+			s[5] += 1
+			done = true
+		}
+	}
+	t.Cleanup(func() { testHookAfterCheck = nil })
+	code, out, _ := runCLI(t, "--backend", "host", "-d", "half", "-g", "3", "-b", "64", "-e", "64", "-n", "1", "-w", "0")
+	if code != 1 || !strings.Contains(out, "# Out of bounds values : 1 FAILED\n") {
+		t.Fatalf("exit %d, want 1 and 1 FAILED:\n%s", code, out)
+	}
+}
+
+func TestOtherCollectivesCatchCorruption(t *testing.T) {
+	for _, c := range []string{"reducescatter", "allgather", "broadcast", "reduce"} {
+		t.Run(c, func(t *testing.T) {
+			done := false
+			testHookAfterCheck = func(rank int, inPlace bool, result any) {
+				// Rank 1 is never reduce's root (0) here; its untouched
+				// receive buffer must stay untouched.
+				if s := result.([]float32); rank == 1 && inPlace && !done && len(s) > 0 {
+					s[0] += 1
+					done = true
+				}
+			}
+			t.Cleanup(func() { testHookAfterCheck = nil })
+			code, out, _ := runCLI(t, "--backend", "host", "--coll", c, "-g", "3", "-b", "96", "-e", "96", "-n", "1", "-w", "0")
+			if code != 1 || !strings.Contains(out, "# Out of bounds values : 1 FAILED\n") {
+				t.Fatalf("exit %d, want 1 and 1 FAILED:\n%s", code, out)
+			}
+		})
+	}
+}
+
+func TestInvokedAs(t *testing.T) {
+	for prog, want := range map[string]coll{
+		"/usr/local/bin/reducescatter-perf": collReduceScatter,
+		"reduce_scatter_perf":               collReduceScatter,
+		"./allgather-perf":                  collAllGather,
+		"all_gather_perf":                   collAllGather,
+		"broadcast-perf":                    collBroadcast,
+		"bin/reduce-perf":                   collReduce,
+		"reduce_perf.exe":                   collReduce,
+		"allreduce-perf":                    collAllReduce,
+		"all_reduce_perf":                   collAllReduce,
+		"gocoll-bench":                      collAllReduce,
+	} {
+		if got := collForProgram(prog); got != want {
+			t.Errorf("invoked as %q: default --coll %v, want %v", prog, got, want)
+		}
+	}
+	// End to end: broadcast-perf prints broadcast rows (redop none, a
+	// root); an explicit --coll still wins; usage errors carry the name.
+	var out, errOut bytes.Buffer
+	code := runAs(context.Background(), "/opt/bin/broadcast-perf", append([]string{"--backend", "host", "-g", "3", "-r", "2", "-b", "8", "-e", "8"}, fast...), &out, &errOut)
+	rows := parseTable(t, out.String())
+	if code != 0 || len(rows) != 1 || rows[0].op != "none" || rows[0].root != 2 || !strings.Contains(out.String(), "# Collective broadcast  Strategy tree\n") {
+		t.Errorf("broadcast-perf: exit %d, rows %+v:\n%s%s", code, rows, out.String(), errOut.String())
+	}
+	out.Reset()
+	code = runAs(context.Background(), "reduce-perf", append([]string{"--backend", "host", "--coll", "allreduce", "-g", "2", "-b", "8", "-e", "8"}, fast...), &out, &errOut)
+	if rows := parseTable(t, out.String()); code != 0 || rows[0].root != -1 || rows[0].op != "sum" {
+		t.Errorf("reduce-perf --coll allreduce: exit %d:\n%s", code, out.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	code = runAs(context.Background(), "allgather-perf", []string{"-g", "0"}, &out, &errOut)
+	if code != 2 || !strings.HasPrefix(errOut.String(), "allgather-perf: ") || strings.Count(errOut.String(), "\n") != 1 {
+		t.Errorf("allgather-perf -g 0: exit %d, stderr %q", code, errOut.String())
+	}
+	out.Reset()
+	runAs(context.Background(), "allgather-perf", []string{"-h"}, &out, &errOut)
+	if !strings.HasPrefix(out.String(), "usage: allgather-perf [flags]\n") {
+		t.Errorf("allgather-perf -h: %q", out.String())
+	}
+}
+
+// readJSON runs the command with -J and returns the output and the
+// parsed file.
+func readJSON(t *testing.T, wantCode int, args ...string) (string, *jsonDoc, map[string]any) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.json")
+	code, out, errOut := runCLI(t, append(args, "-J", path)...)
+	if code != wantCode {
+		t.Fatalf("exit %d, want %d; stderr %q\n%s", code, wantCode, errOut, out)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc jsonDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, raw)
+	}
+	var generic map[string]any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("temporary files left next to the output: %v", ents)
+	}
+	return out, &doc, generic
+}
+
+func TestJSONOutput(t *testing.T) {
+	args := append([]string{"--backend", "host", "--coll", "allreduce,broadcast", "-g", "3", "-r", "1", "-d", "all", "-o", "sum,max",
+		"-b", "8", "-e", "8K", "-f", "32"}, fast...)
+	out, doc, generic := readJSON(t, 0, args...)
+	rows := parseTable(t, out)
+	if len(doc.Results) != 2*len(rows) || len(rows) == 0 {
+		t.Fatalf("%d records for %d rows, want two per row", len(doc.Results), len(rows))
+	}
+	if !strings.Contains(out, "# Writing JSON output to ") {
+		t.Errorf("the header does not name the JSON file:\n%s", out)
+	}
+	for i, r := range rows {
+		for mode := 0; mode < 2; mode++ {
+			rec := doc.Results[2*i+mode]
+			if rec.Size != r.size || rec.Count != r.count || rec.Type != r.typ || rec.Redop != r.op || rec.Root != r.root ||
+				rec.InPlace != (mode == 1) || rec.Wrong == nil || *rec.Wrong != r.wrong[mode] || rec.Iters != 2 {
+				t.Errorf("record %+v does not match row %+v mode %d", rec, r, mode)
+			}
+			if math.Abs(rec.TimeUs-r.time[mode]) > 0.01*rec.TimeUs+0.01 || math.Abs(rec.AlgBw-r.algbw[mode]) > 0.006 {
+				t.Errorf("record %+v: time or algbw differ from the row %+v", rec, r)
+			}
+			c, _ := parseColl(rec.Collective)
+			if want := rec.AlgBw * c.busFactor(3); rec.BusBw != want {
+				t.Errorf("record %+v: busbw %v, want algbw*%v", rec, rec.BusBw, c.busFactor(3))
+			}
+			if rec.Algorithm == "" || rec.Strategy == "" || len(rec.Counters) != 3 {
+				t.Errorf("record %+v: want algorithm, strategy and 3 ranks' counters", rec)
+			}
+			for rank, cs := range rec.Counters {
+				if _, ok := cs["submits"]; !ok || cs["rank"] != int64(rank) {
+					t.Errorf("counters %v: want rank %d and submits", cs, rank)
+				}
+			}
+		}
+	}
+	if doc.Version != jsonVersion || doc.Tool != "allreduce-perf" || doc.Backend != "host" || len(doc.Devices) != 3 ||
+		doc.Devices[2].Name != "host" || doc.Devices[2].Rank != 2 || doc.Hostname == "" || doc.StartTime == "" || doc.EndTime == "" ||
+		doc.Build.GoVersion == "" || doc.Config.NGpus != 3 || doc.Config.StepFactor != 32 || doc.Config.Iterations != 2 ||
+		strings.Join(doc.Config.Collectives, ",") != "allreduce,broadcast" || strings.Join(doc.Config.Datatypes, ",") != "float,double" ||
+		strings.Join(doc.Config.Ops, ",") != "sum,max" || strings.Join(doc.Strategy, ",") != "auto,tree" ||
+		!doc.OutOfBounds.Okay || doc.OutOfBounds.Count != 0 || len(doc.Errors) != 0 {
+		t.Errorf("parameters: %+v", doc)
+	}
+	if got, _ := generic["args"].([]any); len(got) != len(args)+3 { // the program, args, -J FILE
+		t.Errorf("args %v", generic["args"])
+	}
+	// The average busbw is the footer's.
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "# Avg bus bandwidth    : "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			if math.Abs(f-doc.AverageBusBandwidth.Bandwidth) > 1e-5*f {
+				t.Errorf("JSON average %v, footer %v", doc.AverageBusBandwidth.Bandwidth, f)
+			}
+		}
+	}
+	for _, key := range []string{"config", "devices", "results", "out_of_bounds", "average_bus_bandwidth", "build", "start_time", "hostname"} {
+		if _, ok := generic[key]; !ok {
+			t.Errorf("JSON lacks %q", key)
+		}
+	}
+}
+
+func TestJSONWithoutCheckAndOnFailure(t *testing.T) {
+	_, doc, generic := readJSON(t, 0, "--backend", "host", "-g", "2", "-b", "64", "-e", "64", "-c", "0", "-n", "1", "-w", "0")
+	if len(doc.Results) != 2 || doc.Results[0].Wrong != nil {
+		t.Errorf("-c 0: want wrong null: %+v", doc.Results)
+	}
+	if r := generic["results"].([]any)[0].(map[string]any); r["wrong"] != nil {
+		t.Errorf("-c 0: wrong is %v, want null", r["wrong"])
+	}
+	// A run with a wrong value still writes its file, marked not okay.
+	done := false
+	testHookAfterCheck = func(rank int, inPlace bool, result any) {
+		if s := result.([]float32); rank == 1 && !done {
+			s[0] = 42
+			done = true
+		}
+	}
+	t.Cleanup(func() { testHookAfterCheck = nil })
+	_, doc, _ = readJSON(t, 1, "--backend", "host", "-g", "2", "-b", "64", "-e", "64", "-n", "1", "-w", "0")
+	if doc.OutOfBounds.Okay || doc.OutOfBounds.Count != 1 || *doc.Results[0].Wrong != 1 {
+		t.Errorf("failing run: out_of_bounds %+v, first record %+v", doc.OutOfBounds, doc.Results[0])
+	}
+}
+
+func TestPlot(t *testing.T) {
+	dir := t.TempDir()
+	png, svg := filepath.Join(dir, "bw.png"), filepath.Join(dir, "bw.svg")
+	common := append([]string{"--backend", "host", "-g", "2", "-b", "4", "-e", "16K", "-f", "4"}, fast...)
+	wantCorrect(t, append([]string{"-a", "all", "--plot", png}, common...)...)
+	wantCorrect(t, append([]string{"--coll", "all", "-d", "all", "--plot", svg}, common...)...)
+	b, err := os.ReadFile(png)
+	if err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("PNG: %d bytes, err %v, head %q", len(b), err, b[:min(len(b), 8)])
+	}
+	b, err = os.ReadFile(svg)
+	if err != nil || len(b) < 1000 || !bytes.Contains(b[:min(len(b), 512)], []byte("<svg")) {
+		t.Errorf("SVG: %d bytes, err %v", len(b), err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("want only the two plots in %s, got %v", dir, ents)
+	}
+	// Sizes of 0 bytes and a single size still make a plot.
+	one := filepath.Join(dir, "one.svg")
+	wantCorrect(t, append([]string{"--backend", "host", "-b", "0", "-e", "0", "--plot", one}, fast...)...)
+	wantCorrect(t, append([]string{"--backend", "host", "-b", "1K", "-e", "1K", "--plot", one}, fast...)...)
+	if fi, err := os.Stat(one); err != nil || fi.Size() == 0 {
+		t.Errorf("single-size plot: %v", err)
+	}
+}
+
+func TestSeriesLabels(t *testing.T) {
+	recs := []record{
+		{Collective: "allreduce", Strategy: "ring", Type: "float", Redop: "sum", Root: -1, Size: 8},
+		{Collective: "allreduce", Strategy: "ring", Type: "float", Redop: "sum", Root: -1, Size: 8, InPlace: true},
+		{Collective: "allreduce", Strategy: "tree", Type: "float", Redop: "sum", Root: -1, Size: 8},
+		{Collective: "allreduce", Strategy: "tree", Type: "float", Redop: "sum", Root: -1, Size: 0},
+	}
+	var labels []string
+	for _, s := range seriesOf(recs) {
+		labels = append(labels, s.label)
+	}
+	if got := strings.Join(labels, ","); got != "ring,ring,tree" {
+		t.Errorf("labels %s: want the strategy only (the one thing swept), zero sizes left out", got)
+	}
+	if got := seriesOf(recs[:1])[0].label; got != "allreduce ring" {
+		t.Errorf("label %q of a single series", got)
+	}
+	var ticks []string
+	for _, tk := range (log2Ticks{}).Ticks(3, 25) {
+		if tk.Label != "" {
+			ticks = append(ticks, tk.Label)
+		}
+	}
+	if got := strings.Join(ticks, ","); got != "8 B,32 B,128 B,512 B,2 KiB,8 KiB,32 KiB,128 KiB,512 KiB,2 MiB,8 MiB,32 MiB" {
+		t.Errorf("log2 tick labels %s", got)
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	// Never when stderr is not a terminal: a buffer, or a regular file.
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	if code := runAs(context.Background(), "allreduce-perf", append([]string{"--backend", "host", "-g", "2", "-b", "8", "-e", "64K", "-f", "8"}, fast...), &out, f); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if fi, _ := f.Stat(); fi.Size() != 0 {
+		b, _ := os.ReadFile(f.Name())
+		t.Errorf("stderr (a file) got %q", b)
+	}
+	if newProgress(&out, 3) != nil || newProgress(f, 3) != nil {
+		t.Error("progress enabled on a non-terminal")
+	}
+	// A character device counts as a terminal: /dev/null runs the path
+	// end to end without output to check.
+	if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		if newProgress(null, 1) == nil {
+			t.Error("progress disabled on a character device")
+		}
+		out.Reset()
+		if code := runAs(context.Background(), "allreduce-perf", append([]string{"--backend", "host", "-g", "2", "-b", "8", "-e", "64", "-f", "8"}, fast...), &out, null); code != 0 {
+			t.Errorf("exit %d with stderr on %s", code, os.DevNull)
+		}
+		null.Close()
+		if strings.Contains(out.String(), "\r") {
+			t.Errorf("progress reached stdout: %q", out.String())
+		}
+	}
+	// The line itself: numbered, overwritten in place, blanked at the end.
+	var b bytes.Buffer
+	p := &progress{w: &b, total: 12}
+	p.step("4 MiB float sum allreduce ring")
+	p.step("8 B double avg allreduce tree")
+	p.clear()
+	want := "\r[ 1/12] 4 MiB float sum allreduce ring ..." +
+		"\r[ 2/12] 8 B double avg allreduce tree ... " +
+		"\r" + strings.Repeat(" ", 41) + "\r"
+	if b.String() != want {
+		t.Errorf("progress wrote %q, want %q", b.String(), want)
+	}
+	var nilp *progress
+	nilp.step("x")
+	nilp.clear()
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 8: "8 B", 4096: "4 KiB", 1536: "1.5 KiB", 32 << 20: "32 MiB", 1 << 30: "1 GiB"} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestPinned(t *testing.T) {
+	// --pinned allocates every buffer with collective.NewHostBuffer; the
+	// results are verified the same way.
+	for _, args := range [][]string{
+		{"--coll", "all", "-g", "3", "-r", "all", "-d", "all", "-o", "sum,avg"},
+		{"-a", "all", "-g", "4"},
+		{"-d", "half,bfloat16", "-g", "3", "-o", "sum,max"},
+		{"-g", "1", "-d", "double"},
+	} {
+		args = append(args, "--pinned", "--backend", "host", "-b", "4", "-e", "16K", "-f", "8")
+		wantCorrect(t, append(args, fast...)...)
+	}
+	_, out, _ := runCLI(t, append([]string{"--pinned", "--backend", "host", "-b", "0", "-e", "0"}, fast...)...)
+	if !strings.Contains(out, "# Buffers: pinned host memory (collective.NewHostBuffer)\n") {
+		t.Errorf("the header does not say the buffers are pinned:\n%s", out)
+	}
+	_, doc, _ := readJSON(t, 0, append([]string{"--pinned", "--backend", "host", "-g", "2", "-b", "64", "-e", "64"}, fast...)...)
+	if !doc.Config.Pinned {
+		t.Error("JSON config: pinned false")
+	}
+	if vulkanAvailable(t) {
+		wantCorrect(t, append([]string{"--pinned", "--backend", "vulkan", "--coll", "all", "-a", "auto", "-g", "3", "-r", "1", "-b", "4", "-e", "64K", "-f", "32"}, fast...)...)
+		wantCorrect(t, append([]string{"--pinned", "--backend", "vulkan", "-a", "direct,pipelined", "-g", "2", "-b", "4", "-e", "64K", "-f", "32"}, fast...)...)
+	}
+}
+
+func TestVulkanCollectives(t *testing.T) {
+	if !vulkanAvailable(t) {
+		t.Skip("vulkan backend not available")
+	}
+	wantCorrect(t, append([]string{"--backend", "vulkan", "--coll", "all", "-g", "3", "-r", "2", "-o", "all", "-b", "4", "-e", "4K", "-f", "32"}, fast...)...)
+	// Wire compression needs the backend's compression kernels: either
+	// the run is right, or it is refused up front, by name.
+	code, out, errOut := runCLI(t, append([]string{"--backend", "vulkan", "-d", "half", "-g", "2", "-b", "64", "-e", "64"}, fast...)...)
+	switch {
+	case code == 0 && strings.Contains(out, "# Out of bounds values : 0 OK"):
+	case code == 2 && out == "" && strings.Contains(errOut, "the vulkan backend has no compression kernels"):
+		t.Logf("vulkan -d half refused: %s", strings.TrimSpace(errOut))
+	default:
+		t.Errorf("vulkan -d half: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+}
