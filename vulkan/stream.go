@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -390,14 +393,23 @@ func (s *stream) Submit() (backend.Fence, error) {
 	return f, d.check("submit")
 }
 
-// Fence waiting: a few polls first (a short job is often done by then),
-// then blocking waits in slices so ctx is honoured. Spinning longer is
-// counter-productive on CPU drivers, whose threads need the cores.
+// Fence waiting: polls first (a short job is often done by then), then
+// blocking waits in slices so ctx is honoured. On a GPU the polls last up to
+// spinGPU (a blocking vkWaitForFences costs ~20 us more than polling on a
+// discrete GPU); on CPU drivers, whose threads need the cores, only a few
+// polls. GOCOLL_SPIN_US overrides the GPU spin.
 const (
 	pollSpins = 4
 	minSlice  = time.Millisecond
 	maxSlice  = 5 * time.Millisecond
 )
+
+var spinGPU = func() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("GOCOLL_SPIN_US")); err == nil && v >= 0 {
+		return time.Duration(v) * time.Microsecond
+	}
+	return 50 * time.Microsecond
+}()
 
 // fence is one of a device's fenceRing fences, standing for a ticket.
 type fence struct {
@@ -421,6 +433,14 @@ func (f *fence) Wait(ctx context.Context) error {
 	for i := 0; i < pollSpins; i++ {
 		if ok, err := d.dev.Wait(t, 0); ok || err != nil {
 			return f.finish(t, err)
+		}
+	}
+	if d.info.Type != "cpu" && spinGPU > 0 {
+		for start := time.Now(); time.Since(start) < spinGPU; {
+			if ok, err := d.dev.Wait(t, 0); ok || err != nil {
+				return f.finish(t, err)
+			}
+			runtime.Gosched()
 		}
 	}
 	done := ctx.Done()
