@@ -8,6 +8,8 @@
 #   ./build.sh test        deps, gofmt, vet, the build matrix, go test ./... and go test -race ./... (what CI runs)
 #   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (suites run everything on lavapipe)
 #   ./build.sh bench [go test flags]   collective benchmarks (BENCHTIME, default 10x), to stdout
+#   ./build.sh device-bench [prepare|run|lavapipe]   the device benchmark (bench/device-bench.sh): build what
+#                          a device tool call carries and print that call (docs/PERFORMANCE.md)
 #   ./build.sh run [allreduce-perf flags]   deps, then build and run the main job
 #                          (default flags: -g 4 -b 8 -e 8M -f 4; any flags given replace them all)
 set -euo pipefail
@@ -31,6 +33,8 @@ commands:
   test-full   as test, with GOCOLL_TEST_FULL=1 (run every case on lavapipe)
   bench       go test -bench over ./collective/... (BENCHTIME=10x by default; extra args go to go test)
   run         deps, build and run cmd/allreduce-perf (args replace the defaults: -g 4 -b 8 -e 8M -f 4)
+  device-bench  bench/device-bench.sh [prepare|run|lavapipe]: build the device benchmark and print the
+              device tool call that runs it (see docs/PERFORMANCE.md)
 EOF
 }
 
@@ -185,6 +189,7 @@ test-full)
 	;;
 bench) cmd_bench "$@" ;;
 run) cmd_run "$@" ;;
+device-bench) exec bash bench/device-bench.sh "$@" ;;
 -h | --help | help) usage ;;
 *)
 	printf 'build.sh: unknown command %q\n' "$cmd" >&2

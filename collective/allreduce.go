@@ -239,44 +239,41 @@ func (c *Comm) logCall(ctx context.Context, name string, n int, dt backend.DType
 	}
 }
 
-// direct is the one-shot all-reduce through host staging: each rank stages
-// its input in host-visible memory; rank r gathers slice r of every rank's
-// input into its own host-visible buffer and reduces it with a kernel (in
-// rank order, so the result is deterministic); every rank then copies all
-// reduced slices into its output. With depth > 1 (the pipelined strategy)
-// the slice is cut into depth chunks: each chunk's kernel is submitted
-// without waiting while the next chunk is gathered, and one fence (the
-// last, queues being FIFO) covers the batch. Caller data is only read until
-// every rank has reduced its slice, so a failure before then leaves it
-// untouched.
+// direct is the one-shot all-reduce through host memory: every rank's
+// send and receive slices were published at the fingerprint rendezvous;
+// rank r gathers slice r of every rank's input into its own host-visible
+// buffer, reduces it with one kernel (in rank order, so the result is
+// deterministic), and copies the reduced slice into slice r of every rank's
+// output. A completion rendezvous keeps every rank in the call until all
+// slices are written. With depth > 1 (the pipelined strategy) the slice is
+// cut into depth chunks: each chunk's kernel is submitted without waiting
+// while the next chunk is gathered, and chunk d's result is copied out while
+// chunk d+1 runs. Large copies are spread over the cores.
+//
+// In place is safe: rank r writes only slice r of each output, after it
+// has read slice r of each input, and no other rank reads slice r.
 func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op, depth int) error {
 	g := c.g
-	if err := c.ensure(&c.stage, n*es); err != nil {
-		return c.fail(err, false, send, recv)
-	}
 	lo, hi := sliceOf(n, g.n, c.rank)
 	cnt := hi - lo
-	if err := c.ensure(&c.gather, g.n*cnt*es+es); err != nil {
-		return c.fail(err, false, send, recv)
-	}
-	copy(c.stage.Bytes(), send[:n*es])
-	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce staging"); err != nil {
-		return err
-	}
 	if cnt > 0 {
-		host := dt == backend.F64 && !c.info.Float64
-		if depth > cnt {
-			depth = cnt
+		if err := c.ensure(&c.stage, cnt*es); err != nil {
+			return c.fail(err, false, send, recv)
 		}
+		if err := c.ensure(&c.gather, g.n*cnt*es+es); err != nil {
+			return c.fail(err, false, send, recv)
+		}
+		host := dt == backend.F64 && !c.info.Float64
+		depth = max(1, min(depth, cnt, MaxPipelineDepth))
 		if host {
 			depth = 1
 		}
 		gb := c.gather.Bytes()
 		s := c.dev.Stream()
-		var last backend.Fence
 		for d := 0; d < depth; d++ {
 			a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
 			m := b - a
+			c.fences[d] = nil
 			if m == 0 {
 				continue
 			}
@@ -284,18 +281,23 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 			base := (a - lo) * g.n * es
 			for p := 0; p < g.n; p++ {
 				// Buffer.Write: the exchange is counted at the backend seam.
-				if err := c.gather.Write(base+p*m*es, g.comms[p].stage.Bytes()[a*es:b*es]); err != nil {
-					return c.fail(err, false, send, recv)
-				}
+				c.copyIn(c.gather, base+p*m*es, g.sendOf[p][a*es:b*es])
 			}
+			if err := c.copyWait(); err != nil {
+				return c.fail(err, false, send, recv)
+			}
+			res := c.stage.Bytes()[(a-lo)*es : (b-lo)*es]
 			if host {
-				reduceHostF64(c.stage.Bytes()[a*es:b*es], gb[base:], g.n, m, op, scaleFor(op, g.n))
+				reduceHostF64(res, gb[base:], g.n, m, op, scaleFor(op, g.n))
+				if err := c.scatter(d, lo, a, b, es); err != nil {
+					return c.fail(err, true, send, recv)
+				}
 				continue
 			}
 			for p := 0; p < g.n; p++ {
 				c.srcs[p] = backend.Region{Buf: c.gather, Off: base + p*m*es, Len: m * es}
 			}
-			dst := backend.Region{Buf: c.stage, Off: a * es, Len: m * es}
+			dst := backend.Region{Buf: c.stage, Off: (a - lo) * es, Len: m * es}
 			if err := s.Reduce(kernelOp(op), dt, dst, c.srcs, scaleFor(op, g.n)); err != nil {
 				return c.fail(err, false, send, recv)
 			}
@@ -303,22 +305,44 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 			if err != nil {
 				return c.fail(err, false, send, recv)
 			}
-			last = f
+			c.fences[d] = f
+			// Copy out the previous chunk while this one runs.
+			if d > 0 {
+				if err := c.finishChunk(ctx, d-1, depth, lo, cnt, es); err != nil {
+					return c.fail(err, true, send, recv)
+				}
+			}
 		}
-		if last != nil {
-			if err := c.waitFence(ctx, last); err != nil {
-				return c.fail(err, false, send, recv)
+		if !host {
+			if err := c.finishChunk(ctx, depth-1, depth, lo, cnt, es); err != nil {
+				return c.fail(err, true, send, recv)
 			}
 		}
 	}
-	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce reduction"); err != nil {
+	return c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce completion")
+}
+
+// finishChunk waits for chunk d's kernel and copies its result into every
+// rank's output.
+func (c *Comm) finishChunk(ctx context.Context, d, depth, lo, cnt, es int) error {
+	a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
+	if a == b || c.fences[d] == nil {
+		return nil
+	}
+	if err := c.waitFence(ctx, c.fences[d]); err != nil {
 		return err
 	}
-	for p := 0; p < g.n; p++ {
-		plo, phi := sliceOf(n, g.n, p)
-		copy(recv[plo*es:phi*es], g.comms[p].stage.Bytes()[plo*es:phi*es])
+	c.fences[d] = nil
+	return c.scatter(d, lo, a, b, es)
+}
+
+// scatter copies reduced elements [a, b) (at their place in the stage
+// buffer) into every rank's output.
+func (c *Comm) scatter(d, lo, a, b, es int) error {
+	for p := 0; p < c.g.n; p++ {
+		c.copyOut(c.stage, (a-lo)*es, c.g.recvOf[p][a*es:b*es])
 	}
-	return nil
+	return c.copyWait()
 }
 
 // directPinned is the direct algorithm without a single host copy, for

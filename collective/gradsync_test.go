@@ -406,7 +406,8 @@ var _ = sync.Mutex{}
 // build inlines startPool.)
 var leakOpts = []goleak.Option{goleak.IgnoreCurrent(),
 	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.startPool.func1.1"),
-	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.(*executor).exec.startPool.func1.1")}
+	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.(*executor).exec.startPool.func1.1"),
+	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker")}
 
 // TestGradientSyncWire: f16 and bf16 wire compression through SyncOptions.
 func TestGradientSyncWire(t *testing.T) {

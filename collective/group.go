@@ -133,6 +133,11 @@ type Comm struct {
 
 	importMu sync.Mutex
 	imported []importedMem // pinned HostBuffers this rank's device imported
+
+	fences  [MaxPipelineDepth]backend.Fence // the direct algorithm's chunks in flight
+	copyWG  sync.WaitGroup                  // parallel host copies in flight
+	copyMu  sync.Mutex
+	copyErr error
 }
 
 // NewGroup opens Ranks ranks on the selected backend.

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# bench/device-bench.sh: gocoll's device benchmark, ceilings and gocoll side by side in one run.
+#
+#   bench/device-bench.sh [prepare]   (here; also ./build.sh device-bench) build every binary into .devbench/,
+#                                     fetch the Vulkan loader debs into .gl/, print the one `device` tool call
+#   bench/device-bench.sh run         (there, inside that call; needs $OUT) run everything, write to $OUT:
+#                                     results.json, results.md (gocoll-devbench: ceilings, T1-T4, verdicts),
+#                                     torch.json (bench/torch_peer.py), allreduce-perf.json + .png (the sweep
+#                                     and its plot), bench-h200.txt (benchstat-ready go test -bench), run.log
+#   bench/device-bench.sh lavapipe    (here) the same go test -bench selection on lavapipe -> bench/lavapipe.txt,
+#                                     and a small gocoll-devbench run -> bench/out/
+#
+# The device machine has no Go and no Vulkan loader: everything is built here (x86-64, glibc 2.36 binaries run
+# there unchanged) and carried; the loader comes from Debian's libvulkan1 deb, unpacked there.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+D=.devbench
+# The go test -bench selection of T5 (the same here and there, so benchstat compares like with like).
+BENCH_VULKAN='^BenchmarkReduce$'
+BENCH_COLL1='^BenchmarkAllReduce$/^vulkan$/^f32$'
+BENCH_COLL2='^BenchmarkStrategies$/^vulkan$/.*/^bytes=4194304$'
+BENCH_COUNT=${BENCH_COUNT:-5}
+GL_DEBS=(libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 vulkan-validationlayers)
+
+log() { printf '== %s\n' "$*" >&2; }
+die() {
+	printf 'device-bench.sh: %s\n' "$*" >&2
+	exit 1
+}
+
+exclude() { # make sure git ignores what is carried
+	local f=.git/info/exclude p
+	[ -d .git ] || return 0
+	mkdir -p .git/info
+	for p in /.gl/ /$D/ /bench/out/; do
+		grep -qxF "$p" "$f" 2>/dev/null || echo "$p" >>"$f"
+	done
+}
+
+prepare() {
+	command -v go >/dev/null || die "go is not installed"
+	exclude
+	rm -rf "$D"
+	mkdir -p "$D"
+	local ld=(-trimpath -ldflags "-s -w")
+	log "building into $D/"
+	go build "${ld[@]}" -o "$D/gocoll-devbench" ./cmd/gocoll-devbench || die "build gocoll-devbench"
+	go build "${ld[@]}" -o "$D/gocoll-info" ./cmd/gocoll-info || die "build gocoll-info"
+	go build "${ld[@]}" -o "$D/allreduce-perf" ./cmd/allreduce-perf || die "build allreduce-perf"
+	go test -c "${ld[@]}" -o "$D/collective.test" ./collective || die "build collective.test"
+	go test -c "${ld[@]}" -o "$D/vulkan.test" ./vulkan || die "build vulkan.test"
+	if ! ls .gl/libvulkan1_*.deb .gl/vulkan-validationlayers_*.deb >/dev/null 2>&1; then
+		log "fetching the loader debs into .gl/ (amd64, whatever this machine is)"
+		mkdir -p .gl /tmp/amd64/partial
+		local o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
+		apt-get "${o[@]}" update >/dev/null || die "apt-get update failed"
+		(cd .gl && apt-get "${o[@]}" download "${GL_DEBS[@]}") || die "apt-get download failed"
+	fi
+	du -sh "$D" .gl >&2
+	cat <<'EOF'
+
+Now make ONE device tool call (nvidia-h200), from the repository root:
+
+  run  kind: nvidia-h200   timeout_s: 600
+       carry: [".devbench", ".gl"]
+       command: bash bench/device-bench.sh run
+
+Then copy the fetched files: bench-h200.txt -> bench/h200.txt; results.md/results.json, allreduce-perf.png
+-> docs/ as docs/PERFORMANCE.md says.
+EOF
+}
+
+# step NAME SECONDS CMD...: run with a time limit, log it, never stop the script.
+step() {
+	local name=$1 secs=$2
+	shift 2
+	log "$name (limit ${secs}s): $*"
+	local t0=$SECONDS
+	timeout -k 10 "$secs" "$@"
+	local rc=$?
+	log "$name: rc=$rc after $((SECONDS - t0))s"
+	return $rc
+}
+
+run_there() {
+	[ -n "${OUT:-}" ] || die "run: \$OUT is not set (this mode runs inside a device tool call)"
+	[ -x "$D/gocoll-devbench" ] || die "run: $D/ is missing: run bench/device-bench.sh here first, and carry $D"
+	exec > >(tee -a "$OUT/run.log") 2>&1
+	local t0=$SECONDS
+	# DEVBENCH_LOCAL=1 tries this mode here (lavapipe, small sizes, no debs unpacked).
+	if [ -z "${DEVBENCH_LOCAL:-}" ]; then
+		for f in .gl/*.deb; do dpkg -x "$f" /; done
+		ldconfig
+	fi
+	export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+	export GOCOLL_VULKAN_VALIDATION=0
+	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || true
+	"$D/gocoll-info" | tee /tmp/info.txt
+	if ! grep -qi nvidia /tmp/info.txt && [ -z "${DEVBENCH_LOCAL:-}" ]; then
+		export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+		export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+		"$D/gocoll-info" | tee /tmp/info.txt
+		grep -qi nvidia /tmp/info.txt || die "gocoll-info lists no NVIDIA device"
+	fi
+	# DEVBENCH_ARGS / TORCH_ARGS add flags (smaller sizes for a local try).
+	step torch_peer 150 python3 bench/torch_peer.py ${TORCH_ARGS:-} --out "$OUT/torch.json"
+	step gocoll-devbench 210 "$D/gocoll-devbench" ${DEVBENCH_ARGS:-} -torch "$OUT/torch.json" -json "$OUT/results.json" -md "$OUT/results.md" \
+		-command "bash bench/device-bench.sh run (device tool, nvidia-h200; carry .devbench .gl)"
+	cat "$OUT/results.md" 2>/dev/null | sed -n '/## Targets/,/## Ceilings/p'
+	step allreduce-perf 75 "$D/allreduce-perf" -g 2 --devices 0,0 --backend vulkan -b 4K -e "${ARP_MAX:-256M}" -f 4 -a all -n 5 -w 2 \
+		-J "$OUT/allreduce-perf.json" --plot "$OUT/allreduce-perf.png"
+	# T4 on the device: the zero-allocation and zero-object tests (collective's run under the validation
+	# layer, as its tests insist; vulkan's TestSteadyState without it).
+	(cd collective && step T4-collective 45 "../$D/collective.test" -test.run 'TestAllReduceZeroAllocs|TestStrategiesZeroAllocs' -test.v) | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|allocs|objects' || true
+	(cd vulkan && step T4-vulkan 30 "../$D/vulkan.test" -test.run '^TestSteadyState$' -test.v) || true
+	# T5: benchstat-ready go test -bench output.
+	bench_selection "$OUT/bench-h200.txt" "${BENCHTIME:-20x}" 150
+	log "done in $((SECONDS - t0))s"
+}
+
+# bench_selection FILE BENCHTIME SECONDS: the T5 selection, appended to FILE.
+bench_selection() {
+	local out=$1 bt=$2 secs=$3
+	: >"$out"
+	(cd vulkan && GOCOLL_VULKAN_VALIDATION=0 step T5-vulkan "$secs" "../$D/vulkan.test" -test.run '^$' -test.bench "$BENCH_VULKAN" \
+		-test.benchtime "$bt" -test.count "$BENCH_COUNT") >>"$out"
+	# collective's tests open Vulkan with the validation layer (they set GOCOLL_VULKAN_VALIDATION=1).
+	(cd collective && step T5-collective-allreduce "$secs" "../$D/collective.test" -test.run '^$' -test.bench "$BENCH_COLL1" \
+		-test.benchtime "$bt" -test.count "$BENCH_COUNT") >>"$out"
+	(cd collective && step T5-collective-strategies "$secs" "../$D/collective.test" -test.run '^$' -test.bench "$BENCH_COLL2" \
+		-test.benchtime "$bt" -test.count "$BENCH_COUNT") >>"$out"
+	log "$(grep -c '^Benchmark' "$out") benchmark lines in $out"
+}
+
+lavapipe() {
+	[ -x "$D/gocoll-devbench" ] || prepare >/dev/null
+	mkdir -p bench/out
+	bench_selection bench/lavapipe.txt "${BENCHTIME:-5x}" 900
+	GOCOLL_VULKAN_VALIDATION=0 "$D/gocoll-devbench" -size 64M -reduce-size 16M -ar-size 32M -lat-iters 300 -calls 500 \
+		-reps 3 -warmup 1 -batch 2 -ar-iters 3 -json bench/out/lavapipe.json -md bench/out/lavapipe.md
+}
+
+case "${1:-}" in
+"" | prepare)
+	if [ -n "${OUT:-}" ] && [ -z "${1:-}" ]; then run_there; else prepare; fi
+	;;
+run) run_there ;;
+lavapipe) lavapipe ;;
+*) die "usage: bench/device-bench.sh [prepare|run|lavapipe]" ;;
+esac

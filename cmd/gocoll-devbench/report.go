@@ -1,0 +1,305 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Torch is bench/torch_peer.py's JSON (the fields this program uses; the
+// file itself is kept beside the results).
+type Torch struct {
+	Device            string     `json:"device,omitempty"`
+	TorchVersion      string     `json:"torch,omitempty"`
+	CUDA              string     `json:"cuda,omitempty"`
+	Driver            string     `json:"driver,omitempty"`
+	ScaleF32          float64    `json:"scale_f32_GBps,omitempty"`
+	ScaleF64          float64    `json:"scale_f64_GBps,omitempty"`
+	H2DPinned         float64    `json:"h2d_pinned_GBps,omitempty"`
+	D2HPinned         float64    `json:"d2h_pinned_GBps,omitempty"`
+	H2DPageable       float64    `json:"h2d_pageable_GBps,omitempty"`
+	D2HPageable       float64    `json:"d2h_pageable_GBps,omitempty"`
+	LaunchSync        *TorchLat  `json:"launch_sync_us,omitempty"`
+	RoundTrip         *TorchLat  `json:"roundtrip_pinned_us,omitempty"`
+	RoundTripBytes    int        `json:"roundtrip_bytes,omitempty"`
+	Reduce            []TorchRed `json:"reduce,omitempty"`
+	AllReduceBytes    int64      `json:"allreduce_bytes,omitempty"`
+	AllReducePageable float64    `json:"allreduce_pageable_s,omitempty"`
+	AllReducePinned   float64    `json:"allreduce_pinned_s,omitempty"`
+	Errors            []string   `json:"errors,omitempty"`
+}
+
+// TorchLat is a latency in microseconds.
+type TorchLat struct {
+	Median float64 `json:"median"`
+	P99    float64 `json:"p99"`
+}
+
+// TorchRed is torch's sum of k inputs.
+type TorchRed struct {
+	DType  string  `json:"dtype"`
+	Inputs int     `json:"inputs"`
+	GBps   float64 `json:"GBps"`
+	How    string  `json:"how"`
+}
+
+func verdict(ok, known bool) string {
+	switch {
+	case !known:
+		return "N/A"
+	case ok:
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func (r *Results) add(t Target) { r.Targets = append(r.Targets, t) }
+
+// bestAR returns the figure with the highest host bandwidth and the auto one.
+func bestAR(figs []ARFig) (best, auto *ARFig) {
+	for i := range figs {
+		f := &figs[i]
+		if f.Err != "" || f.MedianS == 0 {
+			continue
+		}
+		if f.Strategy == "auto" {
+			auto = f
+		}
+		if best == nil || f.MedianS < best.MedianS {
+			best = f
+		}
+	}
+	return
+}
+
+func (r *Results) evaluate() {
+	c := &r.Ceilings
+	// T1.
+	for i := range r.T1 {
+		f := &r.T1[i]
+		ceil := c.ScaleF32.GBps
+		if f.DType == "double" {
+			ceil = c.ScaleF64.GBps
+		}
+		f.Ceiling = ceil
+		if ceil > 0 {
+			f.Ratio = f.BW.GBps / ceil
+		}
+		r.add(Target{ID: "T1", What: fmt.Sprintf("reduce %d x %d MiB %s, kernel bytes/s vs in-place scale", f.Inputs, r.Params.ReduceSize>>20, f.DType),
+			Measured: fmt.Sprintf("%.1f GB/s vs %.1f GB/s", f.BW.GBps, ceil), Threshold: ">= 0.90",
+			Ratio: f.Ratio, Verdict: verdict(f.Ratio >= 0.9, ceil > 0)})
+	}
+	// T2a.
+	pcie := min(c.H2DPinned.GBps, c.D2HPinned.GBps)
+	for i := range r.T2a {
+		if pcie > 0 {
+			r.T2a[i].Ratio = r.T2a[i].HostGBps / pcie
+		}
+	}
+	best, auto := bestAR(r.T2a)
+	for _, x := range []struct {
+		tag string
+		f   *ARFig
+	}{{"best", best}, {"auto", auto}} {
+		if x.f == nil {
+			if len(r.T2a) > 0 {
+				r.add(Target{ID: "T2a", What: "pinned all-reduce (" + x.tag + "): no successful run", Verdict: "FAIL"})
+			}
+			continue
+		}
+		r.add(Target{ID: "T2a", What: fmt.Sprintf("2-rank all-reduce %d MiB f32, pinned, %s = %s%s: host bytes/s at the seam vs min(pinned H2D, D2H)",
+			x.f.Bytes>>20, x.tag, x.f.Strategy, pickNote(x.f.Picked)),
+			Measured:  fmt.Sprintf("%.1f GB/s (%.2f ms/call) vs %.1f GB/s", x.f.HostGBps, x.f.MedianS*1e3, pcie),
+			Threshold: ">= 1.60", Ratio: x.f.Ratio, Verdict: verdict(x.f.Ratio >= 1.6, pcie > 0)})
+	}
+	// T2b.
+	tp := r.Torch.AllReducePageable
+	sameSize := r.Torch.AllReduceBytes == 0 || len(r.T2b) == 0 || r.Torch.AllReduceBytes == r.T2b[0].Bytes
+	for i := range r.T2b {
+		if tp > 0 && r.T2b[i].MedianS > 0 {
+			r.T2b[i].Ratio = tp / r.T2b[i].MedianS
+		}
+	}
+	best, auto = bestAR(r.T2b)
+	for _, x := range []struct {
+		tag string
+		f   *ARFig
+	}{{"best", best}, {"auto", auto}} {
+		if x.f == nil {
+			if len(r.T2b) > 0 {
+				r.add(Target{ID: "T2b", What: "all-reduce from Go slices (" + x.tag + "): no successful run", Verdict: "FAIL"})
+			}
+			continue
+		}
+		t := Target{ID: "T2b", What: fmt.Sprintf("2-rank all-reduce %d MiB f32 from Go slices, %s = %s%s: speed vs torch from pageable tensors",
+			x.f.Bytes>>20, x.tag, x.f.Strategy, pickNote(x.f.Picked)), Threshold: ">= 2.00"}
+		if tp > 0 && sameSize {
+			t.Measured = fmt.Sprintf("%.2f ms vs torch %.2f ms per op", x.f.MedianS*1e3, tp*1e3)
+			t.Ratio = x.f.Ratio
+			t.Verdict = verdict(x.f.Ratio >= 2, true)
+		} else {
+			t.Measured = fmt.Sprintf("%.2f ms per op; no torch figure of the same size", x.f.MedianS*1e3)
+			t.Verdict = "N/A"
+		}
+		r.add(t)
+	}
+	// T3.
+	var tl float64
+	if r.Torch.RoundTrip != nil {
+		tl = r.Torch.RoundTrip.Median
+	}
+	var bestL, autoL *LatFig
+	for i := range r.T3 {
+		f := &r.T3[i]
+		if f.Err != "" || f.Lat.N == 0 {
+			continue
+		}
+		if f.Strategy == "auto" {
+			autoL = f
+		}
+		if bestL == nil || f.Lat.MedianUS < bestL.Lat.MedianUS {
+			bestL = f
+		}
+	}
+	for _, x := range []struct {
+		tag string
+		f   *LatFig
+	}{{"best", bestL}, {"auto", autoL}} {
+		if x.f == nil {
+			if len(r.T3) > 0 {
+				r.add(Target{ID: "T3", What: "latency (" + x.tag + "): no successful run", Verdict: "FAIL"})
+			}
+			continue
+		}
+		ok := x.f.Lat.MedianUS <= 30
+		meas := fmt.Sprintf("median %.1f us (p99 %.1f)", x.f.Lat.MedianUS, x.f.Lat.P99US)
+		thr := "<= 30 us"
+		ratio := x.f.Lat.MedianUS / 30
+		if tl > 0 {
+			ok = ok && x.f.Lat.MedianUS <= tl
+			meas += fmt.Sprintf("; torch pinned round trip %.1f us", tl)
+			thr += fmt.Sprintf(" and <= torch (%.1f us)", tl)
+			ratio = x.f.Lat.MedianUS / min(30, tl)
+		}
+		r.add(Target{ID: "T3", What: fmt.Sprintf("2-rank all-reduce of %d B host slices, %s = %s%s, per call", r.Params.LatBytes, x.tag, x.f.Strategy, pickNote(x.f.Picked)),
+			Measured: meas, Threshold: thr, Ratio: ratio, Verdict: verdict(ok, true)})
+	}
+	// T4, as measured in this run's loops (the tests are the proof).
+	maxA, maxO, n := 0.0, 0.0, 0
+	for _, f := range r.T3 {
+		if f.Err == "" && f.Lat.N > 0 {
+			maxA, maxO, n = max(maxA, f.Allocs), max(maxO, f.Objects), n+1
+		}
+	}
+	// The large all-reduces run a few calls each, too few to count allocations
+	// to 0.01; their Vulkan objects count.
+	for _, f := range append(append([]ARFig(nil), r.T2a...), r.T2b...) {
+		if f.Err == "" && f.N > 0 {
+			maxO = max(maxO, f.Objects)
+		}
+	}
+	if n > 0 {
+		r.add(Target{ID: "T4", What: "allocations per small all-reduce call (T3 loops, worst strategy, both ranks, harness subtracted) and Vulkan objects per call (T2 and T3 loops)",
+			Measured: fmt.Sprintf("%.3f allocs/call, %.3f objects/call", maxA, maxO), Threshold: "0 (allocs < 0.01 counts as 0: runtime noise)",
+			Ratio: maxA, Verdict: verdict(maxA < 0.01 && maxO == 0, true)})
+	}
+}
+
+func f1(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func (r *Results) markdown() string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	d := r.Device
+	w("# gocoll device benchmark\n\n")
+	w("- date: %s\n- device: %s (%s, %s), driver %s, API %s\n", r.Date, d.Name, d.Backend, d.Type, d.Driver, d.API)
+	if r.Torch.Device != "" {
+		w("- torch: %s, CUDA %s, device %s, NVIDIA driver %s\n", r.Torch.TorchVersion, r.Torch.CUDA, r.Torch.Device, r.Torch.Driver)
+	}
+	w("- %s %s; command: `%s`\n", r.GoVersion, r.GOOS, r.Command)
+	p := r.Params
+	w("- sizes: ceilings %d MiB, reduce inputs %d MiB, all-reduce %d MiB per rank, latency %d B; %d timed reps (median), %d kernels per submit\n\n",
+		p.Size>>20, p.ReduceSize>>20, p.ARSize>>20, p.LatBytes, p.Reps, p.Batch)
+
+	w("## Targets\n\n| target | what | measured | threshold | ratio | verdict |\n|---|---|---|---|---|---|\n")
+	for _, t := range r.Targets {
+		w("| %s | %s | %s | %s | %.2f | **%s** |\n", t.ID, t.What, t.Measured, t.Threshold, t.Ratio, t.Verdict)
+	}
+
+	c := r.Ceilings
+	tt := r.Torch
+	w("\n## Ceilings (same run)\n\n| what | gocoll shim | PyTorch |\n|---|---|---|\n")
+	w("| in-place scale %d MiB f32, bytes read+written | %s GB/s | %s GB/s (`mul_`) |\n", p.Size>>20, f1(c.ScaleF32.GBps), f1(tt.ScaleF32))
+	w("| in-place scale %d MiB f64 | %s GB/s | %s GB/s |\n", p.Size>>20, f1(c.ScaleF64.GBps), f1(tt.ScaleF64))
+	w("| pinned H2D %d MiB | %s GB/s | %s GB/s |\n", p.Size>>20, f1(c.H2DPinned.GBps), f1(tt.H2DPinned))
+	w("| pinned D2H %d MiB | %s GB/s | %s GB/s |\n", p.Size>>20, f1(c.D2HPinned.GBps), f1(tt.D2HPinned))
+	w("| pinned H2D + D2H at once (two queues), both directions | %s GB/s | |\n", f1(c.BidirPinned.GBps))
+	w("| pageable H2D / D2H | (Go slices: see T2b) | %s / %s GB/s |\n", f1(tt.H2DPageable), f1(tt.D2HPageable))
+	lat := func(l Lat) string {
+		if l.N == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f / %.1f us", l.MedianUS, l.P99US)
+	}
+	tlat := func(l *TorchLat) string {
+		if l == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f / %.1f us", l.Median, l.P99)
+	}
+	w("| tiny copy + submit + fence wait (median / p99) | %s | |\n", lat(c.SubmitFence))
+	w("| 1-element dispatch + submit + fence wait | %s | launch + synchronize %s |\n", lat(c.Dispatch), tlat(tt.LaunchSync))
+	w("| %d B round trip: copy in, kernel, copy out, one submit | %s | pinned non-blocking %s |\n", p.LatBytes, lat(c.RoundTrip), tlat(tt.RoundTrip))
+
+	w("\n## T1: device-resident reduce\n\n| dtype | inputs | GB/s (kernel bytes) | best | scale ceiling | ratio | torch |\n|---|---|---|---|---|---|---|\n")
+	for _, f := range r.T1 {
+		tv := "-"
+		for _, x := range tt.Reduce {
+			if x.Inputs == f.Inputs && (x.DType == f.DType || (x.DType == "float32" && f.DType == "float") || (x.DType == "float64" && f.DType == "double")) {
+				tv = fmt.Sprintf("%.1f (%s)", x.GBps, x.How)
+			}
+		}
+		w("| %s | %d | %.1f | %.1f | %.1f | %.2f | %s |\n", f.DType, f.Inputs, f.BW.GBps, f.BW.BestGBps, f.Ceiling, f.Ratio, tv)
+	}
+	arTable := func(title string, figs []ARFig, ratioName string) {
+		w("\n## %s\n\n| strategy | ms/call (median) | best | host bytes up+down per call | GB/s at the seam | tensor GB/s (2 ranks x in+out) | %s | allocs/call | objects/call |\n|---|---|---|---|---|---|---|---|---|\n", title, ratioName)
+		for _, f := range figs {
+			if f.Err != "" {
+				w("| %s | error: %s | | | | | | | |\n", f.Strategy, strings.ReplaceAll(f.Err, "|", "/"))
+				continue
+			}
+			w("| %s%s | %.2f | %.2f | %d + %d MiB | %.1f | %.1f | %.2f | %.2f | %.2f |\n", f.Strategy, pickNote(f.Picked), f.MedianS*1e3, f.MinS*1e3,
+				f.FromHost>>20, f.ToHost>>20, f.HostGBps, f.TensorGBps, f.Ratio, f.Allocs, f.Objects)
+		}
+	}
+	arTable(fmt.Sprintf("T2a: 2 ranks on one device, %d MiB f32 each, pinned HostBuffers", p.ARSize>>20), r.T2a, "ratio vs min(H2D, D2H)")
+	if tt.AllReducePinned > 0 {
+		w("\ntorch, same work from pinned tensors (2 x H2D, add, 2 x D2H, one stream): %.2f ms/op\n", tt.AllReducePinned*1e3)
+	}
+	arTable("T2b: the same from plain Go slices", r.T2b, "speed vs torch pageable")
+	if tt.AllReducePageable > 0 {
+		w("\ntorch, same work from pageable tensors: %.2f ms/op\n", tt.AllReducePageable*1e3)
+	}
+	w("\n## T3: 2 ranks, %d B f32 host slices, per call\n\n| strategy | median us | p99 us | min us | allocs/call | objects/call |\n|---|---|---|---|---|---|\n", p.LatBytes)
+	for _, f := range r.T3 {
+		if f.Err != "" {
+			w("| %s | error: %s | | | | |\n", f.Strategy, strings.ReplaceAll(f.Err, "|", "/"))
+			continue
+		}
+		w("| %s%s | %.1f | %.1f | %.1f | %.3f | %.3f |\n", f.Strategy, pickNote(f.Picked), f.Lat.MedianUS, f.Lat.P99US, f.Lat.MinUS, f.Allocs, f.Objects)
+	}
+	if tt.RoundTrip != nil {
+		w("\ntorch pinned non-blocking round trip of %d B (copy in, add, copy out, synchronize): median %.1f us, p99 %.1f us\n", tt.RoundTripBytes, tt.RoundTrip.Median, tt.RoundTrip.P99)
+	}
+	if len(r.Errors) > 0 || len(tt.Errors) > 0 {
+		w("\n## Errors\n\n")
+		for _, e := range append(append([]string(nil), r.Errors...), tt.Errors...) {
+			w("- %s\n", e)
+		}
+	}
+	return b.String()
+}
