@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -19,10 +20,12 @@ import (
 type costModel struct {
 	once sync.Once
 	// Measured:
-	Submit    float64 // seconds: an empty submission and its fence wait
-	Memcpy    float64 // bytes/s: a host memcpy between mapped buffers
-	Copy      float64 // bytes/s: a device copy host-visible -> device-local
-	Reduce    float64 // bytes/s written by a 2-input reduce kernel
+	Submit     float64 // seconds: a small submission and its fence wait
+	Memcpy     float64 // bytes/s: a host memcpy into mapped memory, one core
+	ParMemcpy  float64 // bytes/s: the same spread over the cores
+	Copy       float64 // bytes/s: a device copy host-visible -> device-local
+	Reduce     float64 // bytes/s written by a 2-input reduce kernel in device memory
+	HostReduce float64 // bytes/s read by a reduce kernel whose inputs are in host memory
 	Handoff   float64 // seconds: one rank-to-rank handoff (a barrier)
 	Err       error   // a failed measurement falls back to ring
 	Measured  time.Duration
@@ -45,7 +48,8 @@ func (g *Group) measure(c *Comm) *costModel {
 		m.Measured = time.Since(start)
 		if g.log != nil {
 			g.log.Info("gocoll: cost model measured", "rank", c.rank, "submit_us", m.Submit*1e6,
-				"memcpy_GBps", m.Memcpy/1e9, "copy_GBps", m.Copy/1e9, "reduce_GBps", m.Reduce/1e9,
+				"memcpy_GBps", m.Memcpy/1e9, "par_memcpy_GBps", m.ParMemcpy/1e9, "copy_GBps", m.Copy/1e9,
+				"reduce_GBps", m.Reduce/1e9, "host_reduce_GBps", m.HostReduce/1e9,
 				"handoff_us", m.Handoff*1e6, "took", m.Measured, "err", m.Err)
 		}
 	})
@@ -125,6 +129,34 @@ func measureDevice(dev backend.Device, m *costModel) error {
 		return err
 	}
 	m.Reduce = size / math.Max(t-m.Submit, 1e-9)
+	hsrcs := []backend.Region{{Buf: hv, Len: size / 2}, {Buf: hv, Off: size, Len: size / 2}}
+	t, err = timeIt(5, func() error {
+		if err := st.Reduce(backend.Sum, backend.F32, backend.Region{Buf: dl, Len: size / 2}, hsrcs, 1); err != nil {
+			return err
+		}
+		return submit()
+	})
+	if err != nil {
+		return err
+	}
+	m.HostReduce = size / math.Max(t-m.Submit, 1e-9)
+	// Parallel memcpy of 8 MiB over the cores, as the copy pool does.
+	big := make([]byte, 16<<20)
+	workers := runtime.GOMAXPROCS(0)
+	t, _ = timeIt(3, func() error {
+		var wg sync.WaitGroup
+		per := (8 << 20) / workers
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				copy(big[w*per:(w+1)*per], big[8<<20+w*per:8<<20+(w+1)*per])
+			}(w)
+		}
+		wg.Wait()
+		return nil
+	})
+	m.ParMemcpy = math.Max(8<<20/math.Max(t, 1e-9), m.Memcpy)
 	// A handoff between two goroutines through a channel, as a barrier does.
 	ping, pong := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -143,27 +175,37 @@ func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
 	B := float64(bytes)
 	N := float64(n)
 	slot := float64(m.SlotBytes)
-	// One exchange step of x bytes: device copy into the outbox, memcpy
-	// into the peer's inbox, the kernel, a submission.
+	// Host copies of a call's slices: parallel over the cores from 1 MiB.
+	memcpy := func(x float64) float64 {
+		if x >= parCopyMin {
+			return x / m.ParMemcpy
+		}
+		return x / m.Memcpy
+	}
+	// One exchange step of x bytes: a device copy into the outbox, a host
+	// copy into the peer's inbox, the kernel reading it from host memory,
+	// one submission and fence wait, one hand-off between goroutines.
 	step := func(x float64) float64 {
-		return m.Submit + x/m.Copy + x/m.Memcpy + x/m.Reduce
+		return m.Submit + m.Handoff + x/m.Copy + memcpy(x) + x/m.HostReduce
 	}
 	updown := 2 * B / m.Copy // upload and download of the device buffer
 	switch s {
 	case Direct, Pipelined:
-		gather := B / m.Memcpy
-		kernel := B / N * (N + 1) / m.Reduce
-		t := 2*N*m.Handoff + 2*B/m.Memcpy
+		// Two rendezvous; each rank gathers its 1/N slice from every rank
+		// (B bytes), the kernel reads them from host memory, and the
+		// reduced slice goes to every rank's output (B bytes).
+		sync := 2 * N * m.Handoff
+		gather, scatter := memcpy(B), memcpy(B)
+		kernel := B / m.HostReduce
 		if s == Direct {
-			return t + gather + kernel + m.Submit
+			return sync + gather + kernel + m.Submit + scatter
 		}
-		d := float64(depth)
-		return t + math.Max(gather, kernel) + math.Min(gather, kernel)/d + d*m.Submit
+		d := math.Max(1, math.Min(float64(depth), math.Ceil(B/N/4)))
+		return sync + d*m.Submit + math.Max(gather+scatter, kernel) + math.Min(gather+scatter, kernel)/d
 	case Ring:
 		chunk := B / N
 		slices := math.Max(1, math.Ceil(chunk/slot))
-		per := chunk / slices
-		return updown + 2*(N-1)*slices*step(per)
+		return updown + 2*(N-1)*slices*step(chunk/slices)
 	case Tree:
 		slices := math.Max(1, math.Ceil(B/slot))
 		per := B / slices
