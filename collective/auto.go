@@ -26,10 +26,10 @@ type costModel struct {
 	Copy       float64 // bytes/s: a device copy host-visible -> device-local
 	Reduce     float64 // bytes/s written by a 2-input reduce kernel in device memory
 	HostReduce float64 // bytes/s read by a reduce kernel whose inputs are in host memory
-	Handoff   float64 // seconds: one rank-to-rank handoff (a barrier)
-	Err       error   // a failed measurement falls back to ring
-	Measured  time.Duration
-	SlotBytes int
+	Handoff    float64 // seconds: one rank-to-rank handoff (a barrier)
+	Err        error   // a failed measurement falls back to ring
+	Measured   time.Duration
+	SlotBytes  int
 }
 
 // Model returns the group's cost-model constants, measuring them on rank's
