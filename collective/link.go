@@ -106,10 +106,11 @@ func (c *Comm) reserve(ctx context.Context, to, n int) (int, backend.Region, err
 	if l.remote {
 		slot := l.next
 		if r := l.reqs[slot]; r != nil {
+			// Completed or cancelled either way: the transport recycles it.
+			l.reqs[slot] = nil
 			if err := c.waitReq(ctx, r, to, "exchange (sending)"); err != nil {
 				return 0, backend.Region{}, err
 			}
-			l.reqs[slot] = nil
 		}
 		l.next = (slot + 1) % linkSlots
 		return slot, backend.Region{Buf: l.out, Off: slot * c.g.slotBytes, Len: n}, nil

@@ -1,0 +1,396 @@
+//go:build mpi && cgo
+
+package mpi
+
+/*
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Every MPI call the package makes goes through one of these small functions.
+// They take and return handles and results by value, so Go passes no pointer
+// to its own memory except the message buffers themselves (which the caller
+// pins while MPI holds them). Handles are opaque to Go: pointers in Open MPI,
+// ints in MPICH.
+
+static MPI_Request gm_request_null(void) { return MPI_REQUEST_NULL; }
+static MPI_Comm gm_comm_null(void) { return MPI_COMM_NULL; }
+
+static int gm_level(int i) {
+	switch (i) {
+	case 0: return MPI_THREAD_SINGLE;
+	case 1: return MPI_THREAD_FUNNELED;
+	case 2: return MPI_THREAD_SERIALIZED;
+	default: return MPI_THREAD_MULTIPLE;
+	}
+}
+
+static int gm_level_index(int level) {
+	if (level == MPI_THREAD_SINGLE) return 0;
+	if (level == MPI_THREAD_FUNNELED) return 1;
+	if (level == MPI_THREAD_SERIALIZED) return 2;
+	return 3;
+}
+
+typedef struct {
+	int code;
+	int provided;  // index 0..3: single, funneled, serialized, multiple
+	int here;      // 1 when this call initialized MPI
+	int finalized; // MPI was finalized already: it cannot start again
+} gm_init_ret;
+
+static gm_init_ret gm_init(int required) {
+	gm_init_ret r = {0, 0, 0, 0};
+	int flag = 0, provided = MPI_THREAD_SINGLE;
+	MPI_Finalized(&flag);
+	if (flag) {
+		r.finalized = 1;
+		return r;
+	}
+	MPI_Initialized(&flag);
+	if (flag) {
+		r.code = MPI_Query_thread(&provided);
+	} else {
+		r.code = MPI_Init_thread(NULL, NULL, gm_level(required), &provided);
+		r.here = 1;
+	}
+	r.provided = gm_level_index(provided);
+	return r;
+}
+
+static int gm_finalize(void) { return MPI_Finalize(); }
+
+typedef struct {
+	int code;
+	const char *call;
+	MPI_Comm comm;
+	MPI_Comm diag;
+	int rank;
+	int size;
+	int tag_ub;
+} gm_world_ret;
+
+// gm_world makes errors on MPI_COMM_WORLD return instead of aborting, then
+// duplicates it twice: one communicator for the caller's traffic, one for the
+// package's arrival notices, so neither can match the other's messages.
+static gm_world_ret gm_world(void) {
+	gm_world_ret r;
+	memset(&r, 0, sizeof r);
+	r.comm = MPI_COMM_NULL;
+	r.diag = MPI_COMM_NULL;
+	r.call = "MPI_Comm_set_errhandler";
+	if ((r.code = MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Comm_dup";
+	if ((r.code = MPI_Comm_dup(MPI_COMM_WORLD, &r.comm)) != MPI_SUCCESS) return r;
+	if ((r.code = MPI_Comm_dup(MPI_COMM_WORLD, &r.diag)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Comm_set_errhandler";
+	if ((r.code = MPI_Comm_set_errhandler(r.comm, MPI_ERRORS_RETURN)) != MPI_SUCCESS) return r;
+	if ((r.code = MPI_Comm_set_errhandler(r.diag, MPI_ERRORS_RETURN)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Comm_rank";
+	if ((r.code = MPI_Comm_rank(r.comm, &r.rank)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Comm_size";
+	if ((r.code = MPI_Comm_size(r.comm, &r.size)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Comm_get_attr";
+	int *ub = NULL, flag = 0;
+	if ((r.code = MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag)) != MPI_SUCCESS) return r;
+	r.tag_ub = (flag && ub) ? *ub : 32767; // 32767 is the least MPI allows
+	r.call = NULL;
+	return r;
+}
+
+static int gm_comm_free(MPI_Comm c) { return MPI_Comm_free(&c); }
+
+typedef struct {
+	int code;
+	MPI_Request req;
+} gm_req_ret;
+
+static gm_req_ret gm_isend(void *buf, int count, int peer, int tag, MPI_Comm comm) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.code = MPI_Isend(buf, count, MPI_BYTE, peer, tag, comm, &r.req);
+	return r;
+}
+
+static gm_req_ret gm_irecv(void *buf, int count, int peer, int tag, MPI_Comm comm) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.code = MPI_Irecv(buf, count, MPI_BYTE, peer, tag, comm, &r.req);
+	return r;
+}
+
+typedef struct {
+	int code;
+	int flag;
+	int count;
+	int cancelled;
+	MPI_Request req;
+} gm_test_ret;
+
+// gm_test is MPI_Test plus what the status says: the bytes received and
+// whether the request was cancelled.
+static gm_test_ret gm_test(MPI_Request req) {
+	gm_test_ret r = {0, 0, 0, 0, req};
+	MPI_Status st;
+	memset(&st, 0, sizeof st);
+	// A failed request reports its error as MPI_Test's result (the status's
+	// MPI_ERROR field is only defined for the multiple-completion calls).
+	r.code = MPI_Test(&r.req, &r.flag, &st);
+	if (r.code == MPI_SUCCESS && r.flag) {
+		MPI_Test_cancelled(&st, &r.cancelled);
+		if (!r.cancelled) MPI_Get_count(&st, MPI_BYTE, &r.count);
+	}
+	return r;
+}
+
+static int gm_cancel(MPI_Request req) { return MPI_Cancel(&req); }
+static int gm_request_free(MPI_Request req) { return MPI_Request_free(&req); }
+
+static gm_req_ret gm_iallgather(const void *mine, int count, void *all, MPI_Comm comm) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.code = MPI_Iallgather(mine, count, MPI_BYTE, all, count, MPI_BYTE, comm, &r.req);
+	return r;
+}
+
+// gm_iallreduce: dtype 0 float, 1 double; op 0 sum, 1 prod, 2 max, 3 min
+// (backend.DType and backend.Op). send NULL means in place.
+static gm_req_ret gm_iallreduce(const void *send, void *recv, int count, int dtype, int op, MPI_Comm comm) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	MPI_Op o = op == 0 ? MPI_SUM : op == 1 ? MPI_PROD : op == 2 ? MPI_MAX : MPI_MIN;
+	r.code = MPI_Iallreduce(send ? send : MPI_IN_PLACE, recv, count, dtype == 1 ? MPI_DOUBLE : MPI_FLOAT, o, comm, &r.req);
+	return r;
+}
+
+static gm_req_ret gm_ibarrier(MPI_Comm comm) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.code = MPI_Ibarrier(comm, &r.req);
+	return r;
+}
+
+typedef struct {
+	int code;
+	MPI_Request req;
+	long long *buf;
+} gm_notice_ret;
+
+// gm_notice_send sends seq to dest from a buffer it allocates; the caller
+// frees it (gm_free) once the request completes.
+static gm_notice_ret gm_notice_send(MPI_Comm comm, int dest, int tag, long long seq) {
+	gm_notice_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.buf = malloc(sizeof *r.buf);
+	if (!r.buf) {
+		r.code = MPI_ERR_NO_MEM;
+		return r;
+	}
+	*r.buf = seq;
+	r.code = MPI_Isend(r.buf, 1, MPI_LONG_LONG, dest, tag, comm, &r.req);
+	if (r.code != MPI_SUCCESS) {
+		free(r.buf);
+		r.buf = NULL;
+	}
+	return r;
+}
+
+typedef struct {
+	int code;
+	int flag;
+	int source;
+	long long seq;
+} gm_notice_recv_ret;
+
+// gm_notice_recv receives one waiting notice, if any. The matched probe
+// (MPI_Improbe + MPI_Mrecv) cannot lose the message to another thread.
+static gm_notice_recv_ret gm_notice_recv(MPI_Comm comm, int tag) {
+	gm_notice_recv_ret r = {0, 0, -1, 0};
+	MPI_Message msg;
+	MPI_Status st;
+	r.code = MPI_Improbe(MPI_ANY_SOURCE, tag, comm, &r.flag, &msg, &st);
+	if (r.code != MPI_SUCCESS || !r.flag) return r;
+	r.source = st.MPI_SOURCE;
+	r.code = MPI_Mrecv(&r.seq, 1, MPI_LONG_LONG, &msg, MPI_STATUS_IGNORE);
+	return r;
+}
+
+typedef struct {
+	char *msg; // malloc'd; Go frees it
+	int cls;
+} gm_error_ret;
+
+static gm_error_ret gm_error_string(int code) {
+	gm_error_ret r = {NULL, 0};
+	int len = 0;
+	if (MPI_Error_class(code, &r.cls) != MPI_SUCCESS) r.cls = MPI_ERR_UNKNOWN;
+	r.msg = calloc(MPI_MAX_ERROR_STRING + 1, 1);
+	if (r.msg && MPI_Error_string(code, r.msg, &len) != MPI_SUCCESS) r.msg[0] = 0;
+	return r;
+}
+
+static char *gm_library_version(void) {
+	int len = 0;
+	char *s = calloc(MPI_MAX_LIBRARY_VERSION_STRING + 1, 1);
+	if (s && MPI_Get_library_version(s, &len) != MPI_SUCCESS) s[0] = 0;
+	return s;
+}
+
+static void *gm_malloc(size_t n) { return malloc(n ? n : 1); }
+static void gm_free(void *p) { free(p); }
+
+enum {
+	gm_err_buffer = MPI_ERR_BUFFER,
+	gm_err_count = MPI_ERR_COUNT,
+	gm_err_type = MPI_ERR_TYPE,
+	gm_err_tag = MPI_ERR_TAG,
+	gm_err_comm = MPI_ERR_COMM,
+	gm_err_rank = MPI_ERR_RANK,
+	gm_err_root = MPI_ERR_ROOT,
+	gm_err_op = MPI_ERR_OP,
+	gm_err_arg = MPI_ERR_ARG,
+	gm_err_truncate = MPI_ERR_TRUNCATE,
+	gm_err_no_mem = MPI_ERR_NO_MEM,
+	gm_max_int = 2147483647,
+};
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Handles as Go sees them: opaque values it stores and compares, never reads.
+type (
+	cRequest = C.MPI_Request
+	cComm    = C.MPI_Comm
+)
+
+var (
+	requestNull = C.gm_request_null()
+	commNull    = C.gm_comm_null()
+)
+
+// MPI error classes the package maps to sentinels (MPI_Error_class).
+const (
+	classBuffer   = int(C.gm_err_buffer)
+	classCount    = int(C.gm_err_count)
+	classType     = int(C.gm_err_type)
+	classTag      = int(C.gm_err_tag)
+	classComm     = int(C.gm_err_comm)
+	classRank     = int(C.gm_err_rank)
+	classRoot     = int(C.gm_err_root)
+	classOp       = int(C.gm_err_op)
+	classArg      = int(C.gm_err_arg)
+	classTruncate = int(C.gm_err_truncate)
+	classNoMem    = int(C.gm_err_no_mem)
+)
+
+// maxInt is the largest count one MPI call takes (its count is a C int).
+const maxInt = int(C.gm_max_int)
+
+// cInit calls MPI_Init_thread (or MPI_Query_thread when MPI was initialized
+// by someone else) requiring level.
+func cInit(required ThreadLevel) (provided ThreadLevel, here, finalized bool, code int) {
+	r := C.gm_init(C.int(required))
+	return ThreadLevel(r.provided), r.here != 0, r.finalized != 0, int(r.code)
+}
+
+func cFinalize() int { return int(C.gm_finalize()) }
+
+type worldInfo struct {
+	comm, diag        cComm
+	rank, size, tagUB int
+	call              string
+	code              int
+}
+
+// cWorld sets MPI_ERRORS_RETURN and duplicates MPI_COMM_WORLD twice.
+func cWorld() worldInfo {
+	r := C.gm_world()
+	info := worldInfo{comm: r.comm, diag: r.diag, rank: int(r.rank), size: int(r.size), tagUB: int(r.tag_ub), code: int(r.code)}
+	if r.call != nil {
+		info.call = C.GoString(r.call)
+	}
+	return info
+}
+
+func cCommFree(c cComm) int { return int(C.gm_comm_free(c)) }
+
+func cIsend(p unsafe.Pointer, n, peer, tag int, comm cComm) (cRequest, int) {
+	r := C.gm_isend(p, C.int(n), C.int(peer), C.int(tag), comm)
+	return r.req, int(r.code)
+}
+
+func cIrecv(p unsafe.Pointer, n, peer, tag int, comm cComm) (cRequest, int) {
+	r := C.gm_irecv(p, C.int(n), C.int(peer), C.int(tag), comm)
+	return r.req, int(r.code)
+}
+
+type testResult struct {
+	req       cRequest
+	done      bool
+	cancelled bool
+	count     int
+	code      int
+}
+
+// cTest is MPI_Test with MPI_Get_count and MPI_Test_cancelled on the status.
+func cTest(req cRequest) testResult {
+	r := C.gm_test(req)
+	return testResult{req: r.req, done: r.flag != 0, cancelled: r.cancelled != 0, count: int(r.count), code: int(r.code)}
+}
+
+func cCancel(req cRequest) int      { return int(C.gm_cancel(req)) }
+func cRequestFree(req cRequest) int { return int(C.gm_request_free(req)) }
+
+func cIallgather(mine unsafe.Pointer, n int, all unsafe.Pointer, comm cComm) (cRequest, int) {
+	r := C.gm_iallgather(mine, C.int(n), all, comm)
+	return r.req, int(r.code)
+}
+
+// cIallreduce is MPI_Iallreduce; a nil send means MPI_IN_PLACE.
+func cIallreduce(send, recv unsafe.Pointer, n int, dt backend.DType, op backend.Op, comm cComm) (cRequest, int) {
+	r := C.gm_iallreduce(send, recv, C.int(n), C.int(dt), C.int(op), comm)
+	return r.req, int(r.code)
+}
+
+func cIbarrier(comm cComm) (cRequest, int) {
+	r := C.gm_ibarrier(comm)
+	return r.req, int(r.code)
+}
+
+func cNoticeSend(comm cComm, dest, tag int, seq uint64) (cRequest, unsafe.Pointer, int) {
+	r := C.gm_notice_send(comm, C.int(dest), C.int(tag), C.longlong(seq))
+	return r.req, unsafe.Pointer(r.buf), int(r.code)
+}
+
+func cNoticeRecv(comm cComm, tag int) (ok bool, source int, seq uint64, code int) {
+	r := C.gm_notice_recv(comm, C.int(tag))
+	return r.flag != 0, int(r.source), uint64(r.seq), int(r.code)
+}
+
+// cErrorString is MPI_Error_string and MPI_Error_class of code.
+func cErrorString(code int) (msg string, class int) {
+	r := C.gm_error_string(C.int(code))
+	if r.msg != nil {
+		msg = C.GoString(r.msg)
+		C.free(unsafe.Pointer(r.msg))
+	}
+	return msg, int(r.cls)
+}
+
+// cLibraryVersion is MPI_Get_library_version.
+func cLibraryVersion() string {
+	s := C.gm_library_version()
+	if s == nil {
+		return ""
+	}
+	defer C.free(unsafe.Pointer(s))
+	return C.GoString(s)
+}
+
+func cMalloc(n int) unsafe.Pointer { return C.gm_malloc(C.size_t(n)) }
+func cFree(p unsafe.Pointer)       { C.gm_free(p) }

@@ -1,0 +1,384 @@
+//go:build mpi && cgo
+
+package mpi
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Polling: a wait first spins (testing and yielding) for spinFor, then sleeps
+// between tests, from sleepMin doubling to sleepMax, so a quick completion is
+// seen at once and a long wait costs little CPU (ranks may share cores).
+const (
+	spinFor  = 50 * time.Microsecond
+	sleepMin = 50 * time.Microsecond
+	sleepMax = 200 * time.Microsecond
+)
+
+// announceAfter is how long a process waits in a collective before it tells
+// the others it has arrived (see notice). Most collectives finish sooner and
+// send nothing.
+var announceAfter = 10 * time.Millisecond
+
+// noticeTag is the tag of arrival notices on the World's diag communicator.
+const noticeTag = 1
+
+// poll calls test until it reports done or an error, or ctx ends; ended
+// reports the last, with ctx's error. idle, if not nil, runs between tests
+// once spinning is over, with the time waited so far.
+func poll(ctx context.Context, test func() (bool, error), idle func(waited time.Duration)) (ended bool, err error) {
+	done := ctx.Done()
+	start := time.Now()
+	var sleep time.Duration
+	for {
+		ok, err := test()
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			return false, nil
+		}
+		select {
+		case <-done:
+			return true, ctx.Err()
+		default:
+		}
+		waited := time.Since(start)
+		if waited < spinFor {
+			runtime.Gosched()
+			continue
+		}
+		if idle != nil {
+			idle(waited)
+		}
+		sleep = min(max(2*sleep, sleepMin), sleepMax)
+		time.Sleep(sleep)
+	}
+}
+
+// A notice says "I have arrived at collective #seq". MPI cannot tell which
+// processes have not arrived at a collective, so each process that has
+// waited announceAfter (or half its deadline, if sooner) sends its sequence
+// number to every other process on the diag communicator. When a collective
+// times out, the processes whose latest notice is older are the ones not
+// seen to arrive. Processes that arrived less than announceAfter before the
+// deadline are counted as missing too, so the answer errs on naming more.
+type notice struct {
+	req cRequest
+	buf unsafe.Pointer // C memory holding the sequence number
+}
+
+// announce sends r.seq to every other process (on the MPI thread).
+func announce(r *request) {
+	w := r.w
+	if w.closed.Load() {
+		r.closedHit = true
+		return
+	}
+	w.noticeMu.Lock()
+	defer w.noticeMu.Unlock()
+	for p := 0; p < w.size; p++ {
+		if p == w.rank {
+			continue
+		}
+		// Best effort: a notice that cannot be sent only makes a timeout
+		// name one more process.
+		if req, buf, code := cNoticeSend(w.diag, p, noticeTag, r.seq); code == 0 {
+			w.notices = append(w.notices, notice{req, buf})
+		}
+	}
+}
+
+// drainNotices receives the notices that arrived and completes sent ones (on
+// the MPI thread).
+func drainNotices(r *request) {
+	w := r.w
+	if w.closed.Load() {
+		r.closedHit = true
+		return
+	}
+	w.noticeMu.Lock()
+	defer w.noticeMu.Unlock()
+	kept := w.notices[:0]
+	for _, n := range w.notices {
+		if t := cTest(n.req); t.code == 0 && !t.done {
+			kept = append(kept, n)
+		} else {
+			cFree(n.buf) // sent, or failed (and freed by MPI_Test)
+		}
+	}
+	clear(w.notices[len(kept):])
+	w.notices = kept
+	for {
+		ok, src, seq, code := cNoticeRecv(w.diag, noticeTag)
+		if code != 0 || !ok {
+			return
+		}
+		if src >= 0 && src < len(w.seen) && seq > w.seen[src] {
+			w.seen[src] = seq
+		}
+	}
+}
+
+// beginCollective claims the World for one collective and numbers it.
+func (w *World) beginCollective(call string) (uint64, error) {
+	if !w.collMu.TryLock() {
+		return 0, argError(call, "another collective is in progress on this World: "+
+			"collectives must be called by one goroutine at a time, in the same order on every process")
+	}
+	if w.closed.Load() {
+		w.collMu.Unlock()
+		return 0, closedError(call)
+	}
+	w.seq++
+	w.progressOrphans()
+	return w.seq, nil
+}
+
+// collective posts r with post and polls it until it completes or ctx ends.
+// On success r is still the caller's (to copy results out, then release);
+// on failure it is released or left to the World.
+func (w *World) collective(ctx context.Context, r *request, post func(*request)) error {
+	w.run(drainNotices, r)
+	if !w.run(post, r) || r.closedHit {
+		r.release()
+		return closedError(r.call)
+	}
+	if r.code != 0 {
+		err := w.mpiError(r.call, r.code, r.describe())
+		if r.posted == 0 {
+			r.release()
+		} else {
+			w.orphan(r) // the posted parts cannot be cancelled
+		}
+		return err
+	}
+	start := time.Now()
+	announceAt := announceAfter
+	if dl, ok := ctx.Deadline(); ok {
+		announceAt = min(announceAt, dl.Sub(start)/2)
+	}
+	announced := false
+	ended, err := poll(ctx, func() (bool, error) {
+		if !w.run(testRequest, r) || r.closedHit {
+			return false, closedError(r.call)
+		}
+		if r.code != 0 {
+			return false, w.mpiError("MPI_Test", r.code, r.describe())
+		}
+		return r.pending == 0, nil
+	}, func(waited time.Duration) {
+		if !announced && waited >= announceAt {
+			announced = true
+			w.run(announce, r)
+		}
+	})
+	if err == nil {
+		return nil
+	}
+	if !ended {
+		w.orphan(r) // MPI forbids cancelling a collective: leave the rest to MPI
+		return err
+	}
+	// The deadline passed: find who was seen to arrive.
+	w.run(drainNotices, r)
+	w.noticeMu.Lock()
+	var missing, seen []int
+	for p, s := range w.seen {
+		if p == w.rank || s >= r.seq {
+			seen = append(seen, p)
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	w.noticeMu.Unlock()
+	e := &Error{Call: r.call, Ranks: missing, Err: err, Msg: fmt.Sprintf(
+		"collective #%d not complete on process %d of %d after %v; processes not seen to arrive: %v (seen: %v); "+
+			"it stays posted and completes when they call it",
+		r.seq, w.rank, w.size, time.Since(start).Round(time.Microsecond), missing, seen)}
+	w.orphan(r)
+	return e
+}
+
+// Allgather gathers every process's mine (the same length on all) into all,
+// in process order (MPI_Iallgather of MPI_BYTE, then MPI_Test until done).
+// It honours ctx: when a process never calls, it returns an *Error matching
+// backend.ErrTimeout that lists, in Ranks, the processes not seen to arrive.
+// The data goes through C memory, so after any return MPI no longer touches
+// mine or all; a collective that timed out stays posted and completes, with
+// its result discarded, when the missing processes call Allgather.
+func (w *World) Allgather(ctx context.Context, mine, all []byte) error {
+	const call = "MPI_Iallgather"
+	if len(all) != w.size*len(mine) {
+		return argError(call, "all holds %d bytes, want %d processes * %d", len(all), w.size, len(mine))
+	}
+	seq, err := w.beginCollective(call)
+	if err != nil {
+		return err
+	}
+	defer w.collMu.Unlock()
+	n := len(mine)
+	r := w.getRequest(kindCollective, call, -1, 0)
+	r.seq, r.n = seq, n
+	r.cmem = cMalloc(n + len(all))
+	r.buf = r.cmem
+	copy(unsafe.Slice((*byte)(r.cmem), n), mine)
+	r.setSubs(n)
+	if err := w.collective(ctx, r, postAllgather); err != nil {
+		return err
+	}
+	// Piece i gathered bytes [off, off+m) of every process into a block of
+	// size*m bytes at size*off, process by process.
+	stage := unsafe.Slice((*byte)(unsafe.Add(r.cmem, n)), len(all))
+	for off := 0; off < n; off += r.limit {
+		m := min(r.limit, n-off)
+		block := stage[w.size*off:]
+		for p := 0; p < w.size; p++ {
+			copy(all[p*n+off:p*n+off+m], block[p*m:(p+1)*m])
+		}
+	}
+	r.release()
+	return nil
+}
+
+// postAllgather posts one MPI_Iallgather per piece of mine (on the MPI thread).
+func postAllgather(r *request) {
+	w := r.w
+	r.code, r.posted = 0, 0
+	if w.closed.Load() {
+		r.closedHit = true
+		return
+	}
+	all := unsafe.Add(r.cmem, r.n)
+	for i := range r.subs {
+		off := i * r.limit
+		m := min(r.limit, r.n-off)
+		req, code := cIallgather(unsafe.Add(r.buf, off), m, unsafe.Add(all, w.size*off), w.comm)
+		if code != 0 {
+			r.code = code
+			return
+		}
+		r.subs[i] = req
+		r.posted++
+	}
+}
+
+// AllreduceF32 sets recv[i] to op over every process's send[i]
+// (MPI_Iallreduce of MPI_FLOAT, then MPI_Test until done), for benchmarks
+// and baselines. send and recv have equal lengths; recv may be send itself
+// (MPI_IN_PLACE). op is backend.Sum, Prod, Max or Min, with MPI's semantics
+// (the order of a sum is MPI's; MPI_MAX and MPI_MIN do not promise to
+// propagate NaN). MPI works on the Go memory directly: when ctx ends first,
+// the returned error matches backend.ErrTimeout and recv stays pinned and may
+// still be written until every process has called the matching Allreduce.
+func (w *World) AllreduceF32(ctx context.Context, send, recv []float32, op backend.Op) error {
+	return w.allreduce(ctx, unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv)),
+		len(send), len(recv), backend.F32, op)
+}
+
+// AllreduceF64 is AllreduceF32 for float64 (MPI_DOUBLE).
+func (w *World) AllreduceF64(ctx context.Context, send, recv []float64, op backend.Op) error {
+	return w.allreduce(ctx, unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv)),
+		len(send), len(recv), backend.F64, op)
+}
+
+func (w *World) allreduce(ctx context.Context, send, recv unsafe.Pointer, ns, nr int, dt backend.DType, op backend.Op) error {
+	const call = "MPI_Iallreduce"
+	if ns != nr {
+		return argError(call, "send has %d elements, recv %d", ns, nr)
+	}
+	if op < backend.Sum || op > backend.Min {
+		return argError(call, "unknown op %v", op)
+	}
+	bytes := uintptr(ns * dt.Size())
+	if ns > 0 && send != recv && uintptr(send) < uintptr(recv)+bytes && uintptr(recv) < uintptr(send)+bytes {
+		return argError(call, "send and recv overlap without being the same slice")
+	}
+	seq, err := w.beginCollective(call)
+	if err != nil {
+		return err
+	}
+	defer w.collMu.Unlock()
+	r := w.getRequest(kindCollective, call, -1, 0)
+	r.seq, r.n, r.dt, r.op = seq, ns, dt, op
+	if ns > 0 {
+		r.buf = recv
+		r.pinBuffer(recv)
+		if send != recv {
+			r.send = send
+			r.pinBuffer(send)
+		}
+	}
+	r.setSubs(ns)
+	if err := w.collective(ctx, r, postAllreduce); err != nil {
+		return err
+	}
+	r.release()
+	return nil
+}
+
+// postAllreduce posts one MPI_Iallreduce per piece (on the MPI thread).
+func postAllreduce(r *request) {
+	w := r.w
+	r.code, r.posted = 0, 0
+	if w.closed.Load() {
+		r.closedHit = true
+		return
+	}
+	size := r.dt.Size()
+	for i := range r.subs {
+		off := i * r.limit
+		m := min(r.limit, r.n-off)
+		var send unsafe.Pointer
+		if r.send != nil {
+			send = unsafe.Add(r.send, off*size)
+		}
+		req, code := cIallreduce(send, unsafe.Add(r.buf, off*size), m, r.dt, r.op, w.comm)
+		if code != 0 {
+			r.code = code
+			return
+		}
+		r.subs[i] = req
+		r.posted++
+	}
+}
+
+// Barrier returns once every process has called it (MPI_Ibarrier, then
+// MPI_Test until done), or when ctx ends, with an error like Allgather's.
+func (w *World) Barrier(ctx context.Context) error {
+	const call = "MPI_Ibarrier"
+	seq, err := w.beginCollective(call)
+	if err != nil {
+		return err
+	}
+	defer w.collMu.Unlock()
+	r := w.getRequest(kindCollective, call, -1, 0)
+	r.seq = seq
+	r.setSubs(0)
+	if err := w.collective(ctx, r, postBarrier); err != nil {
+		return err
+	}
+	r.release()
+	return nil
+}
+
+func postBarrier(r *request) {
+	r.code, r.posted = 0, 0
+	if r.w.closed.Load() {
+		r.closedHit = true
+		return
+	}
+	req, code := cIbarrier(r.w.comm)
+	if code != 0 {
+		r.code = code
+		return
+	}
+	r.subs[0] = req
+	r.posted = 1
+}

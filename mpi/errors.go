@@ -1,0 +1,115 @@
+//go:build mpi && cgo
+
+package mpi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Errors of this package that backend has no sentinel for.
+var (
+	// ErrMPI matches every error an MPI call returned (Error.Code != 0).
+	ErrMPI = errors.New("MPI call failed")
+	// ErrMessageSize matches a receive whose message was longer
+	// (MPI_ERR_TRUNCATE) or shorter than the receive buffer.
+	ErrMessageSize = errors.New("message size differs from the receive buffer")
+	// ErrInFlight matches a request that Cancel could not stop: MPI still
+	// uses its buffer, and the World completes it in the background.
+	ErrInFlight = errors.New("request still in flight")
+)
+
+// Error is a failed or abandoned MPI operation.
+type Error struct {
+	// Call is the MPI function concerned, such as "MPI_Isend".
+	Call string
+	// Code is the error code MPI returned, 0 when MPI itself did not fail (a
+	// deadline passed, the World was closed, an argument was refused here).
+	Code int
+	// Class is MPI_Error_class(Code), 0 when Code is 0.
+	Class int
+	// Msg is MPI_Error_string(Code), or what went wrong.
+	Msg string
+	// Ranks are the processes concerned where they are known: the peer of a
+	// point-to-point request, or the processes not seen to arrive at a
+	// collective that timed out.
+	Ranks []int
+	// Err is the cause when MPI did not report one: the context's error,
+	// backend.ErrClosed, backend.ErrInvalidArgument, ErrMessageSize,
+	// ErrInFlight. Nil for MPI's own errors.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("mpi: ")
+	b.WriteString(e.Call)
+	if e.Msg != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Msg)
+	}
+	if e.Code != 0 {
+		fmt.Fprintf(&b, " (MPI error %d, class %d)", e.Code, e.Class)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause, so errors.Is(err, context.DeadlineExceeded) and
+// the sentinels in Err match.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is maps the error onto backend's sentinels and this package's: an MPI error
+// is ErrMPI, and by class backend.ErrInvalidArgument, backend.ErrOutOfMemory
+// or ErrMessageSize; a passed deadline is backend.ErrTimeout.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrMPI:
+		return e.Code != 0
+	case backend.ErrTimeout:
+		return errors.Is(e.Err, context.DeadlineExceeded)
+	case backend.ErrInvalidArgument:
+		switch e.Class {
+		case classBuffer, classCount, classType, classTag, classComm, classRank, classRoot, classOp, classArg:
+			return e.Code != 0
+		}
+	case backend.ErrOutOfMemory:
+		return e.Code != 0 && e.Class == classNoMem
+	case ErrMessageSize:
+		return e.Code != 0 && e.Class == classTruncate
+	}
+	return false
+}
+
+// mpiError describes code, which call returned while doing what, with
+// MPI_Error_string and MPI_Error_class.
+func (w *World) mpiError(call string, code int, what string, ranks ...int) *Error {
+	e := &Error{Call: call, Code: code, Ranks: ranks}
+	var msg string
+	// MPI_Error_string and MPI_Error_class work after the World's
+	// communicators are freed, as long as MPI is not finalized.
+	w.cold(false, func() { msg, e.Class = cErrorString(code) })
+	if msg == "" {
+		msg = "MPI error"
+	}
+	if what != "" {
+		msg = what + ": " + msg
+	}
+	e.Msg = msg
+	return e
+}
+
+func closedError(call string) *Error {
+	return &Error{Call: call, Msg: "the World is closed", Err: backend.ErrClosed}
+}
+
+func argError(call, format string, args ...any) *Error {
+	return &Error{Call: call, Msg: fmt.Sprintf(format, args...), Err: backend.ErrInvalidArgument}
+}

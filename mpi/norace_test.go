@@ -1,0 +1,5 @@
+//go:build mpi && cgo && !race
+
+package mpi
+
+const raceEnabled = false
