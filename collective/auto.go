@@ -228,7 +228,10 @@ func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
 	return math.Inf(1)
 }
 
-// autoStrategy picks the strategy with the least modelled time.
+// autoStrategy picks the strategy with the least modelled time. The first
+// call of a group measures the device (a few hundred milliseconds at most,
+// on the calling rank's device, while the other ranks' first calls wait for
+// it); that time counts against the call's context.
 func (c *Comm) autoStrategy(bytes int, dt backend.DType) (Strategy, string) {
 	g := c.g
 	if dt == backend.F64 && !c.info.Float64 {

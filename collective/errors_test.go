@@ -152,7 +152,9 @@ func TestMismatchedCalls(t *testing.T) {
 
 func TestMissingRankTimesOut(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
-		g := openGroup(t, bk, 4)
+		// A fixed strategy: Auto's first call measures the device, which
+		// counts against the caller's context (see autoStrategy).
+		g := openGroup(t, bk, 4, func(o *Options) { o.Config.Strategy = Direct })
 		data := make([][]float32, 4)
 		for r := range data {
 			data[r] = []float32{float32(r), 1, 2}
@@ -204,7 +206,10 @@ func TestCommunicationTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	var last time.Duration
 	for attempt := 0; attempt < 3; attempt++ {
-		g := openGroup(t, "host", 2, func(o *Options) { o.Config.CommunicationTimeout = timeout })
+		g := openGroup(t, "host", 2, func(o *Options) {
+			o.Config.CommunicationTimeout = timeout
+			o.Config.Strategy = Direct
+		})
 		start := time.Now()
 		err := AllReduce(context.Background(), g.Comm(0), []float64{1}, Sum)
 		last = time.Since(start)
