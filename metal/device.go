@@ -1,0 +1,344 @@
+//go:build darwin && cgo && !nometal
+
+package metal
+
+// The device, buffer and stream code below follows vulkan/device.go and
+// vulkan/stream.go line for line where the two APIs agree (they meet at the
+// same cshim ABI); the differences are the kernels (MSL, f32 only), the
+// absence of a validation-message log, and the names in errors.
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/cshim"
+	"github.com/gocoll/gocoll/kernels"
+)
+
+// Kernel kinds, indexing device.pipes and device.kinfo. Metal has no f64
+// kernels.
+const (
+	kindReduce = iota
+	kindScale
+	numKinds
+)
+
+var kindNames = [numKinds]string{kernels.ReduceF32, kernels.ScaleF32}
+
+const (
+	// fenceRing is the number of Fence objects a device hands out in turn,
+	// so Submit allocates nothing. A Fence stays exact for fenceRing later
+	// submissions; after that it stands for a later submission, so Wait may
+	// wait longer but never returns before its own work is done.
+	fenceRing = 1024
+	// stagingBytes is the size of the pooled shared-storage buffer that
+	// DeviceLocal (private storage) Write and Read go through.
+	stagingBytes = 4 << 20
+	// workGroupSize is the kernels' threads per threadgroup where the device
+	// allows.
+	workGroupSize = 256
+)
+
+// device is one rank's Metal device: its own command queue.
+type device struct {
+	dev  *cshim.Device
+	raw  cshim.DeviceInfo
+	info backend.DeviceInfo
+
+	counters backend.Counters
+	stream   stream
+	fences   [fenceRing]fence
+	done     atomic.Uint64 // every ticket <= done is known complete
+
+	// Dispatch geometry, fixed at Open.
+	align     int64  // offset alignment of a binding
+	maxBind   int64  // MaxBindingBytes
+	wg        uint32 // threads per threadgroup
+	maxGroups uint32 // threadgroups per dispatch
+	kinfo     [numKinds]kernels.Info
+	code      [numKinds][]byte // MSL prepared by cshim.MetalKernel, on first use
+	entry     [numKinds]string
+
+	// pipes caches pipelines by kind, op, source count and scale flag. Only
+	// the stream's goroutine touches it (and code, entry, scratch).
+	pipes   [numKinds][backend.NumOps][kernels.MaxSources + 1][2]*cshim.Kernel
+	scratch *buffer
+
+	closed  atomic.Bool
+	mu      sync.Mutex // guards buffers
+	buffers map[*buffer]struct{}
+
+	stagingMu sync.Mutex // guards staging and serializes staged transfers
+	staging   *cshim.Buffer
+}
+
+var (
+	_ backend.Device   = (*device)(nil)
+	_ backend.Buffer   = (*buffer)(nil)
+	_ backend.Importer = (*device)(nil)
+)
+
+func open(index int, opts backend.OpenOptions) (*device, error) {
+	raw := inst.devices[index]
+	cd, err := inst.impl.Open(index, cshim.OpenOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("metal: open device %d (%s): %w", index, raw.Name, err)
+	}
+	d := &device{
+		dev:       cd,
+		raw:       raw,
+		info:      deviceInfo(raw, opts),
+		align:     int64(max(raw.MinStorageBufferOffsetAlignment, 1)),
+		wg:        min(workGroupSize, raw.MaxComputeWorkGroupInvocations, raw.MaxComputeWorkGroupSize[0]),
+		maxGroups: raw.MaxComputeWorkGroupCount[0],
+		buffers:   map[*buffer]struct{}{},
+	}
+	d.maxBind = d.info.MaxBindingBytes
+	d.stream.d = d
+	for i := range d.fences {
+		d.fences[i].d = d
+	}
+	for k, name := range kindNames {
+		if d.kinfo[k], err = kernels.Lookup(name); err != nil {
+			cd.Close()
+			return nil, fmt.Errorf("metal: %w", err)
+		}
+	}
+	d.syncObjects()
+	return d, nil
+}
+
+// Info describes the device as opened.
+func (d *device) Info() backend.DeviceInfo { return d.info }
+
+// Stream returns the device's one stream.
+func (d *device) Stream() backend.Stream { return &d.stream }
+
+// Counters returns the device's counters; ObjectsCreated is read from the
+// C side's count (queue, buffers, pipelines).
+func (d *device) Counters() *backend.Counters {
+	d.syncObjects()
+	return &d.counters
+}
+
+func (d *device) syncObjects() {
+	if !d.closed.Load() {
+		d.counters.ObjectsCreated.Store(int64(d.dev.Counters().ObjectsCreated))
+	}
+}
+
+func (d *device) errClosed(op string) error {
+	return fmt.Errorf("metal: %s: device closed: %w", op, backend.ErrClosed)
+}
+
+// Alloc allocates a buffer (newBufferWithLength:options: with
+// MTLResourceStorageModePrivate for DeviceLocal, MTLResourceStorageModeShared
+// for HostVisible, whose contents is the persistent mapping).
+func (d *device) Alloc(bytes int, where backend.Memory) (backend.Buffer, error) {
+	if bytes < 0 || (where != backend.DeviceLocal && where != backend.HostVisible) {
+		return nil, fmt.Errorf("metal: alloc %d bytes of %v: %w", bytes, where, backend.ErrInvalidArgument)
+	}
+	if d.closed.Load() {
+		return nil, d.errClosed("alloc")
+	}
+	b, err := d.newBuffer(bytes, where)
+	if err != nil {
+		return nil, err
+	}
+	d.counters.Allocs.Add(1)
+	d.mu.Lock()
+	d.buffers[b] = struct{}{}
+	d.mu.Unlock()
+	return b, nil
+}
+
+func (d *device) newBuffer(bytes int, where backend.Memory) (*buffer, error) {
+	cb, err := d.dev.NewBuffer(int64(bytes), where)
+	d.syncObjects()
+	if err != nil {
+		return nil, fmt.Errorf("metal: alloc %d bytes of %v memory: %w", bytes, where, err)
+	}
+	return &buffer{d: d, b: cb, n: bytes, mem: where}, nil
+}
+
+// Import wraps host memory from backend.AllocHostMemory as a HostVisible
+// buffer without copying (newBufferWithBytesNoCopy:length:options:deallocator:
+// with no deallocator: the memory stays gocoll's). p must be page-aligned and
+// a whole number of pages.
+func (d *device) Import(p []byte) (backend.Buffer, error) {
+	if d.closed.Load() {
+		return nil, d.errClosed("import")
+	}
+	cb, err := d.dev.ImportHost(p)
+	d.syncObjects()
+	if err != nil {
+		return nil, fmt.Errorf("metal: import %d bytes of host memory: %w", len(p), err)
+	}
+	b := &buffer{d: d, b: cb, n: len(p), mem: backend.HostVisible}
+	d.counters.Allocs.Add(1)
+	d.mu.Lock()
+	d.buffers[b] = struct{}{}
+	d.mu.Unlock()
+	return b, nil
+}
+
+// Close waits for the device's queue to finish and releases everything it
+// owns (waitUntilCompleted on the last submission, then pipelines, buffers
+// and the queue). It is idempotent.
+func (d *device) Close() error {
+	if !d.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	d.mu.Lock()
+	for b := range d.buffers {
+		b.closed.Store(true)
+	}
+	d.buffers = nil
+	d.mu.Unlock()
+	d.stagingMu.Lock()
+	d.staging = nil // the C side frees it with the device
+	d.stagingMu.Unlock()
+	err := d.dev.Close()
+	d.done.Store(math.MaxUint64) // Close waited for everything
+	if err != nil {
+		return fmt.Errorf("metal: close: %w", err)
+	}
+	return nil
+}
+
+// buffer is a Metal buffer of a device.
+type buffer struct {
+	d      *device
+	b      *cshim.Buffer
+	n      int
+	mem    backend.Memory
+	closed atomic.Bool
+}
+
+func (b *buffer) Len() int               { return b.n }
+func (b *buffer) Memory() backend.Memory { return b.mem }
+
+// Bytes returns the contents of a HostVisible buffer (nil for DeviceLocal
+// memory and after Close).
+func (b *buffer) Bytes() []byte {
+	if b.mem != backend.HostVisible || b.closed.Load() {
+		return nil
+	}
+	return b.b.Bytes()[:b.n:b.n]
+}
+
+func (b *buffer) span(op string, off, n int) error {
+	if b.closed.Load() {
+		return fmt.Errorf("metal: buffer %s: %w", op, backend.ErrClosed)
+	}
+	if off < 0 || off > b.n || n > b.n-off {
+		return fmt.Errorf("metal: buffer %s [%d, %d) outside %d bytes: %w", op, off, off+n, b.n, backend.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Write copies p into the buffer at off: a memcpy into the contents of
+// HostVisible memory; for DeviceLocal memory a memcpy into the device's
+// pooled staging buffer and a copy that it waits for (a blit, or a copy
+// kernel at offsets that are not multiples of 4, committed and waited for),
+// in chunks of the staging buffer's size.
+func (b *buffer) Write(off int, p []byte) error {
+	if err := b.span("write", off, len(p)); err != nil {
+		return err
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	d := b.d
+	if b.mem == backend.HostVisible {
+		copy(b.b.Bytes()[off:], p)
+		d.counters.BytesWritten.Add(int64(len(p)))
+		return nil
+	}
+	d.stagingMu.Lock()
+	defer d.stagingMu.Unlock()
+	st, err := d.stagingLocked()
+	if err != nil {
+		return err
+	}
+	for done := 0; done < len(p); {
+		n := copy(st.Bytes(), p[done:])
+		if err := d.dev.CopyNow(b.b, int64(off+done), st, 0, int64(n)); err != nil {
+			return fmt.Errorf("metal: buffer write: %w", err)
+		}
+		done += n
+		d.counters.BytesWritten.Add(int64(n))
+	}
+	return nil
+}
+
+// Read copies the buffer at off into p, the reverse of Write.
+func (b *buffer) Read(off int, p []byte) error {
+	if err := b.span("read", off, len(p)); err != nil {
+		return err
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	d := b.d
+	if b.mem == backend.HostVisible {
+		copy(p, b.b.Bytes()[off:])
+		d.counters.BytesRead.Add(int64(len(p)))
+		return nil
+	}
+	d.stagingMu.Lock()
+	defer d.stagingMu.Unlock()
+	st, err := d.stagingLocked()
+	if err != nil {
+		return err
+	}
+	for done := 0; done < len(p); {
+		n := min(len(p)-done, int(st.Size()))
+		if err := d.dev.CopyNow(st, 0, b.b, int64(off+done), int64(n)); err != nil {
+			return fmt.Errorf("metal: buffer read: %w", err)
+		}
+		copy(p[done:done+n], st.Bytes())
+		done += n
+		d.counters.BytesRead.Add(int64(n))
+	}
+	return nil
+}
+
+// stagingLocked returns the staging buffer, creating it on first use.
+// d.stagingMu held.
+func (d *device) stagingLocked() (*cshim.Buffer, error) {
+	if d.closed.Load() {
+		return nil, d.errClosed("staging")
+	}
+	if d.staging == nil {
+		size := int64(min(stagingBytes, d.raw.MaxMemoryAllocationSize))
+		st, err := d.dev.NewBuffer(size, backend.HostVisible)
+		d.syncObjects()
+		if err != nil {
+			return nil, fmt.Errorf("metal: staging buffer: %w", err)
+		}
+		d.staging = st
+	}
+	return d.staging, nil
+}
+
+// Close drops the buffer; Metal frees it once the submissions that use it
+// are done (command buffers retain what they use). It is idempotent.
+func (b *buffer) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	d := b.d
+	d.mu.Lock()
+	if d.buffers != nil {
+		delete(d.buffers, b)
+	}
+	d.mu.Unlock()
+	if err := b.b.Close(); err != nil {
+		return fmt.Errorf("metal: buffer close: %w", err)
+	}
+	return nil
+}

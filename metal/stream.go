@@ -1,0 +1,483 @@
+//go:build darwin && cgo && !nometal
+
+package metal
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/cshim"
+	"github.com/gocoll/gocoll/kernels"
+)
+
+// stream records into the device's ring of command buffers. Its scratch
+// arrays are reused by every call, so recording allocates nothing.
+type stream struct {
+	d        *device
+	recorded bool // something was recorded since the last Submit
+	bind     [kernels.MaxSources + 1]cshim.Binding
+	push     [cshim.MaxPushBytes]byte
+	passSrcs [kernels.MaxSources]backend.Region
+}
+
+var _ backend.Stream = (*stream)(nil)
+
+// Push-constant layout of the kernels (see kernels/reduce.comp, scale.comp).
+const (
+	pushN           = 0
+	pushDstOff      = 4
+	pushSrcOff      = 8  // reduce: uint src_off[8]; scale: uint src_off
+	pushReduceScale = 40 // reduce: T scale
+	pushScaleScale  = 16 // scale: T scale, after a pad word
+)
+
+var ne = binary.NativeEndian
+
+// region checks that r is a region of this device whose offset and length
+// are whole elements, and returns its buffer.
+func (s *stream) region(op, what string, r backend.Region, es int) (*buffer, error) {
+	if err := backend.CheckRegion(r); err != nil {
+		return nil, fmt.Errorf("metal: %s: %s: %w", op, what, err)
+	}
+	b, ok := r.Buf.(*buffer)
+	if !ok || b.d != s.d {
+		return nil, fmt.Errorf("metal: %s: %s is not a buffer of this device: %w", op, what, backend.ErrInvalidArgument)
+	}
+	if b.closed.Load() {
+		return nil, fmt.Errorf("metal: %s: %s: buffer closed: %w", op, what, backend.ErrClosed)
+	}
+	if r.Off%es != 0 || r.Len%es != 0 {
+		return nil, fmt.Errorf("metal: %s: %s [%d, +%d) is not in whole %d-byte elements: %w",
+			op, what, r.Off, r.Len, es, backend.ErrInvalidArgument)
+	}
+	return b, nil
+}
+
+// partialOverlap reports whether a and b share bytes without being the same
+// region.
+func partialOverlap(a, b backend.Region) bool {
+	if a.Buf != b.Buf || a.Len == 0 || b.Len == 0 {
+		return false
+	}
+	if a.Off == b.Off && a.Len == b.Len {
+		return false
+	}
+	return a.Off < b.Off+b.Len && b.Off < a.Off+a.Len
+}
+
+func sameRegion(a, b backend.Region) bool {
+	return a.Buf == b.Buf && a.Off == b.Off && a.Len == b.Len && a.Len > 0
+}
+
+// dtype returns the element size and kernel kinds of dt, or an error when
+// dt is unknown or f64 (Metal has no double).
+func (s *stream) dtype(op string, dt backend.DType) (es, reduceKind, scaleKind int, err error) {
+	switch dt {
+	case backend.F32:
+		return 4, kindReduce, kindScale, nil
+	case backend.F64:
+		return 0, 0, 0, fmt.Errorf("metal: %s: f64 kernels on %s: %s: %w", op, s.d.info.Name, s.d.info.Float64Reason, backend.ErrUnsupported)
+	}
+	return 0, 0, 0, fmt.Errorf("metal: %s: unknown dtype %v: %w", op, dt, backend.ErrInvalidArgument)
+}
+
+// Copy records dst = src: a blit (copyFromBuffer:sourceOffset:toBuffer:
+// destinationOffset:size:), or a copy kernel where offsets or length are not
+// multiples of 4.
+func (s *stream) Copy(dst, src backend.Region) error {
+	const op = "copy"
+	d := s.d
+	if d.closed.Load() {
+		return d.errClosed(op)
+	}
+	db, err := s.region(op, "dst", dst, 1)
+	if err != nil {
+		return err
+	}
+	sb, err := s.region(op, "src", src, 1)
+	if err != nil {
+		return err
+	}
+	if dst.Len != src.Len {
+		return fmt.Errorf("metal: copy: dst has %d bytes, src %d: %w", dst.Len, src.Len, backend.ErrInvalidArgument)
+	}
+	if dst.Buf == src.Buf && dst.Len > 0 && dst.Off < src.Off+src.Len && src.Off < dst.Off+dst.Len {
+		return fmt.Errorf("metal: copy: dst and src overlap: %w", backend.ErrInvalidArgument)
+	}
+	if dst.Len == 0 {
+		return nil
+	}
+	if err := d.dev.CmdCopy(db.b, int64(dst.Off), sb.b, int64(src.Off), int64(dst.Len)); err != nil {
+		return fmt.Errorf("metal: copy: %w", err)
+	}
+	s.recorded = true
+	d.counters.Copies.Add(1)
+	d.counters.BytesCopied.Add(int64(dst.Len))
+	d.counters.CountHost(dst, src)
+	return nil
+}
+
+// Reduce records dst = op(srcs...) * scale with the reduce kernel: one pass
+// for up to 8 sources, more passes for more, each later pass reading the
+// partial result first, so the order of srcs is kept.
+func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, srcs []backend.Region, scale float64) error {
+	const name = "reduce"
+	d := s.d
+	if d.closed.Load() {
+		return d.errClosed(name)
+	}
+	if op < 0 || op >= backend.NumOps {
+		return fmt.Errorf("metal: reduce: unknown op %v: %w", op, backend.ErrInvalidArgument)
+	}
+	es, kind, _, err := s.dtype(name, dt)
+	if err != nil {
+		return err
+	}
+	if len(srcs) == 0 {
+		return fmt.Errorf("metal: reduce: no sources: %w", backend.ErrInvalidArgument)
+	}
+	if _, err := s.region(name, "dst", dst, es); err != nil {
+		return err
+	}
+	alias := false // dst is a source that a later pass reads
+	for i := range srcs {
+		if _, err := s.region(name, "src", srcs[i], es); err != nil {
+			return err
+		}
+		if srcs[i].Len != dst.Len {
+			return fmt.Errorf("metal: reduce: src %d has %d bytes, dst %d: %w", i, srcs[i].Len, dst.Len, backend.ErrInvalidArgument)
+		}
+		if partialOverlap(dst, srcs[i]) {
+			return fmt.Errorf("metal: reduce: dst partly overlaps src %d: %w", i, backend.ErrInvalidArgument)
+		}
+		alias = alias || (i >= kernels.MaxSources && sameRegion(dst, srcs[i]))
+	}
+	if dst.Len == 0 {
+		return nil
+	}
+	d.counters.CountHost(dst, srcs...)
+	if len(srcs) <= kernels.MaxSources {
+		if err := s.pass(kind, op, es, dst, srcs, scale); err != nil {
+			return err
+		}
+	} else {
+		// Partial results go to dst, or to scratch when dst is also a
+		// source that a later pass still has to read.
+		partial := dst
+		if alias {
+			if partial, err = s.scratch(dst.Len); err != nil {
+				return err
+			}
+		}
+		if err := s.pass(kind, op, es, partial, srcs[:kernels.MaxSources], 1); err != nil {
+			return err
+		}
+		for i := kernels.MaxSources; i < len(srcs); {
+			take := min(kernels.MaxSources-1, len(srcs)-i)
+			out, sc := partial, 1.0
+			if i+take == len(srcs) {
+				out, sc = dst, scale
+			}
+			s.passSrcs[0] = partial
+			copy(s.passSrcs[1:], srcs[i:i+take])
+			if err := s.pass(kind, op, es, out, s.passSrcs[:take+1], sc); err != nil {
+				return err
+			}
+			i += take
+		}
+	}
+	return nil
+}
+
+// Scale records dst = src * scale (a copy when scale is 1) with the scale
+// kernel. Its bytes count as BytesReduced: they are written by a kernel.
+func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {
+	const name = "scale"
+	d := s.d
+	if d.closed.Load() {
+		return d.errClosed(name)
+	}
+	es, _, kind, err := s.dtype(name, dt)
+	if err != nil {
+		return err
+	}
+	if _, err := s.region(name, "dst", dst, es); err != nil {
+		return err
+	}
+	if _, err := s.region(name, "src", src, es); err != nil {
+		return err
+	}
+	if dst.Len != src.Len {
+		return fmt.Errorf("metal: scale: dst has %d bytes, src %d: %w", dst.Len, src.Len, backend.ErrInvalidArgument)
+	}
+	if partialOverlap(dst, src) {
+		return fmt.Errorf("metal: scale: dst partly overlaps src: %w", backend.ErrInvalidArgument)
+	}
+	if dst.Len == 0 {
+		return nil
+	}
+	s.passSrcs[0] = src
+	if err := s.pass(kind, 0, es, dst, s.passSrcs[:1], scale); err != nil {
+		return err
+	}
+	return nil
+}
+
+// scratch returns a device-local region of n bytes for partial results,
+// growing the device's scratch buffer when needed (the old one is freed once
+// the work using it is done).
+func (s *stream) scratch(n int) (backend.Region, error) {
+	d := s.d
+	if d.scratch == nil || d.scratch.n < n {
+		b, err := d.newBuffer(n, backend.DeviceLocal)
+		if err != nil {
+			return backend.Region{}, err
+		}
+		if d.scratch != nil {
+			d.scratch.Close()
+		}
+		d.scratch = b
+	}
+	return backend.Region{Buf: d.scratch, Off: 0, Len: n}, nil
+}
+
+// pass records one kernel over every element of out, split into as many
+// dispatches as the binding limit needs; each dispatch covers the same
+// piece of out and of every source. Every dispatch counts in Dispatches and
+// the bytes it writes in BytesReduced (so a reduction of k > 8 sources
+// counts its dst once per pass).
+func (s *stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs []backend.Region, scale float64) error {
+	d := s.d
+	k, err := d.pipeline(kind, op, len(srcs), scale != 1)
+	if err != nil {
+		return err
+	}
+	info := &d.kinfo[kind]
+	push := s.push[:info.PushConstantBytes]
+	clear(push)
+	isReduce := kind == kindReduce
+	scaleAt := pushScaleScale
+	if isReduce {
+		scaleAt = pushReduceScale
+	}
+	if es == 4 {
+		ne.PutUint32(push[scaleAt:], math.Float32bits(float32(scale)))
+	} else {
+		ne.PutUint64(push[scaleAt:], math.Float64bits(scale))
+	}
+
+	n := out.Len / es
+	for p := 0; p < n; {
+		cnt := s.piece(out, srcs, p, n-p, es)
+		ne.PutUint32(push[pushN:], uint32(cnt))
+		ne.PutUint32(push[pushDstOff:], s.bindRegion(0, out, p, cnt, es))
+		for i := range srcs {
+			ne.PutUint32(push[pushSrcOff+4*i:], s.bindRegion(1+i, srcs[i], p, cnt, es))
+		}
+		// The kernel declares every binding: fill unused ones with a valid
+		// range the kernel does not read.
+		for i := 1 + len(srcs); i < info.Bindings; i++ {
+			s.bind[i] = s.bind[1]
+		}
+		groups := min((uint64(cnt)+uint64(d.wg)-1)/uint64(d.wg), uint64(d.maxGroups))
+		if err := d.dev.CmdDispatch(k, [3]uint32{uint32(groups), 1, 1}, s.bind[:info.Bindings], push); err != nil {
+			return fmt.Errorf("metal: %s: %w", info.Name, err)
+		}
+		s.recorded = true
+		d.counters.Dispatches.Add(1)
+		d.counters.BytesReduced.Add(int64(cnt * es))
+		p += cnt
+	}
+	return nil
+}
+
+// piece returns how many elements, of the left from element p on, one
+// dispatch covers: as many as keep every binding within maxBind, given
+// that a binding starts at its data's offset aligned down to
+// minStorageBufferOffsetAlignment. Aligned regions get maxBind/es elements;
+// a misaligned one loses at most align-es bytes.
+func (s *stream) piece(out backend.Region, srcs []backend.Region, p, left, es int) int {
+	d := s.d
+	fit := func(r backend.Region) int64 {
+		start := int64(r.Off) + int64(p)*int64(es)
+		return (d.maxBind - start%d.align) / int64(es)
+	}
+	cnt := min(int64(left), fit(out), math.MaxInt32)
+	for i := range srcs {
+		cnt = min(cnt, fit(srcs[i]))
+	}
+	return int(cnt)
+}
+
+// bindRegion binds elements [p, p+cnt) of r to binding i, from the offset
+// aligned down to minStorageBufferOffsetAlignment, and returns the element
+// offset of the data within the binding.
+func (s *stream) bindRegion(i int, r backend.Region, p, cnt, es int) uint32 {
+	start := int64(r.Off) + int64(p)*int64(es)
+	base := start - start%s.d.align
+	s.bind[i] = cshim.Binding{Buffer: r.Buf.(*buffer).b, Offset: base, Range: start - base + int64(cnt)*int64(es)}
+	return uint32((start - base) / int64(es))
+}
+
+// pipeline returns the cached pipeline of a kernel variant, creating it on
+// first use (newLibraryWithSource once per device, then
+// newFunctionWithName:constantValues:error: and
+// newComputePipelineStateWithFunction:error:).
+func (d *device) pipeline(kind int, op backend.Op, k int, scale bool) (*cshim.Kernel, error) {
+	sc := 0
+	if scale {
+		sc = 1
+	}
+	if kind == kindScale {
+		op, k = 0, 1
+	}
+	if p := d.pipes[kind][op][k][sc]; p != nil {
+		return p, nil
+	}
+	info := &d.kinfo[kind]
+	if d.code[kind] == nil {
+		msl, err := kernels.MSL(info.Name)
+		if err != nil {
+			return nil, fmt.Errorf("metal: %w: %w", err, backend.ErrUnsupported)
+		}
+		if d.code[kind], d.entry[kind], err = cshim.MetalKernel(msl, info.Bindings); err != nil {
+			return nil, fmt.Errorf("metal: %s: %w", info.Name, err)
+		}
+	}
+	values := map[int]uint32{
+		kernels.SpecWorkGroupSize: d.wg,
+		kernels.SpecOp:            uint32(op),
+		kernels.SpecK:             uint32(k),
+		kernels.SpecScale:         uint32(sc),
+	}
+	var spec []cshim.SpecConstant
+	for _, c := range info.Spec {
+		spec = append(spec, cshim.SpecConstant{ID: uint32(c.ID), Value: values[c.ID]})
+	}
+	// KernelDesc.SPIRV carries the implementation's code: MSL source for Metal.
+	p, err := d.dev.NewKernel(cshim.KernelDesc{SPIRV: d.code[kind], Entry: d.entry[kind], Spec: spec,
+		PushBytes: info.PushConstantBytes, Bindings: info.Bindings})
+	d.syncObjects()
+	if err != nil {
+		return nil, fmt.Errorf("metal: pipeline %s (op %v, %d sources, scale %v): %w", info.Name, op, k, scale, err)
+	}
+	d.pipes[kind][op][k][sc] = p
+	return p, nil
+}
+
+// signalled is the fence of an empty submission.
+type signalled struct{}
+
+func (signalled) Wait(context.Context) error { return nil }
+
+var doneFence backend.Fence = signalled{}
+
+// Submit commits what was recorded (commit) without waiting.
+func (s *stream) Submit() (backend.Fence, error) {
+	d := s.d
+	if d.closed.Load() {
+		return nil, d.errClosed("submit")
+	}
+	if !s.recorded {
+		return doneFence, nil
+	}
+	s.recorded = false
+	t, err := d.dev.Submit()
+	if err != nil {
+		return nil, fmt.Errorf("metal: submit: %w", err)
+	}
+	d.counters.Submits.Add(1)
+	f := &d.fences[t%fenceRing]
+	f.ticket.Store(t)
+	return f, nil
+}
+
+// Fence waiting: polls first (a short job is often done by then), then
+// waits in slices so ctx is honoured. On a GPU the polls last up to spinGPU
+// (the shim's timed wait sleeps between polls of the command buffer's
+// status); GOCOLL_SPIN_US overrides it, as for Vulkan.
+const (
+	pollSpins = 4
+	minSlice  = time.Millisecond
+	maxSlice  = 5 * time.Millisecond
+)
+
+var spinGPU = func() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("GOCOLL_SPIN_US")); err == nil && v >= 0 {
+		return time.Duration(v) * time.Microsecond
+	}
+	return 50 * time.Microsecond
+}()
+
+// fence is one of a device's fenceRing fences, standing for a ticket.
+type fence struct {
+	d      *device
+	ticket atomic.Uint64
+}
+
+// Wait waits for the submission's last command buffer (status, then waits
+// in slices of 1-5 ms, checking ctx between them). It returns ctx.Err() when
+// ctx ends first and an error wrapping backend.ErrDeviceLost when the device
+// is lost.
+func (f *fence) Wait(ctx context.Context) error {
+	d := f.d
+	t := f.ticket.Load()
+	if t <= d.done.Load() {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i := 0; i < pollSpins; i++ {
+		if ok, err := d.dev.Wait(t, 0); ok || err != nil {
+			return f.finish(t, err)
+		}
+	}
+	if d.info.Type != "cpu" && spinGPU > 0 {
+		for start := time.Now(); time.Since(start) < spinGPU; {
+			if ok, err := d.dev.Wait(t, 0); ok || err != nil {
+				return f.finish(t, err)
+			}
+			runtime.Gosched()
+		}
+	}
+	done := ctx.Done()
+	for slice := minSlice; ; slice = min(2*slice, maxSlice) {
+		if ok, err := d.dev.Wait(t, slice); ok || err != nil {
+			return f.finish(t, err)
+		}
+		if done != nil {
+			select {
+			case <-done:
+				return ctx.Err()
+			default:
+			}
+		}
+	}
+}
+
+func (f *fence) finish(t uint64, err error) error {
+	d := f.d
+	if err != nil {
+		if errors.Is(err, backend.ErrClosed) && t <= d.done.Load() {
+			return nil // Close waited for it
+		}
+		return fmt.Errorf("metal: fence wait: %w", err)
+	}
+	for {
+		old := d.done.Load()
+		if t <= old || d.done.CompareAndSwap(old, t) {
+			break
+		}
+	}
+	return nil
+}
