@@ -395,8 +395,9 @@ func (s *stream) Submit() (backend.Fence, error) {
 
 // Fence waiting: polls first (a short job is often done by then), then
 // blocking waits in slices so ctx is honoured. On a GPU the polls last up to
-// spinGPU (a blocking vkWaitForFences costs ~20 us more than polling on a
-// discrete GPU); on CPU drivers, whose threads need the cores, only a few
+// spinGPU (a blocking vkWaitForFences wakes tens of microseconds late on a
+// discrete GPU, more in a virtual machine, and small collectives are a
+// few such waits); on CPU drivers, whose threads need the cores, only a few
 // polls. GOCOLL_SPIN_US overrides the GPU spin.
 const (
 	pollSpins = 4
@@ -408,7 +409,7 @@ var spinGPU = func() time.Duration {
 	if v, err := strconv.Atoi(os.Getenv("GOCOLL_SPIN_US")); err == nil && v >= 0 {
 		return time.Duration(v) * time.Microsecond
 	}
-	return 50 * time.Microsecond
+	return 200 * time.Microsecond
 }()
 
 // fence is one of a device's fenceRing fences, standing for a ticket.
