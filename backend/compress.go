@@ -36,8 +36,8 @@ type Compressor interface {
 	// (dst.Len == 2*src.Len).
 	Unpack(f WireFormat, dst, src Region) error
 	// TopK records the selection of the k elements of src (dt) with the
-	// largest magnitude: NaN counts as larger than any number, ties go to
-	// the lower index. Their indices (uint32) go to idx and their values to
+	// largest magnitude: NaN counts as an infinite magnitude (so it is
+	// always selected and propagates), ties go to the lower index. Their indices (uint32) go to idx and their values to
 	// val, in increasing index order. 1 <= k <= elements of src.
 	TopK(dt DType, src Region, k int, idx, val Region) error
 }

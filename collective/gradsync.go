@@ -503,7 +503,7 @@ func (s *GradientSync[T]) Residual() []T {
 }
 
 // selectTopK puts the indices of the k largest |x| first in order (ties by
-// lower index; NaN counts as larger than any number, so it propagates and
+// lower index; NaN counts as an infinite magnitude, so it propagates and
 // never breaks the selection).
 func selectTopK[T Float](x []T, order []int, k int) {
 	for i := range order {

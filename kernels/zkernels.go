@@ -11,4 +11,8 @@ var table = map[string]Info{
 	"reduce_f64": {Name: "reduce_f64", Source: "reduce.comp", Bindings: 9, ReadOnly: []bool{false, true, true, true, true, true, true, true, true}, PushConstantBytes: 48, WorkGroupSizeSpecID: 0, Spec: []SpecConstant{{ID: 0, Name: ""}, {ID: 1, Name: "OP"}, {ID: 2, Name: "K"}, {ID: 3, Name: "SCALE"}}, HasMSL: false},
 	"scale_f32":  {Name: "scale_f32", Source: "scale.comp", Bindings: 2, ReadOnly: []bool{false, true}, PushConstantBytes: 20, WorkGroupSizeSpecID: 0, Spec: []SpecConstant{{ID: 0, Name: ""}, {ID: 3, Name: "SCALE"}}, HasMSL: true},
 	"scale_f64":  {Name: "scale_f64", Source: "scale.comp", Bindings: 2, ReadOnly: []bool{false, true}, PushConstantBytes: 24, WorkGroupSizeSpecID: 0, Spec: []SpecConstant{{ID: 0, Name: ""}, {ID: 3, Name: "SCALE"}}, HasMSL: false},
+	"pack":       {Name: "pack", Source: "pack.comp", Bindings: 2, ReadOnly: []bool{false, true}, PushConstantBytes: 12, WorkGroupSizeSpecID: 0, Spec: []SpecConstant{{ID: 0, Name: ""}, {ID: 4, Name: "WIRE"}}, HasMSL: true},
+	"unpack":     {Name: "unpack", Source: "unpack.comp", Bindings: 2, ReadOnly: []bool{false, true}, PushConstantBytes: 12, WorkGroupSizeSpecID: 0, Spec: []SpecConstant{{ID: 0, Name: ""}, {ID: 4, Name: "WIRE"}}, HasMSL: true},
+	"topk_f32":   {Name: "topk_f32", Source: "topk.comp", Bindings: 4, ReadOnly: []bool{false, false, false, true}, PushConstantBytes: 24, WorkGroupSizeSpecID: 0, Spec: []SpecConstant{{ID: 0, Name: ""}, {ID: 4, Name: "STAGE"}}, HasMSL: true},
+	"topk_f64":   {Name: "topk_f64", Source: "topk.comp", Bindings: 4, ReadOnly: []bool{false, false, false, true}, PushConstantBytes: 24, WorkGroupSizeSpecID: 0, Spec: []SpecConstant{{ID: 0, Name: ""}, {ID: 4, Name: "STAGE"}}, HasMSL: false},
 }

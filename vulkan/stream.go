@@ -27,6 +27,7 @@ type stream struct {
 	bind     [kernels.MaxSources + 1]cshim.Binding
 	push     [cshim.MaxPushBytes]byte
 	passSrcs [kernels.MaxSources]backend.Region
+	comp     compressState // Pack, Unpack, TopK (compress.go)
 }
 
 var _ backend.Stream = (*stream)(nil)

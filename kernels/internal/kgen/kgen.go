@@ -30,6 +30,10 @@ var Variants = []Variant{
 	{Name: "reduce_f64", Source: "reduce.comp", Defines: []string{"GOCOLL_F64"}},
 	{Name: "scale_f32", Source: "scale.comp", MSL: true},
 	{Name: "scale_f64", Source: "scale.comp", Defines: []string{"GOCOLL_F64"}},
+	{Name: "pack", Source: "pack.comp", MSL: true},
+	{Name: "unpack", Source: "unpack.comp", MSL: true},
+	{Name: "topk_f32", Source: "topk.comp", MSL: true},
+	{Name: "topk_f64", Source: "topk.comp", Defines: []string{"GOCOLL_F64"}},
 }
 
 // Tools are the programs Generate runs.
