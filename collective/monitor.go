@@ -14,8 +14,6 @@ func sizeClass(bytes int) int {
 	return (bits.Len(uint(bytes-1)) + 1) / 2
 }
 
-const numSizeClasses = 33
-
 // sample is one measured collective.
 type sample struct {
 	bytes int

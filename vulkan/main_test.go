@@ -196,18 +196,6 @@ func reduceRef[T float](op backend.Op, srcs [][]T, scale float64) []T {
 	return out
 }
 
-// reduceRef64 reduces in float64 (exact for the small-integer inputs).
-func reduceRef64[T float](op backend.Op, srcs [][]T, scale float64) []float64 {
-	out := make([]float64, len(srcs[0]))
-	for i := range out {
-		acc := float64(srcs[0][i])
-		for _, s := range srcs[1:] {
-			acc = combine(op, acc, float64(s[i]))
-		}
-		out[i] = acc * scale
-	}
-	return out
-}
 
 // sameBits compares bit patterns; any NaN equals any NaN (payloads may differ).
 func sameBits[T float](a, b T) bool {
