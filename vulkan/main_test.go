@@ -196,7 +196,6 @@ func reduceRef[T float](op backend.Op, srcs [][]T, scale float64) []T {
 	return out
 }
 
-
 // sameBits compares bit patterns; any NaN equals any NaN (payloads may differ).
 func sameBits[T float](a, b T) bool {
 	if a != a && b != b {
