@@ -260,6 +260,15 @@ type OpenOptions struct {
 	// Validation turns on the API's validation layer where there is one; a
 	// validation message then fails the call that caused it.
 	Validation bool
+	// ShareDevice makes the devices of one process opened on the same
+	// physical device share one logical device (one GPU context) instead of
+	// each creating its own, so the GPU need not switch contexts between
+	// them. Each device keeps its own queue where the hardware has enough
+	// (else devices share a queue, submissions serialized), and its own
+	// command buffers, fences, buffers, counters and close; data still
+	// crosses between devices as with separate logical devices. Backends
+	// without logical devices (host, Metal) ignore it.
+	ShareDevice bool
 }
 
 // Backend opens devices of one compute API.

@@ -27,7 +27,7 @@ type Options struct {
 	Backend string
 	// Devices maps ranks to device indices of the backend. nil places rank r
 	// on device r mod D. Several ranks may share one physical device: each
-	// rank still opens its own logical device and queue.
+	// rank still opens its own logical device and queue (unless ShareDevice).
 	Devices []int
 	// Config tunes the group; it must pass Validate (start from DefaultConfig).
 	Config Config
@@ -39,6 +39,12 @@ type Options struct {
 	DisableFloat64 bool
 	// Validation turns on the API validation layer where the backend has one.
 	Validation bool
+	// ShareDevice makes the ranks of this process that are placed on the same
+	// physical device share one logical device (one GPU context; Vulkan),
+	// each with its own queue where the device has enough, instead of one
+	// logical device per rank. Data still crosses between ranks as with
+	// separate devices. GOCOLL_SHARE_DEVICE=1 sets it too.
+	ShareDevice bool
 	// ChunkBytes is the size of one exchange slot: algorithms move data in
 	// slices of at most this many bytes, so exchange and reduction of
 	// different slices overlap. 0 means 1 MiB.
@@ -160,6 +166,9 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if !opts.ShareDevice && os.Getenv("GOCOLL_SHARE_DEVICE") == "1" {
+		opts.ShareDevice = true
+	}
 	g := &Group{n: opts.Ranks, nl: opts.Ranks, cfg: opts.Config, opts: opts, brokenCh: make(chan struct{})}
 	g.log, g.logCalls = newLogger(opts.Logger)
 	if tr := opts.Transport; tr != nil {
@@ -192,7 +201,8 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		}
 		g.placement[r] = d
 	}
-	oo := backend.OpenOptions{MaxBindingBytes: opts.MaxBindingBytes, DisableFloat64: opts.DisableFloat64, Validation: opts.Validation}
+	oo := backend.OpenOptions{MaxBindingBytes: opts.MaxBindingBytes, DisableFloat64: opts.DisableFloat64, Validation: opts.Validation,
+		ShareDevice: opts.ShareDevice}
 	for r := 0; r < g.nl; r++ {
 		dev, err := b.Open(g.placement[r], oo)
 		if err != nil {

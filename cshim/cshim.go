@@ -68,9 +68,9 @@ static cs_ret cs_take_message(const gc_backend *b) {
 	return r;
 }
 
-static cs_ret cs_open(const gc_backend *b, uint32_t index, int32_t disable_float64, uint32_t ring, uint32_t queries) {
+static cs_ret cs_open(const gc_backend *b, uint32_t index, int32_t disable_float64, uint32_t ring, uint32_t queries, int32_t share) {
 	gc_error e = {0, NULL};
-	gc_open_options o = {.disable_float64 = disable_float64, .ring_size = ring, .timestamp_queries = queries};
+	gc_open_options o = {.disable_float64 = disable_float64, .ring_size = ring, .timestamp_queries = queries, .share_device = share};
 	gc_device d = NULL;
 	cs_ret r = cs_make(b->open(index, &o, &d, &e), e);
 	r.p0 = d;
@@ -225,7 +225,7 @@ import (
 const (
 	MaxBindings  = 16  // GC_MAX_BINDINGS: bindings one kernel may have
 	MaxPushBytes = 128 // GC_MAX_PUSH_BYTES: push-constant bytes one kernel may have
-	ABIVersion   = 1   // GC_ABI_VERSION
+	ABIVersion   = 2   // GC_ABI_VERSION
 )
 
 // errClosed is returned by every call on a closed Device, Buffer or Kernel.
@@ -479,6 +479,16 @@ type OpenOptions struct {
 	// TimestampQueries is the number of timestamp query slots (CmdTimestamp);
 	// 0 means none.
 	TimestampQueries int
+	// ShareDevice opens the device on a logical device shared by every
+	// Open with ShareDevice of the same physical device (and DisableFloat64
+	// setting) in the process: one logical device, one GPU context, instead
+	// of one per Device. Each Device takes the compute family's next queue
+	// (devices share a queue, serialized by a lock, where the family has
+	// fewer queues than opens) and keeps its own command pools, ring,
+	// fences, buffers and kernels; buffers still belong to one Device. The
+	// shared logical device is destroyed when its last Device closes.
+	// Implementations without the notion (Metal) ignore it.
+	ShareDevice bool
 }
 
 // Device is a logical device with its own compute queue (vkCreateDevice).
@@ -510,6 +520,8 @@ type Device struct {
 // Open opens physical device index as a new logical device with its own
 // queue (vkCreateDevice, vkGetDeviceQueue, command pools, a ring of command
 // buffers and fences, a timestamp query pool).
+// With opts.ShareDevice it takes a queue of the process's shared logical
+// device of that physical device instead of creating one.
 func (i *Impl) Open(index int, opts OpenOptions) (*Device, error) {
 	if index < 0 || opts.RingSize < 0 || opts.TimestampQueries < 0 {
 		return nil, &Error{Op: i.name + ".open", Status: InvalidArgument, Msg: "open: negative argument"}
@@ -522,7 +534,11 @@ func (i *Impl) Open(index int, opts OpenOptions) (*Device, error) {
 	if opts.DisableFloat64 {
 		f64 = 1
 	}
-	r := C.cs_open(i.c, C.uint32_t(index), f64, C.uint32_t(opts.RingSize), C.uint32_t(opts.TimestampQueries))
+	share := C.int32_t(0)
+	if opts.ShareDevice {
+		share = 1
+	}
+	r := C.cs_open(i.c, C.uint32_t(index), f64, C.uint32_t(opts.RingSize), C.uint32_t(opts.TimestampQueries), share)
 	if r.status != C.GC_OK {
 		return nil, i.fail("open", r)
 	}

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* GC_ABI_VERSION changes whenever a struct or the table changes. */
-#define GC_ABI_VERSION 1
+#define GC_ABI_VERSION 2
 
 typedef int32_t gc_status;
 enum {
@@ -138,11 +138,21 @@ typedef struct gc_open_options {
 	int32_t disable_float64;    /* do not enable shaderFloat64 */
 	uint32_t ring_size;         /* submission slots; 0 means 16 */
 	uint32_t timestamp_queries; /* timestamp query slots; 0 means none */
+	/* share_device != 0 opens the rank on a logical device shared by every
+	 * open of the same physical device (and float64 setting) in the process
+	 * that asked for sharing: one device (one GPU context) instead of one per
+	 * rank. Each open gets the family's next queue (queue index = opens so
+	 * far mod the family's queue count, at most 16 queues); where there are
+	 * fewer queues than opens, opens share a queue and their submissions are
+	 * serialized by a lock of that queue. Command pools, the ring, fences,
+	 * buffers and kernels stay per open. The device is destroyed when its
+	 * last open closes. */
+	int32_t share_device;
 } gc_open_options;
 
 /* gc_counters are a device's running totals. */
 typedef struct gc_counters {
-	uint64_t objects_created;   /* API objects created, device included */
+	uint64_t objects_created;   /* API objects created, device included (not a shared one) */
 	uint64_t objects_destroyed;
 	uint64_t submits;           /* queue submissions (ring and copy_now) */
 	uint64_t dispatches;
@@ -200,7 +210,8 @@ typedef struct gc_backend {
 	gc_status (*message_count)(uint64_t *count, gc_error *err);
 	gc_status (*take_message)(char **msg, gc_error *err);
 
-	/* open creates a logical device with its own compute queue. */
+	/* open creates a logical device with its own compute queue, or with
+	 * share_device takes a queue of a shared logical device. */
 	gc_status (*open)(uint32_t index, const gc_open_options *opts, gc_device *out, gc_error *err);
 	/* close waits for the device to go idle and destroys everything it owns
 	 * (buffers and kernels not yet destroyed included), in reverse order. */
@@ -257,8 +268,9 @@ const gc_backend *gc_vulkan(void);
 typedef struct gc_vk_handles {
 	uint64_t instance;        /* VkInstance */
 	uint64_t physical_device; /* VkPhysicalDevice */
-	uint64_t device;          /* VkDevice (the rank's logical device) */
-	uint64_t queue;           /* VkQueue gocoll submits to */
+	uint64_t device;          /* VkDevice (the rank's logical device; with share_device, shared) */
+	uint64_t queue;           /* VkQueue gocoll submits to (with share_device, maybe shared
+	                           * with other ranks: submit to it only through gocoll) */
 	uint32_t queue_family;
 	uint32_t api_version;     /* the instance's API version */
 	uint64_t get_instance_proc_addr; /* PFN_vkGetInstanceProcAddr of the loaded library */

@@ -47,6 +47,7 @@
 #define GC_MAX_RING 1024u
 #define GC_MAX_SPEC 64u
 #define GC_MAX_MESSAGES 4096u
+#define GC_MAX_SHARED_QUEUES 16u
 
 /* ---------------------------------------------------------------- errors */
 
@@ -848,6 +849,32 @@ struct gc_kernel_s {
 	struct gc_kernel_s *prev, *next;
 };
 
+/* A logical device shared by the opens (ranks) of one physical device that
+ * ask for share_device: one VkDevice, up to GC_MAX_SHARED_QUEUES queues of
+ * the compute family, each with the lock that externally synchronizes it
+ * (vkQueueSubmit, vkQueueWaitIdle) for every gc_device using that queue. */
+typedef struct shared_queue {
+	VkQueue queue;
+	pthread_mutex_t mu;
+} shared_queue;
+
+typedef struct shared_dev {
+	struct shared_dev *next;
+	uint32_t index; /* physical device */
+	int float64;    /* shaderFloat64 enabled */
+	VkDevice dev;
+	device_fns fn;
+	uint32_t nqueues;
+	shared_queue queues[GC_MAX_SHARED_QUEUES];
+	uint32_t users; /* opens not yet closed; guarded by shared_devs.mu */
+	uint64_t opens; /* opens so far, to pick the next queue; guarded by shared_devs.mu */
+} shared_dev;
+
+static struct {
+	pthread_mutex_t mu;
+	shared_dev *list;
+} shared_devs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
 struct gc_device_s {
 	const phys *phys;
 	device_fns fn;
@@ -855,10 +882,17 @@ struct gc_device_s {
 	VkQueue queue;
 	int float64;
 	int lost; /* atomic */
+	/* shared is the shared logical device d uses (dev and queue are its),
+	 * NULL when d owns dev. */
+	shared_dev *shared;
+	/* qmu externally synchronizes queue (vkQueueSubmit, vkQueueWaitIdle):
+	 * &own_qmu, or the shared queue's lock. Taken after mu, never held
+	 * across a wait on a fence. */
+	pthread_mutex_t *qmu;
+	pthread_mutex_t own_qmu;
 
-	/* mu guards the ring, the queue (vkQueueSubmit, vkQueueWaitIdle), the
-	 * object lists and the retire list. It is never held across a blocking
-	 * wait on a fence. */
+	/* mu guards the ring, the object lists and the retire list. It is never
+	 * held across a blocking wait on a fence. */
 	pthread_mutex_t mu;
 	pthread_cond_t cond; /* signalled when a slot's waiters drop to 0 */
 	int mu_init;
@@ -997,6 +1031,147 @@ static gc_status retire(gc_device d, int kind, void *obj, gc_error *err) {
 	return GC_OK;
 }
 
+/* make_device creates a logical device on p with nqueues queues of the
+ * compute family and loads its functions into *fn. On failure nothing is
+ * left (*out is VK_NULL_HANDLE; a device whose vkDestroyDevice cannot be
+ * found is leaked rather than crash). */
+static gc_status make_device(const phys *p, int float64, uint32_t nqueues, VkDevice *out, device_fns *fn, gc_error *err) {
+	*out = VK_NULL_HANDLE;
+	memset(fn, 0, sizeof *fn);
+	const char *exts[3];
+	uint32_t nexts = 0;
+	exts[nexts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+	if (p->info.external_memory_host) {
+		exts[nexts++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	}
+	if (p->portability_subset) {
+		exts[nexts++] = GC_PORTABILITY_SUBSET; /* required when present */
+	}
+	VkPhysicalDeviceFeatures feats = {0};
+	if (float64) {
+		feats.shaderFloat64 = VK_TRUE;
+	}
+	float priorities[GC_MAX_SHARED_QUEUES];
+	for (uint32_t i = 0; i < GC_MAX_SHARED_QUEUES; i++) {
+		priorities[i] = 1.0f;
+	}
+	VkDeviceQueueCreateInfo qci = {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+		.queueFamilyIndex = p->info.compute_queue_family,
+		.queueCount = nqueues,
+		.pQueuePriorities = priorities,
+	};
+	VkDeviceCreateInfo dci = {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.queueCreateInfoCount = 1,
+		.pQueueCreateInfos = &qci,
+		.enabledExtensionCount = nexts,
+		.ppEnabledExtensionNames = exts,
+		.pEnabledFeatures = &feats,
+	};
+	VkDevice dev = VK_NULL_HANDLE;
+	VkResult r = g.fn.vkCreateDevice(p->pd, &dci, NULL, &dev);
+	if (r != VK_SUCCESS) {
+		return vkfail(err, r, "vkCreateDevice");
+	}
+	fn->vkDestroyDevice = (PFN_vkDestroyDevice)g.fn.vkGetDeviceProcAddr(dev, "vkDestroyDevice");
+	if (fn->vkDestroyDevice == NULL) {
+		return fail(err, GC_UNAVAILABLE, 0, "vkGetDeviceProcAddr: vkDestroyDevice not found");
+	}
+#define GC_LOAD_DEVICE(name)                                                                      \
+	fn->name = (PFN_##name)g.fn.vkGetDeviceProcAddr(dev, #name);                             \
+	if (fn->name == NULL) {                                                                  \
+		gc_status st = fail(err, GC_UNAVAILABLE, 0, "vkGetDeviceProcAddr: %s not found", #name); \
+		fn->vkDestroyDevice(dev, NULL);                                                  \
+		return st;                                                                       \
+	}
+	GC_DEVICE_FNS(GC_LOAD_DEVICE)
+#undef GC_LOAD_DEVICE
+	if (p->info.external_memory_host) {
+		fn->vkGetMemoryHostPointerPropertiesEXT =
+			(PFN_vkGetMemoryHostPointerPropertiesEXT)g.fn.vkGetDeviceProcAddr(dev, "vkGetMemoryHostPointerPropertiesEXT");
+	}
+	*out = dev;
+	return GC_OK;
+}
+
+/* acquire_shared returns the shared device of physical device index with
+ * float64 as given, creating it on first use, and picks the caller's queue. */
+static gc_status acquire_shared(uint32_t index, int float64, shared_dev **out, uint32_t *queue, gc_error *err) {
+	pthread_mutex_lock(&shared_devs.mu);
+	shared_dev *sd = shared_devs.list;
+	while (sd != NULL && (sd->index != index || sd->float64 != float64)) {
+		sd = sd->next;
+	}
+	if (sd == NULL) {
+		const phys *p = &g.phys[index];
+		uint32_t nq = 0, nqueues = 1;
+		g.fn.vkGetPhysicalDeviceQueueFamilyProperties(p->pd, &nq, NULL);
+		VkQueueFamilyProperties *qf = calloc(nq ? nq : 1, sizeof *qf);
+		if (qf == NULL) {
+			pthread_mutex_unlock(&shared_devs.mu);
+			return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+		}
+		g.fn.vkGetPhysicalDeviceQueueFamilyProperties(p->pd, &nq, qf);
+		if (p->info.compute_queue_family < nq && qf[p->info.compute_queue_family].queueCount > 0) {
+			nqueues = qf[p->info.compute_queue_family].queueCount;
+		}
+		free(qf);
+		if (nqueues > GC_MAX_SHARED_QUEUES) {
+			nqueues = GC_MAX_SHARED_QUEUES;
+		}
+		sd = calloc(1, sizeof *sd);
+		if (sd == NULL) {
+			pthread_mutex_unlock(&shared_devs.mu);
+			return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+		}
+		gc_status st = make_device(p, float64, nqueues, &sd->dev, &sd->fn, err);
+		if (st != GC_OK) {
+			free(sd);
+			pthread_mutex_unlock(&shared_devs.mu);
+			return st;
+		}
+		count_objects(NULL, 1);
+		sd->index = index;
+		sd->float64 = float64;
+		sd->nqueues = nqueues;
+		for (uint32_t i = 0; i < nqueues; i++) {
+			sd->fn.vkGetDeviceQueue(sd->dev, p->info.compute_queue_family, i, &sd->queues[i].queue);
+			pthread_mutex_init(&sd->queues[i].mu, NULL);
+		}
+		sd->next = shared_devs.list;
+		shared_devs.list = sd;
+	}
+	sd->users++;
+	*queue = (uint32_t)(sd->opens++ % sd->nqueues);
+	*out = sd;
+	pthread_mutex_unlock(&shared_devs.mu);
+	return GC_OK;
+}
+
+/* release_shared drops one user of sd and destroys it with the last. Every
+ * user waited for its own submissions before, so the device is idle. */
+static void release_shared(shared_dev *sd) {
+	pthread_mutex_lock(&shared_devs.mu);
+	if (--sd->users > 0) {
+		pthread_mutex_unlock(&shared_devs.mu);
+		return;
+	}
+	shared_dev **pp = &shared_devs.list;
+	while (*pp != sd) {
+		pp = &(*pp)->next;
+	}
+	*pp = sd->next;
+	pthread_mutex_unlock(&shared_devs.mu);
+	/* No user is left to use a queue, so this needs no queue lock. */
+	sd->fn.vkDeviceWaitIdle(sd->dev);
+	sd->fn.vkDestroyDevice(sd->dev, NULL);
+	for (uint32_t i = 0; i < sd->nqueues; i++) {
+		pthread_mutex_destroy(&sd->queues[i].mu);
+	}
+	free(sd);
+}
+
 static void destroy_device(gc_device d) {
 	uint64_t n = 0;
 	if (d->dev != VK_NULL_HANDLE) {
@@ -1040,14 +1215,20 @@ static void destroy_device(gc_device d) {
 			d->fn.vkDestroyCommandPool(d->dev, d->pool, NULL); /* frees the ring's command buffers */
 			n++;
 		}
-		d->fn.vkDestroyDevice(d->dev, NULL);
-		n++;
+		if (d->shared == NULL) {
+			d->fn.vkDestroyDevice(d->dev, NULL);
+			n++;
+		}
 	}
 	add_counter(&d->counters.objects_destroyed, n);
+	if (d->shared != NULL) {
+		release_shared(d->shared);
+	}
 	free(d->ring);
 	if (d->mu_init) {
 		pthread_mutex_destroy(&d->mu);
 		pthread_mutex_destroy(&d->xmu);
+		pthread_mutex_destroy(&d->own_qmu);
 		pthread_cond_destroy(&d->cond);
 	}
 	free(d);
@@ -1131,69 +1312,35 @@ static gc_status vk_open(uint32_t index, const gc_open_options *opts, gc_device 
 	}
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_mutex_init(&d->xmu, NULL);
+	pthread_mutex_init(&d->own_qmu, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	d->mu_init = 1;
+	d->qmu = &d->own_qmu;
+	d->float64 = p->info.shader_float64 && !(opts != NULL && opts->disable_float64);
 
-	const char *exts[3];
-	uint32_t nexts = 0;
-	exts[nexts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
-	if (p->info.external_memory_host) {
-		exts[nexts++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	if (opts != NULL && opts->share_device) {
+		uint32_t qi = 0;
+		st = acquire_shared(index, d->float64, &d->shared, &qi, err);
+		if (st != GC_OK) {
+			d->shared = NULL;
+			destroy_device(d);
+			return st;
+		}
+		d->dev = d->shared->dev;
+		d->fn = d->shared->fn;
+		d->queue = d->shared->queues[qi].queue;
+		d->qmu = &d->shared->queues[qi].mu;
+	} else {
+		st = make_device(p, d->float64, 1, &d->dev, &d->fn, err);
+		if (st != GC_OK) {
+			d->dev = VK_NULL_HANDLE;
+			destroy_device(d);
+			return st;
+		}
+		count_objects(&d->counters.objects_created, 1);
+		d->fn.vkGetDeviceQueue(d->dev, p->info.compute_queue_family, 0, &d->queue);
 	}
-	if (p->portability_subset) {
-		exts[nexts++] = GC_PORTABILITY_SUBSET; /* required when present */
-	}
-	VkPhysicalDeviceFeatures feats = {0};
-	if (p->info.shader_float64 && !(opts != NULL && opts->disable_float64)) {
-		feats.shaderFloat64 = VK_TRUE;
-		d->float64 = 1;
-	}
-	float priority = 1.0f;
-	VkDeviceQueueCreateInfo qci = {
-		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-		.queueFamilyIndex = p->info.compute_queue_family,
-		.queueCount = 1,
-		.pQueuePriorities = &priority,
-	};
-	VkDeviceCreateInfo dci = {
-		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-		.queueCreateInfoCount = 1,
-		.pQueueCreateInfos = &qci,
-		.enabledExtensionCount = nexts,
-		.ppEnabledExtensionNames = exts,
-		.pEnabledFeatures = &feats,
-	};
-	VkResult r = g.fn.vkCreateDevice(p->pd, &dci, NULL, &d->dev);
-	if (r != VK_SUCCESS) {
-		d->dev = VK_NULL_HANDLE;
-		st = vkfail(err, r, "vkCreateDevice");
-		destroy_device(d);
-		return st;
-	}
-	count_objects(&d->counters.objects_created, 1);
-
-	d->fn.vkDestroyDevice = (PFN_vkDestroyDevice)g.fn.vkGetDeviceProcAddr(d->dev, "vkDestroyDevice");
-	if (d->fn.vkDestroyDevice == NULL) {
-		/* The device cannot be destroyed: leak it rather than crash. */
-		d->dev = VK_NULL_HANDLE;
-		destroy_device(d);
-		return fail(err, GC_UNAVAILABLE, 0, "vkGetDeviceProcAddr: vkDestroyDevice not found");
-	}
-#define GC_LOAD_DEVICE(name)                                                                     \
-	d->fn.name = (PFN_##name)g.fn.vkGetDeviceProcAddr(d->dev, #name);                       \
-	if (d->fn.name == NULL) {                                                               \
-		st = fail(err, GC_UNAVAILABLE, 0, "vkGetDeviceProcAddr: %s not found", #name); \
-		destroy_device(d);                                                              \
-		return st;                                                                      \
-	}
-	GC_DEVICE_FNS(GC_LOAD_DEVICE)
-#undef GC_LOAD_DEVICE
-	if (p->info.external_memory_host) {
-		d->fn.vkGetMemoryHostPointerPropertiesEXT = (PFN_vkGetMemoryHostPointerPropertiesEXT)g.fn.vkGetDeviceProcAddr(
-			d->dev, "vkGetMemoryHostPointerPropertiesEXT");
-	}
-	d->fn.vkGetDeviceQueue(d->dev, p->info.compute_queue_family, 0, &d->queue);
-
+	VkResult r;
 	VkCommandBuffer *cbs = calloc(ring_size, sizeof *cbs);
 	if (cbs == NULL) {
 		destroy_device(d);
@@ -1248,7 +1395,28 @@ static gc_status vk_close(gc_device d, gc_error *err) {
 	}
 	/* Close must free everything even on a lost device, so a failed wait
 	 * does not stop it (destroying objects of a lost device is valid). */
-	d->fn.vkDeviceWaitIdle(d->dev);
+	if (d->shared == NULL) {
+		d->fn.vkDeviceWaitIdle(d->dev);
+	} else {
+		/* Other ranks use the device (and maybe the queue): wait for this
+		 * rank's own submissions only. copy_now waits for its own, and
+		 * nothing runs concurrently with close. */
+		uint32_t n = 0;
+		VkFence *fences = calloc(d->ring_size, sizeof *fences);
+		for (uint32_t i = 0; i < d->ring_size; i++) {
+			if (d->ring[i].ticket > d->completed) {
+				if (fences != NULL) {
+					fences[n++] = d->ring[i].fence;
+				} else {
+					d->fn.vkWaitForFences(d->dev, 1, &d->ring[i].fence, VK_TRUE, UINT64_MAX);
+				}
+			}
+		}
+		if (n > 0) {
+			d->fn.vkWaitForFences(d->dev, n, fences, VK_TRUE, UINT64_MAX);
+		}
+		free(fences);
+	}
 	pthread_mutex_unlock(&d->mu);
 	destroy_device(d);
 	return GC_OK;
@@ -1895,7 +2063,9 @@ static gc_status vk_submit(gc_device d, uint64_t *ticket, gc_error *err) {
 				.commandBufferCount = 1,
 				.pCommandBuffers = &s->cb,
 			};
+			pthread_mutex_lock(d->qmu);
 			r = d->fn.vkQueueSubmit(d->queue, 1, &si, s->fence);
+			pthread_mutex_unlock(d->qmu);
 			if (r != VK_SUCCESS) {
 				st = devfail(d, err, r, "vkQueueSubmit");
 			} else {
@@ -1909,11 +2079,8 @@ static gc_status vk_submit(gc_device d, uint64_t *ticket, gc_error *err) {
 	return st;
 }
 
-static gc_status vk_wait(gc_device d, uint64_t ticket, uint64_t timeout_ns, gc_error *err) {
-	if (d == NULL) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "vkWaitForFences: NULL device");
-	}
-	pthread_mutex_lock(&d->mu);
+/* wait_ticket is wait with d->mu held (released while blocked). */
+static gc_status wait_ticket(gc_device d, uint64_t ticket, uint64_t timeout_ns, gc_error *err) {
 	gc_status st = GC_OK;
 	if (ticket <= d->completed) {
 		/* done (ticket 0 included) */
@@ -1942,6 +2109,15 @@ static gc_status vk_wait(gc_device d, uint64_t ticket, uint64_t timeout_ns, gc_e
 			}
 		}
 	}
+	return st;
+}
+
+static gc_status vk_wait(gc_device d, uint64_t ticket, uint64_t timeout_ns, gc_error *err) {
+	if (d == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkWaitForFences: NULL device");
+	}
+	pthread_mutex_lock(&d->mu);
+	gc_status st = wait_ticket(d, ticket, timeout_ns, err);
 	pthread_mutex_unlock(&d->mu);
 	return st;
 }
@@ -1954,8 +2130,14 @@ static gc_status vk_wait_idle(gc_device d, gc_error *err) {
 	gc_status st = GC_OK;
 	if (is_lost(d)) {
 		st = lost_error(err);
+	} else if (d->shared != NULL) {
+		/* The queue may serve other ranks too: wait for this rank's last
+		 * submission (and so every earlier one) on its fence. */
+		st = wait_ticket(d, d->submitted, UINT64_MAX, err);
 	} else {
+		pthread_mutex_lock(d->qmu);
 		VkResult r = d->fn.vkQueueWaitIdle(d->queue);
+		pthread_mutex_unlock(d->qmu);
 		if (r != VK_SUCCESS) {
 			st = devfail(d, err, r, "vkQueueWaitIdle");
 		} else {
@@ -2001,9 +2183,9 @@ static gc_status vk_copy_now(gc_device d, gc_buffer dst, uint64_t dst_off, gc_bu
 			.pCommandBuffers = &d->xcb,
 		};
 		call = "vkQueueSubmit";
-		pthread_mutex_lock(&d->mu);
+		pthread_mutex_lock(d->qmu);
 		r = d->fn.vkQueueSubmit(d->queue, 1, &si, d->xfence);
-		pthread_mutex_unlock(&d->mu);
+		pthread_mutex_unlock(d->qmu);
 	}
 	if (r == VK_SUCCESS) {
 		add_counter(&d->counters.submits, 1);

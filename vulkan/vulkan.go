@@ -97,7 +97,9 @@ func (Backend) Devices() ([]backend.DeviceInfo, error) {
 }
 
 // Open opens physical device index as a new logical device with its own
-// queue (vkCreateDevice). opts.Validation needs the instance to have been
+// queue (vkCreateDevice), or with opts.ShareDevice on the process's shared
+// logical device of that physical device, with the next of its queues.
+// opts.Validation needs the instance to have been
 // created with the validation layer: set GOCOLL_VULKAN_VALIDATION=1, or make
 // this the process's first use of the backend.
 func (Backend) Open(index int, opts backend.OpenOptions) (backend.Device, error) {
