@@ -260,7 +260,11 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 		if err := c.ensure(&c.stage, cnt*es); err != nil {
 			return c.fail(err, false, send, recv)
 		}
-		if err := c.ensure(&c.gather, g.n*cnt*es+es); err != nil {
+		// Rank p's inputs go to slot p of the gather buffer; slots and chunk
+		// boundaries sit on 16-byte boundaries so kernels can use 16-byte
+		// accesses.
+		stride := (cnt*es + 15) &^ 15
+		if err := c.ensure(&c.gather, g.n*stride); err != nil {
 			return c.fail(err, false, send, recv)
 		}
 		host := dt == backend.F64 && !c.info.Float64
@@ -271,31 +275,29 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 		gb := c.gather.Bytes()
 		s := c.dev.Stream()
 		for d := 0; d < depth; d++ {
-			a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
+			a, b := chunkBounds(lo, cnt, d, depth)
 			m := b - a
 			c.fences[d] = nil
 			if m == 0 {
 				continue
 			}
-			// Chunk d's inputs, rank after rank, at the chunk's place.
-			base := (a - lo) * g.n * es
 			for p := 0; p < g.n; p++ {
 				// Buffer.Write: the exchange is counted at the backend seam.
-				c.copyIn(c.gather, base+p*m*es, g.sendOf[p][a*es:b*es])
+				c.copyIn(c.gather, p*stride+(a-lo)*es, g.sendOf[p][a*es:b*es])
 			}
 			if err := c.copyWait(); err != nil {
 				return c.fail(err, false, send, recv)
 			}
 			res := c.stage.Bytes()[(a-lo)*es : (b-lo)*es]
 			if host {
-				reduceHostF64(res, gb[base:], g.n, m, op, scaleFor(op, g.n))
+				reduceHostF64(res, gb, stride/es, (a-lo), g.n, m, op, scaleFor(op, g.n))
 				if err := c.scatter(d, lo, a, b, es); err != nil {
 					return c.fail(err, true, send, recv)
 				}
 				continue
 			}
 			for p := 0; p < g.n; p++ {
-				c.srcs[p] = backend.Region{Buf: c.gather, Off: base + p*m*es, Len: m * es}
+				c.srcs[p] = backend.Region{Buf: c.gather, Off: p*stride + (a-lo)*es, Len: m * es}
 			}
 			dst := backend.Region{Buf: c.stage, Off: (a - lo) * es, Len: m * es}
 			if err := s.Reduce(kernelOp(op), dt, dst, c.srcs, scaleFor(op, g.n)); err != nil {
@@ -325,7 +327,7 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 // finishChunk waits for chunk d's kernel and copies its result into every
 // rank's output.
 func (c *Comm) finishChunk(ctx context.Context, d, depth, lo, cnt, es int) error {
-	a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
+	a, b := chunkBounds(lo, cnt, d, depth)
 	if a == b || c.fences[d] == nil {
 		return nil
 	}
@@ -334,6 +336,19 @@ func (c *Comm) finishChunk(ctx context.Context, d, depth, lo, cnt, es int) error
 	}
 	c.fences[d] = nil
 	return c.scatter(d, lo, a, b, es)
+}
+
+// chunkBounds returns chunk d of depth chunks of [lo, lo+cnt); inner
+// boundaries are multiples of 4 elements from lo (16-byte aligned).
+func chunkBounds(lo, cnt, d, depth int) (int, int) {
+	a, b := (cnt*d/depth)&^3, (cnt*(d+1)/depth)&^3
+	if d == depth-1 {
+		b = cnt
+	}
+	if a > b {
+		a = b
+	}
+	return lo + a, lo + b
 }
 
 // scatter copies reduced elements [a, b) (at their place in the stage
@@ -423,17 +438,17 @@ func (c *Comm) fail(err error, touched bool, send, recv []byte) error {
 	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: touched, Strategy: Direct}
 }
 
-// reduceHostF64 reduces k slices of cnt float64s (laid out one after the
-// other in src) into dst exactly, in rank order: the path for devices
-// without f64 kernels. Same semantics as the kernels.
-func reduceHostF64(dst, src []byte, k, cnt int, op Op, scale float64) {
+// reduceHostF64 reduces k slices of cnt float64s (slice p starting at
+// element p*stride+off of src) into dst exactly, in rank order: the path
+// for devices without f64 kernels. Same semantics as the kernels.
+func reduceHostF64(dst, src []byte, stride, off, k, cnt int, op Op, scale float64) {
 	d := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(dst))), cnt)
-	s := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(src))), k*cnt)
+	s := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/8)
 	kop := kernelOp(op)
 	for i := 0; i < cnt; i++ {
-		acc := s[i]
+		acc := s[off+i]
 		for p := 1; p < k; p++ {
-			acc = combine64(kop, acc, s[p*cnt+i])
+			acc = combine64(kop, acc, s[p*stride+off+i])
 		}
 		if scale != 1 {
 			acc *= scale

@@ -60,7 +60,7 @@ func TestGeneratedMatchSources(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
-	for _, n := range []string{ReduceF32, ReduceF64, ScaleF32, ScaleF64} {
+	for _, n := range []string{ReduceF32, ReduceF64, ScaleF32, ScaleF64, Reduce4F32, Reduce4F64, Scale4F32, Scale4F64} {
 		info, err := Lookup(n)
 		if err != nil {
 			t.Fatal(err)
@@ -83,6 +83,13 @@ func TestTable(t *testing.T) {
 	}
 	if r, _ := Lookup(ReduceF32); r.Bindings != 1+MaxSources {
 		t.Errorf("reduce has %d bindings, want %d", r.Bindings, 1+MaxSources)
+	}
+	for _, p := range [][2]string{{ReduceF32, Reduce4F32}, {ReduceF64, Reduce4F64}, {ScaleF32, Scale4F32}, {ScaleF64, Scale4F64}} {
+		a, _ := Lookup(p[0])
+		b, _ := Lookup(p[1])
+		if a.Bindings != b.Bindings || a.PushConstantBytes != b.PushConstantBytes || len(a.Spec) != len(b.Spec) {
+			t.Errorf("%s and %s differ in interface: %+v, %+v", p[0], p[1], a, b)
+		}
 	}
 	if _, err := MSL(ReduceF64); err == nil {
 		t.Error("MSL for an f64 kernel")

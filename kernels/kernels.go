@@ -11,7 +11,9 @@
 //     (0 sum, 1 prod, 2 max, 3 min), 2 the number of sources K (1..8), 3
 //     whether to multiply by the scale;
 //   - push constants: element count n, the destination's element offset,
-//     the sources' element offsets, then the scale in the element type.
+//     the sources' element offsets, then the scale in the element type
+//     (the scalar type in the 16-byte reduce4/scale4 variants, whose
+//     elements, count and offsets are vec4/dvec2 vectors).
 package kernels
 
 //go:generate go run gen.go
@@ -60,7 +62,17 @@ const (
 	ReduceF64 = "reduce_f64"
 	ScaleF32  = "scale_f32"
 	ScaleF64  = "scale_f64"
+
+	// 16-byte variants: one vec4 (f32) or dvec2 (f64) per element, so n
+	// and the element offsets count vectors; the scale is still a scalar.
+	Reduce4F32 = "reduce4_f32"
+	Reduce4F64 = "reduce4_f64"
+	Scale4F32  = "scale4_f32"
+	Scale4F64  = "scale4_f64"
 )
+
+// VecBytes is the size of one element of the 16-byte variants.
+const VecBytes = 16
 
 // Lookup returns a kernel's interface.
 func Lookup(name string) (Info, error) {

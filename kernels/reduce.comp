@@ -1,16 +1,30 @@
 // reduce: dst[i] = op(src0[i], src1[i], ..., src{K-1}[i]) (* scale)
 //
-// Compiled twice: with T = float (reduce_f32) and with T = double
-// (reduce_f64, -DGOCOLL_F64, needs shaderFloat64). The inputs are reduced in
-// binding order, so the result does not depend on how work is split.
+// Compiled with T = float (reduce_f32) and with T = double (reduce_f64,
+// -DGOCOLL_F64, needs shaderFloat64). With -DGOCOLL_VEC each element is 16
+// bytes, T = vec4 (reduce4_f32) or dvec2 (reduce4_f64): n and the offsets
+// then count vectors, the scale stays a scalar, and every operator works per
+// component exactly as on scalars. The inputs are reduced in binding order,
+// so the result does not depend on how work is split.
 // Inputs of more than 8 sources are reduced in passes by the backend, the
 // previous partial result being src0 of the next pass.
 #version 450
 #ifdef GOCOLL_F64
 #extension GL_ARB_gpu_shader_fp64 : require
-#define T double
+#define S double
+#ifdef GOCOLL_VEC
+#define T dvec2
+#define W 2
+#endif
 #else
-#define T float
+#define S float
+#ifdef GOCOLL_VEC
+#define T vec4
+#define W 4
+#endif
+#endif
+#ifndef GOCOLL_VEC
+#define T S
 #endif
 
 layout(local_size_x_id = 0) in;                 // work-group size
@@ -34,10 +48,10 @@ layout(push_constant) uniform Params {
     uint n;          // elements to reduce
     uint dst_off;
     uint src_off[8];
-    T scale;
+    S scale;
 } pc;
 
-bool negative(T x) {
+bool negative(S x) {
 #ifdef GOCOLL_F64
     return (unpackDouble2x32(x).y >> 31) != 0u;
 #else
@@ -45,9 +59,19 @@ bool negative(T x) {
 #endif
 }
 
+// The 16-byte variants apply the scalar combine1 per component for max and
+// min; the scalar variants call it combine.
+#ifdef GOCOLL_VEC
+#define CT S
+#define COMBINE combine1
+#else
+#define CT T
+#define COMBINE combine
+#endif
+
 // IEEE 754-2019 maximum/minimum: NaN if either input is NaN, and -0 < +0.
 // GLSL's max/min leave both cases undefined.
-T combine(T a, T b) {
+CT COMBINE(CT a, CT b) {
     if (OP == 0u) return a + b;
     if (OP == 1u) return a * b;
     if (isnan(a)) return a;
@@ -59,6 +83,16 @@ T combine(T a, T b) {
     if (OP == 2u) return a > b ? a : b;
     return a < b ? a : b;
 }
+
+#ifdef GOCOLL_VEC
+T combine(T a, T b) {
+    if (OP == 0u) return a + b;
+    if (OP == 1u) return a * b;
+    T r;
+    for (int c = 0; c < W; c++) r[c] = combine1(a[c], b[c]);
+    return r;
+}
+#endif
 
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;

@@ -1,14 +1,25 @@
 // scale: dst[i] = src[i] * scale, or a plain copy when SCALE is false.
 //
-// Compiled with T = float (scale_f32) and T = double (scale_f64). Device
+// Compiled with T = float (scale_f32) and T = double (scale_f64); with
+// -DGOCOLL_VEC as T = vec4 (scale4_f32) and T = dvec2 (scale4_f64), n and the
+// offsets counting 16-byte vectors and the scale staying a scalar. Device
 // copies use this kernel rather than vkCmdCopyBuffer, which is several times
 // slower for device-to-device copies on some discrete GPUs.
 #version 450
 #ifdef GOCOLL_F64
 #extension GL_ARB_gpu_shader_fp64 : require
-#define T double
+#define S double
+#ifdef GOCOLL_VEC
+#define T dvec2
+#endif
 #else
-#define T float
+#define S float
+#ifdef GOCOLL_VEC
+#define T vec4
+#endif
+#endif
+#ifndef GOCOLL_VEC
+#define T S
 #endif
 
 layout(local_size_x_id = 0) in;
@@ -22,7 +33,7 @@ layout(push_constant) uniform Params {
     uint dst_off;
     uint src_off;
     uint pad;
-    T scale;
+    S scale;
 } pc;
 
 void main() {

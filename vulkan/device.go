@@ -19,10 +19,18 @@ const (
 	kindReduceF64
 	kindScaleF32
 	kindScaleF64
+	// 16-byte variants (vec.go), same order as the scalar ones.
+	kindReduce4F32
+	kindReduce4F64
+	kindScale4F32
+	kindScale4F64
 	numKinds
 )
 
-var kindNames = [numKinds]string{kernels.ReduceF32, kernels.ReduceF64, kernels.ScaleF32, kernels.ScaleF64}
+var kindNames = [numKinds]string{
+	kernels.ReduceF32, kernels.ReduceF64, kernels.ScaleF32, kernels.ScaleF64,
+	kernels.Reduce4F32, kernels.Reduce4F64, kernels.Scale4F32, kernels.Scale4F64,
+}
 
 const (
 	// fenceRing is the number of Fence objects a device hands out in turn,
@@ -66,6 +74,9 @@ type device struct {
 	// scratch holds partial results of multi-pass reductions whose
 	// destination is also a later source. Only the stream touches it.
 	scratch *buffer
+	// vec chooses and counts the 16-byte kernels (vec.go). Only the stream
+	// touches it.
+	vec vecState
 
 	closed  atomic.Bool
 	mu      sync.Mutex // guards buffers

@@ -259,6 +259,12 @@ func (s *stream) scratch(n int) (backend.Region, error) {
 // counts its dst once per pass).
 func (s *stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs []backend.Region, scale float64) error {
 	d := s.d
+	scalarES := es
+	isReduce := kind == kindReduceF32 || kind == kindReduceF64
+	vec := d.vec.use(d, es, out, srcs)
+	if vec {
+		kind, es = vecKind(kind), kernels.VecBytes
+	}
 	k, err := d.pipeline(kind, op, len(srcs), scale != 1)
 	if err != nil {
 		return err
@@ -266,12 +272,11 @@ func (s *stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 	info := &d.kinfo[kind]
 	push := s.push[:info.PushConstantBytes]
 	clear(push)
-	isReduce := kind == kindReduceF32 || kind == kindReduceF64
 	scaleAt := pushScaleScale
 	if isReduce {
 		scaleAt = pushReduceScale
 	}
-	if es == 4 {
+	if scalarES == 4 {
 		ne.PutUint32(push[scaleAt:], math.Float32bits(float32(scale)))
 	} else {
 		ne.PutUint64(push[scaleAt:], math.Float64bits(scale))
@@ -297,6 +302,9 @@ func (s *stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 		s.recorded = true
 		d.counters.Dispatches.Add(1)
 		d.counters.BytesReduced.Add(int64(cnt * es))
+		if vec {
+			d.vec.dispatches++
+		}
 		p += cnt
 	}
 	return nil
@@ -337,7 +345,7 @@ func (d *device) pipeline(kind int, op backend.Op, k int, scale bool) (*cshim.Ke
 	if scale {
 		sc = 1
 	}
-	if kind == kindScaleF32 || kind == kindScaleF64 {
+	if kind == kindScaleF32 || kind == kindScaleF64 || kind == kindScale4F32 || kind == kindScale4F64 {
 		op, k = 0, 1
 	}
 	if p := d.pipes[kind][op][k][sc]; p != nil {

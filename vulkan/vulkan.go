@@ -183,11 +183,16 @@ func deviceInfo(c cshim.DeviceInfo, opts backend.OpenOptions) backend.DeviceInfo
 	return in
 }
 
-// maxBinding is the largest range one binding covers: maxStorageBufferRange,
-// lowered by opts.MaxBindingBytes, but never below what one element past an
-// aligned-down offset needs.
+// maxBinding is the largest range one binding covers: maxStorageBufferRange
+// (rounded down to whole 16-byte vectors), lowered by opts.MaxBindingBytes,
+// but never below what one element past an aligned-down offset needs.
 func maxBinding(c cshim.DeviceInfo, opts backend.OpenOptions) int64 {
 	m := int64(min(c.MaxStorageBufferRange, 1<<62))
+	if m >= 1<<16 {
+		// Whole 16-byte vectors (NVIDIA reports 4 GiB - 1), so pieces of a
+		// split keep the 16-byte kernels usable.
+		m &^= 15
+	}
 	if opts.MaxBindingBytes > 0 && opts.MaxBindingBytes < m {
 		m = opts.MaxBindingBytes
 	}

@@ -30,6 +30,11 @@ var Variants = []Variant{
 	{Name: "reduce_f64", Source: "reduce.comp", Defines: []string{"GOCOLL_F64"}},
 	{Name: "scale_f32", Source: "scale.comp", MSL: true},
 	{Name: "scale_f64", Source: "scale.comp", Defines: []string{"GOCOLL_F64"}},
+	// 16-byte variants (vec4, dvec2): n and offsets in vectors.
+	{Name: "reduce4_f32", Source: "reduce.comp", Defines: []string{"GOCOLL_VEC"}, MSL: true},
+	{Name: "reduce4_f64", Source: "reduce.comp", Defines: []string{"GOCOLL_F64", "GOCOLL_VEC"}},
+	{Name: "scale4_f32", Source: "scale.comp", Defines: []string{"GOCOLL_VEC"}, MSL: true},
+	{Name: "scale4_f64", Source: "scale.comp", Defines: []string{"GOCOLL_F64", "GOCOLL_VEC"}},
 	{Name: "pack", Source: "pack.comp", MSL: true},
 	{Name: "unpack", Source: "unpack.comp", MSL: true},
 	{Name: "topk_f32", Source: "topk.comp", MSL: true},
