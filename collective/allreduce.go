@@ -290,7 +290,7 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt back
 			}
 			res := c.stage.Bytes()[(a-lo)*es : (b-lo)*es]
 			if host {
-				reduceHostF64(res, gb, stride/es, (a-lo), g.n, m, op, scaleFor(op, g.n))
+				reduceHostF64(res, gb, stride/es, (a - lo), g.n, m, op, scaleFor(op, g.n))
 				if err := c.scatter(d, lo, a, b, es); err != nil {
 					return c.fail(err, true, send, recv)
 				}
