@@ -2,10 +2,11 @@
 # build.sh: the one entry point for people and CI.
 #
 #   ./build.sh deps        install what is missing (Debian/Ubuntu: Vulkan loader, lavapipe, validation
-#                          layers, glslc, spirv-cross; macOS: nothing) and check that go is there
+#                          layers, glslc, spirv-cross, Open MPI; macOS: nothing) and check that go is there
 #   ./build.sh kernels     regenerate the compiled kernels (go generate ./kernels)
 #   ./build.sh build       go build ./..., bin/allreduce-perf, bin/gocoll-info, go vet ./...
-#   ./build.sh test        deps, gofmt, vet, the build matrix, go test ./... and go test -race ./... (what CI runs)
+#   ./build.sh test        deps, gofmt, vet, the build matrix, go test ./..., go test -race ./..., then
+#                          the MPI tests (-tags mpi, under mpirun; docs/MPI.md) (what CI runs)
 #   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (suites run everything on lavapipe)
 #   ./build.sh bench [go test flags]   collective benchmarks (BENCHTIME, default 10x), to stdout
 #   ./build.sh device-bench [prepare|run|lavapipe]   the device benchmark (bench/device-bench.sh): build what
@@ -15,8 +16,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-# Debian/Ubuntu packages the Vulkan backend, its tests and the kernel generator need.
-APT_PACKAGES=(libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc spirv-cross)
+# Debian/Ubuntu packages the Vulkan backend, its tests and the kernel generator need, and Open MPI for
+# the multi-process transport (package mpi, built with -tags mpi) and its tests.
+APT_PACKAGES=(libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc spirv-cross libopenmpi-dev openmpi-bin)
 
 # The main job's default flags: a sweep that finishes in well under a minute on 2 cores with lavapipe.
 RUN_DEFAULTS=(-g 4 -b 8 -e 8M -f 4)
@@ -29,7 +31,8 @@ commands:
   deps        install missing system packages (Debian/Ubuntu via apt-get; nothing on macOS); check go
   kernels     regenerate kernels (go generate ./kernels)
   build       go build ./..., bin/allreduce-perf and bin/gocoll-info, go vet ./...
-  test        deps, gofmt check, go vet, CGO_ENABLED=0 / novulkan / darwin builds, go test and go test -race ./...
+  test        deps, gofmt check, go vet, CGO_ENABLED=0 / novulkan / darwin builds, go test and go test -race ./...,
+              then go vet and go test -tags mpi of ./mpi and ./cmd/allreduce-perf (under mpirun)
   test-full   as test, with GOCOLL_TEST_FULL=1 (run every case on lavapipe)
   bench       go test -bench over ./collective/... (BENCHTIME=10x by default; extra args go to go test)
   run         deps, build and run cmd/allreduce-perf (args replace the defaults: -g 4 -b 8 -e 8M -f 4)
@@ -153,6 +156,24 @@ cmd_test() {
 	go test -count=1 -timeout 25m ./...
 	log "go test -race -count=1 ./..."
 	go test -race -count=1 -timeout 25m ./...
+	mpi_test
+}
+
+# mpi_test vets and tests the multi-process build (-tags mpi): the mpi package's tests start themselves
+# under mpirun for 2, 3 and 4 processes, and allreduce-perf's run under mpirun (docs/MPI.md). Where deps
+# installs Open MPI (Debian/Ubuntu) it must be there; elsewhere, without mpirun, the step is skipped.
+mpi_test() {
+	if ! have mpirun || ! pkg-config --exists ompi-c 2>/dev/null; then
+		if have dpkg-query && have apt-get; then
+			die "mpirun or Open MPI's pkg-config file (ompi-c) is missing although deps installs libopenmpi-dev openmpi-bin: run ./build.sh deps"
+		fi
+		log "MPI tests SKIPPED: mpirun or pkg-config ompi-c not found (install Open MPI to run them; see docs/MPI.md)"
+		return 0
+	fi
+	log "go vet -tags mpi ./mpi/... ./cmd/..."
+	go vet -tags mpi ./mpi/... ./cmd/...
+	log "go test -count=1 -tags mpi ./mpi/... ./cmd/allreduce-perf/..."
+	go test -count=1 -timeout 10m -tags mpi ./mpi/... ./cmd/allreduce-perf/...
 }
 
 cmd_bench() {

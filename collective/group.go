@@ -458,13 +458,18 @@ func (g *Group) Close() error {
 			if l == nil {
 				continue
 			}
+			inFlight := false
 			for i, r := range l.reqs {
 				if r != nil {
-					r.Cancel()
+					// A send that cannot be cancelled may still read the
+					// outbox: then the outbox is left to the process.
+					if r.Cancel() != nil {
+						inFlight = true
+					}
 					l.reqs[i] = nil
 				}
 			}
-			if l.out != nil {
+			if l.out != nil && !inFlight {
 				if err := l.out.Close(); err != nil {
 					errs = append(errs, err)
 				}

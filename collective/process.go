@@ -167,10 +167,12 @@ func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase
 			g.breakGroup(te)
 			return te
 		}
-		if spins < 64 {
+		// Poll without sleeping for the first 2 ms (a Go sleep below a
+		// millisecond often lasts one), then back off.
+		if spins < 64 || time.Since(deadline.Add(-g.cfg.CommunicationTimeout)) < 2*time.Millisecond {
 			runtime.Gosched()
 		} else {
-			time.Sleep(20 * time.Microsecond)
+			time.Sleep(50 * time.Microsecond)
 		}
 	}
 }

@@ -6,6 +6,7 @@ package mpi
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 // Every MPI call the package makes goes through one of these small functions.
 // They take and return handles and results by value, so Go passes no pointer
@@ -236,6 +237,13 @@ static char *gm_library_version(void) {
 	return s;
 }
 
+// gm_nap sleeps ns nanoseconds in the kernel (nanosleep): Go's time.Sleep
+// rounds waits under a millisecond up to about one when the process is idle.
+static void gm_nap(long ns) {
+	struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+	nanosleep(&ts, NULL);
+}
+
 static void *gm_malloc(size_t n) { return malloc(n ? n : 1); }
 static void gm_free(void *p) { free(p); }
 
@@ -391,6 +399,10 @@ func cLibraryVersion() string {
 	defer C.free(unsafe.Pointer(s))
 	return C.GoString(s)
 }
+
+// cNap sleeps ns nanoseconds in the kernel (nanosleep), without the rounding
+// of Go's timers.
+func cNap(ns int64) { C.gm_nap(C.long(ns)) }
 
 func cMalloc(n int) unsafe.Pointer { return C.gm_malloc(C.size_t(n)) }
 func cFree(p unsafe.Pointer)       { C.gm_free(p) }

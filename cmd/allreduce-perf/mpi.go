@@ -1,0 +1,905 @@
+//go:build mpi
+
+package main
+
+// Multi-process runs (built with -tags mpi). Started by an MPI launcher
+// (mpirun sets OMPI_COMM_WORLD_SIZE; MPICH's Hydra PMI_SIZE; PMIx launchers
+// PMIX_RANK), or given --mpi, allreduce-perf initialises MPI (mpi.Init) and
+// opens one collective.Group per process with the World as its Transport:
+// -g is then the number of local ranks per process, and global rank =
+// process * g + local index, as nccl-tests numbers ranks across processes.
+// Every process runs the same sweep; process 0 alone prints the table, whose
+// times are the slowest rank's of every process, and whose #wrong counts are
+// summed over the processes (every process checks its own ranks against the
+// float64 reference, and every rank's result is compared bitwise with global
+// rank 0's through a 64-bit hash gathered across the processes). The exit
+// status is agreed on, so every process returns the same one.
+//
+// --mpi-baseline adds MPI's own all-reduce (mpi.World.AllreduceF32/F64, that
+// is MPI_Iallreduce) on local rank 0's buffers of every process, per size,
+// out of place, verified the same way: four more columns.
+//
+// The main function is package main's; this file takes over from an init
+// function when MPI is in use (flag parsing and the in-process sweep are
+// shared), so the binary built without the tag is unchanged.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/mpi"
+)
+
+// corruptEnv names a test hook: the process whose number it holds changes
+// one element of its first local rank's verified result before the check,
+// so tests can see wrong values counted across processes.
+const corruptEnv = "GOCOLL_ALLREDUCE_PERF_CORRUPT"
+
+// launcherEnv are the variables an MPI launcher sets in the processes it
+// starts: Open MPI, MPICH (Hydra, PMI), PMIx.
+var launcherEnv = []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}
+
+// launchedByMPI reports whether an MPI launcher started this process.
+func launchedByMPI() bool {
+	for _, v := range launcherEnv {
+		if os.Getenv(v) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// launcherRank is this process's rank as the launcher's environment says
+// it, before MPI starts ("" when no launcher set one).
+func launcherRank() string {
+	for _, v := range []string{"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// isTestBinary reports whether this is a go test binary (whose init must
+// not take over).
+func isTestBinary(args []string) bool {
+	if strings.HasSuffix(filepath.Base(args[0]), ".test") {
+		return true
+	}
+	for _, a := range args[1:] {
+		if strings.HasPrefix(a, "-test.") {
+			return true
+		}
+	}
+	return false
+}
+
+func init() {
+	if isTestBinary(os.Args) {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code, ok := mpiMain(ctx, os.Args[0], os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if ok {
+		os.Exit(code)
+	}
+}
+
+// mpiFlags are the flags of the mpi build.
+type mpiFlags struct {
+	mpi, mpiSet bool // --mpi, and whether it was given
+	baseline    bool // --mpi-baseline
+}
+
+// splitMPIFlags takes --mpi and --mpi-baseline (either with one or two
+// dashes, optionally =BOOL) out of args and returns the rest for
+// parseFlags. The values of the other flags are skipped, so "-J --mpi"
+// still names a file.
+func splitMPIFlags(args []string) (rest []string, f mpiFlags, err error) {
+	var r rawFlags
+	fs, _ := newFlagSet(&r, collAllReduce)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return append(rest, args[i:]...), f, nil // parseFlags reports it
+		}
+		body := strings.TrimPrefix(a[1:], "-")
+		name, val, hasVal := strings.Cut(body, "=")
+		if name == "mpi" || name == "mpi-baseline" {
+			b := true
+			if hasVal {
+				if b, err = strconv.ParseBool(val); err != nil {
+					return nil, f, usagef("--%s=%q: want true or false", name, val)
+				}
+			}
+			if name == "mpi" {
+				f.mpi, f.mpiSet = b, true
+			} else {
+				f.baseline = b
+			}
+			continue
+		}
+		rest = append(rest, a)
+		if fl := fs.Lookup(name); fl != nil && !hasVal && i+1 < len(args) {
+			if bf, ok := fl.Value.(interface{ IsBoolFlag() bool }); !ok || !bf.IsBoolFlag() {
+				i++
+				rest = append(rest, args[i])
+			}
+		}
+	}
+	return rest, f, nil
+}
+
+// mpiMain runs the command when MPI is in use, and reports ok; otherwise it
+// returns ok false and main runs the in-process command. It also prints
+// the usage with the mpi build's flags.
+func mpiMain(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	name := programName(prog)
+	rest, f, err := splitMPIFlags(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2, true
+	}
+	if _, specs, err := parseFlags(prog, rest); errors.Is(err, flag.ErrHelp) {
+		printUsage(stdout, prog, specs)
+		printMPIUsage(stdout)
+		return 0, true
+	}
+	useMPI := f.mpi || (!f.mpiSet && launchedByMPI())
+	switch {
+	case useMPI:
+		return runMPI(ctx, prog, rest, f.baseline, stdout, stderr), true
+	case f.baseline:
+		fmt.Fprintf(stderr, "%s: --mpi-baseline times MPI_Allreduce across processes: start the command with mpirun (or give --mpi)\n", name)
+		return 2, true
+	case f.mpiSet:
+		// --mpi=false: the in-process command, even under a launcher.
+		return runAs(ctx, prog, rest, stdout, stderr), true
+	}
+	return 0, false
+}
+
+func printMPIUsage(w io.Writer) {
+	fmt.Fprintf(w, "  %-24s %s\n", "--mpi", "span processes through MPI: one group per process with -g local ranks each, global rank = process*g + local (the default when mpirun, mpiexec or another MPI launcher started the command; --mpi=false turns it off). Process 0 prints the global result")
+	fmt.Fprintf(w, "  %-24s %s\n", "--mpi-baseline", "with MPI: also time MPI's own all-reduce (MPI_Iallreduce) on local rank 0's buffers of every process, out of place, verified too (four more columns; avg has none)")
+}
+
+// checkMPIOptions refuses what the multi-process sweep does not do.
+func checkMPIOptions(o *options) error {
+	for _, c := range o.colls {
+		if c != collAllReduce {
+			return usagef("--coll %s: across processes (MPI) the sweep runs allreduce only", c)
+		}
+	}
+	for _, d := range o.dtypes {
+		if d.wire() != 0 {
+			return usagef("-d %s: across processes (MPI) the sweep runs float and double only", d)
+		}
+	}
+	if o.jsonFile != "" {
+		return usagef("-J: not written across processes (MPI) yet")
+	}
+	if o.plotFile != "" {
+		return usagef("--plot: not drawn across processes (MPI) yet")
+	}
+	return nil
+}
+
+// mpiRun is one multi-process run.
+type mpiRun struct {
+	o        *options
+	prog     string
+	w        *mpi.World
+	g        *collective.Group
+	out      io.Writer // stdout on process 0, discarded elsewhere
+	stderr   io.Writer
+	baseline bool
+	sync     time.Duration // bounds the waits of the bookkeeping collectives
+	corrupt  bool          // the test hook is on in this process
+
+	wrong       int64 // summed over the processes
+	busbw       float64
+	nbusbw      int
+	mpiBusbw    float64
+	nmpiBusbw   int
+	baseWrong   int64
+	localRank0  int // global rank of local rank 0
+	nprocs      int
+	localRanks  int
+	globalRanks int
+}
+
+// failf reports an error of this process on stderr, naming the process.
+func (m *mpiRun) failf(format string, a ...any) {
+	fmt.Fprintf(m.stderr, "%s: process %d of %d: %s\n", m.prog, m.w.Rank(), m.w.Size(), fmt.Sprintf(format, a...))
+}
+
+// runMPI is the command across processes. It returns the exit status,
+// the same on every process when they could agree on it.
+func runMPI(ctx context.Context, prog string, args []string, baseline bool, stdout, stderr io.Writer) int {
+	name := programName(prog)
+	o, _, err := parseFlags(prog, args)
+	if err == nil {
+		err = checkMPIOptions(o)
+	}
+	if err != nil {
+		// Every process has the same arguments: one message is enough.
+		if r := launcherRank(); r == "" || r == "0" {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		}
+		return 2
+	}
+	w, err := mpi.Init()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: starting MPI: %s\n", name, oneLine(err))
+		return 1
+	}
+	m := &mpiRun{o: o, prog: name, w: w, out: io.Discard, stderr: stderr, baseline: baseline}
+	if w.Rank() == 0 {
+		m.out = stdout
+	}
+	if p := os.Getenv(corruptEnv); p != "" && p == strconv.Itoa(w.Rank()) {
+		m.corrupt = true
+	}
+	code, inStep := m.run(ctx)
+	if !inStep {
+		// A collective may be left posted, or a process is gone:
+		// MPI_Finalize would wait for the others. Exit, and the launcher
+		// ends the job (Open MPI: a process that exits without
+		// MPI_Finalize fails the job, with this status).
+		m.failf("exit status %d (without MPI_Finalize)", code)
+		return code
+	}
+	if err := mpi.Finalize(); err != nil {
+		m.failf("MPI_Finalize: %s", oneLine(err))
+		code = max(code, 1)
+	}
+	if code != 0 {
+		fmt.Fprintf(stderr, "%s: process %d: exit status %d\n", name, w.Rank(), code)
+	}
+	return code
+}
+
+// exchange gathers every process's mine (the same length on all), with
+// the run's bookkeeping deadline.
+func (m *mpiRun) exchange(ctx context.Context, mine []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.sync)
+	defer cancel()
+	all := make([]byte, len(mine)*m.w.Size())
+	err := m.w.Allgather(ctx, mine, all)
+	return all, err
+}
+
+// agreeCode returns the largest of every process's code.
+func (m *mpiRun) agreeCode(ctx context.Context, code int) (int, error) {
+	all, err := m.exchange(ctx, binary.LittleEndian.AppendUint64(nil, uint64(code)))
+	if err != nil {
+		return code, err
+	}
+	for p := 0; p < m.w.Size(); p++ {
+		code = max(code, int(binary.LittleEndian.Uint64(all[8*p:])))
+	}
+	return code, nil
+}
+
+// run opens the group, sweeps and closes it. inStep reports whether the
+// processes are still in step (every collective matched), so that they can
+// finalize MPI together.
+func (m *mpiRun) run(ctx context.Context) (code int, inStep bool) {
+	o := m.o
+	cfg := collective.DefaultConfig()
+	if len(o.strategies) == 1 {
+		cfg.Strategy = o.strategies[0]
+	}
+	if o.timeout > 0 {
+		cfg.CommunicationTimeout = o.timeout
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	m.sync = max(cfg.CommunicationTimeout, 30*time.Second)
+	g, err := collective.NewGroup(ctx, collective.Options{
+		Ranks: o.ranks, Backend: o.backend, Devices: o.devices, Config: cfg, Transport: m.w,
+	})
+	code = 0
+	if err != nil {
+		m.failf("opening %d local rank(s): %s", o.ranks, describe(err, o))
+		code = 1
+		if errors.Is(err, collective.ErrInvalidConfig) || errors.Is(err, collective.ErrInvalidArgument) {
+			code = 2
+		}
+		if errors.Is(err, collective.ErrTimeout) {
+			return code, false
+		}
+	}
+	// The processes met while opening: agree on whether every one did.
+	agreed, aerr := m.agreeCode(ctx, code)
+	if aerr != nil {
+		m.failf("agreeing on the group: %s", oneLine(aerr))
+		if g != nil {
+			g.Close()
+		}
+		return max(code, 1), false
+	}
+	if agreed != 0 {
+		if g != nil {
+			g.Close()
+		}
+		if code == 0 && m.w.Rank() == 0 {
+			fmt.Fprintf(m.stderr, "%s: another process could not open its ranks\n", m.prog)
+		}
+		return agreed, true
+	}
+	m.g = g
+	m.nprocs, m.localRanks, m.globalRanks = m.w.Size(), g.LocalSize(), g.Size()
+	m.localRank0 = g.Comm(0).Rank()
+
+	runErr := m.sweepAll(ctx)
+	inStep = true
+	if runErr != nil {
+		m.failf("%s", describe(runErr, o))
+		code, inStep = 1, false
+	} else {
+		status := "OK"
+		if m.wrong > 0 {
+			status = "FAILED"
+			code = 1
+		}
+		fmt.Fprintf(m.out, "# %-20s : %d %s\n", "Out of bounds values", m.wrong, status)
+		fmt.Fprintf(m.out, "# %-20s : %.6g\n", "Avg bus bandwidth", avg(m.busbw, m.nbusbw))
+		if m.baseline {
+			status = "OK"
+			if m.baseWrong > 0 {
+				status = "FAILED"
+				code = 1
+			}
+			fmt.Fprintf(m.out, "# %-20s : %d %s\n", "MPI_Allreduce wrong", m.baseWrong, status)
+			fmt.Fprintf(m.out, "# %-20s : %.6g\n", "MPI_Allreduce busbw", avg(m.mpiBusbw, m.nmpiBusbw))
+		}
+		fmt.Fprintln(m.out, "#")
+		if m.wrong > 0 && m.w.Rank() == 0 {
+			fmt.Fprintf(m.stderr, "%s: %d wrong value(s) across %d processes\n", m.prog, m.wrong, m.nprocs)
+		}
+		if code, err = m.agreeCode(ctx, code); err != nil {
+			m.failf("agreeing on the exit status: %s", oneLine(err))
+			code, inStep = max(code, 1), false
+		}
+	}
+	if err := g.Close(); err != nil {
+		m.failf("closing the group: %s", oneLine(err))
+		code = max(code, 1)
+	}
+	return code, inStep
+}
+
+func avg(sum float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+// deviceRecord is the size of one rank's line of the header, gathered.
+const deviceRecord = 256
+
+// sweepAll prints the header (process 0), then every table.
+func (m *mpiRun) sweepAll(ctx context.Context) error {
+	o, g := m.o, m.g
+	host, err := os.Hostname()
+	if err != nil {
+		host = "localhost"
+	}
+	// Every rank's header line, from every process.
+	mine := make([]byte, deviceRecord*g.LocalSize())
+	for i := 0; i < g.LocalSize(); i++ {
+		info := g.DeviceInfo(i)
+		line := fmt.Sprintf("Pid %6d on %10s device %2d [%s] %s", os.Getpid(), host, g.Placement()[i], info.Backend, info.Name)
+		copy(mine[i*deviceRecord:(i+1)*deviceRecord-1], line)
+	}
+	lines, err := m.exchange(ctx, mine)
+	if err != nil {
+		return fmt.Errorf("gathering the devices: %w", err)
+	}
+	tables := tablesOf(o)
+	w := m.out
+	fmt.Fprintf(w, "# nThread 1 nGpus %d minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n",
+		g.LocalSize(), o.minBytes, o.maxBytes, o.stepString(), o.warmup, o.iters, o.check)
+	fmt.Fprintln(w, "#")
+	version, _, _ := strings.Cut(m.w.LibraryVersion(), "\n")
+	fmt.Fprintf(w, "# nProcs %d nRanks %d (%d per process; rank = process*%d + local)  Transport mpi: %s, %v\n",
+		m.nprocs, m.globalRanks, m.localRanks, m.localRanks, strings.TrimSpace(strings.TrimRight(version, ",")), m.w.ThreadLevel())
+	fmt.Fprintln(w, "# Using devices")
+	for r := 0; r < m.globalRanks; r++ {
+		rec := lines[r*deviceRecord : (r+1)*deviceRecord]
+		if k := bytes.IndexByte(rec, 0); k >= 0 {
+			rec = rec[:k]
+		}
+		fmt.Fprintf(w, "#  Rank %2d Group %2d %s\n", r, 0, rec)
+	}
+	skipped := "none"
+	if sk := g.Skipped(); len(sk) > 0 {
+		parts := make([]string, len(sk))
+		for i, s := range sk {
+			parts[i] = s.Backend + " (" + oneLine(errors.New(s.Reason)) + ")"
+		}
+		skipped = strings.Join(parts, "; ")
+	}
+	strategy := "one per table, named below"
+	if len(tables) == 1 {
+		strategy = m.strategyName(tables[0].strategy)
+	}
+	fmt.Fprintf(w, "# Backend %s  Strategy %s  Skipped: %s\n", g.Backend(), strategy, skipped)
+	if o.pinned {
+		fmt.Fprintln(w, "# Buffers: pinned host memory (collective.NewHostBuffer)")
+	}
+	if m.baseline {
+		fmt.Fprintf(w, "# Baseline: MPI_Iallreduce across the %d processes on local rank 0's buffers, out of place (busbw factor 2(P-1)/P)\n", m.nprocs)
+	}
+	fmt.Fprintln(w, "#")
+	for i, t := range tables {
+		if len(tables) > 1 {
+			if i > 0 {
+				fmt.Fprintln(w, "#")
+			}
+			fmt.Fprintf(w, "# Collective %s  Strategy %s\n", t.coll, m.strategyName(t.strategy))
+		}
+		m.writeColumns(w)
+		for _, dt := range o.dtypes {
+			var err error
+			if dt == dtDouble {
+				err = mpiRunType[float64](ctx, m, t, dt)
+			} else {
+				err = mpiRunType[float32](ctx, m, t, dt)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mpiStrategyName names a strategy in the header: auto's choice across
+// processes is fixed, not the cost model's.
+func (m *mpiRun) strategyName(s collective.Strategy) string {
+	switch {
+	case s != collective.Auto:
+		return s.String()
+	case m.nprocs > 1 && m.localRanks > 1:
+		return "auto (hierarchical: inside each process, then a ring between the processes)"
+	}
+	return "auto (ring)"
+}
+
+func (m *mpiRun) writeColumns(w io.Writer) {
+	var b bytes.Buffer
+	writeColumns(&b)
+	if !m.baseline {
+		w.Write(b.Bytes())
+		return
+	}
+	extra := []string{"     MPI_Allreduce (out-of-place)", fmt.Sprintf("  %7s  %6s  %6s %6s", "time", "algbw", "busbw", "#wrong"),
+		fmt.Sprintf("  %7s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)")}
+	for i, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		fmt.Fprintf(w, "%s%s\n", line, extra[i])
+	}
+}
+
+// mpiSweep runs the rows of one table for one element type: the buffers of
+// this process's ranks.
+type mpiSweep[T float] struct {
+	*mpiRun
+	t          table
+	dt         dtype
+	send, recv [][]T // per local rank, sized for maxBytes
+	rep        int
+	pinned     []*collective.HostBuffer[T]
+}
+
+func mpiRunType[T float](ctx context.Context, m *mpiRun, t table, dt dtype) (err error) {
+	s := &mpiSweep[T]{mpiRun: m, t: t, dt: dt}
+	defer func() {
+		for _, hb := range s.pinned {
+			if cerr := hb.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("freeing pinned buffers: %w", cerr)
+			}
+		}
+	}()
+	maxCount := int(m.o.maxBytes / dt.size())
+	for i := 0; i < m.localRanks; i++ {
+		for _, dst := range []*[][]T{&s.send, &s.recv} {
+			if !m.o.pinned {
+				*dst = append(*dst, make([]T, maxCount))
+				continue
+			}
+			hb, err := collective.NewHostBuffer[T](maxCount)
+			if err != nil {
+				return fmt.Errorf("allocating buffers: %w", err)
+			}
+			s.pinned = append(s.pinned, hb)
+			*dst = append(*dst, hb.Data)
+		}
+	}
+	for _, op := range m.o.ops {
+		if err := s.run(ctx, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// call runs one all-reduce on local rank i.
+func (s *mpiSweep[T]) call(ctx context.Context, i, n int, op collective.Op, inPlace bool) error {
+	c := s.g.Comm(i)
+	if inPlace {
+		return collective.AllReduceWith(ctx, c, s.recv[i][:n], s.recv[i][:n], op, s.t.strategy)
+	}
+	return collective.AllReduceWith(ctx, c, s.send[i][:n], s.recv[i][:n], op, s.t.strategy)
+}
+
+func (s *mpiSweep[T]) run(ctx context.Context, op collective.Op) error {
+	maxN, minN := int(s.o.maxBytes/s.dt.size()), int(s.o.minBytes/s.dt.size())
+	for _, n := range []int{maxN, minN} {
+		err := onRanks(ctx, s.localRanks, func(ctx context.Context, i int) error {
+			for k := 0; k < s.o.warmup; k++ {
+				if err := s.call(ctx, i, n, op, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, size := range s.o.sizes() {
+		n := int(size / s.dt.size())
+		var res [2]result
+		for k, inPlace := range []bool{false, true} {
+			var err error
+			if res[k], err = s.bench(ctx, n, op, inPlace); err != nil {
+				return err
+			}
+		}
+		var b bytes.Buffer
+		writeRow(&b, int64(n)*s.dt.size(), int64(n), s.dt.String(), op.String(), -1, res)
+		line := strings.TrimRight(b.String(), "\n")
+		if s.baseline {
+			base, ok, err := s.benchMPI(ctx, n, op)
+			if err != nil {
+				return err
+			}
+			if ok {
+				wrong := "N/A"
+				if base.wrong >= 0 {
+					wrong = fmt.Sprint(base.wrong)
+				}
+				line += fmt.Sprintf("  %7s  %6.2f  %6.2f  %5s", timeString(base.time), base.algbw, base.busbw, wrong)
+			} else {
+				line += fmt.Sprintf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A")
+			}
+		}
+		fmt.Fprintln(s.out, line)
+	}
+	return nil
+}
+
+// bench times one mode at one size on every rank of every process, then
+// verifies it; the time is the slowest rank's, the wrong values are summed
+// over the processes.
+func (s *mpiSweep[T]) bench(ctx context.Context, n int, op collective.Op, inPlace bool) (result, error) {
+	L := s.localRanks
+	elapsed := make([]time.Duration, L)
+	err := onRanks(ctx, L, func(ctx context.Context, i int) error {
+		if err := s.call(ctx, i, n, op, inPlace); err != nil {
+			return err
+		}
+		if err := collective.Barrier(ctx, s.g.Comm(i)); err != nil {
+			return err
+		}
+		start := time.Now()
+		for k := 0; k < s.o.iters; k++ {
+			if err := s.call(ctx, i, n, op, inPlace); err != nil {
+				return err
+			}
+		}
+		elapsed[i] = time.Since(start)
+		return nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	var slowest time.Duration
+	for _, d := range elapsed {
+		slowest = max(slowest, d)
+	}
+	var wrong int64 = -1
+	hashes := make([]uint64, L)
+	if s.o.check > 0 {
+		wrong = 0
+		for k := 0; k < s.o.check && wrong == 0; k++ {
+			w, err := s.verify(ctx, n, op, inPlace, hashes)
+			if err != nil {
+				return result{}, err
+			}
+			wrong += w
+		}
+	}
+	// One exchange: the slowest time, the wrong values and the hashes.
+	mine := binary.LittleEndian.AppendUint64(nil, uint64(slowest))
+	mine = binary.LittleEndian.AppendUint64(mine, uint64(wrong))
+	for _, h := range hashes {
+		mine = binary.LittleEndian.AppendUint64(mine, h)
+	}
+	all, err := s.exchange(ctx, mine)
+	if err != nil {
+		return result{}, fmt.Errorf("gathering the results: %w", err)
+	}
+	rec := 8 * (2 + L)
+	h0 := binary.LittleEndian.Uint64(all[16:])
+	var total int64
+	for p := 0; p < s.nprocs; p++ {
+		b := all[p*rec:]
+		slowest = max(slowest, time.Duration(binary.LittleEndian.Uint64(b)))
+		w := int64(binary.LittleEndian.Uint64(b[8:]))
+		if s.o.check > 0 {
+			// A rank whose result is not bitwise rank 0's, although every
+			// element matched the reference (avg allows 1 ulp), counts one.
+			for i := 0; i < L; i++ {
+				if binary.LittleEndian.Uint64(b[16+8*i:]) != h0 && w == 0 {
+					w = 1
+				}
+			}
+			total += w
+		}
+	}
+	res := result{time: slowest / time.Duration(s.o.iters), wrong: -1}
+	if sec := res.time.Seconds(); sec > 0 {
+		res.algbw = float64(int64(n)*s.dt.size()) / 1e9 / sec
+		res.busbw = res.algbw * collAllReduce.busFactor(s.globalRanks)
+	}
+	s.busbw += res.busbw
+	s.nbusbw++
+	if s.o.check > 0 {
+		res.wrong = total
+		s.wrong += total
+	}
+	return res, nil
+}
+
+// input is global rank r's element i of verified run rep.
+func (s *mpiSweep[T]) input(op collective.Op, r, i, rep int) T {
+	return T(input(op, r, int64(i), rep))
+}
+
+// fill sets local rank i's buffers for verified run rep: the inputs, and
+// NaN where the call must write.
+func (s *mpiSweep[T]) fill(i, n int, op collective.Op, inPlace bool, rep int) {
+	r := s.localRank0 + i
+	in, out := s.send[i][:n], s.recv[i][:n]
+	if inPlace {
+		in = out
+	} else {
+		nan := T(math.NaN())
+		for k := range out {
+			out[k] = nan
+		}
+	}
+	for k := range in {
+		in[k] = s.input(op, r, k, rep)
+	}
+}
+
+// verify sets fresh inputs, runs the all-reduce once on every local rank
+// and counts the elements that differ from the float64 reference (and,
+// out of place, send elements that changed); hashes gets each local rank's
+// result hash.
+func (s *mpiSweep[T]) verify(ctx context.Context, n int, op collective.Op, inPlace bool, hashes []uint64) (int64, error) {
+	s.rep++
+	rep := s.rep
+	err := onRanks(ctx, s.localRanks, func(ctx context.Context, i int) error {
+		s.fill(i, n, op, inPlace, rep)
+		if err := s.call(ctx, i, n, op, inPlace); err != nil {
+			return err
+		}
+		if s.corrupt && i == 0 && n > 0 {
+			s.recv[0][0] += 1
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	ranks := make([]int, s.globalRanks)
+	for r := range ranks {
+		ranks[r] = r
+	}
+	var wrong int64
+	for i := 0; i < s.localRanks; i++ {
+		var send []T
+		if !inPlace {
+			send = s.send[i][:n]
+		}
+		wrong += countAgainst(s.recv[i][:n], send, ranks, s.localRank0+i, op, rep, s.recv[0][:n])
+		hashes[i] = hashOf(s.recv[i][:n])
+	}
+	return wrong, nil
+}
+
+// countAgainst counts the elements of got that are not the reduction of
+// the given ranks' inputs (avg: within 1 ulp) or not bitwise equal to
+// same's, and the elements of send (nil in place) that are not rank
+// self's input any more. Split over the CPUs.
+func countAgainst[T float](got, send []T, ranks []int, self int, op collective.Op, rep int, same []T) int64 {
+	var wrong atomic.Int64
+	workers := runtime.GOMAXPROCS(0)
+	chunk := max((len(got)+workers-1)/workers, 1)
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(got); lo += chunk {
+		hi := min(lo+chunk, len(got))
+		wg.Go(func() {
+			var w int64
+			for i := lo; i < hi; i++ {
+				acc := input(op, ranks[0], int64(i), rep)
+				for _, r := range ranks[1:] {
+					x := input(op, r, int64(i), rep)
+					switch op {
+					case collective.Sum, collective.Mean:
+						acc += x
+					case collective.Prod:
+						acc *= x
+					case collective.Max:
+						acc = math.Max(acc, x)
+					case collective.Min:
+						acc = math.Min(acc, x)
+					}
+				}
+				if op == collective.Mean {
+					acc /= float64(len(ranks))
+				}
+				if !matches(got[i], T(acc), op) || !sameBits(got[i], same[i]) {
+					w++
+				}
+				if send != nil && send[i] != T(input(op, self, int64(i), rep)) {
+					w++
+				}
+			}
+			wrong.Add(w)
+		})
+	}
+	wg.Wait()
+	return wrong.Load()
+}
+
+// hashOf is a 64-bit FNV-1a style hash of x's bits, a word at a time.
+func hashOf[T float](x []T) uint64 {
+	h := uint64(14695981039346656037)
+	if len(x) == 0 {
+		return h
+	}
+	var z T
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x)*int(unsafe.Sizeof(z)))
+	for len(b) >= 8 {
+		h = (h ^ binary.LittleEndian.Uint64(b)) * 1099511628211
+		b = b[8:]
+	}
+	for _, c := range b {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return h
+}
+
+// mpiOp maps a collective op onto MPI's; avg has none.
+func mpiOp(op collective.Op) (backend.Op, bool) {
+	switch op {
+	case collective.Sum:
+		return backend.Sum, true
+	case collective.Prod:
+		return backend.Prod, true
+	case collective.Max:
+		return backend.Max, true
+	case collective.Min:
+		return backend.Min, true
+	}
+	return 0, false
+}
+
+// benchMPI times MPI's all-reduce across the processes on local rank 0's
+// buffers, out of place, then verifies it against the reduction of every
+// process's local rank 0 inputs. ok is false for ops MPI lacks (avg).
+func (s *mpiSweep[T]) benchMPI(ctx context.Context, n int, op collective.Op) (res result, ok bool, err error) {
+	bop, ok := mpiOp(op)
+	if !ok {
+		return result{}, false, nil
+	}
+	send, recv := s.send[0][:n], s.recv[0][:n]
+	allreduce := func() error {
+		cctx, cancel := context.WithTimeout(ctx, s.sync)
+		defer cancel()
+		switch x := any(send).(type) {
+		case []float32:
+			return s.w.AllreduceF32(cctx, x, any(recv).([]float32), bop)
+		case []float64:
+			return s.w.AllreduceF64(cctx, x, any(recv).([]float64), bop)
+		}
+		return nil
+	}
+	if err := allreduce(); err != nil { // warm-up
+		return result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, s.sync)
+	err = s.w.Barrier(bctx)
+	cancel()
+	if err != nil {
+		return result{}, true, fmt.Errorf("MPI_Barrier: %w", err)
+	}
+	start := time.Now()
+	for k := 0; k < s.o.iters; k++ {
+		if err := allreduce(); err != nil {
+			return result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
+		}
+	}
+	elapsed := time.Since(start)
+	var wrong int64 = -1
+	if s.o.check > 0 {
+		s.rep++
+		rep := s.rep
+		s.fill(0, n, op, false, rep)
+		if err := allreduce(); err != nil {
+			return result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
+		}
+		firsts := make([]int, s.nprocs)
+		for p := range firsts {
+			firsts[p] = p * s.localRanks
+		}
+		wrong = countAgainst(recv, send, firsts, s.localRank0, op, rep, recv)
+	}
+	mine := binary.LittleEndian.AppendUint64(nil, uint64(elapsed))
+	mine = binary.LittleEndian.AppendUint64(mine, uint64(wrong))
+	mine = binary.LittleEndian.AppendUint64(mine, hashOf(recv))
+	all, err := s.exchange(ctx, mine)
+	if err != nil {
+		return result{}, true, fmt.Errorf("gathering the results: %w", err)
+	}
+	var total int64
+	for p := 0; p < s.nprocs; p++ {
+		b := all[24*p:]
+		elapsed = max(elapsed, time.Duration(binary.LittleEndian.Uint64(b)))
+		w := int64(binary.LittleEndian.Uint64(b[8:]))
+		if s.o.check > 0 && w == 0 && binary.LittleEndian.Uint64(b[16:]) != binary.LittleEndian.Uint64(all[16:]) {
+			w = 1
+		}
+		total += w
+	}
+	res = result{time: elapsed / time.Duration(s.o.iters), wrong: -1}
+	if sec := res.time.Seconds(); sec > 0 {
+		res.algbw = float64(int64(n)*s.dt.size()) / 1e9 / sec
+		res.busbw = res.algbw * collAllReduce.busFactor(s.nprocs)
+	}
+	s.mpiBusbw += res.busbw
+	s.nmpiBusbw++
+	if s.o.check > 0 {
+		res.wrong = total
+		s.baseWrong += total
+	}
+	return res, true, nil
+}

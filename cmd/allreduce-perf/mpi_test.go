@@ -1,0 +1,253 @@
+//go:build mpi
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestSplitMPIFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		rest []string
+		f    mpiFlags
+	}{
+		{[]string{"-b", "8", "--mpi"}, []string{"-b", "8"}, mpiFlags{mpi: true, mpiSet: true}},
+		{[]string{"-mpi=false", "--mpi-baseline", "-g", "2"}, []string{"-g", "2"}, mpiFlags{mpiSet: true, baseline: true}},
+		{[]string{"--mpi-baseline=true", "--pinned", "-e", "1M"}, []string{"--pinned", "-e", "1M"}, mpiFlags{baseline: true}},
+		// A flag's value is not a flag: -J names a file called --mpi.
+		{[]string{"-J", "--mpi", "-n", "3"}, []string{"-J", "--mpi", "-n", "3"}, mpiFlags{}},
+		{[]string{"--timeout=3", "--mpi"}, []string{"--timeout=3"}, mpiFlags{mpi: true, mpiSet: true}},
+		{[]string{"-b", "8", "extra", "--mpi"}, []string{"-b", "8", "extra", "--mpi"}, mpiFlags{}},
+	} {
+		rest, f, err := splitMPIFlags(tc.args)
+		if err != nil || !slices.Equal(rest, tc.rest) || f != tc.f {
+			t.Errorf("splitMPIFlags(%q) = %q, %+v, %v; want %q, %+v", tc.args, rest, f, err, tc.rest, tc.f)
+		}
+	}
+	if _, _, err := splitMPIFlags([]string{"--mpi=maybe"}); err == nil {
+		t.Error("--mpi=maybe accepted")
+	}
+}
+
+// TestMPIUsage runs what the mpi build decides before MPI starts: usage
+// errors, help, and the in-process command when MPI is not in use.
+func TestMPIUsage(t *testing.T) {
+	if launchedByMPI() {
+		t.Skip("this test binary runs under an MPI launcher")
+	}
+	run := func(args ...string) (int, bool, string, string) {
+		var out, errOut bytes.Buffer
+		code, ok := mpiMain(context.Background(), "allreduce-perf", args, &out, &errOut)
+		return code, ok, out.String(), errOut.String()
+	}
+	if code, ok, _, errOut := run("--mpi-baseline", "-b", "8"); !ok || code != 2 || !strings.Contains(errOut, "mpirun") {
+		t.Errorf("--mpi-baseline without MPI: exit %d (ok %v), stderr %q; want 2 and a hint", code, ok, errOut)
+	}
+	for _, args := range [][]string{
+		{"--mpi", "--coll", "broadcast"},
+		{"--mpi", "-d", "half"},
+		{"--mpi", "-J", filepath.Join(t.TempDir(), "x.json")},
+		{"--mpi", "-g", "0"},
+		{"--mpi=perhaps"},
+	} {
+		if code, ok, _, errOut := run(args...); !ok || code != 2 || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%q: exit %d (ok %v), stderr %q; want 2 and one line", args, code, ok, errOut)
+		}
+	}
+	if code, ok, out, _ := run("-h"); !ok || code != 0 || !strings.Contains(out, "--mpi-baseline") || !strings.Contains(out, "--minbytes") {
+		t.Errorf("-h: exit %d (ok %v), output %q", code, ok, out)
+	}
+	if _, ok, _, _ := run("-b", "8", "-g", "2"); ok {
+		t.Error("without a launcher or --mpi, the mpi build took over the in-process command")
+	}
+	if code, ok, out, errOut := run("--mpi=false", "--backend", "host", "-g", "2", "-b", "8", "-e", "8", "-n", "1", "-w", "0"); !ok || code != 0 ||
+		!strings.Contains(out, "# Out of bounds values : 0 OK") || strings.Contains(out, "nProcs") {
+		t.Errorf("--mpi=false: exit %d (ok %v), stderr %q\n%s", code, ok, errOut, out)
+	}
+}
+
+// mpiLauncher finds mpirun ($GOCOLL_MPIRUN, else mpirun), the flags it
+// needs here, and the build tags that link the same MPI.
+func mpiLauncher(t *testing.T) (path string, flags []string, tags string) {
+	t.Helper()
+	name := os.Getenv("GOCOLL_MPIRUN")
+	if name == "" {
+		name = "mpirun"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("no MPI launcher (%v)", err)
+	}
+	out, _ := exec.Command(path, "--version").CombinedOutput()
+	if bytes.Contains(out, []byte("Open MPI")) || bytes.Contains(out, []byte("OpenRTE")) {
+		// Root in containers and CI, more processes than cores.
+		return path, []string{"--oversubscribe", "--allow-run-as-root"}, "mpi"
+	}
+	return path, nil, "mpi,mpich"
+}
+
+// buildMPI builds the command with the mpi tag into dir.
+func buildMPI(t *testing.T, dir, tags string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "allreduce-perf")
+	goCmd := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	if _, err := os.Stat(goCmd); err != nil {
+		if goCmd, err = exec.LookPath("go"); err != nil {
+			t.Skip("no go command to build the binary:", err)
+		}
+	}
+	cmd := exec.Command(goCmd, "build", "-tags", tags, "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags %s: %v\n%s", tags, err, out)
+	}
+	return bin
+}
+
+// mpirun runs np processes of bin with args and returns stdout, stderr and
+// the exit status.
+func mpirun(t *testing.T, launcher string, flags []string, np int, env []string, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	argv := append(append([]string{"-np", fmt.Sprint(np)}, flags...), bin)
+	cmd := exec.CommandContext(ctx, launcher, append(argv, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	start := time.Now()
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("mpirun: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("mpirun -np %d %s: no result within 2 minutes\n%s%s", np, strings.Join(args, " "), out.String(), errOut.String())
+	}
+	t.Logf("mpirun -np %d %s: exit %d in %v", np, strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond))
+	return out.String(), errOut.String(), code
+}
+
+// TestUnderMpirun builds the command with -tags mpi and runs it under
+// mpirun: process 0 prints one table with the global result, the
+// --mpi-baseline columns, wrong values counted across processes with exit
+// statuses that agree, and usage errors said once.
+func TestUnderMpirun(t *testing.T) {
+	if launchedByMPI() {
+		t.Skip("this test binary runs under an MPI launcher")
+	}
+	launcher, flags, tags := mpiLauncher(t)
+	bin := buildMPI(t, t.TempDir(), tags)
+
+	t.Run("np2", func(t *testing.T) {
+		out, errOut, code := mpirun(t, launcher, flags, 2, nil, bin, "-b", "1K", "-e", "1M", "-f", "4")
+		if code != 0 || errOut != "" {
+			t.Fatalf("exit %d, stderr %q\n%s", code, errOut, out)
+		}
+		if n := strings.Count(out, "# nThread 1 nGpus 1 "); n != 1 {
+			t.Errorf("%d headers, want 1 (process 0 prints)\n%s", n, out)
+		}
+		if !strings.Contains(out, "\n# nProcs 2 nRanks 2 (1 per process") {
+			t.Errorf("header does not say 2 processes, 2 ranks\n%s", out)
+		}
+		pids := regexp.MustCompile(`(?m)^#  Rank  ([01]) Group  0 Pid +(\d+) `).FindAllStringSubmatch(out, -1)
+		if len(pids) != 2 || pids[0][2] == pids[1][2] {
+			t.Errorf("rank lines %q: want ranks 0 and 1 in two processes\n%s", pids, out)
+		}
+		rows := parseTable(t, out)
+		if len(rows) != 6 {
+			t.Errorf("%d rows, want 6 (1K to 1M by 4)\n%s", len(rows), out)
+		}
+		for _, r := range rows {
+			if r.wrong != [2]int64{0, 0} || r.time[0] <= 0 {
+				t.Errorf("row %+v: want 0 wrong and a time", r)
+			}
+		}
+		if !strings.Contains(out, "\n# Out of bounds values : 0 OK\n") {
+			t.Errorf("footer missing\n%s", out)
+		}
+	})
+
+	t.Run("baseline", func(t *testing.T) {
+		out, errOut, code := mpirun(t, launcher, flags, 3, nil, bin,
+			"--backend", "host", "-g", "2", "-b", "1K", "-e", "64K", "-f", "8", "-o", "sum,avg", "-d", "all", "-n", "2", "-w", "1", "--mpi-baseline")
+		if code != 0 || errOut != "" {
+			t.Fatalf("exit %d, stderr %q\n%s", code, errOut, out)
+		}
+		if !strings.Contains(out, "\n# nProcs 3 nRanks 6 (2 per process") || !strings.Contains(out, "MPI_Allreduce (out-of-place)") {
+			t.Errorf("header\n%s", out)
+		}
+		rows := 0
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || strings.HasPrefix(line, "#") {
+				continue
+			}
+			rows++
+			if len(f) != 17 || f[8] != "0" || f[12] != "0" {
+				t.Errorf("row %q: want 17 columns and 0 wrong", line)
+				continue
+			}
+			switch f[3] {
+			case "sum":
+				if f[16] != "0" || f[13] == "N/A" {
+					t.Errorf("row %q: MPI_Allreduce columns want a time and 0 wrong", line)
+				}
+			case "avg":
+				if f[13] != "N/A" || f[16] != "N/A" {
+					t.Errorf("row %q: MPI has no avg: want N/A", line)
+				}
+			}
+		}
+		if rows != 2*2*3 {
+			t.Errorf("%d rows, want 12 (2 types x 2 ops x 3 sizes)\n%s", rows, out)
+		}
+		if !strings.Contains(out, "\n# MPI_Allreduce wrong  : 0 OK\n") {
+			t.Errorf("baseline footer missing\n%s", out)
+		}
+	})
+
+	t.Run("wrong values", func(t *testing.T) {
+		// Process 1 corrupts one element of its result: process 0's table
+		// counts it, and both processes exit with status 1.
+		out, errOut, code := mpirun(t, launcher, flags, 2, []string{corruptEnv + "=1"}, bin,
+			"--backend", "host", "-b", "1K", "-e", "4K", "-f", "4", "-n", "2", "-w", "1")
+		if code != 1 {
+			t.Errorf("exit %d, want 1", code)
+		}
+		rows := parseTable(t, out)
+		if len(rows) != 2 || rows[0].wrong != [2]int64{1, 1} || !strings.Contains(out, "# Out of bounds values : 4 FAILED") {
+			t.Errorf("process 1's wrong values are not in process 0's table: %+v\n%s", rows, out)
+		}
+		for p := 0; p < 2; p++ {
+			if !strings.Contains(errOut, fmt.Sprintf("process %d: exit status 1\n", p)) {
+				t.Errorf("process %d did not exit with status 1:\n%s", p, errOut)
+			}
+		}
+	})
+
+	t.Run("usage", func(t *testing.T) {
+		out, errOut, code := mpirun(t, launcher, flags, 2, nil, bin, "--coll", "broadcast")
+		if code != 2 || strings.Count(errOut, "allreduce-perf: --coll broadcast") != 1 {
+			t.Errorf("exit %d, stderr %q, want 2 and one message\n%s", code, errOut, out)
+		}
+	})
+}
