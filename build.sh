@@ -18,7 +18,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 
 # Debian/Ubuntu packages the Vulkan backend, its tests and the kernel generator need, and Open MPI for
 # the multi-process transport (package mpi, built with -tags mpi) and its tests.
-APT_PACKAGES=(libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc spirv-cross libopenmpi-dev openmpi-bin)
+APT_PACKAGES=(libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc spirv-cross libopenmpi-dev openmpi-bin pkg-config)
 
 # The main job's default flags: a sweep that finishes in well under a minute on 2 cores with lavapipe.
 RUN_DEFAULTS=(-g 4 -b 8 -e 8M -f 4)
