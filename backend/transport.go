@@ -36,3 +36,9 @@ type Request interface {
 	// releases it; after Cancel the request must not be used.
 	Cancel() error
 }
+
+// MissingProcesses is implemented by transport errors that know which
+// processes did not arrive at a collective that timed out.
+type MissingProcesses interface {
+	MissingProcesses() []int
+}

@@ -101,6 +101,15 @@ func (c *Comm) crossProcess(ctx context.Context, fp fingerprint, local *Mismatch
 	cancel()
 	if err != nil {
 		te := &TimeoutError{Seq: c.seq, Phase: phase + " across processes (" + err.Error() + ")", Ctx: ctx.Err()}
+		var mp backend.MissingProcesses
+		if errors.As(err, &mp) {
+			// Every rank of a process that did not arrive.
+			for _, p := range mp.MissingProcesses() {
+				for r := p * g.nl; r < (p+1)*g.nl; r++ {
+					te.Missing = append(te.Missing, r)
+				}
+			}
+		}
 		if !(isCtxErr(err) || errors.Is(err, backend.ErrTimeout)) {
 			g.breakGroup(err)
 			return nil, false, err

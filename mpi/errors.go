@@ -62,6 +62,15 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// MissingProcesses returns the processes not seen to arrive at a collective
+// that timed out (backend.MissingProcesses), nil for other errors.
+func (e *Error) MissingProcesses() []int {
+	if e.Code != 0 || !(errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, backend.ErrTimeout)) {
+		return nil
+	}
+	return e.Ranks
+}
+
 // Unwrap returns the cause, so errors.Is(err, context.DeadlineExceeded) and
 // the sentinels in Err match.
 func (e *Error) Unwrap() error { return e.Err }
