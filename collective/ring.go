@@ -81,24 +81,13 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 	right := members[mod(i+1, km)]
 	left := members[mod(i-1, km)]
 	slice := c.g.slotBytes / k.es
-	_ = round
 	for j := 0; j*slice < chunkLen; j++ {
 		// Step 0: send the slice of chunk (i+off-1).
 		sc := mod(i+off-1, km)
 		lo, hi := chunkRange(n, chunkLen, sc)
 		a, b := sliceRange(lo, hi, slice, j)
-		if b > a {
-			slot, dst, err := c.reserve(ctx, right, k.wireBytes(b-a))
-			if err != nil {
-				return err
-			}
-			if err := c.rec(k.sendInto(c.dev.Stream(), dst, k.region(a, b), false)); err != nil {
-				return err
-			}
-			if err := c.flush(ctx); err != nil {
-				return err
-			}
-			c.post(right, slot, k.wireBytes(b-a), msg{})
+		if err := c.sendSlice(ctx, k, right, a, b); err != nil {
+			return err
 		}
 		for s := 0; s < km-1; s++ {
 			rc := mod(i+off-2-s, km)
@@ -241,18 +230,8 @@ func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chu
 		sc := mod(i+off, km)
 		lo, hi := chunkRange(n, chunkLen, sc)
 		a, b := sliceRange(lo, hi, slice, j)
-		if b > a {
-			slot, out, err := c.reserve(ctx, right, k.wireBytes(b-a))
-			if err != nil {
-				return err
-			}
-			if err := c.rec(k.sendInto(c.dev.Stream(), out, k.region(a, b), false)); err != nil {
-				return err
-			}
-			if err := c.flush(ctx); err != nil {
-				return err
-			}
-			c.post(right, slot, k.wireBytes(b-a), msg{})
+		if err := c.sendSlice(ctx, k, right, a, b); err != nil {
+			return err
 		}
 		for s := 0; s < km-1; s++ {
 			rc := mod(i+off-1-s, km)
@@ -325,3 +304,24 @@ func (c *Comm) ringAllReduce(ctx context.Context, k *call, members []int, n int)
 // pending is a reserved slot waiting for its copy to finish before it is
 // posted.
 type pending struct{ to, slot, n int }
+
+// sendSlice sends elements [a, b) of the call's buffer to peer (nothing
+// when the slice is empty): into a free outbox slot (converted to the wire
+// format if the call has one), then posted.
+func (c *Comm) sendSlice(ctx context.Context, k *call, to, a, b int) error {
+	if b <= a {
+		return nil
+	}
+	slot, out, err := c.reserve(ctx, to, k.wireBytes(b-a))
+	if err != nil {
+		return err
+	}
+	if err := c.rec(k.sendInto(c.dev.Stream(), out, k.region(a, b), false)); err != nil {
+		return err
+	}
+	if err := c.flush(ctx); err != nil {
+		return err
+	}
+	c.post(to, slot, k.wireBytes(b-a), msg{})
+	return nil
+}

@@ -148,20 +148,9 @@ func (c *Comm) gatherTo(ctx context.Context, k *call, members []int, root, n, ch
 		if i != root {
 			lo, hi := chunkRange(n, chunkLen, i)
 			a, b := sliceRange(lo, hi, slice, j)
-			if b <= a {
-				continue
-			}
-			slot, out, err := c.reserve(ctx, members[root], (b-a)*k.es)
-			if err != nil {
+			if err := c.sendSlice(ctx, k, members[root], a, b); err != nil {
 				return err
 			}
-			if err := c.rec(c.dev.Stream().Copy(out, k.region(a, b))); err != nil {
-				return err
-			}
-			if err := c.flush(ctx); err != nil {
-				return err
-			}
-			c.post(members[root], slot, (b-a)*k.es, msg{})
 			continue
 		}
 		st := c.dev.Stream()
