@@ -105,6 +105,7 @@ type Device struct {
 	counters backend.Counters
 	stream   stream
 	exec     executor
+	fences   [fenceRing]fence // handed out in turn by Submit
 
 	closed atomic.Bool  // set by Close; checked before recording
 	delay  atomic.Int64 // SetDelay, in nanoseconds
@@ -138,6 +139,9 @@ func Open(opts backend.OpenOptions) (*Device, error) {
 	}
 	d.work.L = &d.mu
 	d.stream = stream{d: d, cur: newBatch()}
+	for i := range d.fences {
+		d.fences[i].d = d
+	}
 	go d.run()
 	return d, nil
 }

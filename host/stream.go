@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -12,10 +13,12 @@ import (
 // first source of the next pass; the counters count them so.
 const maxKernelSources = 8
 
-// fenceSlab is how many fences one allocation provides. A fence must stay
-// valid for as long as its holder keeps it, so fences are never reused;
-// carving them from slabs makes a Submit cost 1/fenceSlab of an allocation.
-const fenceSlab = 256
+// fenceRing is how many fences a device hands out in turn, so that Submit
+// allocates nothing. A fence stands for its submission until fenceRing later
+// submissions; then it stands for a later one, so a stale holder's Wait may
+// wait longer but never returns before its own work is done (tickets only
+// grow, and they complete in order).
+const fenceRing = 256
 
 // cmdKind is what a recorded command does.
 type cmdKind uint8
@@ -70,9 +73,8 @@ func (b *batch) reset() {
 // stream records commands into the current batch until Submit hands it to the
 // device's worker.
 type stream struct {
-	d      *Device
-	cur    *batch
-	fences []fence // the unused rest of the current fence slab
+	d   *Device
+	cur *batch
 }
 
 // Copy records dst = src, a byte copy. The regions must have equal lengths
@@ -312,20 +314,17 @@ func (s *stream) Submit() (backend.Fence, error) {
 	}
 	d.counters.Submits.Add(1)
 
-	if len(s.fences) == 0 {
-		s.fences = make([]fence, fenceSlab)
-	}
-	f := &s.fences[0]
-	s.fences = s.fences[1:]
-	*f = fence{d: d, ticket: ticket}
+	f := &d.fences[ticket%fenceRing]
+	f.ticket.Store(ticket)
 	return f, nil
 }
 
-// fence is the completion of one submission: ticket is its place in the
-// device's FIFO order.
+// fence is one of a device's fenceRing fences, standing for the submission
+// whose ticket (place in the device's FIFO order) it holds. The ticket is
+// atomic because a stale holder may read it while Submit reuses the fence.
 type fence struct {
 	d      *Device
-	ticket uint64
+	ticket atomic.Uint64
 }
 
 // signalled is the fence of an empty submission.
@@ -335,11 +334,15 @@ var signalled = &fence{}
 // (even when ctx is done), and otherwise ctx.Err() when ctx ends first.
 func (f *fence) Wait(ctx context.Context) error {
 	d := f.d
-	if d == nil || d.completed.Load() >= f.ticket {
+	if d == nil {
+		return nil
+	}
+	ticket := f.ticket.Load()
+	if d.completed.Load() >= ticket {
 		return nil
 	}
 	d.mu.Lock()
-	if d.completed.Load() >= f.ticket {
+	if d.completed.Load() >= ticket {
 		d.mu.Unlock()
 		return nil
 	}
@@ -351,7 +354,7 @@ func (f *fence) Wait(ctx context.Context) error {
 	} else {
 		ch = make(chan struct{}, 1)
 	}
-	d.waiters = append(d.waiters, waiter{ticket: f.ticket, ch: ch})
+	d.waiters = append(d.waiters, waiter{ticket: ticket, ch: ch})
 	d.mu.Unlock()
 
 	select {
@@ -368,7 +371,7 @@ func (f *fence) Wait(ctx context.Context) error {
 	}
 	d.chans = append(d.chans, ch)
 	d.mu.Unlock()
-	if d.completed.Load() >= f.ticket {
+	if d.completed.Load() >= ticket {
 		return nil
 	}
 	return ctx.Err()

@@ -3,6 +3,8 @@ package backendtest
 import (
 	"context"
 	"fmt"
+	"math"
+	"runtime"
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
@@ -62,5 +64,88 @@ func (s *suite) testAllocations(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// RateCalls is how many calls an allocation-rate measurement covers:
+// enough that one allocation in the window is 1e-4 per call.
+const RateCalls = 10000
+
+// MaxMallocsPerCall is the steady-state allocation rate the tests allow.
+const MaxMallocsPerCall = 0.001
+
+// MallocsPerCall returns the heap allocations of the whole process while run
+// runs, divided by calls (MemStats.Mallocs before and after). Unlike
+// testing.AllocsPerRun it does not truncate to an integer, so an allocation
+// every few hundred calls (a slab, a pool refill) shows. run makes the calls
+// itself, on any goroutines; warm-up and goroutine start-up belong before,
+// since everything that allocates in the window counts.
+//
+// The Go runtime allocates a little of its own now and then (a thread it
+// starts: 6-7 objects; a sudog for a blocked goroutine), so MallocsPerCall
+// measures up to three windows, stopping at the first under
+// MaxMallocsPerCall, and returns the lowest rate: an allocation of the code
+// under test recurs in every window. run must be callable repeatedly.
+func MallocsPerCall(calls int, run func()) float64 {
+	best := math.Inf(1)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		run()
+		runtime.ReadMemStats(&after)
+		best = min(best, float64(after.Mallocs-before.Mallocs)/float64(calls))
+		if best < MaxMallocsPerCall {
+			break
+		}
+	}
+	return best
+}
+
+// testAllocationRate checks steady-state recording, submission and waiting
+// over RateCalls calls with MallocsPerCall: under MaxMallocsPerCall per
+// Reduce+Scale+Submit+Wait, so a fence or batch slab refilled every few
+// hundred submissions fails it. Skipped under the race detector.
+func (s *suite) testAllocationRate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on synchronisation; allocation counts are meaningless under -race")
+	}
+	const n = 64
+	dev, st := s.dev, s.dev.Stream()
+	srcs := []backend.Region{
+		{Buf: alloc(t, dev, 4*n, backend.DeviceLocal), Len: 4 * n},
+		{Buf: alloc(t, dev, 4*n, backend.HostVisible), Len: 4 * n},
+	}
+	dst := backend.Region{Buf: alloc(t, dev, 4*n, backend.DeviceLocal), Len: 4 * n}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var err error
+	step := func() {
+		if err != nil {
+			return
+		}
+		if err = st.Reduce(backend.Sum, backend.F32, dst, srcs, 1.0/3); err != nil {
+			return
+		}
+		if err = st.Scale(backend.F32, dst, dst, 0.5); err != nil {
+			return
+		}
+		var f backend.Fence
+		if f, err = st.Submit(); err != nil {
+			return
+		}
+		err = f.Wait(ctx)
+	}
+	for range 2000 { // warm up pools, free lists and the runtime's caches
+		step()
+	}
+	rate := MallocsPerCall(RateCalls, func() {
+		for range RateCalls {
+			step()
+		}
+	})
+	must(t, err, "Reduce+Scale+Submit+Wait")
+	t.Logf("%.5f allocations per Reduce+Scale+Submit+Wait over %d calls", rate, RateCalls)
+	if rate >= MaxMallocsPerCall {
+		t.Errorf("%.5f allocations per Reduce+Scale+Submit+Wait over %d calls, want < %g", rate, RateCalls, MaxMallocsPerCall)
 	}
 }

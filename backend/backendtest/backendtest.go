@@ -117,6 +117,7 @@ func RunOptions(t *testing.T, open OpenFunc, o Options) {
 	t.Run("InvalidArguments", s.testInvalid)
 	t.Run("Closed", s.testClosed)
 	t.Run("Allocations", s.testAllocations)
+	t.Run("AllocationRate", s.testAllocationRate)
 }
 
 // suite is the state the subtests share.
