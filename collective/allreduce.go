@@ -36,7 +36,7 @@ func asBytes[T Float](s []T) []byte {
 // ranks, a timeout waiting for peers) data is untouched.
 func AllReduce[T Float](ctx context.Context, c *Comm, data []T, op Op) error {
 	b := asBytes(data)
-	return c.allReduce(ctx, b, b, len(data), dtypeOf[T](), op, Auto)
+	return c.allReduce(ctx, "AllReduce", b, b, len(data), dtypeOf[T](), op, Auto)
 }
 
 // AllReduceWith is AllReduceInto with the strategy chosen for this call
@@ -47,9 +47,9 @@ func AllReduceWith[T Float](ctx context.Context, c *Comm, send, recv []T, op Op,
 		return invalidArg("nil Comm")
 	}
 	if len(send) != len(recv) {
-		return c.invalidCall(ctx, invalidArg("rank %d: AllReduceWith: len(send)=%d != len(recv)=%d", c.rank, len(send), len(recv)))
+		return c.invalidCall(ctx, "AllReduceWith", invalidArg("len(send)=%d != len(recv)=%d", len(send), len(recv)))
 	}
-	return c.allReduce(ctx, asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op, s)
+	return c.allReduce(ctx, "AllReduceWith", asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op, s)
 }
 
 // AllReduceInto reduces send across all ranks into recv (out of place); send
@@ -60,31 +60,31 @@ func AllReduceInto[T Float](ctx context.Context, c *Comm, send, recv []T, op Op)
 		return invalidArg("nil Comm")
 	}
 	if len(send) != len(recv) {
-		return c.invalidCall(ctx, invalidArg("rank %d: AllReduceInto: len(send)=%d != len(recv)=%d", c.rank, len(send), len(recv)))
+		return c.invalidCall(ctx, "AllReduceInto", invalidArg("len(send)=%d != len(recv)=%d", len(send), len(recv)))
 	}
-	return c.allReduce(ctx, asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op, Auto)
+	return c.allReduce(ctx, "AllReduceInto", asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op, Auto)
 }
 
 // Barrier returns once every rank has called it.
-func Barrier(ctx context.Context, c *Comm) error {
-	if err := c.enter(); err != nil {
+func Barrier(ctx context.Context, c *Comm) (err error) {
+	owned, err := c.enter(ctx, "Barrier", true)
+	if err != nil {
 		return err
 	}
-	defer c.leave()
-	c.seq++
+	defer c.leave(owned, &err)
 	return c.arrive(ctx, fingerprint{kind: collBarrier}, "Barrier")
 }
 
 // invalidCall reports a local argument error to the peers too (through the
 // fingerprint rendezvous), so they fail with a MismatchError instead of
 // waiting for the timeout, and returns err to the caller.
-func (c *Comm) invalidCall(ctx context.Context, err error) error {
-	if e := c.enter(); e != nil {
-		return err
+func (c *Comm) invalidCall(ctx context.Context, name string, err error) error {
+	owned, e := c.enter(ctx, name, true)
+	if e != nil {
+		return c.wrapErr(name, c.seq+1, err)
 	}
-	defer c.leave()
-	c.seq++
 	_ = c.arrive(ctx, fingerprint{kind: collInvalid}, "argument check")
+	c.leave(owned, &err)
 	return err
 }
 
@@ -114,21 +114,50 @@ func sliceOf(n, size, r int) (lo, hi int) {
 	return n * r / size, n * (r + 1) / size
 }
 
-func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backend.DType, op Op, strat Strategy) error {
+// dataPath says how a caller's data is held; ranks must agree on it.
+type dataPath uint8
+
+const (
+	pathSlice  dataPath = iota + 1 // Go memory
+	pathPinned                     // memory of a HostBuffer
+	pathTensor                     // a device tensor
+)
+
+func (p dataPath) String() string {
+	switch p {
+	case pathSlice:
+		return "slice"
+	case pathPinned:
+		return "pinned"
+	case pathTensor:
+		return "tensor"
+	}
+	return "none"
+}
+
+// slicePath returns the data path of a host-slice call.
+func slicePath(send, recv []byte) dataPath {
+	if len(send) > 0 && pinned.lookup(send) != nil && pinned.lookup(recv) != nil {
+		return pathPinned
+	}
+	return pathSlice
+}
+
+func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n int, dt backend.DType, op Op, strat Strategy) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if !op.Valid() {
-		return c.invalidCall(ctx, invalidArg("rank %d: unknown op %d", c.rank, int(op)))
+		return c.invalidCall(ctx, name, invalidArg("unknown op %d", int(op)))
 	}
 	if strat < Auto || strat > Direct {
-		return c.invalidCall(ctx, invalidArg("rank %d: unknown strategy %d", c.rank, int(strat)))
+		return c.invalidCall(ctx, name, invalidArg("unknown strategy %d", int(strat)))
 	}
-	if err := c.enter(); err != nil {
+	owned, err := c.enter(ctx, name, true)
+	if err != nil {
 		return err
 	}
-	defer c.leave()
-	c.seq++
+	defer c.leave(owned, &err)
 	g := c.g
 	es := dt.Size()
 	if strat == Auto {
@@ -138,23 +167,37 @@ func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backe
 	if strat == Auto {
 		strat, why = c.autoStrategy(n*es, dt)
 	}
-	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: strat}
-	// Direct and pipelined run zero-copy when every rank's buffers are
-	// pinned host memory its device imported: publish them, and learn at
-	// the rendezvous whether every rank can.
+	c.strat = strat
+	path := slicePath(send[:n*es], recv[:n*es])
+	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: strat, path: path, noF64: dt == backend.F64 && !g.allF64}
+	hostF64 := dt == backend.F64 && !g.allF64
+	// Direct and pipelined exchange through every rank's own buffers; they
+	// run zero-copy when every rank's buffers are pinned host memory its
+	// device imported: publish them, and learn at the rendezvous whether
+	// every rank can.
+	peers := g.tr == nil && g.n > 1 && n > 0 && (strat == Direct || strat == Pipelined || hostF64)
 	zc := false
-	if g.tr == nil && (strat == Direct || strat == Pipelined) && n > 0 && g.n > 1 && (dt != backend.F64 || c.info.Float64) {
+	if peers && (strat == Direct || strat == Pipelined) && !hostF64 && path == pathPinned {
 		_, s1 := c.pinnedRegion(send[:n*es])
 		_, s2 := c.pinnedRegion(recv[:n*es])
 		zc = s1 && s2
 	}
-	g.sendOf[c.rank], g.recvOf[c.rank] = send, recv
+	if peers {
+		g.sendOf[c.rank], g.recvOf[c.rank] = send, recv
+		c.enterAccess()
+	}
 	allPinned, err := c.arriveFlag(ctx, fp, "AllReduce fingerprint check", zc)
 	if err != nil {
+		if peers {
+			c.leaveAccess()
+			if werr := c.waitAccess(); werr != nil {
+				return werr
+			}
+		}
 		return err
 	}
 	if g.logCalls {
-		c.logCall(ctx, "AllReduce", n, dt, op, strat, why)
+		c.logCall(ctx, name, n, dt, op, strat, why)
 	}
 	if n == 0 {
 		return nil
@@ -165,28 +208,20 @@ func (c *Comm) allReduce(ctx context.Context, send, recv []byte, n int, dt backe
 		}
 		return nil
 	}
-	if allPinned {
+	if peers {
 		depth := 1
-		if strat == Pipelined {
+		if strat == Pipelined && !hostF64 {
 			depth = g.cfg.PipelineDepth
 		}
-		return c.directPinned(ctx, send, recv, n, es, dt, op, depth)
+		if allPinned {
+			return c.directPinned(ctx, send, recv, n, es, dt, op, depth)
+		}
+		// One process: direct and pipelined exchange through shared host
+		// memory (and f64 without f64 kernels is reduced there exactly).
+		return c.direct(ctx, send, recv, n, es, dt, op, depth)
 	}
-	if g.tr == nil {
-		// One process: direct and pipelined exchange through shared
-		// host memory.
-		switch strat {
-		case Direct:
-			return c.direct(ctx, send, recv, n, es, dt, op, 1)
-		case Pipelined:
-			return c.direct(ctx, send, recv, n, es, dt, op, g.cfg.PipelineDepth)
-		}
-		if dt == backend.F64 && !c.info.Float64 {
-			// Kernels cannot reduce f64 here: the exact host path (direct).
-			return c.direct(ctx, send, recv, n, es, dt, op, 1)
-		}
-	} else if dt == backend.F64 && !c.info.Float64 {
-		return c.fail(fmt.Errorf("collective: rank %d: f64 across processes needs f64 kernels (%s): %w", c.rank, c.info.Float64Reason, ErrUnsupported), false, send, recv)
+	if hostF64 {
+		return c.fail(fmt.Errorf("f64 across processes needs f64 kernels (%s): %w", c.info.Float64Reason, ErrUnsupported), false, send, recv)
 	}
 	if err := c.ensureWork(n*es, dt); err != nil {
 		return c.fail(err, false, send, recv)
@@ -252,76 +287,130 @@ func (c *Comm) logCall(ctx context.Context, name string, n int, dt backend.DType
 //
 // In place is safe: rank r writes only slice r of each output, after it
 // has read slice r of each input, and no other rank reads slice r.
+//
+// Ranks touch each other's memory here, so every rank is counted in
+// g.access until its own copies and device work are done; a rank that fails
+// drains its own work, leaves, and waits for the others to leave before it
+// returns (waitAccess), so no peer writes its buffers after it returned.
 func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op, depth int) error {
+	if err := c.directSlice(ctx, send, recv, n, es, dt, op, depth); err != nil {
+		return c.failDirect(err, send, recv)
+	}
+	c.leaveAccess()
+	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce completion"); err != nil {
+		if werr := c.waitAccess(); werr != nil {
+			return werr
+		}
+		return err
+	}
+	return nil
+}
+
+// failDirect ends a failed direct exchange: the group is broken, this
+// rank's work drained; it leaves the exchange and waits for its peers to.
+func (c *Comm) failDirect(err error, send, recv []byte) error {
+	if c.g.Err() == nil {
+		c.breakWith(err)
+	}
+	if derr := c.drain(); derr != nil {
+		err = derr
+	}
+	c.leaveAccess()
+	if werr := c.waitAccess(); werr != nil {
+		err = werr
+	}
+	switch err.(type) {
+	case *BrokenError, *TimeoutError, *MismatchError, *lostError:
+		return err
+	}
+	inPlace := len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0]
+	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: true, Strategy: c.strat}
+}
+
+// broken reports whether the group broke (cheap: no lock).
+func (c *Comm) broken() bool {
+	select {
+	case <-c.g.brokenCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// directSlice is direct's exchange; the caller handles failures.
+func (c *Comm) directSlice(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op, depth int) error {
 	g := c.g
 	lo, hi := sliceOf(n, g.n, c.rank)
 	cnt := hi - lo
-	if cnt > 0 {
-		if err := c.ensure(&c.stage, cnt*es); err != nil {
-			return c.fail(err, false, send, recv)
+	if cnt == 0 {
+		return nil
+	}
+	if err := c.ensure(&c.stage, cnt*es); err != nil {
+		return err
+	}
+	// Rank p's inputs go to slot p of the gather buffer; slots and chunk
+	// boundaries sit on 16-byte boundaries so kernels can use 16-byte
+	// accesses.
+	stride := (cnt*es + 15) &^ 15
+	if err := c.ensure(&c.gather, g.n*stride); err != nil {
+		return err
+	}
+	host := dt == backend.F64 && !g.allF64
+	depth = max(1, min(depth, cnt, MaxPipelineDepth))
+	if host {
+		depth = 1
+	}
+	gb := c.gather.Bytes()
+	s := c.dev.Stream()
+	srcs := c.regions(g.n)
+	for d := 0; d < depth; d++ {
+		if c.broken() {
+			return c.brokenErr()
 		}
-		// Rank p's inputs go to slot p of the gather buffer; slots and chunk
-		// boundaries sit on 16-byte boundaries so kernels can use 16-byte
-		// accesses.
-		stride := (cnt*es + 15) &^ 15
-		if err := c.ensure(&c.gather, g.n*stride); err != nil {
-			return c.fail(err, false, send, recv)
-		}
-		host := dt == backend.F64 && !c.info.Float64
-		depth = max(1, min(depth, cnt, MaxPipelineDepth))
-		if host {
-			depth = 1
-		}
-		gb := c.gather.Bytes()
-		s := c.dev.Stream()
-		for d := 0; d < depth; d++ {
-			a, b := chunkBounds(lo, cnt, d, depth)
-			m := b - a
-			c.fences[d] = nil
-			if m == 0 {
-				continue
-			}
+		a, b := chunkBounds(lo, cnt, d, depth)
+		m := b - a
+		c.fences[d] = nil
+		if m > 0 {
 			for p := 0; p < g.n; p++ {
 				// Buffer.Write: the exchange is counted at the backend seam.
 				c.copyIn(c.gather, p*stride+(a-lo)*es, g.sendOf[p][a*es:b*es])
 			}
 			if err := c.copyWait(); err != nil {
-				return c.fail(err, false, send, recv)
+				return err
 			}
 			res := c.stage.Bytes()[(a-lo)*es : (b-lo)*es]
 			if host {
 				reduceHostF64(res, gb, stride/es, (a - lo), g.n, m, op, scaleFor(op, g.n))
 				if err := c.scatter(d, lo, a, b, es); err != nil {
-					return c.fail(err, true, send, recv)
+					return err
 				}
 				continue
 			}
 			for p := 0; p < g.n; p++ {
-				c.srcs[p] = backend.Region{Buf: c.gather, Off: p*stride + (a-lo)*es, Len: m * es}
+				srcs[p] = backend.Region{Buf: c.gather, Off: p*stride + (a-lo)*es, Len: m * es}
 			}
 			dst := backend.Region{Buf: c.stage, Off: (a - lo) * es, Len: m * es}
-			if err := s.Reduce(kernelOp(op), dt, dst, c.srcs, scaleFor(op, g.n)); err != nil {
-				return c.fail(err, false, send, recv)
+			if err := s.Reduce(kernelOp(op), dt, dst, srcs, scaleFor(op, g.n)); err != nil {
+				return err
 			}
-			f, err := s.Submit()
+			f, err := c.submitWork()
 			if err != nil {
-				return c.fail(err, false, send, recv)
+				return err
 			}
 			c.fences[d] = f
-			// Copy out the previous chunk while this one runs.
-			if d > 0 {
-				if err := c.finishChunk(ctx, d-1, depth, lo, cnt, es); err != nil {
-					return c.fail(err, true, send, recv)
-				}
-			}
 		}
-		if !host {
-			if err := c.finishChunk(ctx, depth-1, depth, lo, cnt, es); err != nil {
-				return c.fail(err, true, send, recv)
+		// Copy out the previous chunk while this one runs (an empty chunk
+		// still lets the one before it finish).
+		if d > 0 {
+			if err := c.finishChunk(ctx, d-1, depth, lo, cnt, es); err != nil {
+				return err
 			}
 		}
 	}
-	return c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce completion")
+	if !host {
+		return c.finishChunk(ctx, depth-1, depth, lo, cnt, es)
+	}
+	return nil
 }
 
 // finishChunk waits for chunk d's kernel and copies its result into every
@@ -335,6 +424,9 @@ func (c *Comm) finishChunk(ctx context.Context, d, depth, lo, cnt, es int) error
 		return err
 	}
 	c.fences[d] = nil
+	if c.broken() {
+		return c.brokenErr()
+	}
 	return c.scatter(d, lo, a, b, es)
 }
 
@@ -367,75 +459,103 @@ func (c *Comm) scatter(d, lo, a, b, es int) error {
 // copies the result into slice r of every rank's receive buffer. The slice
 // is cut into depth chunks, each submitted without waiting; one fence (the
 // last: queues are FIFO) covers the batch. A final rendezvous keeps every
-// rank in the call until all ranks have written their slices.
+// rank in the call until all ranks have written their slices. Failures are
+// handled as in direct.
 func (c *Comm) directPinned(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op, depth int) error {
+	if err := c.directPinnedSlice(ctx, n, es, dt, op, depth); err != nil {
+		return c.failDirect(err, send, recv)
+	}
+	c.leaveAccess()
+	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce pinned completion"); err != nil {
+		if werr := c.waitAccess(); werr != nil {
+			return werr
+		}
+		return err
+	}
+	return nil
+}
+
+func (c *Comm) directPinnedSlice(ctx context.Context, n, es int, dt backend.DType, op Op, depth int) error {
 	g := c.g
 	lo, hi := sliceOf(n, g.n, c.rank)
 	cnt := hi - lo
-	if cnt > 0 {
-		if err := c.ensureMem(&c.work, cnt*es, backend.DeviceLocal); err != nil {
-			return c.fail(err, false, send, recv)
-		}
-		depth = max(1, min(depth, cnt))
-		s := c.dev.Stream()
-		var last backend.Fence
-		for d := 0; d < depth; d++ {
-			a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
-			if a == b {
-				continue
-			}
-			w := backend.Region{Buf: c.work, Off: (a - lo) * es, Len: (b - a) * es}
-			for p := 0; p < g.n; p++ {
-				r, ok := c.pinnedRegion(g.sendOf[p][a*es : b*es])
-				if !ok {
-					return c.fail(fmt.Errorf("rank %d: importing rank %d's pinned buffer failed", c.rank, p), false, send, recv)
-				}
-				c.srcs[p] = r
-			}
-			if err := s.Reduce(kernelOp(op), dt, w, c.srcs, scaleFor(op, g.n)); err != nil {
-				return c.fail(err, false, send, recv)
-			}
-			for p := 0; p < g.n; p++ {
-				r, ok := c.pinnedRegion(g.recvOf[p][a*es : b*es])
-				if !ok {
-					return c.fail(fmt.Errorf("rank %d: importing rank %d's pinned buffer failed", c.rank, p), true, send, recv)
-				}
-				if err := s.Copy(r, w); err != nil {
-					return c.fail(err, true, send, recv)
-				}
-			}
-			f, err := s.Submit()
-			if err != nil {
-				return c.fail(err, true, send, recv)
-			}
-			last = f
-		}
-		if last != nil {
-			if err := c.waitFence(ctx, last); err != nil {
-				return c.fail(err, true, send, recv)
-			}
-		}
+	if cnt == 0 {
+		return nil
 	}
-	return c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce pinned completion")
+	if err := c.ensureMem(&c.work, cnt*es, backend.DeviceLocal); err != nil {
+		return err
+	}
+	depth = max(1, min(depth, cnt))
+	s := c.dev.Stream()
+	srcs := c.regions(g.n)
+	var last backend.Fence
+	for d := 0; d < depth; d++ {
+		a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
+		if a == b {
+			continue
+		}
+		w := backend.Region{Buf: c.work, Off: (a - lo) * es, Len: (b - a) * es}
+		for p := 0; p < g.n; p++ {
+			r, ok := c.pinnedRegion(g.sendOf[p][a*es : b*es])
+			if !ok {
+				return fmt.Errorf("importing rank %d's pinned buffer failed", p)
+			}
+			srcs[p] = r
+		}
+		if err := s.Reduce(kernelOp(op), dt, w, srcs, scaleFor(op, g.n)); err != nil {
+			return err
+		}
+		for p := 0; p < g.n; p++ {
+			r, ok := c.pinnedRegion(g.recvOf[p][a*es : b*es])
+			if !ok {
+				return fmt.Errorf("importing rank %d's pinned buffer failed", p)
+			}
+			if err := s.Copy(r, w); err != nil {
+				return err
+			}
+		}
+		f, err := c.submitWork()
+		if err != nil {
+			return err
+		}
+		last = f
+	}
+	if last != nil {
+		return c.waitFence(ctx, last)
+	}
+	return nil
 }
 
 // failAfter wraps an error from an algorithm that worked on the device
 // buffer: the caller's buffers were not written yet.
 func (c *Comm) failAfter(err error, send, recv []byte) error {
-	if _, ok := err.(*TimeoutError); ok {
-		return err
-	}
-	if _, ok := err.(*MismatchError); ok {
+	switch err.(type) {
+	case *TimeoutError, *MismatchError, *BrokenError, *lostError:
+		if derr := c.drain(); derr != nil {
+			return derr
+		}
 		return err
 	}
 	return c.fail(err, false, send, recv)
 }
 
-// fail breaks the group after a failure inside a collective and wraps it.
+// fail breaks the group after a failure inside a collective, drains the
+// comm's own work, and wraps the failure.
 func (c *Comm) fail(err error, touched bool, send, recv []byte) error {
-	c.g.breakGroup(err)
+	if _, ok := err.(*BrokenError); ok {
+		if derr := c.drain(); derr != nil {
+			return derr
+		}
+		return err
+	}
+	if c.g.Err() == nil {
+		c.breakWith(err)
+	}
+	if derr := c.drain(); derr != nil {
+		err = derr
+	}
 	inPlace := len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0]
-	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: touched, Strategy: Direct}
+	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: touched, Strategy: c.strat}
 }
 
 // reduceHostF64 reduces k slices of cnt float64s (slice p starting at

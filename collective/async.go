@@ -5,18 +5,20 @@ import (
 	"sync"
 )
 
-// Work is a collective started asynchronously. Wait for it before reading
-// or writing its buffers.
+// Work is an operation started asynchronously on a Comm. Wait for it before
+// reading or writing its buffers.
 type Work struct {
 	done chan struct{}
 	err  error
-	fn   func() error
+	ctx  context.Context
+	fn   func(ctx context.Context) error
 }
 
 // Wait blocks until the operation finished (returning its error) or ctx
-// ends (returning ctx.Err(); the operation itself then still runs to its
-// own end, bounded by CommunicationTimeout). Waiting again returns the same
-// result.
+// ends (returning ctx.Err()). The ctx of Wait bounds only the wait: the
+// operation itself is bounded by the context it was started with and by
+// CommunicationTimeout, and keeps owning its buffers until Done. Waiting
+// again returns the same result.
 func (w *Work) Wait(ctx context.Context) error {
 	select {
 	case <-w.done:
@@ -47,119 +49,130 @@ func failedWork(err error) *Work {
 	return w
 }
 
-// asyncQueue runs one Comm's asynchronous operations in order on one
-// goroutine (a Comm is used by one goroutine at a time). The goroutine
-// starts with the first operation and ends when the group is closed or
-// broken; operations still queued then fail with the group's error.
-type asyncQueue struct {
+// opQueue holds a Comm's asynchronous operations. They run in the order
+// they were started, on a goroutine that lives while the queue is not
+// empty; a synchronous call first waits for the queue to empty, so sync and
+// async calls on one Comm run in call order. Every queued operation runs
+// (after the group broke or closed it fails at once), so every Work ends.
+type opQueue struct {
 	mu      sync.Mutex
-	started bool
-	q       chan *Work
-	pending int
-	exited  chan struct{}
+	items   []*Work
+	head    int
+	pending int           // queued or running
+	idle    chan struct{} // closed when the current worker exits; nil when none runs
+	closed  bool
 }
 
-func (c *Comm) submitAsync(fn func() error) *Work {
-	g := c.g
-	if err := g.Err(); err != nil {
-		if err == ErrClosed {
-			return failedWork(err)
-		}
-		return failedWork(&BrokenError{Cause: err})
+// workerKey marks the context of an operation that the comm's worker runs.
+type workerKey struct{}
+
+// submit queues fn as the comm's next operation.
+func (c *Comm) submit(ctx context.Context, name string, fn func(ctx context.Context) error) *Work {
+	if c == nil {
+		return failedWork(invalidArg("nil Comm"))
 	}
-	a := &c.async
-	w := &Work{done: make(chan struct{}), fn: fn}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if !c.busy.CompareAndSwap(false, true) {
+		return failedWork(c.wrapErr(name, c.seq+1, ErrConcurrentUse))
+	}
+	defer c.busy.Store(false)
+	a := &c.queue
 	a.mu.Lock()
-	if !a.started {
-		a.started = true
-		a.q = make(chan *Work, 1024)
-		a.exited = make(chan struct{})
-		go c.asyncLoop()
+	defer a.mu.Unlock()
+	if a.closed {
+		return failedWork(c.wrapErr(name, c.seq+1, errGroupClosed))
 	}
+	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn}
+	a.items = append(a.items, w)
 	a.pending++
-	a.mu.Unlock()
-	select {
-	case a.q <- w:
-	case <-g.brokenCh:
-		c.finishAsync(w, g.Err())
+	if a.idle == nil {
+		a.idle = make(chan struct{})
+		go c.runQueue(a.idle)
 	}
 	return w
 }
 
-func (c *Comm) finishAsync(w *Work, err error) {
-	w.err = err
-	// Not pending any more before anyone waiting on it wakes.
-	c.async.mu.Lock()
-	c.async.pending--
-	c.async.mu.Unlock()
-	close(w.done)
+// runQueue runs queued operations until the queue is empty.
+func (c *Comm) runQueue(idle chan struct{}) {
+	a := &c.queue
+	for {
+		a.mu.Lock()
+		if a.head == len(a.items) {
+			clear(a.items)
+			a.items, a.head = a.items[:0], 0
+			a.idle = nil
+			a.mu.Unlock()
+			close(idle)
+			return
+		}
+		w := a.items[a.head]
+		a.items[a.head] = nil
+		a.head++
+		a.mu.Unlock()
+		w.err = w.fn(w.ctx)
+		w.fn, w.ctx = nil, nil
+		a.mu.Lock()
+		a.pending--
+		a.mu.Unlock()
+		close(w.done)
+	}
 }
 
-func (c *Comm) asyncLoop() {
-	a := &c.async
-	defer close(a.exited)
-	for {
-		select {
-		case w := <-a.q:
-			c.finishAsync(w, w.fn())
-		case <-c.g.brokenCh:
-			// Fail what is still queued, then end.
-			for {
-				select {
-				case w := <-a.q:
-					err := c.g.Err()
-					if err != ErrClosed {
-						err = &BrokenError{Cause: err}
-					}
-					c.finishAsync(w, err)
-				default:
-					return
-				}
-			}
-		}
+// waitQueue waits until every queued operation finished (ctx bounds the
+// wait). It returns the channel it could not wait for when ctx ended.
+func (c *Comm) waitQueue(ctx context.Context) error {
+	a := &c.queue
+	a.mu.Lock()
+	idle := a.idle
+	a.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// closeQueue refuses new operations and waits for the queued ones, which
+// fail fast once the group is broken.
+func (c *Comm) closeQueue() {
+	a := &c.queue
+	a.mu.Lock()
+	a.closed = true
+	idle := a.idle
+	a.mu.Unlock()
+	if idle != nil {
+		<-idle
 	}
 }
 
 // PendingAsync returns the number of asynchronous operations not finished.
 func (c *Comm) PendingAsync() int {
-	c.async.mu.Lock()
-	defer c.async.mu.Unlock()
-	return c.async.pending
-}
-
-// waitAsyncExit waits for the comm's async goroutine to end (Close).
-func (c *Comm) waitAsyncExit() {
-	c.async.mu.Lock()
-	started := c.async.started
-	c.async.mu.Unlock()
-	if started {
-		<-c.async.exited
-	}
+	c.queue.mu.Lock()
+	defer c.queue.mu.Unlock()
+	return c.queue.pending
 }
 
 // AllReduceAsync starts AllReduce on data and returns at once; data must
-// not be touched until the Work is done. Operations of one Comm run in the
-// order they were started. Every rank must start the same sequence of
+// not be touched until the Work is done. A Comm is an ordered stream:
+// operations run in the order they were started, asynchronous or not, and
+// ctx bounds the operation. Every rank must start the same sequence of
 // collectives.
 func AllReduceAsync[T Float](ctx context.Context, c *Comm, data []T, op Op) *Work {
-	if c == nil {
-		return failedWork(invalidArg("nil Comm"))
-	}
-	return c.submitAsync(func() error { return AllReduce(ctx, c, data, op) })
+	return c.submit(ctx, "AllReduce", func(ctx context.Context) error { return AllReduce(ctx, c, data, op) })
 }
 
 // AllReduceTensorAsync starts AllReduceTensor and returns at once.
 func AllReduceTensorAsync[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) *Work {
-	if c == nil {
-		return failedWork(invalidArg("nil Comm"))
-	}
-	return c.submitAsync(func() error { return AllReduceTensor(ctx, c, t, op, s) })
+	return c.submit(ctx, "AllReduceTensor", func(ctx context.Context) error { return AllReduceTensor(ctx, c, t, op, s) })
 }
 
 // BroadcastAsync starts Broadcast and returns at once.
 func BroadcastAsync[T Float](ctx context.Context, c *Comm, data []T, root int) *Work {
-	if c == nil {
-		return failedWork(invalidArg("nil Comm"))
-	}
-	return c.submitAsync(func() error { return Broadcast(ctx, c, data, root) })
+	return c.submit(ctx, "Broadcast", func(ctx context.Context) error { return Broadcast(ctx, c, data, root) })
 }

@@ -34,9 +34,28 @@ type costModel struct {
 
 // Model returns the group's cost-model constants, measuring them on rank's
 // device if that has not happened yet.
+// The measurement runs on rank's device as an operation of its Comm: it
+// fails with ErrConcurrentUse while the Comm is in use by another goroutine.
 func (g *Group) Model(rank int) (Submit, Memcpy, Copy, Reduce, Handoff float64, err error) {
-	m := g.measure(g.comms[rank])
+	if rank < 0 || rank >= g.nl {
+		return 0, 0, 0, 0, 0, invalidArg("Model: rank %d out of range", rank)
+	}
+	m, err := g.measureOn(g.comms[rank])
+	if err != nil {
+		return 0, 0, 0, 0, 0, err
+	}
 	return m.Submit, m.Memcpy, m.Copy, m.Reduce, m.Handoff, m.Err
+}
+
+// measureOn measures the model (once per group) as an operation of c,
+// from outside any collective.
+func (g *Group) measureOn(c *Comm) (m *costModel, err error) {
+	owned, err := c.enter(context.Background(), "cost model", false)
+	if err != nil {
+		return nil, err
+	}
+	defer c.leave(owned, &err)
+	return g.measure(c), nil
 }
 
 func (g *Group) measure(c *Comm) *costModel {
@@ -234,8 +253,8 @@ func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
 // it); that time counts against the call's context.
 func (c *Comm) autoStrategy(bytes int, dt backend.DType) (Strategy, string) {
 	g := c.g
-	if dt == backend.F64 && !c.info.Float64 {
-		return Direct, "f64 reduced on the host (device has no f64 kernels)"
+	if dt == backend.F64 && !g.allF64 {
+		return Direct, "f64 reduced on the host (a device has no f64 kernels)"
 	}
 	if g.tr != nil {
 		if g.nl > 1 && g.nproc > 1 {
@@ -258,11 +277,16 @@ func (c *Comm) autoStrategy(bytes int, dt backend.DType) (Strategy, string) {
 
 // AutoChoice returns the strategy Auto picks for an all-reduce of bytes
 // bytes of dt in this group, and the modelled time of each strategy.
+// Measuring the model is an operation of rank 0's Comm (see Model); when
+// that Comm is in use, the model-free answer is returned.
 func (g *Group) AutoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]time.Duration) {
 	c := g.comms[0]
-	s, _ := c.autoStrategy(bytes, dt)
-	m := g.measure(c)
 	out := map[Strategy]time.Duration{}
+	m, err := g.measureOn(c)
+	if err != nil {
+		return Ring, out
+	}
+	s, _ := c.autoStrategy(bytes, dt)
 	if m.Err == nil {
 		for _, st := range []Strategy{Direct, Pipelined, Ring, Tree, Hierarchical} {
 			t := m.predict(st, bytes, g.n, g.cfg.PipelineDepth, g.cfg.LocalGroupSize)

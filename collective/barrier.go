@@ -59,6 +59,8 @@ type fingerprint struct {
 	count    int64
 	root     int32
 	strategy Strategy
+	path     dataPath
+	noF64    bool // f64 without f64 kernels on some rank (the exact host path)
 }
 
 func (f fingerprint) String() string {
@@ -66,7 +68,11 @@ func (f fingerprint) String() string {
 	case collBarrier, collInvalid, collNone:
 		return f.kind.String()
 	}
-	return fmt.Sprintf("%s(op=%s, type=%s, count=%d, root=%d, strategy=%s)", f.kind, f.op, f.dt, f.count, f.root, f.strategy)
+	s := fmt.Sprintf("%s(op=%s, type=%s, count=%d, root=%d, strategy=%s, data=%s", f.kind, f.op, f.dt, f.count, f.root, f.strategy, f.path)
+	if f.noF64 {
+		s += ", f64 on the host"
+	}
+	return s + ")"
 }
 
 // barrier is a reusable rendezvous of n ranks that carries fingerprints. A
@@ -118,9 +124,9 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	g := c.g
 	b := &g.bar
 	b.mu.Lock()
-	if err := g.Err(); err != nil {
+	if g.Err() != nil {
 		b.mu.Unlock()
-		return false, err
+		return false, c.brokenErr()
 	}
 	b.present[c.local] = true
 	b.flags[c.local] = flag
@@ -210,10 +216,14 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			}
 			return all, nil
 		}
-		if err := g.Err(); err != nil {
+		if g.Err() != nil && ctx.Err() == nil {
 			b.mu.Unlock()
 			c.timer.Stop()
-			return false, err
+			return false, c.brokenErr()
+		}
+		if g.Err() != nil {
+			// Broken, and this rank's own context ended too: its own error.
+			ctxErr = ctx.Err()
 		}
 		if timedOut && b.completing && ctxErr == nil {
 			// Every local rank is here and the last one is meeting the
@@ -233,7 +243,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			}
 			b.mu.Unlock()
 			c.timer.Stop()
-			g.breakGroup(te)
+			c.breakWith(te)
 			return false, te
 		}
 		b.mu.Unlock()
@@ -269,18 +279,6 @@ func (c *Comm) mismatchFor(m *MismatchError) error {
 	e := *m
 	e.Seq = c.seq
 	return &e
-}
-
-// waitFence waits for f, honouring ctx. A failure breaks the group.
-func (c *Comm) waitFence(ctx context.Context, f backend.Fence) error {
-	if err := f.Wait(ctx); err != nil {
-		if isCtxErr(err) {
-			err = &TimeoutError{Seq: c.seq, Phase: "device work", Ctx: err}
-		}
-		c.g.breakGroup(err)
-		return err
-	}
-	return nil
 }
 
 // barrierSpin is how long a rank polls a rendezvous before blocking, when

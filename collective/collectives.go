@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -13,19 +14,28 @@ import (
 
 // begin enters a collective: argument checks done by the caller, it marks
 // the comm busy, numbers the call and compares fingerprints.
-func (c *Comm) begin(ctx context.Context, fp fingerprint, phase string) error {
-	if err := c.enter(); err != nil {
-		return err
+func (c *Comm) begin(ctx context.Context, name string, fp fingerprint, phase string) (bool, error) {
+	owned, err := c.enter(ctx, name, true)
+	if err != nil {
+		return false, err
 	}
-	c.seq++
+	c.strat = fp.strategy
 	if err := c.arrive(ctx, fp, phase); err != nil {
-		c.leave()
-		return err
+		c.leave(owned, &err)
+		return false, err
 	}
 	if c.g.logCalls {
-		c.logCall(ctx, fp.kind.String(), int(fp.count), fp.dt, fp.op, fp.strategy, "")
+		c.logCall(ctx, name, int(fp.count), fp.dt, fp.op, fp.strategy, "")
 	}
-	return nil
+	return owned, nil
+}
+
+// noF64 reports an f64 call that the devices cannot reduce in kernels.
+func (c *Comm) noF64(dt backend.DType) bool { return dt == backend.F64 && !c.g.allF64 }
+
+func (c *Comm) unsupportedF64(ctx context.Context, name string) error {
+	return c.invalidCall(ctx, name, fmt.Errorf("f64 needs f64 kernels on every rank's device (%s has none: %s); AllReduce and AllGather/Broadcast work: %w",
+		c.info.Name, c.info.Float64Reason, ErrUnsupported))
 }
 
 // prepare sizes the device buffer for n elements and uploads src at element
@@ -56,22 +66,26 @@ func (c *Comm) collStrategy(s Strategy) Strategy {
 // and leaves chunk r of the result (elements [r*len(recv), (r+1)*len(recv)))
 // in rank r's recv. Ring: N-1 steps; in deterministic mode (or with the
 // Direct strategy) each chunk is reduced at its owner in rank order.
-func ReduceScatter[T Float](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+func ReduceScatter[T Float](ctx context.Context, c *Comm, send, recv []T, op Op) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if len(send) != len(recv)*c.g.n {
-		return c.invalidCall(ctx, invalidArg("rank %d: ReduceScatter: len(send)=%d, want len(recv)*%d=%d", c.rank, len(send), c.g.n, len(recv)*c.g.n))
+		return c.invalidCall(ctx, "ReduceScatter", invalidArg("len(send)=%d, want len(recv)*%d=%d", len(send), c.g.n, len(recv)*c.g.n))
 	}
 	if !op.Valid() {
-		return c.invalidCall(ctx, invalidArg("rank %d: unknown op %d", c.rank, int(op)))
+		return c.invalidCall(ctx, "ReduceScatter", invalidArg("unknown op %d", int(op)))
 	}
 	dt := dtypeOf[T]()
+	if c.noF64(dt) {
+		return c.unsupportedF64(ctx, "ReduceScatter")
+	}
 	s := c.collStrategy(Auto)
-	if err := c.begin(ctx, fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(len(recv)), strategy: s}, "ReduceScatter fingerprint check"); err != nil {
+	owned, err := c.begin(ctx, "ReduceScatter", fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(len(recv)), strategy: s}, "ReduceScatter fingerprint check")
+	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.leave(owned, &err)
 	m := len(recv)
 	if m == 0 {
 		return nil
@@ -82,8 +96,7 @@ func ReduceScatter[T Float](ctx context.Context, c *Comm, send, recv []T, op Op)
 		return c.fail(err, false, nil, nil)
 	}
 	if c.g.n > 1 {
-		var err error
-		if c.g.cfg.Deterministic || s == Direct || (dt == backend.F64 && !c.info.Float64) {
+		if c.g.cfg.Deterministic || s == Direct {
 			err = c.detReduceScatter(ctx, k, c.g.all, n, m)
 		} else {
 			err = c.ringReduceScatter(ctx, k, c.g.all, n, m, 0, 0)
@@ -103,18 +116,19 @@ func ReduceScatter[T Float](ctx context.Context, c *Comm, send, recv []T, op Op)
 
 // AllGather concatenates every rank's send (len(recv)/N elements each) in
 // rank order into every rank's recv, with a ring of N-1 steps.
-func AllGather[T Float](ctx context.Context, c *Comm, send, recv []T) error {
+func AllGather[T Float](ctx context.Context, c *Comm, send, recv []T) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if len(recv) != len(send)*c.g.n {
-		return c.invalidCall(ctx, invalidArg("rank %d: AllGather: len(recv)=%d, want len(send)*%d=%d", c.rank, len(recv), c.g.n, len(send)*c.g.n))
+		return c.invalidCall(ctx, "AllGather", invalidArg("len(recv)=%d, want len(send)*%d=%d", len(recv), c.g.n, len(send)*c.g.n))
 	}
 	dt := dtypeOf[T]()
-	if err := c.begin(ctx, fingerprint{kind: collAllGather, dt: dt, count: int64(len(send)), strategy: Ring}, "AllGather fingerprint check"); err != nil {
+	owned, err := c.begin(ctx, "AllGather", fingerprint{kind: collAllGather, dt: dt, count: int64(len(send)), strategy: Ring}, "AllGather fingerprint check")
+	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.leave(owned, &err)
 	m := len(send)
 	if m == 0 {
 		return nil
@@ -137,18 +151,19 @@ func AllGather[T Float](ctx context.Context, c *Comm, send, recv []T) error {
 
 // Broadcast copies root's data to every rank's data, down a binary tree
 // rooted at root, in slices.
-func Broadcast[T Float](ctx context.Context, c *Comm, data []T, root int) error {
+func Broadcast[T Float](ctx context.Context, c *Comm, data []T, root int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if root < 0 || root >= c.g.n {
-		return c.invalidCall(ctx, invalidArg("rank %d: Broadcast: root %d out of range [0, %d)", c.rank, root, c.g.n))
+		return c.invalidCall(ctx, "Broadcast", invalidArg("root %d out of range [0, %d)", root, c.g.n))
 	}
 	dt := dtypeOf[T]()
-	if err := c.begin(ctx, fingerprint{kind: collBroadcast, dt: dt, count: int64(len(data)), root: int32(root), strategy: Tree}, "Broadcast fingerprint check"); err != nil {
+	owned, err := c.begin(ctx, "Broadcast", fingerprint{kind: collBroadcast, dt: dt, count: int64(len(data)), root: int32(root), strategy: Tree}, "Broadcast fingerprint check")
+	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.leave(owned, &err)
 	n := len(data)
 	if n == 0 || c.g.n == 1 {
 		return nil
@@ -161,7 +176,7 @@ func Broadcast[T Float](ctx context.Context, c *Comm, data []T, root int) error 
 	if err := c.prepare(k, dt, Sum, n, src, 0); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
-	if err := c.treeBroadcast(ctx, k, c.g.rot[root], n); err != nil {
+	if err := c.treeBroadcast(ctx, k, c.rotated(root), n); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	if c.rank != root {
@@ -175,24 +190,28 @@ func Broadcast[T Float](ctx context.Context, c *Comm, data []T, root int) error 
 // Reduce reduces every rank's send with op into root's recv (len(send)
 // elements; other ranks' recv is not used and may be nil), along a binary
 // tree rooted at root. In deterministic mode the reduction is in rank order.
-func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
+func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if root < 0 || root >= c.g.n {
-		return c.invalidCall(ctx, invalidArg("rank %d: Reduce: root %d out of range [0, %d)", c.rank, root, c.g.n))
+		return c.invalidCall(ctx, "Reduce", invalidArg("root %d out of range [0, %d)", root, c.g.n))
 	}
 	if c.rank == root && len(recv) != len(send) {
-		return c.invalidCall(ctx, invalidArg("rank %d: Reduce: root's len(recv)=%d != len(send)=%d", c.rank, len(recv), len(send)))
+		return c.invalidCall(ctx, "Reduce", invalidArg("root's len(recv)=%d != len(send)=%d", len(recv), len(send)))
 	}
 	if !op.Valid() {
-		return c.invalidCall(ctx, invalidArg("rank %d: unknown op %d", c.rank, int(op)))
+		return c.invalidCall(ctx, "Reduce", invalidArg("unknown op %d", int(op)))
 	}
 	dt := dtypeOf[T]()
-	if err := c.begin(ctx, fingerprint{kind: collReduce, op: op, dt: dt, count: int64(len(send)), root: int32(root), strategy: Tree}, "Reduce fingerprint check"); err != nil {
+	if c.noF64(dt) {
+		return c.unsupportedF64(ctx, "Reduce")
+	}
+	owned, err := c.begin(ctx, "Reduce", fingerprint{kind: collReduce, op: op, dt: dt, count: int64(len(send)), root: int32(root), strategy: Tree}, "Reduce fingerprint check")
+	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.leave(owned, &err)
 	n := len(send)
 	if n == 0 {
 		return nil
@@ -205,14 +224,13 @@ func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root i
 	if err := c.prepare(k, dt, op, n, asBytes(send), 0); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
-	var err error
-	if c.g.cfg.Deterministic || (dt == backend.F64 && !c.info.Float64) {
+	if c.g.cfg.Deterministic {
 		chunkLen := ceilDiv(n, c.g.n)
 		if err = c.detReduceScatter(ctx, k, c.g.all, n, chunkLen); err == nil {
 			err = c.gatherTo(ctx, k, c.g.all, root, n, chunkLen)
 		}
 	} else {
-		err = c.treeReduce(ctx, k, c.g.rot[root], n)
+		err = c.treeReduce(ctx, k, c.rotated(root), n)
 	}
 	if err != nil {
 		return c.failAfter(err, nil, nil)
@@ -231,17 +249,18 @@ func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root i
 // Send sends data to rank peer, which must call Recv with the same length
 // and type. Point-to-point calls are not numbered with the collectives:
 // they pair on the link between the two ranks, in order.
-func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
+func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if peer < 0 || peer >= c.g.n || peer == c.rank {
-		return invalidArg("rank %d: Send: bad peer %d", c.rank, peer)
+		return c.wrapErr("Send", c.seq, invalidArg("bad peer %d", peer))
 	}
-	if err := c.enter(); err != nil {
+	owned, err := c.enter(ctx, "Send", false)
+	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.leave(owned, &err)
 	dt := dtypeOf[T]()
 	es := dt.Size()
 	b := asBytes(data)
@@ -255,14 +274,14 @@ func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 		a, e := sliceRange(0, n, slice, j)
 		slot, out, err := c.reserve(ctx, peer, (e-a)*es)
 		if err != nil {
-			return err
+			return c.failAfter(err, nil, nil)
 		}
 		if e > a {
-			if err := c.rec(c.dev.Stream().Copy(out, k.region(a, e))); err != nil {
-				return err
+			if err := c.dev.Stream().Copy(out, k.region(a, e)); err != nil {
+				return c.fail(err, false, nil, nil)
 			}
 			if err := c.flush(ctx); err != nil {
-				return err
+				return c.failAfter(err, nil, nil)
 			}
 		}
 		c.post(peer, slot, (e-a)*es, msg{kind: msgP2P, dt: dt, count: int64(n)})
@@ -273,17 +292,18 @@ func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 }
 
 // Recv receives into data what rank peer sends with Send.
-func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
+func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if peer < 0 || peer >= c.g.n || peer == c.rank {
-		return invalidArg("rank %d: Recv: bad peer %d", c.rank, peer)
+		return c.wrapErr("Recv", c.seq, invalidArg("bad peer %d", peer))
 	}
-	if err := c.enter(); err != nil {
+	owned, err := c.enter(ctx, "Recv", false)
+	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.leave(owned, &err)
 	dt := dtypeOf[T]()
 	es := dt.Size()
 	n := len(data)
@@ -296,20 +316,20 @@ func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 		a, e := sliceRange(0, n, slice, j)
 		in, m, err := c.take(ctx, peer, 0, msgP2P, (e-a)*es)
 		if err != nil {
-			return err
+			return c.failAfter(err, nil, nil)
 		}
-		if !c.g.link(peer, c.rank).remote && (m.dt != dt || m.count != int64(n)) {
+		if !c.link(peer, c.rank).remote && (m.dt != dt || m.count != int64(n)) {
 			err := &MismatchError{Rank: c.rank, Call: fingerprint{kind: collRecv, dt: dt, count: int64(n)}.String(),
 				Peer: peer, PeerCall: fingerprint{kind: collSend, dt: m.dt, count: m.count}.String()}
-			c.g.breakGroup(err)
-			return err
+			c.breakWith(err)
+			return c.failAfter(err, nil, nil)
 		}
 		if e > a {
-			if err := c.rec(c.dev.Stream().Copy(k.region(a, e), in)); err != nil {
-				return err
+			if err := c.dev.Stream().Copy(k.region(a, e), in); err != nil {
+				return c.fail(err, false, nil, nil)
 			}
 			if err := c.flush(ctx); err != nil {
-				return err
+				return c.failAfter(err, nil, nil)
 			}
 		}
 		if e >= n {

@@ -9,28 +9,55 @@ import (
 	"github.com/gocoll/gocoll/backend"
 )
 
-// Sentinel errors. Every error a collective returns satisfies errors.Is with
-// one of these (and, for backend failures, with the backend sentinel too).
+// Sentinel errors. Every error a collective returns is an *Error (rank,
+// operation, sequence number) that satisfies errors.Is with one of these.
+// The sentinels the backends share are the backend package's own values, so
+// errors.Is(err, collective.ErrClosed) and errors.Is(err, backend.ErrClosed)
+// are the same test.
 var (
 	// ErrInvalidConfig: a Config or Options field is out of range (*ConfigError).
-	ErrInvalidConfig = errors.New("collective: invalid config")
+	ErrInvalidConfig = errors.New("invalid config")
 	// ErrInvalidArgument: a bad call (nil Comm, mismatched lengths, unknown op, bad root).
-	ErrInvalidArgument = errors.New("collective: invalid argument")
+	ErrInvalidArgument = backend.ErrInvalidArgument
 	// ErrMismatch: ranks called different collectives (*MismatchError).
-	ErrMismatch = errors.New("collective: ranks disagree")
-	// ErrTimeout: peers did not arrive in time (*TimeoutError).
-	ErrTimeout = errors.New("collective: timeout")
-	// ErrGroupBroken: an earlier failure broke the group; the error wraps the cause.
-	ErrGroupBroken = errors.New("collective: group broken")
-	// ErrClosed: the group was closed.
-	ErrClosed = errors.New("collective: group closed")
+	ErrMismatch = errors.New("ranks disagree")
+	// ErrTimeout: peers or the device did not finish in time (*TimeoutError).
+	ErrTimeout = backend.ErrTimeout
+	// ErrGroupBroken: a failure (or Abort) broke the group (*BrokenError).
+	ErrGroupBroken = errors.New("group broken")
+	// ErrClosed: the group (or a buffer, tensor or device) was closed.
+	ErrClosed = backend.ErrClosed
 	// ErrConcurrentUse: two goroutines used one Comm at once.
-	ErrConcurrentUse = errors.New("collective: concurrent use of one Comm")
+	ErrConcurrentUse = errors.New("concurrent use of one Comm")
 	// ErrBackendUnavailable: the requested backend cannot run here.
-	ErrBackendUnavailable = errors.New("collective: backend unavailable")
+	ErrBackendUnavailable = backend.ErrUnavailable
 	// ErrUnsupported: the backend or build lacks what the call needs.
-	ErrUnsupported = errors.New("collective: unsupported")
+	ErrUnsupported = backend.ErrUnsupported
+	// ErrDeviceLost: a device failed or did not finish its work within the
+	// drain limit (Options.DrainLimit); its memory is leaked, never freed
+	// while it might still be used.
+	ErrDeviceLost = backend.ErrDeviceLost
+	// ErrAborted is the cause Abort records when it is given nil.
+	ErrAborted = errors.New("aborted")
 )
+
+// Error is what every collective call returns on failure: which rank, which
+// operation and which call of the rank (Seq counts the rank's collectives;
+// point-to-point calls carry the number of the last collective) failed, and
+// why. Err is one of the typed errors below or a backend error.
+type Error struct {
+	Rank int
+	Op   string
+	Seq  uint64
+	Err  error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("collective: rank %d: %s (call #%d): %v", e.Rank, e.Op, e.Seq, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
 
 // MismatchError says that two ranks made different calls at the same
 // sequence number. Nothing was moved.
@@ -43,18 +70,19 @@ type MismatchError struct {
 }
 
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("collective: call #%d: rank %d called %s but rank %d called %s (nothing was moved)",
+	return fmt.Sprintf("call #%d: rank %d called %s but rank %d called %s (nothing was moved)",
 		e.Seq, e.Rank, e.Call, e.Peer, e.PeerCall)
 }
 
 // Is makes errors.Is(err, ErrMismatch) true.
 func (e *MismatchError) Is(t error) bool { return t == ErrMismatch }
 
-// TimeoutError says which ranks did not arrive at a collective in time.
+// TimeoutError says which ranks did not arrive at a collective in time, or
+// that the caller's context ended while it waited.
 type TimeoutError struct {
 	Seq     uint64 // the call's sequence number in the group
 	Phase   string // where the wait was
-	Missing []int  // ranks that had not arrived
+	Missing []int  // ranks that had not arrived (empty for device work)
 	LastSeq []int64
 	// Ctx is the context's error when the caller's context ended first
 	// (context.DeadlineExceeded or context.Canceled), else nil.
@@ -63,7 +91,14 @@ type TimeoutError struct {
 
 func (e *TimeoutError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "collective: call #%d: timed out in %s waiting for rank(s) %v", e.Seq, e.Phase, e.Missing)
+	verb := "timed out"
+	if e.Ctx == context.Canceled {
+		verb = "cancelled"
+	}
+	fmt.Fprintf(&b, "%s in %s", verb, e.Phase)
+	if len(e.Missing) > 0 {
+		fmt.Fprintf(&b, " waiting for rank(s) %v", e.Missing)
+	}
 	if len(e.LastSeq) == len(e.Missing) && len(e.Missing) > 0 {
 		b.WriteString(" (their last call numbers:")
 		for _, s := range e.LastSeq {
@@ -75,34 +110,70 @@ func (e *TimeoutError) Error() string {
 		}
 		b.WriteString(")")
 	}
-	if e.Ctx != nil {
+	if e.Ctx != nil && e.Ctx != context.Canceled {
 		fmt.Fprintf(&b, ": %v", e.Ctx)
 	}
 	return b.String()
 }
 
-// Is makes errors.Is(err, ErrTimeout) true, and errors.Is(err,
-// context.DeadlineExceeded) when the caller's context expired.
+// Is makes errors.Is(err, ErrTimeout) true unless the caller cancelled (a
+// cancellation is not a timeout), and errors.Is(err, ctx error) true when
+// the caller's context ended.
 func (e *TimeoutError) Is(t error) bool {
-	return t == ErrTimeout || (e.Ctx != nil && t == e.Ctx)
+	return (t == ErrTimeout && e.Ctx != context.Canceled) || (e.Ctx != nil && t == e.Ctx)
 }
 
 // Unwrap returns the context error, if any.
 func (e *TimeoutError) Unwrap() error { return e.Ctx }
 
-// BrokenError is returned by every call on a group that an earlier failure
-// broke. It wraps the original cause.
-type BrokenError struct{ Cause error }
+// BrokenError is returned by every call on a group that a failure (or
+// Abort, or Close) broke, except the call that failed first. It names the
+// first failure: the rank, operation and call number where it happened
+// (Rank -1: Abort or Close) and its cause. errors.Is(err, cause) holds, but
+// a context error of the rank that failed first is not passed on: only that
+// rank's own error matches context.Canceled or context.DeadlineExceeded.
+type BrokenError struct {
+	Rank  int
+	Op    string
+	Seq   uint64
+	Cause error
+	// hideCtx keeps the cause's context errors from unwrapping.
+	hideCtx bool
+}
 
 func (e *BrokenError) Error() string {
-	return "collective: group broken by an earlier failure: " + e.Cause.Error()
+	if e.Rank < 0 {
+		return fmt.Sprintf("group broken by %s: %v", e.Op, e.Cause)
+	}
+	return fmt.Sprintf("group broken by rank %d's %s (call #%d): %v", e.Rank, e.Op, e.Seq, e.Cause)
 }
 
 // Is makes errors.Is(err, ErrGroupBroken) true.
 func (e *BrokenError) Is(t error) bool { return t == ErrGroupBroken }
 
-// Unwrap returns the original cause.
-func (e *BrokenError) Unwrap() error { return e.Cause }
+// Unwrap returns the cause (with its context errors hidden when the cause
+// was another rank's context).
+func (e *BrokenError) Unwrap() error {
+	if e.hideCtx {
+		return noCtx{e.Cause}
+	}
+	return e.Cause
+}
+
+// noCtx is an error that matches everything its cause matches except the
+// context errors.
+type noCtx struct{ err error }
+
+func (e noCtx) Error() string { return e.err.Error() }
+
+func (e noCtx) Is(t error) bool {
+	if t == context.Canceled || t == context.DeadlineExceeded {
+		return false
+	}
+	return errors.Is(e.err, t)
+}
+
+func (e noCtx) As(t any) bool { return errors.As(e.err, t) }
 
 // DataError is a failure after data started moving: an in-place buffer is
 // then undefined (an out-of-place send buffer is never written).
@@ -115,7 +186,7 @@ type DataError struct {
 }
 
 func (e *DataError) Error() string {
-	s := fmt.Sprintf("collective: rank %d: %v", e.Rank, e.Cause)
+	s := fmt.Sprintf("%s: %v", e.Strategy, e.Cause)
 	if e.InPlace && e.Touched {
 		s += " (the in-place buffer is undefined)"
 	} else if e.Touched {
@@ -128,12 +199,10 @@ func (e *DataError) Error() string {
 func (e *DataError) Unwrap() error { return e.Cause }
 
 func invalidArg(format string, a ...any) error {
-	return fmt.Errorf("collective: "+format+": %w", append(a, ErrInvalidArgument)...)
+	return fmt.Errorf(format+": %w", append(a, ErrInvalidArgument)...)
 }
 
 // isCtxErr reports whether err is a context error.
 func isCtxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
-
-var _ = backend.ErrTimeout

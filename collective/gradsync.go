@@ -161,7 +161,7 @@ func (s *GradientSync[T]) SyncAsync(ctx context.Context, grads []T) *Work {
 	if !s.cfg.AsyncParamUpdates {
 		return failedWork(&ConfigError{Field: "AsyncParamUpdates", Reason: "SyncAsync needs it set"})
 	}
-	w := s.c.submitAsync(func() error { return s.stepOne(ctx, grads) })
+	w := s.c.submit(ctx, "GradientSync.Sync", func(ctx context.Context) error { return s.stepOne(ctx, grads) })
 	s.pendMu.Lock()
 	s.pending = append(s.pending, w)
 	s.pendMu.Unlock()
@@ -556,17 +556,18 @@ func selectTopK[T Float](x []T, order []int, k int) {
 // selectOnDevice runs the top-k selection with the backend's kernel when it
 // has one (backend.Compressor), leaving the indices in s.order[:k]. It
 // reports false when the backend has none (the host selection runs then).
-func (s *GradientSync[T]) selectOnDevice(ctx context.Context, acc []T, k int) (bool, error) {
+func (s *GradientSync[T]) selectOnDevice(ctx context.Context, acc []T, k int) (_ bool, err error) {
 	c := s.c
 	comp, ok := c.dev.Stream().(backend.Compressor)
 	dt := dtypeOf[T]()
 	if !ok || (dt == backend.F64 && !c.info.Float64) {
 		return false, nil
 	}
-	if err := c.enter(); err != nil {
+	owned, err := c.enter(ctx, "TopK selection", false)
+	if err != nil {
 		return false, err
 	}
-	defer c.leave()
+	defer c.leave(owned, &err)
 	es := dt.Size()
 	n := len(acc)
 	for _, b := range []struct {
@@ -584,11 +585,11 @@ func (s *GradientSync[T]) selectOnDevice(ctx context.Context, acc []T, k int) (b
 		backend.Region{Buf: s.dIdx, Len: 4 * k}, backend.Region{Buf: s.dVal, Len: k * es}); err != nil {
 		return false, err
 	}
-	f, err := c.dev.Stream().Submit()
+	f, err := c.submitWork()
 	if err != nil {
-		return false, err
+		return false, c.failAfter(err, nil, nil)
 	}
-	if err := f.Wait(ctx); err != nil {
+	if err := c.waitFence(ctx, f); err != nil {
 		return false, err
 	}
 	if cap(s.idxBuf) < k {

@@ -58,7 +58,17 @@ type Options struct {
 	// Logger receives debug logs; nil uses GOCOLL_DEBUG (INFO or TRACE) to
 	// decide whether to log to stderr.
 	Logger *slog.Logger
+	// DrainLimit bounds how long a failing call, Close and HostBuffer.Close
+	// wait for a device to finish work that still uses a caller's memory;
+	// past it the device is declared lost (ErrDeviceLost) and its memory is
+	// leaked, never freed under it. 0 means 10 s (lower it in tests).
+	DrainLimit time.Duration
 }
+
+// MaxRanks is the largest number of ranks of one process a Group accepts.
+// Memory per group grows linearly with the ranks (a few KiB each before the
+// first call; an all-reduce's buffers come on first use).
+const MaxRanks = 4096
 
 // Skip records a backend that selection passed over, and why.
 type Skip struct {
@@ -98,13 +108,20 @@ type Group struct {
 	groups    [][]int // hierarchical groups of LocalGroupSize ranks
 	groupOf   []int
 	leaders   []int
-	rot       [][]int  // rot[r]: ranks r, r+1, ... (trees rooted at r)
 	sendOf    [][]byte // each rank's buffers of the current call (zero-copy direct)
 	recvOf    [][]byte
 	model     costModel
+	allF64    bool // every rank's device has f64 kernels
+	linkMu    sync.Mutex
+	linkMap   map[int64]*link // created on first use: memory linear in the ranks used
 
+	drainLimit time.Duration
+	access     atomic.Int64 // ranks reading or writing peers' memory (direct algorithms)
+
+	closed    atomic.Bool
 	brokenMu  sync.Mutex
 	broken    error
+	brokenBy  *BrokenError
 	brokenCh  chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -121,9 +138,16 @@ type Comm struct {
 	info  backend.DeviceInfo
 
 	busy  atomic.Bool
-	seq   uint64 // calls started on this comm
+	seq   uint64 // collectives started on this comm
+	op    string // the operation running
+	strat Strategy
 	timer *time.Timer
 	wake  chan struct{}
+	queue opQueue
+	wctx  waitCtx
+	last  backend.Fence // the last submission (queues are FIFO)
+	lost  error         // the device was declared lost (guarded by g.brokenMu)
+	links map[int64]*link
 
 	// Pooled buffers: grown on demand, reused across calls.
 	stage  backend.Buffer // host-visible: this rank's input, then its reduced slice
@@ -135,7 +159,7 @@ type Comm struct {
 	srcs2  [2]backend.Region
 	srcs3  [3]backend.Region
 	pend   []pending
-	async  asyncQueue
+	rot    []int
 
 	importMu sync.Mutex
 	imported []importedMem // pinned HostBuffers this rank's device imported
@@ -148,8 +172,11 @@ type Comm struct {
 
 // NewGroup opens Ranks ranks on the selected backend.
 func NewGroup(ctx context.Context, opts Options) (*Group, error) {
-	if opts.Ranks < 1 {
-		return nil, &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("must be >= 1, got %d", opts.Ranks)}
+	if opts.Ranks < 1 || opts.Ranks > MaxRanks {
+		return nil, &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("must be in [1, %d], got %d", MaxRanks, opts.Ranks)}
+	}
+	if opts.DrainLimit < 0 {
+		return nil, &ConfigError{Field: "DrainLimit", Reason: "must be >= 0"}
 	}
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
@@ -169,7 +196,11 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	if !opts.ShareDevice && os.Getenv("GOCOLL_SHARE_DEVICE") == "1" {
 		opts.ShareDevice = true
 	}
-	g := &Group{n: opts.Ranks, nl: opts.Ranks, cfg: opts.Config, opts: opts, brokenCh: make(chan struct{})}
+	g := &Group{n: opts.Ranks, nl: opts.Ranks, cfg: opts.Config, opts: opts, brokenCh: make(chan struct{}),
+		drainLimit: opts.DrainLimit, linkMap: map[int64]*link{}}
+	if g.drainLimit == 0 {
+		g.drainLimit = 10 * time.Second
+	}
 	g.log, g.logCalls = newLogger(opts.Logger)
 	if tr := opts.Transport; tr != nil {
 		if err := g.joinProcesses(ctx, tr); err != nil {
@@ -218,23 +249,12 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.slotBytes = 1 << 20
 	}
 	g.slotBytes &^= 7 // whole f64 elements
-	g.links = make([]*link, g.n*g.n)
-	for a := 0; a < g.n; a++ {
-		for b := 0; b < g.n; b++ {
-			if a != b && (g.isLocal(a) || g.isLocal(b)) {
-				g.links[a*g.n+b] = newLink(a, b, !g.isLocal(a) || !g.isLocal(b))
-			}
-		}
-	}
 	g.all = make([]int, g.n)
 	g.sendOf = make([][]byte, g.n)
 	g.recvOf = make([][]byte, g.n)
-	g.rot = make([][]int, g.n)
-	for r := range g.rot {
-		g.rot[r] = make([]int, g.n)
-		for i := range g.rot[r] {
-			g.rot[r][i] = (r + i) % g.n
-		}
+	g.allF64 = true
+	for _, inf := range g.infos {
+		g.allF64 = g.allF64 && inf.Float64
 	}
 	g.groupOf = make([]int, g.n)
 	groupSize := g.cfg.LocalGroupSize
@@ -252,11 +272,11 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.groupOf[r] = gi
 	}
 	for r := 0; r < g.nl; r++ {
-		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1)}
+		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1),
+			links: map[int64]*link{}}
 		c.timer = time.NewTimer(time.Hour)
 		c.timer.Stop()
-		c.srcs = make([]backend.Region, g.n)
-		c.pend = make([]pending, g.n)
+		c.wctx.init(g.brokenCh)
 		g.comms = append(g.comms, c)
 	}
 	if g.log != nil {
@@ -415,25 +435,87 @@ func (g *Group) Err() error {
 }
 
 // breakGroup records the first failure and wakes every waiting rank.
-func (g *Group) breakGroup(cause error) {
+func (g *Group) breakGroup(b *BrokenError) {
 	g.brokenMu.Lock()
-	if g.broken == nil {
-		g.broken = cause
+	first := g.broken == nil
+	if first {
+		g.broken, g.brokenBy = b.Cause, b
 		close(g.brokenCh)
-		if g.log != nil {
-			g.log.Warn("gocoll: group broken", "cause", cause)
-		}
 	}
 	g.brokenMu.Unlock()
+	if !first {
+		return
+	}
+	for _, c := range g.comms {
+		c.wctx.fire(errWaitBroken)
+	}
+	if g.log != nil && !errors.Is(b.Cause, ErrClosed) {
+		g.log.Warn("gocoll: group broken", "by", b.Rank, "op", b.Op, "seq", b.Seq, "cause", b.Cause)
+	}
 }
 
-// Close breaks any call in flight (ErrClosed), waits for the devices to go
-// idle and frees everything. It is idempotent.
+// Abort breaks the group on purpose: every call blocked on any rank, and
+// every later call, returns promptly with an error that matches
+// ErrGroupBroken and errors.Is(err, cause). Calls drain their own work
+// before they return, as on any failure. A nil cause means ErrAborted.
+// Abort may be called from any goroutine, any number of times (the first
+// cause wins).
+func (g *Group) Abort(cause error) {
+	if cause == nil {
+		cause = ErrAborted
+	}
+	g.breakGroup(&BrokenError{Rank: -1, Op: "Abort", Cause: cause})
+}
+
+// Run calls fn once per rank of this process, each on its own goroutine
+// with the rank's Comm, and waits for all of them. The first error aborts
+// the group (the other ranks' calls then fail promptly) and is returned;
+// with errgroup semantics, ctx passed to fn is cancelled when Run returns
+// or a rank fails.
+func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for _, c := range g.comms {
+		wg.Add(1)
+		go func(c *Comm) {
+			defer wg.Done()
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						err = fmt.Errorf("rank %d: panic: %v", c.rank, p)
+					}
+				}()
+				err = fn(ctx, c)
+			}()
+			if err != nil {
+				once.Do(func() {
+					first = err
+					g.Abort(err)
+					cancel(err)
+				})
+			}
+		}(c)
+	}
+	wg.Wait()
+	return first
+}
+
+// Close breaks any call in flight (ErrClosed), waits for every rank's
+// queued and running operations and for the devices to go idle, and frees
+// everything, except the memory of a device declared lost (leaked, never
+// freed under it). It is idempotent.
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
-		g.breakGroup(ErrClosed)
+		g.breakGroup(errGroupClosed)
+		g.closed.Store(true)
 		for _, c := range g.comms {
-			c.waitAsyncExit()
+			c.closeQueue()
 		}
 		// Take every comm, so no call is still using its buffers.
 		for _, c := range g.comms {
@@ -442,7 +524,13 @@ func (g *Group) Close() error {
 			}
 		}
 		var errs []error
+		lost := false
 		for _, c := range g.comms {
+			c.wctx.disarm()
+			if c.lost != nil {
+				lost = true
+				continue // leaked: the device may still use it
+			}
 			for _, b := range []backend.Buffer{c.gather, c.stage, c.work, c.inbox} {
 				if b != nil {
 					if err := b.Close(); err != nil {
@@ -454,10 +542,7 @@ func (g *Group) Close() error {
 			c.releaseImports()
 			c.timer.Stop()
 		}
-		for _, l := range g.links {
-			if l == nil {
-				continue
-			}
+		for _, l := range g.linkMap {
 			inFlight := false
 			for i, r := range l.reqs {
 				if r != nil {
@@ -469,14 +554,25 @@ func (g *Group) Close() error {
 					l.reqs[i] = nil
 				}
 			}
-			if l.out != nil && !inFlight {
+			if l.out != nil && !inFlight && !g.lostRank(l.from) {
 				if err := l.out.Close(); err != nil {
 					errs = append(errs, err)
 				}
 				l.out = nil
 			}
 		}
-		errs = append(errs, g.closeDevices())
+		if !lost {
+			errs = append(errs, g.closeDevices())
+		} else {
+			for i, c := range g.comms {
+				if c.lost == nil {
+					if err := g.devs[i].Close(); err != nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+			errs = append(errs, fmt.Errorf("collective: a device was declared lost; its memory is leaked: %w", ErrDeviceLost))
+		}
 		g.closeErr = errors.Join(errs...)
 		// Release the comms: later calls see ErrClosed.
 		for _, c := range g.comms {
@@ -484,6 +580,12 @@ func (g *Group) Close() error {
 		}
 	})
 	return g.closeErr
+}
+
+// lostRank reports whether global rank r is a local rank whose device was
+// declared lost.
+func (g *Group) lostRank(r int) bool {
+	return g.isLocal(r) && g.comms[r-g.base].lost != nil
 }
 
 func (g *Group) closeDevices() error {
@@ -511,25 +613,36 @@ func (c *Comm) Size() int { return c.g.n }
 // Group returns the comm's group.
 func (c *Comm) Group() *Group { return c.g }
 
-// enter marks the comm busy and fails fast on a broken or closed group.
-func (c *Comm) enter() error {
-	if c == nil {
-		return invalidArg("nil Comm")
+// rotated returns the ranks root, root+1, ... (mod n): the members of a
+// tree rooted at root. The slice is the comm's scratch, valid until the
+// next call.
+func (c *Comm) rotated(root int) []int {
+	n := c.g.n
+	if cap(c.rot) < n {
+		c.rot = make([]int, n)
 	}
-	if !c.busy.CompareAndSwap(false, true) {
-		return fmt.Errorf("collective: rank %d: %w", c.rank, ErrConcurrentUse)
+	r := c.rot[:n]
+	for i := range r {
+		r[i] = (root + i) % n
 	}
-	if err := c.g.Err(); err != nil {
-		c.busy.Store(false)
-		if err == ErrClosed {
-			return err
-		}
-		return &BrokenError{Cause: err}
-	}
-	return nil
+	return r
 }
 
-func (c *Comm) leave() { c.busy.Store(false) }
+// regions returns the comm's scratch of n regions (grown on first use).
+func (c *Comm) regions(n int) []backend.Region {
+	if cap(c.srcs) < n {
+		c.srcs = make([]backend.Region, n)
+	}
+	return c.srcs[:n]
+}
+
+// pendings returns the comm's scratch of n pending sends.
+func (c *Comm) pendings(n int) []pending {
+	if cap(c.pend) < n {
+		c.pend = make([]pending, n)
+	}
+	return c.pend[:n]
+}
 
 // ensureWork sizes the device buffer and the inbox for a call of n bytes.
 func (c *Comm) ensureWork(n int, dt backend.DType) error {

@@ -39,7 +39,10 @@ func NewHostBuffer[T Float](n int) (*HostBuffer[T], error) {
 }
 
 // Close releases the memory and every device's import of it. No collective
-// may be using it. Idempotent.
+// may be using it (collectives never do after they return). If a device
+// that imported it was declared lost (ErrDeviceLost), the memory is leaked
+// instead of freed, since that device may still write it, and Close says
+// so. Idempotent.
 func (h *HostBuffer[T]) Close() error {
 	if h.ent == nil {
 		return nil
@@ -52,11 +55,19 @@ func (h *HostBuffer[T]) Close() error {
 	e.imports = nil
 	e.mu.Unlock()
 	var first error
+	leak := false
 	for _, imp := range imps {
 		imp.c.forget(e)
+		if imp.c.isLost() {
+			leak = true
+			continue
+		}
 		if err := imp.buf.Close(); err != nil && first == nil {
 			first = err
 		}
+	}
+	if leak {
+		return fmt.Errorf("collective: HostBuffer.Close: a device that imported it was declared lost; the memory is leaked: %w", ErrDeviceLost)
 	}
 	if err := backend.FreeHostMemory(e.mem); err != nil && first == nil {
 		first = err
@@ -167,6 +178,13 @@ func (c *Comm) forget(e *pinnedEntry) {
 			return
 		}
 	}
+}
+
+// isLost reports whether the comm's device was declared lost.
+func (c *Comm) isLost() bool {
+	c.g.brokenMu.Lock()
+	defer c.g.brokenMu.Unlock()
+	return c.lost != nil
 }
 
 // releaseImports closes the comm's imports (Group.Close).

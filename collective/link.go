@@ -60,8 +60,24 @@ func newLink(from, to int, remote bool) *link {
 	return l
 }
 
-// link returns the link from rank a to rank b.
-func (g *Group) link(a, b int) *link { return g.links[a*g.n+b] }
+// link returns the link from rank a to rank b (one of them c's rank),
+// creating it on first use: a group holds only the links its algorithms use.
+func (c *Comm) link(a, b int) *link {
+	key := int64(a)*int64(c.g.n) + int64(b)
+	if l, ok := c.links[key]; ok {
+		return l
+	}
+	g := c.g
+	g.linkMu.Lock()
+	l, ok := g.linkMap[key]
+	if !ok {
+		l = newLink(a, b, !g.isLocal(a) || !g.isLocal(b))
+		g.linkMap[key] = l
+	}
+	g.linkMu.Unlock()
+	c.links[key] = l
+	return l
+}
 
 // wait blocks on ch (a message or a credit) with the comm's timer, the
 // caller's context and the group's breaking; peer names who is awaited.
@@ -80,25 +96,28 @@ func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase stri
 		return v, nil
 	case <-c.timer.C:
 		te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
-		g.breakGroup(te)
+		c.breakWith(te)
 		return zero, te
 	case <-ctx.Done():
 		te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
-		g.breakGroup(te)
+		c.breakWith(te)
 		return zero, te
 	case <-g.brokenCh:
-		return zero, g.Err()
+		if err := ctx.Err(); err != nil {
+			return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
+		}
+		return zero, c.brokenErr()
 	}
 }
 
 // reserve waits for a free slot on the link to peer and returns the region
 // of n bytes in it. The sender's outbox is allocated on first use.
 func (c *Comm) reserve(ctx context.Context, to, n int) (int, backend.Region, error) {
-	l := c.g.link(c.rank, to)
+	l := c.link(c.rank, to)
 	if l.out == nil {
 		b, err := c.dev.Alloc(linkSlots*c.g.slotBytes, backend.HostVisible)
 		if err != nil {
-			c.g.breakGroup(err)
+			c.breakWith(err)
 			return 0, backend.Region{}, err
 		}
 		l.out = b
@@ -130,14 +149,14 @@ func (c *Comm) post(to, slot, n int, m msg) {
 		m.kind = msgCollective
 		m.seq = c.seq
 	}
-	l := c.g.link(c.rank, to)
+	l := c.link(c.rank, to)
 	if l.remote {
 		g := c.g
 		off := slot * g.slotBytes
 		req, err := g.tr.Isend(l.out.Bytes()[off:off+n], g.procOf(to), g.tag(c.rank, to))
 		if err != nil {
 			// The next wait of any rank sees the broken group.
-			g.breakGroup(fmt.Errorf("collective: rank %d: sending to rank %d (process %d): %w", c.rank, to, g.procOf(to), err))
+			c.breakWith(fmt.Errorf("sending to rank %d (process %d): %w", to, g.procOf(to), err))
 			return
 		}
 		l.reqs[slot] = req
@@ -151,14 +170,14 @@ func (c *Comm) post(to, slot, n int, m msg) {
 // inbox region. From another process, the transport receives straight into
 // the inbox slot.
 func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (backend.Region, msg, error) {
-	l := c.g.link(from, c.rank)
+	l := c.link(from, c.rank)
 	if l.remote {
 		g := c.g
 		off := idx * g.slotBytes
 		req, err := g.tr.Irecv(c.inbox.Bytes()[off:off+n], g.procOf(from), g.tag(from, c.rank))
 		if err != nil {
-			err = fmt.Errorf("collective: rank %d: receiving from rank %d (process %d): %w", c.rank, from, g.procOf(from), err)
-			g.breakGroup(err)
+			err = fmt.Errorf("receiving from rank %d (process %d): %w", from, g.procOf(from), err)
+			c.breakWith(err)
 			return backend.Region{}, msg{}, err
 		}
 		if err := c.waitReq(ctx, req, from, "exchange (receiving)"); err != nil {
@@ -174,7 +193,7 @@ func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (ba
 	if m.kind != want || (want == msgCollective && m.seq != c.seq) || (want == msgCollective && m.n != n) {
 		l.free <- m.slot
 		err := &MismatchError{Seq: c.seq, Rank: c.rank, Call: want.String(), Peer: from, PeerCall: m.kind.String()}
-		c.g.breakGroup(err)
+		c.breakWith(err)
 		return backend.Region{}, m, err
 	}
 	off := idx * c.g.slotBytes
@@ -182,7 +201,7 @@ func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (ba
 	err = c.inbox.Write(off, src)
 	l.free <- m.slot
 	if err != nil {
-		c.g.breakGroup(err)
+		c.breakWith(err)
 		return backend.Region{}, m, err
 	}
 	return backend.Region{Buf: c.inbox, Off: off, Len: m.n}, m, nil
@@ -200,9 +219,12 @@ func (k msgKind) String() string {
 
 // flush submits what the stream recorded and waits for it.
 func (c *Comm) flush(ctx context.Context) error {
-	f, err := c.dev.Stream().Submit()
+	f, err := c.submitWork()
 	if err != nil {
-		c.g.breakGroup(err)
+		c.breakWith(err)
+		if derr := c.drain(); derr != nil {
+			return derr
+		}
 		return err
 	}
 	return c.waitFence(ctx, f)
@@ -211,7 +233,7 @@ func (c *Comm) flush(ctx context.Context) error {
 // rec wraps a recording error: it breaks the group.
 func (c *Comm) rec(err error) error {
 	if err != nil {
-		c.g.breakGroup(err)
+		c.breakWith(err)
 	}
 	return err
 }

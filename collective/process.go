@@ -69,7 +69,10 @@ func encodeFP(b []byte, f fingerprint, flag, localMismatch bool) {
 	b[1] = byte(f.op)
 	b[2] = byte(f.dt)
 	b[3] = byte(f.strategy)
-	b[4], b[5] = 0, 0
+	b[4], b[5], b[6], b[7] = 0, 0, byte(f.path), 0
+	if f.noF64 {
+		b[7] = 1
+	}
 	if flag {
 		b[4] = 1
 	}
@@ -85,6 +88,7 @@ func decodeFP(b []byte) (f fingerprint, flag, localMismatch bool) {
 	f.op = Op(b[1])
 	f.dt = backend.DType(b[2])
 	f.strategy = Strategy(b[3])
+	f.path, f.noF64 = dataPath(b[6]), b[7] == 1
 	f.root = int32(binary.LittleEndian.Uint32(b[8:]))
 	f.count = int64(binary.LittleEndian.Uint64(b[16:]))
 	return f, b[4] == 1, b[5] == 1
@@ -111,10 +115,10 @@ func (c *Comm) crossProcess(ctx context.Context, fp fingerprint, local *Mismatch
 			}
 		}
 		if !(isCtxErr(err) || errors.Is(err, backend.ErrTimeout)) {
-			g.breakGroup(err)
+			c.breakWith(err)
 			return nil, false, err
 		}
-		g.breakGroup(te)
+		c.breakWith(te)
 		return nil, false, te
 	}
 	all := true
@@ -152,8 +156,8 @@ func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase
 	for spins := 0; ; spins++ {
 		done, err := req.Test()
 		if err != nil {
-			err = fmt.Errorf("collective: rank %d: %s with rank %d (process %d): %w", c.rank, phase, peer, g.procOf(peer), err)
-			g.breakGroup(err)
+			err = fmt.Errorf("%s with rank %d (process %d): %w", phase, peer, g.procOf(peer), err)
+			c.breakWith(err)
 			return err
 		}
 		if done {
@@ -165,7 +169,7 @@ func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase
 			te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
 		case <-g.brokenCh:
 			req.Cancel()
-			return g.Err()
+			return c.brokenErr()
 		default:
 			if time.Now().After(deadline) {
 				te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
@@ -173,7 +177,7 @@ func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase
 		}
 		if te != nil {
 			req.Cancel()
-			g.breakGroup(te)
+			c.breakWith(te)
 			return te
 		}
 		// Poll without sleeping for the first 2 ms (a Go sleep below a

@@ -144,6 +144,7 @@ func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, 
 	km := len(members)
 	i := c.position(members)
 	slice := c.g.slotBytes / k.es
+	pend, srcs := c.pendings(km), c.regions(km)
 	for j := 0; j*slice < chunkLen; j++ {
 		// Send my slice of every other member's chunk.
 		st := c.dev.Stream()
@@ -164,14 +165,14 @@ func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, 
 			if err := c.rec(st.Copy(out, k.region(a, b))); err != nil {
 				return err
 			}
-			c.pend[nsend] = pending{to: members[q], slot: slot, n: (b - a) * k.es}
+			pend[nsend] = pending{to: members[q], slot: slot, n: (b - a) * k.es}
 			nsend++
 		}
 		if nsend > 0 {
 			if err := c.flush(ctx); err != nil {
 				return err
 			}
-			for _, p := range c.pend[:nsend] {
+			for _, p := range pend[:nsend] {
 				c.post(p.to, p.slot, p.n, msg{})
 			}
 		}
@@ -187,16 +188,16 @@ func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, 
 				if err := c.rec(st.Copy(in, k.region(a, b))); err != nil {
 					return err
 				}
-				c.srcs[q] = in
+				srcs[q] = in
 				continue
 			}
 			in, _, err := c.take(ctx, members[q], q, msgCollective, (b-a)*k.es)
 			if err != nil {
 				return err
 			}
-			c.srcs[q] = in
+			srcs[q] = in
 		}
-		if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), c.srcs[:km], 1)); err != nil {
+		if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), srcs[:km], 1)); err != nil {
 			return err
 		}
 		if err := c.flush(ctx); err != nil {

@@ -112,17 +112,25 @@ func (t *Tensor[T]) check(c *Comm, name string) error {
 // AllReduceTensor all-reduces a device tensor in place with strategy s
 // (Auto: the group's). The data stays on the device; exchange slices cross
 // host memory between ranks.
-func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) error {
+func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) (err error) {
 	if err := t.check(c, "AllReduceTensor"); err != nil {
 		if c == nil {
 			return err
 		}
-		return c.invalidCall(ctx, err)
+		return c.invalidCall(ctx, "AllReduceTensor", err)
 	}
 	if !op.Valid() || s < Auto || s > Direct {
-		return c.invalidCall(ctx, invalidArg("rank %d: AllReduceTensor: bad op %d or strategy %d", c.rank, int(op), int(s)))
+		return c.invalidCall(ctx, "AllReduceTensor", invalidArg("bad op %d or strategy %d", int(op), int(s)))
 	}
 	dt := dtypeOf[T]()
+	if c.noF64(dt) {
+		return c.invalidCall(ctx, "AllReduceTensor", fmt.Errorf("f64 tensors need f64 kernels on every rank's device (%s: %s): %w", c.info.Name, c.info.Float64Reason, ErrUnsupported))
+	}
+	owned, err := c.enter(ctx, "AllReduceTensor", true)
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
 	if s == Auto {
 		s = c.g.cfg.Strategy
 	}
@@ -130,14 +138,13 @@ func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op,
 	if s == Auto {
 		s, why = c.autoStrategy(t.n*dt.Size(), dt)
 	}
-	if dt == backend.F64 && !c.info.Float64 {
-		return c.invalidCall(ctx, fmt.Errorf("collective: rank %d: f64 tensors need a device with f64 kernels (%s): %w", c.rank, c.info.Float64Reason, ErrUnsupported))
-	}
-	if err := c.begin(ctx, fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(t.n), strategy: s}, "AllReduceTensor fingerprint check"); err != nil {
+	c.strat = s
+	if err := c.arrive(ctx, fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(t.n), strategy: s, path: pathTensor}, "AllReduceTensor fingerprint check"); err != nil {
 		return err
 	}
-	defer c.leave()
-	_ = why
+	if c.g.logCalls {
+		c.logCall(ctx, "AllReduceTensor", t.n, dt, op, s, why)
+	}
 	if t.n == 0 || c.g.n == 1 {
 		return nil
 	}
@@ -153,21 +160,22 @@ func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op,
 }
 
 // BroadcastTensor copies root's tensor to every rank's tensor.
-func BroadcastTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], root int) error {
+func BroadcastTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], root int) (err error) {
 	if err := t.check(c, "BroadcastTensor"); err != nil {
 		if c == nil {
 			return err
 		}
-		return c.invalidCall(ctx, err)
+		return c.invalidCall(ctx, "BroadcastTensor", err)
 	}
 	if root < 0 || root >= c.g.n {
-		return c.invalidCall(ctx, invalidArg("rank %d: BroadcastTensor: root %d out of range", c.rank, root))
+		return c.invalidCall(ctx, "BroadcastTensor", invalidArg("root %d out of range", root))
 	}
 	dt := dtypeOf[T]()
-	if err := c.begin(ctx, fingerprint{kind: collBroadcast, dt: dt, count: int64(t.n), root: int32(root), strategy: Tree}, "BroadcastTensor fingerprint check"); err != nil {
+	owned, err := c.begin(ctx, "BroadcastTensor", fingerprint{kind: collBroadcast, dt: dt, count: int64(t.n), root: int32(root), strategy: Tree, path: pathTensor}, "BroadcastTensor fingerprint check")
+	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.leave(owned, &err)
 	if t.n == 0 || c.g.n == 1 {
 		return nil
 	}
@@ -176,7 +184,7 @@ func BroadcastTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], root i
 	}
 	k := &c.k
 	*k = call{dt: dt, es: dt.Size(), op: backend.Sum, scale: 1, work: t.buf, base: t.off}
-	if err := c.treeBroadcast(ctx, k, c.g.rot[root], t.n); err != nil {
+	if err := c.treeBroadcast(ctx, k, c.rotated(root), t.n); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	return nil

@@ -67,6 +67,7 @@ func (c *Comm) treeBroadcast(ctx context.Context, k *call, members []int, n int)
 	km := len(members)
 	i := c.position(members)
 	slice := c.g.slotBytes / k.es
+	pend := c.pendings(2)
 	for j := 0; j*slice < n; j++ {
 		a, b := sliceRange(0, n, slice, j)
 		dst := k.region(a, b)
@@ -91,7 +92,7 @@ func (c *Comm) treeBroadcast(ctx context.Context, k *call, members []int, n int)
 			if err := c.rec(st.Copy(out, src)); err != nil {
 				return err
 			}
-			c.pend[np] = pending{to: members[ch], slot: slot, n: (b - a) * k.es}
+			pend[np] = pending{to: members[ch], slot: slot, n: (b - a) * k.es}
 			np++
 		}
 		if i != 0 || np > 0 {
@@ -99,7 +100,7 @@ func (c *Comm) treeBroadcast(ctx context.Context, k *call, members []int, n int)
 				return err
 			}
 		}
-		for _, p := range c.pend[:np] {
+		for _, p := range pend[:np] {
 			c.post(p.to, p.slot, p.n, msg{})
 		}
 	}

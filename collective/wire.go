@@ -30,25 +30,26 @@ func WireErrorBound(f backend.WireFormat, ranks int, sumAbs float64) float64 {
 // AllReduceWire all-reduces f32 data in place with a ring whose exchange
 // is compressed to f (backend.F16 or backend.BF16). The backend must offer
 // compression kernels (backend.Compressor): host and vulkan do.
-func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backend.WireFormat) error {
+func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backend.WireFormat) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if f != backend.F16 && f != backend.BF16 {
-		return c.invalidCall(ctx, invalidArg("rank %d: AllReduceWire: unknown wire format %d", c.rank, int(f)))
+		return c.invalidCall(ctx, "AllReduceWire", invalidArg("unknown wire format %d", int(f)))
 	}
 	if !op.Valid() {
-		return c.invalidCall(ctx, invalidArg("rank %d: unknown op %d", c.rank, int(op)))
+		return c.invalidCall(ctx, "AllReduceWire", invalidArg("unknown op %d", int(op)))
 	}
 	comp, ok := c.dev.Stream().(backend.Compressor)
 	if !ok {
-		return c.invalidCall(ctx, fmt.Errorf("collective: rank %d: the %s backend has no compression kernels: %w", c.rank, c.g.bk, ErrUnsupported))
+		return c.invalidCall(ctx, "AllReduceWire", fmt.Errorf("the %s backend has no compression kernels: %w", c.g.bk, ErrUnsupported))
 	}
 	n := len(data)
-	if err := c.begin(ctx, fingerprint{kind: collAllReduce, op: op, dt: backend.F32, count: int64(n), root: int32(f), strategy: Ring}, "AllReduceWire fingerprint check"); err != nil {
+	owned, err := c.begin(ctx, "AllReduceWire", fingerprint{kind: collAllReduce, op: op, dt: backend.F32, count: int64(n), root: int32(f), strategy: Ring, path: pathSlice}, "AllReduceWire fingerprint check")
+	if err != nil {
 		return err
 	}
-	defer c.leave()
+	defer c.leave(owned, &err)
 	if n == 0 || c.g.n == 1 {
 		return nil
 	}

@@ -1,0 +1,333 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// The execution model (package doc, "Streams, ownership and failures"):
+//
+//   - enter/leave bracket every operation of a Comm. A synchronous call first
+//     waits for the comm's queued operations, then claims the comm; an
+//     operation the comm's worker runs is already ordered.
+//   - Every submission goes through submitWork, so the comm knows its last
+//     fence; every error path drains it (drain) before the call returns, so
+//     no device writes a caller's memory after the call returned.
+//   - Ranks that read or write peers' memory (the direct algorithms) count
+//     themselves in g.access for the whole exchange; a failing rank waits for
+//     the count to fall to zero before it returns.
+
+// enter starts operation name on the comm. numbered operations (the
+// collectives) take the next sequence number. The result says whether the
+// caller must release the comm (leave) with that ownership.
+func (c *Comm) enter(ctx context.Context, name string, numbered bool) (bool, error) {
+	if c == nil {
+		return false, invalidArg("nil Comm")
+	}
+	if c.g.closed.Load() {
+		return false, c.wrapErr(name, c.seq+1, errGroupClosed)
+	}
+	owned := ctx.Value(workerKey{}) != c
+	if owned {
+		if err := c.waitQueue(ctx); err != nil {
+			// The call never started, but peers will wait for it: break
+			// the group, naming this rank's context.
+			te := &TimeoutError{Seq: c.seq + 1, Phase: "waiting for the comm's earlier operations", Ctx: err}
+			c.op = name
+			c.breakWith(te)
+			return false, c.wrapErr(name, c.seq+1, te)
+		}
+		if !c.busy.CompareAndSwap(false, true) {
+			return false, c.wrapErr(name, c.seq+1, ErrConcurrentUse)
+		}
+		if c.PendingAsync() > 0 {
+			c.busy.Store(false)
+			return false, c.wrapErr(name, c.seq+1, ErrConcurrentUse)
+		}
+	}
+	if numbered {
+		c.seq++
+	}
+	c.op = name
+	c.strat = Auto
+	if c.g.Err() != nil {
+		if owned {
+			c.busy.Store(false)
+		}
+		return false, c.wrapErr(name, c.seq, c.brokenErr())
+	}
+	return owned, nil
+}
+
+// leave ends the operation: it wraps a failure into an *Error and releases
+// the comm.
+func (c *Comm) leave(owned bool, errp *error) {
+	if *errp != nil {
+		*errp = c.wrapErr(c.op, c.seq, *errp)
+	}
+	if owned {
+		c.busy.Store(false)
+	}
+}
+
+// wrapErr makes err an *Error of this rank (once).
+func (c *Comm) wrapErr(name string, seq uint64, err error) error {
+	if e, ok := err.(*Error); ok && e.Rank == c.rank {
+		return err
+	}
+	return &Error{Rank: c.rank, Op: name, Seq: seq, Err: err}
+}
+
+// breakWith breaks the group with a failure of this rank's current
+// operation.
+func (c *Comm) breakWith(err error) {
+	c.g.breakGroup(&BrokenError{Rank: c.rank, Op: c.op, Seq: c.seq, Cause: err, hideCtx: true})
+}
+
+// brokenErr returns the error a rank gets from a group that is broken.
+func (c *Comm) brokenErr() error {
+	c.g.brokenMu.Lock()
+	defer c.g.brokenMu.Unlock()
+	if c.g.brokenBy == nil {
+		return ErrGroupBroken
+	}
+	return c.g.brokenBy
+}
+
+// submitWork submits what the stream recorded and remembers the fence.
+func (c *Comm) submitWork() (backend.Fence, error) {
+	f, err := c.dev.Stream().Submit()
+	if err != nil {
+		return nil, err
+	}
+	c.last = f
+	return f, nil
+}
+
+// waitFence waits for f: bounded by ctx, CommunicationTimeout and the
+// group breaking. A failure breaks the group (after draining the comm's own
+// work).
+func (c *Comm) waitFence(ctx context.Context, f backend.Fence) error {
+	w := &c.wctx
+	w.arm(ctx, c.g.cfg.CommunicationTimeout)
+	err := f.Wait(w)
+	why := w.disarm()
+	if err == nil {
+		return nil
+	}
+	switch {
+	case why == errWaitBroken:
+		err = c.brokenErr()
+	case why == errWaitTimeout:
+		err = &TimeoutError{Seq: c.seq, Phase: "device work (waiting for this rank's device)"}
+		c.breakWith(err)
+	case why != nil:
+		err = &TimeoutError{Seq: c.seq, Phase: "device work", Ctx: why}
+		c.breakWith(err)
+	default:
+		c.breakWith(err)
+	}
+	if derr := c.drain(); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// drain waits, up to the drain limit, for every piece of work this comm
+// submitted (and submits what was recorded but not submitted, so nothing
+// reaches the device later), and for its host copies. Past the limit the
+// device is declared lost: its memory is then never freed.
+func (c *Comm) drain() error {
+	_ = c.copyWait() // the copies' own error was reported where it happened
+	if c.isLost() {
+		return c.lostErr()
+	}
+	fs := [2]backend.Fence{c.last}
+	if f, err := c.dev.Stream().Submit(); err == nil {
+		fs[1] = f
+	}
+	c.last = nil
+	var ctx context.Context
+	var cancel context.CancelFunc
+	for _, f := range fs {
+		if f == nil {
+			continue
+		}
+		if ctx == nil {
+			ctx, cancel = context.WithTimeout(context.Background(), c.g.drainLimit)
+			defer cancel()
+		}
+		werr := f.Wait(ctx)
+		if werr != nil && errors.Is(werr, context.DeadlineExceeded) {
+			c.markLost(errors.New("the device did not finish within the drain limit"))
+			return c.lostErr()
+		}
+		// Another failure (the device reported an error): the work ended.
+	}
+	return nil
+}
+
+// markLost declares the comm's device lost: its buffers and the host
+// memory it imported are leaked, never freed.
+func (c *Comm) markLost(cause error) {
+	c.g.brokenMu.Lock()
+	if c.lost == nil {
+		c.lost = cause
+	}
+	c.g.brokenMu.Unlock()
+	c.breakWith(c.lostErr())
+}
+
+func (c *Comm) lostErr() error {
+	return &lostError{rank: c.rank, cause: c.lost}
+}
+
+type lostError struct {
+	rank  int
+	cause error
+}
+
+func (e *lostError) Error() string {
+	return "rank's device declared lost (its memory is leaked): " + e.cause.Error()
+}
+func (e *lostError) Is(t error) bool { return t == ErrDeviceLost }
+func (e *lostError) Unwrap() error   { return e.cause }
+
+// enterAccess counts the comm in the group's exchange of peers' memory.
+func (c *Comm) enterAccess() { c.g.access.Add(1) }
+
+// leaveAccess ends the comm's part in the exchange of peers' memory: its
+// own copies and device work are done (or it drained them).
+func (c *Comm) leaveAccess() { c.g.access.Add(-1) }
+
+// waitAccess waits, up to the drain limit, until no rank reads or writes
+// peers' memory any more: a failing rank of the direct algorithms calls it
+// before returning, so no peer touches its buffers after it returned.
+func (c *Comm) waitAccess() error {
+	if c.g.access.Load() == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(c.g.drainLimit)
+	for c.g.access.Load() != 0 {
+		if time.Now().After(deadline) {
+			c.markLost(errors.New("peers did not leave the exchange within the drain limit"))
+			return c.lostErr()
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	return nil
+}
+
+// errGroupClosed is what calls on a closed group return.
+var errGroupClosed = &BrokenError{Rank: -1, Op: "Close", Cause: ErrClosed}
+
+// Reasons a waitCtx ended.
+var (
+	errWaitTimeout = errors.New("device wait timed out")
+	errWaitBroken  = errors.New("group broken")
+)
+
+// waitCtx is the context device waits run under: it ends when the
+// operation's context ends, CommunicationTimeout passes, or the group
+// breaks. One per comm, reused: arming it allocates nothing unless the
+// operation's context can be cancelled.
+type waitCtx struct {
+	mu       sync.Mutex
+	ch       chan struct{}
+	err      error
+	armed    bool
+	parent   context.Context
+	deadline time.Time
+	stop     func() bool
+	timer    *time.Timer
+	brokenCh chan struct{}
+}
+
+func (w *waitCtx) init(brokenCh chan struct{}) {
+	w.ch = make(chan struct{})
+	w.brokenCh = brokenCh
+	w.timer = time.AfterFunc(time.Hour, w.timeout)
+	w.timer.Stop()
+}
+
+func (w *waitCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (w *waitCtx) Value(any) any               { return nil }
+
+func (w *waitCtx) Done() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ch
+}
+
+func (w *waitCtx) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *waitCtx) arm(parent context.Context, d time.Duration) {
+	w.mu.Lock()
+	if w.err != nil {
+		w.ch, w.err = make(chan struct{}), nil
+	}
+	w.armed, w.parent = true, parent
+	w.deadline = time.Now().Add(d)
+	w.mu.Unlock()
+	select {
+	case <-w.brokenCh:
+		w.fire(errWaitBroken)
+		return
+	default:
+	}
+	if err := parent.Err(); err != nil {
+		w.fire(err)
+		return
+	}
+	if parent.Done() != nil {
+		w.stop = context.AfterFunc(parent, func() {
+			w.mu.Lock()
+			same := w.parent == parent
+			w.mu.Unlock()
+			if same {
+				w.fire(parent.Err())
+			}
+		})
+	}
+	w.timer.Reset(d)
+}
+
+// disarm ends the wait and returns why the context ended (nil: it did not).
+func (w *waitCtx) disarm() error {
+	w.timer.Stop()
+	if w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed, w.parent = false, nil
+	return w.err
+}
+
+func (w *waitCtx) timeout() {
+	w.mu.Lock()
+	late := !w.armed || time.Now().Before(w.deadline)
+	w.mu.Unlock()
+	if !late {
+		w.fire(errWaitTimeout)
+	}
+}
+
+// fire ends the armed wait with err.
+func (w *waitCtx) fire(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.armed && w.err == nil {
+		w.err = err
+		close(w.ch)
+	}
+}
