@@ -169,6 +169,10 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 	}
 	c.strat = strat
 	path := slicePath(send[:n*es], recv[:n*es])
+	if path == pathPinned {
+		pa, pb := usePinned(send, recv)
+		defer releasePinned(pa, pb)
+	}
 	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: strat, path: path, noF64: dt == backend.F64 && !g.allF64}
 	hostF64 := dt == backend.F64 && !g.allF64
 	// Direct and pipelined exchange through every rank's own buffers; they

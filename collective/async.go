@@ -12,6 +12,7 @@ type Work struct {
 	err  error
 	ctx  context.Context
 	fn   func(ctx context.Context) error
+	pin  *pinnedEntry
 }
 
 // Wait blocks until the operation finished (returning its error) or ctx
@@ -66,8 +67,10 @@ type opQueue struct {
 // workerKey marks the context of an operation that the comm's worker runs.
 type workerKey struct{}
 
-// submit queues fn as the comm's next operation.
-func (c *Comm) submit(ctx context.Context, name string, fn func(ctx context.Context) error) *Work {
+// submit queues fn as the comm's next operation. mem, when it lies in a
+// HostBuffer, is counted as in use until the operation ends, so
+// HostBuffer.Close waits for it.
+func (c *Comm) submit(ctx context.Context, name string, mem []byte, fn func(ctx context.Context) error) *Work {
 	if c == nil {
 		return failedWork(invalidArg("nil Comm"))
 	}
@@ -81,10 +84,11 @@ func (c *Comm) submit(ctx context.Context, name string, fn func(ctx context.Cont
 	a := &c.queue
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.closed {
+	if a.closed || c.g.closed.Load() {
 		return failedWork(c.wrapErr(name, c.seq+1, errGroupClosed))
 	}
 	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn}
+	w.pin, _ = usePinned(mem, nil)
 	a.items = append(a.items, w)
 	a.pending++
 	if a.idle == nil {
@@ -112,7 +116,8 @@ func (c *Comm) runQueue(idle chan struct{}) {
 		a.head++
 		a.mu.Unlock()
 		w.err = w.fn(w.ctx)
-		w.fn, w.ctx = nil, nil
+		releasePinned(w.pin, nil)
+		w.fn, w.ctx, w.pin = nil, nil, nil
 		a.mu.Lock()
 		a.pending--
 		a.mu.Unlock()
@@ -164,15 +169,15 @@ func (c *Comm) PendingAsync() int {
 // ctx bounds the operation. Every rank must start the same sequence of
 // collectives.
 func AllReduceAsync[T Float](ctx context.Context, c *Comm, data []T, op Op) *Work {
-	return c.submit(ctx, "AllReduce", func(ctx context.Context) error { return AllReduce(ctx, c, data, op) })
+	return c.submit(ctx, "AllReduce", asBytes(data), func(ctx context.Context) error { return AllReduce(ctx, c, data, op) })
 }
 
 // AllReduceTensorAsync starts AllReduceTensor and returns at once.
 func AllReduceTensorAsync[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) *Work {
-	return c.submit(ctx, "AllReduceTensor", func(ctx context.Context) error { return AllReduceTensor(ctx, c, t, op, s) })
+	return c.submit(ctx, "AllReduceTensor", nil, func(ctx context.Context) error { return AllReduceTensor(ctx, c, t, op, s) })
 }
 
 // BroadcastAsync starts Broadcast and returns at once.
 func BroadcastAsync[T Float](ctx context.Context, c *Comm, data []T, root int) *Work {
-	return c.submit(ctx, "Broadcast", func(ctx context.Context) error { return Broadcast(ctx, c, data, root) })
+	return c.submit(ctx, "Broadcast", asBytes(data), func(ctx context.Context) error { return Broadcast(ctx, c, data, root) })
 }

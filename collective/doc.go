@@ -12,6 +12,45 @@
 // arrives makes the others fail with ErrTimeout naming it, and the group is
 // then broken (later calls fail fast with the original cause).
 //
+// # Streams, ownership and failures
+//
+// These rules hold for every call; the code enforces them (stream.go).
+//
+// A Comm is an ordered stream. Operations on one rank run in the order they
+// were called, synchronous or asynchronous (a synchronous call is an
+// enqueue and a wait: it first waits for the rank's queued operations), and
+// their device work follows that order on the rank's queue. Use a Comm from
+// one goroutine at a time; a call from a second goroutine while one runs
+// gets ErrConcurrentUse (best effort). The ctx given when an operation
+// starts (or is queued) bounds the operation; the ctx of Work.Wait bounds
+// only the wait.
+//
+// Ownership. A call owns the caller's memory (slices, HostBuffers, tensors)
+// from entry until it returns. When it returns, with a result or an error,
+// no device, peer rank or transport reads or writes that memory again: an
+// error path first drains the rank's own submitted work and waits for its
+// peers to stop touching its buffers. A device that does not drain within
+// Options.DrainLimit (default 10 s) is declared lost (ErrDeviceLost): its
+// memory, and host memory it imported, is leaked, never freed or unmapped
+// under it. HostBuffer.Close, Tensor.Close and Group.Close wait for every
+// user of the memory they free. An asynchronous operation owns its buffers
+// until its Work is done.
+//
+// Failures. The first failure of any rank breaks the group; Abort breaks
+// it on purpose. Every call blocked on any rank then returns promptly, and
+// every later call fails at once. Every error is an *Error naming the rank,
+// the operation and the call's sequence number. Only a rank whose own
+// context ended matches context.Canceled or context.DeadlineExceeded
+// (a deadline also matches ErrTimeout, a cancellation does not); the other
+// ranks get a *BrokenError (ErrGroupBroken) that names the first failure's
+// rank, operation and cause and matches errors.Is(err, cause) except for
+// that rank's context errors. Group.Run runs one function per rank and
+// aborts the group on the first error (errgroup semantics). Ranks match
+// calls by sequence number and a fingerprint of everything that changes
+// what moves (collective, op, type, count, root, strategy, data path, f64
+// support); a difference fails every rank with ErrMismatch before any data
+// moved.
+//
 // Reductions run in the backend's kernels: f32 in f32 and f64 in f64 (never
 // rounded through f32; a device without f64 reduces f64 exactly on the host).
 // Mean is the sum followed by one multiply by 1/N. NaN and Inf propagate; max

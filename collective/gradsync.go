@@ -161,7 +161,7 @@ func (s *GradientSync[T]) SyncAsync(ctx context.Context, grads []T) *Work {
 	if !s.cfg.AsyncParamUpdates {
 		return failedWork(&ConfigError{Field: "AsyncParamUpdates", Reason: "SyncAsync needs it set"})
 	}
-	w := s.c.submit(ctx, "GradientSync.Sync", func(ctx context.Context) error { return s.stepOne(ctx, grads) })
+	w := s.c.submit(ctx, "GradientSync.Sync", asBytes(grads), func(ctx context.Context) error { return s.stepOne(ctx, grads) })
 	s.pendMu.Lock()
 	s.pending = append(s.pending, w)
 	s.pendMu.Unlock()

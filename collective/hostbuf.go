@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
@@ -50,6 +52,11 @@ func (h *HostBuffer[T]) Close() error {
 	e := h.ent
 	h.ent, h.Data = nil, nil
 	pinned.remove(e)
+	// Wait for the calls that use it (queued asynchronous ones too); each
+	// is bounded by its context and CommunicationTimeout.
+	for e.users.Load() > 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
 	e.mu.Lock()
 	imps := e.imports
 	e.imports = nil
@@ -81,6 +88,28 @@ type pinnedEntry struct {
 	base, end uintptr
 	mu        sync.Mutex
 	imports   []pinnedImport
+	users     atomic.Int64 // calls (running or queued) that use the memory
+}
+
+// usePinned counts a call as a user of the HostBuffers that hold p and q
+// (either may be a plain slice); release with the returned entries.
+func usePinned(p, q []byte) (a, b *pinnedEntry) {
+	if a = pinned.lookup(p); a != nil {
+		a.users.Add(1)
+	}
+	if b = pinned.lookup(q); b != nil {
+		b.users.Add(1)
+	}
+	return a, b
+}
+
+func releasePinned(a, b *pinnedEntry) {
+	if a != nil {
+		a.users.Add(-1)
+	}
+	if b != nil {
+		b.users.Add(-1)
+	}
 }
 
 type pinnedImport struct {

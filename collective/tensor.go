@@ -85,8 +85,12 @@ func (t *Tensor[T]) Download(dst []T) error {
 	return t.buf.Read(t.off, asBytes(dst))
 }
 
-// Close frees the tensor's memory if NewTensor allocated it. Idempotent.
+// Close frees the tensor's memory if NewTensor allocated it, after the
+// operations queued on its Comm (which may use it) have ended. Idempotent.
 func (t *Tensor[T]) Close() error {
+	if t.c != nil {
+		_ = t.c.waitQueue(context.Background())
+	}
 	if t.owned && t.buf != nil {
 		err := t.buf.Close()
 		t.buf = nil
