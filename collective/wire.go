@@ -14,6 +14,13 @@ import (
 // the error grows with the rank count (see WireErrorBound). The owner of
 // each reduced chunk rounds its own copy too, so all ranks still end
 // bitwise identical.
+//
+// With Config.Deterministic the reduce-scatter is rank-ordered instead (as
+// AllReduce's): every rank's input is rounded to the format once, the owner
+// of each chunk sums the rounded inputs in rank order (rank 0 + rank 1 +
+// ...), scales, and rounds the result once for the all-gather. The result
+// is then a function of the inputs alone, W(op_r W(x_r)) with W the
+// rounding, whatever the chunking, slot size or chunk owner.
 
 // WireErrorBound is the documented bound of wire compression for a sum of
 // N ranks' inputs x_r: |result - exact| <= N * u * sum_r |x_r| (+ the f32
@@ -29,7 +36,9 @@ func WireErrorBound(f backend.WireFormat, ranks int, sumAbs float64) float64 {
 
 // AllReduceWire all-reduces f32 data in place with a ring whose exchange
 // is compressed to f (backend.F16 or backend.BF16). The backend must offer
-// compression kernels (backend.Compressor): host and vulkan do.
+// compression kernels (backend.Compressor): host and vulkan do. With
+// Config.Deterministic the reduction is in rank order, as AllReduce's (see
+// above).
 func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backend.WireFormat) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
@@ -63,10 +72,17 @@ func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backen
 	km := len(members)
 	chunkLen := ceilDiv(n, km)
 	i := c.position(members)
-	if err := c.ringReduceScatter(ctx, k, members, n, chunkLen, 0, 1); err != nil {
+	off := 1 // member i owns chunk i+off after the reduce-scatter
+	if c.g.cfg.Deterministic {
+		off = 0
+		err = c.wireDetReduceScatter(ctx, k, members, n, chunkLen)
+	} else {
+		err = c.ringReduceScatter(ctx, k, members, n, chunkLen, 0, off)
+	}
+	if err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	lo, hi := chunkRange(n, chunkLen, mod(i+1, km))
+	lo, hi := chunkRange(n, chunkLen, mod(i+off, km))
 	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
@@ -85,11 +101,87 @@ func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backen
 			return c.failAfter(err, nil, nil)
 		}
 	}
-	if err := c.ringAllGather(ctx, k, members, n, chunkLen, 1); err != nil {
+	if err := c.ringAllGather(ctx, k, members, n, chunkLen, off); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	if err := c.download(ctx, k, 0, asBytes(data)); err != nil {
 		return c.fail(err, true, nil, nil)
+	}
+	return nil
+}
+
+// wireDetReduceScatter is detReduceScatter with a compressed exchange:
+// every member sends its packed slice of chunk q to member q, which unpacks
+// every member's slice (its own packed and unpacked the same way, so each
+// input is rounded exactly once whoever owns the chunk) and reduces them in
+// member order with one kernel. Slices are half a slot long: the packed
+// message and its unpacked f32 copy share the sender's inbox slot. Member i
+// ends owning chunk i.
+func (c *Comm) wireDetReduceScatter(ctx context.Context, k *call, members []int, n, chunkLen int) error {
+	km := len(members)
+	i := c.position(members)
+	half := c.g.slotBytes / 2 // a multiple of 4: slotBytes is of 8
+	slice := half / k.es
+	st := c.dev.Stream()
+	pend, srcs := c.pendings(km), c.regions(km)
+	for j := 0; j*slice < chunkLen; j++ {
+		nsend := 0
+		for q := 0; q < km; q++ {
+			if q == i {
+				continue
+			}
+			lo, hi := chunkRange(n, chunkLen, q)
+			a, b := sliceRange(lo, hi, slice, j)
+			if b <= a {
+				continue
+			}
+			slot, out, err := c.reserve(ctx, members[q], packedLen(b-a))
+			if err != nil {
+				return err
+			}
+			if err := c.rec(k.comp.Pack(k.wire, out, k.region(a, b))); err != nil {
+				return err
+			}
+			pend[nsend] = pending{to: members[q], slot: slot, n: packedLen(b - a)}
+			nsend++
+		}
+		if nsend > 0 {
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+			for _, p := range pend[:nsend] {
+				c.post(p.to, p.slot, p.n, msg{})
+			}
+		}
+		lo, hi := chunkRange(n, chunkLen, i)
+		a, b := sliceRange(lo, hi, slice, j)
+		if b <= a {
+			continue
+		}
+		for q := 0; q < km; q++ {
+			in := backend.Region{Buf: c.inbox, Off: q * c.g.slotBytes, Len: packedLen(b - a)}
+			if q == i {
+				if err := c.rec(k.comp.Pack(k.wire, in, k.region(a, b))); err != nil {
+					return err
+				}
+			} else {
+				var err error
+				if in, _, err = c.take(ctx, members[q], q, msgCollective, packedLen(b-a)); err != nil {
+					return err
+				}
+			}
+			unpacked := backend.Region{Buf: c.inbox, Off: q*c.g.slotBytes + half, Len: (b - a) * k.es}
+			if err := c.rec(k.comp.Unpack(k.wire, unpacked, in)); err != nil {
+				return err
+			}
+			srcs[q] = unpacked
+		}
+		if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), srcs[:km], 1)); err != nil {
+			return err
+		}
+		if err := c.flush(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }
