@@ -35,10 +35,12 @@ type SyncOptions struct {
 	FusionBytes int
 	// Wire, when set (backend.F16 or backend.BF16), compresses the dense
 	// all-reduce of float32 gradients on the wire (ring strategy; see
-	// AllReduceWire).
+	// AllReduceWire): Sync's, and each of SyncAll's buckets. The strategy
+	// is then always the ring, so the adaptive selector stays idle.
 	Wire backend.WireFormat
 	// Logger receives the monitor's log lines every
-	// Config.BandwidthMonitorInterval steps; nil means slog.Default().
+	// Config.BandwidthMonitorInterval steps and one per strategy switch;
+	// nil means none (a library is quiet unless asked).
 	Logger *slog.Logger
 }
 
@@ -60,11 +62,20 @@ type Stats struct {
 // optional top-k compression with error feedback, tensor fusion and
 // asynchronous steps. Every rank of the group makes the same sequence of
 // calls.
+//
+// A step is a sequence of collectives on the Comm (the selector's probes
+// and its agreement included), so steps run one at a time in call order:
+// Sync and SyncAll first wait for the SyncAsync steps started before them.
+// Config.AdaptiveCommunication applies to the dense all-reduce: with
+// Config.GradientCompression (the exchange is two all-gathers) or a Wire
+// format (always the ring) there is no strategy to choose, and the
+// selector stays idle.
 type GradientSync[T Float] struct {
-	c    *Comm
-	cfg  Config
-	opts SyncOptions
-	log  *slog.Logger
+	c        *Comm
+	cfg      Config
+	opts     SyncOptions
+	log      *slog.Logger
+	adaptive bool // the selector runs
 
 	mu       sync.Mutex // guards the fields below (async steps run on the comm's worker)
 	mon      *Monitor
@@ -84,6 +95,7 @@ type GradientSync[T Float] struct {
 	allIdx   []float64
 	allVal   []T
 	bucket   []T
+	flat     []T            // SyncAll's model, concatenated for top-k
 	dAcc     backend.Buffer // device copies for top-k selection on the device
 	dIdx     backend.Buffer
 	dVal     backend.Buffer
@@ -140,9 +152,14 @@ func NewGradientSync[T Float](c *Comm, opts SyncOptions) (*GradientSync[T], erro
 	}
 	l := opts.Logger
 	if l == nil {
-		l = slog.Default()
+		l = slog.New(slog.DiscardHandler)
 	}
-	s := &GradientSync[T]{c: c, cfg: c.g.cfg, opts: opts, log: l, mon: newMonitor(opts.EvaluationWindow), cur: c.g.cfg.Strategy}
+	cfg := c.g.cfg
+	s := &GradientSync[T]{c: c, cfg: cfg, opts: opts, log: l, mon: newMonitor(opts.EvaluationWindow), cur: cfg.Strategy,
+		adaptive: cfg.AdaptiveCommunication && c.g.n > 1 && !cfg.GradientCompression && opts.Wire == 0}
+	if opts.Wire != 0 {
+		s.cur = Ring
+	}
 	s.vec = make([]float64, len(opts.Candidates))
 	return s, nil
 }
@@ -151,6 +168,9 @@ func NewGradientSync[T Float](c *Comm, opts SyncOptions) (*GradientSync[T], erro
 // one step. With Config.GradientCompression it sends only the top-k
 // elements (plus error feedback with Config.ErrorCorrection).
 func (s *GradientSync[T]) Sync(ctx context.Context, grads []T) error {
+	if err := s.settle(ctx, "GradientSync.Sync"); err != nil {
+		return err
+	}
 	return s.stepOne(ctx, grads)
 }
 
@@ -163,30 +183,114 @@ func (s *GradientSync[T]) SyncAsync(ctx context.Context, grads []T) *Work {
 	}
 	w := s.c.submit(ctx, "GradientSync.Sync", asBytes(grads), func(ctx context.Context) error { return s.stepOne(ctx, grads) })
 	s.pendMu.Lock()
-	s.pending = append(s.pending, w)
+	s.pending = append(pruneDone(s.pending), w)
 	s.pendMu.Unlock()
 	return w
 }
 
+// settle orders a synchronous step after the comm's queued operations,
+// the SyncAsync steps started before it among them: a step is several
+// collectives plus the selector's state (probes, step count), which every
+// rank must advance in the same order. The comm's entry does the wait, so a
+// ctx that ends here breaks the group as any collective's would (peers wait
+// for this rank's step).
+func (s *GradientSync[T]) settle(ctx context.Context, op string) error {
+	owned, err := s.c.enter(ctx, op, false)
+	if err != nil {
+		return err
+	}
+	s.c.leave(owned, &err)
+	s.pendMu.Lock()
+	s.pending = pruneDone(s.pending)
+	s.pendMu.Unlock()
+	return nil
+}
+
+// pruneDone drops the Works that finished without an error (Synchronize
+// still reports the others).
+func pruneDone(ws []*Work) []*Work {
+	out := ws[:0]
+	for _, w := range ws {
+		if !w.Done() || w.Wait(context.Background()) != nil {
+			out = append(out, w)
+		}
+	}
+	clear(ws[len(out):])
+	return out
+}
+
 // SyncAll all-reduces many tensors (a model's layers) to their means as one
 // step: small tensors are packed into fusion buckets of FusionBytes and
-// reduced together, so a 100-tensor model costs a few collectives.
+// reduced together, so a 100-tensor model costs a few collectives. The step
+// runs one strategy for all its buckets and is measured as one sample at
+// the size class of the whole model (where the selector compares).
+//
+// With Config.GradientCompression it is Sync on the tensors concatenated in
+// order: one top-k selection over the whole model (k = CompressionRatio x
+// the total element count) and one error-feedback residual covering the
+// concatenation (so Sync and SyncAll of different lengths on one
+// GradientSync restart it). With a Wire format every bucket is compressed.
 func (s *GradientSync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
+	if err := s.settle(ctx, "GradientSync.SyncAll"); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.step++
 	s.mu.Unlock()
 	es := dtypeOf[T]().Size()
-	per := s.opts.FusionBytes / es
+	total := 0
+	for _, t := range tensors {
+		total += len(t)
+	}
+	if s.cfg.GradientCompression {
+		if cap(s.flat) < total {
+			s.flat = make([]T, total)
+		}
+		flat := s.flat[:0]
+		for _, t := range tensors {
+			flat = append(flat, t...)
+		}
+		if err := s.topK(ctx, flat); err != nil {
+			return err
+		}
+		for _, t := range tensors {
+			flat = flat[copy(t, flat):]
+		}
+	} else if err := s.fused(ctx, tensors); err != nil {
+		return err
+	}
+	s.afterStep(ctx)
+	return s.evaluate(ctx, total*es)
+}
+
+// fused reduces tensors in fusion buckets (tensors larger than a bucket on
+// their own, in place) with this step's strategy, and records the step as
+// one sample.
+func (s *GradientSync[T]) fused(ctx context.Context, tensors [][]T) error {
+	st := s.strategyForStep()
+	per := s.opts.FusionBytes / dtypeOf[T]().Size()
 	if cap(s.bucket) < per {
 		s.bucket = make([]T, per)
 	}
 	b := s.bucket[:0]
 	start := 0
+	var spent time.Duration
+	bytes, ops := 0, 0
+	reduce := func(data []T) error {
+		t0 := time.Now()
+		if err := s.reduce(ctx, data, st); err != nil {
+			return err
+		}
+		spent += time.Since(t0)
+		bytes += len(data) * dtypeOf[T]().Size()
+		ops++
+		return nil
+	}
 	flush := func(end int) error {
 		if len(b) == 0 {
 			return nil
 		}
-		if err := s.collective(ctx, b); err != nil {
+		if err := reduce(b); err != nil {
 			return err
 		}
 		off := 0
@@ -202,7 +306,7 @@ func (s *GradientSync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
 	for i, t := range tensors {
 		if len(t) > per {
 			// Larger than a bucket: reduce it on its own, in place.
-			if err := s.collective(ctx, t); err != nil {
+			if err := reduce(t); err != nil {
 				return err
 			}
 			continue
@@ -221,12 +325,12 @@ func (s *GradientSync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
 	if err := flush(len(tensors)); err != nil {
 		return err
 	}
-	s.afterStep(ctx)
-	total := 0
-	for _, t := range tensors {
-		total += len(t)
+	if ops > 0 {
+		s.mu.Lock()
+		s.mon.record(st, bytes, spent, ops)
+		s.mu.Unlock()
 	}
-	return s.evaluate(ctx, total*es)
+	return nil
 }
 
 // Synchronize waits for every step started with SyncAsync.
@@ -276,7 +380,13 @@ func (s *GradientSync[T]) stepOne(ctx context.Context, grads []T) error {
 	if s.cfg.GradientCompression {
 		err = s.topK(ctx, grads)
 	} else {
-		err = s.collective(ctx, grads)
+		st := s.strategyForStep()
+		start := time.Now()
+		if err = s.reduce(ctx, grads, st); err == nil {
+			s.mu.Lock()
+			s.mon.record(st, len(grads)*dtypeOf[T]().Size(), time.Since(start), 1)
+			s.mu.Unlock()
+		}
 	}
 	if err != nil {
 		return err
@@ -297,26 +407,14 @@ func (s *GradientSync[T]) strategyForStep() Strategy {
 	return s.cur
 }
 
-// collective runs one timed mean all-reduce and records it.
-func (s *GradientSync[T]) collective(ctx context.Context, data []T) error {
-	st := s.strategyForStep()
-	start := time.Now()
-	var err error
+// reduce runs one mean all-reduce of data in place with strategy st (with a
+// Wire format: the compressed ring, and st is Ring).
+func (s *GradientSync[T]) reduce(ctx context.Context, data []T, st Strategy) error {
 	if s.opts.Wire != 0 {
-		st = Ring
 		f32 := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), len(data))
-		err = AllReduceWire(ctx, s.c, f32, Mean, s.opts.Wire)
-	} else {
-		err = AllReduceWith(ctx, s.c, data, data, Mean, st)
+		return AllReduceWire(ctx, s.c, f32, Mean, s.opts.Wire)
 	}
-	d := time.Since(start)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.mon.record(st, len(data)*dtypeOf[T]().Size(), d)
-	s.mu.Unlock()
-	return nil
+	return AllReduceWith(ctx, s.c, data, data, Mean, st)
 }
 
 func (s *GradientSync[T]) afterStep(ctx context.Context) {
@@ -343,7 +441,7 @@ func (s *GradientSync[T]) afterStep(ctx context.Context) {
 // rank) and switch together, at the same step, if the best candidate is
 // faster than the current strategy by SwitchThreshold.
 func (s *GradientSync[T]) evaluate(ctx context.Context, bytes int) error {
-	if !s.cfg.AdaptiveCommunication || s.c.g.n == 1 {
+	if !s.adaptive {
 		return nil
 	}
 	s.mu.Lock()
@@ -421,7 +519,7 @@ func (s *GradientSync[T]) evaluate(ctx context.Context, bytes int) error {
 func (s *GradientSync[T]) topK(ctx context.Context, grads []T) error {
 	n := len(grads)
 	if n == 0 {
-		return s.collective(ctx, grads)
+		return nil
 	}
 	k := int(float64(s.cfg.CompressionRatio) * float64(n))
 	if k < 1 {
@@ -490,8 +588,7 @@ func (s *GradientSync[T]) topK(ctx context.Context, grads []T) error {
 		grads[i] *= scale
 	}
 	s.mu.Lock()
-	s.mon.record(s.cur, k*N*(8+dtypeOf[T]().Size()), d)
-	s.mon.ops++ // two gathers
+	s.mon.record(s.cur, k*N*(8+dtypeOf[T]().Size()), d, 2) // two gathers
 	s.mu.Unlock()
 	return nil
 }

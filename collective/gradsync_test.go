@@ -434,3 +434,309 @@ func TestGradientSyncWire(t *testing.T) {
 		t.Errorf("f64 with wire compression: %v", err)
 	}
 }
+
+// TestSyncAllAdaptiveSizeClass: SyncAll's measurements are compared at the
+// size class they were recorded at. The model (8 tensors of 4 KiB, 32 KiB)
+// is fused into 4 KiB buckets, a smaller size class than the model's; the
+// ring is made slow for real (a delay before each submission), so the
+// selector must switch to direct, on every rank at the same step.
+func TestSyncAllAdaptiveSizeClass(t *testing.T) {
+	const ranks, tensors, elems = 4, 8, 1024
+	g := openGroup(t, "host", ranks, func(o *Options) {
+		o.Config.Strategy = Ring
+		o.Config.AdaptiveCommunication = true
+	})
+	for r := 0; r < ranks; r++ {
+		g.devs[r].(interface{ SetDelay(time.Duration) }).SetDelay(time.Millisecond)
+	}
+	const cooldown, probe = 2, 2
+	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: cooldown, EvaluationWindow: 4, ProbeSteps: probe,
+		Candidates: []Strategy{Ring, Direct}, FusionBytes: 4 * elems})
+	const steps = cooldown + 2*probe // the probe round ends, and is compared, at the last step
+	seen := make([][]Stats, ranks)
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		model := make([][]float32, tensors)
+		for s := 0; s < steps; s++ {
+			for i := range model {
+				model[i] = make([]float32, elems)
+				for j := range model[i] {
+					model[i][j] = float32(c.Rank() + i + j%7)
+				}
+			}
+			if err := ss[c.Rank()].SyncAll(context.Background(), model); err != nil {
+				return err
+			}
+			for i := range model {
+				for j, v := range model[i] {
+					if want := float32(i+j%7) + 1.5; v != want {
+						return fmt.Errorf("step %d tensor %d element %d: %v, want %v", s, i, j, v, want)
+					}
+				}
+			}
+			seen[c.Rank()] = append(seen[c.Rank()], ss[c.Rank()].Stats())
+		}
+		return nil
+	}))
+	for r := 1; r < ranks; r++ {
+		for i := range seen[0] {
+			a, b := seen[r][i], seen[0][i]
+			if a.CurrentStrategy != b.CurrentStrategy || a.Switches != b.Switches || a.LastSwitchStep != b.LastSwitchStep {
+				t.Fatalf("rank %d disagrees with rank 0 at step %d: %+v vs %+v", r, i+1, a, b)
+			}
+		}
+	}
+	last := seen[0][len(seen[0])-1]
+	if last.Switches != 1 || last.CurrentStrategy != Direct || last.LastSwitchStep != steps || last.Operations != steps*tensors {
+		t.Fatalf("after %d steps: %+v, want one switch to direct at the last step and %d collectives", steps, last, steps*tensors)
+	}
+	if _, n := ss[0].Monitor(Direct, tensors*elems*4); n != probe {
+		t.Errorf("direct has %d samples at the model's size, want one per probe step (%d)", n, probe)
+	}
+}
+
+// TestSyncAllTopK: with GradientCompression, SyncAll compresses: it is Sync
+// on the tensors concatenated in order (one top-k over the model, one
+// error-feedback residual), bitwise, over several steps.
+func TestSyncAllTopK(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		const ranks, steps = 3, 4
+		g := openGroup(t, bk, ranks, func(o *Options) {
+			o.Config.GradientCompression = true
+			o.Config.CompressionRatio = 0.1
+			o.Config.ErrorCorrection = true
+		})
+		all := newSyncs[float32](t, g, SyncOptions{FusionBytes: 256})
+		flat := newSyncs[float32](t, g, SyncOptions{FusionBytes: 256})
+		sizes := []int{5, 100, 1, 64, 300, 17}
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			rng := rand.New(rand.NewPCG(uint64(c.Rank()), 11))
+			for s := 0; s < steps; s++ {
+				var model [][]float32
+				var cat []float32
+				for _, n := range sizes {
+					x := make([]float32, n)
+					for i := range x {
+						x[i] = float32(math.Round(rng.NormFloat64() * 64))
+					}
+					model = append(model, x)
+					cat = append(cat, x...)
+				}
+				dense := append([]float32(nil), cat...)
+				if err := all[c.Rank()].SyncAll(context.Background(), model); err != nil {
+					return err
+				}
+				if err := flat[c.Rank()].Sync(context.Background(), cat); err != nil {
+					return err
+				}
+				if err := AllReduce(context.Background(), c, dense, Mean); err != nil {
+					return err
+				}
+				var got []float32
+				for _, x := range model {
+					got = append(got, x...)
+				}
+				if !bitsEqual(got, cat) {
+					return fmt.Errorf("step %d: SyncAll differs from Sync of the concatenation", s)
+				}
+				if bitsEqual(got, dense) {
+					return fmt.Errorf("step %d: SyncAll's result is the dense mean: not compressed", s)
+				}
+			}
+			if !bitsEqual(all[c.Rank()].Residual(), flat[c.Rank()].Residual()) {
+				return fmt.Errorf("residuals differ")
+			}
+			return nil
+		}))
+	}
+}
+
+// TestSyncAllWire: SyncAll with a wire format compresses every bucket and
+// every tensor larger than a bucket: with one bucket it is AllReduceWire of
+// the small tensors concatenated, and AllReduceWire of the large one.
+func TestSyncAllWire(t *testing.T) {
+	g := openGroup(t, "host", 3, func(o *Options) { o.Config.AdaptiveCommunication = false })
+	ss := newSyncs[float32](t, g, SyncOptions{Wire: backend.BF16, FusionBytes: 4096})
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		model := [][]float32{make([]float32, 10), make([]float32, 2000), make([]float32, 33)}
+		for i, x := range model {
+			for j := range x {
+				x[j] = float32(j%17)*0.37*float32(c.Rank()+1) + float32(i)
+			}
+		}
+		small := append(append([]float32(nil), model[0]...), model[2]...)
+		large := append([]float32(nil), model[1]...)
+		if err := ss[c.Rank()].SyncAll(context.Background(), model); err != nil {
+			return err
+		}
+		if err := AllReduceWire(context.Background(), c, large, Mean, backend.BF16); err != nil {
+			return err
+		}
+		if err := AllReduceWire(context.Background(), c, small, Mean, backend.BF16); err != nil {
+			return err
+		}
+		if !bitsEqual(model[1], large) || !bitsEqual(append(append([]float32(nil), model[0]...), model[2]...), small) {
+			return fmt.Errorf("SyncAll with a wire format differs from AllReduceWire")
+		}
+		return nil
+	}))
+}
+
+// countHandler counts the records it is given.
+type countHandler struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) Handle(context.Context, slog.Record) error {
+	h.mu.Lock()
+	h.n++
+	h.mu.Unlock()
+	return nil
+}
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestGradientSyncNilLoggerQuiet: a GradientSync without a Logger logs
+// nothing (not to slog.Default), even when the monitor's interval passes
+// and the selector switches; with a Logger it logs there.
+func TestGradientSyncNilLoggerQuiet(t *testing.T) {
+	def := &countHandler{}
+	old := slog.Default()
+	slog.SetDefault(slog.New(def))
+	defer slog.SetDefault(old)
+	g := openGroup(t, "host", 2, func(o *Options) {
+		o.Config.BandwidthMonitorInterval = 1
+		o.Config.Strategy = Auto
+	})
+	own := &countHandler{}
+	ss := make([]*GradientSync[float32], 2)
+	for r := range ss {
+		o := SyncOptions{SwitchCooldown: 1, ProbeSteps: 1, Candidates: []Strategy{Direct, Ring}}
+		if r == 1 {
+			o.Logger = slog.New(own)
+		}
+		s, err := NewGradientSync[float32](g.Comm(r), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss[r] = s
+	}
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		for s := 0; s < 6; s++ {
+			if err := ss[c.Rank()].Sync(context.Background(), make([]float32, 64)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	if def.n != 0 {
+		t.Errorf("a nil Logger logged %d records to slog.Default", def.n)
+	}
+	if own.n < 6 {
+		t.Errorf("a set Logger got %d records, want at least one a step", own.n)
+	}
+}
+
+// TestGradientSyncAsyncThenSync: Sync and SyncAll after SyncAsync steps run
+// after them, in call order, on every rank (they are collectives on the
+// same Comm, and advance the selector's probes), with adaptive probes
+// switching strategies in between, whether or not the caller waited for
+// the asynchronous steps.
+func TestGradientSyncAsyncThenSync(t *testing.T) {
+	g := openGroup(t, "host", 2, func(o *Options) {
+		o.Config.AsyncParamUpdates = true
+		o.Config.AdaptiveCommunication = true
+		o.Config.Strategy = Ring
+	})
+	for r := 0; r < 2; r++ {
+		g.devs[r].(interface{ SetDelay(time.Duration) }).SetDelay(200 * time.Microsecond)
+	}
+	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: 1, ProbeSteps: 1, Candidates: []Strategy{Ring, Direct, Tree}})
+	const rounds = 4
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		s := ss[c.Rank()]
+		fill := func(n, step int) []float32 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(c.Rank() + step + i%3)
+			}
+			return x
+		}
+		check := func(x []float32, step int) error {
+			for i, v := range x {
+				if want := float32(step+i%3) + 0.5; v != want {
+					return fmt.Errorf("step %d element %d: %v, want %v", step, i, v, want)
+				}
+			}
+			return nil
+		}
+		for round := 0; round < rounds; round++ {
+			a, b := fill(300, 4*round), fill(50, 4*round+1)
+			wa, wb := s.SyncAsync(context.Background(), a), s.SyncAsync(context.Background(), b)
+			if c.Rank() == 1 {
+				// Rank 1 lets its steps finish first, rank 0 calls Sync
+				// while they are queued: both must run the same steps.
+				if err := errors.Join(wa.Wait(context.Background()), wb.Wait(context.Background())); err != nil {
+					return fmt.Errorf("round %d: async: %w", round, err)
+				}
+			}
+			d := fill(70, 4*round+2)
+			if err := s.Sync(context.Background(), d); err != nil {
+				return fmt.Errorf("round %d: Sync: %w", round, err)
+			}
+			e := fill(20, 4*round+3)
+			if err := s.SyncAll(context.Background(), [][]float32{e}); err != nil {
+				return fmt.Errorf("round %d: SyncAll: %w", round, err)
+			}
+			if err := errors.Join(wa.Wait(context.Background()), wb.Wait(context.Background())); err != nil {
+				return fmt.Errorf("round %d: async: %w", round, err)
+			}
+			for i, x := range [][]float32{a, b, d, e} {
+				if err := check(x, 4*round+i); err != nil {
+					return err
+				}
+			}
+		}
+		if err := s.Synchronize(context.Background()); err != nil {
+			return err
+		}
+		if st := s.Stats(); st.Steps != 4*rounds {
+			return fmt.Errorf("%d steps, want %d", st.Steps, 4*rounds)
+		}
+		return nil
+	}))
+	if a, b := ss[0].Stats(), ss[1].Stats(); a.CurrentStrategy != b.CurrentStrategy || a.Switches != b.Switches {
+		t.Errorf("ranks disagree: %+v vs %+v", a, b)
+	}
+}
+
+// TestGradientSyncProbesSmallPipelined: the selector's probes run every
+// candidate on the step's tensor, however small: a pipelined probe with
+// more chunks than elements still gives the exact mean.
+func TestGradientSyncProbesSmallPipelined(t *testing.T) {
+	g := openGroup(t, "host", 2, func(o *Options) {
+		o.Config.Strategy = Direct
+		o.Config.PipelineDepth = 4
+	})
+	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: 1, ProbeSteps: 2, Candidates: []Strategy{Direct, Pipelined}})
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		for s := 0; s < 8; s++ {
+			for _, n := range []int{16, 3} {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(2*c.Rank() + i)
+				}
+				if err := ss[c.Rank()].Sync(context.Background(), x); err != nil {
+					return err
+				}
+				for i, v := range x {
+					if want := float32(i + 1); v != want {
+						return fmt.Errorf("step %d n=%d element %d: %v, want %v (strategy %s)", s, n, i, v, want, ss[c.Rank()].Stats().CurrentStrategy)
+					}
+				}
+			}
+		}
+		return nil
+	}))
+}

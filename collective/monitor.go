@@ -66,10 +66,13 @@ func newMonitor(size int) *Monitor {
 	return &Monitor{window: size, perClass: map[[2]int]*window{}}
 }
 
-func (m *Monitor) record(s Strategy, bytes int, d time.Duration) {
+// record adds one sample: ops collectives of strategy s that together
+// reduced bytes in d (one step's worth: SyncAll's buckets are one sample, at
+// the size class of the whole model, which is where the selector compares).
+func (m *Monitor) record(s Strategy, bytes int, d time.Duration, ops int) {
 	m.totalBytes += int64(bytes)
 	m.totalTime += d
-	m.ops++
+	m.ops += int64(ops)
 	key := [2]int{int(s), sizeClass(bytes)}
 	w := m.perClass[key]
 	if w == nil {
