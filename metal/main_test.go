@@ -8,7 +8,13 @@ import (
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/shimdev"
+	"github.com/gocoll/gocoll/internal/shimdev/shimdevtest"
 )
+
+// device is the device the backend opens (the shared implementation over
+// the ABI).
+type device = shimdev.Device
 
 // metalRequired reports whether a missing Metal device fails the tests
 // instead of skipping them: GOCOLL_BACKEND=metal (what the macOS CI workflow
@@ -37,14 +43,10 @@ func requireMetal(t testing.TB) {
 func openDevice(t testing.TB, opts backend.OpenOptions) *device {
 	t.Helper()
 	requireMetal(t)
-	d, err := Backend{}.Open(0, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return d.(*device)
+	return shimdevtest.Open(t, Backend{}, opts)
+}
+
+// openConformance is openDevice for the conformance suite.
+func openConformance(t *testing.T, opts backend.OpenOptions) backend.Device {
+	return openDevice(t, opts)
 }

@@ -3,15 +3,29 @@
 package metal
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/cshim"
+	"github.com/gocoll/gocoll/internal/shimdev"
+	"github.com/gocoll/gocoll/kernels"
 )
+
+// inst is the process's view of Metal, set up once. Metal's messages are
+// compiler warnings, not validation reports, so they fail no call.
+var inst = shimdev.NewInstance(shimdev.API{
+	Name:    "metal",
+	Title:   "Metal",
+	Info:    deviceInfo,
+	Code:    kernelCode,
+	SpinGPU: 50 * time.Microsecond,
+})
+
+// float64Reason is why no Metal device reduces f64 in a kernel.
+const float64Reason = "Metal has no double type (MSL has no 64-bit float); f64 is reduced exactly on the host path"
 
 func init() { backend.Register(Backend{}) }
 
@@ -20,30 +34,19 @@ func init() { backend.Register(Backend{}) }
 // first call that needs them.
 type Backend struct{}
 
-// The process's view of Metal, set up once.
-var inst struct {
-	once    sync.Once
-	impl    *cshim.Impl
-	info    cshim.InstanceInfo
-	devices []cshim.DeviceInfo
-	err     error
+func setup() error {
+	return inst.Setup(func() (*cshim.Impl, cshim.InitOptions) { return cshim.Metal(), cshim.InitOptions{} })
 }
 
-// float64Reason is why no Metal device reduces f64 in a kernel.
-const float64Reason = "Metal has no double type (MSL has no 64-bit float); f64 is reduced exactly on the host path"
-
-func setup() error {
-	inst.once.Do(func() {
-		inst.impl = cshim.Metal()
-		if inst.err = inst.impl.Init(cshim.InitOptions{}); inst.err != nil {
-			return
-		}
-		if inst.info, inst.err = inst.impl.Instance(); inst.err != nil {
-			return
-		}
-		inst.devices, inst.err = inst.impl.Devices()
-	})
-	return inst.err
+// kernelCode returns a kernel's MSL (kernels.MSL) as metal.m's kernel_create
+// takes it (cshim.MetalKernel), compiled by Metal at run time, once per
+// device (newLibraryWithSource).
+func kernelCode(info kernels.Info) ([]byte, string, error) {
+	msl, err := kernels.MSL(info.Name)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", err, backend.ErrUnsupported)
+	}
+	return cshim.MetalKernel(msl, info.Bindings)
 }
 
 // Name returns "metal".
@@ -55,38 +58,17 @@ func (Backend) Name() string { return "metal" }
 // probe kernel is not usable).
 func (Backend) Available() error {
 	if err := setup(); err != nil {
-		return unavailable(err)
+		return inst.Unavailable(err)
 	}
-	var why []string
-	for _, d := range inst.devices {
-		if d.Usable {
-			return nil
-		}
-		why = append(why, fmt.Sprintf("%s: %s", d.Name, d.UnusableReason))
-	}
-	if len(why) == 0 {
-		return fmt.Errorf("metal: no Metal device (MTLCopyAllDevices found none): %w", backend.ErrUnavailable)
-	}
-	return fmt.Errorf("metal: no usable Metal device (%s): %w", strings.Join(why, "; "), backend.ErrUnavailable)
-}
-
-func unavailable(err error) error {
-	if errors.Is(err, backend.ErrUnavailable) {
-		return fmt.Errorf("metal: %w", err)
-	}
-	return fmt.Errorf("metal: %w: %w", backend.ErrUnavailable, err)
+	return inst.Available("MTLCopyAllDevices found none")
 }
 
 // Devices lists the Metal devices as they would open with default options.
 func (Backend) Devices() ([]backend.DeviceInfo, error) {
 	if err := setup(); err != nil {
-		return nil, unavailable(err)
+		return nil, inst.Unavailable(err)
 	}
-	out := make([]backend.DeviceInfo, len(inst.devices))
-	for i, d := range inst.devices {
-		out[i] = deviceInfo(d, backend.OpenOptions{})
-	}
-	return out, nil
+	return inst.Devices(), nil
 }
 
 // Open opens device index with a command queue of its own
@@ -95,19 +77,19 @@ func (Backend) Devices() ([]backend.DeviceInfo, error) {
 // run with MTL_DEBUG_LAYER=1.
 func (Backend) Open(index int, opts backend.OpenOptions) (backend.Device, error) {
 	if err := setup(); err != nil {
-		return nil, unavailable(err)
+		return nil, inst.Unavailable(err)
 	}
-	if index < 0 || index >= len(inst.devices) {
-		return nil, fmt.Errorf("metal: no device %d (%d devices): %w", index, len(inst.devices), backend.ErrInvalidArgument)
+	if err := inst.CheckIndex(index); err != nil {
+		return nil, err
 	}
-	if d := inst.devices[index]; !d.Usable {
+	if d := inst.Raw()[index]; !d.Usable {
 		return nil, fmt.Errorf("metal: device %d (%s) is not usable: %s: %w", index, d.Name, d.UnusableReason, backend.ErrUnavailable)
 	}
-	if opts.Validation && !inst.info.Validation {
+	if opts.Validation && !inst.Info().Validation {
 		return nil, fmt.Errorf("metal: validation requested, but Metal's API validation is chosen when the process starts: "+
 			"run with MTL_DEBUG_LAYER=1 (MTL_DEBUG_LAYER is %q): %w", os.Getenv("MTL_DEBUG_LAYER"), backend.ErrUnsupported)
 	}
-	return open(index, opts)
+	return inst.Open(index, opts, cshim.OpenOptions{})
 }
 
 // deviceInfo converts a device's description, applying opts.
@@ -123,7 +105,7 @@ func deviceInfo(c cshim.DeviceInfo, opts backend.OpenOptions) backend.DeviceInfo
 		APIVersion:       fmt.Sprintf("MSL %d.%d", c.APIVersion>>22&0x7f, c.APIVersion>>12&0x3ff),
 		Float64:          false,
 		Float64Reason:    float64Reason,
-		MaxBindingBytes:  maxBinding(c, opts),
+		MaxBindingBytes:  shimdev.MaxBinding(c, opts),
 		MaxAllocBytes:    int64(min(c.MaxMemoryAllocationSize, 1<<62)),
 		SubgroupSize:     int(c.SubgroupSize),
 		TimestampPeriod:  float64(c.TimestampPeriod),
@@ -132,16 +114,4 @@ func deviceInfo(c cshim.DeviceInfo, opts backend.OpenOptions) backend.DeviceInfo
 		UnifiedMemory:    c.Type == cshim.DeviceIntegrated,
 		MaxWorkGroupSize: int(min(c.MaxComputeWorkGroupInvocations, c.MaxComputeWorkGroupSize[0])),
 	}
-}
-
-// maxBinding is the largest range one binding covers: the device's limit
-// (maxBufferLength, capped where the kernels' 32-bit indices end), lowered by
-// opts.MaxBindingBytes, but never below what one element past an
-// aligned-down offset needs.
-func maxBinding(c cshim.DeviceInfo, opts backend.OpenOptions) int64 {
-	m := int64(min(c.MaxStorageBufferRange, 1<<62))
-	if opts.MaxBindingBytes > 0 && opts.MaxBindingBytes < m {
-		m = opts.MaxBindingBytes
-	}
-	return max(m, int64(c.MinStorageBufferOffsetAlignment), 8)
 }

@@ -14,6 +14,23 @@ import (
 	"github.com/gocoll/gocoll/kernels"
 )
 
+func alloc(t testing.TB, d backend.Device, n int, mem backend.Memory) backend.Buffer {
+	t.Helper()
+	b, err := d.Alloc(n, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestInfo: what the device reports, as the issue asks: no f64 and why,
 // zero-copy host import, unified memory on Apple silicon.
 func TestInfo(t *testing.T) {
@@ -26,26 +43,17 @@ func TestInfo(t *testing.T) {
 	if !in.HostImport || in.SubgroupSize <= 0 || in.MaxWorkGroupSize <= 0 || in.MaxAllocBytes <= 0 {
 		t.Errorf("Info: import %v, subgroup %d, work group %d, max alloc %d", in.HostImport, in.SubgroupSize, in.MaxWorkGroupSize, in.MaxAllocBytes)
 	}
-	if d.raw.MinImportedHostPointerAlignment != uint64(backend.PageSize()) {
-		t.Errorf("import alignment %d, page size %d", d.raw.MinImportedHostPointerAlignment, backend.PageSize())
+	if d.Raw().MinImportedHostPointerAlignment != uint64(backend.PageSize()) {
+		t.Errorf("import alignment %d, page size %d", d.Raw().MinImportedHostPointerAlignment, backend.PageSize())
 	}
 }
 
 // TestEveryPipeline compiles every kernel variant the stream can ask for
-// (each op, 1..8 sources, with and without scale), so that an MSL the Metal
-// compiler rejects fails here by name.
+// (each op, 1..8 sources, with and without scale, the 16-byte kernels too),
+// so that an MSL the Metal compiler rejects fails here by name.
 func TestEveryPipeline(t *testing.T) {
-	d := openDevice(t, backend.OpenOptions{})
-	for _, kind := range []int{kindReduce, kindScale} {
-		for op := backend.Op(0); op < backend.NumOps; op++ {
-			for k := 1; k <= kernels.MaxSources; k++ {
-				for _, sc := range []bool{false, true} {
-					if _, err := d.pipeline(kind, op, k, sc); err != nil {
-						t.Fatalf("%s op %v k %d scale %v: %v", kindNames[kind], op, k, sc, err)
-					}
-				}
-			}
-		}
+	if err := openDevice(t, backend.OpenOptions{}).EveryPipeline(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -62,12 +70,12 @@ func TestF64Refused(t *testing.T) {
 	for len(src)%4 != 0 {
 		src = append(src, '\n')
 	}
-	_, err := d.dev.NewKernel(cshim.KernelDesc{SPIRV: src, Bindings: 1})
+	_, err := d.Shim().NewKernel(cshim.KernelDesc{SPIRV: src, Bindings: 1})
 	if !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("kernel_create of double MSL: %v, want ErrUnsupported", err)
 	}
 	spv, _ := kernels.SPIRV(kernels.ReduceF64)
-	if _, err := d.dev.NewKernel(cshim.KernelDesc{SPIRV: spv, Bindings: 9, PushBytes: 48}); !errors.Is(err, backend.ErrUnsupported) {
+	if _, err := d.Shim().NewKernel(cshim.KernelDesc{SPIRV: spv, Bindings: 9, PushBytes: 48}); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("kernel_create of f64 SPIR-V: %v, want ErrUnsupported", err)
 	}
 }
@@ -143,22 +151,5 @@ func TestSharedPipelines(t *testing.T) {
 				t.Errorf("round %d created %d objects", i, after-before)
 			}
 		}
-	}
-}
-
-func alloc(t testing.TB, d backend.Device, n int, mem backend.Memory) backend.Buffer {
-	t.Helper()
-	b, err := d.Alloc(n, mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -129,14 +129,14 @@ func TestPackUnpack(t *testing.T) {
 			if err := pb.Write(0, fill); err != nil {
 				t.Fatal(err)
 			}
-			before := d.counters.Snapshot()
+			before := d.Counters().Snapshot()
 			packed := backend.Region{Buf: pb, Off: c.packedOff, Len: plen}
 			if err := s.Pack(f, packed, backend.Region{Buf: sb, Off: c.srcOff, Len: 4 * c.n}); err != nil {
 				t.Fatal(err)
 			}
 			wait(t, s)
 			what := fmt.Sprintf("%s n=%d packed at %d", f, c.n, c.packedOff)
-			if got := d.counters.Snapshot().Sub(before); got.BytesReduced != int64(plen) || got.Dispatches != 1 {
+			if got := d.Counters().Snapshot().Sub(before); got.BytesReduced != int64(plen) || got.Dispatches != 1 {
 				t.Errorf("%s: %d dispatches, BytesReduced %d, want 1 and %d", what, got.Dispatches, got.BytesReduced, plen)
 			}
 			got := readBytes(t, pb, 0, pb.Len())
@@ -197,7 +197,7 @@ func TestPackSplit(t *testing.T) {
 			if err := b.Write(src.Off, u32Bytes(in)); err != nil {
 				t.Fatal(err)
 			}
-			before := d.counters.Snapshot()
+			before := d.Counters().Snapshot()
 			if err := s.Pack(f, packed, src); err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +206,7 @@ func TestPackSplit(t *testing.T) {
 				t.Fatal(err)
 			}
 			wait(t, s)
-			got := d.counters.Snapshot().Sub(before)
+			got := d.Counters().Snapshot().Sub(before)
 			fewest := int64(2 * ((4*n + limit - 1) / limit))
 			if got.Dispatches < fewest || got.BytesReduced != int64(plen+4*n) {
 				t.Errorf("%s off %d: %d dispatches, BytesReduced %d; want at least %d and %d", f, off, got.Dispatches, got.BytesReduced, fewest, plen+4*n)
@@ -315,8 +315,8 @@ func TestTopK(t *testing.T) {
 	defer hd.Close()
 	t.Run("f32", func(t *testing.T) { testTopK[float32](t, d, hd) })
 	t.Run("f64", func(t *testing.T) {
-		if !d.info.Float64 {
-			t.Skip(d.info.Float64Reason)
+		if !d.Info().Float64 {
+			t.Skip(d.Info().Float64Reason)
 		}
 		testTopK[float64](t, d, hd)
 	})
@@ -470,7 +470,7 @@ func TestCompressErrors(t *testing.T) {
 	if err := s.TopK(backend.F32, r(0, 1<<16+4), 1, r(1<<17, 4), r(1<<17+64, 4)); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("TopK of more than a binding: %v, want ErrUnsupported", err)
 	}
-	if s.recorded {
+	if s.Recorded() {
 		t.Error("a failed call recorded work")
 	}
 	// Empty conversions record nothing.
@@ -480,7 +480,7 @@ func TestCompressErrors(t *testing.T) {
 	if err := s.Unpack(backend.F16, r(0, 0), r(64, 0)); err != nil {
 		t.Error(err)
 	}
-	if s.recorded {
+	if s.Recorded() {
 		t.Error("an empty conversion recorded work")
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/cshim"
+	"github.com/gocoll/gocoll/internal/shimdev"
 	"github.com/gocoll/gocoll/kernels"
 )
 
@@ -36,7 +37,7 @@ func TestCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := d.Stream()
-	before := d.counters.Snapshot()
+	before := d.Counters().Snapshot()
 	if err := s.Copy(backend.Region{Buf: b, Off: 9, Len: n}, backend.Region{Buf: a, Off: 5, Len: n}); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestCopy(t *testing.T) {
 	if !bytes.Equal(c.Bytes()[3:], src) {
 		t.Error("copied bytes differ")
 	}
-	if got := d.counters.Snapshot().Sub(before); got.Copies != 2 || got.BytesCopied != 2*n || got.Submits != 1 {
+	if got := d.Counters().Snapshot().Sub(before); got.Copies != 2 || got.BytesCopied != 2*n || got.Submits != 1 {
 		t.Errorf("counters %+v: want 2 copies of %d bytes in 1 submit", got, n)
 	}
 	for _, c := range []struct{ dst, src backend.Region }{
@@ -65,7 +66,7 @@ func TestCopy(t *testing.T) {
 // DeviceLocal Write and Read, at odd offsets.
 func TestStagedReadWrite(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
-	n := stagingBytes + 4099
+	n := shimdev.StagingBytes + 4099
 	p := make([]byte, n)
 	for i := range p {
 		p[i] = byte(i*131 + i>>13)
@@ -74,7 +75,7 @@ func TestStagedReadWrite(t *testing.T) {
 	if b.Bytes() != nil {
 		t.Error("DeviceLocal buffer has a mapping")
 	}
-	before := d.counters.Snapshot()
+	before := d.Counters().Snapshot()
 	if err := b.Write(7, p); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestStagedReadWrite(t *testing.T) {
 	if !bytes.Equal(p, q) {
 		t.Error("read back differs")
 	}
-	got := d.counters.Snapshot().Sub(before)
+	got := d.Counters().Snapshot().Sub(before)
 	if got.BytesWritten != int64(n) || got.BytesRead != int64(n) {
 		t.Errorf("BytesWritten %d, BytesRead %d, want %d", got.BytesWritten, got.BytesRead, n)
 	}
@@ -299,7 +300,7 @@ func TestInvalidArguments(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", c.name, c.err)
 		}
 	}
-	if s.(*stream).recorded {
+	if s.(*stream).Recorded() {
 		t.Error("a failed call recorded work")
 	}
 }
@@ -505,7 +506,7 @@ func TestValidationOption(t *testing.T) {
 		t.Skip("GOCOLL_VULKAN_VALIDATION=0")
 	}
 	d := openDevice(t, backend.OpenOptions{Validation: true})
-	if !d.validation {
+	if !d.Validation() {
 		t.Error("device does not check validation messages")
 	}
 }

@@ -1,6 +1,10 @@
-// Package vulkan is gocoll's Vulkan backend. It implements backend.Backend,
-// Device, Buffer, Stream and Fence over the C ABI of package cshim and
-// registers itself as "vulkan" (backend.Lookup("vulkan")).
+// Package vulkan is gocoll's Vulkan backend. It implements backend.Backend
+// over the C ABI of package cshim and registers itself as "vulkan"
+// (backend.Lookup("vulkan")). The devices, buffers, streams and fences it
+// opens are the ones the Metal backend opens too (internal/shimdev): this
+// package holds what is Vulkan's, loading the library, the validation layer,
+// device properties, SPIR-V, and the interop handles (DeviceHandles,
+// BufferHandle, WrapBuffer).
 //
 // Each Open creates its own VkDevice and compute queue, so several ranks may
 // share one physical device and still exchange data for real. Reductions run

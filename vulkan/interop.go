@@ -7,6 +7,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/cshim"
+	"github.com/gocoll/gocoll/internal/shimdev"
 )
 
 // Handles are the Vulkan objects behind one rank's device, as integers
@@ -15,31 +16,38 @@ import (
 // queue of QueueFamily, or to Queue when it synchronises with gocoll).
 type Handles = cshim.VulkanHandles
 
+// vulkanDevice returns dev as a device of this backend.
+func vulkanDevice(dev backend.Device, op string) (*shimdev.Device, error) {
+	d, ok := dev.(*shimdev.Device)
+	if !ok || d.API().Name != "vulkan" {
+		return nil, fmt.Errorf("vulkan: %T is not a Vulkan device: %w", dev, backend.ErrInvalidArgument)
+	}
+	return d, d.CheckOpen(op)
+}
+
 // DeviceHandles returns the Vulkan handles of a device the vulkan backend
 // opened (for a collective.Comm: DeviceHandles(comm.Device())).
 func DeviceHandles(dev backend.Device) (Handles, error) {
-	d, ok := dev.(*device)
-	if !ok {
-		return Handles{}, fmt.Errorf("vulkan: %T is not a Vulkan device: %w", dev, backend.ErrInvalidArgument)
+	d, err := vulkanDevice(dev, "handles")
+	if err != nil {
+		return Handles{}, err
 	}
-	if d.closed.Load() {
-		return Handles{}, d.errClosed("handles")
-	}
-	return d.dev.VulkanHandles()
+	return d.Shim().VulkanHandles()
 }
 
 // BufferHandle returns the VkBuffer behind a buffer of the vulkan backend
 // (for a collective.Tensor: its Buffer(), at the tensor's byte offset) and
 // its VkDeviceMemory (0 for a wrapped buffer).
 func BufferHandle(buf backend.Buffer) (vkBuffer, vkMemory uint64, err error) {
-	b, ok := buf.(*buffer)
-	if !ok {
+	b, ok := buf.(*shimdev.Buffer)
+	if !ok || b.Device().API().Name != "vulkan" {
 		return 0, 0, fmt.Errorf("vulkan: %T is not a Vulkan buffer: %w", buf, backend.ErrInvalidArgument)
 	}
-	if b.closed.Load() {
-		return 0, 0, fmt.Errorf("vulkan: buffer handle: %w", backend.ErrClosed)
+	cb, err := b.Shim()
+	if err != nil {
+		return 0, 0, err
 	}
-	return b.b.VulkanHandles()
+	return cb.VulkanHandles()
 }
 
 // WrapBuffer adopts a VkBuffer that a framework created on dev's VkDevice
@@ -48,20 +56,13 @@ func BufferHandle(buf backend.Buffer) (vkBuffer, vkMemory uint64, err error) {
 // bytes: collective.WrapTensor then runs collectives on it in place. gocoll
 // never destroys the VkBuffer; it must outlive the returned buffer.
 func WrapBuffer(dev backend.Device, vkBuffer uint64, size int) (backend.Buffer, error) {
-	d, ok := dev.(*device)
-	if !ok {
-		return nil, fmt.Errorf("vulkan: %T is not a Vulkan device: %w", dev, backend.ErrInvalidArgument)
+	d, err := vulkanDevice(dev, "wrap buffer")
+	if err != nil {
+		return nil, err
 	}
-	if d.closed.Load() {
-		return nil, d.errClosed("wrap buffer")
-	}
-	cb, err := d.dev.WrapVulkanBuffer(vkBuffer, int64(size))
+	cb, err := d.Shim().WrapVulkanBuffer(vkBuffer, int64(size))
 	if err != nil {
 		return nil, fmt.Errorf("vulkan: wrap buffer: %w", err)
 	}
-	b := &buffer{d: d, b: cb, n: size, mem: backend.DeviceLocal}
-	d.mu.Lock()
-	d.buffers[b] = struct{}{}
-	d.mu.Unlock()
-	return b, nil
+	return d.Adopt(cb, size, backend.DeviceLocal), nil
 }

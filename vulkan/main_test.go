@@ -12,6 +12,15 @@ import (
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/shimdev"
+	"github.com/gocoll/gocoll/internal/shimdev/shimdevtest"
+)
+
+// The device and stream the backend opens (the shared implementation over
+// the ABI).
+type (
+	device = shimdev.Device
+	stream = shimdev.Stream
 )
 
 // subprocessEnv makes the test binary run one check as a child process (see
@@ -50,7 +59,7 @@ func requireVulkan(t testing.TB) {
 		}
 		t.Skipf("no usable Vulkan here: %v", err)
 	}
-	if !inst.info.Validation && !validationOff() {
+	if !inst.Info().Validation && !validationOff() {
 		t.Fatalf("the Vulkan instance was created without the validation layer")
 	}
 }
@@ -79,16 +88,7 @@ func openDevice(t testing.TB, opts backend.OpenOptions) *device {
 	t.Helper()
 	requireVulkan(t)
 	t.Cleanup(func() { checkValidation(t) })
-	d, err := Backend{}.Open(0, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return d.(*device)
+	return shimdevtest.Open(t, Backend{}, opts)
 }
 
 // checkValidation fails the test if the validation layer said anything.

@@ -38,18 +38,18 @@ func TestInfo(t *testing.T) {
 	if in.MaxBindingBytes <= 0 || in.MaxAllocBytes <= 0 || in.MaxWorkGroupSize <= 0 || len(in.Heaps) == 0 {
 		t.Errorf("Info() = %+v: missing limits", in)
 	}
-	if in.MaxBindingBytes != int64(d.raw.MaxStorageBufferRange) {
-		t.Errorf("MaxBindingBytes = %d, want maxStorageBufferRange %d", in.MaxBindingBytes, d.raw.MaxStorageBufferRange)
+	if in.MaxBindingBytes != int64(d.Raw().MaxStorageBufferRange) {
+		t.Errorf("MaxBindingBytes = %d, want maxStorageBufferRange %d", in.MaxBindingBytes, d.Raw().MaxStorageBufferRange)
 	}
-	if in.Float64 != d.raw.ShaderFloat64 || (!in.Float64 && in.Float64Reason == "") {
-		t.Errorf("Float64 = %v (%q), device shaderFloat64 = %v", in.Float64, in.Float64Reason, d.raw.ShaderFloat64)
+	if in.Float64 != d.Raw().ShaderFloat64 || (!in.Float64 && in.Float64Reason == "") {
+		t.Errorf("Float64 = %v (%q), device shaderFloat64 = %v", in.Float64, in.Float64Reason, d.Raw().ShaderFloat64)
 	}
 	devs, err := Backend{}.Devices()
 	if err != nil || len(devs) == 0 || devs[0].Name != in.Name {
 		t.Errorf("Devices() = %v, %v", devs, err)
 	}
 	t.Logf("%s: %s, Vulkan %s, %s, f64 %v, binding limit %d, alignment %d, subgroup %d",
-		in.Name, in.Type, in.APIVersion, in.Driver, in.Float64, in.MaxBindingBytes, d.align, in.SubgroupSize)
+		in.Name, in.Type, in.APIVersion, in.Driver, in.Float64, in.MaxBindingBytes, d.Align(), in.SubgroupSize)
 }
 
 // TestReduceExact runs every op x dtype x source count 1..10 (more than 8
@@ -60,8 +60,8 @@ func TestReduceExact(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
 	t.Run("f32", func(t *testing.T) { reduceExact[float32](t, d) })
 	t.Run("f64", func(t *testing.T) {
-		if !d.info.Float64 {
-			t.Skip(d.info.Float64Reason)
+		if !d.Info().Float64 {
+			t.Skip(d.Info().Float64Reason)
 		}
 		reduceExact[float64](t, d)
 	})
@@ -149,8 +149,8 @@ func TestReduceRandom(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
 	t.Run("f32", func(t *testing.T) { reduceRandom[float32](t, d, 0x1p-24) })
 	t.Run("f64", func(t *testing.T) {
-		if !d.info.Float64 {
-			t.Skip(d.info.Float64Reason)
+		if !d.Info().Float64 {
+			t.Skip(d.Info().Float64Reason)
 		}
 		reduceRandom[float64](t, d, 0x1p-53)
 	})
@@ -213,8 +213,8 @@ func TestReduceLarge(t *testing.T) {
 	const n = 1<<20 + 3
 	t.Run("f32 sum k=10", func(t *testing.T) { reduceLarge[float32](t, d, backend.Sum, 10, n) })
 	t.Run("f64 max k=3", func(t *testing.T) {
-		if !d.info.Float64 {
-			t.Skip(d.info.Float64Reason)
+		if !d.Info().Float64 {
+			t.Skip(d.Info().Float64Reason)
 		}
 		reduceLarge[float64](t, d, backend.Max, 3, n)
 	})
@@ -238,7 +238,7 @@ func reduceLarge[T float](t *testing.T, d *device, op backend.Op, k, n int) {
 		put(t, regs[i].Buf, 0, srcs[i])
 	}
 	out := alloc(t, d, n*es, backend.HostVisible)
-	before := d.counters.Snapshot()
+	before := d.Counters().Snapshot()
 	if err := d.Stream().Reduce(op, dtypeOf[T](), backend.Region{Buf: out, Len: n * es}, regs, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func reduceLarge[T float](t *testing.T, d *device, op backend.Op, k, n int) {
 	if k > 8 {
 		passes += (k - 8 + 6) / 7
 	}
-	if got := d.counters.Snapshot().Sub(before).BytesReduced; got != int64(passes*n*es) {
+	if got := d.Counters().Snapshot().Sub(before).BytesReduced; got != int64(passes*n*es) {
 		t.Errorf("BytesReduced = %d, want %d (%d passes)", got, passes*n*es, passes)
 	}
 	compare(t, op.String(), get[T](t, out, 0, n), reduceRef(op, srcs, 1))
@@ -260,8 +260,8 @@ func TestSpecialValues(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
 	t.Run("f32", func(t *testing.T) { specialValues[float32](t, d) })
 	t.Run("f64", func(t *testing.T) {
-		if !d.info.Float64 {
-			t.Skip(d.info.Float64Reason)
+		if !d.Info().Float64 {
+			t.Skip(d.Info().Float64Reason)
 		}
 		specialValues[float64](t, d)
 	})
@@ -337,8 +337,8 @@ func specialValues[T float](t *testing.T, d *device) {
 // hold survive exactly.
 func TestFloat64Exact(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
-	if !d.info.Float64 {
-		t.Skip(d.info.Float64Reason)
+	if !d.Info().Float64 {
+		t.Skip(d.Info().Float64Reason)
 	}
 	x := 1 + 0x1p-40
 	a := []float64{x, x, -x, 0x1p-60, 1e300}
@@ -380,8 +380,8 @@ func TestSplitBindings(t *testing.T) {
 	}
 	t.Run("f32", func(t *testing.T) { splitBindings[float32](t, d, limit) })
 	t.Run("f64", func(t *testing.T) {
-		if !d.info.Float64 {
-			t.Skip(d.info.Float64Reason)
+		if !d.Info().Float64 {
+			t.Skip(d.Info().Float64Reason)
 		}
 		splitBindings[float64](t, d, limit)
 	})
@@ -394,7 +394,7 @@ func splitBindings[T float](t *testing.T, d *device, limit int) {
 	// binds from up to align-es bytes before its data, so it may need one
 	// dispatch more, never more than with align-es bytes lost per piece.
 	fewest := (n + limit/es - 1) / (limit / es)
-	per := (limit - max(int(d.align)-es, 0)) / es
+	per := (limit - max(int(d.Align())-es, 0)) / es
 	most := (n + per - 1) / per
 	if fewest < 2 {
 		t.Fatalf("%d elements of %d bytes fit one %d-byte binding: the test proves nothing", n, es, limit)
@@ -403,7 +403,7 @@ func splitBindings[T float](t *testing.T, d *device, limit int) {
 		for _, aligned := range []bool{true, false} {
 			rng := rand.New(rand.NewPCG(7, uint64(k)))
 			srcs := sources(k, n, func(i, j int) T { return T(exactValues[rng.IntN(len(exactValues))]) })
-			slot := (n + 3 + int(d.align)) &^ (int(d.align) - 1) // elements, aligned in bytes
+			slot := (n + 3 + int(d.Align())) &^ (int(d.Align()) - 1) // elements, aligned in bytes
 			buf := alloc(t, d, (k+1)*slot*es, backend.DeviceLocal)
 			regs := make([]backend.Region, k)
 			shift := func(i int) int {
@@ -422,12 +422,12 @@ func splitBindings[T float](t *testing.T, d *device, limit int) {
 			if k > 8 {
 				passes = 2
 			}
-			before := d.counters.Snapshot()
+			before := d.Counters().Snapshot()
 			if err := d.Stream().Reduce(backend.Sum, dtypeOf[T](), dst, regs, 0.25); err != nil {
 				t.Fatal(err)
 			}
 			wait(t, d.Stream())
-			got := d.counters.Snapshot().Sub(before)
+			got := d.Counters().Snapshot().Sub(before)
 			what := fmt.Sprintf("k=%d aligned=%v", k, aligned)
 			lo, hi := int64(passes*fewest), int64(passes*most)
 			if aligned {
@@ -446,13 +446,13 @@ func splitBindings[T float](t *testing.T, d *device, limit int) {
 	buf := alloc(t, d, (2*n+1)*es, backend.HostVisible)
 	src := sources(1, n, func(i, j int) T { return T(j) })[0]
 	put(t, buf, es, src)
-	before := d.counters.Snapshot()
+	before := d.Counters().Snapshot()
 	if err := d.Stream().Scale(dtypeOf[T](), backend.Region{Buf: buf, Off: (n + 1) * es, Len: n * es},
 		backend.Region{Buf: buf, Off: es, Len: n * es}, 0.5); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, d.Stream())
-	if got := d.counters.Snapshot().Sub(before).Dispatches; got < int64(fewest) || got > int64(most) {
+	if got := d.Counters().Snapshot().Sub(before).Dispatches; got < int64(fewest) || got > int64(most) {
 		t.Errorf("scale: %d dispatches, want %d..%d", got, fewest, most)
 	}
 	want := make([]T, n)
@@ -494,8 +494,8 @@ func TestScale(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
 	t.Run("f32", func(t *testing.T) { scale[float32](t, d) })
 	t.Run("f64", func(t *testing.T) {
-		if !d.info.Float64 {
-			t.Skip(d.info.Float64Reason)
+		if !d.Info().Float64 {
+			t.Skip(d.Info().Float64Reason)
 		}
 		scale[float64](t, d)
 	})

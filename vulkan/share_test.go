@@ -18,7 +18,7 @@ var shareOpts = backend.OpenOptions{ShareDevice: true}
 // vkDevice returns the VkDevice behind d.
 func vkDevice(t testing.TB, d backend.Device) uint64 {
 	t.Helper()
-	h, err := d.(*device).dev.VulkanHandles()
+	h, err := d.(*device).Shim().VulkanHandles()
 	if err != nil {
 		t.Fatal(err)
 	}

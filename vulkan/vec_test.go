@@ -39,23 +39,23 @@ func vecValue[T float](rng *rand.Rand) T {
 func vecRun(t *testing.T, d *device, do func(dst backend.Buffer) error, dstV, dstS backend.Buffer) (vec, scalar, vecDispatches int64) {
 	t.Helper()
 	s := d.Stream()
-	before, vb := d.counters.Snapshot(), d.vec.dispatches
+	before, vb := d.Counters().Snapshot(), d.VecDispatches()
 	if err := do(dstV); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, s)
-	mid, vm := d.counters.Snapshot(), d.vec.dispatches
-	d.vec.off = true
+	mid, vm := d.Counters().Snapshot(), d.VecDispatches()
+	d.ScalarOnly(true)
 	err := do(dstS)
-	d.vec.off = false
+	d.ScalarOnly(false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wait(t, s)
-	if d.vec.dispatches != vm {
+	if d.VecDispatches() != vm {
 		t.Fatal("a 16-byte kernel ran with the 16-byte kernels off")
 	}
-	return mid.Sub(before).Dispatches, d.counters.Snapshot().Sub(mid).Dispatches, vm - vb
+	return mid.Sub(before).Dispatches, d.Counters().Snapshot().Sub(mid).Dispatches, vm - vb
 }
 
 // sameBytes fails t unless the n elements at off in a and b are the same
@@ -81,8 +81,8 @@ func TestVecMatchesScalar(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
 	t.Run("f32", func(t *testing.T) { vecMatches[float32](t, d) })
 	t.Run("f64", func(t *testing.T) {
-		if !d.info.Float64 {
-			t.Skip(d.info.Float64Reason)
+		if !d.Info().Float64 {
+			t.Skip(d.Info().Float64Reason)
 		}
 		vecMatches[float64](t, d)
 	})
@@ -292,7 +292,7 @@ func TestVecSteadyState(t *testing.T) {
 		}
 	}
 	run()
-	before, vb := d.Counters().Snapshot(), d.vec.dispatches
+	before, vb := d.Counters().Snapshot(), d.VecDispatches()
 	allocs := testing.AllocsPerRun(20, run)
 	if runErr != nil {
 		t.Fatal(runErr)
@@ -304,7 +304,7 @@ func TestVecSteadyState(t *testing.T) {
 	if after.ObjectsCreated != 0 {
 		t.Errorf("%d Vulkan objects created in steady state, want 0", after.ObjectsCreated)
 	}
-	if vd := d.vec.dispatches - vb; vd != after.Dispatches || vd == 0 {
+	if vd := d.VecDispatches() - vb; vd != after.Dispatches || vd == 0 {
 		t.Errorf("%d of %d dispatches 16-byte, want all", vd, after.Dispatches)
 	}
 }

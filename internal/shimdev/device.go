@@ -1,6 +1,6 @@
-//go:build cgo && !novulkan
+//go:build cgo
 
-package vulkan
+package shimdev
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	"github.com/gocoll/gocoll/kernels"
 )
 
-// Kernel kinds, indexing device.pipes and device.kinfo.
+// Kernel kinds, indexing Device.pipes and Device.kinfo.
 const (
 	kindReduceF32 = iota
 	kindReduceF64
@@ -38,22 +38,25 @@ const (
 	// submissions; after that it stands for a later submission, so Wait may
 	// wait longer but never returns before its own work is done.
 	fenceRing = 1024
-	// stagingBytes is the size of the pooled host-visible buffer that
+	// StagingBytes is the size of the pooled host-visible buffer that
 	// DeviceLocal Write and Read go through.
-	stagingBytes = 4 << 20
+	StagingBytes = 4 << 20
 	// workGroupSize is the kernels' work-group size where the device allows.
 	workGroupSize = 256
 )
 
-// device is one rank's logical device.
-type device struct {
+// Device is one rank's logical device (Vulkan: a VkDevice or a queue of a
+// shared one; Metal: an MTLCommandQueue) over the ABI.
+type Device struct {
+	in   *Instance
+	name string // API.Name, the prefix of errors
 	dev  *cshim.Device
 	raw  cshim.DeviceInfo
 	info backend.DeviceInfo
 
 	counters backend.Counters
-	stream   stream
-	fences   [fenceRing]fence
+	stream   Stream
+	fences   [fenceRing]Fence
 	done     atomic.Uint64 // every ticket <= done is known complete
 
 	// Dispatch geometry, fixed at Open.
@@ -68,46 +71,62 @@ type device struct {
 	validation bool
 	msgSeen    atomic.Uint64
 
-	// pipes caches pipelines by kind, op, source count and scale flag. Only
-	// the stream's goroutine touches it.
+	// pipes caches pipelines by kind, op, source count and scale flag, and
+	// code the API's code of each kernel (MSL is prepared once per device).
+	// Only the stream's goroutine touches them.
 	pipes [numKinds][backend.NumOps][kernels.MaxSources + 1][2]*cshim.Kernel
+	code  map[string]kernelCode
 	// scratch holds partial results of multi-pass reductions whose
 	// destination is also a later source. Only the stream touches it.
-	scratch *buffer
+	scratch *Buffer
 	// vec chooses and counts the 16-byte kernels (vec.go). Only the stream
 	// touches it.
 	vec vecState
 
 	closed  atomic.Bool
 	mu      sync.Mutex // guards buffers
-	buffers map[*buffer]struct{}
+	buffers map[*Buffer]struct{}
 
 	stagingMu sync.Mutex // guards staging and serializes staged transfers
 	staging   *cshim.Buffer
 }
 
+// kernelCode is a kernel's code as the API takes it.
+type kernelCode struct {
+	code  []byte
+	entry string
+}
+
 var (
-	_ backend.Device = (*device)(nil)
-	_ backend.Buffer = (*buffer)(nil)
+	_ backend.Device   = (*Device)(nil)
+	_ backend.Buffer   = (*Buffer)(nil)
+	_ backend.Importer = (*Device)(nil)
 )
 
-func open(index int, opts backend.OpenOptions) (*device, error) {
-	raw := inst.devices[index]
-	cd, err := inst.impl.Open(index, cshim.OpenOptions{DisableFloat64: opts.DisableFloat64, ShareDevice: opts.ShareDevice})
-	if err != nil {
-		return nil, fmt.Errorf("vulkan: open device %d (%s): %w", index, raw.Name, err)
+// Open opens physical device index (after a successful Setup) with opts,
+// and copts for the shim (the API-specific options).
+func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOptions) (*Device, error) {
+	if err := in.CheckIndex(index); err != nil {
+		return nil, err
 	}
-	d := &device{
+	raw := in.devs[index]
+	cd, err := in.impl.Open(index, copts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open device %d (%s): %w", in.api.Name, index, raw.Name, err)
+	}
+	d := &Device{
+		in:         in,
+		name:       in.api.Name,
 		dev:        cd,
 		raw:        raw,
-		info:       deviceInfo(raw, opts),
+		info:       in.api.Info(raw, opts),
 		align:      int64(max(raw.MinStorageBufferOffsetAlignment, 1)),
 		wg:         min(workGroupSize, raw.MaxComputeWorkGroupInvocations, raw.MaxComputeWorkGroupSize[0]),
 		maxGroups:  raw.MaxComputeWorkGroupCount[0],
-		validation: inst.info.Validation,
-		buffers:    map[*buffer]struct{}{},
+		validation: in.api.ValidationLog && in.info.Validation,
+		buffers:    map[*Buffer]struct{}{},
 	}
-	d.info.Float64 = cd.Float64()
+	d.info.Float64 = d.info.Float64 && cd.Float64()
 	d.maxBind = d.info.MaxBindingBytes
 	d.stream.d = d
 	for i := range d.fences {
@@ -116,30 +135,35 @@ func open(index int, opts backend.OpenOptions) (*device, error) {
 	for k, name := range kindNames {
 		if d.kinfo[k], err = kernels.Lookup(name); err != nil {
 			cd.Close()
-			return nil, fmt.Errorf("vulkan: %w", err)
+			return nil, d.errorf("%w", err)
 		}
 	}
 	d.syncObjects()
 	if d.validation {
-		d.msgSeen.Store(inst.impl.MessageCount())
+		d.msgSeen.Store(in.impl.MessageCount())
 	}
 	return d, nil
 }
 
+// errorf returns an error whose message starts with the backend's name.
+func (d *Device) errorf(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", d.name, fmt.Errorf(format, args...))
+}
+
 // Info describes the device as opened.
-func (d *device) Info() backend.DeviceInfo { return d.info }
+func (d *Device) Info() backend.DeviceInfo { return d.info }
 
 // Stream returns the device's one stream.
-func (d *device) Stream() backend.Stream { return &d.stream }
+func (d *Device) Stream() backend.Stream { return &d.stream }
 
 // Counters returns the device's counters; ObjectsCreated is read from the
-// C side's count of Vulkan objects created.
-func (d *device) Counters() *backend.Counters {
+// C side's count of API objects created.
+func (d *Device) Counters() *backend.Counters {
 	d.syncObjects()
 	return &d.counters
 }
 
-func (d *device) syncObjects() {
+func (d *Device) syncObjects() {
 	if !d.closed.Load() {
 		d.counters.ObjectsCreated.Store(int64(d.dev.Counters().ObjectsCreated))
 	}
@@ -149,31 +173,33 @@ func (d *device) syncObjects() {
 // error wrapping backend.ErrValidation, when the device validates. The
 // layer reports for the whole process, so a message caused by another
 // device's call may surface here.
-func (d *device) check(op string) error {
+func (d *Device) check(op string) error {
 	if !d.validation {
 		return nil
 	}
-	n := inst.impl.MessageCount()
+	n := d.in.impl.MessageCount()
 	if n == d.msgSeen.Load() {
 		return nil
 	}
 	d.msgSeen.Store(n)
-	last, k := takeValidation()
+	last, k := d.in.takeMessages()
 	if k == 0 {
-		return nil // drained by ValidationMessages meanwhile
+		return nil // drained by Messages meanwhile
 	}
-	return fmt.Errorf("vulkan: %s: %d validation message(s), the last: %s: %w", op, k, last, backend.ErrValidation)
+	return d.errorf("%s: %d validation message(s), the last: %s: %w", op, k, last, backend.ErrValidation)
 }
 
-func (d *device) errClosed(op string) error {
-	return fmt.Errorf("vulkan: %s: device closed: %w", op, backend.ErrClosed)
+func (d *Device) errClosed(op string) error {
+	return d.errorf("%s: device closed: %w", op, backend.ErrClosed)
 }
 
-// Alloc allocates a buffer (vkCreateBuffer, vkAllocateMemory; host-visible
-// memory is persistently mapped with vkMapMemory).
-func (d *device) Alloc(bytes int, where backend.Memory) (backend.Buffer, error) {
+// Alloc allocates a buffer (Vulkan: vkCreateBuffer, vkAllocateMemory, and
+// for host-visible memory a persistent vkMapMemory; Metal:
+// newBufferWithLength:options: with private or shared storage, the latter's
+// contents the persistent mapping).
+func (d *Device) Alloc(bytes int, where backend.Memory) (backend.Buffer, error) {
 	if bytes < 0 || (where != backend.DeviceLocal && where != backend.HostVisible) {
-		return nil, fmt.Errorf("vulkan: alloc %d bytes of %v: %w", bytes, where, backend.ErrInvalidArgument)
+		return nil, d.errorf("alloc %d bytes of %v: %w", bytes, where, backend.ErrInvalidArgument)
 	}
 	if d.closed.Load() {
 		return nil, d.errClosed("alloc")
@@ -182,30 +208,73 @@ func (d *device) Alloc(bytes int, where backend.Memory) (backend.Buffer, error) 
 	if err != nil {
 		return nil, err
 	}
-	d.counters.Allocs.Add(1)
+	return d.add(b, "alloc")
+}
+
+// Import wraps host memory from backend.AllocHostMemory as a HostVisible
+// buffer without copying (Vulkan: VK_EXT_external_memory_host, vkAllocateMemory
+// with VkImportMemoryHostPointerInfoEXT; Metal: newBufferWithBytesNoCopy with
+// no deallocator, the memory stays gocoll's). Devices that cannot import
+// return an error wrapping backend.ErrUnsupported.
+func (d *Device) Import(p []byte) (backend.Buffer, error) {
+	if d.closed.Load() {
+		return nil, d.errClosed("import")
+	}
+	cb, err := d.dev.ImportHost(p)
+	d.syncObjects()
+	if err != nil {
+		return nil, d.errorf("import %d bytes of host memory: %w", len(p), err)
+	}
+	return d.add(&Buffer{d: d, b: cb, n: len(p), mem: backend.HostVisible}, "import")
+}
+
+// Adopt makes a backend.Buffer of a shim buffer of this device that the
+// caller made (such as a framework's VkBuffer wrapped by
+// cshim.Device.WrapVulkanBuffer); it is not counted as an allocation.
+func (d *Device) Adopt(cb *cshim.Buffer, size int, where backend.Memory) *Buffer {
+	b := &Buffer{d: d, b: cb, n: size, mem: where}
+	d.track(b)
+	return b
+}
+
+// track adds b to the buffers Close closes; false when Close came first.
+func (d *Device) track(b *Buffer) bool {
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.buffers == nil {
+		return false
+	}
 	d.buffers[b] = struct{}{}
-	d.mu.Unlock()
-	if err := d.check("alloc"); err != nil {
+	return true
+}
+
+// add tracks a new buffer of the device and counts it.
+func (d *Device) add(b *Buffer, op string) (backend.Buffer, error) {
+	d.counters.Allocs.Add(1)
+	if !d.track(b) {
+		b.Close()
+		return nil, d.errClosed(op)
+	}
+	if err := d.check(op); err != nil {
 		b.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-func (d *device) newBuffer(bytes int, where backend.Memory) (*buffer, error) {
+func (d *Device) newBuffer(bytes int, where backend.Memory) (*Buffer, error) {
 	cb, err := d.dev.NewBuffer(int64(bytes), where)
 	d.syncObjects()
 	if err != nil {
-		return nil, fmt.Errorf("vulkan: alloc %d bytes of %v memory: %w", bytes, where, err)
+		return nil, d.errorf("alloc %d bytes of %v memory: %w", bytes, where, err)
 	}
-	return &buffer{d: d, b: cb, n: bytes, mem: where}, nil
+	return &Buffer{d: d, b: cb, n: bytes, mem: where}, nil
 }
 
 // Close waits for the device to go idle and destroys everything it owns
 // (vkDeviceWaitIdle, then pipelines, buffers, fences, command pools and the
 // VkDevice, in reverse order of creation). It is idempotent.
-func (d *device) Close() error {
+func (d *Device) Close() error {
 	if !d.closed.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -221,38 +290,38 @@ func (d *device) Close() error {
 	err := d.dev.Close()
 	d.done.Store(math.MaxUint64) // Close waited for everything
 	if err != nil {
-		return fmt.Errorf("vulkan: close: %w", err)
+		return d.errorf("close: %w", err)
 	}
 	return nil
 }
 
-// buffer is a Vulkan buffer of a device.
-type buffer struct {
-	d      *device
+// Buffer is a buffer of a Device.
+type Buffer struct {
+	d      *Device
 	b      *cshim.Buffer
 	n      int
 	mem    backend.Memory
 	closed atomic.Bool
 }
 
-func (b *buffer) Len() int               { return b.n }
-func (b *buffer) Memory() backend.Memory { return b.mem }
+func (b *Buffer) Len() int               { return b.n }
+func (b *Buffer) Memory() backend.Memory { return b.mem }
 
 // Bytes returns the persistent mapping of a HostVisible buffer (nil for
 // DeviceLocal memory and after Close).
-func (b *buffer) Bytes() []byte {
+func (b *Buffer) Bytes() []byte {
 	if b.mem != backend.HostVisible || b.closed.Load() {
 		return nil
 	}
 	return b.b.Bytes()[:b.n:b.n]
 }
 
-func (b *buffer) span(op string, off, n int) error {
+func (b *Buffer) span(op string, off, n int) error {
 	if b.closed.Load() {
-		return fmt.Errorf("vulkan: buffer %s: %w", op, backend.ErrClosed)
+		return b.d.errorf("buffer %s: %w", op, backend.ErrClosed)
 	}
 	if off < 0 || off > b.n || n > b.n-off {
-		return fmt.Errorf("vulkan: buffer %s [%d, %d) outside %d bytes: %w", op, off, off+n, b.n, backend.ErrInvalidArgument)
+		return b.d.errorf("buffer %s [%d, %d) outside %d bytes: %w", op, off, off+n, b.n, backend.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -261,7 +330,7 @@ func (b *buffer) span(op string, off, n int) error {
 // HostVisible memory; for DeviceLocal memory a memcpy into the device's
 // pooled staging buffer and a copy that it waits for (vkCmdCopyBuffer,
 // vkQueueSubmit, vkWaitForFences), in chunks of the staging buffer's size.
-func (b *buffer) Write(off int, p []byte) error {
+func (b *Buffer) Write(off int, p []byte) error {
 	if err := b.span("write", off, len(p)); err != nil {
 		return err
 	}
@@ -283,7 +352,7 @@ func (b *buffer) Write(off int, p []byte) error {
 	for done := 0; done < len(p); {
 		n := copy(st.Bytes(), p[done:])
 		if err := d.dev.CopyNow(b.b, int64(off+done), st, 0, int64(n)); err != nil {
-			return fmt.Errorf("vulkan: buffer write: %w", err)
+			return d.errorf("buffer write: %w", err)
 		}
 		done += n
 		d.counters.BytesWritten.Add(int64(n))
@@ -292,7 +361,7 @@ func (b *buffer) Write(off int, p []byte) error {
 }
 
 // Read copies the buffer at off into p, the reverse of Write.
-func (b *buffer) Read(off int, p []byte) error {
+func (b *Buffer) Read(off int, p []byte) error {
 	if err := b.span("read", off, len(p)); err != nil {
 		return err
 	}
@@ -314,7 +383,7 @@ func (b *buffer) Read(off int, p []byte) error {
 	for done := 0; done < len(p); {
 		n := min(len(p)-done, int(st.Size()))
 		if err := d.dev.CopyNow(st, 0, b.b, int64(off+done), int64(n)); err != nil {
-			return fmt.Errorf("vulkan: buffer read: %w", err)
+			return d.errorf("buffer read: %w", err)
 		}
 		copy(p[done:done+n], st.Bytes())
 		done += n
@@ -325,16 +394,16 @@ func (b *buffer) Read(off int, p []byte) error {
 
 // stagingLocked returns the staging buffer, creating it on first use.
 // d.stagingMu held.
-func (d *device) stagingLocked() (*cshim.Buffer, error) {
+func (d *Device) stagingLocked() (*cshim.Buffer, error) {
 	if d.closed.Load() {
 		return nil, d.errClosed("staging")
 	}
 	if d.staging == nil {
-		size := int64(min(stagingBytes, d.raw.MaxMemoryAllocationSize))
+		size := int64(min(StagingBytes, d.raw.MaxMemoryAllocationSize))
 		st, err := d.dev.NewBuffer(size, backend.HostVisible)
 		d.syncObjects()
 		if err != nil {
-			return nil, fmt.Errorf("vulkan: staging buffer: %w", err)
+			return nil, d.errorf("staging buffer: %w", err)
 		}
 		d.staging = st
 	}
@@ -343,7 +412,7 @@ func (d *device) stagingLocked() (*cshim.Buffer, error) {
 
 // Close frees the buffer once the work submitted before it is done. It is
 // idempotent.
-func (b *buffer) Close() error {
+func (b *Buffer) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
@@ -354,7 +423,7 @@ func (b *buffer) Close() error {
 	}
 	d.mu.Unlock()
 	if err := b.b.Close(); err != nil {
-		return fmt.Errorf("vulkan: buffer close: %w", err)
+		return d.errorf("buffer close: %w", err)
 	}
 	return nil
 }

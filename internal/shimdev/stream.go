@@ -1,16 +1,13 @@
-//go:build cgo && !novulkan
+//go:build cgo
 
-package vulkan
+package shimdev
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
-	"os"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +18,8 @@ import (
 
 // stream records into the device's ring of command buffers. Its scratch
 // arrays are reused by every call, so recording allocates nothing.
-type stream struct {
-	d        *device
+type Stream struct {
+	d        *Device
 	recorded bool // something was recorded since the last Submit
 	bind     [kernels.MaxSources + 1]cshim.Binding
 	push     [cshim.MaxPushBytes]byte
@@ -30,7 +27,7 @@ type stream struct {
 	comp     compressState // Pack, Unpack, TopK (compress.go)
 }
 
-var _ backend.Stream = (*stream)(nil)
+var _ backend.Stream = (*Stream)(nil)
 
 // Push-constant layout of the kernels (see kernels/reduce.comp, scale.comp).
 const (
@@ -45,19 +42,19 @@ var ne = binary.NativeEndian
 
 // region checks that r is a region of this device whose offset and length
 // are whole elements, and returns its buffer.
-func (s *stream) region(op, what string, r backend.Region, es int) (*buffer, error) {
+func (s *Stream) region(op, what string, r backend.Region, es int) (*Buffer, error) {
 	if err := backend.CheckRegion(r); err != nil {
-		return nil, fmt.Errorf("vulkan: %s: %s: %w", op, what, err)
+		return nil, s.d.errorf("%s: %s: %w", op, what, err)
 	}
-	b, ok := r.Buf.(*buffer)
+	b, ok := r.Buf.(*Buffer)
 	if !ok || b.d != s.d {
-		return nil, fmt.Errorf("vulkan: %s: %s is not a buffer of this device: %w", op, what, backend.ErrInvalidArgument)
+		return nil, s.d.errorf("%s: %s is not a buffer of this device: %w", op, what, backend.ErrInvalidArgument)
 	}
 	if b.closed.Load() {
-		return nil, fmt.Errorf("vulkan: %s: %s: buffer closed: %w", op, what, backend.ErrClosed)
+		return nil, s.d.errorf("%s: %s: buffer closed: %w", op, what, backend.ErrClosed)
 	}
 	if r.Off%es != 0 || r.Len%es != 0 {
-		return nil, fmt.Errorf("vulkan: %s: %s [%d, +%d) is not in whole %d-byte elements: %w",
+		return nil, s.d.errorf("%s: %s [%d, +%d) is not in whole %d-byte elements: %w",
 			op, what, r.Off, r.Len, es, backend.ErrInvalidArgument)
 	}
 	return b, nil
@@ -81,21 +78,21 @@ func sameRegion(a, b backend.Region) bool {
 
 // dtype returns the element size and kernel kinds of dt, or an error when
 // dt is unknown or f64 is not available.
-func (s *stream) dtype(op string, dt backend.DType) (es, reduceKind, scaleKind int, err error) {
+func (s *Stream) dtype(op string, dt backend.DType) (es, reduceKind, scaleKind int, err error) {
 	switch dt {
 	case backend.F32:
 		return 4, kindReduceF32, kindScaleF32, nil
 	case backend.F64:
 		if !s.d.info.Float64 {
-			return 0, 0, 0, fmt.Errorf("vulkan: %s: f64 kernels on %s: %s: %w", op, s.d.info.Name, s.d.info.Float64Reason, backend.ErrUnsupported)
+			return 0, 0, 0, s.d.errorf("%s: f64 kernels on %s: %s: %w", op, s.d.info.Name, s.d.info.Float64Reason, backend.ErrUnsupported)
 		}
 		return 8, kindReduceF64, kindScaleF64, nil
 	}
-	return 0, 0, 0, fmt.Errorf("vulkan: %s: unknown dtype %v: %w", op, dt, backend.ErrInvalidArgument)
+	return 0, 0, 0, s.d.errorf("%s: unknown dtype %v: %w", op, dt, backend.ErrInvalidArgument)
 }
 
 // Copy records dst = src with vkCmdCopyBuffer.
-func (s *stream) Copy(dst, src backend.Region) error {
+func (s *Stream) Copy(dst, src backend.Region) error {
 	const op = "copy"
 	d := s.d
 	if d.closed.Load() {
@@ -110,16 +107,16 @@ func (s *stream) Copy(dst, src backend.Region) error {
 		return err
 	}
 	if dst.Len != src.Len {
-		return fmt.Errorf("vulkan: copy: dst has %d bytes, src %d: %w", dst.Len, src.Len, backend.ErrInvalidArgument)
+		return d.errorf("copy: dst has %d bytes, src %d: %w", dst.Len, src.Len, backend.ErrInvalidArgument)
 	}
 	if dst.Buf == src.Buf && dst.Len > 0 && dst.Off < src.Off+src.Len && src.Off < dst.Off+dst.Len {
-		return fmt.Errorf("vulkan: copy: dst and src overlap: %w", backend.ErrInvalidArgument)
+		return d.errorf("copy: dst and src overlap: %w", backend.ErrInvalidArgument)
 	}
 	if dst.Len == 0 {
 		return nil
 	}
 	if err := d.dev.CmdCopy(db.b, int64(dst.Off), sb.b, int64(src.Off), int64(dst.Len)); err != nil {
-		return fmt.Errorf("vulkan: copy: %w", err)
+		return d.errorf("copy: %w", err)
 	}
 	s.recorded = true
 	d.counters.Copies.Add(1)
@@ -131,21 +128,21 @@ func (s *stream) Copy(dst, src backend.Region) error {
 // Reduce records dst = op(srcs...) * scale with the reduce kernel: one pass
 // for up to 8 sources, more passes for more, each later pass reading the
 // partial result first, so the order of srcs is kept.
-func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, srcs []backend.Region, scale float64) error {
+func (s *Stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, srcs []backend.Region, scale float64) error {
 	const name = "reduce"
 	d := s.d
 	if d.closed.Load() {
 		return d.errClosed(name)
 	}
 	if op < 0 || op >= backend.NumOps {
-		return fmt.Errorf("vulkan: reduce: unknown op %v: %w", op, backend.ErrInvalidArgument)
+		return d.errorf("reduce: unknown op %v: %w", op, backend.ErrInvalidArgument)
 	}
 	es, kind, _, err := s.dtype(name, dt)
 	if err != nil {
 		return err
 	}
 	if len(srcs) == 0 {
-		return fmt.Errorf("vulkan: reduce: no sources: %w", backend.ErrInvalidArgument)
+		return d.errorf("reduce: no sources: %w", backend.ErrInvalidArgument)
 	}
 	if _, err := s.region(name, "dst", dst, es); err != nil {
 		return err
@@ -156,10 +153,10 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 			return err
 		}
 		if srcs[i].Len != dst.Len {
-			return fmt.Errorf("vulkan: reduce: src %d has %d bytes, dst %d: %w", i, srcs[i].Len, dst.Len, backend.ErrInvalidArgument)
+			return d.errorf("reduce: src %d has %d bytes, dst %d: %w", i, srcs[i].Len, dst.Len, backend.ErrInvalidArgument)
 		}
 		if partialOverlap(dst, srcs[i]) {
-			return fmt.Errorf("vulkan: reduce: dst partly overlaps src %d: %w", i, backend.ErrInvalidArgument)
+			return d.errorf("reduce: dst partly overlaps src %d: %w", i, backend.ErrInvalidArgument)
 		}
 		alias = alias || (i >= kernels.MaxSources && sameRegion(dst, srcs[i]))
 	}
@@ -202,7 +199,7 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 
 // Scale records dst = src * scale (a copy when scale is 1) with the scale
 // kernel. Its bytes count as BytesReduced: they are written by a kernel.
-func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {
+func (s *Stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {
 	const name = "scale"
 	d := s.d
 	if d.closed.Load() {
@@ -219,10 +216,10 @@ func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64)
 		return err
 	}
 	if dst.Len != src.Len {
-		return fmt.Errorf("vulkan: scale: dst has %d bytes, src %d: %w", dst.Len, src.Len, backend.ErrInvalidArgument)
+		return d.errorf("scale: dst has %d bytes, src %d: %w", dst.Len, src.Len, backend.ErrInvalidArgument)
 	}
 	if partialOverlap(dst, src) {
-		return fmt.Errorf("vulkan: scale: dst partly overlaps src: %w", backend.ErrInvalidArgument)
+		return d.errorf("scale: dst partly overlaps src: %w", backend.ErrInvalidArgument)
 	}
 	if dst.Len == 0 {
 		return nil
@@ -237,7 +234,7 @@ func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64)
 // scratch returns a device-local region of n bytes for partial results,
 // growing the device's scratch buffer when needed (the old one is freed once
 // the work using it is done).
-func (s *stream) scratch(n int) (backend.Region, error) {
+func (s *Stream) scratch(n int) (backend.Region, error) {
 	d := s.d
 	if d.scratch == nil || d.scratch.n < n {
 		b, err := d.newBuffer(n, backend.DeviceLocal)
@@ -257,7 +254,7 @@ func (s *stream) scratch(n int) (backend.Region, error) {
 // piece of out and of every source. Every dispatch counts in Dispatches and
 // the bytes it writes in BytesReduced (so a reduction of k > 8 sources
 // counts its dst once per pass).
-func (s *stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs []backend.Region, scale float64) error {
+func (s *Stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs []backend.Region, scale float64) error {
 	d := s.d
 	scalarES := es
 	isReduce := kind == kindReduceF32 || kind == kindReduceF64
@@ -297,7 +294,7 @@ func (s *stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 		}
 		groups := min((uint64(cnt)+uint64(d.wg)-1)/uint64(d.wg), uint64(d.maxGroups))
 		if err := d.dev.CmdDispatch(k, [3]uint32{uint32(groups), 1, 1}, s.bind[:info.Bindings], push); err != nil {
-			return fmt.Errorf("vulkan: %s: %w", info.Name, err)
+			return d.errorf("%s: %w", info.Name, err)
 		}
 		s.recorded = true
 		d.counters.Dispatches.Add(1)
@@ -315,7 +312,7 @@ func (s *stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 // that a binding starts at its data's offset aligned down to
 // minStorageBufferOffsetAlignment. Aligned regions get maxBind/es elements;
 // a misaligned one loses at most align-es bytes.
-func (s *stream) piece(out backend.Region, srcs []backend.Region, p, left, es int) int {
+func (s *Stream) piece(out backend.Region, srcs []backend.Region, p, left, es int) int {
 	d := s.d
 	fit := func(r backend.Region) int64 {
 		start := int64(r.Off) + int64(p)*int64(es)
@@ -331,16 +328,18 @@ func (s *stream) piece(out backend.Region, srcs []backend.Region, p, left, es in
 // bindRegion binds elements [p, p+cnt) of r to binding i, from the offset
 // aligned down to minStorageBufferOffsetAlignment, and returns the element
 // offset of the data within the binding.
-func (s *stream) bindRegion(i int, r backend.Region, p, cnt, es int) uint32 {
+func (s *Stream) bindRegion(i int, r backend.Region, p, cnt, es int) uint32 {
 	start := int64(r.Off) + int64(p)*int64(es)
 	base := start - start%s.d.align
-	s.bind[i] = cshim.Binding{Buffer: r.Buf.(*buffer).b, Offset: base, Range: start - base + int64(cnt)*int64(es)}
+	s.bind[i] = cshim.Binding{Buffer: r.Buf.(*Buffer).b, Offset: base, Range: start - base + int64(cnt)*int64(es)}
 	return uint32((start - base) / int64(es))
 }
 
 // pipeline returns the cached pipeline of a kernel variant, creating it on
-// first use (vkCreateComputePipelines with the specialization constants).
-func (d *device) pipeline(kind int, op backend.Op, k int, scale bool) (*cshim.Kernel, error) {
+// first use with the specialization constants (Vulkan:
+// vkCreateComputePipelines; Metal: newFunctionWithName:constantValues:error:
+// and newComputePipelineStateWithFunction:error:).
+func (d *Device) pipeline(kind int, op backend.Op, k int, scale bool) (*cshim.Kernel, error) {
 	sc := 0
 	if scale {
 		sc = 1
@@ -352,10 +351,6 @@ func (d *device) pipeline(kind int, op backend.Op, k int, scale bool) (*cshim.Ke
 		return p, nil
 	}
 	info := &d.kinfo[kind]
-	spirv, err := kernels.SPIRV(info.Name)
-	if err != nil {
-		return nil, fmt.Errorf("vulkan: %w", err)
-	}
 	values := map[int]uint32{
 		kernels.SpecWorkGroupSize: d.wg,
 		kernels.SpecOp:            uint32(op),
@@ -366,13 +361,33 @@ func (d *device) pipeline(kind int, op backend.Op, k int, scale bool) (*cshim.Ke
 	for _, c := range info.Spec {
 		spec = append(spec, cshim.SpecConstant{ID: uint32(c.ID), Value: values[c.ID]})
 	}
-	p, err := d.dev.NewKernel(cshim.KernelDesc{SPIRV: spirv, Spec: spec, PushBytes: info.PushConstantBytes, Bindings: info.Bindings})
-	d.syncObjects()
+	p, err := d.newKernel(info, spec)
 	if err != nil {
-		return nil, fmt.Errorf("vulkan: pipeline %s (op %v, %d sources, scale %v): %w", info.Name, op, k, scale, err)
+		return nil, d.errorf("pipeline %s (op %v, %d sources, scale %v): %w", info.Name, op, k, scale, err)
 	}
 	d.pipes[kind][op][k][sc] = p
 	return p, nil
+}
+
+// newKernel creates a pipeline of a kernel with the API's code of it, which
+// it gets once per device. Only the stream's goroutine calls it.
+func (d *Device) newKernel(info *kernels.Info, spec []cshim.SpecConstant) (*cshim.Kernel, error) {
+	c, ok := d.code[info.Name]
+	if !ok {
+		code, entry, err := d.in.api.Code(*info)
+		if err != nil {
+			return nil, err
+		}
+		if d.code == nil {
+			d.code = map[string]kernelCode{}
+		}
+		c = kernelCode{code, entry}
+		d.code[info.Name] = c
+	}
+	p, err := d.dev.NewKernel(cshim.KernelDesc{SPIRV: c.code, Entry: c.entry, Spec: spec,
+		PushBytes: info.PushConstantBytes, Bindings: info.Bindings})
+	d.syncObjects()
+	return p, err
 }
 
 // signalled is the fence of an empty submission.
@@ -382,8 +397,9 @@ func (signalled) Wait(context.Context) error { return nil }
 
 var doneFence backend.Fence = signalled{}
 
-// Submit submits what was recorded (vkQueueSubmit) without waiting.
-func (s *stream) Submit() (backend.Fence, error) {
+// Submit submits what was recorded (vkQueueSubmit; Metal: commit) without
+// waiting.
+func (s *Stream) Submit() (backend.Fence, error) {
 	d := s.d
 	if d.closed.Load() {
 		return nil, d.errClosed("submit")
@@ -394,7 +410,7 @@ func (s *stream) Submit() (backend.Fence, error) {
 	s.recorded = false
 	t, err := d.dev.Submit()
 	if err != nil {
-		return nil, fmt.Errorf("vulkan: submit: %w", err)
+		return nil, d.errorf("submit: %w", err)
 	}
 	d.counters.Submits.Add(1)
 	f := &d.fences[t%fenceRing]
@@ -404,9 +420,10 @@ func (s *stream) Submit() (backend.Fence, error) {
 
 // Fence waiting: polls first (a short job is often done by then), then
 // blocking waits in slices so ctx is honoured. On a GPU the polls last up to
-// spinGPU (a blocking vkWaitForFences wakes tens of microseconds late on a
-// discrete GPU, more in a virtual machine, and small collectives are a
-// few such waits); on CPU drivers, whose threads need the cores, only a few
+// API.SpinGPU (a blocking vkWaitForFences wakes tens of microseconds late on
+// a discrete GPU, more in a virtual machine, and small collectives are a few
+// such waits; Metal's timed wait sleeps between polls of the command
+// buffer's status); on CPU drivers, whose threads need the cores, only a few
 // polls. GOCOLL_SPIN_US overrides the GPU spin.
 const (
 	pollSpins = 4
@@ -414,16 +431,9 @@ const (
 	maxSlice  = 5 * time.Millisecond
 )
 
-var spinGPU = func() time.Duration {
-	if v, err := strconv.Atoi(os.Getenv("GOCOLL_SPIN_US")); err == nil && v >= 0 {
-		return time.Duration(v) * time.Microsecond
-	}
-	return 200 * time.Microsecond
-}()
-
-// fence is one of a device's fenceRing fences, standing for a ticket.
-type fence struct {
-	d      *device
+// Fence is one of a device's fenceRing fences, standing for a ticket.
+type Fence struct {
+	d      *Device
 	ticket atomic.Uint64
 }
 
@@ -431,7 +441,7 @@ type fence struct {
 // slices of 1-5 ms, checking ctx between them). It returns ctx.Err() when
 // ctx ends first and an error wrapping backend.ErrDeviceLost when the device
 // is lost.
-func (f *fence) Wait(ctx context.Context) error {
+func (f *Fence) Wait(ctx context.Context) error {
 	d := f.d
 	t := f.ticket.Load()
 	if t <= d.done.Load() {
@@ -445,8 +455,8 @@ func (f *fence) Wait(ctx context.Context) error {
 			return f.finish(t, err)
 		}
 	}
-	if d.info.Type != "cpu" && spinGPU > 0 {
-		for start := time.Now(); time.Since(start) < spinGPU; {
+	if spin := d.in.spin; d.info.Type != "cpu" && spin > 0 {
+		for start := time.Now(); time.Since(start) < spin; {
 			if ok, err := d.dev.Wait(t, 0); ok || err != nil {
 				return f.finish(t, err)
 			}
@@ -468,13 +478,13 @@ func (f *fence) Wait(ctx context.Context) error {
 	}
 }
 
-func (f *fence) finish(t uint64, err error) error {
+func (f *Fence) finish(t uint64, err error) error {
 	d := f.d
 	if err != nil {
 		if errors.Is(err, backend.ErrClosed) && t <= d.done.Load() {
 			return nil // Close waited for it
 		}
-		return fmt.Errorf("vulkan: fence wait: %w", err)
+		return d.errorf("fence wait: %w", err)
 	}
 	for {
 		old := d.done.Load()

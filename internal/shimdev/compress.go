@@ -1,9 +1,8 @@
-//go:build cgo && !novulkan
+//go:build cgo
 
-package vulkan
+package shimdev
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/gocoll/gocoll/backend"
@@ -30,7 +29,7 @@ import (
 // Packed regions (Pack's dst, Unpack's src) and TopK's idx may start at any
 // byte offset, as on the host; one not on a 4-byte boundary goes through a
 // stream-owned temporary buffer and a copy command.
-var _ backend.Compressor = (*stream)(nil)
+var _ backend.Compressor = (*Stream)(nil)
 
 // Compression kernels, indexing compressState.
 const (
@@ -89,18 +88,18 @@ type compressState struct {
 	specID [numCK]uint32
 	// pipes caches pipelines by kernel and the value of its own constant.
 	pipes [numCK][numTopKStages]*cshim.Kernel
-	work  *buffer // topk: histogram, state, per-block counts
-	tmp   *buffer // packed data or indices not on a 4-byte boundary
+	work  *Buffer // topk: histogram, state, per-block counts
+	tmp   *Buffer // packed data or indices not on a 4-byte boundary
 }
 
-func (c *compressState) setup() error {
+func (c *compressState) setup(d *Device) error {
 	if c.ready {
 		return nil
 	}
 	for k, name := range ckNames {
 		info, err := kernels.Lookup(name)
 		if err != nil {
-			return fmt.Errorf("vulkan: %w", err)
+			return d.errorf("%w", err)
 		}
 		found := false
 		for _, sc := range info.Spec {
@@ -109,7 +108,7 @@ func (c *compressState) setup() error {
 			}
 		}
 		if !found || info.WorkGroupSizeSpecID < 0 {
-			return fmt.Errorf("vulkan: kernel %s lacks the %s or work-group size constant", name, ckSpec[k])
+			return d.errorf("kernel %s lacks the %s or work-group size constant", name, ckSpec[k])
 		}
 		c.info[k] = info
 	}
@@ -119,9 +118,9 @@ func (c *compressState) setup() error {
 
 // compressPipeline returns the cached pipeline of kernel ck with its own
 // constant set to v, creating it on first use.
-func (s *stream) compressPipeline(ck int, v uint32) (*cshim.Kernel, error) {
+func (s *Stream) compressPipeline(ck int, v uint32) (*cshim.Kernel, error) {
 	c := &s.comp
-	if err := c.setup(); err != nil {
+	if err := c.setup(s.d); err != nil {
 		return nil, err
 	}
 	if p := c.pipes[ck][v]; p != nil {
@@ -129,15 +128,10 @@ func (s *stream) compressPipeline(ck int, v uint32) (*cshim.Kernel, error) {
 	}
 	d := s.d
 	info := &c.info[ck]
-	spirv, err := kernels.SPIRV(info.Name)
-	if err != nil {
-		return nil, fmt.Errorf("vulkan: %w", err)
-	}
 	spec := []cshim.SpecConstant{{ID: uint32(info.WorkGroupSizeSpecID), Value: d.wg}, {ID: c.specID[ck], Value: v}}
-	p, err := d.dev.NewKernel(cshim.KernelDesc{SPIRV: spirv, Spec: spec, PushBytes: info.PushConstantBytes, Bindings: info.Bindings})
-	d.syncObjects()
+	p, err := d.newKernel(info, spec)
 	if err != nil {
-		return nil, fmt.Errorf("vulkan: pipeline %s (%s %d): %w", info.Name, ckSpec[ck], v, err)
+		return nil, d.errorf("pipeline %s (%s %d): %w", info.Name, ckSpec[ck], v, err)
 	}
 	c.pipes[ck][v] = p
 	return p, nil
@@ -145,7 +139,7 @@ func (s *stream) compressPipeline(ck int, v uint32) (*cshim.Kernel, error) {
 
 // grow returns *b, replaced by a new device-local buffer of at least n bytes
 // when it is smaller (the old one is freed once the work using it is done).
-func (s *stream) grow(b **buffer, n int) (*buffer, error) {
+func (s *Stream) grow(b **Buffer, n int) (*Buffer, error) {
 	if *b != nil && (*b).n >= n {
 		return *b, nil
 	}
@@ -179,12 +173,12 @@ func wireIndex(f backend.WireFormat) uint32 {
 }
 
 // checkWire is the common start of Pack and Unpack.
-func (s *stream) checkWire(op string, f backend.WireFormat) error {
+func (s *Stream) checkWire(op string, f backend.WireFormat) error {
 	if s.d.closed.Load() {
 		return s.d.errClosed(op)
 	}
 	if f != backend.F16 && f != backend.BF16 {
-		return fmt.Errorf("vulkan: %s: unknown wire format %d: %w", op, int(f), backend.ErrInvalidArgument)
+		return s.d.errorf("%s: unknown wire format %d: %w", op, int(f), backend.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -192,7 +186,7 @@ func (s *stream) checkWire(op string, f backend.WireFormat) error {
 // Pack records dst = src (f32) converted to f, 2 bytes an element, the last
 // word zero-padded for an odd count (dst.Len == (2n+3)&^3), with the pack
 // kernel: one dispatch per piece that fits the binding limit.
-func (s *stream) Pack(f backend.WireFormat, dst, src backend.Region) error {
+func (s *Stream) Pack(f backend.WireFormat, dst, src backend.Region) error {
 	const op = "pack"
 	if err := s.checkWire(op, f); err != nil {
 		return err
@@ -205,10 +199,10 @@ func (s *stream) Pack(f backend.WireFormat, dst, src backend.Region) error {
 	}
 	n := src.Len / 4
 	if dst.Len != packedLen(n) {
-		return fmt.Errorf("vulkan: pack: dst has %d bytes for %d elements, want %d: %w", dst.Len, n, packedLen(n), backend.ErrInvalidArgument)
+		return s.d.errorf("pack: dst has %d bytes for %d elements, want %d: %w", dst.Len, n, packedLen(n), backend.ErrInvalidArgument)
 	}
 	if overlap(dst, src) {
-		return fmt.Errorf("vulkan: pack: dst and src overlap: %w", backend.ErrInvalidArgument)
+		return s.d.errorf("pack: dst and src overlap: %w", backend.ErrInvalidArgument)
 	}
 	if n == 0 {
 		return nil
@@ -222,7 +216,7 @@ func (s *stream) Pack(f backend.WireFormat, dst, src backend.Region) error {
 
 // Unpack records dst (f32) = src in format f converted to f32, with the
 // unpack kernel.
-func (s *stream) Unpack(f backend.WireFormat, dst, src backend.Region) error {
+func (s *Stream) Unpack(f backend.WireFormat, dst, src backend.Region) error {
 	const op = "unpack"
 	if err := s.checkWire(op, f); err != nil {
 		return err
@@ -235,10 +229,10 @@ func (s *stream) Unpack(f backend.WireFormat, dst, src backend.Region) error {
 	}
 	n := dst.Len / 4
 	if src.Len != packedLen(n) {
-		return fmt.Errorf("vulkan: unpack: src has %d bytes for %d elements, want %d: %w", src.Len, n, packedLen(n), backend.ErrInvalidArgument)
+		return s.d.errorf("unpack: src has %d bytes for %d elements, want %d: %w", src.Len, n, packedLen(n), backend.ErrInvalidArgument)
 	}
 	if overlap(dst, src) {
-		return fmt.Errorf("vulkan: unpack: dst and src overlap: %w", backend.ErrInvalidArgument)
+		return s.d.errorf("unpack: dst and src overlap: %w", backend.ErrInvalidArgument)
 	}
 	if n == 0 {
 		return nil
@@ -253,7 +247,7 @@ func (s *stream) Unpack(f backend.WireFormat, dst, src backend.Region) error {
 // convert records a pack (ck == ckPack: wide = src, packed = dst) or an
 // unpack (wide = dst, packed = src) of n elements. A packed region off a
 // 4-byte boundary goes through the temporary buffer in chunks.
-func (s *stream) convert(ck int, f backend.WireFormat, dst, src backend.Region, n int) error {
+func (s *Stream) convert(ck int, f backend.WireFormat, dst, src backend.Region, n int) error {
 	k, err := s.compressPipeline(ck, wireIndex(f))
 	if err != nil {
 		return err
@@ -278,8 +272,8 @@ func (s *stream) convert(ck int, f backend.WireFormat, dst, src backend.Region, 
 		w := backend.Region{Buf: wide.Buf, Off: wide.Off + 4*p, Len: 4 * m}
 		at := int64(packed.Off + 2*p)
 		if ck == ckUnpack {
-			if err := d.dev.CmdCopy(tb.b, 0, packed.Buf.(*buffer).b, at, int64(bytes)); err != nil {
-				return fmt.Errorf("vulkan: unpack: %w", err)
+			if err := d.dev.CmdCopy(tb.b, 0, packed.Buf.(*Buffer).b, at, int64(bytes)); err != nil {
+				return d.errorf("unpack: %w", err)
 			}
 			s.countCopy(bytes)
 		}
@@ -287,8 +281,8 @@ func (s *stream) convert(ck int, f backend.WireFormat, dst, src backend.Region, 
 			return err
 		}
 		if ck == ckPack {
-			if err := d.dev.CmdCopy(packed.Buf.(*buffer).b, at, tb.b, 0, int64(bytes)); err != nil {
-				return fmt.Errorf("vulkan: pack: %w", err)
+			if err := d.dev.CmdCopy(packed.Buf.(*Buffer).b, at, tb.b, 0, int64(bytes)); err != nil {
+				return d.errorf("pack: %w", err)
 			}
 			s.countCopy(bytes)
 		}
@@ -296,7 +290,7 @@ func (s *stream) convert(ck int, f backend.WireFormat, dst, src backend.Region, 
 	return nil
 }
 
-func (s *stream) countCopy(bytes int) {
+func (s *Stream) countCopy(bytes int) {
 	s.recorded = true
 	s.d.counters.Copies.Add(1)
 	s.d.counters.BytesCopied.Add(int64(bytes))
@@ -307,7 +301,7 @@ func (s *stream) countCopy(bytes int) {
 // boundary), split so that both bindings fit the binding limit. Pieces but
 // the last hold an even number of elements, so every piece starts on a
 // whole packed word.
-func (s *stream) convertRange(k *cshim.Kernel, ck int, packed, wide backend.Region, p, n int) error {
+func (s *Stream) convertRange(k *cshim.Kernel, ck int, packed, wide backend.Region, p, n int) error {
 	d := s.d
 	info := &s.comp.info[ck]
 	push := s.push[:info.PushConstantBytes]
@@ -320,7 +314,7 @@ func (s *stream) convertRange(k *cshim.Kernel, ck int, packed, wide backend.Regi
 			cnt &^= 1
 		}
 		if cnt == 0 {
-			return fmt.Errorf("vulkan: %s: MaxBindingBytes %d leaves no room for two elements past an offset aligned to %d: %w",
+			return d.errorf("%s: MaxBindingBytes %d leaves no room for two elements past an offset aligned to %d: %w",
 				info.Name, d.maxBind, d.align, backend.ErrUnsupported)
 		}
 		c := int(cnt)
@@ -339,7 +333,7 @@ func (s *stream) convertRange(k *cshim.Kernel, ck int, packed, wide backend.Regi
 		ne.PutUint32(push[ppSrcOff:], off[1])
 		groups := min((uint64(words)+uint64(d.wg)-1)/uint64(d.wg), uint64(d.maxGroups))
 		if err := d.dev.CmdDispatch(k, [3]uint32{uint32(groups), 1, 1}, s.bind[:info.Bindings], push); err != nil {
-			return fmt.Errorf("vulkan: %s: %w", info.Name, err)
+			return d.errorf("%s: %w", info.Name, err)
 		}
 		s.recorded = true
 		d.counters.Dispatches.Add(1)
@@ -355,7 +349,7 @@ func (s *stream) convertRange(k *cshim.Kernel, ck int, packed, wide backend.Regi
 
 // fitsBinding reports whether r fits one binding from its offset aligned
 // down to minStorageBufferOffsetAlignment.
-func (s *stream) fitsBinding(r backend.Region) bool {
+func (s *Stream) fitsBinding(r backend.Region) bool {
 	return int64(r.Off)%s.d.align+int64(r.Len) <= s.d.maxBind
 }
 
@@ -363,7 +357,7 @@ func (s *stream) fitsBinding(r backend.Region) bool {
 // magnitude (NaN as large as +-Inf, ties to the lower index), their indices
 // (uint32) to idx and values to val in increasing index order: the same
 // selection as the host's, made on the device (see the top of this file).
-func (s *stream) TopK(dt backend.DType, src backend.Region, k int, idx, val backend.Region) error {
+func (s *Stream) TopK(dt backend.DType, src backend.Region, k int, idx, val backend.Region) error {
 	const op = "topk"
 	d := s.d
 	if d.closed.Load() {
@@ -378,7 +372,7 @@ func (s *stream) TopK(dt backend.DType, src backend.Region, k int, idx, val back
 	}
 	n := src.Len / es
 	if k < 1 || k > n {
-		return fmt.Errorf("vulkan: topk: k=%d for %d elements: %w", k, n, backend.ErrInvalidArgument)
+		return d.errorf("topk: k=%d for %d elements: %w", k, n, backend.ErrInvalidArgument)
 	}
 	if _, err := s.region(op, "idx", idx, 1); err != nil {
 		return err
@@ -387,14 +381,14 @@ func (s *stream) TopK(dt backend.DType, src backend.Region, k int, idx, val back
 		return err
 	}
 	if idx.Len != 4*k || val.Len != k*es {
-		return fmt.Errorf("vulkan: topk: idx has %d bytes, val %d, for k=%d: %w", idx.Len, val.Len, k, backend.ErrInvalidArgument)
+		return d.errorf("topk: idx has %d bytes, val %d, for k=%d: %w", idx.Len, val.Len, k, backend.ErrInvalidArgument)
 	}
 	// The kernels read src while they write idx and val.
 	if overlap(idx, src) || overlap(val, src) || overlap(idx, val) {
-		return fmt.Errorf("vulkan: topk: src, idx and val overlap: %w", backend.ErrInvalidArgument)
+		return d.errorf("topk: src, idx and val overlap: %w", backend.ErrInvalidArgument)
 	}
 	if !s.fitsBinding(src) || !s.fitsBinding(val) || !s.fitsBinding(idx) || n > math.MaxInt32 {
-		return fmt.Errorf("vulkan: topk: src of %d bytes (or idx, val) does not fit one %d-byte binding: %w",
+		return d.errorf("topk: src of %d bytes (or idx, val) does not fit one %d-byte binding: %w",
 			src.Len, d.maxBind, backend.ErrUnsupported)
 	}
 	ck := ckTopKF32
@@ -436,7 +430,7 @@ func (s *stream) TopK(dt backend.DType, src backend.Region, k int, idx, val back
 	dispatch := func(st int, groups int) error {
 		g := min(uint64(max(groups, 1)), uint64(d.maxGroups))
 		if err := d.dev.CmdDispatch(stages[st], [3]uint32{uint32(g), 1, 1}, s.bind[:info.Bindings], push); err != nil {
-			return fmt.Errorf("vulkan: %s: %w", info.Name, err)
+			return d.errorf("%s: %w", info.Name, err)
 		}
 		s.recorded = true
 		d.counters.Dispatches.Add(1)
@@ -469,8 +463,8 @@ func (s *stream) TopK(dt backend.DType, src backend.Region, k int, idx, val back
 		}
 	}
 	if out != idx {
-		if err := d.dev.CmdCopy(idx.Buf.(*buffer).b, int64(idx.Off), out.Buf.(*buffer).b, 0, int64(idx.Len)); err != nil {
-			return fmt.Errorf("vulkan: topk: %w", err)
+		if err := d.dev.CmdCopy(idx.Buf.(*Buffer).b, int64(idx.Off), out.Buf.(*Buffer).b, 0, int64(idx.Len)); err != nil {
+			return d.errorf("topk: %w", err)
 		}
 		s.countCopy(idx.Len)
 	}

@@ -1,6 +1,6 @@
-//go:build cgo && !novulkan
+//go:build cgo
 
-package vulkan
+package shimdev
 
 import (
 	"github.com/gocoll/gocoll/backend"
@@ -27,7 +27,7 @@ type vecState struct {
 //     the same whichever kernel runs.
 //
 // Otherwise the scalar kernel runs the whole pass.
-func (v *vecState) use(d *device, es int, out backend.Region, srcs []backend.Region) bool {
+func (v *vecState) use(d *Device, es int, out backend.Region, srcs []backend.Region) bool {
 	const vb = kernels.VecBytes
 	if v.off || es > vb || d.maxBind%vb != 0 || d.align&(d.align-1) != 0 {
 		return false
@@ -55,5 +55,5 @@ func vecKind(kind int) int {
 	case kindScaleF64:
 		return kindScale4F64
 	}
-	panic("vulkan: no 16-byte variant of kernel kind")
+	panic("shimdev: no 16-byte variant of kernel kind")
 }

@@ -1,0 +1,80 @@
+//go:build cgo
+
+package shimdev
+
+import (
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/cshim"
+)
+
+// Accessors for the backend packages' API-specific code (interop handles)
+// and test hooks. The package is internal, so none of this is gocoll's API.
+
+// API returns the API the device was opened with.
+func (d *Device) API() *API { return &d.in.api }
+
+// Shim returns the shim device behind d.
+func (d *Device) Shim() *cshim.Device { return d.dev }
+
+// Raw returns the physical device's description.
+func (d *Device) Raw() cshim.DeviceInfo { return d.raw }
+
+// Align returns the offset alignment of a binding.
+func (d *Device) Align() int64 { return d.align }
+
+// Validation reports whether calls fail on validation messages.
+func (d *Device) Validation() bool { return d.validation }
+
+// CheckOpen returns an error wrapping backend.ErrClosed, naming op, once
+// the device is closed.
+func (d *Device) CheckOpen(op string) error {
+	if d.closed.Load() {
+		return d.errClosed(op)
+	}
+	return nil
+}
+
+// Shim returns the shim buffer behind b, or an error wrapping
+// backend.ErrClosed.
+func (b *Buffer) Shim() (*cshim.Buffer, error) {
+	if b.closed.Load() {
+		return nil, b.d.errorf("buffer: %w", backend.ErrClosed)
+	}
+	return b.b, nil
+}
+
+// Device returns the device b belongs to.
+func (b *Buffer) Device() *Device { return b.d }
+
+// VecDispatches returns how many dispatches ran a 16-byte kernel (test hook).
+func (d *Device) VecDispatches() int64 { return d.vec.dispatches }
+
+// ScalarOnly makes the stream use only the scalar kernels while on is true
+// (test hook).
+func (d *Device) ScalarOnly(on bool) { d.vec.off = on }
+
+// Recorded reports whether work was recorded since the last Submit (test
+// hook).
+func (s *Stream) Recorded() bool { return s.recorded }
+
+// EveryPipeline creates every variant of the reduce and scale kernels the
+// stream can ask for on this device (each op, 1..8 sources, with and
+// without scale, f64 where the device has it), so a kernel the API rejects
+// fails by name (test hook).
+func (d *Device) EveryPipeline() error {
+	for kind := range numKinds {
+		if !d.info.Float64 && (kind == kindReduceF64 || kind == kindScaleF64 || kind == kindReduce4F64 || kind == kindScale4F64) {
+			continue
+		}
+		for op := backend.Op(0); op < backend.NumOps; op++ {
+			for k := 1; k <= len(d.stream.passSrcs); k++ {
+				for _, sc := range []bool{false, true} {
+					if _, err := d.pipeline(kind, op, k, sc); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
