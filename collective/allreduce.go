@@ -81,7 +81,7 @@ func Barrier(ctx context.Context, c *Comm) (err error) {
 func (c *Comm) invalidCall(ctx context.Context, name string, err error) error {
 	owned, e := c.enter(ctx, name, true)
 	if e != nil {
-		return c.wrapErr(name, c.seq+1, err)
+		return c.wrapErr(name, 0, err)
 	}
 	_ = c.arrive(ctx, fingerprint{kind: collInvalid}, "argument check")
 	c.leave(owned, &err)

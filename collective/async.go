@@ -78,14 +78,14 @@ func (c *Comm) submit(ctx context.Context, name string, mem []byte, fn func(ctx 
 		ctx = context.Background()
 	}
 	if !c.busy.CompareAndSwap(false, true) {
-		return failedWork(c.wrapErr(name, c.seq+1, ErrConcurrentUse))
+		return failedWork(c.wrapErr(name, 0, ErrConcurrentUse))
 	}
 	defer c.busy.Store(false)
 	a := &c.queue
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed || c.g.closed.Load() {
-		return failedWork(c.wrapErr(name, c.seq+1, errGroupClosed))
+		return failedWork(c.wrapErr(name, 0, errGroupClosed))
 	}
 	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn}
 	w.pin, _ = usePinned(mem, nil)

@@ -254,7 +254,7 @@ func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) (err error)
 		return invalidArg("nil Comm")
 	}
 	if peer < 0 || peer >= c.g.n || peer == c.rank {
-		return c.wrapErr("Send", c.seq, invalidArg("bad peer %d", peer))
+		return c.wrapErr("Send", 0, invalidArg("bad peer %d", peer))
 	}
 	owned, err := c.enter(ctx, "Send", false)
 	if err != nil {
@@ -297,7 +297,7 @@ func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) (err error)
 		return invalidArg("nil Comm")
 	}
 	if peer < 0 || peer >= c.g.n || peer == c.rank {
-		return c.wrapErr("Recv", c.seq, invalidArg("bad peer %d", peer))
+		return c.wrapErr("Recv", 0, invalidArg("bad peer %d", peer))
 	}
 	owned, err := c.enter(ctx, "Recv", false)
 	if err != nil {

@@ -173,7 +173,15 @@ func (e noCtx) Is(t error) bool {
 	return errors.Is(e.err, t)
 }
 
-func (e noCtx) As(t any) bool { return errors.As(e.err, t) }
+// As finds the cause's typed errors, except a *TimeoutError: that one
+// describes another rank's wait (its Missing ranks are from that rank's
+// view), so it is reached only through BrokenError.Cause.
+func (e noCtx) As(t any) bool {
+	if _, ok := t.(**TimeoutError); ok {
+		return false
+	}
+	return errors.As(e.err, t)
+}
 
 // DataError is a failure after data started moving: an in-place buffer is
 // then undefined (an out-of-place send buffer is never written).

@@ -28,25 +28,26 @@ func (c *Comm) enter(ctx context.Context, name string, numbered bool) (bool, err
 	if c == nil {
 		return false, invalidArg("nil Comm")
 	}
+	// Until the comm is claimed, its fields belong to whoever holds it:
+	// errors here carry sequence number 0 (the call was not numbered).
 	if c.g.closed.Load() {
-		return false, c.wrapErr(name, c.seq+1, errGroupClosed)
+		return false, c.wrapErr(name, 0, errGroupClosed)
 	}
 	owned := ctx.Value(workerKey{}) != c
 	if owned {
 		if err := c.waitQueue(ctx); err != nil {
 			// The call never started, but peers will wait for it: break
 			// the group, naming this rank's context.
-			te := &TimeoutError{Seq: c.seq + 1, Phase: "waiting for the comm's earlier operations", Ctx: err}
-			c.op = name
-			c.breakWith(te)
-			return false, c.wrapErr(name, c.seq+1, te)
+			te := &TimeoutError{Phase: "waiting for the comm's earlier operations", Ctx: err}
+			c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
+			return false, c.wrapErr(name, 0, te)
 		}
 		if !c.busy.CompareAndSwap(false, true) {
-			return false, c.wrapErr(name, c.seq+1, ErrConcurrentUse)
+			return false, c.wrapErr(name, 0, ErrConcurrentUse)
 		}
 		if c.PendingAsync() > 0 {
 			c.busy.Store(false)
-			return false, c.wrapErr(name, c.seq+1, ErrConcurrentUse)
+			return false, c.wrapErr(name, 0, ErrConcurrentUse)
 		}
 	}
 	if numbered {
