@@ -44,7 +44,8 @@ func (d DType) String() string {
 }
 
 // Op is an element-wise reduction operator as the kernels implement it. Mean
-// is not an Op here: collectives express it as Sum with a final scale of 1/N.
+// is not an Op here: collectives express it as Sum with a final scale of 1/N,
+// which backends apply as a correctly rounded division by N (Divisor).
 type Op int
 
 const (
@@ -169,10 +170,12 @@ type Stream interface {
 	Copy(dst, src Region) error
 	// Reduce records dst[i] = op(srcs[0][i], srcs[1][i], ...) * scale for
 	// every element, reduced in the order of srcs. scale is applied only when
-	// it is not 1. dst may be one of srcs (the same region), never a partial
+	// it is not 1; a scale of exactly 1/N (Divisor) divides by N, correctly
+	// rounded. dst may be one of srcs (the same region), never a partial
 	// overlap. All regions hold the same number of elements of dt.
 	Reduce(op Op, dt DType, dst Region, srcs []Region, scale float64) error
-	// Scale records dst[i] = src[i] * scale (a copy when scale is 1) with a
+	// Scale records dst[i] = src[i] * scale (a copy when scale is 1; a
+	// correctly rounded division by N when scale is 1/N, as in Reduce) with a
 	// kernel. dst and src may be the same region.
 	Scale(dt DType, dst, src Region, scale float64) error
 	// Submit sends what was recorded since the last Submit and returns a fence

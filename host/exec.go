@@ -105,37 +105,52 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 		copy(c.dst[lo:hi], c.src[lo:hi])
 	case cmdScale:
 		if c.dt == backend.F64 {
-			scaleRange(view[float64](c.dst)[lo:hi], view[float64](c.src)[lo:hi], c.scale, c.useScale)
+			scaleRange(view[float64](c.dst)[lo:hi], view[float64](c.src)[lo:hi], c)
 		} else {
-			scaleRange(view[float32](c.dst)[lo:hi], view[float32](c.src)[lo:hi], float32(c.scale), c.useScale)
+			scaleRange(view[float32](c.dst)[lo:hi], view[float32](c.src)[lo:hi], c)
 		}
 	case cmdReduce:
 		if c.dt == backend.F64 {
-			reduceRange(c.op, view[float64](c.dst), srcs, lo, hi, c.scale, c.useScale)
+			reduceRange(c.op, view[float64](c.dst), srcs, lo, hi, c)
 		} else {
-			reduceRange(c.op, view[float32](c.dst), srcs, lo, hi, float32(c.scale), c.useScale)
+			reduceRange(c.op, view[float32](c.dst), srcs, lo, hi, c)
 		}
 	}
 }
 
-// scaleRange is kernels/scale.comp: dst[i] = src[i] * s, or a copy. dst and
-// src are the same length and may be the same memory.
-func scaleRange[T float](dst, src []T, s T, useScale bool) {
-	if !useScale {
+// scaleRange is kernels/scale.comp: dst[i] = src[i] scaled as c says, or a
+// copy. dst and src are the same length and may be the same memory.
+func scaleRange[T float](dst, src []T, c *command) {
+	if !c.useScale {
 		copy(dst, src) // bit for bit, NaN payloads included
 		return
 	}
-	dst = dst[:len(src)]
+	applyScale(dst[:len(src)], src, c)
+}
+
+// applyScale sets dst[i] = src[i] * c.scale in T, or, when the scale is
+// 1/c.div, the quotient src[i] / c.div correctly rounded to T: exact in
+// float64, and for f32 rounded twice, which for a quotient is the same as
+// once (float64 has more than 2*24+2 bits). dst may be src.
+func applyScale[T float](dst, src []T, c *command) {
+	if div := c.div; div != 0 {
+		for i, v := range src {
+			dst[i] = T(float64(v) / div)
+		}
+		return
+	}
+	s := T(c.scale)
 	for i, v := range src {
 		dst[i] = T(v * s) // the conversion forbids fusing with anything else
 	}
 }
 
 // reduceRange is kernels/reduce.comp over elements [lo, hi):
-// dst[i] = op(srcs[0][i], srcs[1][i], ...) * s, reduced left to right in T.
-// A partial result of a GPU pass is stored in T and read back as T, so one
-// pass over all sources gives the same bits as passes of eight.
-func reduceRange[T float](op backend.Op, dst []T, srcs [][]byte, lo, hi int, s T, useScale bool) {
+// dst[i] = op(srcs[0][i], srcs[1][i], ...), reduced left to right in T, then
+// scaled as c says. A partial result of a GPU pass is stored in T and read
+// back as T, so one pass over all sources gives the same bits as passes of
+// eight.
+func reduceRange[T float](op backend.Op, dst []T, srcs [][]byte, lo, hi int, c *command) {
 	var buf [block]T
 	for b := lo; b < hi; b += block {
 		e := min(b+block, hi)
@@ -144,10 +159,8 @@ func reduceRange[T float](op backend.Op, dst []T, srcs [][]byte, lo, hi int, s T
 		for _, src := range srcs[1:] {
 			combine(op, acc, view[T](src)[b:e])
 		}
-		if useScale {
-			for i, v := range acc {
-				acc[i] = T(v * s)
-			}
+		if c.useScale {
+			applyScale(acc, acc, c)
 		}
 		copy(dst[b:e], acc)
 	}

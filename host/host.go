@@ -5,11 +5,13 @@
 // It has two jobs. It is the reference the GPU backends are checked against:
 // Reduce and Scale reproduce kernels/reduce.comp and kernels/scale.comp bit
 // for bit (reduction in source order, in the element type, IEEE 754-2019
-// maximum/minimum, the scale converted to the element type and applied only
-// when it is not 1), and the counters count what a GPU backend would record,
-// including the pieces a lowered MaxBindingBytes splits a kernel into. And it
-// is the fallback when no GPU API is available: it needs no cgo, so every
-// collective algorithm runs on it under the race detector.
+// maximum/minimum, the scale applied only when it is not 1: a scale of 1/N a
+// correctly rounded division by N (backend.Divisor), any other converted to
+// the element type and multiplied), and the counters count what a GPU
+// backend would record, including the pieces a lowered MaxBindingBytes
+// splits a kernel into. And it is the fallback when no GPU API is available:
+// it needs no cgo, so every collective algorithm runs on it under the race
+// detector.
 //
 // The package registers itself with backend.Register under the name "host".
 package host

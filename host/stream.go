@@ -40,6 +40,7 @@ type command struct {
 	dt       backend.DType
 	useScale bool
 	scale    float64
+	div      float64 // when scale is 1/div (backend.Divisor): divide by div
 	dst      []byte
 	src      []byte // copy and scale
 	srcLo    int    // reduce: the sources are batch.srcs[srcLo:srcHi]
@@ -110,7 +111,8 @@ func (s *stream) Copy(dst, src backend.Region) error {
 }
 
 // Reduce records dst[i] = op(srcs[0][i], srcs[1][i], ...) * scale exactly as
-// kernels/reduce.comp computes it. dst may be the same region as any source
+// kernels/reduce.comp computes it (divided by N, correctly rounded, when
+// scale is 1/N: backend.Divisor). dst may be the same region as any source
 // (the host reduces each element over all sources before storing it), never
 // a partial overlap. It counts the dispatches a GPU backend records: one per
 // pass of at most eight sources per piece of at most MaxBindingBytes per
@@ -151,7 +153,7 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 		return nil
 	}
 	b.cmds = append(b.cmds, command{
-		kind: cmdReduce, op: op, dt: dt, useScale: scale != 1, scale: scale,
+		kind: cmdReduce, op: op, dt: dt, useScale: scale != 1, scale: scale, div: float64(backend.Divisor(scale)),
 		dst: db, srcLo: lo, srcHi: len(b.srcs),
 	})
 	passes := int64(1)
@@ -167,8 +169,8 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 	return nil
 }
 
-// Scale records dst[i] = src[i] * scale (a copy when scale is 1) exactly as
-// kernels/scale.comp computes it. dst and src may be the same region. It
+// Scale records dst[i] = src[i] * scale (a copy when scale is 1; divided by
+// N when scale is 1/N) exactly as kernels/scale.comp computes it. dst and src may be the same region. It
 // counts one dispatch per piece, and the bytes written as BytesReduced (they
 // are written by a kernel).
 func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {
@@ -196,7 +198,7 @@ func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64)
 	if dst.Len == 0 {
 		return nil
 	}
-	s.cur.cmds = append(s.cur.cmds, command{kind: cmdScale, dt: dt, useScale: scale != 1, scale: scale, dst: db, src: sb})
+	s.cur.cmds = append(s.cur.cmds, command{kind: cmdScale, dt: dt, useScale: scale != 1, scale: scale, div: float64(backend.Divisor(scale)), dst: db, src: sb})
 	d.counters.Dispatches.Add(s.pieces(dst.Len, dt))
 	d.counters.BytesReduced.Add(int64(dst.Len))
 	return nil

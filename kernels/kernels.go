@@ -13,7 +13,11 @@
 //   - push constants: element count n, the destination's element offset,
 //     the sources' element offsets, then the scale in the element type
 //     (the scalar type in the 16-byte reduce4/scale4 variants, whose
-//     elements, count and offsets are vec4/dvec2 vectors).
+//     elements, count and offsets are vec4/dvec2 vectors), and div: N when
+//     the scale is 1/N (backend.Divisor), which makes the kernel divide by N
+//     correctly rounded (divide.glsl) instead of multiplying, else 0. div is
+//     a uint at byte 48 in reduce (after the scale) and at byte 12 in scale
+//     (before it).
 package kernels
 
 //go:generate go run gen.go

@@ -1,4 +1,4 @@
-// reduce: dst[i] = op(src0[i], src1[i], ..., src{K-1}[i]) (* scale)
+// reduce: dst[i] = op(src0[i], src1[i], ..., src{K-1}[i]) (* scale, or / N)
 //
 // Compiled with T = float (reduce_f32) and with T = double (reduce_f64,
 // -DGOCOLL_F64, needs shaderFloat64). With -DGOCOLL_VEC each element is 16
@@ -43,12 +43,15 @@ layout(set = 0, binding = 7) readonly buffer Src6 { T d[]; } s6;
 layout(set = 0, binding = 8) readonly buffer Src7 { T d[]; } s7;
 
 // Element offsets into each binding: bindings start at the device's offset
-// alignment, the data may start a few elements later.
+// alignment, the data may start a few elements later. div is N when scale is
+// 1/N (a mean): the result is then divided by N, correctly rounded; 0 means
+// multiply by scale. It sits at byte 48 in both element types.
 layout(push_constant) uniform Params {
     uint n;          // elements to reduce
     uint dst_off;
     uint src_off[8];
     S scale;
+    layout(offset = 48) uint div;
 } pc;
 
 bool negative(S x) {
@@ -94,6 +97,8 @@ T combine(T a, T b) {
 }
 #endif
 
+#include "divide.glsl"
+
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += stride) {
@@ -105,7 +110,7 @@ void main() {
         if (K > 5u) acc = combine(acc, s5.d[pc.src_off[5] + i]);
         if (K > 6u) acc = combine(acc, s6.d[pc.src_off[6] + i]);
         if (K > 7u) acc = combine(acc, s7.d[pc.src_off[7] + i]);
-        if (SCALE) acc = acc * pc.scale;
+        if (SCALE) acc = pc.div != 0u ? divide(acc, pc.div, pc.scale) : acc * pc.scale;
         dst.d[pc.dst_off + i] = acc;
     }
 }

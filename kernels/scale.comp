@@ -1,4 +1,5 @@
-// scale: dst[i] = src[i] * scale, or a plain copy when SCALE is false.
+// scale: dst[i] = src[i] * scale (or / N when div is N: scale is 1/N), or a
+// plain copy when SCALE is false.
 //
 // Compiled with T = float (scale_f32) and T = double (scale_f64); with
 // -DGOCOLL_VEC as T = vec4 (scale4_f32) and T = dvec2 (scale4_f64), n and the
@@ -32,15 +33,17 @@ layout(push_constant) uniform Params {
     uint n;
     uint dst_off;
     uint src_off;
-    uint pad;
+    uint div;        // N when scale is 1/N: divide, correctly rounded; else 0
     S scale;
 } pc;
+
+#include "divide.glsl"
 
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += stride) {
         T v = src.d[pc.src_off + i];
-        if (SCALE) v = v * pc.scale;
+        if (SCALE) v = pc.div != 0u ? divide(v, pc.div, pc.scale) : v * pc.scale;
         dst.d[pc.dst_off + i] = v;
     }
 }

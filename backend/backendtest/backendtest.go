@@ -98,6 +98,10 @@ func RunOptions(t *testing.T, open OpenFunc, o Options) {
 		t.Run("f32", func(t *testing.T) { testScale[float32](t, s) })
 		t.Run("f64", func(t *testing.T) { testScale[float64](t, s) })
 	})
+	t.Run("Mean", func(t *testing.T) {
+		t.Run("f32", func(t *testing.T) { testMean[float32](t, s) })
+		t.Run("f64", func(t *testing.T) { testMean[float64](t, s) })
+	})
 	t.Run("Alias", func(t *testing.T) {
 		t.Run("f32", func(t *testing.T) { testAlias[float32](t, s) })
 		t.Run("f64", func(t *testing.T) { testAlias[float64](t, s) })

@@ -323,8 +323,9 @@ func (s *suite) testFloat64Precision(t *testing.T) {
 	}
 }
 
-// testScale checks the scale of Reduce (mean: the sum, then one multiply by
-// 1/N in T) and of Scale, for 1/4, 1/3 and 1 (a copy, bit for bit).
+// testScale checks the scale of Reduce (mean: the sum, then divided by N)
+// and of Scale, for 1/4, 1/3 (divisions), 0.3 (a multiply) and 1 (a copy,
+// bit for bit).
 func testScale[T float](t *testing.T, s *suite) {
 	dt := dtypeOf[T]()
 	needDType(t, s.dev, dt)
@@ -339,7 +340,7 @@ func testScale[T float](t *testing.T, s *suite) {
 		scale float64
 	}
 	cases := []reduceCase{
-		{backend.Sum, 4, 0.25}, {backend.Sum, 3, 1.0 / 3}, {backend.Sum, 1, 1.0 / 3}, {backend.Sum, 9, 1.0 / 9},
+		{backend.Sum, 4, 0.25}, {backend.Sum, 3, 1.0 / 3}, {backend.Sum, 1, 1.0 / 3}, {backend.Sum, 9, 1.0 / 9}, {backend.Sum, 3, 0.3},
 		{backend.Prod, 3, 1.0 / 3}, {backend.Max, 3, 1.0 / 3}, {backend.Min, 17, 0.25},
 	}
 	srcs := make([][]T, 17)
@@ -363,7 +364,7 @@ func testScale[T float](t *testing.T, s *suite) {
 	m := len(in)
 	src := alloc(t, dev, m*es, backend.HostVisible)
 	writeT(t, src, 0, in)
-	scales := []float64{0.25, 1.0 / 3, 1}
+	scales := []float64{0.25, 1.0 / 3, 0.3, 1}
 	scaled := make([]backend.Buffer, len(scales))
 	for i, sc := range scales {
 		scaled[i] = alloc(t, dev, m*es, backend.DeviceLocal)
@@ -390,12 +391,8 @@ func testScale[T float](t *testing.T, s *suite) {
 		got := readT[T](t, b, 0, m)
 		mm := &mismatches{t: t, what: fmt.Sprintf("%v %s by %.6g", dt, what, sc)}
 		for j, v := range in {
-			want := v
-			if sc != 1 {
-				want = T(v * T(sc))
-			}
-			if !same(got[j], want) {
-				mm.add("element %d (%v): got %v, want %v", j, v, got[j], want)
+			if want := scaleRef(v, sc); !same(got[j], want) {
+				mm.add("element %d (%v): got %v, want %v", j, v, got[j], scaleRef(v, sc))
 			}
 		}
 		mm.done()

@@ -81,17 +81,28 @@ func combine[T float](op backend.Op, a, b T) T {
 }
 
 // reduceRef is element i of a reduction computed left to right in T, then
-// multiplied by scale converted to T when scale is not 1: what the kernels
-// must produce bit for bit.
+// scaled by scaleRef: what the kernels must produce bit for bit.
 func reduceRef[T float](op backend.Op, srcs [][]T, i int, scale float64) T {
 	acc := srcs[0][i]
 	for _, s := range srcs[1:] {
 		acc = combine(op, acc, s[i])
 	}
-	if scale != 1 {
-		acc = T(acc * T(scale))
+	return scaleRef(acc, scale)
+}
+
+// scaleRef is x scaled as the kernels scale: unchanged when scale is 1;
+// divided by N and correctly rounded when scale is 1/N (backend.Divisor),
+// here through float64, exact for f64 and rounded once more for f32 (which
+// for a quotient gives the same float); else multiplied by scale converted
+// to T.
+func scaleRef[T float](x T, scale float64) T {
+	if scale == 1 {
+		return x
 	}
-	return acc
+	if n := backend.Divisor(scale); n != 0 {
+		return T(float64(x) / float64(n))
+	}
+	return T(x * T(scale))
 }
 
 // reduce64 is element i of a reduction computed in float64.

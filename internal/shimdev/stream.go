@@ -35,7 +35,9 @@ const (
 	pushDstOff      = 4
 	pushSrcOff      = 8  // reduce: uint src_off[8]; scale: uint src_off
 	pushReduceScale = 40 // reduce: T scale
-	pushScaleScale  = 16 // scale: T scale, after a pad word
+	pushScaleScale  = 16 // scale: T scale
+	pushReduceDiv   = 48 // reduce: uint div, N when scale is 1/N (backend.Divisor), else 0
+	pushScaleDiv    = 12 // scale: uint div, before the scale
 )
 
 var ne = binary.NativeEndian
@@ -269,10 +271,11 @@ func (s *Stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 	info := &d.kinfo[kind]
 	push := s.push[:info.PushConstantBytes]
 	clear(push)
-	scaleAt := pushScaleScale
+	scaleAt, divAt := pushScaleScale, pushScaleDiv
 	if isReduce {
-		scaleAt = pushReduceScale
+		scaleAt, divAt = pushReduceScale, pushReduceDiv
 	}
+	ne.PutUint32(push[divAt:], uint32(backend.Divisor(scale)))
 	if scalarES == 4 {
 		ne.PutUint32(push[scaleAt:], math.Float32bits(float32(scale)))
 	} else {

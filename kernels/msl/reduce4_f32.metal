@@ -5,17 +5,29 @@
 
 using namespace metal;
 
+template<typename T>
+[[clang::optnone]] T spvFAdd(T l, T r)
+{
+    return fma(T(1), l, r);
+}
+
+template<typename T>
+[[clang::optnone]] T spvFSub(T l, T r)
+{
+    return fma(T(-1), r, l);
+}
+
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _36 = (OP == 0u);
-constant bool _44 = (OP == 1u);
-constant bool _71 = (OP == 2u);
-constant bool _89 = (OP == 2u);
-constant bool _107 = (OP == 0u);
-constant bool _114 = (OP == 1u);
-constant uint _158_tmp [[function_constant(0)]];
-constant uint _158 = is_function_constant_defined(_158_tmp) ? _158_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_158, 1u, 1u);
+constant bool _47 = (OP == 0u);
+constant bool _55 = (OP == 1u);
+constant bool _82 = (OP == 2u);
+constant bool _100 = (OP == 2u);
+constant bool _118 = (OP == 0u);
+constant bool _125 = (OP == 1u);
+constant uint _216_tmp [[function_constant(0)]];
+constant uint _216 = is_function_constant_defined(_216_tmp) ? _216_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_216, 1u, 1u);
 
 struct Params
 {
@@ -23,6 +35,8 @@ struct Params
     uint dst_off;
     uint src_off[8];
     float scale;
+    char _m4_pad[4];
+    uint div;
 };
 
 struct Src0
@@ -32,49 +46,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _195 = (K > 1u);
+constant bool _253 = (K > 1u);
 
 struct Src1
 {
     float4 d[1];
 };
 
-constant bool _212 = (K > 2u);
+constant bool _270 = (K > 2u);
 
 struct Src2
 {
     float4 d[1];
 };
 
-constant bool _230 = (K > 3u);
+constant bool _288 = (K > 3u);
 
 struct Src3
 {
     float4 d[1];
 };
 
-constant bool _249 = (K > 4u);
+constant bool _307 = (K > 4u);
 
 struct Src4
 {
     float4 d[1];
 };
 
-constant bool _267 = (K > 5u);
+constant bool _325 = (K > 5u);
 
 struct Src5
 {
     float4 d[1];
 };
 
-constant bool _286 = (K > 6u);
+constant bool _344 = (K > 6u);
 
 struct Src6
 {
     float4 d[1];
 };
 
-constant bool _305 = (K > 7u);
+constant bool _363 = (K > 7u);
 
 struct Src7
 {
@@ -98,11 +112,11 @@ bool negative(thread const float& x)
 static inline __attribute__((always_inline))
 float combine1(thread const float& a, thread const float& b)
 {
-    if (_36)
+    if (_47)
     {
         return a + b;
     }
-    if (_44)
+    if (_55)
     {
         return a * b;
     }
@@ -116,21 +130,21 @@ float combine1(thread const float& a, thread const float& b)
     }
     if (a == b)
     {
-        bool _72;
-        if (_71)
+        bool _83;
+        if (_82)
         {
             float param = a;
-            _72 = !negative(param);
+            _83 = !negative(param);
         }
         else
         {
             float param_1 = a;
-            _72 = negative(param_1);
+            _83 = negative(param_1);
         }
-        bool pick_a = _72;
+        bool pick_a = _83;
         return pick_a ? a : b;
     }
-    if (_89)
+    if (_100)
     {
         return (a > b) ? a : b;
     }
@@ -140,11 +154,11 @@ float combine1(thread const float& a, thread const float& b)
 static inline __attribute__((always_inline))
 float4 combine(thread const float4& a, thread const float4& b)
 {
-    if (_107)
+    if (_118)
     {
         return a + b;
     }
-    if (_114)
+    if (_125)
     {
         return a * b;
     }
@@ -158,49 +172,69 @@ float4 combine(thread const float4& a, thread const float4& b)
     return r;
 }
 
+static inline __attribute__((always_inline))
+float4 high_bits(thread const float4& v)
+{
+    return as_type<float4>(as_type<uint4>(v) & uint4(4294963200u));
+}
+
+static inline __attribute__((always_inline))
+float4 divide(thread const float4& x, thread const uint& div, thread const float& r)
+{
+    float n = float(div);
+    float4 q = x * r;
+    float4 param = q;
+    float4 qh = high_bits(param);
+    float4 ql = spvFSub(q, qh);
+    float4 e = spvFAdd(spvFSub(qh * n, x), ql * n);
+    float4 q1 = spvFSub(q, e * r);
+    return select(q1, q, isinf(q));
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _161 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _161, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _219 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    float4 _387;
+    for (uint stride = _219, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         float4 acc = s0.d[pc.src_off[0] + i];
-        if (_195)
+        if (_253)
         {
             float4 param = acc;
             float4 param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_212)
+        if (_270)
         {
             float4 param_2 = acc;
             float4 param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_230)
+        if (_288)
         {
             float4 param_4 = acc;
             float4 param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_249)
+        if (_307)
         {
             float4 param_6 = acc;
             float4 param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_267)
+        if (_325)
         {
             float4 param_8 = acc;
             float4 param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_286)
+        if (_344)
         {
             float4 param_10 = acc;
             float4 param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_305)
+        if (_363)
         {
             float4 param_12 = acc;
             float4 param_13 = s7.d[pc.src_off[7] + i];
@@ -208,7 +242,18 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)
         }
         if (SCALE)
         {
-            acc *= pc.scale;
+            if (pc.div != 0u)
+            {
+                float4 param_14 = acc;
+                uint param_15 = pc.div;
+                float param_16 = pc.scale;
+                _387 = divide(param_14, param_15, param_16);
+            }
+            else
+            {
+                _387 = acc * pc.scale;
+            }
+            acc = _387;
         }
         dst.d[pc.dst_off + i] = acc;
     }

@@ -5,15 +5,76 @@
 
 using namespace metal;
 
+template<typename T>
+[[clang::optnone]] T spvFMul(T l, T r)
+{
+    return fma(l, r, T(0));
+}
+
+template<typename T, int Cols, int Rows>
+[[clang::optnone]] vec<T, Cols> spvFMulVectorMatrix(vec<T, Rows> v, matrix<T, Cols, Rows> m)
+{
+    vec<T, Cols> res = vec<T, Cols>(0);
+    for (uint i = Rows; i > 0; --i)
+    {
+        vec<T, Cols> tmp(0);
+        for (uint j = 0; j < Cols; ++j)
+        {
+            tmp[j] = m[j][i - 1];
+        }
+        res = fma(tmp, vec<T, Cols>(v[i - 1]), res);
+    }
+    return res;
+}
+
+template<typename T, int Cols, int Rows>
+[[clang::optnone]] vec<T, Rows> spvFMulMatrixVector(matrix<T, Cols, Rows> m, vec<T, Cols> v)
+{
+    vec<T, Rows> res = vec<T, Rows>(0);
+    for (uint i = Cols; i > 0; --i)
+    {
+        res = fma(m[i - 1], vec<T, Rows>(v[i - 1]), res);
+    }
+    return res;
+}
+
+template<typename T, int LCols, int LRows, int RCols, int RRows>
+[[clang::optnone]] matrix<T, RCols, LRows> spvFMulMatrixMatrix(matrix<T, LCols, LRows> l, matrix<T, RCols, RRows> r)
+{
+    matrix<T, RCols, LRows> res;
+    for (uint i = 0; i < RCols; i++)
+    {
+        vec<T, RCols> tmp(0);
+        for (uint j = 0; j < LCols; j++)
+        {
+            tmp = fma(vec<T, RCols>(r[i][j]), l[j], tmp);
+        }
+        res[i] = tmp;
+    }
+    return res;
+}
+
+template<typename T>
+[[clang::optnone]] T spvFAdd(T l, T r)
+{
+    return fma(T(1), l, r);
+}
+
+template<typename T>
+[[clang::optnone]] T spvFSub(T l, T r)
+{
+    return fma(T(-1), r, l);
+}
+
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _29 = (OP == 0u);
-constant bool _37 = (OP == 1u);
-constant bool _64 = (OP == 2u);
-constant bool _82 = (OP == 2u);
-constant uint _108_tmp [[function_constant(0)]];
-constant uint _108 = is_function_constant_defined(_108_tmp) ? _108_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_108, 1u, 1u);
+constant bool _40 = (OP == 0u);
+constant bool _48 = (OP == 1u);
+constant bool _75 = (OP == 2u);
+constant bool _93 = (OP == 2u);
+constant uint _163_tmp [[function_constant(0)]];
+constant uint _163 = is_function_constant_defined(_163_tmp) ? _163_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_163, 1u, 1u);
 
 struct Params
 {
@@ -21,6 +82,8 @@ struct Params
     uint dst_off;
     uint src_off[8];
     float scale;
+    char _m4_pad[4];
+    uint div;
 };
 
 struct Src0
@@ -30,49 +93,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _146 = (K > 1u);
+constant bool _201 = (K > 1u);
 
 struct Src1
 {
     float d[1];
 };
 
-constant bool _164 = (K > 2u);
+constant bool _219 = (K > 2u);
 
 struct Src2
 {
     float d[1];
 };
 
-constant bool _182 = (K > 3u);
+constant bool _237 = (K > 3u);
 
 struct Src3
 {
     float d[1];
 };
 
-constant bool _201 = (K > 4u);
+constant bool _256 = (K > 4u);
 
 struct Src4
 {
     float d[1];
 };
 
-constant bool _220 = (K > 5u);
+constant bool _275 = (K > 5u);
 
 struct Src5
 {
     float d[1];
 };
 
-constant bool _239 = (K > 6u);
+constant bool _294 = (K > 6u);
 
 struct Src6
 {
     float d[1];
 };
 
-constant bool _258 = (K > 7u);
+constant bool _313 = (K > 7u);
 
 struct Src7
 {
@@ -96,11 +159,11 @@ bool negative(thread const float& x)
 static inline __attribute__((always_inline))
 float combine(thread const float& a, thread const float& b)
 {
-    if (_29)
+    if (_40)
     {
         return a + b;
     }
-    if (_37)
+    if (_48)
     {
         return a * b;
     }
@@ -114,70 +177,90 @@ float combine(thread const float& a, thread const float& b)
     }
     if (a == b)
     {
-        bool _65;
-        if (_64)
+        bool _76;
+        if (_75)
         {
             float param = a;
-            _65 = !negative(param);
+            _76 = !negative(param);
         }
         else
         {
             float param_1 = a;
-            _65 = negative(param_1);
+            _76 = negative(param_1);
         }
-        bool pick_a = _65;
+        bool pick_a = _76;
         return pick_a ? a : b;
     }
-    if (_82)
+    if (_93)
     {
         return (a > b) ? a : b;
     }
     return (a < b) ? a : b;
 }
 
+static inline __attribute__((always_inline))
+float high_bits(thread const float& v)
+{
+    return as_type<float>(as_type<uint>(v) & 4294963200u);
+}
+
+static inline __attribute__((always_inline))
+float divide(thread const float& x, thread const uint& div, thread const float& r)
+{
+    float n = float(div);
+    float q = spvFMul(x, r);
+    float param = q;
+    float qh = high_bits(param);
+    float ql = spvFSub(q, qh);
+    float e = spvFAdd(spvFSub(spvFMul(qh, n), x), spvFMul(ql, n));
+    float q1 = spvFSub(q, spvFMul(e, r));
+    return isinf(q) ? q : q1;
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _111 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _111, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _166 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    float _337;
+    for (uint stride = _166, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         float acc = s0.d[pc.src_off[0] + i];
-        if (_146)
+        if (_201)
         {
             float param = acc;
             float param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_164)
+        if (_219)
         {
             float param_2 = acc;
             float param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_182)
+        if (_237)
         {
             float param_4 = acc;
             float param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_201)
+        if (_256)
         {
             float param_6 = acc;
             float param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_220)
+        if (_275)
         {
             float param_8 = acc;
             float param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_239)
+        if (_294)
         {
             float param_10 = acc;
             float param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_258)
+        if (_313)
         {
             float param_12 = acc;
             float param_13 = s7.d[pc.src_off[7] + i];
@@ -185,7 +268,18 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)
         }
         if (SCALE)
         {
-            acc *= pc.scale;
+            if (pc.div != 0u)
+            {
+                float param_14 = acc;
+                uint param_15 = pc.div;
+                float param_16 = pc.scale;
+                _337 = divide(param_14, param_15, param_16);
+            }
+            else
+            {
+                _337 = acc * pc.scale;
+            }
+            acc = _337;
         }
         dst.d[pc.dst_off + i] = acc;
     }
