@@ -34,6 +34,7 @@ var (
 	faultSeedFlag  = flag.Uint64("fault.seed", 0, "seed of the first fault-injection session (0: the fixed CI seed, or a random one with GOCOLL_TEST_FULL)")
 	faultCasesFlag = flag.Int("fault.cases", 0, "number of fault-injection sessions (0: the budget of the mode)")
 	faultVerbose   = flag.Bool("fault.verbose", false, "log every rank's error of every call (to replay a session)")
+	faultOnly      = flag.String("fault.kind", "", "run only the sessions that draw this fault (cancel, abort, hang-wait, ...)")
 )
 
 var (
@@ -635,6 +636,9 @@ func TestFaultInjection(t *testing.T) {
 	firedBy := map[string][2]int{}
 	for i := 0; i < n; i++ {
 		s := drawFaultSession(seed + uint64(i))
+		if *faultOnly != "" && s.Kind.String() != *faultOnly {
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "fault injection: session seed=%d\n", s.Seed)
 		failures, fired, fatal := runFaultSession(t, s, vk)
 		st := firedBy[s.Kind.String()]
