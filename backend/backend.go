@@ -15,6 +15,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DType is the element type of a reduction.
@@ -278,6 +279,13 @@ type OpenOptions struct {
 	// crosses between devices as with separate logical devices. Backends
 	// without logical devices (host, Metal) ignore it.
 	ShareDevice bool
+	// DrainLimit bounds the device's waits for its own work that no ctx
+	// bounds (Close, freeing memory that submitted work still uses, waiting
+	// for a free submission slot); 0 means 10 s. A device whose work does not
+	// complete within it is declared lost: its errors wrap ErrDeviceLost and
+	// the memory its work may still use is leaked, never freed or unmapped
+	// under it. Tests lower it. Backends without such waits (host) ignore it.
+	DrainLimit time.Duration
 }
 
 // Backend opens devices of one compute API.

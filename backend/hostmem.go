@@ -7,7 +7,12 @@ package backend
 type Importer interface {
 	// Import wraps p as a HostVisible buffer. p must come from
 	// AllocHostMemory (page-aligned, a whole number of pages) and outlive
-	// the buffer. Devices that cannot import return an error wrapping
-	// ErrUnsupported.
+	// the buffer. Devices that cannot import, or only into memory that is
+	// not host-coherent, return an error wrapping ErrUnsupported.
+	//
+	// The buffer's Close returns once no device work uses p any more (it
+	// waits for submitted work, up to the device's drain limit), so p may be
+	// freed then. An error wrapping ErrDeviceLost from that Close means the
+	// device could not be drained: p must then be leaked, never freed.
 	Import(p []byte) (Buffer, error)
 }

@@ -68,9 +68,11 @@ static cs_ret cs_take_message(const gc_backend *b) {
 	return r;
 }
 
-static cs_ret cs_open(const gc_backend *b, uint32_t index, int32_t disable_float64, uint32_t ring, uint32_t queries, int32_t share) {
+static cs_ret cs_open(const gc_backend *b, uint32_t index, int32_t disable_float64, uint32_t ring, uint32_t queries, int32_t share,
+		      uint64_t drain_ns) {
 	gc_error e = {0, NULL};
-	gc_open_options o = {.disable_float64 = disable_float64, .ring_size = ring, .timestamp_queries = queries, .share_device = share};
+	gc_open_options o = {.disable_float64 = disable_float64, .ring_size = ring, .timestamp_queries = queries, .share_device = share,
+			     .drain_timeout_ns = drain_ns};
 	gc_device d = NULL;
 	cs_ret r = cs_make(b->open(index, &o, &d, &e), e);
 	r.p0 = d;
@@ -225,7 +227,7 @@ import (
 const (
 	MaxBindings  = 16  // GC_MAX_BINDINGS: bindings one kernel may have
 	MaxPushBytes = 128 // GC_MAX_PUSH_BYTES: push-constant bytes one kernel may have
-	ABIVersion   = 2   // GC_ABI_VERSION
+	ABIVersion   = 3   // GC_ABI_VERSION
 )
 
 // errClosed is returned by every call on a closed Device, Buffer or Kernel.
@@ -489,7 +491,18 @@ type OpenOptions struct {
 	// shared logical device is destroyed when its last Device closes.
 	// Implementations without the notion (Metal) ignore it.
 	ShareDevice bool
+	// DrainLimit bounds every wait that no caller bounds (recording into a
+	// busy ring slot, WaitIdle, Close, CopyNow, closing an imported buffer);
+	// 0 means DefaultDrainLimit. Work that does not complete within it
+	// declares the device lost: errors then wrap backend.ErrDeviceLost, and
+	// what the GPU may still use is leaked, never freed (shim.h, "Drain
+	// limit").
+	DrainLimit time.Duration
 }
+
+// DefaultDrainLimit is the drain limit of a device opened with DrainLimit 0
+// (GC_DEFAULT_DRAIN_NS).
+const DefaultDrainLimit = 10 * time.Second
 
 // Device is a logical device with its own compute queue (vkCreateDevice).
 //
@@ -523,7 +536,7 @@ type Device struct {
 // With opts.ShareDevice it takes a queue of the process's shared logical
 // device of that physical device instead of creating one.
 func (i *Impl) Open(index int, opts OpenOptions) (*Device, error) {
-	if index < 0 || opts.RingSize < 0 || opts.TimestampQueries < 0 {
+	if index < 0 || opts.RingSize < 0 || opts.TimestampQueries < 0 || opts.DrainLimit < 0 {
 		return nil, &Error{Op: i.name + ".open", Status: InvalidArgument, Msg: "open: negative argument"}
 	}
 	var c C.gc_device_info
@@ -538,7 +551,8 @@ func (i *Impl) Open(index int, opts OpenOptions) (*Device, error) {
 	if opts.ShareDevice {
 		share = 1
 	}
-	r := C.cs_open(i.c, C.uint32_t(index), f64, C.uint32_t(opts.RingSize), C.uint32_t(opts.TimestampQueries), share)
+	r := C.cs_open(i.c, C.uint32_t(index), f64, C.uint32_t(opts.RingSize), C.uint32_t(opts.TimestampQueries), share,
+		C.uint64_t(opts.DrainLimit))
 	if r.status != C.GC_OK {
 		return nil, i.fail("open", r)
 	}
@@ -595,10 +609,21 @@ func (d *Device) Counters() Counters {
 	}
 }
 
-// Close waits for the device to go idle and destroys everything it owns,
-// buffers and kernels not yet closed included, in reverse order of creation
-// (vkDeviceWaitIdle, vkDestroy*, vkDestroyDevice). It is idempotent.
+// Close waits, within the drain limit, for the device's submissions to
+// complete and destroys everything it owns, buffers and kernels not yet
+// closed included, in reverse order of creation (vkWaitForFences,
+// vkDestroy*, vkDestroyDevice). Work that does not complete within the drain
+// limit declares the device lost: Close then frees nothing the GPU may still
+// use and returns an error wrapping backend.ErrDeviceLost. It is idempotent.
 func (d *Device) Close() error {
+	// Drain first with the device shared, so other goroutines' calls (a
+	// Wait with its own timeout) run meanwhile; the close proper then finds
+	// the work done.
+	d.state.RLock()
+	if !d.closed {
+		C.free(unsafe.Pointer(C.cs_wait_idle(d.impl.c, d.h).msg))
+	}
+	d.state.RUnlock()
 	d.state.Lock()
 	defer d.state.Unlock()
 	if d.closed {
@@ -704,7 +729,13 @@ func (b *Buffer) Bytes() []byte {
 }
 
 // Close frees the buffer once every submission that may use it has
-// completed (vkDestroyBuffer, vkFreeMemory). It is idempotent.
+// completed (vkDestroyBuffer, vkFreeMemory): device memory later, without
+// waiting; imported host memory before Close returns (the recording is
+// submitted first if it uses the buffer), so the caller may free the memory
+// then. When that work does not complete within the drain limit the device
+// is declared lost, the buffer is leaked (still importing the memory, which
+// must then be leaked too) and the error wraps backend.ErrDeviceLost. It is
+// idempotent.
 func (b *Buffer) Close() error {
 	d := b.d
 	d.state.RLock()
@@ -972,7 +1003,10 @@ func (d *Device) Wait(ticket uint64, timeout time.Duration) (bool, error) {
 	return false, d.fail("wait", r)
 }
 
-// WaitIdle waits until everything submitted has completed (vkQueueWaitIdle).
+// WaitIdle waits until everything submitted has completed (vkWaitForFences
+// on the last submission), within the drain limit: work that does not
+// complete within it declares the device lost (an error wrapping
+// backend.ErrDeviceLost). No lock is held while it blocks.
 func (d *Device) WaitIdle() error {
 	d.state.RLock()
 	defer d.state.RUnlock()
@@ -1056,14 +1090,15 @@ func cStatuses() map[Status]int32 {
 // cConstants returns Go constants and the C values they mirror (tests).
 func cConstants() map[string][2]int64 {
 	return map[string][2]int64{
-		"MaxBindings":      {MaxBindings, C.GC_MAX_BINDINGS},
-		"MaxPushBytes":     {MaxPushBytes, C.GC_MAX_PUSH_BYTES},
-		"ABIVersion":       {ABIVersion, C.GC_ABI_VERSION},
-		"DeviceOther":      {int64(DeviceOther), C.GC_DEVICE_OTHER},
-		"DeviceIntegrated": {int64(DeviceIntegrated), C.GC_DEVICE_INTEGRATED},
-		"DeviceDiscrete":   {int64(DeviceDiscrete), C.GC_DEVICE_DISCRETE},
-		"DeviceVirtual":    {int64(DeviceVirtual), C.GC_DEVICE_VIRTUAL},
-		"DeviceCPU":        {int64(DeviceCPU), C.GC_DEVICE_CPU},
+		"MaxBindings":       {MaxBindings, C.GC_MAX_BINDINGS},
+		"MaxPushBytes":      {MaxPushBytes, C.GC_MAX_PUSH_BYTES},
+		"ABIVersion":        {ABIVersion, C.GC_ABI_VERSION},
+		"DefaultDrainLimit": {int64(DefaultDrainLimit), C.GC_DEFAULT_DRAIN_NS},
+		"DeviceOther":       {int64(DeviceOther), C.GC_DEVICE_OTHER},
+		"DeviceIntegrated":  {int64(DeviceIntegrated), C.GC_DEVICE_INTEGRATED},
+		"DeviceDiscrete":    {int64(DeviceDiscrete), C.GC_DEVICE_DISCRETE},
+		"DeviceVirtual":     {int64(DeviceVirtual), C.GC_DEVICE_VIRTUAL},
+		"DeviceCPU":         {int64(DeviceCPU), C.GC_DEVICE_CPU},
 	}
 }
 

@@ -13,6 +13,22 @@ typedef struct cs_wrap_ret {
 	gc_buffer buf;
 } cs_wrap_ret;
 
+static cs_wrap_ret cs_vk_test_stall(gc_device d) {
+	gc_error e = {0, NULL};
+	cs_wrap_ret r = {0};
+	r.status = gc_vk_test_stall(d, &e);
+	r.native = e.native;
+	r.msg = e.msg;
+	return r;
+}
+
+// cs_vk_test_release returns a value: cgo's wrapper of a void function
+// without arguments leaves its parameter unused (-Wunused-parameter).
+static int cs_vk_test_release(void) {
+	gc_vk_test_release();
+	return 0;
+}
+
 static cs_wrap_ret cs_vk_wrap_buffer(gc_device d, uint64_t vkbuffer, uint64_t size) {
 	gc_error e = {0, NULL};
 	cs_wrap_ret r = {0};
@@ -80,6 +96,16 @@ func (b *Buffer) VulkanHandles() (buffer, memory uint64, err error) {
 	return uint64(vb), uint64(vm), nil
 }
 
+// failWrap turns a failed Vulkan-only call's result into an *Error.
+func (d *Device) failWrap(op string, status, native C.int32_t, msg *C.char) error {
+	e := &Error{Op: d.impl.name + "." + op, Status: Status(status), Native: int32(native)}
+	if msg != nil {
+		e.Msg = C.GoString(msg)
+		C.free(unsafe.Pointer(msg))
+	}
+	return e
+}
+
 // WrapVulkanBuffer adopts a VkBuffer that the caller created on this
 // device's VkDevice (bound to device memory, with storage and transfer
 // usage) as a device-local Buffer (gc_vk_wrap_buffer). Closing the Buffer
@@ -98,12 +124,30 @@ func (d *Device) WrapVulkanBuffer(vkBuffer uint64, size int64) (*Buffer, error) 
 	}
 	r := C.cs_vk_wrap_buffer(d.h, C.uint64_t(vkBuffer), C.uint64_t(size))
 	if r.status != C.GC_OK {
-		e := &Error{Op: d.impl.name + ".wrap_buffer", Status: Status(r.status), Native: int32(r.native)}
-		if r.msg != nil {
-			e.Msg = C.GoString(r.msg)
-			C.free(unsafe.Pointer(r.msg))
-		}
-		return nil, e
+		return nil, d.failWrap("wrap_buffer", r.status, r.native, r.msg)
 	}
 	return d.track(&Buffer{d: d, h: r.buf, size: size, mem: backend.DeviceLocal}), nil
 }
+
+// TestStall is a test hook (gc_vk_test_stall): the device's next submission
+// does not complete, as on a GPU that hangs, until TestReleaseStalls. Without
+// timeline semaphores the error wraps backend.ErrUnsupported.
+func (d *Device) TestStall() error {
+	if !d.isVulkan() {
+		return fmt.Errorf("cshim: %s device has no stall hook: %w", d.impl.name, backend.ErrUnsupported)
+	}
+	d.state.RLock()
+	defer d.state.RUnlock()
+	if d.closed {
+		return errClosed
+	}
+	if r := C.cs_vk_test_stall(d.h); r.status != C.GC_OK {
+		return d.failWrap("test_stall", r.status, r.native, r.msg)
+	}
+	return nil
+}
+
+// TestReleaseStalls is a test hook (gc_vk_test_release): every submission
+// TestStall stalled, on any device of the process, open, closed or declared
+// lost, may complete now.
+func TestReleaseStalls() { C.cs_vk_test_release() }

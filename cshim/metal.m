@@ -559,6 +559,7 @@ struct gc_buffer_s {
 	gc_device dev;
 	CFTypeRef buf; /* id<MTLBuffer> */
 	uint64_t size;
+	uint64_t last_use; /* the last ticket whose work may use it (recorded: submitted + 1) */
 	void *mapped;
 	int imported;
 	struct gc_buffer_s *prev, *next;
@@ -580,9 +581,11 @@ struct gc_device_s {
 	/* lmu guards the lost state: a failed command buffer loses the device,
 	 * as a GPU fault does in Vulkan, and later calls repeat the cause. */
 	pthread_mutex_t lmu;
-	int lost; /* atomic */
+	int lost;  /* atomic */
+	int stuck; /* atomic: lost by the drain limit (shim.h); the GPU may still use its memory */
 	int32_t lost_native;
 	char *lost_msg;
+	uint64_t drain_ns; /* the drain limit */
 
 	/* mu guards the ring, the recording, the timestamps and the object
 	 * lists. Only close holds it across a blocking wait. */
@@ -639,6 +642,33 @@ static gc_status cb_failed(gc_device d, id<MTLCommandBuffer> cb, const char *cal
 	}
 	pthread_mutex_unlock(&d->lmu);
 	st = fail(err, st, code, "%s", m != NULL ? m : "MTLCommandBuffer error");
+	free(m);
+	return st;
+}
+
+static int is_stuck(gc_device d) {
+	return __atomic_load_n(&d->stuck, __ATOMIC_ACQUIRE);
+}
+
+/* drain_failed declares d lost because ticket (0: copy_now's own command
+ * buffer) did not complete within the drain limit: every later call fails
+ * with GC_DEVICE_LOST, and nothing the GPU may still use is released. */
+static gc_status drain_failed(gc_device d, const char *call, uint64_t ticket, gc_error *err) {
+	char what[40] = "its command buffer";
+	if (ticket != 0) {
+		snprintf(what, sizeof what, "ticket %llu", (unsigned long long)ticket);
+	}
+	char *m = format("%s: %s did not complete within the drain limit (%llu ms); what it may use is leaked", call, what,
+			 (unsigned long long)(d->drain_ns / 1000000));
+	pthread_mutex_lock(&d->lmu);
+	if (!d->lost) {
+		d->lost_native = 0;
+		d->lost_msg = m != NULL ? strdup(m) : NULL;
+		__atomic_store_n(&d->stuck, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&d->lost, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&d->lmu);
+	gc_status st = fail(err, GC_DEVICE_LOST, 0, "%s", m != NULL ? m : "did not complete within the drain limit");
 	free(m);
 	return st;
 }
@@ -752,7 +782,11 @@ static gc_status recording(gc_device d, gc_error *err) {
 	}
 	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
 	if (s->cb != NULL && s->ticket > d->completed) {
-		gc_status st = wait_slot(d, s, UINT64_MAX, err);
+		uint64_t t = s->ticket;
+		gc_status st = wait_slot(d, s, d->drain_ns, err);
+		if (st == GC_TIMEOUT) {
+			return drain_failed(d, "recording into a busy ring slot", t, err);
+		}
 		if (st != GC_OK) {
 			return st;
 		}
@@ -871,6 +905,7 @@ static gc_status mtl_open(uint32_t index, const gc_open_options *opts, gc_device
 		d->m = m;
 		d->ring_size = ring_size;
 		d->nqueries = nqueries;
+		d->drain_ns = (opts != NULL && opts->drain_timeout_ns != 0) ? opts->drain_timeout_ns : GC_DEFAULT_DRAIN_NS;
 		d->ring = calloc(ring_size, sizeof *d->ring);
 		d->ts = calloc(nqueries ? nqueries : 1, sizeof *d->ts);
 		pthread_mutex_init(&d->mu, NULL);
@@ -895,23 +930,33 @@ static gc_status mtl_open(uint32_t index, const gc_open_options *opts, gc_device
 	}
 }
 
-/* mtl_close discards an unsubmitted recording, waits for the last submission
- * (waitUntilCompleted: the queue runs in order) and releases everything. It
- * frees even on a lost device. */
+/* mtl_close discards an unsubmitted recording, waits, within the drain
+ * limit, for the last submission (the queue runs in order) and releases
+ * everything; it frees even on a device lost by a failed command buffer. A
+ * device declared lost by the drain limit, now or earlier, is leaked whole:
+ * the GPU may still use its memory (imported host memory included). */
 static gc_status mtl_close(gc_device d, gc_error *err) {
 	@autoreleasepool {
-		(void)err;
 		if (d == NULL) {
 			return GC_OK;
 		}
 		pthread_mutex_lock(&d->mu);
 		discard_recording(d);
-		if (d->submitted > d->completed) {
-			slot *s = &d->ring[d->submitted % d->ring_size];
-			if (s->cb != NULL && s->ticket == d->submitted) {
-				[(__bridge id<MTLCommandBuffer>)s->cb waitUntilCompleted];
+		if (d->submitted > d->completed && !is_stuck(d)) {
+			uint64_t last = d->submitted;
+			slot *s = &d->ring[last % d->ring_size];
+			if (s->cb != NULL && s->ticket == last && !await_cb((__bridge id<MTLCommandBuffer>)s->cb, d->drain_ns)) {
+				gc_error ignored = {0, NULL};
+				drain_failed(d, "close", last, &ignored);
+				free(ignored.msg);
+			} else {
+				d->completed = last;
 			}
-			d->completed = d->submitted;
+		}
+		if (is_stuck(d)) {
+			gc_status st = lost_error(d, err);
+			pthread_mutex_unlock(&d->mu);
+			return st;
 		}
 		pthread_mutex_unlock(&d->mu);
 		destroy_device(d);
@@ -1051,12 +1096,49 @@ static gc_status mtl_buffer_import(gc_device d, void *host, uint64_t size, gc_bu
 	}
 }
 
-/* mtl_buffer_destroy drops the shim's reference at once: command buffers
- * retain the buffers encoded into them, so Metal frees the memory after the
- * last submission that uses it (the deferral vulkan.c does by hand). */
+static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err);
+
+/* release_imported waits until no submission uses an imported buffer (its
+ * memory stays the caller's, which frees it once this returns): it commits
+ * the recording if that uses the buffer, then waits, within the drain limit
+ * and with d->mu released, for the last submission that does. Past the limit
+ * the device is declared lost and the buffer leaked. d->mu held. */
+static gc_status release_imported(gc_device d, struct gc_buffer_s *b, gc_error *err) {
+	if (is_stuck(d)) {
+		return lost_error(d, err);
+	}
+	gc_status st = GC_OK;
+	uint64_t last = b->last_use;
+	if (last > d->submitted && d->cb != NULL && !is_lost(d)) {
+		uint64_t t;
+		st = submit_locked(d, &t, err);
+	}
+	if (last > d->submitted) {
+		last = d->submitted; /* the recording that used it was discarded */
+	}
+	if (st == GC_OK && last > d->completed && !is_lost(d)) {
+		slot *s = &d->ring[last % d->ring_size];
+		if (s->ticket == last && s->cb != NULL) {
+			st = wait_slot(d, s, d->drain_ns, err);
+			if (st == GC_TIMEOUT) {
+				st = drain_failed(d, "buffer_destroy of imported memory", last, err);
+			}
+		}
+		/* else the slot was reused, which waited for last first */
+	}
+	if (is_stuck(d) || (st != GC_OK && !is_lost(d))) {
+		return st != GC_OK ? st : lost_error(d, err); /* the GPU may still use it: leak it */
+	}
+	return GC_OK;
+}
+
+/* mtl_buffer_destroy drops the shim's reference: command buffers retain the
+ * buffers encoded into them, so Metal frees device memory after the last
+ * submission that uses it (the deferral vulkan.c does by hand) and this
+ * returns at once. Imported host memory is not Metal's: its buffer is
+ * released only once no submission uses it (release_imported). */
 static gc_status mtl_buffer_destroy(gc_buffer b, gc_error *err) {
 	@autoreleasepool {
-		(void)err;
 		if (b == NULL) {
 			return GC_OK;
 		}
@@ -1070,7 +1152,21 @@ static gc_status mtl_buffer_destroy(gc_buffer b, gc_error *err) {
 		if (b->next != NULL) {
 			b->next->prev = b->prev;
 		}
+		gc_status st = b->imported ? release_imported(d, b, err) : GC_OK;
+		if (st != GC_OK) {
+			/* Not released: the device keeps it (and releases it at close,
+			 * unless declared lost). */
+			b->prev = NULL;
+			b->next = d->buffers;
+			if (d->buffers != NULL) {
+				d->buffers->prev = b;
+			}
+			d->buffers = b;
+		}
 		pthread_mutex_unlock(&d->mu);
+		if (st != GC_OK) {
+			return st;
+		}
 		CFRelease(b->buf);
 		free(b);
 		add_counter(&d->counters.objects_destroyed, 1);
@@ -1410,6 +1506,7 @@ static gc_status mtl_cmd_copy(gc_device d, gc_buffer dst, uint64_t dst_off, gc_b
 			}
 			if (st == GC_OK) {
 				add_counter(&d->counters.copies, 1);
+				src->last_use = dst->last_use = d->submitted + 1;
 			}
 		}
 		pthread_mutex_unlock(&d->mu);
@@ -1465,6 +1562,7 @@ static gc_status mtl_cmd_dispatch(gc_device d, const gc_dispatch *x, gc_error *e
 				for (uint32_t i = 0; i < x->binding_count; i++) {
 					const gc_binding *b = &x->bindings[i];
 					[enc setBuffer:(__bridge id<MTLBuffer>)b->buffer->buf offset:(NSUInteger)b->offset atIndex:i];
+					b->buffer->last_use = d->submitted + 1;
 				}
 				if (x->push_size > 0) {
 					[enc setBytes:x->push length:x->push_size atIndex:x->binding_count];
@@ -1515,38 +1613,45 @@ static gc_status mtl_cmd_timestamp(gc_device d, uint32_t query, gc_error *err) {
 	}
 }
 
-/* mtl_submit commits the recording's command buffers in order (commit) and
- * keeps the last in the ring as the ticket's fence. */
+/* submit_locked commits the recording's command buffers in order (commit),
+ * keeps the last in the ring as the ticket's fence, and sets *ticket to the
+ * last ticket submitted. d->mu held. */
+static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err) {
+	if (is_lost(d)) {
+		return lost_error(d, err);
+	}
+	if (d->cb == NULL) {
+		*ticket = d->submitted;
+		return GC_OK;
+	}
+	end_encoder(d);
+	for (uint32_t i = 0; i < d->nseg; i++) {
+		[(__bridge id<MTLCommandBuffer>)d->segments[i] commit];
+		CFRelease(d->segments[i]); /* the queue holds it until it completes */
+		d->segments[i] = NULL;
+	}
+	d->nseg = 0;
+	[(__bridge id<MTLCommandBuffer>)d->cb commit];
+	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
+	if (s->cb != NULL) {
+		CFRelease(s->cb);
+	}
+	s->cb = d->cb;
+	d->cb = NULL;
+	s->ticket = ++d->submitted;
+	*ticket = s->ticket;
+	add_counter(&d->counters.submits, 1);
+	return GC_OK;
+}
+
+/* mtl_submit commits the recording (submit_locked). */
 static gc_status mtl_submit(gc_device d, uint64_t *ticket, gc_error *err) {
 	@autoreleasepool {
 		if (d == NULL || ticket == NULL) {
 			return fail(err, GC_INVALID_ARGUMENT, 0, "submit: NULL argument");
 		}
 		pthread_mutex_lock(&d->mu);
-		gc_status st = GC_OK;
-		if (is_lost(d)) {
-			st = lost_error(d, err);
-		} else if (d->cb == NULL) {
-			*ticket = d->submitted;
-		} else {
-			end_encoder(d);
-			for (uint32_t i = 0; i < d->nseg; i++) {
-				[(__bridge id<MTLCommandBuffer>)d->segments[i] commit];
-				CFRelease(d->segments[i]); /* the queue holds it until it completes */
-				d->segments[i] = NULL;
-			}
-			d->nseg = 0;
-			[(__bridge id<MTLCommandBuffer>)d->cb commit];
-			slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
-			if (s->cb != NULL) {
-				CFRelease(s->cb);
-			}
-			s->cb = d->cb;
-			d->cb = NULL;
-			s->ticket = ++d->submitted;
-			*ticket = s->ticket;
-			add_counter(&d->counters.submits, 1);
-		}
+		gc_status st = submit_locked(d, ticket, err);
 		pthread_mutex_unlock(&d->mu);
 		return st;
 	}
@@ -1583,7 +1688,8 @@ static gc_status mtl_wait(gc_device d, uint64_t ticket, uint64_t timeout_ns, gc_
 	}
 }
 
-/* mtl_wait_idle waits for the last submission (waitUntilCompleted). */
+/* mtl_wait_idle waits for the last submission, within the drain limit and
+ * with d->mu released while it blocks. */
 static gc_status mtl_wait_idle(gc_device d, gc_error *err) {
 	@autoreleasepool {
 		if (d == NULL) {
@@ -1597,7 +1703,10 @@ static gc_status mtl_wait_idle(gc_device d, gc_error *err) {
 			uint64_t last = d->submitted;
 			slot *s = &d->ring[last % d->ring_size];
 			if (s->ticket == last && s->cb != NULL) {
-				st = wait_slot(d, s, UINT64_MAX, err);
+				st = wait_slot(d, s, d->drain_ns, err);
+				if (st == GC_TIMEOUT) {
+					st = drain_failed(d, "wait_idle", last, err);
+				}
 			}
 			if (st == GC_OK) {
 				mark_completed(d, last);
@@ -1639,8 +1748,9 @@ static gc_status mtl_copy_now(gc_device d, gc_buffer dst, uint64_t dst_off, gc_b
 		[cb commit];
 		add_counter(&d->counters.submits, 1);
 		add_counter(&d->counters.blocking_waits, 1);
-		[cb waitUntilCompleted];
-		if (cb.status == MTLCommandBufferStatusError) {
+		if (!await_cb(cb, d->drain_ns)) {
+			st = drain_failed(d, "copy_now", 0, err);
+		} else if (cb.status == MTLCommandBufferStatusError) {
 			st = cb_failed(d, cb, "copy_now", err);
 		}
 		pthread_mutex_unlock(&d->xmu);

@@ -22,6 +22,15 @@
  *     kernel_* may be called from any thread at any time before close.
  *   - No pointer passed in is retained after the call returns, except the
  *     host memory given to buffer_import, which must outlive the buffer.
+ *   - Drain limit: no wait that the caller did not bound itself (recording
+ *     into a busy ring slot, wait_idle, close, copy_now, buffer_destroy of
+ *     imported memory) lasts longer than the device's drain limit
+ *     (gc_open_options.drain_timeout_ns), and no device lock is held while
+ *     it blocks. Work that does not complete within it declares the device
+ *     lost: that call and every later one fail with GC_DEVICE_LOST, and
+ *     what the GPU may still use is leaked, never freed or unmapped: close
+ *     then frees nothing the GPU could touch and returns GC_DEVICE_LOST, and
+ *     imported host memory stays imported (its owner must leak it too).
  */
 #ifndef GOCOLL_SHIM_H
 #define GOCOLL_SHIM_H
@@ -34,7 +43,7 @@ extern "C" {
 #endif
 
 /* GC_ABI_VERSION changes whenever a struct or the table changes. */
-#define GC_ABI_VERSION 2
+#define GC_ABI_VERSION 3
 
 typedef int32_t gc_status;
 enum {
@@ -148,7 +157,14 @@ typedef struct gc_open_options {
 	 * buffers and kernels stay per open. The device is destroyed when its
 	 * last open closes. */
 	int32_t share_device;
+	int32_t reserved;
+	/* drain_timeout_ns bounds the device's waits that no caller bounds (see
+	 * "Drain limit" above); 0 means GC_DEFAULT_DRAIN_NS. */
+	uint64_t drain_timeout_ns;
 } gc_open_options;
+
+/* GC_DEFAULT_DRAIN_NS is the default drain limit: 10 s. */
+#define GC_DEFAULT_DRAIN_NS 10000000000ull
 
 /* gc_counters are a device's running totals. */
 typedef struct gc_counters {
@@ -226,7 +242,14 @@ typedef struct gc_backend {
 	 * memory must outlive the buffer. GC_UNSUPPORTED without the extension. */
 	gc_status (*buffer_import)(gc_device dev, void *host, uint64_t size, gc_buffer *out, gc_error *err);
 	/* buffer_destroy frees the buffer once every submission that may use it
-	 * has completed (at once when none is pending). */
+	 * has completed (at once when none is pending). Device memory is freed
+	 * later, when that work is known to be done, and the call returns at
+	 * once. Imported host memory is released before the call returns, so
+	 * the caller may free it then: the call first submits the recording if
+	 * it uses the buffer, then waits for the last submission that uses it
+	 * (within the drain limit; past it the device is lost, the buffer stays
+	 * imported and the call returns GC_DEVICE_LOST: the memory must then be
+	 * leaked). */
 	gc_status (*buffer_destroy)(gc_buffer buf, gc_error *err);
 
 	gc_status (*kernel_create)(gc_device dev, const gc_kernel_desc *desc, gc_kernel *out, gc_error *err);
@@ -248,6 +271,7 @@ typedef struct gc_backend {
 	 * done, GC_NOT_READY when timeout_ns is 0 and it is not, GC_TIMEOUT when
 	 * timeout_ns > 0 expired. UINT64_MAX waits forever. */
 	gc_status (*wait)(gc_device dev, uint64_t ticket, uint64_t timeout_ns, gc_error *err);
+	/* wait_idle waits for everything submitted, within the drain limit. */
 	gc_status (*wait_idle)(gc_device dev, gc_error *err);
 
 	/* copy_now copies at once through the device's own transfer command
@@ -285,6 +309,21 @@ gc_status gc_vk_buffer_handles(gc_buffer b, uint64_t *buffer, uint64_t *memory);
  * on d's VkDevice, bound to memory, with STORAGE_BUFFER and TRANSFER_SRC/DST
  * usage. gocoll never destroys the VkBuffer; it must outlive the gc_buffer. */
 gc_status gc_vk_wrap_buffer(gc_device d, uint64_t vkbuffer, uint64_t size, gc_buffer *out, gc_error *err);
+
+/* Test hooks (Vulkan only; tests use them, nothing else should).
+ *
+ * gc_vk_test_stall makes d's next submission wait for the host (on a
+ * timeline semaphore), so its work and fence do not complete, as on a GPU
+ * that hangs, until gc_vk_test_release releases every stalled submission of
+ * the process (whatever became of their devices: a device declared lost
+ * keeps its semaphore). GC_UNSUPPORTED without timeline semaphores (Vulkan
+ * 1.2's timelineSemaphore).
+ *
+ * GOCOLL_VULKAN_TEST_NONCOHERENT_IMPORT=1 in the environment when a device is
+ * opened makes it see the memory types that could import host memory as not
+ * HOST_COHERENT, so buffer_import finds no coherent type. */
+gc_status gc_vk_test_stall(gc_device d, gc_error *err);
+void gc_vk_test_release(void);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -171,6 +172,7 @@ static gc_status vkfail(gc_error *err, VkResult r, const char *call) {
 	X(vkGetPhysicalDeviceProperties)          \
 	X(vkGetPhysicalDeviceProperties2)         \
 	X(vkGetPhysicalDeviceFeatures)            \
+	X(vkGetPhysicalDeviceFeatures2)           \
 	X(vkGetPhysicalDeviceQueueFamilyProperties) \
 	X(vkGetPhysicalDeviceMemoryProperties)    \
 	X(vkEnumerateDeviceExtensionProperties)   \
@@ -235,6 +237,10 @@ typedef struct instance_fns {
 typedef struct device_fns {
 	GC_DEVICE_FNS(GC_DECLARE_FN)
 	PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT; /* optional */
+	/* Timeline semaphores, for the stall test hook only (optional). */
+	PFN_vkCreateSemaphore vkCreateSemaphore;
+	PFN_vkDestroySemaphore vkDestroySemaphore;
+	PFN_vkSignalSemaphore vkSignalSemaphore;
 } device_fns;
 
 /* ------------------------------------------------------ instance state */
@@ -244,6 +250,7 @@ typedef struct phys {
 	gc_device_info info;
 	VkPhysicalDeviceMemoryProperties mem;
 	int portability_subset;
+	int timeline; /* timelineSemaphore (enabled for the stall test hook) */
 } phys;
 
 static struct {
@@ -438,6 +445,12 @@ static void query_phys(phys *p) {
 	VkPhysicalDeviceFeatures feats;
 	g.fn.vkGetPhysicalDeviceFeatures(p->pd, &feats);
 	in->shader_float64 = feats.shaderFloat64 ? 1 : 0;
+	if (props.apiVersion >= VK_API_VERSION_1_2 && g.api_version >= VK_API_VERSION_1_2) {
+		VkPhysicalDeviceTimelineSemaphoreFeatures tl = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES};
+		VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &tl};
+		g.fn.vkGetPhysicalDeviceFeatures2(p->pd, &f2);
+		p->timeline = tl.timelineSemaphore ? 1 : 0;
+	}
 
 	/* A compute queue: a dedicated compute family if there is one (it does
 	 * not compete with graphics), else any family with compute. */
@@ -833,6 +846,7 @@ struct gc_buffer_s {
 	VkBuffer buf;
 	VkDeviceMemory mem;
 	uint64_t size;
+	uint64_t last_use; /* the last ticket whose work may use it (recorded: submitted + 1) */
 	void *mapped;
 	int imported;
 	int borrowed; /* gc_vk_wrap_buffer: the VkBuffer is the caller's */
@@ -841,6 +855,7 @@ struct gc_buffer_s {
 
 struct gc_kernel_s {
 	gc_device dev;
+	uint64_t last_use; /* as gc_buffer_s's */
 	VkDescriptorSetLayout set_layout;
 	VkPipelineLayout layout;
 	VkPipeline pipeline;
@@ -881,7 +896,9 @@ struct gc_device_s {
 	VkDevice dev;
 	VkQueue queue;
 	int float64;
-	int lost; /* atomic */
+	int lost;  /* atomic */
+	int stuck; /* atomic: lost by the drain limit; the GPU may still use its memory */
+	char stuck_why[200]; /* written once, before stuck and lost are set */
 	/* shared is the shared logical device d uses (dev and queue are its),
 	 * NULL when d owns dev. */
 	shared_dev *shared;
@@ -913,6 +930,16 @@ struct gc_device_s {
 	VkQueryPool queries;
 	uint32_t nqueries;
 
+	uint64_t drain_ns; /* the drain limit (shim.h) */
+
+	/* Test hooks (shim.h): stall is the timeline semaphore the next
+	 * submission waits on for value stall_value + 1 when stall_armed;
+	 * noncoherent_import hides HOST_COHERENT from buffer_import. */
+	VkSemaphore stall;
+	uint64_t stall_value;
+	int stall_armed;
+	int noncoherent_import;
+
 	struct gc_buffer_s *buffers;
 	struct gc_kernel_s *kernels;
 	retired *retire;
@@ -928,8 +955,45 @@ static int is_lost(gc_device d) {
 	return __atomic_load_n(&d->lost, __ATOMIC_ACQUIRE);
 }
 
-static gc_status lost_error(gc_error *err) {
+/* is_stuck reports whether d was declared lost by the drain limit: the GPU
+ * may still use what it holds, so nothing of it may be freed. */
+static int is_stuck(gc_device d) {
+	return __atomic_load_n(&d->stuck, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* stuck_reason returns why d was declared lost, once the declaring thread
+ * finished writing it (stuck goes 0 -> -1 -> 1 around the write). */
+static const char *stuck_reason(gc_device d) {
+	while (__atomic_load_n(&d->stuck, __ATOMIC_ACQUIRE) != 1) {
+		sched_yield();
+	}
+	return d->stuck_why;
+}
+
+static gc_status lost_error(gc_device d, gc_error *err) {
+	if (is_stuck(d)) {
+		return fail(err, GC_DEVICE_LOST, (int32_t)VK_TIMEOUT, "device declared lost earlier: %s", stuck_reason(d));
+	}
 	return fail(err, GC_DEVICE_LOST, (int32_t)VK_ERROR_DEVICE_LOST, "device lost earlier: VK_ERROR_DEVICE_LOST");
+}
+
+/* drain_failed declares d lost because ticket did not complete within the
+ * drain limit (shim.h): from now on every call fails with GC_DEVICE_LOST and
+ * nothing the GPU may still use is freed. */
+static gc_status drain_failed(gc_device d, gc_error *err, const char *call, uint64_t ticket) {
+	int no = 0;
+	if (__atomic_compare_exchange_n(&d->stuck, &no, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		char t[40] = "its submission";
+		if (ticket != 0) {
+			snprintf(t, sizeof t, "ticket %llu", (unsigned long long)ticket);
+		}
+		snprintf(d->stuck_why, sizeof d->stuck_why,
+			 "%s: %s did not complete within the drain limit (%llu ms); what it may use is leaked", call, t,
+			 (unsigned long long)(d->drain_ns / 1000000));
+		__atomic_store_n(&d->stuck, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&d->lost, 1, __ATOMIC_RELEASE);
+	}
+	return fail(err, GC_DEVICE_LOST, (int32_t)VK_TIMEOUT, "%s", stuck_reason(d));
 }
 
 /* devfail reports a failed call on d; a lost device stays lost. */
@@ -1007,10 +1071,17 @@ static void mark_completed(gc_device d, uint64_t ticket) {
 	}
 }
 
-/* retire destroys obj now if no pending submission may use it, else once the
- * last one completes. d->mu held. */
-static gc_status retire(gc_device d, int kind, void *obj, gc_error *err) {
-	uint64_t last = d->recording ? d->submitted + 1 : d->submitted;
+/* retire destroys obj, whose last use is ticket last, now if no pending
+ * submission may use it, else once that one completes. On a device declared
+ * lost by the drain limit it leaks obj (the GPU may still use it) and fails.
+ * d->mu held. */
+static gc_status retire(gc_device d, int kind, void *obj, uint64_t last, gc_error *err) {
+	if (is_stuck(d)) {
+		return lost_error(d, err);
+	}
+	if (last > d->submitted && !d->recording) {
+		last = d->submitted; /* the recording that used it was never submitted */
+	}
 	if (last <= d->completed || is_lost(d)) {
 		if (kind == RETIRE_BUFFER) {
 			destroy_buffer_now(d, obj);
@@ -1061,8 +1132,13 @@ static gc_status make_device(const phys *p, int float64, uint32_t nqueues, VkDev
 		.queueCount = nqueues,
 		.pQueuePriorities = priorities,
 	};
+	VkPhysicalDeviceTimelineSemaphoreFeatures tl = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES,
+		.timelineSemaphore = VK_TRUE,
+	};
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.pNext = p->timeline ? &tl : NULL,
 		.queueCreateInfoCount = 1,
 		.pQueueCreateInfos = &qci,
 		.enabledExtensionCount = nexts,
@@ -1090,6 +1166,11 @@ static gc_status make_device(const phys *p, int float64, uint32_t nqueues, VkDev
 	if (p->info.external_memory_host) {
 		fn->vkGetMemoryHostPointerPropertiesEXT =
 			(PFN_vkGetMemoryHostPointerPropertiesEXT)g.fn.vkGetDeviceProcAddr(dev, "vkGetMemoryHostPointerPropertiesEXT");
+	}
+	if (p->timeline) {
+		fn->vkCreateSemaphore = (PFN_vkCreateSemaphore)g.fn.vkGetDeviceProcAddr(dev, "vkCreateSemaphore");
+		fn->vkDestroySemaphore = (PFN_vkDestroySemaphore)g.fn.vkGetDeviceProcAddr(dev, "vkDestroySemaphore");
+		fn->vkSignalSemaphore = (PFN_vkSignalSemaphore)g.fn.vkGetDeviceProcAddr(dev, "vkSignalSemaphore");
 	}
 	*out = dev;
 	return GC_OK;
@@ -1172,6 +1253,8 @@ static void release_shared(shared_dev *sd) {
 	free(sd);
 }
 
+static void forget_stall(gc_device d);
+
 static void destroy_device(gc_device d) {
 	uint64_t n = 0;
 	if (d->dev != VK_NULL_HANDLE) {
@@ -1193,6 +1276,10 @@ static void destroy_device(gc_device d) {
 		if (d->queries != VK_NULL_HANDLE) {
 			d->fn.vkDestroyQueryPool(d->dev, d->queries, NULL);
 			n++;
+		}
+		if (d->stall != VK_NULL_HANDLE) {
+			forget_stall(d);
+			d->fn.vkDestroySemaphore(d->dev, d->stall, NULL);
 		}
 		if (d->xfence != VK_NULL_HANDLE) {
 			d->fn.vkDestroyFence(d->dev, d->xfence, NULL);
@@ -1317,6 +1404,8 @@ static gc_status vk_open(uint32_t index, const gc_open_options *opts, gc_device 
 	d->mu_init = 1;
 	d->qmu = &d->own_qmu;
 	d->float64 = p->info.shader_float64 && !(opts != NULL && opts->disable_float64);
+	d->drain_ns = (opts != NULL && opts->drain_timeout_ns != 0) ? opts->drain_timeout_ns : GC_DEFAULT_DRAIN_NS;
+	d->noncoherent_import = env_is_1("GOCOLL_VULKAN_TEST_NONCOHERENT_IMPORT");
 
 	if (opts != NULL && opts->share_device) {
 		uint32_t qi = 0;
@@ -1382,8 +1471,13 @@ static gc_status vk_open(uint32_t index, const gc_open_options *opts, gc_device 
 	return GC_OK;
 }
 
+/* vk_close waits, within the drain limit, for the device's own submissions
+ * (on their fences: other ranks may share the device and the queue; copy_now
+ * waits for its own), then destroys everything. A device lost by the driver
+ * is freed too (destroying objects of a lost device is valid). A device
+ * declared lost by the drain limit, now or earlier, is leaked whole: the GPU
+ * may still use its memory. */
 static gc_status vk_close(gc_device d, gc_error *err) {
-	(void)err;
 	if (d == NULL) {
 		return GC_OK;
 	}
@@ -1393,29 +1487,26 @@ static gc_status vk_close(gc_device d, gc_error *err) {
 		d->fn.vkEndCommandBuffer(d->ring[(d->submitted + 1) % d->ring_size].cb);
 		d->recording = 0;
 	}
-	/* Close must free everything even on a lost device, so a failed wait
-	 * does not stop it (destroying objects of a lost device is valid). */
-	if (d->shared == NULL) {
-		d->fn.vkDeviceWaitIdle(d->dev);
-	} else {
-		/* Other ranks use the device (and maybe the queue): wait for this
-		 * rank's own submissions only. copy_now waits for its own, and
-		 * nothing runs concurrently with close. */
+	if (!is_stuck(d)) {
 		uint32_t n = 0;
-		VkFence *fences = calloc(d->ring_size, sizeof *fences);
+		uint64_t last = 0;
+		VkFence fences[GC_MAX_RING];
 		for (uint32_t i = 0; i < d->ring_size; i++) {
 			if (d->ring[i].ticket > d->completed) {
-				if (fences != NULL) {
-					fences[n++] = d->ring[i].fence;
-				} else {
-					d->fn.vkWaitForFences(d->dev, 1, &d->ring[i].fence, VK_TRUE, UINT64_MAX);
-				}
+				fences[n++] = d->ring[i].fence;
+				last = d->ring[i].ticket > last ? d->ring[i].ticket : last;
 			}
 		}
-		if (n > 0) {
-			d->fn.vkWaitForFences(d->dev, n, fences, VK_TRUE, UINT64_MAX);
+		if (n > 0 && d->fn.vkWaitForFences(d->dev, n, fences, VK_TRUE, d->drain_ns) == VK_TIMEOUT) {
+			gc_error ignored = {0, NULL};
+			drain_failed(d, &ignored, "vkWaitForFences (close)", last);
+			free(ignored.msg);
 		}
-		free(fences);
+	}
+	if (is_stuck(d)) {
+		gc_status st = lost_error(d, err);
+		pthread_mutex_unlock(&d->mu);
+		return st;
 	}
 	pthread_mutex_unlock(&d->mu);
 	destroy_device(d);
@@ -1472,14 +1563,19 @@ static int pick_memory(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits
 	return best;
 }
 
-static void link_buffer(gc_device d, struct gc_buffer_s *b) {
-	pthread_mutex_lock(&d->mu);
+/* link_buffer_locked adds b to d's buffers. d->mu held. */
+static void link_buffer_locked(gc_device d, struct gc_buffer_s *b) {
 	b->prev = NULL;
 	b->next = d->buffers;
 	if (d->buffers != NULL) {
 		d->buffers->prev = b;
 	}
 	d->buffers = b;
+}
+
+static void link_buffer(gc_device d, struct gc_buffer_s *b) {
+	pthread_mutex_lock(&d->mu);
+	link_buffer_locked(d, b);
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -1495,7 +1591,7 @@ static gc_status vk_buffer_create(gc_device d, uint64_t size, int32_t memory, gc
 		return fail(err, GC_INVALID_ARGUMENT, 0, "buffer_create: unknown memory kind %d", (int)memory);
 	}
 	if (is_lost(d)) {
-		return lost_error(err);
+		return lost_error(d, err);
 	}
 	/* Vulkan has no empty buffers; storage ranges come in 4-byte words. */
 	uint64_t sz = size != 0 ? size : 4;
@@ -1585,7 +1681,7 @@ static gc_status vk_buffer_import(gc_device d, void *host, uint64_t size, gc_buf
 			    host, (unsigned long long)size, (unsigned long long)align);
 	}
 	if (is_lost(d)) {
-		return lost_error(err);
+		return lost_error(d, err);
 	}
 	VkMemoryHostPointerPropertiesEXT hp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
 	VkResult r = d->fn.vkGetMemoryHostPointerPropertiesEXT(d->dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
@@ -1619,13 +1715,23 @@ static gc_status vk_buffer_import(gc_device d, void *host, uint64_t size, gc_buf
 	count_objects(&d->counters.objects_created, 1);
 	VkMemoryRequirements req;
 	d->fn.vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
-	int type = pick_memory(&d->phys->mem, req.memoryTypeBits & hp.memoryTypeBits, GC_MEMORY_HOST_VISIBLE);
-	if (type < 0) {
-		type = pick_memory(&d->phys->mem, req.memoryTypeBits & hp.memoryTypeBits, GC_MEMORY_DEVICE_LOCAL);
+	VkPhysicalDeviceMemoryProperties mp = d->phys->mem;
+	if (d->noncoherent_import) {
+		for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
+			if (hp.memoryTypeBits & (1u << i)) {
+				mp.memoryTypes[i].propertyFlags &= ~(VkMemoryPropertyFlags)VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+			}
+		}
 	}
+	/* Only a HOST_VISIBLE | HOST_COHERENT type: Go reads and writes the
+	 * memory directly, with no vkFlushMappedMemoryRanges or
+	 * vkInvalidateMappedMemoryRanges. */
+	int type = pick_memory(&mp, req.memoryTypeBits & hp.memoryTypeBits, GC_MEMORY_HOST_VISIBLE);
 	if (type < 0 || req.size > size) {
 		destroy_buffer_now(d, b);
-		return fail(err, GC_UNSUPPORTED, 0, "vkGetMemoryHostPointerPropertiesEXT: no memory type can import this pointer");
+		return fail(err, GC_UNSUPPORTED, 0,
+			    "vkGetMemoryHostPointerPropertiesEXT: no host-coherent memory type can import this pointer (types %#x)",
+			    hp.memoryTypeBits);
 	}
 	VkImportMemoryHostPointerInfoEXT imp = {
 		.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
@@ -1656,6 +1762,45 @@ static gc_status vk_buffer_import(gc_device d, void *host, uint64_t size, gc_buf
 	return GC_OK;
 }
 
+static gc_status wait_ticket(gc_device d, uint64_t ticket, uint64_t timeout_ns, gc_error *err);
+static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err);
+
+/* release_imported frees an imported buffer before it returns, so that the
+ * caller may free the host memory then: it submits the recording if that
+ * uses the buffer, and waits (d->mu released, within the drain limit) for
+ * the last submission that uses it. Past the drain limit the device is
+ * declared lost and the buffer leaked, still importing the memory. d->mu
+ * held; b unlinked. */
+static gc_status release_imported(gc_device d, struct gc_buffer_s *b, gc_error *err) {
+	if (is_stuck(d)) {
+		return lost_error(d, err);
+	}
+	uint64_t last = b->last_use;
+	gc_status st = GC_OK;
+	if (last > d->submitted && d->recording && !is_lost(d)) {
+		uint64_t t;
+		st = submit_locked(d, &t, err);
+	}
+	if (last > d->submitted) {
+		last = d->submitted; /* the recording that used it was never submitted */
+	}
+	if (st == GC_OK && !is_lost(d)) {
+		st = wait_ticket(d, last, d->drain_ns, err);
+		if (st == GC_TIMEOUT) {
+			st = drain_failed(d, err, "vkWaitForFences (buffer_destroy of imported memory)", last);
+		}
+	}
+	if (is_stuck(d)) {
+		return st != GC_OK ? st : lost_error(d, err);
+	}
+	if (st != GC_OK && !is_lost(d)) {
+		return st; /* the GPU may still use it: leak it */
+	}
+	/* Done, or lost by the driver (nothing runs any more): free it. */
+	destroy_buffer_now(d, b);
+	return GC_OK;
+}
+
 static gc_status vk_buffer_destroy(gc_buffer b, gc_error *err) {
 	if (b == NULL) {
 		return GC_OK;
@@ -1670,12 +1815,25 @@ static gc_status vk_buffer_destroy(gc_buffer b, gc_error *err) {
 	if (b->next != NULL) {
 		b->next->prev = b->prev;
 	}
-	gc_status st = retire(d, RETIRE_BUFFER, b, err);
+	gc_status st = b->imported ? release_imported(d, b, err) : retire(d, RETIRE_BUFFER, b, b->last_use, err);
+	if (st != GC_OK) {
+		link_buffer_locked(d, b); /* not freed: the device keeps it (and frees it at close, unless declared lost) */
+	}
 	pthread_mutex_unlock(&d->mu);
 	return st;
 }
 
 /* --------------------------------------------------------------- kernels */
+
+/* link_kernel_locked adds k to d's kernels. d->mu held. */
+static void link_kernel_locked(gc_device d, struct gc_kernel_s *k) {
+	k->prev = NULL;
+	k->next = d->kernels;
+	if (d->kernels != NULL) {
+		d->kernels->prev = k;
+	}
+	d->kernels = k;
+}
 
 static gc_status vk_kernel_create(gc_device d, const gc_kernel_desc *desc, gc_kernel *out, gc_error *err) {
 	if (d == NULL || desc == NULL || out == NULL) {
@@ -1700,7 +1858,7 @@ static gc_status vk_kernel_create(gc_device d, const gc_kernel_desc *desc, gc_ke
 			    desc->spec_count, GC_MAX_SPEC);
 	}
 	if (is_lost(d)) {
-		return lost_error(err);
+		return lost_error(d, err);
 	}
 	struct gc_kernel_s *k = calloc(1, sizeof *k);
 	if (k == NULL) {
@@ -1803,11 +1961,7 @@ static gc_status vk_kernel_create(gc_device d, const gc_kernel_desc *desc, gc_ke
 		return st;
 	}
 	pthread_mutex_lock(&d->mu);
-	k->next = d->kernels;
-	if (d->kernels != NULL) {
-		d->kernels->prev = k;
-	}
-	d->kernels = k;
+	link_kernel_locked(d, k);
 	pthread_mutex_unlock(&d->mu);
 	*out = k;
 	return GC_OK;
@@ -1827,7 +1981,10 @@ static gc_status vk_kernel_destroy(gc_kernel k, gc_error *err) {
 	if (k->next != NULL) {
 		k->next->prev = k->prev;
 	}
-	gc_status st = retire(d, RETIRE_KERNEL, k, err);
+	gc_status st = retire(d, RETIRE_KERNEL, k, k->last_use, err);
+	if (st != GC_OK) {
+		link_kernel_locked(d, k); /* not freed: the device keeps it */
+	}
 	pthread_mutex_unlock(&d->mu);
 	return st;
 }
@@ -1875,7 +2032,7 @@ static VkResult wait_slot(gc_device d, slot *s, uint64_t timeout_ns) {
  * d->mu held. */
 static gc_status recording(gc_device d, VkCommandBuffer *cb, gc_error *err) {
 	if (is_lost(d)) {
-		return lost_error(err);
+		return lost_error(d, err);
 	}
 	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
 	if (d->recording) {
@@ -1884,7 +2041,10 @@ static gc_status recording(gc_device d, VkCommandBuffer *cb, gc_error *err) {
 	}
 	if (s->ticket > d->completed) {
 		uint64_t t = s->ticket;
-		VkResult r = wait_slot(d, s, UINT64_MAX);
+		VkResult r = wait_slot(d, s, d->drain_ns);
+		if (r == VK_TIMEOUT) {
+			return drain_failed(d, err, "vkWaitForFences (recording into a busy ring slot)", t);
+		}
 		if (r != VK_SUCCESS) {
 			return devfail(d, err, r, "vkWaitForFences");
 		}
@@ -1958,6 +2118,7 @@ static gc_status vk_cmd_copy(gc_device d, gc_buffer dst, uint64_t dst_off, gc_bu
 		d->fn.vkCmdCopyBuffer(cb, src->buf, dst->buf, 1, &region);
 		barrier(d, cb, 0);
 		add_counter(&d->counters.copies, 1);
+		src->last_use = dst->last_use = d->submitted + 1;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return st;
@@ -2016,6 +2177,10 @@ static gc_status vk_cmd_dispatch(gc_device d, const gc_dispatch *x, gc_error *er
 		d->fn.vkCmdDispatch(cb, x->groups[0], x->groups[1], x->groups[2]);
 		barrier(d, cb, 0);
 		add_counter(&d->counters.dispatches, 1);
+		x->kernel->last_use = d->submitted + 1;
+		for (uint32_t i = 0; i < x->binding_count; i++) {
+			x->bindings[i].buffer->last_use = d->submitted + 1;
+		}
 	}
 	pthread_mutex_unlock(&d->mu);
 	return st;
@@ -2040,41 +2205,61 @@ static gc_status vk_cmd_timestamp(gc_device d, uint32_t query, gc_error *err) {
 	return st;
 }
 
+/* submit_locked submits the recording, if any, and sets *ticket to the last
+ * ticket submitted. d->mu held. */
+static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err) {
+	if (is_lost(d)) {
+		return lost_error(d, err);
+	}
+	if (!d->recording) {
+		*ticket = d->submitted;
+		return GC_OK;
+	}
+	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
+	d->recording = 0;
+	barrier(d, s->cb, 1);
+	VkResult r = d->fn.vkEndCommandBuffer(s->cb);
+	if (r != VK_SUCCESS) {
+		return devfail(d, err, r, "vkEndCommandBuffer");
+	}
+	VkSubmitInfo si = {
+		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+		.commandBufferCount = 1,
+		.pCommandBuffers = &s->cb,
+	};
+	/* The stall test hook: wait for the host to signal the semaphore. */
+	uint64_t stall_at = __atomic_load_n(&d->stall_value, __ATOMIC_ACQUIRE) + 1;
+	VkPipelineStageFlags stall_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+	VkTimelineSemaphoreSubmitInfo tsi = {
+		.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+		.waitSemaphoreValueCount = 1,
+		.pWaitSemaphoreValues = &stall_at,
+	};
+	if (d->stall_armed) {
+		d->stall_armed = 0;
+		si.pNext = &tsi;
+		si.waitSemaphoreCount = 1;
+		si.pWaitSemaphores = &d->stall;
+		si.pWaitDstStageMask = &stall_stage;
+	}
+	pthread_mutex_lock(d->qmu);
+	r = d->fn.vkQueueSubmit(d->queue, 1, &si, s->fence);
+	pthread_mutex_unlock(d->qmu);
+	if (r != VK_SUCCESS) {
+		return devfail(d, err, r, "vkQueueSubmit");
+	}
+	s->ticket = ++d->submitted;
+	*ticket = s->ticket;
+	add_counter(&d->counters.submits, 1);
+	return GC_OK;
+}
+
 static gc_status vk_submit(gc_device d, uint64_t *ticket, gc_error *err) {
 	if (d == NULL || ticket == NULL) {
 		return fail(err, GC_INVALID_ARGUMENT, 0, "vkQueueSubmit: NULL argument");
 	}
 	pthread_mutex_lock(&d->mu);
-	gc_status st = GC_OK;
-	if (is_lost(d)) {
-		st = lost_error(err);
-	} else if (!d->recording) {
-		*ticket = d->submitted;
-	} else {
-		slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
-		d->recording = 0;
-		barrier(d, s->cb, 1);
-		VkResult r = d->fn.vkEndCommandBuffer(s->cb);
-		if (r != VK_SUCCESS) {
-			st = devfail(d, err, r, "vkEndCommandBuffer");
-		} else {
-			VkSubmitInfo si = {
-				.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-				.commandBufferCount = 1,
-				.pCommandBuffers = &s->cb,
-			};
-			pthread_mutex_lock(d->qmu);
-			r = d->fn.vkQueueSubmit(d->queue, 1, &si, s->fence);
-			pthread_mutex_unlock(d->qmu);
-			if (r != VK_SUCCESS) {
-				st = devfail(d, err, r, "vkQueueSubmit");
-			} else {
-				s->ticket = ++d->submitted;
-				*ticket = s->ticket;
-				add_counter(&d->counters.submits, 1);
-			}
-		}
-	}
+	gc_status st = submit_locked(d, ticket, err);
 	pthread_mutex_unlock(&d->mu);
 	return st;
 }
@@ -2085,7 +2270,7 @@ static gc_status wait_ticket(gc_device d, uint64_t ticket, uint64_t timeout_ns, 
 	if (ticket <= d->completed) {
 		/* done (ticket 0 included) */
 	} else if (is_lost(d)) {
-		st = lost_error(err);
+		st = lost_error(d, err);
 	} else if (ticket > d->submitted) {
 		st = fail(err, GC_INVALID_ARGUMENT, 0, "vkWaitForFences: ticket %llu was not submitted (last is %llu)",
 			  (unsigned long long)ticket, (unsigned long long)d->submitted);
@@ -2122,28 +2307,31 @@ static gc_status vk_wait(gc_device d, uint64_t ticket, uint64_t timeout_ns, gc_e
 	return st;
 }
 
+/* drain_locked waits, within the drain limit and with d->mu released while
+ * it blocks, for the last submission (and so every earlier one: a fence
+ * covers all earlier work of its queue). Past the limit the device is
+ * declared lost. d->mu held. */
+static gc_status drain_locked(gc_device d, const char *call, gc_error *err) {
+	if (is_lost(d)) {
+		return lost_error(d, err);
+	}
+	uint64_t last = d->submitted;
+	gc_status st = wait_ticket(d, last, d->drain_ns, err);
+	if (st == GC_TIMEOUT) {
+		st = drain_failed(d, err, call, last);
+	}
+	return st;
+}
+
+/* vk_wait_idle waits on the fence of the last submission, not with
+ * vkQueueWaitIdle: that cannot be bounded, and must hold the queue's lock
+ * (and so keep other ranks sharing the queue out) while it blocks. */
 static gc_status vk_wait_idle(gc_device d, gc_error *err) {
 	if (d == NULL) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "vkQueueWaitIdle: NULL device");
+		return fail(err, GC_INVALID_ARGUMENT, 0, "vkWaitForFences: NULL device");
 	}
 	pthread_mutex_lock(&d->mu);
-	gc_status st = GC_OK;
-	if (is_lost(d)) {
-		st = lost_error(err);
-	} else if (d->shared != NULL) {
-		/* The queue may serve other ranks too: wait for this rank's last
-		 * submission (and so every earlier one) on its fence. */
-		st = wait_ticket(d, d->submitted, UINT64_MAX, err);
-	} else {
-		pthread_mutex_lock(d->qmu);
-		VkResult r = d->fn.vkQueueWaitIdle(d->queue);
-		pthread_mutex_unlock(d->qmu);
-		if (r != VK_SUCCESS) {
-			st = devfail(d, err, r, "vkQueueWaitIdle");
-		} else {
-			mark_completed(d, d->submitted);
-		}
-	}
+	gc_status st = drain_locked(d, "vkWaitForFences (wait_idle)", err);
 	pthread_mutex_unlock(&d->mu);
 	return st;
 }
@@ -2157,7 +2345,7 @@ static gc_status vk_copy_now(gc_device d, gc_buffer dst, uint64_t dst_off, gc_bu
 	pthread_mutex_lock(&d->xmu);
 	if (is_lost(d)) {
 		pthread_mutex_unlock(&d->xmu);
-		return lost_error(err);
+		return lost_error(d, err);
 	}
 	VkResult r = d->fn.vkResetCommandBuffer(d->xcb, 0);
 	const char *call = "vkResetCommandBuffer";
@@ -2191,7 +2379,11 @@ static gc_status vk_copy_now(gc_device d, gc_buffer dst, uint64_t dst_off, gc_bu
 		add_counter(&d->counters.submits, 1);
 		add_counter(&d->counters.blocking_waits, 1);
 		call = "vkWaitForFences";
-		r = d->fn.vkWaitForFences(d->dev, 1, &d->xfence, VK_TRUE, UINT64_MAX);
+		r = d->fn.vkWaitForFences(d->dev, 1, &d->xfence, VK_TRUE, d->drain_ns);
+		if (r == VK_TIMEOUT) {
+			pthread_mutex_unlock(&d->xmu);
+			return drain_failed(d, err, "vkWaitForFences (copy_now)", 0);
+		}
 		if (r == VK_SUCCESS) {
 			call = "vkResetFences";
 			r = d->fn.vkResetFences(d->dev, 1, &d->xfence);
@@ -2216,7 +2408,7 @@ static gc_status vk_read_timestamps(gc_device d, uint32_t first, uint32_t count,
 		return GC_OK;
 	}
 	if (is_lost(d)) {
-		return lost_error(err);
+		return lost_error(d, err);
 	}
 	VkResult r = d->fn.vkGetQueryPoolResults(d->dev, d->queries, first, count, (size_t)count * sizeof *out, out,
 						 sizeof *out, VK_QUERY_RESULT_64_BIT);
@@ -2303,6 +2495,80 @@ gc_status gc_vk_wrap_buffer(gc_device d, uint64_t vkbuffer, uint64_t size, gc_bu
 	link_buffer(d, b);
 	*out = b;
 	return GC_OK;
+}
+
+/* ------------------------------------------------------- test hooks */
+
+/* Every stall semaphore alive in the process, so gc_vk_test_release can
+ * signal them whatever became of their device (a device declared lost is
+ * leaked with its semaphore; one closed normally removes its own). */
+static struct {
+	pthread_mutex_t mu;
+	gc_device devs[64];
+	uint32_t n;
+} stalls = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* forget_stall removes d's semaphore from stalls (destroy_device). */
+static void forget_stall(gc_device d) {
+	pthread_mutex_lock(&stalls.mu);
+	for (uint32_t i = 0; i < stalls.n; i++) {
+		if (stalls.devs[i] == d) {
+			stalls.devs[i] = stalls.devs[--stalls.n];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&stalls.mu);
+}
+
+gc_status gc_vk_test_stall(gc_device d, gc_error *err) {
+	if (d == NULL) {
+		return fail(err, GC_INVALID_ARGUMENT, 0, "gc_vk_test_stall: NULL device");
+	}
+	if (!d->phys->timeline || d->fn.vkCreateSemaphore == NULL || d->fn.vkSignalSemaphore == NULL) {
+		return fail(err, GC_UNSUPPORTED, 0, "gc_vk_test_stall: %s has no timeline semaphores", d->phys->info.name);
+	}
+	gc_status st = GC_OK;
+	pthread_mutex_lock(&stalls.mu);
+	pthread_mutex_lock(&d->mu);
+	if (d->stall == VK_NULL_HANDLE) {
+		if (stalls.n == sizeof stalls.devs / sizeof stalls.devs[0]) {
+			st = fail(err, GC_OUT_OF_MEMORY, 0, "gc_vk_test_stall: too many stalled devices");
+		} else {
+			VkSemaphoreTypeCreateInfo ti = {
+				.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+				.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+			};
+			VkSemaphoreCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &ti};
+			VkResult r = d->fn.vkCreateSemaphore(d->dev, &ci, NULL, &d->stall);
+			if (r != VK_SUCCESS) {
+				d->stall = VK_NULL_HANDLE;
+				st = vkfail(err, r, "vkCreateSemaphore");
+			} else {
+				stalls.devs[stalls.n++] = d;
+			}
+		}
+	}
+	if (st == GC_OK) {
+		d->stall_armed = 1;
+	}
+	pthread_mutex_unlock(&d->mu);
+	pthread_mutex_unlock(&stalls.mu);
+	return st;
+}
+
+void gc_vk_test_release(void) {
+	pthread_mutex_lock(&stalls.mu);
+	for (uint32_t i = 0; i < stalls.n; i++) {
+		gc_device d = stalls.devs[i];
+		/* Not under d->mu: a wait that holds it must not keep the release out. */
+		VkSemaphoreSignalInfo si = {
+			.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
+			.semaphore = d->stall,
+			.value = __atomic_add_fetch(&d->stall_value, 1, __ATOMIC_ACQ_REL),
+		};
+		d->fn.vkSignalSemaphore(d->dev, &si);
+	}
+	pthread_mutex_unlock(&stalls.mu);
 }
 
 #endif /* GOCOLL_NO_VULKAN */

@@ -22,4 +22,9 @@
 //
 //	GOCOLL_VULKAN_LIB=path       load libvulkan from path (a missing one makes the backend unavailable)
 //	GOCOLL_VULKAN_VALIDATION=1   enable VK_LAYER_KHRONOS_validation and record its messages
+//
+// Test hook (read when a device is opened):
+//
+//	GOCOLL_VULKAN_TEST_NONCOHERENT_IMPORT=1   hide the HOST_COHERENT memory types host memory could be
+//	                                         imported into, so Import fails with ErrUnsupported
 package vulkan

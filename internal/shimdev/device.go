@@ -83,9 +83,11 @@ type Device struct {
 	// touches it.
 	vec vecState
 
-	closed  atomic.Bool
-	mu      sync.Mutex // guards buffers
-	buffers map[*Buffer]struct{}
+	closed    atomic.Bool
+	closeDone chan struct{} // closed when Close returns
+	lost      error         // why Close could not drain (written before closeDone)
+	mu        sync.Mutex    // guards buffers
+	buffers   map[*Buffer]struct{}
 
 	stagingMu sync.Mutex // guards staging and serializes staged transfers
 	staging   *cshim.Buffer
@@ -110,6 +112,7 @@ func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 		return nil, err
 	}
 	raw := in.devs[index]
+	copts.DrainLimit = opts.DrainLimit
 	cd, err := in.impl.Open(index, copts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: open device %d (%s): %w", in.api.Name, index, raw.Name, err)
@@ -125,6 +128,7 @@ func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 		maxGroups:  raw.MaxComputeWorkGroupCount[0],
 		validation: in.api.ValidationLog && in.info.Validation,
 		buffers:    map[*Buffer]struct{}{},
+		closeDone:  make(chan struct{}),
 	}
 	d.info.Float64 = d.info.Float64 && cd.Float64()
 	d.maxBind = d.info.MaxBindingBytes
@@ -225,7 +229,7 @@ func (d *Device) Import(p []byte) (backend.Buffer, error) {
 	if err != nil {
 		return nil, d.errorf("import %d bytes of host memory: %w", len(p), err)
 	}
-	return d.add(&Buffer{d: d, b: cb, n: len(p), mem: backend.HostVisible}, "import")
+	return d.add(&Buffer{d: d, b: cb, n: len(p), mem: backend.HostVisible, imported: true}, "import")
 }
 
 // Adopt makes a backend.Buffer of a shim buffer of this device that the
@@ -271,13 +275,18 @@ func (d *Device) newBuffer(bytes int, where backend.Memory) (*Buffer, error) {
 	return &Buffer{d: d, b: cb, n: bytes, mem: where}, nil
 }
 
-// Close waits for the device to go idle and destroys everything it owns
-// (vkDeviceWaitIdle, then pipelines, buffers, fences, command pools and the
-// VkDevice, in reverse order of creation). It is idempotent.
+// Close waits, within the drain limit (OpenOptions.DrainLimit), for the
+// device's work to complete and destroys everything it owns in reverse order
+// of creation (pipelines, buffers, command buffers, fences, the queue or
+// logical device). When the work does not complete within the limit the
+// device is declared lost: Close frees nothing the GPU may still use and
+// returns an error wrapping backend.ErrDeviceLost, and the fences of that
+// work fail with it. It is idempotent.
 func (d *Device) Close() error {
 	if !d.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	defer close(d.closeDone)
 	d.mu.Lock()
 	for b := range d.buffers {
 		b.closed.Store(true)
@@ -287,21 +296,22 @@ func (d *Device) Close() error {
 	d.stagingMu.Lock()
 	d.staging = nil // the C side frees it with the device
 	d.stagingMu.Unlock()
-	err := d.dev.Close()
-	d.done.Store(math.MaxUint64) // Close waited for everything
-	if err != nil {
+	if err := d.dev.Close(); err != nil {
+		d.lost = err
 		return d.errorf("close: %w", err)
 	}
+	d.done.Store(math.MaxUint64) // Close waited for everything
 	return nil
 }
 
 // Buffer is a buffer of a Device.
 type Buffer struct {
-	d      *Device
-	b      *cshim.Buffer
-	n      int
-	mem    backend.Memory
-	closed atomic.Bool
+	d        *Device
+	b        *cshim.Buffer
+	n        int
+	mem      backend.Memory
+	imported bool // host memory from Import
+	closed   atomic.Bool
 }
 
 func (b *Buffer) Len() int               { return b.n }
@@ -392,6 +402,21 @@ func (b *Buffer) Read(off int, p []byte) error {
 	return d.check("buffer read")
 }
 
+// leaked returns, for an imported buffer of a device that Close could not
+// drain (declared lost), the error that says its memory must be leaked;
+// else nil.
+func (b *Buffer) leaked() error {
+	d := b.d
+	if !b.imported || !d.closed.Load() {
+		return nil
+	}
+	<-d.closeDone
+	if d.lost != nil {
+		return d.errorf("buffer close: imported memory the device may still use: %w", d.lost)
+	}
+	return nil
+}
+
 // stagingLocked returns the staging buffer, creating it on first use.
 // d.stagingMu held.
 func (d *Device) stagingLocked() (*cshim.Buffer, error) {
@@ -410,11 +435,16 @@ func (d *Device) stagingLocked() (*cshim.Buffer, error) {
 	return d.staging, nil
 }
 
-// Close frees the buffer once the work submitted before it is done. It is
-// idempotent.
+// Close frees the buffer once the work that uses it is done: device memory
+// later, without waiting; imported host memory before Close returns (after
+// submitting what was recorded, if that uses it), so that the memory may be
+// freed then. When that work does not complete within the drain limit the
+// device is declared lost and the error wraps backend.ErrDeviceLost: the
+// buffer is leaked, still importing the memory, which must then be leaked
+// too, never unmapped. It is idempotent.
 func (b *Buffer) Close() error {
 	if b.closed.Swap(true) {
-		return nil
+		return b.leaked()
 	}
 	d := b.d
 	d.mu.Lock()

@@ -484,8 +484,14 @@ func (f *Fence) Wait(ctx context.Context) error {
 func (f *Fence) finish(t uint64, err error) error {
 	d := f.d
 	if err != nil {
-		if errors.Is(err, backend.ErrClosed) && t <= d.done.Load() {
-			return nil // Close waited for it
+		if errors.Is(err, backend.ErrClosed) && d.closed.Load() {
+			<-d.closeDone // Close drained, or declared the device lost
+			if t <= d.done.Load() {
+				return nil
+			}
+			if d.lost != nil {
+				return d.errorf("fence wait: %w", d.lost)
+			}
 		}
 		return d.errorf("fence wait: %w", err)
 	}
