@@ -7,7 +7,8 @@
 #   ./build.sh build       go build ./..., bin/allreduce-perf, bin/gocoll-info, go vet ./...
 #   ./build.sh test        deps, gofmt, vet, the build matrix, go test ./..., go test -race ./..., then
 #                          the MPI tests (-tags mpi, under mpirun; docs/MPI.md) (what CI runs)
-#   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (suites run everything on lavapipe)
+#   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (suites run everything on lavapipe), then the
+#                          C shim's and the Vulkan backend's tests under AddressSanitizer (asan_test)
 #   ./build.sh bench [go test flags]   collective benchmarks (BENCHTIME, default 10x), to stdout
 #   ./build.sh device-bench [prepare|run|lavapipe]   the device benchmark (bench/device-bench.sh): build what
 #                          a device tool call carries and print that call (docs/PERFORMANCE.md)
@@ -33,7 +34,8 @@ commands:
   build       go build ./..., bin/allreduce-perf and bin/gocoll-info, go vet ./...
   test        deps, gofmt check, go vet, CGO_ENABLED=0 / novulkan / darwin builds, go test and go test -race ./...,
               then go vet and go test -tags mpi of ./mpi and ./cmd/allreduce-perf (under mpirun)
-  test-full   as test, with GOCOLL_TEST_FULL=1 (run every case on lavapipe)
+  test-full   as test, with GOCOLL_TEST_FULL=1 (run every case on lavapipe), then go test -asan of
+              ./cshim/ and ./vulkan/ (AddressSanitizer over the C shim)
   bench       go test -bench over ./collective/... (BENCHTIME=10x by default; extra args go to go test)
   run         deps, build and run cmd/allreduce-perf (args replace the defaults: -g 4 -b 8 -e 8M -f 4)
   device-bench  bench/device-bench.sh [prepare|run|lavapipe]: build the device benchmark and print the
@@ -143,6 +145,7 @@ cmd_test() {
 	fmt_check
 	log "go vet ./..."
 	go vet ./...
+	cshim_warnings
 	log "CGO_ENABLED=0 go build ./..."
 	CGO_ENABLED=0 go build ./...
 	log "go build -tags novulkan ./..."
@@ -157,6 +160,25 @@ cmd_test() {
 	log "go test -race -count=1 ./..."
 	go test -race -count=1 -timeout 25m ./...
 	mpi_test
+}
+
+# cshim_warnings builds the C shim (vulkan.c and the cgo code around it, with and without Vulkan) with
+# its -Wall -Wextra (cshim/cshim.go) and -Werror, so that any warning fails the build.
+cshim_warnings() {
+	log "C shim: -Wall -Wextra -Werror"
+	CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Werror" go build ./cshim/
+	CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Werror" go build -tags novulkan ./cshim/
+}
+
+# asan_test runs the C shim's and the Vulkan backend's tests (lavapipe, validation layer) with
+# AddressSanitizer and LeakSanitizer in the C code: go test -asan, built with gcc (Debian's gcc finds
+# its libasan; -asan with clang would need libclang-rt). test-full only: it takes minutes.
+asan_test() {
+	if ! have gcc; then
+		die "asan_test needs gcc (with libasan, Debian's gcc package) for go test -asan"
+	fi
+	log "CC=gcc go test -asan -count=1 ./cshim/ ./vulkan/"
+	CC=gcc go test -asan -count=1 -timeout 20m ./cshim/ ./vulkan/
 }
 
 # mpi_test vets and tests the multi-process build (-tags mpi): the mpi package's tests start themselves
@@ -207,6 +229,7 @@ test) cmd_test ;;
 test-full)
 	export GOCOLL_TEST_FULL=1
 	cmd_test
+	asan_test
 	;;
 bench) cmd_bench "$@" ;;
 run) cmd_run "$@" ;;

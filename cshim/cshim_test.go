@@ -410,7 +410,7 @@ func TestSteadyState(t *testing.T) {
 	}
 	run()
 	before := d.Counters()
-	if a := testing.AllocsPerRun(100, run); a != 0 {
+	if a := testing.AllocsPerRun(100, run); a != 0 && !asanEnabled {
 		t.Errorf("%v allocations per dispatch+copy+submit+wait, want 0", a)
 	}
 	if runErr != nil {

@@ -20,6 +20,9 @@ func (s *suite) testAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on synchronisation; allocation counts are meaningless under -race")
 	}
+	if asanEnabled {
+		t.Skip("-asan's instrumented cgo calls allocate; allocation counts are meaningless under -asan")
+	}
 	dev, st := s.dev, s.dev.Stream()
 	for _, n := range []int{1024, 1 << 17} {
 		for _, k := range []int{2, 9} {
@@ -147,6 +150,9 @@ func fillSudogCache() {
 func (s *suite) testAllocationRate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on synchronisation; allocation counts are meaningless under -race")
+	}
+	if asanEnabled {
+		t.Skip("-asan's instrumented cgo calls allocate; allocation counts are meaningless under -asan")
 	}
 	const n = 64
 	dev, st := s.dev, s.dev.Stream()
