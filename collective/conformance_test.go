@@ -1221,6 +1221,7 @@ func TestConformance(t *testing.T) {
 	t.Logf("conformance: %d sessions from seed %d (vulkan %v); replay one with %s", n, seed, vk, confReplay("TestConformance", "conformance", seed))
 	var fails []confFailure
 	hangs := 0
+	defer func() { confSummary(t, "TestConformance", "conformance", fails) }()
 	spent := map[string]time.Duration{}
 	count := map[string]int{}
 	defer func() { t.Logf("time by backend: %v over %v sessions", spent, count) }()
@@ -1249,5 +1250,4 @@ func TestConformance(t *testing.T) {
 			}
 		}
 	}
-	confSummary(t, "TestConformance", "conformance", fails)
 }

@@ -21,14 +21,21 @@ import (
 // The fault-injection test drives the conformance sessions over a backend
 // wrapper (internal/faultinject) that fails the k-th allocation, recorded
 // command, submission or wait of one device, delays or hangs a wait, loses a
-// device or slows it down, or cancels one rank's context mid-call. k is drawn
-// over the calls a fault-free run of the same session makes, so the fault
-// fires. Every call must return the right result or a typed error, never
-// panic or hang; no write may land in a caller's buffer after its call
-// returned; goroutines return to the baseline and no device memory leaks,
-// except on a device that was lost. Replay a failure with
+// device or slows it down; or it cancels one rank's context, or aborts the
+// group, mid-call. k is drawn over the calls a fault-free run of the same
+// session makes, so the fault fires. Every call must return the right result
+// or a typed error (a *Error naming the rank, matching a collective
+// sentinel, a context error only on the rank whose context ended), promptly,
+// never panic or hang; no write may land in a caller's buffer after its call
+// returned, and no device work may still use its pinned memory; after a
+// failure every rank's next call fails promptly with ErrGroupBroken;
+// goroutines return to the baseline and no device memory leaks, except where
+// a device was declared lost. Replay a failure with
 //
 //	go test ./collective/ -run 'TestFaultInjection$' -fault.seed=S -fault.cases=1 -v
+//
+// (-fault.verbose prints every rank's error; -fault.kind=K runs only the
+// sessions that draw fault K).
 
 var (
 	faultSeedFlag  = flag.Uint64("fault.seed", 0, "seed of the first fault-injection session (0: the fixed CI seed, or a random one with GOCOLL_TEST_FULL)")
@@ -633,6 +640,7 @@ func TestFaultInjection(t *testing.T) {
 	t.Logf("fault injection: %d sessions from seed %d (vulkan %v); replay one with %s", n, seed, vk, confReplay("TestFaultInjection", "fault", seed))
 	var fails []confFailure
 	hangs := 0
+	defer func() { confSummary(t, "TestFaultInjection", "fault", fails) }()
 	firedBy := map[string][2]int{}
 	for i := 0; i < n; i++ {
 		s := drawFaultSession(seed + uint64(i))
@@ -664,5 +672,4 @@ func TestFaultInjection(t *testing.T) {
 		}
 	}
 	t.Logf("faults fired / sessions by kind: %v", firedBy)
-	confSummary(t, "TestFaultInjection", "fault", fails)
 }
