@@ -575,7 +575,7 @@ func reduceHostF64(dst, src []byte, stride, off, k, cnt int, op Op, scale float6
 			acc = combine64(kop, acc, s[p*stride+off+i])
 		}
 		if scale != 1 {
-			acc *= scale
+			acc = backend.ApplyScale64(acc, scale)
 		}
 		d[i] = acc
 	}

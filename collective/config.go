@@ -12,7 +12,7 @@ type Op int
 
 const (
 	Sum  Op = iota // element-wise sum
-	Mean           // the sum, then one multiply by 1/N on every backend
+	Mean           // the sum divided by N, correctly rounded, on every backend
 	Max            // maximum; NaN if any input is NaN
 	Min            // minimum; NaN if any input is NaN
 	Prod           // product

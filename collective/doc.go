@@ -53,7 +53,7 @@
 //
 // Reductions run in the backend's kernels: f32 in f32 and f64 in f64 (never
 // rounded through f32; a device without f64 reduces f64 exactly on the host).
-// Mean is the sum followed by one multiply by 1/N. NaN and Inf propagate; max
+// Mean is the sum divided by N, correctly rounded. NaN and Inf propagate; max
 // and min follow IEEE 754-2019 (NaN wins, -0 < +0). Every rank ends with
 // bitwise identical data.
 //

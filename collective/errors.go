@@ -37,6 +37,11 @@ var (
 	// drain limit (Options.DrainLimit); its memory is leaked, never freed
 	// while it might still be used.
 	ErrDeviceLost = backend.ErrDeviceLost
+	// ErrOutOfMemory: a device (or host) allocation failed.
+	ErrOutOfMemory = backend.ErrOutOfMemory
+	// ErrValidation: the API validation layer (Options.Validation) reported
+	// a message about the call's device work.
+	ErrValidation = backend.ErrValidation
 	// ErrAborted is the cause Abort records when it is given nil.
 	ErrAborted = errors.New("aborted")
 )

@@ -583,9 +583,8 @@ func (s *GradientSync[T]) topK(ctx context.Context, grads []T) error {
 		i := int(fi)
 		grads[i] += s.allVal[j]
 	}
-	scale := T(1 / float64(N))
 	for i := range grads {
-		grads[i] *= scale
+		grads[i] = T(float64(grads[i]) / float64(N)) // correctly rounded mean
 	}
 	s.mu.Lock()
 	s.mon.record(s.cur, k*N*(8+dtypeOf[T]().Size()), d, 2) // two gathers

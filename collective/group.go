@@ -233,7 +233,7 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.placement[r] = d
 	}
 	oo := backend.OpenOptions{MaxBindingBytes: opts.MaxBindingBytes, DisableFloat64: opts.DisableFloat64, Validation: opts.Validation,
-		ShareDevice: opts.ShareDevice}
+		ShareDevice: opts.ShareDevice, DrainLimit: g.drainLimit}
 	for r := 0; r < g.nl; r++ {
 		dev, err := b.Open(g.placement[r], oo)
 		if err != nil {
@@ -561,16 +561,14 @@ func (g *Group) Close() error {
 				l.out = nil
 			}
 		}
-		if !lost {
-			errs = append(errs, g.closeDevices())
-		} else {
-			for i, c := range g.comms {
-				if c.lost == nil {
-					if err := g.devs[i].Close(); err != nil {
-						errs = append(errs, err)
-					}
-				}
-			}
+		// Every device is closed: a device drains (bounded by the drain
+		// limit) before it frees anything, and one that does not drain
+		// declares itself lost and leaks its memory. Buffers of a comm
+		// declared lost were not closed one by one above.
+		if err := g.closeDevices(); err != nil && !lost {
+			errs = append(errs, err)
+		}
+		if lost {
 			errs = append(errs, fmt.Errorf("collective: a device was declared lost; its memory is leaked: %w", ErrDeviceLost))
 		}
 		g.closeErr = errors.Join(errs...)

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -69,8 +70,12 @@ func (h *HostBuffer[T]) Close() error {
 			leak = true
 			continue
 		}
-		if err := imp.buf.Close(); err != nil && first == nil {
-			first = err
+		if err := imp.buf.Close(); err != nil {
+			if errors.Is(err, ErrDeviceLost) {
+				leak = true // the device may still write it
+			} else if first == nil {
+				first = err
+			}
 		}
 	}
 	if leak {

@@ -42,7 +42,6 @@ func TestAllReduceMeanULP(t *testing.T) {
 // TestAllReduceMeanHostF64: the exact f64 host path of devices without f64
 // kernels gives the same correctly rounded mean.
 func TestAllReduceMeanHostF64(t *testing.T) {
-	t.Skip("reduceHostF64 (collective/allreduce.go) still multiplies by 1/N: switch acc *= scale to backend.ApplyScale64, then drop this skip")
 	for _, ranks := range []int{3, 7} {
 		g := openGroup(t, "host", ranks, func(o *Options) { o.DisableFloat64 = true })
 		for _, s := range []Strategy{Direct, Pipelined} {
