@@ -500,9 +500,9 @@ func (c *Comm) directPinnedSlice(ctx context.Context, n, es int, dt backend.DTyp
 		}
 		w := backend.Region{Buf: c.work, Off: (a - lo) * es, Len: (b - a) * es}
 		for p := 0; p < g.n; p++ {
-			r, ok := c.pinnedRegion(g.sendOf[p][a*es : b*es])
+			r, ok, err := c.importRegion(g.sendOf[p][a*es : b*es])
 			if !ok {
-				return fmt.Errorf("importing rank %d's pinned buffer failed", p)
+				return importFailed(p, err)
 			}
 			srcs[p] = r
 		}
@@ -510,9 +510,9 @@ func (c *Comm) directPinnedSlice(ctx context.Context, n, es int, dt backend.DTyp
 			return err
 		}
 		for p := 0; p < g.n; p++ {
-			r, ok := c.pinnedRegion(g.recvOf[p][a*es : b*es])
+			r, ok, err := c.importRegion(g.recvOf[p][a*es : b*es])
 			if !ok {
-				return fmt.Errorf("importing rank %d's pinned buffer failed", p)
+				return importFailed(p, err)
 			}
 			if err := s.Copy(r, w); err != nil {
 				return err
@@ -528,6 +528,15 @@ func (c *Comm) directPinnedSlice(ctx context.Context, n, es int, dt backend.DTyp
 		return c.waitFence(ctx, last)
 	}
 	return nil
+}
+
+// importFailed is the error of a failed import of rank p's pinned buffer
+// during a zero-copy exchange (every rank's own import had succeeded).
+func importFailed(p int, err error) error {
+	if err == nil {
+		err = ErrUnsupported
+	}
+	return fmt.Errorf("importing rank %d's pinned buffer: %w", p, err)
 }
 
 // failAfter wraps an error from an algorithm that worked on the device

@@ -63,7 +63,12 @@ func (g *Group) measure(c *Comm) *costModel {
 	m.once.Do(func() {
 		start := time.Now()
 		m.SlotBytes = g.slotBytes
-		m.Err = measureDevice(c.dev, m)
+		// Bounded: a device that does not finish its work makes the
+		// measurement fail (and Auto fall back) instead of hanging every
+		// rank in this Once.
+		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.CommunicationTimeout)
+		m.Err = measureDevice(ctx, c.dev, m)
+		cancel()
 		m.Measured = time.Since(start)
 		if g.log != nil {
 			g.log.Info("gocoll: cost model measured", "rank", c.rank, "submit_us", m.Submit*1e6,
@@ -81,7 +86,7 @@ func median(xs []float64) float64 {
 }
 
 // measureDevice times the primitives the algorithms are built of.
-func measureDevice(dev backend.Device, m *costModel) error {
+func measureDevice(ctx context.Context, dev backend.Device, m *costModel) error {
 	const size = 1 << 20
 	hv, err := dev.Alloc(2*size, backend.HostVisible)
 	if err != nil {
@@ -93,7 +98,6 @@ func measureDevice(dev backend.Device, m *costModel) error {
 		return err
 	}
 	defer dl.Close()
-	ctx := context.Background()
 	st := dev.Stream()
 	timeIt := func(reps int, f func() error) (float64, error) {
 		xs := make([]float64, reps)

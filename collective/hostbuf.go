@@ -170,31 +170,37 @@ func (p *pinnedSet) lookup(b []byte) *pinnedEntry {
 // HostBuffer, importing it on first use; ok is false for plain slices or
 // devices that cannot import.
 func (c *Comm) pinnedRegion(b []byte) (backend.Region, bool) {
+	r, ok, _ := c.importRegion(b)
+	return r, ok
+}
+
+// importRegion is pinnedRegion that also returns why an import failed.
+func (c *Comm) importRegion(b []byte) (backend.Region, bool, error) {
 	imp, isImp := c.dev.(backend.Importer)
 	if !isImp {
-		return backend.Region{}, false
+		return backend.Region{}, false, nil
 	}
 	e := pinned.lookup(b)
 	if e == nil {
-		return backend.Region{}, false
+		return backend.Region{}, false, nil
 	}
 	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - e.base)
 	c.importMu.Lock()
 	defer c.importMu.Unlock()
 	for _, x := range c.imported {
 		if x.e == e {
-			return backend.Region{Buf: x.buf, Off: off, Len: len(b)}, true
+			return backend.Region{Buf: x.buf, Off: off, Len: len(b)}, true, nil
 		}
 	}
 	buf, err := imp.Import(e.mem)
 	if err != nil {
-		return backend.Region{}, false // stage it instead
+		return backend.Region{}, false, err // the caller stages it instead, or fails
 	}
 	e.mu.Lock()
 	e.imports = append(e.imports, pinnedImport{c: c, buf: buf})
 	e.mu.Unlock()
 	c.imported = append(c.imported, importedMem{e: e, buf: buf})
-	return backend.Region{Buf: buf, Off: off, Len: len(b)}, true
+	return backend.Region{Buf: buf, Off: off, Len: len(b)}, true, nil
 }
 
 type importedMem struct {
@@ -258,6 +264,11 @@ func (c *Comm) download(ctx context.Context, k *call, at int, recv []byte) error
 			return err
 		}
 		return c.flush(ctx)
+	}
+	// A staged read goes through the queue by itself: submit what is
+	// recorded first (a pinned upload may be), so it reads after it.
+	if err := c.flush(ctx); err != nil {
+		return err
 	}
 	return k.work.Read(k.base+at*k.es, recv)
 }

@@ -212,7 +212,10 @@ func (c *Comm) waitAccess() error {
 	if c.g.access.Load() == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(c.g.drainLimit)
+	// A peer whose device hangs gives up after CommunicationTimeout and
+	// then drains for up to the drain limit (declaring its own device lost
+	// if that fails): wait that long before blaming this rank's device.
+	deadline := time.Now().Add(c.g.cfg.CommunicationTimeout + c.g.drainLimit)
 	for c.g.access.Load() != 0 {
 		if time.Now().After(deadline) {
 			c.markLost(errors.New("peers did not leave the exchange within the drain limit"))
