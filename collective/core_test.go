@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gocoll/gocoll/internal/faultinject"
 )
 
 // Regression tests of the core's promises: right results on every chunking,
@@ -61,13 +63,19 @@ func TestPipelinedSmallTensors(t *testing.T) {
 // peer writes its buffer any more: its buffer does not change after the
 // call returned.
 func TestDirectCancelledRankNotWrittenAfterReturn(t *testing.T) {
-	n := 4 << 20
-	if raceEnabled {
-		n = 1 << 18
+	for _, bk := range backendsUnderTest(t) {
+		n := 4 << 20
+		if raceEnabled || bk == "vulkan" {
+			n = 1 << 18
+		}
+		directCancelled(t, bk, n)
 	}
+}
+
+func directCancelled(t *testing.T, bk string, n int) {
 	for _, strat := range []Strategy{Direct, Pipelined} {
 		for _, pinnedMem := range []bool{false, true} {
-			g := openGroup(t, "host", 4, func(o *Options) { o.Config.Strategy = strat })
+			g := openGroup(t, bk, 4, func(o *Options) { o.Config.Strategy = strat })
 			data := make([][]float32, 4)
 			var bufs []*HostBuffer[float32]
 			for r := range data {
@@ -111,8 +119,8 @@ func TestDirectCancelledRankNotWrittenAfterReturn(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 				for i := range snap {
 					if data[1][i] != snap[i] {
-						t.Fatalf("%v pinned=%v: element %d of the cancelled rank changed after its call returned (%v -> %v)",
-							strat, pinnedMem, i, snap[i], data[1][i])
+						t.Fatalf("%s %v pinned=%v: element %d of the cancelled rank changed after its call returned (%v -> %v)",
+							bk, strat, pinnedMem, i, snap[i], data[1][i])
 					}
 				}
 				if !errors.Is(errs[1], context.Canceled) {
@@ -424,5 +432,27 @@ func TestModelClaimsComm(t *testing.T) {
 	wg.Wait()
 	if err != nil && !errors.Is(err, ErrConcurrentUse) {
 		t.Fatal(err)
+	}
+}
+
+// A failure after data moved names the strategy that ran.
+func TestDataErrorNamesStrategy(t *testing.T) {
+	fi := faultBackend(t, "host")
+	for _, s := range []Strategy{Ring, Tree, Hierarchical, Direct, Pipelined} {
+		fi.Arm(faultinject.Plan{Kind: faultinject.FailRecord, Device: 0, K: 1})
+		g := openGroup(t, "faultinject-host", 3, func(o *Options) { o.Config.Strategy = s; o.Config.LocalGroupSize = 2 })
+		errs := onRanks(g, func(c *Comm) error {
+			return AllReduce(context.Background(), c, make([]float32, 1000), Sum)
+		})
+		var de *DataError
+		if !errors.As(errs[0], &de) || de.Strategy != s || !errors.Is(errs[0], ErrOutOfMemory) {
+			t.Errorf("%v: rank 0: %v", s, errs[0])
+		}
+		for r := 1; r < 3; r++ {
+			if !errors.Is(errs[r], ErrGroupBroken) || !errors.Is(errs[r], ErrOutOfMemory) {
+				t.Errorf("%v: rank %d: %v", s, r, errs[r])
+			}
+		}
+		g.Close()
 	}
 }
