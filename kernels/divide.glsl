@@ -1,7 +1,10 @@
-// divide(x, N, r) returns x / N correctly rounded, for r = 1/N rounded to S
-// (the scale a mean passes) and an integer N that backend.Divisor accepts
-// (N <= 2^20, odd part below 2^12): included by reduce.comp and scale.comp,
-// which define S (the scalar type) and T (S, or the 16-byte vector of S).
+// divide(x, N, r) returns x / N correctly rounded wherever x / N is a normal
+// float, also on a device that flushes subnormals to zero, for r = 1/N
+// rounded to S (the scale a mean passes) and an integer N that
+// backend.Divisor accepts (N <= 2^20, odd part below 2^12): included by
+// reduce.comp and scale.comp, which define S (the scalar type) and T (S, or
+// the 16-byte vector of S). kernels/divide_test.go models it in Go, with and
+// without flushing; keep the two in step.
 //
 // x * r alone can be more than 1 ulp from v = x/N (r is not 1/N exactly).
 // q = x*r is within 2 ulp of v, so the remainder q*N - x is exactly
@@ -16,12 +19,39 @@
 // rounding of e*r is within 4 * 2^-p ulp of v (precision p = 24 or 53), and
 // rounding it once gives the float nearest v: x/N is never a midpoint
 // between two floats (that would need p+1 significant bits times an integer)
-// and is at least ulp/(2N) from one, far more than the error. So the result
-// is correctly rounded wherever no value is subnormal (a GPU may flush them).
+// and is at least ulp/(2N) from one, far more than the error.
+//
+// That needs every value, and every exact result before rounding, to be
+// normal or zero: Vulkan lets a device flush subnormal f32 (and f64) inputs
+// and results to zero unless it reports shaderDenormPreserveFloat32, and
+// NVIDIA's does. With 2^E <= |q| < 2^(E+1), the smallest nonzero value is
+// e*r: ql is 0 or at least ulp(q) = 2^(E-p+1); qh*N - x, ql*N and e are
+// multiples of ulp(q) (x is a multiple of ulp(x) >= ulp(q)), so e*r is 0 or
+// above 2^(E-p+1) / 2^21 = 2^(E-p-20); all else is at least about |q|. So
+// all is normal when E >= emin + p + 20: -82 in f32 (emin -126), -949 in f64
+// (emin -1022). A small x therefore is first scaled by the exact power of
+// two UP (2^64 in f32, 2^128 in f64) and the quotient by DOWN = 1/UP:
+//   - |x| >= SMALL (2^-50 in f32, 2^-896 in f64): not scaled; |q| >=
+//     SMALL/2^20 * (1 - 2^-p)^2, E >= -71 (f32) or -917 (f64).
+//   - N * 2^emin <= |x| < SMALL, so that v is at least the least normal
+//     2^emin: x*UP is exact, |x*UP| < 2^14 (f32) or 2^-768 (f64), E >= emin +
+//     64 - 1 = -63 (f32) or emin + 128 - 1 = -895 (f64), and the correctly
+//     rounded quotient of x*UP, at least 2^emin * UP, times DOWN is exact and
+//     normal: the correctly rounded x/N.
+//   - |x| < N * 2^emin (v is subnormal, or x is 0): not scaled, as before;
+//     where subnormals are kept (lavapipe) the result is within 1 ulp, where
+//     they are flushed it may be 0. The kernels never scale a zero, NaN or
+//     infinity.
+// A device that flushes keeps every input and exact result normal or zero
+// along the first two paths, so it computes the very bits lavapipe does.
 // Inf stays Inf (e would be NaN); NaN stays NaN; a zero keeps its sign (e is
 // +0 and q - (+0) is q). precise keeps every operation as written: nothing
 // contracted or reassociated.
 #ifdef GOCOLL_F64
+#define DIV_MIN_NORMAL 2.2250738585072014e-308LF // 2^-1022
+#define DIV_SMALL 1.8928834978668395e-270LF      // 2^-896
+#define DIV_UP 3.402823669209385e+38LF           // 2^128
+#define DIV_DOWN 2.938735877055719e-39LF         // 2^-128
 S high_half(S v) {
     uvec2 w = unpackDouble2x32(v); // (low word, high word)
     w.x &= 0xFC000000u;            // keep 27 significant bits
@@ -33,16 +63,42 @@ T high_bits(T v) { return T(high_half(v.x), high_half(v.y)); }
 T high_bits(T v) { return high_half(v); }
 #endif
 #else
+#define DIV_MIN_NORMAL 1.1754943508222875e-38 // 2^-126
+#define DIV_SMALL 8.881784197001252e-16       // 2^-50
+#define DIV_UP 1.8446744073709552e+19         // 2^64
+#define DIV_DOWN 5.421010862427522e-20        // 2^-64
 // Keep 12 significant bits (per component for vec4).
 T high_bits(T v) { return uintBitsToFloat(floatBitsToUint(v) & 0xFFFFF000u); }
 #endif
 
+// Per component a < b, and its type.
+#ifdef GOCOLL_VEC
+#define DIV_LESS(a, b) lessThan(a, b)
+#ifdef GOCOLL_F64
+#define DIV_BOOL bvec2
+#else
+#define DIV_BOOL bvec4
+#endif
+#else
+#define DIV_LESS(a, b) ((a) < (b))
+#define DIV_BOOL bool
+#endif
+
 T divide(T x, uint div, S r) {
     S n = S(div);
-    precise T q = x * r;
+    // Scale by UP, and back by DOWN, where N * 2^emin <= |x| < SMALL; else
+    // by 1 (NaN and infinities included).
+    T a = abs(x);
+    DIV_BOOL small = DIV_LESS(a, T(DIV_SMALL));
+    DIV_BOOL sub = DIV_LESS(a, T(n * S(DIV_MIN_NORMAL)));
+    T up = mix(mix(T(1), T(DIV_UP), small), T(1), sub);
+    T down = mix(mix(T(1), T(DIV_DOWN), small), T(1), sub);
+    precise T xs = x * up; // exact
+    precise T q = xs * r;
     T qh = high_bits(q);
     precise T ql = q - qh;
-    precise T e = (qh * n - x) + ql * n; // q*N - x, exactly
+    precise T e = (qh * n - xs) + ql * n; // q*N - xs, exactly
     precise T q1 = q - e * r;
-    return mix(q1, q, isinf(q));
+    precise T res = mix(q1, q, isinf(q)) * down; // exact
+    return res;
 }

@@ -15,10 +15,14 @@ import (
 // place, must be within 1 ulp of the exact mean S/N, and in fact its
 // correctly rounded value, computed with math/big; so must Scale by 1/N for
 // larger N up to backend.MaxDivisor. The inputs are MeanInputs: every
-// partial sum exact, no subnormal mean, and among them sums a multiply by
-// the rounded 1/N gets more than 1 ulp wrong. Lengths 1024 (whole 16-byte
-// vectors: the 16-byte kernels, where a backend has them) and 1023 (the
-// scalar kernels).
+// partial sum exact, no subnormal mean of up to 8 sources, tiny ones whose
+// mean is normal but its ulp (and the kernels' remainders) subnormal, so
+// that a device flushing subnormals must still get them right, and sums a
+// multiply by the rounded 1/N gets more than 1 ulp wrong. Where a larger N
+// makes the exact mean subnormal, a device may flush it: it must be 0 or
+// within 1 ulp (the least subnormal). Lengths 1024 (whole 16-byte vectors:
+// the 16-byte kernels, where a backend has them) and 1023 (the scalar
+// kernels).
 func testMean[T float](t *testing.T, s *suite) {
 	dt := dtypeOf[T]()
 	needDType(t, s.dev, dt)
@@ -93,6 +97,12 @@ func testMean[T float](t *testing.T, s *suite) {
 				m := &mismatches{t: t, what: fmt.Sprintf("%v %s by 1/%d", dt, o.what, o.N)}
 				s := sum[min(o.N, maxN)-1]
 				for i := range n {
+					if sub, ok := subnormalMean(float64(got[i]), s[i], exp[i], o.N, dt); sub {
+						if !ok {
+							m.add("element %d: got %v, neither 0 nor within 1 ulp of the exact subnormal mean %v", i, got[i], math.Ldexp(float64(s[i]), exp[i])/float64(o.N))
+						}
+						continue
+					}
 					want, ulps := MeanError(float64(got[i]), s[i], exp[i], o.N, prec)
 					if ulps > 1 {
 						m.add("element %d: got %v, %.3g ulp from the exact mean (nearest %v)", i, got[i], ulps, want)
@@ -113,10 +123,14 @@ func testMean[T float](t *testing.T, s *suite) {
 // element's sources, so every partial sum of up to 16 sources is exact in
 // the element type, in any order. The exponents range over 2^-90..2^90 (f32)
 // or 2^-900..2^900 (f64) and the integers take either sign, so values are
-// large, small and negative, but no mean of up to 2^20 sources is subnormal.
-// Every 16th element is a small integer (exact or near-exact means); in
-// every 16th plus one only source 0 is nonzero, 3*2^(Prec-2)+j for j in
-// 0..7, a sum a multiply by float32(1/7) gets 1.14 ulp wrong.
+// large, small and negative. Every 16th element is a small integer (exact
+// or near-exact means); in every 16th plus one only source 0 is nonzero,
+// 3*2^(Prec-2)+j for j in 0..7, a sum a multiply by float32(1/7) gets 1.14
+// ulp wrong. Every 16th plus two (small integers) and plus three are tiny:
+// exponents 2^-123..2^-100 (f32: values about 1e-37..1e-24) or
+// 2^-1019..2^-996 (f64: about 1e-307..1e-285), so that no mean of up to 8
+// sources is subnormal but many have a subnormal ulp (a mean of 2^20
+// sources can be subnormal). Every other mean of up to 2^20 sources is normal.
 type MeanInputs struct {
 	Mant [][]int64
 	Exp  []int
@@ -125,13 +139,16 @@ type MeanInputs struct {
 
 // NewMeanInputs draws MeanInputs for sources sources of n elements of dt.
 func NewMeanInputs(r *rand.Rand, dt backend.DType, sources, n int) MeanInputs {
-	prec, maxExp := uint(24), 90
+	prec, maxExp, minNormalExp := uint(24), 90, -126
 	if dt == backend.F64 {
-		prec, maxExp = 53, 900
+		prec, maxExp, minNormalExp = 53, 900, -1022
 	}
 	in := MeanInputs{Mant: make([][]int64, sources), Exp: make([]int, n), Prec: prec}
 	for i := range in.Exp {
 		in.Exp[i] = r.IntN(2*maxExp+1) - maxExp
+		if i%16 == 2 || i%16 == 3 { // tiny: a mean of 8 is at least 2^minNormalExp
+			in.Exp[i] = minNormalExp + 3 + r.IntN(24)
+		}
 	}
 	lim := int64(1) << (prec - 4)
 	for j := range in.Mant {
@@ -139,7 +156,7 @@ func NewMeanInputs(r *rand.Rand, dt backend.DType, sources, n int) MeanInputs {
 		for i := range n {
 			m := r.Int64N(2*lim+1) - lim
 			switch i % 16 {
-			case 0:
+			case 0, 2:
 				m = r.Int64N(21) - 10
 			case 1:
 				m = 0
@@ -160,6 +177,38 @@ func MeanValues[T float](in MeanInputs, j int) []T {
 		v[i] = T(math.Ldexp(float64(m), in.Exp[i]))
 	}
 	return v
+}
+
+// subnormalMean reports whether the exact mean m*2^e/n is nonzero and below
+// the least normal value of dt, and if so whether got is 0 (flushed) or
+// within one ulp, the least subnormal, of it.
+func subnormalMean(got float64, m int64, e, n int, dt backend.DType) (sub, ok bool) {
+	prec, minNormalExp := 24, -126
+	if dt == backend.F64 {
+		prec, minNormalExp = 53, -1022
+	}
+	exact := new(big.Rat).SetFrac(big.NewInt(m), big.NewInt(int64(n)))
+	exact.Mul(exact, pow2(e))
+	abs := new(big.Rat).Abs(exact)
+	if exact.Sign() == 0 || abs.Cmp(pow2(minNormalExp)) >= 0 {
+		return false, false
+	}
+	if got == 0 {
+		return true, true
+	}
+	if math.IsNaN(got) || math.IsInf(got, 0) {
+		return true, false
+	}
+	diff := new(big.Rat).Sub(new(big.Rat).SetFloat64(got), exact)
+	return true, diff.Abs(diff).Cmp(pow2(minNormalExp-prec+1)) <= 0
+}
+
+// pow2 returns 2^e.
+func pow2(e int) *big.Rat {
+	if e >= 0 {
+		return new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), uint(e)))
+	}
+	return new(big.Rat).SetFrac(big.NewInt(1), new(big.Int).Lsh(big.NewInt(1), uint(-e)))
 }
 
 // MeanError returns the float of precision prec nearest to the exact mean

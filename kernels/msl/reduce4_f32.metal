@@ -6,6 +6,55 @@
 using namespace metal;
 
 template<typename T>
+[[clang::optnone]] T spvFMul(T l, T r)
+{
+    return fma(l, r, T(0));
+}
+
+template<typename T, int Cols, int Rows>
+[[clang::optnone]] vec<T, Cols> spvFMulVectorMatrix(vec<T, Rows> v, matrix<T, Cols, Rows> m)
+{
+    vec<T, Cols> res = vec<T, Cols>(0);
+    for (uint i = Rows; i > 0; --i)
+    {
+        vec<T, Cols> tmp(0);
+        for (uint j = 0; j < Cols; ++j)
+        {
+            tmp[j] = m[j][i - 1];
+        }
+        res = fma(tmp, vec<T, Cols>(v[i - 1]), res);
+    }
+    return res;
+}
+
+template<typename T, int Cols, int Rows>
+[[clang::optnone]] vec<T, Rows> spvFMulMatrixVector(matrix<T, Cols, Rows> m, vec<T, Cols> v)
+{
+    vec<T, Rows> res = vec<T, Rows>(0);
+    for (uint i = Cols; i > 0; --i)
+    {
+        res = fma(m[i - 1], vec<T, Rows>(v[i - 1]), res);
+    }
+    return res;
+}
+
+template<typename T, int LCols, int LRows, int RCols, int RRows>
+[[clang::optnone]] matrix<T, RCols, LRows> spvFMulMatrixMatrix(matrix<T, LCols, LRows> l, matrix<T, RCols, RRows> r)
+{
+    matrix<T, RCols, LRows> res;
+    for (uint i = 0; i < RCols; i++)
+    {
+        vec<T, RCols> tmp(0);
+        for (uint j = 0; j < LCols; j++)
+        {
+            tmp = fma(vec<T, RCols>(r[i][j]), l[j], tmp);
+        }
+        res[i] = tmp;
+    }
+    return res;
+}
+
+template<typename T>
 [[clang::optnone]] T spvFAdd(T l, T r)
 {
     return fma(T(1), l, r);
@@ -25,9 +74,9 @@ constant bool _82 = (OP == 2u);
 constant bool _100 = (OP == 2u);
 constant bool _118 = (OP == 0u);
 constant bool _125 = (OP == 1u);
-constant uint _216_tmp [[function_constant(0)]];
-constant uint _216 = is_function_constant_defined(_216_tmp) ? _216_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_216, 1u, 1u);
+constant uint _256_tmp [[function_constant(0)]];
+constant uint _256 = is_function_constant_defined(_256_tmp) ? _256_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_256, 1u, 1u);
 
 struct Params
 {
@@ -46,49 +95,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _253 = (K > 1u);
+constant bool _293 = (K > 1u);
 
 struct Src1
 {
     float4 d[1];
 };
 
-constant bool _270 = (K > 2u);
+constant bool _310 = (K > 2u);
 
 struct Src2
 {
     float4 d[1];
 };
 
-constant bool _288 = (K > 3u);
+constant bool _328 = (K > 3u);
 
 struct Src3
 {
     float4 d[1];
 };
 
-constant bool _307 = (K > 4u);
+constant bool _347 = (K > 4u);
 
 struct Src4
 {
     float4 d[1];
 };
 
-constant bool _325 = (K > 5u);
+constant bool _365 = (K > 5u);
 
 struct Src5
 {
     float4 d[1];
 };
 
-constant bool _344 = (K > 6u);
+constant bool _384 = (K > 6u);
 
 struct Src6
 {
     float4 d[1];
 };
 
-constant bool _363 = (K > 7u);
+constant bool _403 = (K > 7u);
 
 struct Src7
 {
@@ -182,59 +231,66 @@ static inline __attribute__((always_inline))
 float4 divide(thread const float4& x, thread const uint& div, thread const float& r)
 {
     float n = float(div);
-    float4 q = x * r;
+    float4 a = abs(x);
+    bool4 small = a < float4(8.8817841970012523233890533447266e-16);
+    bool4 sub = a < float4(spvFMul(n, 1.1754943508222875079687365372222e-38));
+    float4 up = select(select(float4(1.0), float4(18446744073709551616.0), small), float4(1.0), sub);
+    float4 down = select(select(float4(1.0), float4(5.4210108624275221700372640043497e-20), small), float4(1.0), sub);
+    float4 xs = spvFMul(x, up);
+    float4 q = xs * r;
     float4 param = q;
     float4 qh = high_bits(param);
     float4 ql = spvFSub(q, qh);
-    float4 e = spvFAdd(spvFSub(qh * n, x), ql * n);
+    float4 e = spvFAdd(spvFSub(qh * n, xs), ql * n);
     float4 q1 = spvFSub(q, e * r);
-    return select(q1, q, isinf(q));
+    float4 res = spvFMul(select(q1, q, isinf(q)), down);
+    return res;
 }
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _219 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    float4 _387;
-    for (uint stride = _219, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _259 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    float4 _427;
+    for (uint stride = _259, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         float4 acc = s0.d[pc.src_off[0] + i];
-        if (_253)
+        if (_293)
         {
             float4 param = acc;
             float4 param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_270)
+        if (_310)
         {
             float4 param_2 = acc;
             float4 param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_288)
+        if (_328)
         {
             float4 param_4 = acc;
             float4 param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_307)
+        if (_347)
         {
             float4 param_6 = acc;
             float4 param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_325)
+        if (_365)
         {
             float4 param_8 = acc;
             float4 param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_344)
+        if (_384)
         {
             float4 param_10 = acc;
             float4 param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_363)
+        if (_403)
         {
             float4 param_12 = acc;
             float4 param_13 = s7.d[pc.src_off[7] + i];
@@ -247,13 +303,13 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)
                 float4 param_14 = acc;
                 uint param_15 = pc.div;
                 float param_16 = pc.scale;
-                _387 = divide(param_14, param_15, param_16);
+                _427 = divide(param_14, param_15, param_16);
             }
             else
             {
-                _387 = acc * pc.scale;
+                _427 = acc * pc.scale;
             }
-            acc = _387;
+            acc = _427;
         }
         dst.d[pc.dst_off + i] = acc;
     }

@@ -72,9 +72,9 @@ constant bool _40 = (OP == 0u);
 constant bool _48 = (OP == 1u);
 constant bool _75 = (OP == 2u);
 constant bool _93 = (OP == 2u);
-constant uint _163_tmp [[function_constant(0)]];
-constant uint _163 = is_function_constant_defined(_163_tmp) ? _163_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_163, 1u, 1u);
+constant uint _197_tmp [[function_constant(0)]];
+constant uint _197 = is_function_constant_defined(_197_tmp) ? _197_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_197, 1u, 1u);
 
 struct Params
 {
@@ -93,49 +93,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _201 = (K > 1u);
+constant bool _235 = (K > 1u);
 
 struct Src1
 {
     float d[1];
 };
 
-constant bool _219 = (K > 2u);
+constant bool _253 = (K > 2u);
 
 struct Src2
 {
     float d[1];
 };
 
-constant bool _237 = (K > 3u);
+constant bool _271 = (K > 3u);
 
 struct Src3
 {
     float d[1];
 };
 
-constant bool _256 = (K > 4u);
+constant bool _290 = (K > 4u);
 
 struct Src4
 {
     float d[1];
 };
 
-constant bool _275 = (K > 5u);
+constant bool _309 = (K > 5u);
 
 struct Src5
 {
     float d[1];
 };
 
-constant bool _294 = (K > 6u);
+constant bool _328 = (K > 6u);
 
 struct Src6
 {
     float d[1];
 };
 
-constant bool _313 = (K > 7u);
+constant bool _347 = (K > 7u);
 
 struct Src7
 {
@@ -208,59 +208,66 @@ static inline __attribute__((always_inline))
 float divide(thread const float& x, thread const uint& div, thread const float& r)
 {
     float n = float(div);
-    float q = spvFMul(x, r);
+    float a = abs(x);
+    bool small = a < 8.8817841970012523233890533447266e-16;
+    bool sub = a < spvFMul(n, 1.1754943508222875079687365372222e-38);
+    float up = sub ? 1.0 : (small ? 18446744073709551616.0 : 1.0);
+    float down = sub ? 1.0 : (small ? 5.4210108624275221700372640043497e-20 : 1.0);
+    float xs = spvFMul(x, up);
+    float q = spvFMul(xs, r);
     float param = q;
     float qh = high_bits(param);
     float ql = spvFSub(q, qh);
-    float e = spvFAdd(spvFSub(spvFMul(qh, n), x), spvFMul(ql, n));
+    float e = spvFAdd(spvFSub(spvFMul(qh, n), xs), spvFMul(ql, n));
     float q1 = spvFSub(q, spvFMul(e, r));
-    return isinf(q) ? q : q1;
+    float res = spvFMul(isinf(q) ? q : q1, down);
+    return res;
 }
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _166 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    float _337;
-    for (uint stride = _166, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _200 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    float _371;
+    for (uint stride = _200, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         float acc = s0.d[pc.src_off[0] + i];
-        if (_201)
+        if (_235)
         {
             float param = acc;
             float param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_219)
+        if (_253)
         {
             float param_2 = acc;
             float param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_237)
+        if (_271)
         {
             float param_4 = acc;
             float param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_256)
+        if (_290)
         {
             float param_6 = acc;
             float param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_275)
+        if (_309)
         {
             float param_8 = acc;
             float param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_294)
+        if (_328)
         {
             float param_10 = acc;
             float param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_313)
+        if (_347)
         {
             float param_12 = acc;
             float param_13 = s7.d[pc.src_off[7] + i];
@@ -273,13 +280,13 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)
                 float param_14 = acc;
                 uint param_15 = pc.div;
                 float param_16 = pc.scale;
-                _337 = divide(param_14, param_15, param_16);
+                _371 = divide(param_14, param_15, param_16);
             }
             else
             {
-                _337 = acc * pc.scale;
+                _371 = acc * pc.scale;
             }
-            acc = _337;
+            acc = _371;
         }
         dst.d[pc.dst_off + i] = acc;
     }

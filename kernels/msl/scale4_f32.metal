@@ -6,6 +6,55 @@
 using namespace metal;
 
 template<typename T>
+[[clang::optnone]] T spvFMul(T l, T r)
+{
+    return fma(l, r, T(0));
+}
+
+template<typename T, int Cols, int Rows>
+[[clang::optnone]] vec<T, Cols> spvFMulVectorMatrix(vec<T, Rows> v, matrix<T, Cols, Rows> m)
+{
+    vec<T, Cols> res = vec<T, Cols>(0);
+    for (uint i = Rows; i > 0; --i)
+    {
+        vec<T, Cols> tmp(0);
+        for (uint j = 0; j < Cols; ++j)
+        {
+            tmp[j] = m[j][i - 1];
+        }
+        res = fma(tmp, vec<T, Cols>(v[i - 1]), res);
+    }
+    return res;
+}
+
+template<typename T, int Cols, int Rows>
+[[clang::optnone]] vec<T, Rows> spvFMulMatrixVector(matrix<T, Cols, Rows> m, vec<T, Cols> v)
+{
+    vec<T, Rows> res = vec<T, Rows>(0);
+    for (uint i = Cols; i > 0; --i)
+    {
+        res = fma(m[i - 1], vec<T, Rows>(v[i - 1]), res);
+    }
+    return res;
+}
+
+template<typename T, int LCols, int LRows, int RCols, int RRows>
+[[clang::optnone]] matrix<T, RCols, LRows> spvFMulMatrixMatrix(matrix<T, LCols, LRows> l, matrix<T, RCols, RRows> r)
+{
+    matrix<T, RCols, LRows> res;
+    for (uint i = 0; i < RCols; i++)
+    {
+        vec<T, RCols> tmp(0);
+        for (uint j = 0; j < LCols; j++)
+        {
+            tmp = fma(vec<T, RCols>(r[i][j]), l[j], tmp);
+        }
+        res[i] = tmp;
+    }
+    return res;
+}
+
+template<typename T>
 [[clang::optnone]] T spvFAdd(T l, T r)
 {
     return fma(T(1), l, r);
@@ -17,9 +66,9 @@ template<typename T>
     return fma(T(-1), r, l);
 }
 
-constant uint _79_tmp [[function_constant(0)]];
-constant uint _79 = is_function_constant_defined(_79_tmp) ? _79_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_79, 1u, 1u);
+constant uint _119_tmp [[function_constant(0)]];
+constant uint _119 = is_function_constant_defined(_119_tmp) ? _119_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_119, 1u, 1u);
 
 struct Params
 {
@@ -53,20 +102,27 @@ static inline __attribute__((always_inline))
 float4 divide(thread const float4& x, thread const uint& div, thread const float& r)
 {
     float n = float(div);
-    float4 q = x * r;
+    float4 a = abs(x);
+    bool4 small = a < float4(8.8817841970012523233890533447266e-16);
+    bool4 sub = a < float4(spvFMul(n, 1.1754943508222875079687365372222e-38));
+    float4 up = select(select(float4(1.0), float4(18446744073709551616.0), small), float4(1.0), sub);
+    float4 down = select(select(float4(1.0), float4(5.4210108624275221700372640043497e-20), small), float4(1.0), sub);
+    float4 xs = spvFMul(x, up);
+    float4 q = xs * r;
     float4 param = q;
     float4 qh = high_bits(param);
     float4 ql = spvFSub(q, qh);
-    float4 e = spvFAdd(spvFSub(qh * n, x), ql * n);
+    float4 e = spvFAdd(spvFSub(qh * n, xs), ql * n);
     float4 q1 = spvFSub(q, e * r);
-    return select(q1, q, isinf(q));
+    float4 res = spvFMul(select(q1, q, isinf(q)), down);
+    return res;
 }
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src& src [[buffer(1)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _83 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    float4 _123;
-    for (uint stride = _83, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _123 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    float4 _163;
+    for (uint stride = _123, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         float4 v = src.d[pc.src_off + i];
         if (SCALE)
@@ -76,13 +132,13 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)
                 float4 param = v;
                 uint param_1 = pc.div;
                 float param_2 = pc.scale;
-                _123 = divide(param, param_1, param_2);
+                _163 = divide(param, param_1, param_2);
             }
             else
             {
-                _123 = v * pc.scale;
+                _163 = v * pc.scale;
             }
-            v = _123;
+            v = _163;
         }
         dst.d[pc.dst_off + i] = v;
     }

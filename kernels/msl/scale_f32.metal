@@ -66,9 +66,9 @@ template<typename T>
     return fma(T(-1), r, l);
 }
 
-constant uint _74_tmp [[function_constant(0)]];
-constant uint _74 = is_function_constant_defined(_74_tmp) ? _74_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_74, 1u, 1u);
+constant uint _109_tmp [[function_constant(0)]];
+constant uint _109 = is_function_constant_defined(_109_tmp) ? _109_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_109, 1u, 1u);
 
 struct Params
 {
@@ -102,20 +102,27 @@ static inline __attribute__((always_inline))
 float divide(thread const float& x, thread const uint& div, thread const float& r)
 {
     float n = float(div);
-    float q = spvFMul(x, r);
+    float a = abs(x);
+    bool small = a < 8.8817841970012523233890533447266e-16;
+    bool sub = a < spvFMul(n, 1.1754943508222875079687365372222e-38);
+    float up = sub ? 1.0 : (small ? 18446744073709551616.0 : 1.0);
+    float down = sub ? 1.0 : (small ? 5.4210108624275221700372640043497e-20 : 1.0);
+    float xs = spvFMul(x, up);
+    float q = spvFMul(xs, r);
     float param = q;
     float qh = high_bits(param);
     float ql = spvFSub(q, qh);
-    float e = spvFAdd(spvFSub(spvFMul(qh, n), x), spvFMul(ql, n));
+    float e = spvFAdd(spvFSub(spvFMul(qh, n), xs), spvFMul(ql, n));
     float q1 = spvFSub(q, spvFMul(e, r));
-    return isinf(q) ? q : q1;
+    float res = spvFMul(isinf(q) ? q : q1, down);
+    return res;
 }
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src& src [[buffer(1)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _78 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    float _118;
-    for (uint stride = _78, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _113 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    float _153;
+    for (uint stride = _113, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         float v = src.d[pc.src_off + i];
         if (SCALE)
@@ -125,13 +132,13 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)
                 float param = v;
                 uint param_1 = pc.div;
                 float param_2 = pc.scale;
-                _118 = divide(param, param_1, param_2);
+                _153 = divide(param, param_1, param_2);
             }
             else
             {
-                _118 = v * pc.scale;
+                _153 = v * pc.scale;
             }
-            v = _118;
+            v = _153;
         }
         dst.d[pc.dst_off + i] = v;
     }
