@@ -2,6 +2,7 @@ package collective_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -37,4 +38,54 @@ func Example() {
 	wg.Wait()
 	fmt.Println(grads[0], grads[3])
 	// Output: [1.5 1 3] [1.5 1 3]
+}
+
+// Group.Run runs one function per rank; the first error aborts the group, so
+// the other ranks return promptly instead of waiting for their timeout.
+func ExampleGroup_Run() {
+	ctx := context.Background()
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 3, Backend: "host", Config: collective.DefaultConfig()})
+	if err != nil {
+		panic(err)
+	}
+	defer g.Close()
+
+	errBatch := errors.New("rank 2: no batch")
+	err = g.Run(ctx, func(ctx context.Context, c *collective.Comm) error {
+		if c.Rank() == 2 {
+			return errBatch
+		}
+		return collective.AllReduce(ctx, c, []float32{1, 2, 3}, collective.Sum)
+	})
+	fmt.Println(errors.Is(err, errBatch))
+	// Every later call fails at once, naming the cause.
+	err = collective.Barrier(ctx, g.Comm(0))
+	fmt.Println(errors.Is(err, collective.ErrGroupBroken), errors.Is(err, errBatch))
+	// Output:
+	// true
+	// true true
+}
+
+// A Comm is an ordered stream: an asynchronous all-reduce and a synchronous
+// one started after it run in that order on every rank.
+func ExampleAllReduceAsync() {
+	ctx := context.Background()
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 2, Backend: "host", Config: collective.DefaultConfig()})
+	if err != nil {
+		panic(err)
+	}
+	defer g.Close()
+
+	a := [][]float64{{1}, {2}}
+	b := [][]float64{{10}, {20}}
+	err = g.Run(ctx, func(ctx context.Context, c *collective.Comm) error {
+		r := c.Rank()
+		w := collective.AllReduceAsync(ctx, c, a[r], collective.Sum)
+		if err := collective.AllReduce(ctx, c, b[r], collective.Max); err != nil {
+			return err
+		}
+		return w.Wait(ctx) // a[r] may be read only after this
+	})
+	fmt.Println(err, a[0], b[1])
+	// Output: <nil> [3] [20]
 }
