@@ -343,3 +343,88 @@ func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) (err error)
 	}
 	return nil
 }
+
+// SendRecv sends send to rank to and receives recv from rank from in one
+// call, slice by slice in lockstep, so pairwise exchanges (to == from) and
+// shifts along a ring (every rank sends to r+1 and receives from r-1) never
+// deadlock, whatever the sizes. to or from may be -1 to only receive or
+// only send. The peer sending to this rank must call Send or SendRecv with
+// the same length and type; the one receiving, Recv or SendRecv.
+func SendRecv[T Float](ctx context.Context, c *Comm, send []T, to int, recv []T, from int) (err error) {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	bad := func(p int) bool { return p < -1 || p >= c.g.n || p == c.rank }
+	if bad(to) || bad(from) || (to < 0 && from < 0) {
+		return c.wrapErr("SendRecv", 0, invalidArg("bad peers: to %d, from %d", to, from))
+	}
+	if to < 0 {
+		send = nil
+	}
+	if from < 0 {
+		recv = nil
+	}
+	owned, err := c.enter(ctx, "SendRecv", false)
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
+	dt := dtypeOf[T]()
+	es := dt.Size()
+	ns, nr := len(send), len(recv)
+	k := &c.k
+	// The device buffer holds the send data at [0, ns) and what arrives at
+	// [ns, ns+nr).
+	if err := c.prepare(k, dt, Sum, ns+nr, asBytes(send), 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	slice := c.g.slotBytes / es
+	sendDone, recvDone := to < 0, from < 0
+	for j := 0; !sendDone || !recvDone; j++ {
+		if !sendDone {
+			a, e := sliceRange(0, ns, slice, j)
+			slot, out, err := c.reserve(ctx, to, (e-a)*es)
+			if err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+			if e > a {
+				if err := c.dev.Stream().Copy(out, k.region(a, e)); err != nil {
+					return c.fail(err, false, nil, nil)
+				}
+				if err := c.flush(ctx); err != nil {
+					return c.failAfter(err, nil, nil)
+				}
+			}
+			c.post(to, slot, (e-a)*es, msg{kind: msgP2P, dt: dt, count: int64(ns)})
+			sendDone = e >= ns
+		}
+		if !recvDone {
+			a, e := sliceRange(0, nr, slice, j)
+			in, m, err := c.take(ctx, from, 0, msgP2P, (e-a)*es)
+			if err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+			if !c.link(from, c.rank).remote && (m.dt != dt || m.count != int64(nr)) {
+				err := &MismatchError{Rank: c.rank, Call: fingerprint{kind: collRecv, dt: dt, count: int64(nr)}.String(),
+					Peer: from, PeerCall: fingerprint{kind: collSend, dt: m.dt, count: m.count}.String()}
+				c.breakWith(err)
+				return c.failAfter(err, nil, nil)
+			}
+			if e > a {
+				if err := c.dev.Stream().Copy(k.region(ns+a, ns+e), in); err != nil {
+					return c.fail(err, false, nil, nil)
+				}
+				if err := c.flush(ctx); err != nil {
+					return c.failAfter(err, nil, nil)
+				}
+			}
+			recvDone = e >= nr
+		}
+	}
+	if nr > 0 {
+		if err := c.download(ctx, k, ns, asBytes(recv)); err != nil {
+			return c.fail(err, true, nil, nil)
+		}
+	}
+	return nil
+}
