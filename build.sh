@@ -4,9 +4,10 @@
 #   ./build.sh deps        install what is missing (Debian/Ubuntu: Vulkan loader, lavapipe, validation
 #                          layers, glslc, spirv-cross, Open MPI; macOS: nothing) and check that go is there
 #   ./build.sh kernels     regenerate the compiled kernels (go generate ./kernels)
-#   ./build.sh build       go build ./..., bin/allreduce-perf, bin/gocoll-info, go vet ./...
-#   ./build.sh test        deps, gofmt, vet, the build matrix, go test ./..., go test -race ./..., then
-#                          the MPI tests (-tags mpi, under mpirun; docs/MPI.md) (what CI runs)
+#   ./build.sh build       go build and go vet of both modules, bin/allreduce-perf, bin/gocoll-info
+#   ./build.sh test        deps, gofmt, vet, the lean-module check, the build matrix, go test and go test -race
+#                          of both modules, then the MPI tests (-tags mpi, under mpirun; docs/MPI.md) (what CI runs)
+#   ./build.sh tidy        go mod tidy of both modules
 #   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (suites run everything on lavapipe), then the
 #                          C shim's and the Vulkan backend's tests under AddressSanitizer (asan_test)
 #   ./build.sh bench [go test flags]   collective benchmarks (BENCHTIME, default 10x), to stdout
@@ -14,8 +15,19 @@
 #                          a device tool call carries and print that call (docs/PERFORMANCE.md)
 #   ./build.sh run [allreduce-perf flags]   deps, then build and run the main job
 #                          (default flags: -g 4 -b 8 -e 8M -f 4; any flags given replace them all)
+#
+# Two modules: the library (github.com/gocoll/gocoll, the root) and the commands (github.com/gocoll/gocoll/cmd,
+# in cmd/, with the CLI and plotting dependencies the library must not pull in). go.work joins them for
+# development; from the root `./...` matches the library only, so every step names both: "${PKGS[@]}".
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+
+# Every package of both modules, as patterns the go command takes from the root (through go.work).
+PKGS=(./... ./cmd/...)
+
+# Modules whose names mark what the library module must never require (issue: a lean `go get`): plotting,
+# fonts, LaTeX, images, PDF, SVG.
+HEAVY_MODULES='plot|font|latex|image|pdf|svg|freetype|/gg '
 
 # Debian/Ubuntu packages the Vulkan backend, its tests and the kernel generator need, and Open MPI for
 # the multi-process transport (package mpi, built with -tags mpi) and its tests.
@@ -31,9 +43,11 @@ usage: ./build.sh <command> [args]
 commands:
   deps        install missing system packages (Debian/Ubuntu via apt-get; nothing on macOS); check go
   kernels     regenerate kernels (go generate ./kernels)
-  build       go build ./..., bin/allreduce-perf and bin/gocoll-info, go vet ./...
-  test        deps, gofmt check, go vet, CGO_ENABLED=0 / novulkan / darwin builds, go test and go test -race ./...,
-              then go vet and go test -tags mpi of ./mpi and ./cmd/allreduce-perf (under mpirun)
+  build       go build and go vet of both modules (library and cmd), bin/allreduce-perf and bin/gocoll-info
+  test        deps, gofmt check, go vet, the lean-module check (GOWORK=off go list -m all), CGO_ENABLED=0 /
+              novulkan / darwin builds, go test and go test -race of both modules, then go vet and
+              go test -tags mpi of ./mpi and ./cmd/allreduce-perf (under mpirun)
+  tidy        go mod tidy of the library module and of the cmd module
   test-full   as test, with GOCOLL_TEST_FULL=1 (run every case on lavapipe), then go test -asan of
               ./cshim/ and ./vulkan/ (AddressSanitizer over the C shim)
   bench       go test -bench over ./collective/... (BENCHTIME=10x by default; extra args go to go test)
@@ -111,14 +125,51 @@ cmd_kernels() {
 
 cmd_build() {
 	need_go
-	log "go build ./..."
-	go build ./...
+	log "go build ${PKGS[*]}"
+	go build "${PKGS[@]}"
 	mkdir -p bin
 	go build -o bin/allreduce-perf ./cmd/allreduce-perf
 	go build -o bin/gocoll-info ./cmd/gocoll-info
 	log "built bin/allreduce-perf bin/gocoll-info"
-	log "go vet ./..."
-	go vet ./...
+	log "go vet ${PKGS[*]}"
+	go vet "${PKGS[@]}"
+}
+
+# lean_check fails when the library module, as a user's `go get` sees it (no go.work), requires a plotting,
+# font, image or PDF module: those belong to the cmd module.
+lean_check() {
+	log "GOWORK=off go list -m all (the library module: no plotting, font, image or PDF module)"
+	local mods heavy
+	mods=$(GOWORK=off go list -m all)
+	heavy=$(printf '%s\n' "$mods" | grep -E "$HEAVY_MODULES" || true)
+	if [ -n "$heavy" ]; then
+		printf 'build.sh: the library module requires modules that belong in cmd/go.mod:\n%s\n' "$heavy" >&2
+		exit 1
+	fi
+}
+
+# cmd_tidy runs go mod tidy in both modules. The cmd module requires the library at the version it will be
+# released with; until that version is published, tidy reads the library from ../ through a replace that
+# it drops again (go.mod stays replace-free, so `go install .../cmd/allreduce-perf@version` works).
+cmd_tidy() {
+	need_go
+	log "go mod tidy (library module)"
+	GOWORK=off go mod tidy
+	local v
+	v=$(cd cmd && go mod edit -print | awk '$1 == "github.com/gocoll/gocoll" { print $2 }')
+	[ -n "$v" ] || die "cmd/go.mod does not require github.com/gocoll/gocoll"
+	if (cd cmd && GOWORK=off timeout 60 go mod download github.com/gocoll/gocoll@"$v") >/dev/null 2>&1; then
+		log "go mod tidy (cmd module, library $v)"
+		(cd cmd && GOWORK=off go mod tidy)
+	else
+		log "go mod tidy (cmd module, library $v unpublished: read from ../)"
+		(
+			cd cmd
+			go mod edit -replace github.com/gocoll/gocoll@"$v"=../
+			trap 'go mod edit -dropreplace github.com/gocoll/gocoll@'"$v" EXIT
+			GOWORK=off go mod tidy
+		)
+	fi
 }
 
 # fmt_check fails listing every Go file gofmt would change (hidden folders, vendor and testdata aside).
@@ -143,22 +194,25 @@ cmd_test() {
 	ci_env
 	log "gofmt"
 	fmt_check
-	log "go vet ./..."
-	go vet ./...
+	log "go vet ${PKGS[*]}"
+	go vet "${PKGS[@]}"
+	lean_check
 	cshim_warnings
-	log "CGO_ENABLED=0 go build ./..."
-	CGO_ENABLED=0 go build ./...
-	log "go build -tags novulkan ./..."
-	go build -tags novulkan ./...
-	log "GOOS=darwin CGO_ENABLED=0 go build ./..."
-	GOOS=darwin CGO_ENABLED=0 go build ./...
+	log "CGO_ENABLED=0 go build ${PKGS[*]}"
+	CGO_ENABLED=0 go build "${PKGS[@]}"
+	log "go build -tags novulkan ${PKGS[*]}"
+	go build -tags novulkan "${PKGS[@]}"
+	log "GOOS=darwin CGO_ENABLED=0 go build ${PKGS[*]}"
+	GOOS=darwin CGO_ENABLED=0 go build "${PKGS[@]}"
+	log "GOOS=darwin CGO_ENABLED=0 go vet ${PKGS[*]}"
+	GOOS=darwin CGO_ENABLED=0 go vet "${PKGS[@]}"
 	# The full matrix runs without the race detector; the race run checks
 	# synchronisation on a trimmed matrix (the race detector checks
 	# concurrency, not arithmetic, and slows element loops tenfold).
-	log "go test -count=1 ./..."
-	go test -count=1 -timeout 25m ./...
-	log "go test -race -count=1 ./..."
-	go test -race -count=1 -timeout 25m ./...
+	log "go test -count=1 ${PKGS[*]}"
+	go test -count=1 -timeout 25m "${PKGS[@]}"
+	log "go test -race -count=1 ${PKGS[*]}"
+	go test -race -count=1 -timeout 25m "${PKGS[@]}"
 	mpi_test
 }
 
@@ -224,6 +278,7 @@ shift
 case "$cmd" in
 deps) cmd_deps ;;
 kernels) cmd_kernels ;;
+tidy) cmd_tidy ;;
 build) cmd_build ;;
 test) cmd_test ;;
 test-full)
