@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/gocoll/gocoll v0.1.0
+	github.com/spf13/pflag v1.1.0
 	gonum.org/v1/plot v0.17.0
 )
 

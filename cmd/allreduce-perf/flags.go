@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
+	"github.com/spf13/pflag"
 )
 
 // dtype is an element type the sweep runs.
@@ -206,6 +206,9 @@ func (s sizeValue) String() string {
 	return strconv.FormatInt(*s.v, 10)
 }
 
+// Type names the value in pflag's messages.
+func (s sizeValue) Type() string { return "size" }
+
 func (s sizeValue) Set(text string) error {
 	n, err := parseSize(text)
 	if err != nil {
@@ -243,13 +246,6 @@ func parseSize(text string) (int64, error) {
 	return n * mult, nil
 }
 
-// flagSpec is one option with its short and long names.
-type flagSpec struct {
-	short, long string
-	value       flag.Value
-	usage       string
-}
-
 // rawFlags holds the flag values before validation.
 type rawFlags struct {
 	minBytes, maxBytes, stepBytes int64
@@ -269,84 +265,128 @@ type rawFlags struct {
 	devices                       string
 }
 
-func newFlagSet(r *rawFlags, defColl coll) (*flag.FlagSet, []flagSpec) {
-	fs := flag.NewFlagSet("allreduce-perf", flag.ContinueOnError)
+// newFlagSet defines the flags with pflag: GNU-style long names (--minbytes 8,
+// --minbytes=8) and nccl-tests' one-letter shorthands (-b 8, -b8) on one flag
+// each. The flags are kept in the order given, which the usage follows.
+func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("allreduce-perf", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported on one line by the caller
+	fs.Usage = func() {}
+	fs.SortFlags = false
+	fs.SetInterspersed(false) // flags only: the first other argument is refused, as before
 	*r = rawFlags{
 		minBytes: 32 << 20, maxBytes: 32 << 20, stepBytes: 1 << 20, stepFactor: 1,
 		ngpus: 1, datatype: "float", op: "sum", root: "0",
 		iters: 20, warmup: 5, check: 1, blocking: 0,
 		algorithm: "auto", coll: defColl.String(),
 	}
-	intVar := func(p *int) flag.Value { return (*intValue)(p) }
-	int64Var := func(p *int64) flag.Value { return (*int64Value)(p) }
-	strVar := func(p *string) flag.Value { return (*stringValue)(p) }
-	specs := []flagSpec{
-		{"b", "minbytes", sizeValue{&r.minBytes}, "smallest size in bytes, K/M/G suffixes allowed (default 32M)"},
-		{"e", "maxbytes", sizeValue{&r.maxBytes}, "largest size in bytes (default 32M)"},
-		{"i", "stepbytes", sizeValue{&r.stepBytes}, "size increment when the step factor is 1 (default 1M)"},
-		{"f", "stepfactor", int64Var(&r.stepFactor), "size multiplier; > 1 makes the sweep multiplicative (default 1)"},
-		{"g", "ngpus", intVar(&r.ngpus), "number of ranks, one goroutine each (default 1)"},
-		{"", "coll", strVar(&r.coll), "allreduce|reducescatter|allgather|broadcast|reduce|all, or a comma list (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf or reduce-perf defaults to that one)"},
-		{"d", "datatype", strVar(&r.datatype), "float|double|half|bfloat16|all, or a comma list; all = float,double; half/bfloat16: float32 data all-reduced over a 16-bit wire (AllReduceWire, ring), size(B) = count*2 (default float)"},
-		{"o", "op", strVar(&r.op), "sum|prod|min|max|avg|all, or a comma list (default sum)"},
-		{"r", "root", strVar(&r.root), "root rank of broadcast and reduce, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)"},
-		{"n", "iters", intVar(&r.iters), "timed iterations per size (default 20)"},
-		{"w", "warmup_iters", intVar(&r.warmup), "warm-up iterations at the largest and smallest size (default 5)"},
-		{"c", "check", intVar(&r.check), "verified runs per size and mode; 0 turns checking off (default 1)"},
-		{"z", "blocking", intVar(&r.blocking), "0|1; gocoll calls return when done, so both time the same thing (default 0)"},
-		{"T", "timeout", (*float64Value)(&r.timeout), "seconds: bounds every wait and the whole run; 0 keeps the library default (default 0)"},
-		{"a", "algorithm", strVar(&r.algorithm), "auto|direct|pipelined|ring|tree|hierarchical|all, or a comma list: all-reduce's strategy, one table each when several; auto picks per call from the cost model. reducescatter honours ring|direct, allgather runs ring, broadcast and reduce tree (default auto)"},
-		{"J", "output_file", outputValue{&r.outputFile, &r.outputSet}, "write the parameters, devices and one record per row and mode as JSON to this file (atomically)"},
-		{"", "plot", strVar(&r.plotFile), "write busbw and algbw against size to FILE.png or FILE.svg, one line per strategy (or collective, type, op, root: whatever the run sweeps)"},
-		{"", "pinned", (*boolValue)(&r.pinned), "allocate the send and receive buffers with collective.NewHostBuffer (pinned host memory the devices import once and reach by DMA) instead of the Go heap"},
-		{"", "backend", strVar(&r.backend), "auto|vulkan|metal|host (default: GOCOLL_BACKEND, else auto)"},
-		{"", "devices", strVar(&r.devices), "comma-separated device index of each rank, e.g. 0,0,1 (default: rank r on device r mod D)"},
-	}
-	for _, s := range specs {
-		if s.short != "" {
-			fs.Var(s.value, s.short, s.usage)
-		}
-		fs.Var(s.value, s.long, s.usage)
-	}
-	return fs, specs
+	fs.VarP(sizeValue{&r.minBytes}, "minbytes", "b", "smallest size in bytes, K/M/G suffixes allowed (default 32M)")
+	fs.VarP(sizeValue{&r.maxBytes}, "maxbytes", "e", "largest size in bytes (default 32M)")
+	fs.VarP(sizeValue{&r.stepBytes}, "stepbytes", "i", "size increment when the step factor is 1 (default 1M)")
+	fs.Int64VarP(&r.stepFactor, "stepfactor", "f", r.stepFactor, "size multiplier; > 1 makes the sweep multiplicative (default 1)")
+	fs.IntVarP(&r.ngpus, "ngpus", "g", r.ngpus, "number of ranks, one goroutine each (default 1)")
+	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|all, or a comma list (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf or reduce-perf defaults to that one)")
+	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|half|bfloat16|all, or a comma list; all = float,double; half/bfloat16: float32 data all-reduced over a 16-bit wire (AllReduceWire, ring), size(B) = count*2 (default float)")
+	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|all, or a comma list (default sum)")
+	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast and reduce, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")
+	fs.IntVarP(&r.iters, "iters", "n", r.iters, "timed iterations per size (default 20)")
+	fs.IntVarP(&r.warmup, "warmup_iters", "w", r.warmup, "warm-up iterations at the largest and smallest size (default 5)")
+	fs.IntVarP(&r.check, "check", "c", r.check, "verified runs per size and mode; 0 turns checking off (default 1)")
+	fs.IntVarP(&r.blocking, "blocking", "z", r.blocking, "0|1; gocoll calls return when done, so both time the same thing (default 0)")
+	fs.Float64VarP(&r.timeout, "timeout", "T", r.timeout, "seconds: bounds every wait and the whole run; 0 keeps the library default (default 0)")
+	fs.StringVarP(&r.algorithm, "algorithm", "a", r.algorithm, "auto|direct|pipelined|ring|tree|hierarchical|all, or a comma list: all-reduce's strategy, one table each when several; auto picks per call from the cost model. reducescatter honours ring|direct, allgather runs ring, broadcast and reduce tree (default auto)")
+	fs.StringVarP(&r.outputFile, "output_file", "J", "", "write the parameters, devices and one record per row and mode as JSON to this file (atomically)")
+	fs.StringVar(&r.plotFile, "plot", "", "write busbw and algbw against size to FILE.png or FILE.svg, one line per strategy (or collective, type, op, root: whatever the run sweeps)")
+	fs.BoolVar(&r.pinned, "pinned", false, "allocate the send and receive buffers with collective.NewHostBuffer (pinned host memory the devices import once and reach by DMA) instead of the Go heap")
+	fs.StringVar(&r.backend, "backend", "", "auto|vulkan|metal|host (default: GOCOLL_BACKEND, else auto)")
+	fs.StringVar(&r.devices, "devices", "", "comma-separated device index of each rank, e.g. 0,0,1 (default: rank r on device r mod D)")
+	return fs
 }
 
 // printUsage writes the flag summary.
-func printUsage(w io.Writer, prog string, specs []flagSpec) {
+func printUsage(w io.Writer, prog string, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, "usage: %s [flags]\n", programName(prog))
 	fmt.Fprintln(w, "An nccl-tests-style sweep over gocoll's collectives (all_reduce_perf, reduce_scatter_perf, all_gather_perf,")
 	fmt.Fprintln(w, "broadcast_perf, reduce_perf in one binary), with every result verified.")
 	fmt.Fprintln(w, "Every flag has a long form (--minbytes 8); most have a short one too (-b 8).")
-	for _, s := range specs {
-		names := "--" + s.long
-		if s.short != "" {
-			names = "-" + s.short + ", " + names
+	fs.VisitAll(func(f *pflag.Flag) {
+		names := "--" + f.Name
+		if f.Shorthand != "" {
+			names = "-" + f.Shorthand + ", " + names
 		}
-		fmt.Fprintf(w, "  %-24s %s\n", names, s.usage)
-	}
+		fmt.Fprintf(w, "  %-24s %s\n", names, f.Usage)
+	})
 }
 
 // parseFlags parses and validates args for the program invoked as prog
-// (its base name picks the default --coll). It returns flag.ErrHelp for -h.
-func parseFlags(prog string, args []string) (*options, []flagSpec, error) {
+// (its base name picks the default --coll). It returns pflag.ErrHelp for
+// -h and --help.
+func parseFlags(prog string, args []string) (*options, *pflag.FlagSet, error) {
 	var r rawFlags
-	fs, specs := newFlagSet(&r, collForProgram(prog))
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, specs, err
+	fs := newFlagSet(&r, collForProgram(prog))
+	if err := fs.Parse(goFlagSyntax(fs, args)); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, fs, err
 		}
-		return nil, specs, usagef("%v", err)
+		return nil, fs, usagef("%v", err)
 	}
 	if fs.NArg() > 0 {
-		return nil, specs, usagef("unexpected argument %q (flags only)", fs.Arg(0))
+		return nil, fs, usagef("unexpected argument %q (flags only)", fs.Arg(0))
 	}
+	r.outputSet = fs.Changed("output_file")
 	o, err := r.validate()
 	if o != nil {
 		o.prog = programName(prog)
 		o.args = append([]string{prog}, args...)
 	}
-	return o, specs, err
+	return o, fs, err
+}
+
+// goFlagSyntax rewrites the single-dash long flags of Go's flag package
+// (-minbytes 8, -backend=host), which the command accepted before it parsed
+// with pflag, to pflag's --minbytes, so command lines written for it keep
+// working. Shorthands (-b 8, -b8) and flag values (the file after -J) stay
+// as they are; so does everything from "--" or the first non-flag on.
+func goFlagSyntax(fs *pflag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		word, next := flagWord(fs, args[i])
+		if word == "" {
+			return append(out, args[i:]...)
+		}
+		out = append(out, word)
+		if next && i+1 < len(args) {
+			i++
+			out = append(out, args[i])
+		}
+	}
+	return out
+}
+
+// flagWord reads a as a flag of fs. It returns a in pflag's syntax (a
+// single-dash long name gains a dash) and whether the next argument is the
+// flag's value; word is "" when a is no flag ("--", "-", or no dash). An
+// unknown flag is returned as it is, for pflag to report.
+func flagWord(fs *pflag.FlagSet, a string) (word string, next bool) {
+	if a == "--" || len(a) < 2 || a[0] != '-' {
+		return "", false
+	}
+	body, long := a[1:], false
+	if body[0] == '-' {
+		body, long = body[1:], true
+	}
+	name, _, hasValue := strings.Cut(body, "=")
+	var f *pflag.Flag
+	switch {
+	case long:
+		f = fs.Lookup(name)
+	case len(name) > 1 && fs.Lookup(name) != nil: // Go's -minbytes
+		f, a = fs.Lookup(name), "-"+a
+	default: // a shorthand: -b 8, or -b8 with its value attached
+		f = fs.ShorthandLookup(body[:1])
+		hasValue = hasValue || len(body) > 1
+	}
+	return a, f != nil && !hasValue && f.NoOptDefVal == ""
 }
 
 // validate checks the raw values and turns them into options.
@@ -620,75 +660,3 @@ func (o *options) stepString() string {
 	}
 	return fmt.Sprintf("%d(bytes)", o.stepBytes)
 }
-
-// Plain flag.Value implementations, so one variable can sit behind a short and
-// a long name.
-
-type intValue int
-
-func (v *intValue) String() string { return strconv.Itoa(int(*v)) }
-func (v *intValue) Set(s string) error {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
-		return fmt.Errorf("bad integer %q", s)
-	}
-	*v = intValue(n)
-	return nil
-}
-
-type int64Value int64
-
-func (v *int64Value) String() string { return strconv.FormatInt(int64(*v), 10) }
-func (v *int64Value) Set(s string) error {
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return fmt.Errorf("bad integer %q", s)
-	}
-	*v = int64Value(n)
-	return nil
-}
-
-type float64Value float64
-
-func (v *float64Value) String() string { return strconv.FormatFloat(float64(*v), 'g', -1, 64) }
-func (v *float64Value) Set(s string) error {
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil {
-		return fmt.Errorf("bad number %q", s)
-	}
-	*v = float64Value(f)
-	return nil
-}
-
-type boolValue bool
-
-func (v *boolValue) String() string { return strconv.FormatBool(bool(*v)) }
-func (v *boolValue) Set(s string) error {
-	b, err := strconv.ParseBool(strings.TrimSpace(s))
-	if err != nil {
-		return fmt.Errorf("bad boolean %q", s)
-	}
-	*v = boolValue(b)
-	return nil
-}
-func (v *boolValue) IsBoolFlag() bool { return true }
-
-type stringValue string
-
-func (v *stringValue) String() string     { return string(*v) }
-func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
-
-// outputValue records that -J was given (an empty name is refused).
-type outputValue struct {
-	v   *string
-	set *bool
-}
-
-func (o outputValue) String() string {
-	if o.v == nil {
-		return ""
-	}
-	return *o.v
-}
-
-func (o outputValue) Set(s string) error { *o.v, *o.set = s, true; return nil }

@@ -35,7 +35,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +43,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/collective"
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -63,9 +63,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 // default --coll and the name in messages).
 func runAs(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) int {
 	name := programName(prog)
-	o, specs, err := parseFlags(prog, args)
-	if errors.Is(err, flag.ErrHelp) {
-		printUsage(stdout, prog, specs)
+	o, fs, err := parseFlags(prog, args)
+	if errors.Is(err, pflag.ErrHelp) {
+		printUsage(stdout, prog, fs)
 		return 0
 	}
 	if err != nil {

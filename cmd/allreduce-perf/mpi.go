@@ -28,7 +28,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -46,6 +45,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
 	"github.com/gocoll/gocoll/mpi"
+	"github.com/spf13/pflag"
 )
 
 // corruptEnv names a test hook: the process whose number it holds changes
@@ -115,15 +115,14 @@ type mpiFlags struct {
 // parseFlags. The values of the other flags are skipped, so "-J --mpi"
 // still names a file.
 func splitMPIFlags(args []string) (rest []string, f mpiFlags, err error) {
-	var r rawFlags
-	fs, _ := newFlagSet(&r, collAllReduce)
+	fs := newFlagSet(&rawFlags{}, collAllReduce)
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if a == "--" || len(a) < 2 || a[0] != '-' {
+		word, next := flagWord(fs, a)
+		if word == "" {
 			return append(rest, args[i:]...), f, nil // parseFlags reports it
 		}
-		body := strings.TrimPrefix(a[1:], "-")
-		name, val, hasVal := strings.Cut(body, "=")
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
 		if name == "mpi" || name == "mpi-baseline" {
 			b := true
 			if hasVal {
@@ -139,11 +138,9 @@ func splitMPIFlags(args []string) (rest []string, f mpiFlags, err error) {
 			continue
 		}
 		rest = append(rest, a)
-		if fl := fs.Lookup(name); fl != nil && !hasVal && i+1 < len(args) {
-			if bf, ok := fl.Value.(interface{ IsBoolFlag() bool }); !ok || !bf.IsBoolFlag() {
-				i++
-				rest = append(rest, args[i])
-			}
+		if next && i+1 < len(args) {
+			i++
+			rest = append(rest, args[i])
 		}
 	}
 	return rest, f, nil
@@ -159,8 +156,8 @@ func mpiMain(ctx context.Context, prog string, args []string, stdout, stderr io.
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2, true
 	}
-	if _, specs, err := parseFlags(prog, rest); errors.Is(err, flag.ErrHelp) {
-		printUsage(stdout, prog, specs)
+	if _, fs, err := parseFlags(prog, rest); errors.Is(err, pflag.ErrHelp) {
+		printUsage(stdout, prog, fs)
 		printMPIUsage(stdout)
 		return 0, true
 	}
