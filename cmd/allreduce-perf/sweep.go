@@ -257,7 +257,7 @@ func (s *sweep[T]) run(ctx context.Context, op collective.Op, root int) error {
 				return err
 			}
 		}
-		s.progress.clear()
+		s.progress.done()
 		writeRow(s.out, sh.bytes, sh.count, s.dt.String(), s.opName(op), s.rootCol(root), res)
 		alg := s.algorithm(sh)
 		for i, r := range res {
