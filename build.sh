@@ -9,7 +9,8 @@
 #                          of both modules, then the MPI tests (-tags mpi, under mpirun; docs/MPI.md) (what CI runs)
 #   ./build.sh tidy        go mod tidy of both modules
 #   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (suites run everything on lavapipe), then the
-#                          C shim's and the Vulkan backend's tests under AddressSanitizer (asan_test)
+#                          C shim's and the Vulkan backend's tests and a collective subset under
+#                          AddressSanitizer (asan_test)
 #   ./build.sh bench [go test flags]   collective benchmarks (BENCHTIME, default 10x), to stdout
 #   ./build.sh device-bench [prepare|run|lavapipe]   the device benchmark (bench/device-bench.sh): build what
 #                          a device tool call carries and print that call (docs/PERFORMANCE.md)
@@ -233,6 +234,12 @@ asan_test() {
 	fi
 	log "CC=gcc go test -asan -count=1 ./cshim/ ./vulkan/"
 	CC=gcc go test -asan -count=1 -timeout 20m ./cshim/ ./vulkan/
+	# A collective subset over the shim: conformance sessions, the ownership
+	# and async tests, pinned buffers.
+	log "CC=gcc go test -asan ./collective/ (subset)"
+	CC=gcc go test -asan -count=1 -timeout 20m ./collective/ \
+		-run 'TestConformance$|TestDirectCancelled|TestPipelinedSmall|TestAsync|TestAbort|TestSliceAgainst|TestSendRecv|HostBuffer' \
+		-conformance.cases=60
 }
 
 # mpi_test vets and tests the multi-process build (-tags mpi): the mpi package's tests start themselves
