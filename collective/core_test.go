@@ -456,3 +456,31 @@ func TestDataErrorNamesStrategy(t *testing.T) {
 		g.Close()
 	}
 }
+
+// Devices that disagree on f64 support: every rank takes the same decision
+// (Auto and the exact host path for all-reduce; ErrUnsupported for
+// reduce-scatter), never a mismatch between ranks.
+func TestMixedF64DevicesAgree(t *testing.T) {
+	fi := faultBackend(t, "host")
+	fi.Arm(faultinject.Plan{Kind: faultinject.None, NoFloat64: []int{1}})
+	g := openGroup(t, "faultinject-host", 3)
+	data := [][]float64{{1 + 0x1p-40, 2}, {1, 2}, {1, -4}}
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		return AllReduce(context.Background(), c, data[c.Rank()], Sum)
+	}))
+	for r := range data {
+		if data[r][0] != 3+0x1p-40 || data[r][1] != 0 {
+			t.Errorf("rank %d: %v", r, data[r])
+		}
+	}
+	errs := onRanks(g, func(c *Comm) error {
+		return ReduceScatter(context.Background(), c, make([]float64, 6), make([]float64, 2), Sum)
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ErrUnsupported) {
+			t.Errorf("ReduceScatter rank %d: %v", r, err)
+		}
+	}
+	// The refusal did not break the group.
+	noErrors(t, onRanks(g, func(c *Comm) error { return Barrier(context.Background(), c) }))
+}

@@ -106,6 +106,9 @@ type Plan struct {
 	K int64
 	// Delay is the delay of DelayWait and SlowDevice.
 	Delay time.Duration
+	// NoFloat64 lists devices (in opening order) that report no f64
+	// kernels, so a group mixes devices with and without them.
+	NoFloat64 []int
 }
 
 func (p Plan) String() string {
@@ -370,7 +373,15 @@ type device struct {
 	recording []*buffer
 }
 
-func (d *device) Info() backend.DeviceInfo    { return d.inner.Info() }
+func (d *device) Info() backend.DeviceInfo {
+	inf := d.inner.Info()
+	for _, i := range d.in.plan.NoFloat64 {
+		if i == d.idx {
+			inf.Float64, inf.Float64Reason = false, "hidden by faultinject (Plan.NoFloat64)"
+		}
+	}
+	return inf
+}
 func (d *device) Counters() *backend.Counters { return d.inner.Counters() }
 func (d *device) Stream() backend.Stream      { return d.stream }
 
