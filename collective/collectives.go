@@ -246,102 +246,30 @@ func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root i
 	return nil
 }
 
-// Send sends data to rank peer, which must call Recv with the same length
-// and type. Point-to-point calls are not numbered with the collectives:
-// they pair on the link between the two ranks, in order.
-func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) (err error) {
+// Send sends data to rank peer, which must call Recv (or SendRecv) with the
+// same length and type. Point-to-point calls are not numbered with the
+// collectives: they pair on the link between the two ranks, in order. A
+// Send of more than two slots waits for the peer to receive: two ranks that
+// both Send and then Recv deadlock; use SendRecv for exchanges.
+func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if peer < 0 || peer >= c.g.n || peer == c.rank {
 		return c.wrapErr("Send", 0, invalidArg("bad peer %d", peer))
 	}
-	owned, err := c.enter(ctx, "Send", false)
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	dt := dtypeOf[T]()
-	es := dt.Size()
-	b := asBytes(data)
-	n := len(data)
-	k := &c.k
-	if err := c.prepare(k, dt, Sum, n, b, 0); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	slice := c.g.slotBytes / es
-	for j := 0; ; j++ {
-		a, e := sliceRange(0, n, slice, j)
-		slot, out, err := c.reserve(ctx, peer, (e-a)*es)
-		if err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-		if e > a {
-			if err := c.dev.Stream().Copy(out, k.region(a, e)); err != nil {
-				return c.fail(err, false, nil, nil)
-			}
-			if err := c.flush(ctx); err != nil {
-				return c.failAfter(err, nil, nil)
-			}
-		}
-		c.post(peer, slot, (e-a)*es, msg{kind: msgP2P, dt: dt, count: int64(n)})
-		if e >= n {
-			return nil
-		}
-	}
+	return sendRecv(ctx, c, "Send", data, peer, nil, -1)
 }
 
-// Recv receives into data what rank peer sends with Send.
-func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) (err error) {
+// Recv receives into data what rank peer sends with Send (or SendRecv).
+func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if peer < 0 || peer >= c.g.n || peer == c.rank {
 		return c.wrapErr("Recv", 0, invalidArg("bad peer %d", peer))
 	}
-	owned, err := c.enter(ctx, "Recv", false)
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	dt := dtypeOf[T]()
-	es := dt.Size()
-	n := len(data)
-	k := &c.k
-	if err := c.prepare(k, dt, Sum, n, nil, 0); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	slice := c.g.slotBytes / es
-	for j := 0; ; j++ {
-		a, e := sliceRange(0, n, slice, j)
-		in, m, err := c.take(ctx, peer, 0, msgP2P, (e-a)*es)
-		if err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-		if !c.link(peer, c.rank).remote && (m.dt != dt || m.count != int64(n)) {
-			err := &MismatchError{Rank: c.rank, Call: fingerprint{kind: collRecv, dt: dt, count: int64(n)}.String(),
-				Peer: peer, PeerCall: fingerprint{kind: collSend, dt: m.dt, count: m.count}.String()}
-			c.breakWith(err)
-			return c.failAfter(err, nil, nil)
-		}
-		if e > a {
-			if err := c.dev.Stream().Copy(k.region(a, e), in); err != nil {
-				return c.fail(err, false, nil, nil)
-			}
-			if err := c.flush(ctx); err != nil {
-				return c.failAfter(err, nil, nil)
-			}
-		}
-		if e >= n {
-			break
-		}
-	}
-	if n > 0 {
-		if err := c.download(ctx, k, 0, asBytes(data)); err != nil {
-			return c.fail(err, true, nil, nil)
-		}
-	}
-	return nil
+	return sendRecv(ctx, c, "Recv", nil, -1, data, peer)
 }
 
 // SendRecv sends send to rank to and receives recv from rank from in one
@@ -364,7 +292,13 @@ func SendRecv[T Float](ctx context.Context, c *Comm, send []T, to int, recv []T,
 	if from < 0 {
 		recv = nil
 	}
-	owned, err := c.enter(ctx, "SendRecv", false)
+	return sendRecv(ctx, c, "SendRecv", send, to, recv, from)
+}
+
+// sendRecv is Send, Recv and SendRecv: peers checked by the caller, -1 for
+// no peer.
+func sendRecv[T Float](ctx context.Context, c *Comm, name string, send []T, to int, recv []T, from int) (err error) {
+	owned, err := c.enter(ctx, name, false)
 	if err != nil {
 		return err
 	}
