@@ -146,8 +146,10 @@ type Comm struct {
 	queue opQueue
 	wctx  waitCtx
 	last  backend.Fence // the last submission (queues are FIFO)
-	lost  error         // the device was declared lost (guarded by g.brokenMu)
-	links map[int64]*link
+	// unsubmitted: a pinned upload was recorded but not submitted yet.
+	unsubmitted bool
+	lost        error // the device was declared lost (guarded by g.brokenMu)
+	links       map[int64]*link
 
 	// Pooled buffers: grown on demand, reused across calls.
 	stage  backend.Buffer // host-visible: this rank's input, then its reduced slice

@@ -251,6 +251,7 @@ func (c *Comm) releaseImports() {
 // a staged write.
 func (c *Comm) upload(k *call, at int, send []byte) error {
 	if r, ok := c.pinnedRegion(send); ok {
+		c.unsubmitted = true
 		return c.dev.Stream().Copy(backend.Region{Buf: k.work, Off: k.base + at*k.es, Len: len(send)}, r)
 	}
 	return k.work.Write(k.base+at*k.es, send)
@@ -265,10 +266,12 @@ func (c *Comm) download(ctx context.Context, k *call, at int, recv []byte) error
 		}
 		return c.flush(ctx)
 	}
-	// A staged read goes through the queue by itself: submit what is
-	// recorded first (a pinned upload may be), so it reads after it.
-	if err := c.flush(ctx); err != nil {
-		return err
+	// A staged read goes through the queue by itself: a pinned upload
+	// still only recorded must be submitted first, so the read follows it.
+	if c.unsubmitted {
+		if err := c.flush(ctx); err != nil {
+			return err
+		}
 	}
 	return k.work.Read(k.base+at*k.es, recv)
 }

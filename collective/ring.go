@@ -169,11 +169,8 @@ func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, 
 			nsend++
 		}
 		if nsend > 0 {
-			if err := c.flush(ctx); err != nil {
+			if err := c.flushPost(ctx, pend[:nsend]); err != nil {
 				return err
-			}
-			for _, p := range pend[:nsend] {
-				c.post(p.to, p.slot, p.n, msg{})
 			}
 		}
 		// Reduce my chunk's slice from everyone, in member order.

@@ -105,7 +105,7 @@ func (c *Comm) submitWork() (backend.Fence, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.last = f
+	c.last, c.unsubmitted = f, false
 	return f, nil
 }
 
@@ -151,6 +151,7 @@ func (c *Comm) drain() error {
 	if f, err := c.dev.Stream().Submit(); err == nil {
 		fs[1] = f
 	}
+	c.unsubmitted = false
 	c.last = nil
 	var ctx context.Context
 	var cancel context.CancelFunc

@@ -96,12 +96,9 @@ func (c *Comm) treeBroadcast(ctx context.Context, k *call, members []int, n int)
 			np++
 		}
 		if i != 0 || np > 0 {
-			if err := c.flush(ctx); err != nil {
+			if err := c.flushPost(ctx, pend[:np]); err != nil {
 				return err
 			}
-		}
-		for _, p := range pend[:np] {
-			c.post(p.to, p.slot, p.n, msg{})
 		}
 	}
 	return nil

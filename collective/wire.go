@@ -146,11 +146,8 @@ func (c *Comm) wireDetReduceScatter(ctx context.Context, k *call, members []int,
 			nsend++
 		}
 		if nsend > 0 {
-			if err := c.flush(ctx); err != nil {
+			if err := c.flushPost(ctx, pend[:nsend]); err != nil {
 				return err
-			}
-			for _, p := range pend[:nsend] {
-				c.post(p.to, p.slot, p.n, msg{})
 			}
 		}
 		lo, hi := chunkRange(n, chunkLen, i)
