@@ -42,3 +42,15 @@ type Request interface {
 type MissingProcesses interface {
 	MissingProcesses() []int
 }
+
+// Duplicator is implemented by transports that can make an isolated copy of
+// themselves (the mpi package's World: MPI_Comm_dup). A collective.Group
+// over such a transport works on its own duplicate, so several groups over
+// one transport never see each other's messages or collectives and may run
+// at the same time. Dup is collective: every process calls it, in the same
+// order, one call at a time; it honours ctx (a process that never calls makes
+// it return an error matching ErrTimeout). The duplicate is closed with its
+// own Close, which does not close the original.
+type Duplicator interface {
+	Dup(ctx context.Context) (Transport, error)
+}

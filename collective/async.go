@@ -13,6 +13,7 @@ type Work struct {
 	ctx  context.Context
 	fn   func(ctx context.Context) error
 	pin  *pinnedEntry
+	op   *p2pOp // a point-to-point operation: posted, then completed by its peer
 }
 
 // Wait blocks until the operation finished (returning its error) or ctx
@@ -71,6 +72,15 @@ type workerKey struct{}
 // HostBuffer, is counted as in use until the operation ends, so
 // HostBuffer.Close waits for it.
 func (c *Comm) submit(ctx context.Context, name string, mem []byte, fn func(ctx context.Context) error) *Work {
+	return c.enqueue(ctx, name, mem, fn, nil)
+}
+
+// submitOp queues the point-to-point operation o.
+func (c *Comm) submitOp(ctx context.Context, name string, o *p2pOp) *Work {
+	return c.enqueue(ctx, name, o.data, nil, o)
+}
+
+func (c *Comm) enqueue(ctx context.Context, name string, mem []byte, fn func(ctx context.Context) error, o *p2pOp) *Work {
 	if c == nil {
 		return failedWork(invalidArg("nil Comm"))
 	}
@@ -87,8 +97,11 @@ func (c *Comm) submit(ctx context.Context, name string, mem []byte, fn func(ctx 
 	if a.closed || c.g.closed.Load() {
 		return failedWork(c.wrapErr(name, 0, errGroupClosed))
 	}
-	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn}
+	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, op: o}
 	w.pin, _ = usePinned(mem, nil)
+	if o != nil {
+		o.work = w
+	}
 	a.items = append(a.items, w)
 	a.pending++
 	if a.idle == nil {
@@ -115,6 +128,18 @@ func (c *Comm) runQueue(idle chan struct{}) {
 		a.items[a.head] = nil
 		a.head++
 		a.mu.Unlock()
+		if o := w.op; o != nil {
+			// Posted, not waited for: the operation completes w when it
+			// meets its peer's.
+			if o.ctx.Done() != nil {
+				o.stop = context.AfterFunc(o.ctx, c.pokeLane)
+			}
+			c.postP2P(o)
+			a.mu.Lock()
+			a.pending--
+			a.mu.Unlock()
+			continue
+		}
 		w.err = w.fn(w.ctx)
 		releasePinned(w.pin, nil)
 		w.fn, w.ctx, w.pin = nil, nil, nil
@@ -132,6 +157,11 @@ func (c *Comm) waitQueue(ctx context.Context) error {
 	a.mu.Lock()
 	idle := a.idle
 	a.mu.Unlock()
+	return waitIdle(ctx, idle)
+}
+
+// waitIdle waits for idle to close (nil: nothing to wait for) or ctx to end.
+func waitIdle(ctx context.Context, idle chan struct{}) error {
 	if idle == nil {
 		return nil
 	}
@@ -156,11 +186,23 @@ func (c *Comm) closeQueue() {
 	}
 }
 
-// PendingAsync returns the number of asynchronous operations not finished.
-func (c *Comm) PendingAsync() int {
+// queuedAsync counts the queued operations not started (point-to-point
+// ones: not posted).
+func (c *Comm) queuedAsync() int {
 	c.queue.mu.Lock()
 	defer c.queue.mu.Unlock()
 	return c.queue.pending
+}
+
+// PendingAsync returns the number of asynchronous operations not finished.
+func (c *Comm) PendingAsync() int {
+	c.queue.mu.Lock()
+	n := c.queue.pending
+	c.queue.mu.Unlock()
+	c.laneMu.Lock()
+	n += c.lane.async
+	c.laneMu.Unlock()
+	return n
 }
 
 // AllReduceAsync starts AllReduce on data and returns at once; data must
@@ -180,4 +222,33 @@ func AllReduceTensorAsync[T Float](ctx context.Context, c *Comm, t *Tensor[T], o
 // BroadcastAsync starts Broadcast and returns at once.
 func BroadcastAsync[T Float](ctx context.Context, c *Comm, data []T, root int) *Work {
 	return c.submit(ctx, "Broadcast", asBytes(data), func(ctx context.Context) error { return Broadcast(ctx, c, data, root) })
+}
+
+// SendAsync starts Send and returns at once; data must not be modified
+// until the Work is done. Point-to-point operations started back to back
+// are all posted before any is waited for, so a pairwise exchange of
+// SendAsync and RecvAsync on both ranks (in any order) never deadlocks. ctx
+// bounds the operation; CommunicationTimeout bounds its wait for the peer.
+func SendAsync[T Float](ctx context.Context, c *Comm, data []T, peer int) *Work {
+	return p2pAsync(ctx, c, "SendAsync", true, data, peer)
+}
+
+// RecvAsync starts Recv and returns at once; data must not be read or
+// modified until the Work is done.
+func RecvAsync[T Float](ctx context.Context, c *Comm, data []T, peer int) *Work {
+	return p2pAsync(ctx, c, "RecvAsync", false, data, peer)
+}
+
+func p2pAsync[T Float](ctx context.Context, c *Comm, name string, send bool, data []T, peer int) *Work {
+	if c == nil {
+		return failedWork(invalidArg("nil Comm"))
+	}
+	if peer < 0 || peer >= c.g.n || peer == c.rank {
+		return failedWork(c.wrapErr(name, 0, invalidArg("bad peer %d", peer)))
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	o := &p2pOp{name: name, send: send, peer: peer, data: asBytes(data), dt: dtypeOf[T](), count: int64(len(data)), ctx: ctx}
+	return c.submitOp(ctx, name, o)
 }

@@ -246,11 +246,13 @@ func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root i
 	return nil
 }
 
-// Send sends data to rank peer, which must call Recv (or SendRecv) with the
-// same length and type. Point-to-point calls are not numbered with the
-// collectives: they pair on the link between the two ranks, in order. A
-// Send of more than two slots waits for the peer to receive: two ranks that
-// both Send and then Recv deadlock; use SendRecv for exchanges.
+// Send sends data to rank peer, which must call Recv (or SendRecv, or
+// RecvAsync) with the same length and type, and returns once the peer
+// received it. Point-to-point calls are not numbered with the collectives:
+// they pair on the direction between the two ranks, in call order. Two
+// ranks that both Send to each other and then Recv deadlock (the Sends fail
+// after CommunicationTimeout, naming the pattern): use SendRecv, or
+// SendAsync and RecvAsync.
 func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 	if c == nil {
 		return invalidArg("nil Comm")
@@ -261,7 +263,9 @@ func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 	return sendRecv(ctx, c, "Send", data, peer, nil, -1)
 }
 
-// Recv receives into data what rank peer sends with Send (or SendRecv).
+// Recv receives into data what rank peer sends with Send (or SendRecv, or
+// SendAsync). A length or type that differs from the sender's is a
+// *MismatchError on both ranks.
 func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 	if c == nil {
 		return invalidArg("nil Comm")
@@ -273,11 +277,12 @@ func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 }
 
 // SendRecv sends send to rank to and receives recv from rank from in one
-// call, slice by slice in lockstep, so pairwise exchanges (to == from) and
-// shifts along a ring (every rank sends to r+1 and receives from r-1) never
-// deadlock, whatever the sizes. to or from may be -1 to only receive or
-// only send. The peer sending to this rank must call Send or SendRecv with
-// the same length and type; the one receiving, Recv or SendRecv.
+// call: both are posted before either is waited for, so pairwise exchanges
+// (to == from) and shifts along a ring (every rank sends to r+1 and
+// receives from r-1) never deadlock, whatever the sizes. to or from may be
+// -1 to only receive or only send. The peer sending to this rank must call
+// Send, SendRecv or SendAsync with the same length and type; the one
+// receiving, Recv, SendRecv or RecvAsync.
 func SendRecv[T Float](ctx context.Context, c *Comm, send []T, to int, recv []T, from int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
@@ -296,69 +301,44 @@ func SendRecv[T Float](ctx context.Context, c *Comm, send []T, to int, recv []T,
 }
 
 // sendRecv is Send, Recv and SendRecv: peers checked by the caller, -1 for
-// no peer.
+// no peer. It posts the operations and waits for them.
 func sendRecv[T Float](ctx context.Context, c *Comm, name string, send []T, to int, recv []T, from int) (err error) {
-	owned, err := c.enter(ctx, name, false)
+	owned, err := c.enterOp(ctx, name, false, true)
 	if err != nil {
 		return err
 	}
 	defer c.leave(owned, &err)
 	dt := dtypeOf[T]()
-	es := dt.Size()
-	ns, nr := len(send), len(recv)
-	k := &c.k
-	// The device buffer holds the send data at [0, ns) and what arrives at
-	// [ns, ns+nr).
-	if err := c.prepare(k, dt, Sum, ns+nr, asBytes(send), 0); err != nil {
-		return c.fail(err, false, nil, nil)
+	var ops [2]*p2pOp
+	if to >= 0 {
+		ops[0] = &p2pOp{name: name, send: true, peer: to, data: asBytes(send), dt: dt, count: int64(len(send)), ctx: ctx, sig: c.sigs[0]}
 	}
-	slice := c.g.slotBytes / es
-	sendDone, recvDone := to < 0, from < 0
-	for j := 0; !sendDone || !recvDone; j++ {
-		if !sendDone {
-			a, e := sliceRange(0, ns, slice, j)
-			slot, out, err := c.reserve(ctx, to, (e-a)*es)
-			if err != nil {
-				return c.failAfter(err, nil, nil)
-			}
-			if e > a {
-				if err := c.dev.Stream().Copy(out, k.region(a, e)); err != nil {
-					return c.fail(err, false, nil, nil)
-				}
-				if err := c.flush(ctx); err != nil {
-					return c.failAfter(err, nil, nil)
-				}
-			}
-			c.post(to, slot, (e-a)*es, msg{kind: msgP2P, dt: dt, count: int64(ns)})
-			sendDone = e >= ns
-		}
-		if !recvDone {
-			a, e := sliceRange(0, nr, slice, j)
-			in, m, err := c.take(ctx, from, 0, msgP2P, (e-a)*es)
-			if err != nil {
-				return c.failAfter(err, nil, nil)
-			}
-			if !c.link(from, c.rank).remote && (m.dt != dt || m.count != int64(nr)) {
-				err := &MismatchError{Rank: c.rank, Call: fingerprint{kind: collRecv, dt: dt, count: int64(nr)}.String(),
-					Peer: from, PeerCall: fingerprint{kind: collSend, dt: m.dt, count: m.count}.String()}
-				c.breakWith(err)
-				return c.failAfter(err, nil, nil)
-			}
-			if e > a {
-				if err := c.dev.Stream().Copy(k.region(ns+a, ns+e), in); err != nil {
-					return c.fail(err, false, nil, nil)
-				}
-				if err := c.flush(ctx); err != nil {
-					return c.failAfter(err, nil, nil)
-				}
-			}
-			recvDone = e >= nr
+	if from >= 0 {
+		ops[1] = &p2pOp{name: name, peer: from, data: asBytes(recv), dt: dt, count: int64(len(recv)), ctx: ctx, sig: c.sigs[1]}
+	}
+	for _, o := range ops {
+		if o != nil {
+			c.postP2P(o)
 		}
 	}
-	if nr > 0 {
-		if err := c.download(ctx, k, ns, asBytes(recv)); err != nil {
-			return c.fail(err, true, nil, nil)
+	for _, o := range ops {
+		if o == nil {
+			continue
+		}
+		select {
+		case <-o.sig:
+		case <-ctx.Done():
+			c.pokeLane()
+			<-o.sig
 		}
 	}
-	return nil
+	// The failure that caused the other one, if any, comes first.
+	for _, o := range ops {
+		if o != nil && o.err != nil {
+			if _, broken := o.err.(*BrokenError); !broken || err == nil {
+				err = o.err
+			}
+		}
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -90,9 +91,14 @@ const (
 	cAllGather
 	cBroadcast
 	cReduce
+	// cShift: every rank sends its input k ranks ahead and receives from k
+	// ranks behind (k = 1 + Root mod (ranks-1)): SendRecv on the slice
+	// paths; SendAsync and RecvAsync (in either order) on async; RecvAsync
+	// then a blocking Send on async+sync.
+	cShift
 )
 
-var collNames = [...]string{"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce"}
+var collNames = [...]string{"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce", "Shift"}
 
 func (k confColl) String() string { return collNames[k] }
 
@@ -205,7 +211,7 @@ func (c confCall) String() string {
 	if c.Coll == cAllReduce {
 		s += " strategy=" + c.Strategy.String()
 	}
-	if c.Coll == cBroadcast || c.Coll == cReduce {
+	if c.Coll == cBroadcast || c.Coll == cReduce || c.Coll == cShift {
 		s += fmt.Sprintf(" root=%d", c.Root)
 	}
 	if c.Coll == cReduce && c.NilRecv {
@@ -337,11 +343,14 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 	calls := 1 + rng.IntN(lim.maxCalls)
 	for i := 0; i < calls; i++ {
 		var c confCall
-		switch x := rng.IntN(8); {
+		switch x := rng.IntN(9); {
 		case x < 4:
 			c.Coll = cAllReduce
 		default:
 			c.Coll = confColl(x - 3)
+		}
+		if c.Coll == cShift && g.Ranks == 1 {
+			c.Coll = cAllReduce
 		}
 		switch x := rng.IntN(100); {
 		case x < 30:
@@ -368,8 +377,16 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		if c.Path == pAsyncPair && c.Coll == cBroadcast {
 			c.Path = pAsync
 		}
-		if (c.Path == pTensor || c.Path.async()) && c.Coll != cAllReduce && c.Coll != cBroadcast {
+		if (c.Path == pTensor || c.Path.async()) && c.Coll != cAllReduce && c.Coll != cBroadcast && c.Coll != cShift {
 			c.Path = confPath(rng.IntN(2)) // slice or in place
+		}
+		if c.Coll == cShift {
+			switch c.Path {
+			case pInPlace, pTensor:
+				c.Path = pSlice
+			case pPinnedInPlace:
+				c.Path = pPinned
+			}
 		}
 		if c.Coll == cBroadcast {
 			// A broadcast is in place.
@@ -759,7 +776,7 @@ func setupBufs[T Float](c confCall, ranks, r int, in []float64) (*confBufs[T], e
 			dst[i] = T(confPoison)
 		}
 	}
-	if !c.Path.inPlace() || c.Coll == cReduce {
+	if !c.Path.inPlace() || c.Coll == cReduce || c.Coll == cShift {
 		if b.send, b.hs, err = alloc(ls, c.Path.sendPinned()); err != nil {
 			return b, err
 		}
@@ -857,6 +874,27 @@ func callRank[T Float](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]
 		return Broadcast(ctx, cm, b.send, c.Root)
 	case cReduce:
 		return Reduce(ctx, cm, b.send, b.recv, c.Op, c.Root)
+	case cShift:
+		n := cm.g.n
+		k := c.shift(n)
+		to, from := (cm.Rank()+k)%n, (cm.Rank()-k+n)%n
+		switch c.Path {
+		case pAsync:
+			var ws, wr *Work
+			if c.DataSeed%2 == 0 {
+				ws = SendAsync(ctx, cm, b.send, to)
+				wr = RecvAsync(ctx, cm, b.recv, from)
+			} else {
+				wr = RecvAsync(ctx, cm, b.recv, from)
+				ws = SendAsync(ctx, cm, b.send, to)
+			}
+			return cmp.Or(ws.Wait(context.Background()), wr.Wait(context.Background()))
+		case pAsyncPair:
+			wr := RecvAsync(ctx, cm, b.recv, from)
+			err := Send(ctx, cm, b.send, to)
+			return cmp.Or(err, wr.Wait(context.Background()))
+		}
+		return SendRecv(ctx, cm, b.send, to, b.recv, from)
 	}
 	return fmt.Errorf("unknown collective %d", c.Coll)
 }
@@ -1058,6 +1096,18 @@ func checkResults[T Float](c confCall, in [][]float64, bufs []*confBufs[T], ok [
 				fail("wrong result", "rank %d: gathered data differs (%s)", r, firstDiff(b.recv, want))
 			}
 		}
+	case cShift:
+		k := c.shift(ranks)
+		for r, b := range bufs {
+			from := (r - k + ranks) % ranks
+			want := make([]T, c.N)
+			for i, v := range in[from] {
+				want[i] = T(v)
+			}
+			if good(r) && !bitsEqual(b.recv, want) {
+				fail("wrong result", "rank %d: received data differs from rank %d's input (%s)", r, from, firstDiff(b.recv, want))
+			}
+		}
 	case cBroadcast:
 		want := make([]T, c.N)
 		for i, v := range in[c.Root] {
@@ -1071,6 +1121,9 @@ func checkResults[T Float](c confCall, in [][]float64, bufs []*confBufs[T], ok [
 	}
 	return fails
 }
+
+// shift is a Shift's distance on ranks ranks.
+func (c confCall) shift(ranks int) int { return 1 + c.Root%(ranks-1) }
 
 // firstDiff describes the first element where a and b differ bitwise.
 func firstDiff[T Float](a, b []T) string {

@@ -144,6 +144,8 @@ type BrokenError struct {
 	Cause error
 	// hideCtx keeps the cause's context errors from unwrapping.
 	hideCtx bool
+	// remote: the group broke in another process (not told again).
+	remote bool
 }
 
 func (e *BrokenError) Error() string {

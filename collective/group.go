@@ -86,6 +86,8 @@ type Group struct {
 	nl        int // ranks in this process
 	base      int // global rank of this process's first rank
 	tr        backend.Transport
+	trOwned   bool  // tr is the group's own duplicate of Options.Transport
+	ctrl      *ctrl // control messages between the processes
 	nproc     int
 	fpBuf     []byte // cross-process fingerprint exchange
 	fpAll     []byte
@@ -151,6 +153,10 @@ type Comm struct {
 	lost        error // the device was declared lost (guarded by g.brokenMu)
 	links       map[int64]*link
 
+	laneMu sync.Mutex // guards lane, the ops' completion and remote links' pq
+	lane   lane
+	sigs   [2]chan struct{} // completion signals of the synchronous point-to-point operations
+
 	// Pooled buffers: grown on demand, reused across calls.
 	stage  backend.Buffer // host-visible: this rank's input, then its reduced slice
 	gather backend.Buffer // host-visible: the slices of every rank that this rank reduces
@@ -204,10 +210,16 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.drainLimit = 10 * time.Second
 	}
 	g.log, g.logCalls = newLogger(opts.Logger)
+	opened := false
 	if tr := opts.Transport; tr != nil {
 		if err := g.joinProcesses(ctx, tr); err != nil {
 			return nil, err
 		}
+		defer func() {
+			if !opened && g.trOwned {
+				g.tr.Close()
+			}
+		}()
 	}
 
 	b, skipped, err := selectBackend(opts.Backend)
@@ -279,6 +291,7 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		c.timer = time.NewTimer(time.Hour)
 		c.timer.Stop()
 		c.wctx.init(g.brokenCh)
+		c.initLane()
 		g.comms = append(g.comms, c)
 	}
 	if g.log != nil {
@@ -290,6 +303,17 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 				"f64", inf.Float64, "maxBindingBytes", inf.MaxBindingBytes)
 		}
 	}
+	if g.tr != nil {
+		if err := g.startCtrl(g.trOwned); err != nil {
+			g.closeDevices()
+			return nil, err
+		}
+		// A Group dropped without Close: its control requests end and its
+		// transport duplicate closes when it is collected (its devices are
+		// not closed: only Close does that).
+		runtime.AddCleanup(g, func(k *ctrl) { k.close() }, g.ctrl)
+	}
+	opened = true
 	return g, nil
 }
 
@@ -451,6 +475,9 @@ func (g *Group) breakGroup(b *BrokenError) {
 	for _, c := range g.comms {
 		c.wctx.fire(errWaitBroken)
 	}
+	if g.ctrl != nil && !b.remote && b != errGroupClosed {
+		g.ctrl.broadcast(b)
+	}
 	if g.log != nil && !errors.Is(b.Cause, ErrClosed) {
 		g.log.Warn("gocoll: group broken", "by", b.Rank, "op", b.Op, "seq", b.Seq, "cause", b.Cause)
 	}
@@ -514,10 +541,12 @@ func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) e
 // freed under it). It is idempotent.
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
+		clean := g.Err() == nil
 		g.breakGroup(errGroupClosed)
 		g.closed.Store(true)
 		for _, c := range g.comms {
 			c.closeQueue()
+			c.waitLane(context.Background()) // the broken group fails what is pending
 		}
 		// Take every comm, so no call is still using its buffers.
 		for _, c := range g.comms {
@@ -545,18 +574,15 @@ func (g *Group) Close() error {
 			c.timer.Stop()
 		}
 		for _, l := range g.linkMap {
-			inFlight := false
-			for i, r := range l.reqs {
-				if r != nil {
-					// A send that cannot be cancelled may still read the
-					// outbox: then the outbox is left to the process.
-					if r.Cancel() != nil {
-						inFlight = true
-					}
-					l.reqs[i] = nil
-				}
+			g.finishSends(l, clean)
+		}
+		if g.ctrl != nil {
+			if err := g.ctrl.close(); err != nil {
+				errs = append(errs, fmt.Errorf("collective: closing the group's transport: %w", err))
 			}
-			if l.out != nil && !inFlight && !g.lostRank(l.from) {
+		}
+		for _, l := range g.linkMap {
+			if l.out != nil && !g.lostRank(l.from) {
 				if err := l.out.Close(); err != nil {
 					errs = append(errs, err)
 				}
@@ -580,6 +606,36 @@ func (g *Group) Close() error {
 		}
 	})
 	return g.closeErr
+}
+
+// finishSends ends the transport sends still in flight on a remote link.
+// After a clean run, the last pieces a rank sent may still be on their way
+// to a peer that is finishing the same call: they get CommunicationTimeout
+// to complete. Anything left is cancelled; a send the transport cannot give
+// back keeps its Go staging slot (the transport holds it), never device
+// memory.
+func (g *Group) finishSends(l *link, clean bool) {
+	deadline := time.Now().Add(g.cfg.CommunicationTimeout)
+	for i, r := range l.reqs {
+		if r == nil {
+			continue
+		}
+		l.reqs[i] = nil
+		for clean {
+			done, err := r.Test()
+			if err != nil || done {
+				r = nil
+				break
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		if r != nil && r.Cancel() != nil {
+			l.stage[i] = nil
+		}
+	}
 }
 
 // lostRank reports whether global rank r is a local rank whose device was

@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -46,6 +47,21 @@ type link struct {
 	remote bool
 	reqs   [linkSlots]backend.Request
 	next   int
+	// Go staging of a remote link's slots: the transport only ever sees Go
+	// memory, so a request it cannot give back keeps its buffer alive and
+	// no device memory is freed under it. A slot left to the transport is
+	// set to nil and allocated again.
+	stage [linkSlots][]byte
+
+	// Point-to-point. Between local ranks: the operations posted on this
+	// link and not yet matched, in order (guarded by pmu). To or from
+	// another process: the comm's operations on this link in order (guarded
+	// by the comm's laneMu) and their staging.
+	pmu    sync.Mutex
+	psend  []*p2pOp
+	precv  []*p2pOp
+	pq     []*p2pOp
+	pstage [linkSlots][]byte
 }
 
 func newLink(from, to int, remote bool) *link {
@@ -127,7 +143,7 @@ func (c *Comm) reserve(ctx context.Context, to, n int) (int, backend.Region, err
 		if r := l.reqs[slot]; r != nil {
 			// Completed or cancelled either way: the transport recycles it.
 			l.reqs[slot] = nil
-			if err := c.waitReq(ctx, r, to, "exchange (sending)"); err != nil {
+			if err := c.waitReq(ctx, r, to, "exchange (sending)", &l.stage[slot]); err != nil {
 				return 0, backend.Region{}, err
 			}
 		}
@@ -153,7 +169,12 @@ func (c *Comm) post(to, slot, n int, m msg) {
 	if l.remote {
 		g := c.g
 		off := slot * g.slotBytes
-		req, err := g.tr.Isend(l.out.Bytes()[off:off+n], g.procOf(to), g.tag(c.rank, to))
+		if l.stage[slot] == nil {
+			l.stage[slot] = make([]byte, g.slotBytes)
+		}
+		buf := l.stage[slot][:n]
+		copy(buf, l.out.Bytes()[off:off+n])
+		req, err := g.tr.Isend(buf, g.procOf(to), g.tag(c.rank, to))
 		if err != nil {
 			// The next wait of any rank sees the broken group.
 			c.breakWith(fmt.Errorf("sending to rank %d (process %d): %w", to, g.procOf(to), err))
@@ -174,16 +195,23 @@ func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (ba
 	if l.remote {
 		g := c.g
 		off := idx * g.slotBytes
-		req, err := g.tr.Irecv(c.inbox.Bytes()[off:off+n], g.procOf(from), g.tag(from, c.rank))
+		if l.stage[0] == nil {
+			l.stage[0] = make([]byte, g.slotBytes)
+		}
+		buf := l.stage[0][:n]
+		req, err := g.tr.Irecv(buf, g.procOf(from), g.tag(from, c.rank))
 		if err != nil {
 			err = fmt.Errorf("receiving from rank %d (process %d): %w", from, g.procOf(from), err)
 			c.breakWith(err)
 			return backend.Region{}, msg{}, err
 		}
-		if err := c.waitReq(ctx, req, from, "exchange (receiving)"); err != nil {
+		if err := c.waitReq(ctx, req, from, "exchange (receiving)", &l.stage[0]); err != nil {
 			return backend.Region{}, msg{}, err
 		}
-		c.dev.Counters().BytesWritten.Add(int64(n))
+		if err := c.inbox.Write(off, buf); err != nil {
+			c.breakWith(err)
+			return backend.Region{}, msg{}, err
+		}
 		return backend.Region{Buf: c.inbox, Off: off, Len: n}, msg{kind: want, n: n}, nil
 	}
 	m, err := waitOn(c, ctx, l.ready, from, "exchange (waiting for the sender)")

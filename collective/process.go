@@ -23,18 +23,46 @@ const fpBytes = 24
 
 // joinProcesses checks that every process has the same number of local
 // ranks and numbers the ranks.
-func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport) error {
+func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport) (err error) {
 	g.tr = tr
 	g.nproc = tr.Size()
+	if d, ok := tr.(backend.Duplicator); ok && g.nproc > 1 {
+		// The group's own communicator: groups over one transport never
+		// see each other's messages and may run at the same time.
+		cctx, cancel := context.WithTimeout(ctx, g.cfg.CommunicationTimeout)
+		dup, err := d.Dup(cctx)
+		cancel()
+		if err != nil {
+			if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
+				return &TimeoutError{Phase: "duplicating the transport (" + err.Error() + ")", Ctx: ctx.Err()}
+			}
+			return fmt.Errorf("collective: duplicating %s: %w", tr.Name(), err)
+		}
+		g.tr, g.trOwned = dup, true
+		tr = dup
+		defer func() {
+			if err != nil {
+				dup.Close()
+				g.trOwned = false
+			}
+		}()
+	}
 	if g.nproc < 1 || tr.Rank() < 0 || tr.Rank() >= g.nproc {
 		return &ConfigError{Field: "Transport", Reason: fmt.Sprintf("rank %d of %d processes", tr.Rank(), g.nproc)}
 	}
 	if g.nl*g.nproc > 1<<14 {
 		return &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("%d ranks in %d processes exceed the 16384 supported", g.nl*g.nproc, g.nproc)}
 	}
-	mine := make([]byte, 8)
+	// Slot sizes must agree: messages between processes travel in slots.
+	slot := g.opts.ChunkBytes
+	if slot == 0 {
+		slot = 1 << 20
+	}
+	slot &^= 7
+	mine := make([]byte, 16)
 	binary.LittleEndian.PutUint64(mine, uint64(g.nl))
-	all := make([]byte, 8*g.nproc)
+	binary.LittleEndian.PutUint64(mine[8:], uint64(slot))
+	all := make([]byte, 16*g.nproc)
 	cctx, cancel := context.WithTimeout(ctx, g.cfg.CommunicationTimeout)
 	defer cancel()
 	if err := tr.Allgather(cctx, mine, all); err != nil {
@@ -44,8 +72,11 @@ func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport) error {
 		return fmt.Errorf("collective: joining %d processes over %s: %w", g.nproc, tr.Name(), err)
 	}
 	for p := 0; p < g.nproc; p++ {
-		if n := int(binary.LittleEndian.Uint64(all[8*p:])); n != g.nl {
+		if n := int(binary.LittleEndian.Uint64(all[16*p:])); n != g.nl {
 			return &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("process %d has %d local ranks, process %d has %d: every process needs the same number", p, n, tr.Rank(), g.nl)}
+		}
+		if s := int(binary.LittleEndian.Uint64(all[16*p+8:])); s != slot {
+			return &ConfigError{Field: "ChunkBytes", Reason: fmt.Sprintf("process %d uses %d-byte slots, process %d uses %d: every process needs the same ChunkBytes", p, s, tr.Rank(), slot)}
 		}
 	}
 	g.n = g.nl * g.nproc
@@ -100,9 +131,18 @@ func decodeFP(b []byte) (f fingerprint, flag, localMismatch bool) {
 func (c *Comm) crossProcess(ctx context.Context, fp fingerprint, local *MismatchError, flag bool, phase string) (*MismatchError, bool, error) {
 	g := c.g
 	encodeFP(g.fpBuf, fp, flag, local != nil)
-	cctx, cancel := context.WithTimeout(ctx, g.cfg.CommunicationTimeout)
-	err := g.tr.Allgather(cctx, g.fpBuf, g.fpAll)
-	cancel()
+	// The wait ends with ctx, CommunicationTimeout or the group breaking
+	// (an Abort in any process).
+	w := &c.wctx
+	w.arm(ctx, g.cfg.CommunicationTimeout)
+	err := g.tr.Allgather(w, g.fpBuf, g.fpAll)
+	why := w.disarm()
+	if err != nil && why == errWaitBroken {
+		return nil, false, c.brokenErr()
+	}
+	if err != nil && why == errWaitTimeout {
+		err = fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
 	if err != nil {
 		te := &TimeoutError{Seq: c.seq, Phase: phase + " across processes (" + err.Error() + ")", Ctx: ctx.Err()}
 		var mp backend.MissingProcesses
@@ -150,7 +190,11 @@ func (g *Group) tag(a, b int) int { return (a%g.nl)*g.nl + b%g.nl }
 // waitReq polls a transport request until it completes, honouring the
 // comm's timeout, ctx and the group breaking; a request that does not
 // complete is cancelled.
-func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase string) error {
+//
+// held is the Go buffer the request uses: when the request can be neither
+// completed nor cancelled, the transport keeps it and *held is set to nil,
+// so the link allocates a new one.
+func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase string, held *[]byte) error {
 	g := c.g
 	deadline := time.Now().Add(g.cfg.CommunicationTimeout)
 	for spins := 0; ; spins++ {
@@ -168,7 +212,9 @@ func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase
 		case <-ctx.Done():
 			te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
 		case <-g.brokenCh:
-			req.Cancel()
+			if req.Cancel() != nil {
+				*held = nil
+			}
 			return c.brokenErr()
 		default:
 			if time.Now().After(deadline) {
@@ -176,7 +222,9 @@ func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase
 			}
 		}
 		if te != nil {
-			req.Cancel()
+			if req.Cancel() != nil {
+				*held = nil
+			}
 			c.breakWith(te)
 			return te
 		}

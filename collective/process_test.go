@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,12 @@ type loopNet struct {
 	queues map[[3]int][][]byte // (src, dst, tag) -> messages in order
 	ag     *agRound
 	size   int
+	dups   []*loopNet // Dup's networks, in call order
+	dupTrs []*loopTr  // the transports Dup returned
+	// stuck: sends never complete and cannot be cancelled; every buffer
+	// handed to Isend is kept (read again by tests after Close).
+	stuck bool
+	kept  [][]byte
 }
 
 type agRound struct {
@@ -28,9 +35,31 @@ type agRound struct {
 }
 
 type loopTr struct {
-	net  *loopNet
-	rank int
+	net    *loopNet
+	rank   int
+	ndup   int
+	closed atomic.Bool
 }
+
+// Dup returns the process's transport on the network of its ndup-th Dup
+// (every process's k-th Dup meets on one network).
+func (t *loopTr) Dup(ctx context.Context) (backend.Transport, error) {
+	n := t.net
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for len(n.dups) <= t.ndup {
+		n.dups = append(n.dups, &loopNet{queues: map[[3]int][][]byte{}, size: n.size, stuck: n.stuck})
+	}
+	d := &loopTr{net: n.dups[t.ndup], rank: t.rank}
+	t.ndup++
+	n.dupTrs = append(n.dupTrs, d)
+	return d, nil
+}
+
+type stuckReq struct{}
+
+func (stuckReq) Test() (bool, error) { return false, nil }
+func (stuckReq) Cancel() error       { return errors.New("loopback: the send is in flight") }
 
 func newLoopNet(size int) []*loopTr {
 	n := &loopNet{queues: map[[3]int][][]byte{}, size: size}
@@ -44,7 +73,7 @@ func newLoopNet(size int) []*loopTr {
 func (t *loopTr) Name() string { return "loopback" }
 func (t *loopTr) Rank() int    { return t.rank }
 func (t *loopTr) Size() int    { return t.net.size }
-func (t *loopTr) Close() error { return nil }
+func (t *loopTr) Close() error { t.closed.Store(true); return nil }
 
 type doneReq struct{}
 
@@ -54,6 +83,10 @@ func (doneReq) Cancel() error       { return nil }
 func (t *loopTr) Isend(p []byte, peer, tag int) (backend.Request, error) {
 	t.net.mu.Lock()
 	defer t.net.mu.Unlock()
+	if t.net.stuck {
+		t.net.kept = append(t.net.kept, p)
+		return stuckReq{}, nil
+	}
 	k := [3]int{t.rank, peer, tag}
 	t.net.queues[k] = append(t.net.queues[k], append([]byte(nil), p...))
 	return doneReq{}, nil

@@ -25,6 +25,13 @@ import (
 // collectives) take the next sequence number. The result says whether the
 // caller must release the comm (leave) with that ownership.
 func (c *Comm) enter(ctx context.Context, name string, numbered bool) (bool, error) {
+	return c.enterOp(ctx, name, numbered, false)
+}
+
+// enterOp is enter; p2p operations are posted without waiting for the
+// comm's earlier point-to-point operations, every other one waits for them
+// to complete.
+func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bool, error) {
 	if c == nil {
 		return false, invalidArg("nil Comm")
 	}
@@ -45,9 +52,19 @@ func (c *Comm) enter(ctx context.Context, name string, numbered bool) (bool, err
 		if !c.busy.CompareAndSwap(false, true) {
 			return false, c.wrapErr(name, 0, ErrConcurrentUse)
 		}
-		if c.PendingAsync() > 0 {
+		if c.queuedAsync() > 0 {
 			c.busy.Store(false)
 			return false, c.wrapErr(name, 0, ErrConcurrentUse)
+		}
+	}
+	if !p2p {
+		if err := c.waitLane(ctx); err != nil {
+			te := &TimeoutError{Phase: "waiting for the comm's earlier point-to-point operations", Ctx: err}
+			c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
+			if owned {
+				c.busy.Store(false)
+			}
+			return false, c.wrapErr(name, 0, te)
 		}
 	}
 	if numbered {
