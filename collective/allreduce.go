@@ -150,8 +150,11 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 	if !op.Valid() {
 		return c.invalidCall(ctx, name, invalidArg("unknown op %d", int(op)))
 	}
-	if strat < Auto || strat > Direct {
+	if strat < Auto || strat > Host {
 		return c.invalidCall(ctx, name, invalidArg("unknown strategy %d", int(strat)))
+	}
+	if strat == Host && c.g.tr != nil {
+		return c.invalidCall(ctx, name, fmt.Errorf("strategy host reduces in one process; this group spans %d processes: %w", c.g.nproc, ErrUnsupported))
 	}
 	owned, err := c.enter(ctx, name, true)
 	if err != nil {
@@ -165,7 +168,7 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 	}
 	why := "configured"
 	if strat == Auto {
-		strat, why = c.autoStrategy(n*es, dt)
+		strat, why = c.autoStrategy(n*es, dt, true)
 	}
 	c.strat = strat
 	path := slicePath(send[:n*es], recv[:n*es])
@@ -179,7 +182,7 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 	// run zero-copy when every rank's buffers are pinned host memory its
 	// device imported: publish them, and learn at the rendezvous whether
 	// every rank can.
-	peers := g.tr == nil && g.n > 1 && n > 0 && (strat == Direct || strat == Pipelined || hostF64)
+	peers := g.tr == nil && g.n > 1 && n > 0 && (strat == Direct || strat == Pipelined || strat == Host || hostF64)
 	zc := false
 	if peers && (strat == Direct || strat == Pipelined) && !hostF64 && path == pathPinned {
 		_, s1 := c.pinnedRegion(send[:n*es])
@@ -359,7 +362,7 @@ func (c *Comm) directSlice(ctx context.Context, send, recv []byte, n, es int, dt
 	if err := c.ensure(&c.gather, g.n*stride); err != nil {
 		return err
 	}
-	host := dt == backend.F64 && !g.allF64
+	host := dt == backend.F64 && !g.allF64 || c.strat == Host
 	depth = max(1, min(depth, cnt, MaxPipelineDepth))
 	if host {
 		depth = 1
@@ -384,7 +387,11 @@ func (c *Comm) directSlice(ctx context.Context, send, recv []byte, n, es int, dt
 			}
 			res := c.stage.Bytes()[(a-lo)*es : (b-lo)*es]
 			if host {
-				reduceHostF64(res, gb, stride/es, (a - lo), g.n, m, op, scaleFor(op, g.n))
+				if dt == backend.F64 {
+					reduceHostF64(res, gb, stride/es, (a - lo), g.n, m, op, scaleFor(op, g.n))
+				} else {
+					reduceHostF32(res, gb, stride/es, (a - lo), g.n, m, op, scaleFor(op, g.n))
+				}
 				if err := c.scatter(d, lo, a, b, es); err != nil {
 					return err
 				}
@@ -585,6 +592,32 @@ func reduceHostF64(dst, src []byte, stride, off, k, cnt int, op Op, scale float6
 		}
 		if scale != 1 {
 			acc = backend.ApplyScale64(acc, scale)
+		}
+		d[i] = acc
+	}
+}
+
+// reduceHostF32 is reduceHostF64 for float32, in float32 arithmetic as the
+// kernels do (bitwise the kernels' result).
+func reduceHostF32(dst, src []byte, stride, off, k, cnt int, op Op, scale float64) {
+	d := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(dst))), cnt)
+	s := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/4)
+	kop := kernelOp(op)
+	for i := 0; i < cnt; i++ {
+		acc := s[off+i]
+		for p := 1; p < k; p++ {
+			b := s[p*stride+off+i]
+			switch kop {
+			case backend.Sum:
+				acc += b
+			case backend.Prod:
+				acc *= b
+			default:
+				acc = float32(combine64(kop, float64(acc), float64(b)))
+			}
+		}
+		if scale != 1 {
+			acc = backend.ApplyScale32(acc, scale)
 		}
 		d[i] = acc
 	}

@@ -26,6 +26,7 @@ type costModel struct {
 	Copy       float64 // bytes/s: a device copy host-visible -> device-local
 	Reduce     float64 // bytes/s written by a 2-input reduce kernel in device memory
 	HostReduce float64 // bytes/s read by a reduce kernel whose inputs are in host memory
+	CPUReduce  float64 // bytes/s read by the CPU reducing two f32 inputs (strategy Host), one core
 	Handoff    float64 // seconds: one rank-to-rank handoff (a barrier)
 	Err        error   // a failed measurement falls back to ring
 	Measured   time.Duration
@@ -73,7 +74,7 @@ func (g *Group) measure(c *Comm) *costModel {
 		if g.log != nil {
 			g.log.Info("gocoll: cost model measured", "rank", c.rank, "submit_us", m.Submit*1e6,
 				"memcpy_GBps", m.Memcpy/1e9, "par_memcpy_GBps", m.ParMemcpy/1e9, "copy_GBps", m.Copy/1e9,
-				"reduce_GBps", m.Reduce/1e9, "host_reduce_GBps", m.HostReduce/1e9,
+				"reduce_GBps", m.Reduce/1e9, "host_reduce_GBps", m.HostReduce/1e9, "cpu_reduce_GBps", m.CPUReduce/1e9,
 				"handoff_us", m.Handoff*1e6, "took", m.Measured, "err", m.Err)
 		}
 	})
@@ -180,6 +181,13 @@ func measureDevice(ctx context.Context, dev backend.Device, m *costModel) error 
 		return nil
 	})
 	m.ParMemcpy = math.Max(8<<20/math.Max(t, 1e-9), m.Memcpy)
+	// The CPU reduction of strategy Host: two 256 KiB f32 inputs.
+	const cpuBytes = 256 << 10
+	t, _ = timeIt(5, func() error {
+		reduceHostF32(big[:cpuBytes/2], big[cpuBytes:2*cpuBytes], cpuBytes/8, 0, 2, cpuBytes/8, Sum, 1)
+		return nil
+	})
+	m.CPUReduce = cpuBytes / math.Max(t, 1e-9)
 	// A handoff between two goroutines through a channel, as a barrier does.
 	ping, pong := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -213,6 +221,11 @@ func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
 	}
 	updown := 2 * B / m.Copy // upload and download of the device buffer
 	switch s {
+	case Host:
+		// Two rendezvous; each rank copies its 1/N slice from every rank
+		// (B bytes), reduces it on one core and writes it into every
+		// rank's output (B bytes).
+		return 2*N*m.Handoff + memcpy(B) + B/m.CPUReduce + memcpy(B)
 	case Direct, Pipelined:
 		// Two rendezvous; each rank gathers its 1/N slice from every rank
 		// (B bytes), the kernel reads them from host memory, and the
@@ -255,7 +268,9 @@ func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
 // call of a group measures the device (a few hundred milliseconds at most,
 // on the calling rank's device, while the other ranks' first calls wait for
 // it); that time counts against the call's context.
-func (c *Comm) autoStrategy(bytes int, dt backend.DType) (Strategy, string) {
+//
+// slices says the call's data are host slices (strategy Host applies).
+func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy, string) {
 	g := c.g
 	if dt == backend.F64 && !g.allF64 {
 		return Direct, "f64 reduced on the host (a device has no f64 kernels)"
@@ -271,13 +286,23 @@ func (c *Comm) autoStrategy(bytes int, dt backend.DType) (Strategy, string) {
 		return Ring, fmt.Sprintf("cost model unavailable (%v)", m.Err)
 	}
 	best, bestT := Direct, math.Inf(1)
-	for _, s := range []Strategy{Direct, Pipelined, Ring, Tree, Hierarchical} {
+	for _, s := range autoCandidates {
+		if s == Host && !slices {
+			continue
+		}
 		if t := m.predict(s, bytes, g.n, g.cfg.PipelineDepth, g.cfg.LocalGroupSize); t < bestT {
 			best, bestT = s, t
 		}
 	}
+	if best == Host {
+		return best, fmt.Sprintf("cost model: CPU reduction predicted %.1f us, faster than any device path", bestT*1e6)
+	}
 	return best, "cost model"
 }
+
+// autoCandidates are the strategies Auto chooses among (Host only for host
+// slices).
+var autoCandidates = []Strategy{Host, Direct, Pipelined, Ring, Tree, Hierarchical}
 
 // AutoChoice returns the strategy Auto picks for an all-reduce of bytes
 // bytes of dt in this group, and the modelled time of each strategy.
@@ -290,9 +315,9 @@ func (g *Group) AutoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]
 	if err != nil {
 		return Ring, out
 	}
-	s, _ := c.autoStrategy(bytes, dt)
+	s, _ := c.autoStrategy(bytes, dt, true)
 	if m.Err == nil {
-		for _, st := range []Strategy{Direct, Pipelined, Ring, Tree, Hierarchical} {
+		for _, st := range autoCandidates {
 			t := m.predict(st, bytes, g.n, g.cfg.PipelineDepth, g.cfg.LocalGroupSize)
 			if !math.IsInf(t, 0) {
 				out[st] = time.Duration(t * 1e9)

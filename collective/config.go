@@ -67,9 +67,16 @@ const (
 	// Direct is the one-shot algorithm: every rank reduces its own 1/N of the
 	// tensor from all ranks' inputs, then every rank gathers all slices.
 	Direct
+	// Host is Direct reduced by the CPU: every rank reduces its own 1/N
+	// from all ranks' host slices and writes it into every rank's output,
+	// with no device work (one process, host slices; the latency path for
+	// small calls, which Auto picks when the cost model says it is faster).
+	// Device-resident tensors run it as Direct; across processes it is
+	// ErrUnsupported.
+	Host
 )
 
-var strategyNames = [...]string{Auto: "auto", Ring: "ring", Tree: "tree", Hierarchical: "hierarchical", Pipelined: "pipelined", Direct: "direct"}
+var strategyNames = [...]string{Auto: "auto", Ring: "ring", Tree: "tree", Hierarchical: "hierarchical", Pipelined: "pipelined", Direct: "direct", Host: "host"}
 
 func (s Strategy) String() string {
 	if s >= 0 && int(s) < len(strategyNames) {
@@ -141,7 +148,7 @@ func (c Config) Validate() error {
 	bad := func(field, format string, a ...any) error {
 		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
 	}
-	if c.Strategy < Auto || c.Strategy > Direct {
+	if c.Strategy < Auto || c.Strategy > Host {
 		return bad("Strategy", "unknown strategy %d", int(c.Strategy))
 	}
 	if c.PipelineDepth < 1 || c.PipelineDepth > MaxPipelineDepth {

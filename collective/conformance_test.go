@@ -326,7 +326,7 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 	}
 	g.DisableFloat64 = rng.IntN(7) == 0
 	if rng.IntN(10) < 3 {
-		g.Strategy = Strategy(1 + rng.IntN(int(Direct)))
+		g.Strategy = Strategy(1 + rng.IntN(int(Host)))
 	}
 	g.PipelineDepth = 1 + rng.IntN(8)
 	g.LocalGroupSize = 1 + rng.IntN(4)
@@ -400,7 +400,7 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		c.F64 = rng.IntN(2) == 0
 		c.Op = Op(rng.IntN(int(Prod) + 1))
 		if rng.IntN(4) > 0 {
-			c.Strategy = Strategy(1 + rng.IntN(int(Direct)))
+			c.Strategy = Strategy(1 + rng.IntN(int(Host)))
 		}
 		es := 4
 		if c.F64 {

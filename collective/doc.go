@@ -51,6 +51,31 @@
 // support); a difference fails every rank with ErrMismatch before any data
 // moved.
 //
+// Point-to-point. Send, Recv, SendRecv, SendAsync and RecvAsync pair on
+// the direction between two ranks, in call order; a length or type that
+// differs is a *MismatchError on both ranks. They are posted in stream
+// order, and point-to-point operations posted back to back never wait for
+// each other, so SendAsync and RecvAsync in any order on both ranks, and
+// SendRecv, never deadlock; any other operation waits for the comm's
+// earlier point-to-point operations to complete. A blocking Send or Recv
+// waits for its peer: two ranks that both Send to each other before they
+// Recv deadlock, and fail after CommunicationTimeout with an error naming
+// the peer and the pattern. Between ranks of one process the data is copied
+// once, from the send slice to the receive slice.
+//
+// Processes. A Group given a Transport spans processes. A transport that
+// can duplicate itself (backend.Duplicator: the mpi package's World) gives
+// each Group its own communicator, so groups over one World never see each
+// other's traffic and may run at the same time; create them in the same
+// order on every process. The transport only ever sees Go memory the group
+// owns (staged copies), so a message it cannot give back never pins or
+// outlives device memory. A group that breaks in one process tells the
+// others (a control message), whose ranks fail at once with a
+// *RemoteError cause (ErrAborted after Abort, ErrTimeout after a timeout);
+// a process that dies ends the others' waits within CommunicationTimeout.
+// Close ends the group's transport requests; a Group dropped without Close
+// releases its transport when collected (its devices only at exit).
+//
 // Reductions run in the backend's kernels: f32 in f32 and f64 in f64 (never
 // rounded through f32; a device without f64 reduces f64 exactly on the host).
 // Mean is the sum divided by N, correctly rounded. NaN and Inf propagate; max

@@ -146,7 +146,7 @@ func NewGradientSync[T Float](c *Comm, opts SyncOptions) (*GradientSync[T], erro
 		return nil, &ConfigError{Field: "Wire", Reason: "wire compression takes float32 gradients and F16 or BF16"}
 	}
 	for _, s := range opts.Candidates {
-		if s <= Auto || s > Direct {
+		if s <= Auto || s > Host {
 			return nil, &ConfigError{Field: "Candidates", Reason: fmt.Sprintf("%s is not a concrete strategy", s)}
 		}
 	}

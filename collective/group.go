@@ -212,6 +212,9 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	g.log, g.logCalls = newLogger(opts.Logger)
 	opened := false
 	if tr := opts.Transport; tr != nil {
+		if opts.Config.Strategy == Host {
+			return nil, &ConfigError{Field: "Strategy", Reason: "host reduces in one process; a group with a Transport spans processes"}
+		}
 		if err := g.joinProcesses(ctx, tr); err != nil {
 			return nil, err
 		}

@@ -123,7 +123,7 @@ func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op,
 		}
 		return c.invalidCall(ctx, "AllReduceTensor", err)
 	}
-	if !op.Valid() || s < Auto || s > Direct {
+	if !op.Valid() || s < Auto || s > Host {
 		return c.invalidCall(ctx, "AllReduceTensor", invalidArg("bad op %d or strategy %d", int(op), int(s)))
 	}
 	dt := dtypeOf[T]()
@@ -140,7 +140,10 @@ func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op,
 	}
 	why := "configured"
 	if s == Auto {
-		s, why = c.autoStrategy(t.n*dt.Size(), dt)
+		s, why = c.autoStrategy(t.n*dt.Size(), dt, false)
+	}
+	if s == Host {
+		s, why = Direct, "host reduction applies to host slices: direct on the device"
 	}
 	c.strat = s
 	if err := c.arrive(ctx, fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(t.n), strategy: s, path: pathTensor}, "AllReduceTensor fingerprint check"); err != nil {
