@@ -60,7 +60,7 @@ func TestGeneratedMatchSources(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
-	for _, n := range []string{ReduceF32, ReduceF64, ScaleF32, ScaleF64, Reduce4F32, Reduce4F64, Scale4F32, Scale4F64} {
+	for _, n := range []string{ReduceF32, ReduceF64, ScaleF32, ScaleF64, Reduce4F32, Reduce4F64, Scale4F32, Scale4F64, ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64} {
 		info, err := Lookup(n)
 		if err != nil {
 			t.Fatal(err)
@@ -89,6 +89,24 @@ func TestTable(t *testing.T) {
 		b, _ := Lookup(p[1])
 		if a.Bindings != b.Bindings || a.PushConstantBytes != b.PushConstantBytes || len(a.Spec) != len(b.Spec) {
 			t.Errorf("%s and %s differ in interface: %+v, %+v", p[0], p[1], a, b)
+		}
+	}
+	for _, n := range []string{ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64} {
+		m, err := Lookup(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro := 0
+		for _, r := range m.ReadOnly {
+			if r {
+				ro++
+			}
+		}
+		if m.Bindings != MaxDestinations+MaxSources || ro != MaxSources || m.ReadOnly[MaxDestinations-1] || !m.ReadOnly[MaxDestinations] {
+			t.Errorf("%s: %d bindings, read-only %v: want %d destinations then %d sources", n, m.Bindings, m.ReadOnly, MaxDestinations, MaxSources)
+		}
+		if m.PushConstantBytes != 84 || m.Spec[len(m.Spec)-1].ID != SpecM {
+			t.Errorf("%s: %d push-constant bytes, spec %v", n, m.PushConstantBytes, m.Spec)
 		}
 	}
 	if _, err := MSL(ReduceF64); err == nil {

@@ -18,6 +18,12 @@
 //     correctly rounded (divide.glsl) instead of multiplying, else 0. div is
 //     a uint at byte 48 in reduce (after the scale) and at byte 12 in scale
 //     (before it).
+//
+// The multi-destination variants (reducem_*, reduce.comp built with
+// GOCOLL_MULTI) differ: bindings 0..7 are destinations and 8..15 sources,
+// specialization constant 5 is the number of destinations M (1..8), and the
+// push constants are n, dst_off[8], src_off[8], the scale at byte 72 and div
+// at byte 80.
 package kernels
 
 //go:generate go run gen.go
@@ -55,10 +61,14 @@ const (
 	SpecOp            = 1
 	SpecK             = 2
 	SpecScale         = 3
+	SpecM             = 5 // reducem: number of destinations
 )
 
 // MaxSources is the most sources one reduce dispatch reads.
 const MaxSources = 8
+
+// MaxDestinations is the most destinations one reducem dispatch writes.
+const MaxDestinations = 8
 
 // Kernel names.
 const (
@@ -73,6 +83,13 @@ const (
 	Reduce4F64 = "reduce4_f64"
 	Scale4F32  = "scale4_f32"
 	Scale4F64  = "scale4_f64"
+
+	// Multi-destination variants: the result of one pass written to up
+	// to MaxDestinations regions (scalar and 16-byte elements).
+	ReduceMF32  = "reducem_f32"
+	ReduceMF64  = "reducem_f64"
+	ReduceM4F32 = "reducem4_f32"
+	ReduceM4F64 = "reducem4_f64"
 )
 
 // VecBytes is the size of one element of the 16-byte variants.

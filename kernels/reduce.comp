@@ -8,6 +8,13 @@
 // so the result does not depend on how work is split.
 // Inputs of more than 8 sources are reduced in passes by the backend, the
 // previous partial result being src0 of the next pass.
+//
+// With -DGOCOLL_MULTI (reducem_f32, reducem_f64, reducem4_f32, reducem4_f64)
+// the kernel writes the result to M destinations (spec constant 5, 1..8) at
+// bindings 0..7, the sources moving to bindings 8..15: each invocation reads
+// every source element before it writes any destination element, so a
+// destination may be a source (in place). Push constants: n, dst_off[8],
+// src_off[8], the scale at byte 72 and div at byte 80.
 #version 450
 #ifdef GOCOLL_F64
 #extension GL_ARB_gpu_shader_fp64 : require
@@ -32,20 +39,43 @@ layout(constant_id = 1) const uint OP = 0;      // 0 sum, 1 prod, 2 max, 3 min
 layout(constant_id = 2) const uint K = 2;       // number of inputs, 1..8
 layout(constant_id = 3) const bool SCALE = false;
 
+#ifdef GOCOLL_MULTI
+layout(constant_id = 5) const uint M = 1;       // number of outputs, 1..8
+layout(set = 0, binding = 0) buffer Dst0 { T d[]; } d0;
+layout(set = 0, binding = 1) buffer Dst1 { T d[]; } d1;
+layout(set = 0, binding = 2) buffer Dst2 { T d[]; } d2;
+layout(set = 0, binding = 3) buffer Dst3 { T d[]; } d3;
+layout(set = 0, binding = 4) buffer Dst4 { T d[]; } d4;
+layout(set = 0, binding = 5) buffer Dst5 { T d[]; } d5;
+layout(set = 0, binding = 6) buffer Dst6 { T d[]; } d6;
+layout(set = 0, binding = 7) buffer Dst7 { T d[]; } d7;
+#define SRC 8
+#else
 layout(set = 0, binding = 0) buffer Dst { T d[]; } dst;
-layout(set = 0, binding = 1) readonly buffer Src0 { T d[]; } s0;
-layout(set = 0, binding = 2) readonly buffer Src1 { T d[]; } s1;
-layout(set = 0, binding = 3) readonly buffer Src2 { T d[]; } s2;
-layout(set = 0, binding = 4) readonly buffer Src3 { T d[]; } s3;
-layout(set = 0, binding = 5) readonly buffer Src4 { T d[]; } s4;
-layout(set = 0, binding = 6) readonly buffer Src5 { T d[]; } s5;
-layout(set = 0, binding = 7) readonly buffer Src6 { T d[]; } s6;
-layout(set = 0, binding = 8) readonly buffer Src7 { T d[]; } s7;
+#define SRC 1
+#endif
+layout(set = 0, binding = SRC + 0) readonly buffer Src0 { T d[]; } s0;
+layout(set = 0, binding = SRC + 1) readonly buffer Src1 { T d[]; } s1;
+layout(set = 0, binding = SRC + 2) readonly buffer Src2 { T d[]; } s2;
+layout(set = 0, binding = SRC + 3) readonly buffer Src3 { T d[]; } s3;
+layout(set = 0, binding = SRC + 4) readonly buffer Src4 { T d[]; } s4;
+layout(set = 0, binding = SRC + 5) readonly buffer Src5 { T d[]; } s5;
+layout(set = 0, binding = SRC + 6) readonly buffer Src6 { T d[]; } s6;
+layout(set = 0, binding = SRC + 7) readonly buffer Src7 { T d[]; } s7;
 
 // Element offsets into each binding: bindings start at the device's offset
 // alignment, the data may start a few elements later. div is N when scale is
 // 1/N (a mean): the result is then divided by N, correctly rounded; 0 means
 // multiply by scale. It sits at byte 48 in both element types.
+#ifdef GOCOLL_MULTI
+layout(push_constant) uniform Params {
+    uint n;          // elements to reduce
+    uint dst_off[8];
+    uint src_off[8];
+    layout(offset = 72) S scale;
+    layout(offset = 80) uint div;
+} pc;
+#else
 layout(push_constant) uniform Params {
     uint n;          // elements to reduce
     uint dst_off;
@@ -53,6 +83,7 @@ layout(push_constant) uniform Params {
     S scale;
     layout(offset = 48) uint div;
 } pc;
+#endif
 
 bool negative(S x) {
 #ifdef GOCOLL_F64
@@ -111,6 +142,17 @@ void main() {
         if (K > 6u) acc = combine(acc, s6.d[pc.src_off[6] + i]);
         if (K > 7u) acc = combine(acc, s7.d[pc.src_off[7] + i]);
         if (SCALE) acc = pc.div != 0u ? divide(acc, pc.div, pc.scale) : acc * pc.scale;
+#ifdef GOCOLL_MULTI
+        d0.d[pc.dst_off[0] + i] = acc;
+        if (M > 1u) d1.d[pc.dst_off[1] + i] = acc;
+        if (M > 2u) d2.d[pc.dst_off[2] + i] = acc;
+        if (M > 3u) d3.d[pc.dst_off[3] + i] = acc;
+        if (M > 4u) d4.d[pc.dst_off[4] + i] = acc;
+        if (M > 5u) d5.d[pc.dst_off[5] + i] = acc;
+        if (M > 6u) d6.d[pc.dst_off[6] + i] = acc;
+        if (M > 7u) d7.d[pc.dst_off[7] + i] = acc;
+#else
         dst.d[pc.dst_off + i] = acc;
+#endif
     }
 }

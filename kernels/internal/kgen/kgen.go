@@ -35,6 +35,11 @@ var Variants = []Variant{
 	{Name: "reduce4_f64", Source: "reduce.comp", Defines: []string{"GOCOLL_F64", "GOCOLL_VEC"}},
 	{Name: "scale4_f32", Source: "scale.comp", Defines: []string{"GOCOLL_VEC"}, MSL: true},
 	{Name: "scale4_f64", Source: "scale.comp", Defines: []string{"GOCOLL_F64", "GOCOLL_VEC"}},
+	// Several destinations (bindings 0..7), sources at bindings 8..15.
+	{Name: "reducem_f32", Source: "reduce.comp", Defines: []string{"GOCOLL_MULTI"}, MSL: true},
+	{Name: "reducem_f64", Source: "reduce.comp", Defines: []string{"GOCOLL_F64", "GOCOLL_MULTI"}},
+	{Name: "reducem4_f32", Source: "reduce.comp", Defines: []string{"GOCOLL_VEC", "GOCOLL_MULTI"}, MSL: true},
+	{Name: "reducem4_f64", Source: "reduce.comp", Defines: []string{"GOCOLL_F64", "GOCOLL_VEC", "GOCOLL_MULTI"}},
 	{Name: "pack", Source: "pack.comp", MSL: true},
 	{Name: "unpack", Source: "unpack.comp", MSL: true},
 	{Name: "topk_f32", Source: "topk.comp", MSL: true},
