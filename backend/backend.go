@@ -279,6 +279,10 @@ type OpenOptions struct {
 	// crosses between devices as with separate logical devices. Backends
 	// without logical devices (host, Metal) ignore it.
 	ShareDevice bool
+	// ShareKey: only devices opened with ShareDevice and the same key share a
+	// logical device (a Group gives its ranks a key of their own, so a
+	// device lost in one group leaves the others alone).
+	ShareKey uint64
 	// DrainLimit bounds the device's waits for its own work that no ctx
 	// bounds (Close, freeing memory that submitted work still uses, waiting
 	// for a free submission slot); 0 means 10 s. A device whose work does not
@@ -369,4 +373,23 @@ func CheckRegion(r Region) error {
 		return fmt.Errorf("region [%d, %d) outside buffer of %d bytes: %w", r.Off, r.Off+r.Len, r.Buf.Len(), ErrInvalidArgument)
 	}
 	return nil
+}
+
+// MemorySharer is implemented by devices whose commands can use the buffers
+// of some other devices: SharesMemory(o) reports whether regions of o's
+// buffers may appear in this device's Stream commands (ranks opened on one
+// shared logical device; every device of the host backend). The caller
+// orders the devices' work (a device's writes are complete, as its fence
+// says, before another device's command reads them).
+type MemorySharer interface {
+	SharesMemory(o Device) bool
+}
+
+// SharesMemory reports whether d's commands can use o's buffers.
+func SharesMemory(d, o Device) bool {
+	if d == o {
+		return true
+	}
+	s, ok := d.(MemorySharer)
+	return ok && s.SharesMemory(o)
 }

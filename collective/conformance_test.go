@@ -150,7 +150,7 @@ func (k inputKind) String() string { return inputNames[k] }
 type confGroup struct {
 	Backend         string
 	Ranks           int
-	ShareDevice     bool
+	DevicePerRank   bool
 	ChunkBytes      int
 	MaxBindingBytes int64
 	DisableFloat64  bool
@@ -310,7 +310,7 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		g.Backend = "vulkan"
 	}
 	g.Ranks = 1 + rng.IntN(8)
-	g.ShareDevice = g.Backend == "vulkan" && rng.IntN(2) == 0
+	g.DevicePerRank = g.Backend == "vulkan" && rng.IntN(2) == 0
 	switch x := rng.IntN(100); {
 	case x < 12:
 		g.ChunkBytes = 0 // 1 MiB
@@ -1150,7 +1150,7 @@ func confOptions(g confGroup) Options {
 	cfg.PipelineDepth = g.PipelineDepth
 	cfg.LocalGroupSize = g.LocalGroupSize
 	cfg.Deterministic = g.Deterministic
-	return Options{Ranks: g.Ranks, Backend: g.Backend, Config: cfg, ShareDevice: g.ShareDevice, ChunkBytes: g.ChunkBytes,
+	return Options{Ranks: g.Ranks, Backend: g.Backend, Config: cfg, DevicePerRank: g.DevicePerRank, ChunkBytes: g.ChunkBytes,
 		MaxBindingBytes: g.MaxBindingBytes, DisableFloat64: g.DisableFloat64, Validation: g.Backend == "vulkan"}
 }
 
@@ -1165,7 +1165,7 @@ type confFailure struct {
 func runConfSession(t *testing.T, s *confSession, haveVulkan bool) (failures []confFail, fatal bool) {
 	if s.G.Backend == "vulkan" && !haveVulkan {
 		s.G.Backend = "host"
-		s.G.ShareDevice = false
+		s.G.DevicePerRank = false
 		s.Fallback = "vulkan unavailable: ran on host"
 	}
 	g, err := NewGroup(context.Background(), confOptions(s.G))

@@ -506,7 +506,7 @@ func (fr *faultRun) barrierAfter(i int, state groupState) bool {
 // ranks running (the process is in an unknown state).
 func runFaultSession(t *testing.T, s *faultSession, vk bool) (fails []confFail, fired string, fatal bool) {
 	if s.G.Backend == "vulkan" && !vk {
-		s.G.Backend, s.G.ShareDevice = "host", false
+		s.G.Backend, s.G.DevicePerRank = "host", false
 		s.Fallback = "vulkan unavailable: ran on host"
 	}
 	fi := faultBackend(t, s.G.Backend)

@@ -27,7 +27,7 @@ type Options struct {
 	Backend string
 	// Devices maps ranks to device indices of the backend. nil places rank r
 	// on device r mod D. Several ranks may share one physical device: each
-	// rank still opens its own logical device and queue (unless ShareDevice).
+	// rank has its own queue (see DevicePerRank).
 	Devices []int
 	// Config tunes the group; it must pass Validate (start from DefaultConfig).
 	Config Config
@@ -39,12 +39,14 @@ type Options struct {
 	DisableFloat64 bool
 	// Validation turns on the API validation layer where the backend has one.
 	Validation bool
-	// ShareDevice makes the ranks of this process that are placed on the same
-	// physical device share one logical device (one GPU context; Vulkan),
-	// each with its own queue where the device has enough, instead of one
-	// logical device per rank. Data still crosses between ranks as with
-	// separate devices. GOCOLL_SHARE_DEVICE=1 sets it too.
-	ShareDevice bool
+	// DevicePerRank opens one logical device per rank, the layout of
+	// separate GPUs. By default the ranks of a group placed on the same
+	// physical device share one logical device (one GPU context: no context
+	// switch between the ranks' submissions), each with its own queue where
+	// the device has enough; the shared device is the group's own, so a
+	// device lost in one group leaves other groups alone. GOCOLL_SHARE_DEVICE=0
+	// sets it too. Backends without logical devices (host, Metal) ignore it.
+	DevicePerRank bool
 	// ChunkBytes is the size of one exchange slot: algorithms move data in
 	// slices of at most this many bytes, so exchange and reduction of
 	// different slices overlap. 0 means 1 MiB.
@@ -64,6 +66,10 @@ type Options struct {
 	// leaked, never freed under it. 0 means 10 s (lower it in tests).
 	DrainLimit time.Duration
 }
+
+// groupKeys numbers the groups: each group's ranks share logical devices
+// only among themselves.
+var groupKeys atomic.Uint64
 
 // MaxRanks is the largest number of ranks of one process a Group accepts.
 // Memory per group grows linearly with the ranks (a few KiB each before the
@@ -110,7 +116,12 @@ type Group struct {
 	groups    [][]int // hierarchical groups of LocalGroupSize ranks
 	groupOf   []int
 	leaders   []int
-	sendOf    [][]byte // each rank's buffers of the current call (zero-copy direct)
+	sendOf    [][]byte         // each rank's buffers of the current call (zero-copy direct)
+	tensorOf  []backend.Region // each rank's tensor of the current call (shared memory)
+	// sharedMem: one process, and every rank's device can use every other
+	// rank's buffers (one shared logical device, or the host backend):
+	// device-resident collectives exchange through device memory.
+	sharedMem bool
 	recvOf    [][]byte
 	model     costModel
 	allF64    bool // every rank's device has f64 kernels
@@ -201,8 +212,8 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !opts.ShareDevice && os.Getenv("GOCOLL_SHARE_DEVICE") == "1" {
-		opts.ShareDevice = true
+	if os.Getenv("GOCOLL_SHARE_DEVICE") == "0" {
+		opts.DevicePerRank = true
 	}
 	g := &Group{n: opts.Ranks, nl: opts.Ranks, cfg: opts.Config, opts: opts, brokenCh: make(chan struct{}),
 		drainLimit: opts.DrainLimit, linkMap: map[int64]*link{}}
@@ -250,7 +261,7 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.placement[r] = d
 	}
 	oo := backend.OpenOptions{MaxBindingBytes: opts.MaxBindingBytes, DisableFloat64: opts.DisableFloat64, Validation: opts.Validation,
-		ShareDevice: opts.ShareDevice, DrainLimit: g.drainLimit}
+		ShareDevice: !opts.DevicePerRank, ShareKey: groupKeys.Add(1), DrainLimit: g.drainLimit}
 	for r := 0; r < g.nl; r++ {
 		dev, err := b.Open(g.placement[r], oo)
 		if err != nil {
@@ -268,6 +279,11 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	g.slotBytes &^= 7 // whole f64 elements
 	g.all = make([]int, g.n)
 	g.sendOf = make([][]byte, g.n)
+	g.tensorOf = make([]backend.Region, g.n)
+	g.sharedMem = g.tr == nil && g.nl > 1
+	for _, d := range g.devs {
+		g.sharedMem = g.sharedMem && backend.SharesMemory(g.devs[0], d) && backend.SharesMemory(d, g.devs[0])
+	}
 	g.recvOf = make([][]byte, g.n)
 	g.allF64 = true
 	for _, inf := range g.infos {

@@ -7,15 +7,14 @@ import (
 )
 
 // TestShareDeviceStrategies runs every strategy, op and dtype for 3 ranks
-// that share one logical Vulkan device (on lavapipe also one queue), at a
-// few sizes, against the float64 reference.
+// that share one logical Vulkan device (the default; on lavapipe also one
+// queue), at a few sizes, against the float64 reference.
 func TestShareDeviceStrategies(t *testing.T) {
 	if !slices.Contains(backendsUnderTest(t), "vulkan") {
 		t.Skip("vulkan backend not available")
 	}
 	const ranks = 3
 	g := openGroup(t, "vulkan", ranks, func(o *Options) {
-		o.ShareDevice = true
 		o.ChunkBytes = 4096
 		o.Config.LocalGroupSize = 2
 	})
@@ -43,14 +42,5 @@ func TestShareDeviceStrategies(t *testing.T) {
 				})
 			}
 		}
-	}
-}
-
-// TestShareDeviceEnv: GOCOLL_SHARE_DEVICE=1 turns the option on.
-func TestShareDeviceEnv(t *testing.T) {
-	t.Setenv("GOCOLL_SHARE_DEVICE", "1")
-	g := openGroup(t, "host", 2)
-	if !g.opts.ShareDevice {
-		t.Error("GOCOLL_SHARE_DEVICE=1 did not set Options.ShareDevice")
 	}
 }

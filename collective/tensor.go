@@ -139,13 +139,19 @@ func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op,
 		s = c.g.cfg.Strategy
 	}
 	why := "configured"
-	if s == Auto {
+	switch {
+	case s == Auto && c.g.sharedMem:
+		s, why = Direct, "the ranks share device memory"
+	case s == Auto:
 		s, why = c.autoStrategy(t.n*dt.Size(), dt, false)
 	}
 	if s == Host {
 		s, why = Direct, "host reduction applies to host slices: direct on the device"
 	}
 	c.strat = s
+	if c.g.sharedMem && (s == Direct || s == Pipelined) {
+		return c.sharedAllReduce(ctx, backend.Region{Buf: t.buf, Off: t.off, Len: t.n * dt.Size()}, t.n, dt, op, s, why)
+	}
 	if err := c.arrive(ctx, fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(t.n), strategy: s, path: pathTensor}, "AllReduceTensor fingerprint check"); err != nil {
 		return err
 	}

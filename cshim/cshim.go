@@ -69,10 +69,10 @@ static cs_ret cs_take_message(const gc_backend *b) {
 }
 
 static cs_ret cs_open(const gc_backend *b, uint32_t index, int32_t disable_float64, uint32_t ring, uint32_t queries, int32_t share,
-		      uint64_t drain_ns) {
+		      uint64_t drain_ns, uint64_t share_key) {
 	gc_error e = {0, NULL};
 	gc_open_options o = {.disable_float64 = disable_float64, .ring_size = ring, .timestamp_queries = queries, .share_device = share,
-			     .drain_timeout_ns = drain_ns};
+			     .drain_timeout_ns = drain_ns, .share_key = share_key};
 	gc_device d = NULL;
 	cs_ret r = cs_make(b->open(index, &o, &d, &e), e);
 	r.p0 = d;
@@ -491,6 +491,9 @@ type OpenOptions struct {
 	// shared logical device is destroyed when its last Device closes.
 	// Implementations without the notion (Metal) ignore it.
 	ShareDevice bool
+	// ShareKey separates shared logical devices: only opens with
+	// ShareDevice and the same key share one.
+	ShareKey uint64
 	// DrainLimit bounds every wait that no caller bounds (recording into a
 	// busy ring slot, WaitIdle, Close, CopyNow, closing an imported buffer);
 	// 0 means DefaultDrainLimit. Work that does not complete within it
@@ -511,8 +514,12 @@ const DefaultDrainLimit = 10 * time.Second
 // stream. Wait, WaitIdle, CopyNow and the buffer and kernel methods may be
 // called from any goroutine.
 type Device struct {
-	impl    *Impl
-	h       C.gc_device
+	impl *Impl
+	h    C.gc_device
+	// shareID identifies the shared logical device (its VkDevice) of an
+	// open with ShareDevice; 0 otherwise. Devices with the same shareID use
+	// each other's buffers.
+	shareID uint64
 	info    DeviceInfo
 	float64 bool
 
@@ -552,7 +559,7 @@ func (i *Impl) Open(index int, opts OpenOptions) (*Device, error) {
 		share = 1
 	}
 	r := C.cs_open(i.c, C.uint32_t(index), f64, C.uint32_t(opts.RingSize), C.uint32_t(opts.TimestampQueries), share,
-		C.uint64_t(opts.DrainLimit))
+		C.uint64_t(opts.DrainLimit), C.uint64_t(opts.ShareKey))
 	if r.status != C.GC_OK {
 		return nil, i.fail("open", r)
 	}
@@ -566,6 +573,9 @@ func (i *Impl) Open(index int, opts OpenOptions) (*Device, error) {
 		kernels:  map[*Kernel]struct{}{},
 	}
 	d.float64 = d.info.ShaderFloat64 && !opts.DisableFloat64
+	if opts.ShareDevice {
+		d.shareID = shareIdentity(d)
+	}
 	return d, nil
 }
 
@@ -853,8 +863,14 @@ type Binding struct {
 	Range  int64
 }
 
+// SharesMemory reports whether o's buffers can be used in d's commands:
+// o is d, or both are opens of one shared logical device.
+func (d *Device) SharesMemory(o *Device) bool {
+	return o == d || o != nil && d.shareID != 0 && o.shareID == d.shareID
+}
+
 func (d *Device) buffer(op string, b *Buffer) (C.gc_buffer, error) {
-	if b == nil || b.d != d {
+	if b == nil || !d.SharesMemory(b.d) {
 		return nil, invalid(op, "%s: buffer is nil or belongs to another device", op)
 	}
 	if b.closed.Load() {

@@ -61,6 +61,37 @@ type VulkanHandles struct {
 
 func (d *Device) isVulkan() bool { return d.impl == Vulkan() }
 
+// WithQueue runs f with the device's handles while holding the lock that
+// externally synchronizes its VkQueue (gc_vk_queue_lock): ranks that share
+// a logical device may share a queue, so a framework calls vkQueueSubmit on
+// Queue only inside f. f must not call back into gocoll on this device.
+func (d *Device) WithQueue(f func(VulkanHandles) error) error {
+	h, err := d.VulkanHandles()
+	if err != nil {
+		return err
+	}
+	d.state.RLock()
+	defer d.state.RUnlock()
+	if d.closed {
+		return errClosed
+	}
+	C.gc_vk_queue_lock(d.h)
+	defer C.gc_vk_queue_unlock(d.h)
+	return f(h)
+}
+
+// shareIdentity is the VkDevice of a Vulkan device (0 for others).
+func shareIdentity(d *Device) uint64 {
+	if !d.isVulkan() {
+		return 0
+	}
+	h, err := d.VulkanHandles()
+	if err != nil {
+		return 0
+	}
+	return h.Device
+}
+
 // VulkanHandles returns the device's Vulkan handles (gc_vk_device_handles).
 func (d *Device) VulkanHandles() (VulkanHandles, error) {
 	if !d.isVulkan() {

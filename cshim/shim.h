@@ -155,12 +155,15 @@ typedef struct gc_open_options {
 	 * fewer queues than opens, opens share a queue and their submissions are
 	 * serialized by a lock of that queue. Command pools, the ring, fences,
 	 * buffers and kernels stay per open. The device is destroyed when its
-	 * last open closes. */
+	 * last open closes. Only opens with the same share_key share: a
+	 * caller gives each set of ranks (a group) its own key, so a device lost
+	 * by one set does not take the others with it. */
 	int32_t share_device;
 	int32_t reserved;
 	/* drain_timeout_ns bounds the device's waits that no caller bounds (see
 	 * "Drain limit" above); 0 means GC_DEFAULT_DRAIN_NS. */
 	uint64_t drain_timeout_ns;
+	uint64_t share_key; /* see share_device */
 } gc_open_options;
 
 /* GC_DEFAULT_DRAIN_NS is the default drain limit: 10 s. */
@@ -302,6 +305,12 @@ typedef struct gc_vk_handles {
 
 /* gc_vk_device_handles fills out with a Vulkan device's handles. */
 gc_status gc_vk_device_handles(gc_device d, gc_vk_handles *out);
+/* gc_vk_queue_lock and gc_vk_queue_unlock take and release the lock that
+ * externally synchronizes the device's VkQueue (vkQueueSubmit,
+ * vkQueueWaitIdle): with share_device several opens may use one queue, so
+ * a framework submitting to out->queue holds it around its calls. */
+gc_status gc_vk_queue_lock(gc_device d);
+gc_status gc_vk_queue_unlock(gc_device d);
 /* gc_vk_buffer_handles returns a buffer's VkBuffer and VkDeviceMemory (0 for
  * a wrapped buffer). Bindings start at offset 0 of the VkBuffer. */
 gc_status gc_vk_buffer_handles(gc_buffer b, uint64_t *buffer, uint64_t *memory);

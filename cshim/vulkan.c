@@ -877,6 +877,7 @@ typedef struct shared_dev {
 	struct shared_dev *next;
 	uint32_t index; /* physical device */
 	int float64;    /* shaderFloat64 enabled */
+	uint64_t key;   /* gc_open_options.share_key */
 	VkDevice dev;
 	device_fns fn;
 	uint32_t nqueues;
@@ -1178,10 +1179,10 @@ static gc_status make_device(const phys *p, int float64, uint32_t nqueues, VkDev
 
 /* acquire_shared returns the shared device of physical device index with
  * float64 as given, creating it on first use, and picks the caller's queue. */
-static gc_status acquire_shared(uint32_t index, int float64, shared_dev **out, uint32_t *queue, gc_error *err) {
+static gc_status acquire_shared(uint32_t index, int float64, uint64_t key, shared_dev **out, uint32_t *queue, gc_error *err) {
 	pthread_mutex_lock(&shared_devs.mu);
 	shared_dev *sd = shared_devs.list;
-	while (sd != NULL && (sd->index != index || sd->float64 != float64)) {
+	while (sd != NULL && (sd->index != index || sd->float64 != float64 || sd->key != key)) {
 		sd = sd->next;
 	}
 	if (sd == NULL) {
@@ -1215,6 +1216,7 @@ static gc_status acquire_shared(uint32_t index, int float64, shared_dev **out, u
 		count_objects(NULL, 1);
 		sd->index = index;
 		sd->float64 = float64;
+		sd->key = key;
 		sd->nqueues = nqueues;
 		for (uint32_t i = 0; i < nqueues; i++) {
 			sd->fn.vkGetDeviceQueue(sd->dev, p->info.compute_queue_family, i, &sd->queues[i].queue);
@@ -1409,7 +1411,7 @@ static gc_status vk_open(uint32_t index, const gc_open_options *opts, gc_device 
 
 	if (opts != NULL && opts->share_device) {
 		uint32_t qi = 0;
-		st = acquire_shared(index, d->float64, &d->shared, &qi, err);
+		st = acquire_shared(index, d->float64, opts->share_key, &d->shared, &qi, err);
 		if (st != GC_OK) {
 			d->shared = NULL;
 			destroy_device(d);
@@ -2079,7 +2081,9 @@ static gc_status check_range(gc_device d, gc_buffer b, uint64_t off, uint64_t si
 	if (b == NULL) {
 		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: NULL buffer", what);
 	}
-	if (b->dev != d) {
+	/* A buffer of another open of the same shared logical device is usable:
+	 * it lives in the same VkDevice. */
+	if (b->dev != d && (d->shared == NULL || b->dev->shared != d->shared)) {
 		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: buffer belongs to another device", what);
 	}
 	if (off > b->size || size > b->size - off) {
@@ -2468,6 +2472,22 @@ gc_status gc_vk_device_handles(gc_device d, gc_vk_handles *out) {
 	out->queue_family = d->phys->info.compute_queue_family;
 	out->api_version = g.api_version;
 	out->get_instance_proc_addr = (uint64_t)(uintptr_t)g.gipa;
+	return GC_OK;
+}
+
+gc_status gc_vk_queue_lock(gc_device d) {
+	if (d == NULL) {
+		return GC_INVALID_ARGUMENT;
+	}
+	pthread_mutex_lock(d->qmu);
+	return GC_OK;
+}
+
+gc_status gc_vk_queue_unlock(gc_device d) {
+	if (d == NULL) {
+		return GC_INVALID_ARGUMENT;
+	}
+	pthread_mutex_unlock(d->qmu);
 	return GC_OK;
 }
 

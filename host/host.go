@@ -151,6 +151,13 @@ func Open(opts backend.OpenOptions) (*Device, error) {
 // Info describes the device.
 func (d *Device) Info() backend.DeviceInfo { return d.info }
 
+// SharesMemory reports true for every host device (backend.MemorySharer):
+// their buffers are Go memory of one process.
+func (d *Device) SharesMemory(o backend.Device) bool {
+	_, ok := o.(*Device)
+	return ok
+}
+
 // Counters returns the device's counters. Commands are counted when they are
 // recorded, as a GPU backend counts what it records into a command buffer.
 func (d *Device) Counters() *backend.Counters { return &d.counters }

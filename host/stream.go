@@ -243,8 +243,9 @@ func (s *stream) checkType(dt backend.DType) error {
 	return fmt.Errorf("unknown dtype %d: %w", int(dt), backend.ErrInvalidArgument)
 }
 
-// resolve checks that r is a region of a live buffer of this device and
-// returns its bytes.
+// resolve checks that r is a region of a live host buffer and returns its
+// bytes. Host devices share memory: a buffer of another host device is
+// usable (SharesMemory).
 func (s *stream) resolve(r backend.Region) ([]byte, error) {
 	if r.Buf == nil {
 		return nil, fmt.Errorf("region has no buffer: %w", backend.ErrInvalidArgument)
@@ -253,9 +254,7 @@ func (s *stream) resolve(r backend.Region) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("buffer %T is not a host buffer: %w", r.Buf, backend.ErrInvalidArgument)
 	}
-	if b.dev != s.d {
-		return nil, fmt.Errorf("buffer belongs to another host device: %w", backend.ErrInvalidArgument)
-	}
+
 	if b.closed.Load() {
 		return nil, errBufferClosed
 	}

@@ -35,6 +35,19 @@ func DeviceHandles(dev backend.Device) (Handles, error) {
 	return d.Shim().VulkanHandles()
 }
 
+// WithQueue runs f with dev's Vulkan handles while holding the lock of its
+// VkQueue. Ranks of a group share one logical device by default and may
+// share a queue (when the family has fewer queues than ranks), so a
+// framework that submits to Handles.Queue does it inside f; f must not call
+// gocoll on the same device.
+func WithQueue(dev backend.Device, f func(h Handles) error) error {
+	d, err := vulkanDevice(dev, "with queue")
+	if err != nil {
+		return err
+	}
+	return d.Shim().WithQueue(f)
+}
+
 // BufferHandle returns the VkBuffer behind a buffer of the vulkan backend
 // (for a collective.Tensor: its Buffer(), at the tensor's byte offset) and
 // its VkDeviceMemory (0 for a wrapped buffer).

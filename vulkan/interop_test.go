@@ -4,6 +4,7 @@ package vulkan_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -34,8 +35,18 @@ func TestInterop(t *testing.T) {
 		t.Fatalf("handles %+v", h)
 	}
 	h1, _ := vulkan.DeviceHandles(g.Comm(1).Device())
-	if h1.Device == h.Device || h1.Instance != h.Instance {
-		t.Errorf("rank 1's handles %+v vs rank 0's %+v: want one instance, two logical devices", h1, h)
+	if h1.Device != h.Device || h1.Instance != h.Instance {
+		t.Errorf("rank 1's handles %+v vs rank 0's %+v: want one instance, one shared logical device", h1, h)
+	}
+	// A framework submits to the rank's queue under its lock.
+	sentinel := errors.New("from f")
+	if err := vulkan.WithQueue(g.Comm(1).Device(), func(q vulkan.Handles) error {
+		if q.Queue != h1.Queue {
+			t.Errorf("WithQueue handles %+v, want %+v", q, h1)
+		}
+		return sentinel
+	}); err != sentinel {
+		t.Errorf("WithQueue returned %v, want f's error", err)
 	}
 	const n = 1000
 	var wg sync.WaitGroup

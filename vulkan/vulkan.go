@@ -78,7 +78,7 @@ func (Backend) Open(index int, opts backend.OpenOptions) (backend.Device, error)
 		return nil, fmt.Errorf("vulkan: validation requested, but the process's Vulkan instance was created without the validation layer "+
 			"(it is created once; set GOCOLL_VULKAN_VALIDATION=1): %w", backend.ErrUnsupported)
 	}
-	return inst.Open(index, opts, cshim.OpenOptions{DisableFloat64: opts.DisableFloat64, ShareDevice: opts.ShareDevice})
+	return inst.Open(index, opts, cshim.OpenOptions{DisableFloat64: opts.DisableFloat64, ShareDevice: opts.ShareDevice, ShareKey: opts.ShareKey})
 }
 
 // ValidationMessages drains the warnings and errors the validation layer

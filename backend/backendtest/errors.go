@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
@@ -112,7 +113,11 @@ func (s *suite) testInvalid(t *testing.T) {
 				return st.Reduce(sum, f64, reg(a, 0, 12), one(reg(b, 0, 12)), 1)
 			}})
 	}
+	shares := backend.SharesMemory(dev, other)
 	for _, c := range cases {
+		if shares && strings.HasSuffix(c.name, "another device") {
+			continue // devices that share memory use each other's buffers
+		}
 		isErr(t, noPanic(t, c.name, c.call), backend.ErrInvalidArgument, c.name)
 	}
 	if got := dev.Counters().Snapshot().Sub(before); got.Dispatches != valid.Dispatches || got.Copies != valid.Copies {

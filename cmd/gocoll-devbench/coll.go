@@ -44,6 +44,11 @@ func loop(ctx context.Context, g *collective.Group, bufs [][]float32, s collecti
 		}(r)
 	}
 	wg.Wait()
+	return rankErr(errs)
+}
+
+// rankErr returns the first rank's error, naming the rank.
+func rankErr(errs []error) error {
 	for r, err := range errs {
 		if err != nil {
 			return fmt.Errorf("rank %d: %w", r, err)
@@ -244,6 +249,7 @@ func latBench(ctx context.Context, p params, res *Results) {
 	}
 	runs := []lr{
 		{"auto", collective.Auto, bufs},
+		{"host", collective.Host, bufs},
 		{"direct", collective.Direct, bufs},
 		{fmt.Sprintf("pipelined-%d", p.Depths[0]), collective.Pipelined, bufs},
 		{"ring", collective.Ring, bufs},

@@ -48,6 +48,7 @@ type params struct {
 	CallIters    int    `json:"latency_calls"`
 	Depths       []int  `json:"pipeline_depths"`
 	ReduceInputs []int  `json:"reduce_inputs"`
+	T6Size       int    `json:"t6_bytes"`
 	Skip         string `json:"skip,omitempty"`
 }
 
@@ -122,7 +123,9 @@ func run(args []string) int {
 	fs.IntVar(&p.CallIters, "calls", 2000, "timed small all-reduces per strategy (T3)")
 	depths := fs.String("depths", "2,4,8", "pipeline depths to try in T2")
 	inputs := fs.String("inputs", "2,8", "reduce input counts (T1)")
-	fs.StringVar(&p.Skip, "skip", "", "comma-separated sections to skip: ceilings,t1,t2a,t2b,t3")
+	fs.StringVar(&p.Skip, "skip", "", "comma-separated sections to skip: ceilings,t1,t2a,t2b,t3,t6 (t6: T3b and T6)")
+	p.T6Size = 256 << 20
+	fs.Var(sizeFlag{&p.T6Size}, "t6-size", "bytes of each rank's tensor in T6")
 	torchFile := fs.String("torch", "", "bench/torch_peer.py's JSON from the same run (adds PyTorch figures and T2b/T3 comparisons)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	mdOut := fs.String("md", "", "write the results as a Markdown table to this file")
@@ -207,6 +210,9 @@ func run(args []string) int {
 	}
 	if !skip["t2a"] || !skip["t2b"] || !skip["t3"] {
 		collBench(ctx, p, res, skip)
+	}
+	if !skip["t6"] {
+		tensorBench(ctx, p, res)
 	}
 	if err := res.save(); err != nil {
 		fmt.Fprintln(os.Stderr, "gocoll-devbench:", err)

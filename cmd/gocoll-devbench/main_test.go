@@ -19,7 +19,7 @@ func TestHostSmall(t *testing.T) {
 	}
 	js, md := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.md")
 	code := run([]string{"-backend", "host", "-size", "256K", "-reduce-size", "64K", "-ar-size", "256K",
-		"-lat-iters", "20", "-calls", "20", "-reps", "2", "-warmup", "1", "-batch", "2", "-ar-iters", "2",
+		"-lat-iters", "20", "-calls", "20", "-reps", "2", "-warmup", "1", "-batch", "2", "-ar-iters", "2", "-t6-size", "256K",
 		"-torch", torch, "-json", js, "-md", md})
 	if code != 0 {
 		t.Fatalf("exit %d", code)
@@ -36,12 +36,12 @@ func TestHostSmall(t *testing.T) {
 	for _, tg := range r.Targets {
 		ids[tg.ID]++
 	}
-	for _, id := range []string{"T1", "T2a", "T2b", "T3", "T4"} {
+	for _, id := range []string{"T1", "T2a", "T2b", "T3a", "T3b", "T4", "T6"} {
 		if ids[id] == 0 {
 			t.Errorf("no %s verdict in %+v", id, r.Targets)
 		}
 	}
-	if len(r.T1) != 4 || len(r.T2a) != 6 || len(r.T2b) != 6 || len(r.T3) != 8 {
+	if len(r.T1) != 4 || len(r.T2a) != 6 || len(r.T2b) != 6 || len(r.T3) != 9 || r.T3b == nil || len(r.T6) != 2 {
 		t.Errorf("figures: %d T1, %d T2a, %d T2b, %d T3", len(r.T1), len(r.T2a), len(r.T2b), len(r.T3))
 	}
 	if r.T2b[0].Ratio == 0 {

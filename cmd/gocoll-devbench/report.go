@@ -166,7 +166,7 @@ func (r *Results) evaluate() {
 	}{{"best", bestL}, {"auto", autoL}} {
 		if x.f == nil {
 			if len(r.T3) > 0 {
-				r.add(Target{ID: "T3", What: "latency (" + x.tag + "): no successful run", Verdict: "FAIL"})
+				r.add(Target{ID: "T3a", What: "latency (" + x.tag + "): no successful run", Verdict: "FAIL"})
 			}
 			continue
 		}
@@ -180,7 +180,7 @@ func (r *Results) evaluate() {
 			thr += fmt.Sprintf(" and <= torch (%.1f us)", tl)
 			ratio = x.f.Lat.MedianUS / min(30, tl)
 		}
-		r.add(Target{ID: "T3", What: fmt.Sprintf("2-rank all-reduce of %d B host slices, %s = %s%s, per call", r.Params.LatBytes, x.tag, x.f.Strategy, pickNote(x.f.Picked)),
+		r.add(Target{ID: "T3a", What: fmt.Sprintf("2-rank all-reduce of %d B host slices, %s = %s%s, per call", r.Params.LatBytes, x.tag, x.f.Strategy, pickNote(x.f.Picked)),
 			Measured: meas, Threshold: thr, Ratio: ratio, Verdict: verdict(ok, true)})
 	}
 	// T4, as measured in this run's loops (the tests are the proof).
@@ -202,6 +202,7 @@ func (r *Results) evaluate() {
 			Measured: fmt.Sprintf("%.3f allocs/call, %.3f objects/call", maxA, maxO), Threshold: "0 (allocs < 0.01 counts as 0: runtime noise)",
 			Ratio: maxA, Verdict: verdict(maxA < 0.01 && maxO == 0, true)})
 	}
+	r.tensorTargets()
 }
 
 func f1(v float64) string {
@@ -291,6 +292,20 @@ func (r *Results) markdown() string {
 			continue
 		}
 		w("| %s%s | %.1f | %.1f | %.1f | %.3f | %.3f |\n", f.Strategy, pickNote(f.Picked), f.Lat.MedianUS, f.Lat.P99US, f.Lat.MinUS, f.Allocs, f.Objects)
+	}
+	if f := r.T3b; f != nil {
+		w("\n## T3b and T6: device-resident tensors, ranks on one GPU (one shared logical device)\n\n| ranks | bytes per rank | median | p99 | bound (2 x N x S / scale bw) | host bytes/call | error |\n|---|---|---|---|---|---|---|\n")
+		for _, f := range append([]TensorFig{*f}, r.T6...) {
+			med, p99 := fmt.Sprintf("%.1f us", f.Lat.MedianUS), fmt.Sprintf("%.1f us", f.Lat.P99US)
+			if f.Bytes >= 1<<20 {
+				med, p99 = fmt.Sprintf("%.2f ms", f.MedianS*1e3), fmt.Sprintf("%.2f ms", f.Lat.P99US/1e3)
+			}
+			bound := "-"
+			if f.BoundS > 0 {
+				bound = fmt.Sprintf("%.2f ms", f.BoundS*1e3)
+			}
+			w("| %d | %d | %s | %s | %s | %d | %s |\n", f.Ranks, f.Bytes, med, p99, bound, f.HostBytes, strings.ReplaceAll(f.Err, "|", "/"))
+		}
 	}
 	if tt.RoundTrip != nil {
 		w("\ntorch pinned non-blocking round trip of %d B (copy in, add, copy out, synchronize): median %.1f us, p99 %.1f us\n", tt.RoundTripBytes, tt.RoundTrip.Median, tt.RoundTrip.P99)

@@ -23,6 +23,8 @@ type Results struct {
 	T2a      []ARFig     `json:"t2a_allreduce_pinned"`
 	T2b      []ARFig     `json:"t2b_allreduce_slices"`
 	T3       []LatFig    `json:"t3_latency"`
+	T3b      *TensorFig  `json:"t3b_tensor_latency,omitempty"`
+	T6       []TensorFig `json:"t6_tensor_bandwidth,omitempty"`
 	Torch    Torch       `json:"torch"`
 	Targets  []Target    `json:"targets"`
 	Errors   []string    `json:"errors,omitempty"`

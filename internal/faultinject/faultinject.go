@@ -388,6 +388,14 @@ func (d *device) Stream() backend.Stream      { return d.stream }
 // Unwrap returns the wrapped device.
 func (d *device) Unwrap() backend.Device { return d.inner }
 
+// SharesMemory asks the wrapped devices (backend.MemorySharer).
+func (d *device) SharesMemory(o backend.Device) bool {
+	if w, ok := o.(*device); ok {
+		o = w.inner
+	}
+	return backend.SharesMemory(d.inner, o)
+}
+
 // Alloc allocates on the wrapped device unless the plan fails it.
 func (d *device) Alloc(bytes int, where backend.Memory) (backend.Buffer, error) {
 	if d.in.trigger(d, evAlloc, "alloc") {

@@ -157,6 +157,13 @@ func (d *Device) errorf(format string, args ...any) error {
 // Info describes the device as opened.
 func (d *Device) Info() backend.DeviceInfo { return d.info }
 
+// SharesMemory reports whether o is an open of the same shared logical
+// device (backend.MemorySharer): its buffers are usable in d's commands.
+func (d *Device) SharesMemory(o backend.Device) bool {
+	od, ok := o.(*Device)
+	return ok && d.dev.SharesMemory(od.dev)
+}
+
 // Stream returns the device's one stream.
 func (d *Device) Stream() backend.Stream { return &d.stream }
 

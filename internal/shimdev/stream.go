@@ -49,7 +49,7 @@ func (s *Stream) region(op, what string, r backend.Region, es int) (*Buffer, err
 		return nil, s.d.errorf("%s: %s: %w", op, what, err)
 	}
 	b, ok := r.Buf.(*Buffer)
-	if !ok || b.d != s.d {
+	if !ok || b.d != s.d && !s.d.dev.SharesMemory(b.d.dev) {
 		return nil, s.d.errorf("%s: %s is not a buffer of this device: %w", op, what, backend.ErrInvalidArgument)
 	}
 	if b.closed.Load() {

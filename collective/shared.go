@@ -1,0 +1,91 @@
+package collective
+
+import (
+	"context"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Device-resident collectives among ranks that share device memory (one
+// logical device, or the host backend): every rank publishes its tensor,
+// and one rank (the leader, local rank 0) runs the whole reduction on its
+// queue, reading every rank's tensor and writing every rank's tensor, in
+// one submission; no byte crosses to the host. The other ranks only meet
+// twice: once when every input is ready, once when every output is.
+//
+// Ownership: the leader counts itself in g.access while its work may touch
+// the peers' tensors; a rank that fails waits for it to leave (waitAccess)
+// before returning, so no device writes a tensor after its rank returned.
+
+// sharedAllReduce all-reduces rank tensors of n elements in place through
+// device memory. The caller claimed the comm (enter).
+func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, dt backend.DType, op Op, s Strategy, why string) error {
+	g := c.g
+	// Inputs ready: this rank's recorded and submitted work is done before
+	// another rank's queue reads the tensor.
+	prev := c.last
+	if err := c.flush(ctx); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if prev != nil {
+		if err := c.waitFence(ctx, prev); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+	}
+	leader := c.local == 0
+	g.tensorOf[c.rank] = own
+	if leader {
+		c.enterAccess()
+	}
+	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: s, path: pathTensor}
+	if err := c.arrive(ctx, fp, "AllReduceTensor fingerprint check"); err != nil {
+		if leader {
+			c.leaveAccess()
+		}
+		if werr := c.waitAccess(); werr != nil {
+			return werr
+		}
+		return err
+	}
+	if g.logCalls {
+		c.logCall(ctx, "AllReduceTensor", n, dt, op, s, why+" (shared device memory)")
+	}
+	if leader && n > 0 {
+		if err := c.sharedReduce(ctx, dt, op); err != nil {
+			return c.failDirect(err, nil, nil)
+		}
+	}
+	if leader {
+		c.leaveAccess()
+	}
+	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduceTensor completion"); err != nil {
+		if werr := c.waitAccess(); werr != nil {
+			return werr
+		}
+		return err
+	}
+	return nil
+}
+
+// sharedReduce is the leader's work: every rank's tensor reduced into its
+// own, then copied into every other rank's (a kernel copy: device copies
+// run far below memory bandwidth on some GPUs), in one submission.
+func (c *Comm) sharedReduce(ctx context.Context, dt backend.DType, op Op) error {
+	g := c.g
+	st := c.dev.Stream()
+	srcs := c.regions(g.n)
+	copy(srcs, g.tensorOf)
+	own := g.tensorOf[c.rank]
+	if err := st.Reduce(kernelOp(op), dt, own, srcs, scaleFor(op, g.n)); err != nil {
+		return c.rec(err)
+	}
+	for p, r := range g.tensorOf {
+		if p == c.rank {
+			continue
+		}
+		if err := st.Scale(dt, r, own, 1); err != nil {
+			return c.rec(err)
+		}
+	}
+	return c.flush(ctx)
+}
