@@ -109,11 +109,12 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 		} else {
 			scaleRange(view[float32](c.dst)[lo:hi], view[float32](c.src)[lo:hi], c)
 		}
-	case cmdReduce:
+	case cmdReduce, cmdReduceMulti:
+		srcs, more := srcs[:len(srcs)-c.ndst], srcs[len(srcs)-c.ndst:]
 		if c.dt == backend.F64 {
-			reduceRange(c.op, view[float64](c.dst), srcs, lo, hi, c)
+			reduceRange(c.op, view[float64](c.dst), more, srcs, lo, hi, c)
 		} else {
-			reduceRange(c.op, view[float32](c.dst), srcs, lo, hi, c)
+			reduceRange(c.op, view[float32](c.dst), more, srcs, lo, hi, c)
 		}
 	}
 }
@@ -147,10 +148,11 @@ func applyScale[T float](dst, src []T, c *command) {
 
 // reduceRange is kernels/reduce.comp over elements [lo, hi):
 // dst[i] = op(srcs[0][i], srcs[1][i], ...), reduced left to right in T, then
-// scaled as c says. A partial result of a GPU pass is stored in T and read
-// back as T, so one pass over all sources gives the same bits as passes of
-// eight.
-func reduceRange[T float](op backend.Op, dst []T, srcs [][]byte, lo, hi int, c *command) {
+// scaled as c says, and stored to dst and to every region of more (the other
+// destinations of a reduce multi). A partial result of a GPU pass is stored
+// in T and read back as T, so one pass over all sources gives the same bits
+// as passes of eight.
+func reduceRange[T float](op backend.Op, dst []T, more, srcs [][]byte, lo, hi int, c *command) {
 	var buf [block]T
 	for b := lo; b < hi; b += block {
 		e := min(b+block, hi)
@@ -163,6 +165,9 @@ func reduceRange[T float](op backend.Op, dst []T, srcs [][]byte, lo, hi int, c *
 			applyScale(acc, acc, c)
 		}
 		copy(dst[b:e], acc)
+		for _, m := range more {
+			copy(view[T](m)[b:e], acc)
+		}
 	}
 }
 

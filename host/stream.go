@@ -27,8 +27,9 @@ const (
 	cmdCopy cmdKind = iota
 	cmdReduce
 	cmdScale
-	cmdPack   // f32 -> 16-bit wire format
-	cmdUnpack // 16-bit wire format -> f32
+	cmdReduceMulti // multi.go: a reduce into several destinations
+	cmdPack        // f32 -> 16-bit wire format
+	cmdUnpack      // 16-bit wire format -> f32
 	cmdTopK
 )
 
@@ -45,6 +46,7 @@ type command struct {
 	src      []byte // copy and scale
 	srcLo    int    // reduce: the sources are batch.srcs[srcLo:srcHi]
 	srcHi    int
+	ndst     int                // reduce multi: the last ndst of the sources are further destinations
 	wire     backend.WireFormat // pack, unpack
 	idx      []byte             // topk: the indices out
 	k        int                // topk
@@ -156,13 +158,7 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 		kind: cmdReduce, op: op, dt: dt, useScale: scale != 1, scale: scale, div: float64(backend.Divisor(scale)),
 		dst: db, srcLo: lo, srcHi: len(b.srcs),
 	})
-	passes := int64(1)
-	if extra := len(srcs) - maxKernelSources; extra > 0 {
-		// Each later pass reads the partial result and up to 7 new sources:
-		// ceil(extra/7) more passes.
-		perPass := maxKernelSources - 1
-		passes += int64((extra + perPass - 1) / perPass)
-	}
+	passes := reducePasses(len(srcs))
 	d.counters.Dispatches.Add(passes * s.pieces(dst.Len, dt))
 	d.counters.BytesReduced.Add(passes * int64(dst.Len))
 	d.counters.CountHost(dst, srcs...)

@@ -43,7 +43,7 @@ const (
 	// backend.ErrOutOfMemory; nothing is allocated.
 	FailAlloc
 	// FailRecord fails the k-th recorded command (Copy, Reduce, Scale,
-	// Pack, Unpack, TopK) with an error wrapping backend.ErrOutOfMemory;
+	// ReduceMulti, Pack, Unpack, TopK) with an error wrapping backend.ErrOutOfMemory;
 	// the command is not recorded.
 	FailRecord
 	// FailSubmit makes the k-th Submit return an error wrapping
@@ -289,11 +289,7 @@ func (in *Injection) wrap(inner backend.Device) backend.Device {
 	in.devs = append(in.devs, d)
 	in.mu.Unlock()
 	d.st.d = d
-	if _, ok := inner.Stream().(backend.Compressor); ok {
-		d.stream = &compressorStream{stream: &d.st}
-	} else {
-		d.stream = &d.st
-	}
+	d.stream = wrapStream(&d.st, inner.Stream())
 	if _, ok := inner.(backend.Importer); ok {
 		return &importerDevice{device: d}
 	}

@@ -82,6 +82,9 @@ type Device struct {
 	// vec chooses and counts the 16-byte kernels (vec.go). Only the stream
 	// touches it.
 	vec vecState
+	// multi holds the multi-destination kernels (multi.go). Only the stream
+	// touches it.
+	multi multiState
 
 	closed    atomic.Bool
 	closeDone chan struct{} // closed when Close returns

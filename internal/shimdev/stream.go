@@ -21,7 +21,7 @@ import (
 type Stream struct {
 	d        *Device
 	recorded bool // something was recorded since the last Submit
-	bind     [kernels.MaxSources + 1]cshim.Binding
+	bind     [kernels.MaxDestinations + kernels.MaxSources]cshim.Binding
 	push     [cshim.MaxPushBytes]byte
 	passSrcs [kernels.MaxSources]backend.Region
 	comp     compressState // Pack, Unpack, TopK (compress.go)
@@ -354,22 +354,33 @@ func (d *Device) pipeline(kind int, op backend.Op, k int, scale bool) (*cshim.Ke
 		return p, nil
 	}
 	info := &d.kinfo[kind]
-	values := map[int]uint32{
-		kernels.SpecWorkGroupSize: d.wg,
-		kernels.SpecOp:            uint32(op),
-		kernels.SpecK:             uint32(k),
-		kernels.SpecScale:         uint32(sc),
-	}
-	var spec []cshim.SpecConstant
-	for _, c := range info.Spec {
-		spec = append(spec, cshim.SpecConstant{ID: uint32(c.ID), Value: values[c.ID]})
-	}
-	p, err := d.newKernel(info, spec)
+	p, err := d.specialized(info, d.reduceSpec(op, k, sc))
 	if err != nil {
 		return nil, d.errorf("pipeline %s (op %v, %d sources, scale %v): %w", info.Name, op, k, scale, err)
 	}
 	d.pipes[kind][op][k][sc] = p
 	return p, nil
+}
+
+// reduceSpec returns the values of the reduce kernels' specialization
+// constants for op, k sources and scale flag sc.
+func (d *Device) reduceSpec(op backend.Op, k, sc int) map[int]uint32 {
+	return map[int]uint32{
+		kernels.SpecWorkGroupSize: d.wg,
+		kernels.SpecOp:            uint32(op),
+		kernels.SpecK:             uint32(k),
+		kernels.SpecScale:         uint32(sc),
+	}
+}
+
+// specialized creates a pipeline of a kernel whose specialization constants
+// take values[ID] (0 for an ID values lacks).
+func (d *Device) specialized(info *kernels.Info, values map[int]uint32) (*cshim.Kernel, error) {
+	spec := make([]cshim.SpecConstant, 0, len(info.Spec))
+	for _, c := range info.Spec {
+		spec = append(spec, cshim.SpecConstant{ID: uint32(c.ID), Value: values[c.ID]})
+	}
+	return d.newKernel(info, spec)
 }
 
 // newKernel creates a pipeline of a kernel with the API's code of it, which
