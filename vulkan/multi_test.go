@@ -3,6 +3,7 @@
 package vulkan
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -99,5 +100,47 @@ func BenchmarkAllReduceInPlace(b *testing.B) {
 				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e6, "us/op")
 			})
 		}
+	}
+}
+
+// TestReduceMultiShared: on devices that share one logical device, one
+// device's ReduceMulti reads and writes every rank's buffers in place, and a
+// device that does not share memory is refused.
+func TestReduceMultiShared(t *testing.T) {
+	const ranks, n = 3, 777
+	devs := make([]*device, ranks)
+	regs := make([]backend.Region, ranks)
+	in := make([][]float64, ranks)
+	for r := range devs {
+		devs[r] = openDevice(t, shareOpts)
+		if !devs[r].Info().Float64 {
+			t.Skip("no f64 kernels")
+		}
+		regs[r] = backend.Region{Buf: alloc(t, devs[r], 8*n, backend.DeviceLocal), Len: 8 * n}
+		in[r] = make([]float64, n)
+		for i := range n {
+			in[r][i] = float64(i*(r+1)) / 3
+		}
+		put(t, regs[r].Buf, 0, in[r])
+	}
+	if !backend.SharesMemory(devs[0], devs[1]) {
+		t.Fatal("devices opened with ShareDevice do not share memory")
+	}
+	want := reduceRef(backend.Max, in, 1)
+	s := devs[1].Stream()
+	if err := s.(backend.MultiReducer).ReduceMulti(backend.Max, backend.F64, regs, regs, 1); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s)
+	for r := range regs {
+		compare(t, fmt.Sprintf("rank %d", r), get[float64](t, regs[r].Buf, 0, n), want)
+	}
+	other := openDevice(t, backend.OpenOptions{})
+	if backend.SharesMemory(other, devs[0]) {
+		t.Skip("a separately opened device shares memory")
+	}
+	err := other.Stream().(backend.MultiReducer).ReduceMulti(backend.Max, backend.F64, regs[:1], regs, 1)
+	if !errors.Is(err, backend.ErrInvalidArgument) {
+		t.Errorf("ReduceMulti over another device's buffers: %v, want ErrInvalidArgument", err)
 	}
 }
