@@ -67,14 +67,22 @@ func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, d
 	return nil
 }
 
-// sharedReduce is the leader's work: every rank's tensor reduced into its
-// own, then copied into every other rank's (a kernel copy: device copies
-// run far below memory bandwidth on some GPUs), in one submission.
+// sharedReduce is the leader's work, one submission: one pass that reads
+// every rank's tensor once and writes the result into every rank's tensor
+// (backend.MultiReducer), or, on a backend without it, every tensor reduced
+// into the leader's, then copied into every other rank's with a kernel
+// (device copies run far below memory bandwidth on some GPUs).
 func (c *Comm) sharedReduce(ctx context.Context, dt backend.DType, op Op) error {
 	g := c.g
 	st := c.dev.Stream()
 	srcs := c.regions(g.n)
 	copy(srcs, g.tensorOf)
+	if m, ok := st.(backend.MultiReducer); ok {
+		if err := m.ReduceMulti(kernelOp(op), dt, g.tensorOf, srcs, scaleFor(op, g.n)); err != nil {
+			return c.rec(err)
+		}
+		return c.flush(ctx)
+	}
 	own := g.tensorOf[c.rank]
 	if err := st.Reduce(kernelOp(op), dt, own, srcs, scaleFor(op, g.n)); err != nil {
 		return c.rec(err)
