@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/gocoll/gocoll/backend"
 )
 
 // BenchmarkAllReduce measures in-place all-reduce (sum) per backend, element
@@ -152,4 +154,92 @@ func benchLoop(b *testing.B, l *rankLoop, call func() error, bytes int64, factor
 	if sec := b.Elapsed().Seconds() / float64(b.N); sec > 0 {
 		b.ReportMetric(float64(bytes)/sec/1e9*factor, "busbw-GB/s")
 	}
+}
+
+// BenchmarkTensorLatency splits the latency of a small device-resident
+// all-reduce of 2 ranks sharing one logical device: "allreduce" is the
+// whole call (both ranks), "gpu-multi" the leader's GPU work alone (one
+// multi-destination reduce over both tensors, submit, fence wait) and
+// "gpu-reduce" the same with a plain reduce into one tensor, so the
+// differences are the rendezvous and the kernel. "per-rank" runs the GPU
+// parts on a group with a logical device per rank.
+func BenchmarkTensorLatency(b *testing.B) {
+	for _, bk := range backendsUnderTest(b) {
+		for _, perRank := range []bool{false, true} {
+			name := bk
+			if perRank {
+				name += "/per-rank"
+			}
+			b.Run(name, func(b *testing.B) { benchTensorLatency(b, bk, perRank) })
+		}
+	}
+}
+
+func benchTensorLatency(b *testing.B, bk string, perRank bool) {
+	g := openGroup(b, bk, 2, func(o *Options) { o.Validation = false; o.DevicePerRank = perRank })
+	const n = 1024
+	ts := make([]*Tensor[float32], 2)
+	for r := range ts {
+		t, err := NewTensor[float32](g.Comm(r), n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer t.Close()
+		ts[r] = t
+	}
+	ctx := context.Background()
+	if !perRank {
+		b.Run("allreduce", func(b *testing.B) {
+			done := make(chan error, 1)
+			go func() {
+				for i := 0; i < b.N; i++ {
+					if err := AllReduceTensor(ctx, g.Comm(1), ts[1], Sum, Direct); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			for i := 0; i < b.N; i++ {
+				if err := AllReduceTensor(ctx, g.Comm(0), ts[0], Sum, Direct); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	c := g.Comm(0)
+	st := c.dev.Stream()
+	own := backend.Region{Buf: ts[0].buf, Off: ts[0].off, Len: 4 * n}
+	regs := []backend.Region{own, {Buf: ts[1].buf, Off: ts[1].off, Len: 4 * n}}
+	if perRank {
+		regs = regs[:1]
+	}
+	gpu := func(b *testing.B, record func() error) {
+		for i := 0; i < b.N; i++ {
+			if err := record(); err != nil {
+				b.Fatal(err)
+			}
+			f, err := st.Submit()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if m, ok := st.(backend.MultiReducer); ok {
+		b.Run("gpu-multi", func(b *testing.B) {
+			gpu(b, func() error { return m.ReduceMulti(backend.Sum, backend.F32, regs, regs, 1) })
+		})
+	}
+	b.Run("gpu-reduce", func(b *testing.B) {
+		gpu(b, func() error { return st.Reduce(backend.Sum, backend.F32, own, regs, 1) })
+	})
+	b.Run("gpu-scale", func(b *testing.B) {
+		gpu(b, func() error { return st.Scale(backend.F32, own, own, 1) })
+	})
 }

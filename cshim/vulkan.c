@@ -830,6 +830,7 @@ typedef struct slot {
 	VkFence fence;
 	uint64_t ticket; /* last ticket submitted from this slot; 0: none */
 	int waiters;     /* threads blocked on fence without the device lock */
+	int begun;       /* cb reset and begun ahead of use, fence reset; nothing recorded */
 } slot;
 
 enum { RETIRE_BUFFER, RETIRE_KERNEL };
@@ -1766,6 +1767,7 @@ static gc_status vk_buffer_import(gc_device d, void *host, uint64_t size, gc_buf
 
 static gc_status wait_ticket(gc_device d, uint64_t ticket, uint64_t timeout_ns, gc_error *err);
 static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err);
+static void begin_next(gc_device d);
 
 /* release_imported frees an imported buffer before it returns, so that the
  * caller may free the host memory then: it submits the recording if that
@@ -2041,6 +2043,14 @@ static gc_status recording(gc_device d, VkCommandBuffer *cb, gc_error *err) {
 		*cb = s->cb;
 		return GC_OK;
 	}
+	if (s->begun) {
+		/* Begun by the last submit (begin_next): no wait, no reset. */
+		s->begun = 0;
+		d->recording = 1;
+		d->bound = VK_NULL_HANDLE;
+		*cb = s->cb;
+		return GC_OK;
+	}
 	if (s->ticket > d->completed) {
 		uint64_t t = s->ticket;
 		VkResult r = wait_slot(d, s, d->drain_ns);
@@ -2255,7 +2265,33 @@ static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err) {
 	s->ticket = ++d->submitted;
 	*ticket = s->ticket;
 	add_counter(&d->counters.submits, 1);
+	begin_next(d);
 	return GC_OK;
+}
+
+/* begin_next resets and begins the next slot's command buffer right after a
+ * submit, while the caller would otherwise only wait for the GPU, so the
+ * next recording starts without vkResetFences, vkResetCommandBuffer and
+ * vkBeginCommandBuffer on its critical path. Only a slot whose last
+ * submission is known complete and that nobody waits on is touched (the
+ * conditions recording() establishes); anything else, or a failure, leaves
+ * the slot to recording(). d->mu held. */
+static void begin_next(gc_device d) {
+	slot *n = &d->ring[(d->submitted + 1) % d->ring_size];
+	if (n->begun || n->ticket > d->completed || n->waiters > 0) {
+		return;
+	}
+	if (d->fn.vkResetFences(d->dev, 1, &n->fence) != VK_SUCCESS ||
+	    d->fn.vkResetCommandBuffer(n->cb, 0) != VK_SUCCESS) {
+		return;
+	}
+	VkCommandBufferBeginInfo bi = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+		.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+	};
+	if (d->fn.vkBeginCommandBuffer(n->cb, &bi) == VK_SUCCESS) {
+		n->begun = 1;
+	}
 }
 
 static gc_status vk_submit(gc_device d, uint64_t *ticket, gc_error *err) {
