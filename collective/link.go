@@ -3,7 +3,9 @@ package collective
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"time"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -18,6 +20,9 @@ import (
 // messages ahead of its receiver.
 
 const linkSlots = 2
+
+// linkSpin is how long a rank polls a link before it parks (spinBarrier).
+const linkSpin = 50 * time.Microsecond
 
 // msgKind separates collective traffic from point-to-point traffic on a link,
 // so a Send that meets a collective is an error instead of corrupt data.
@@ -103,6 +108,19 @@ func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase stri
 	case v := <-ch:
 		return v, nil
 	default:
+	}
+	// With cores to spare, poll briefly before parking (as the barrier
+	// does): a parked receive costs a wake-up and, spread over many Ps, a
+	// runtime allocation now and then (sudog caches are per P).
+	if spinBarrier {
+		for start := time.Now(); time.Since(start) < linkSpin; {
+			select {
+			case v := <-ch:
+				return v, nil
+			default:
+			}
+			runtime.Gosched()
+		}
 	}
 	g := c.g
 	c.timer.Reset(g.cfg.CommunicationTimeout)

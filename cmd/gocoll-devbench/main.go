@@ -120,7 +120,7 @@ func run(args []string) int {
 	fs.IntVar(&p.Batch, "batch", 10, "kernels recorded per submit in the kernel-bandwidth figures")
 	fs.IntVar(&p.LatIters, "lat-iters", 2000, "submit+fence round trips timed for the latency ceilings")
 	fs.IntVar(&p.ARIters, "ar-iters", 7, "timed all-reduces of ar-size per strategy")
-	fs.IntVar(&p.CallIters, "calls", 2000, "timed small all-reduces per strategy (T3)")
+	fs.IntVar(&p.CallIters, "calls", 10000, "timed small all-reduces per strategy (T3, T3b; T4 counts allocations over them)")
 	depths := fs.String("depths", "2,4,8", "pipeline depths to try in T2")
 	inputs := fs.String("inputs", "2,8", "reduce input counts (T1)")
 	fs.StringVar(&p.Skip, "skip", "", "comma-separated sections to skip: ceilings,t1,t2a,t2b,t3,t6 (t6: T3b and T6)")
