@@ -185,11 +185,20 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	// spin briefly first (a goroutine woken from a channel costs tens of
 	// microseconds, a collective of a few KiB about as much), then block.
 	if spinBarrier {
-		for start := time.Now(); time.Since(start) < barrierSpin; {
-			if b.genSeen.Load() != gen {
-				break
+		// Poll the atomic in a tight loop (the cores are spare: a
+		// runtime.Gosched between polls costs a trip through the
+		// scheduler, which looks for work on every idle P), yielding only
+		// now and then.
+	spin:
+		for start, k := time.Now(), 0; time.Since(start) < barrierSpin; k++ {
+			for i := 0; i < 256; i++ {
+				if b.genSeen.Load() != gen {
+					break spin
+				}
 			}
-			runtime.Gosched()
+			if k%64 == 63 {
+				runtime.Gosched()
+			}
 		}
 	}
 	c.timer.Reset(g.cfg.CommunicationTimeout)

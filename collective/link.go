@@ -22,7 +22,7 @@ import (
 const linkSlots = 2
 
 // linkSpin is how long a rank polls a link before it parks (spinBarrier).
-const linkSpin = 50 * time.Microsecond
+const linkSpin = 200 * time.Microsecond
 
 // msgKind separates collective traffic from point-to-point traffic on a link,
 // so a Send that meets a collective is an error instead of corrupt data.

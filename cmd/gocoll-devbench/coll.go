@@ -272,7 +272,7 @@ func latBench(ctx context.Context, p params, res *Results) {
 			return // the group may be broken
 		}
 		f.Lat, f.Allocs, f.Objects = newLat(m.times), m.allocs, m.objects
-		logf("t3: %s%s, %d B: median %.1f us, p99 %.1f us; %.3f allocs, %.3f objects/call", r.name, pickNote(f.Picked), p.LatBytes, f.Lat.MedianUS, f.Lat.P99US, f.Allocs, f.Objects)
+		logf("t3: %s%s, %d B: median %.1f us, p99 %.1f us; %.4f allocs, %.3f objects/call", r.name, pickNote(f.Picked), p.LatBytes, f.Lat.MedianUS, f.Lat.P99US, f.Allocs, f.Objects)
 		res.T3 = append(res.T3, f)
 	}
 }
