@@ -13,10 +13,12 @@ import (
 // A framework that computes with Vulkan shares buffers with gocoll both
 // ways: it reads the handles of gocoll's device and tensors to record its
 // own work on them, and it hands gocoll a VkBuffer it created on the rank's
-// VkDevice to reduce in place. (Not run: it needs a Vulkan device.)
+// VkDevice to reduce in place. The ranks of a group on one GPU share one
+// VkDevice and may share a queue, so the framework submits to the rank's
+// queue inside vulkan.WithQueue. (Not run: it needs a Vulkan device.)
 func Example_interop() {
 	ctx := context.Background()
-	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 1, Backend: "vulkan", Config: collective.DefaultConfig()})
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 2, Backend: "vulkan", Config: collective.DefaultConfig()})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -31,6 +33,11 @@ func Example_interop() {
 	buf, off := t.Buffer()
 	vkBuffer, _, _ := vulkan.BufferHandle(buf)
 	fmt.Printf("record on VkDevice %#x, queue family %d: VkBuffer %#x at byte %d\n", h.Device, h.QueueFamily, vkBuffer, off)
+	// The framework's own submission to the rank's queue, under its lock.
+	_ = vulkan.WithQueue(c.Device(), func(q vulkan.Handles) error {
+		// vkQueueSubmit(q.Queue, ...) with the framework's command buffer.
+		return nil
+	})
 
 	// framework -> gocoll: a VkBuffer the framework created on h.Device
 	// (frameworkBuffer stands for its handle), reduced in place.
@@ -42,7 +49,17 @@ func Example_interop() {
 	}
 	defer adopted.Close()
 	grads, _ := collective.WrapTensor[float32](c, adopted, 0, 1<<20)
-	if err := collective.AllReduceTensor(ctx, c, grads, collective.Mean, collective.Auto); err != nil {
+	// Every rank calls the collective (rank 1 with its own tensor; both on
+	// one VkDevice, reduced in device memory).
+	err = g.Run(ctx, func(ctx context.Context, c *collective.Comm) error {
+		t := grads
+		if c.Rank() == 1 {
+			t, _ = collective.NewTensor[float32](c, 1<<20)
+			defer t.Close()
+		}
+		return collective.AllReduceTensor(ctx, c, t, collective.Mean, collective.Auto)
+	})
+	if err != nil {
 		fmt.Println(err)
 	}
 }
