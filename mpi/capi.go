@@ -101,6 +101,17 @@ static gm_world_ret gm_world(void) {
 
 static int gm_comm_free(MPI_Comm c) { return MPI_Comm_free(&c); }
 
+// gm_comms allocates n communicator handles, MPI_COMM_NULL each, for
+// MPI_Comm_idup to fill: the handle must stay in place until its request
+// completes, as MPI may write it only then.
+static MPI_Comm *gm_comms(int n) {
+	MPI_Comm *p = malloc(n * sizeof *p);
+	for (int i = 0; p && i < n; i++) p[i] = MPI_COMM_NULL;
+	return p;
+}
+
+static MPI_Comm gm_comm_at(MPI_Comm *p, int i) { return p[i]; }
+
 typedef struct {
 	int code;
 	MPI_Request req;
@@ -161,6 +172,14 @@ static gm_req_ret gm_iallreduce(const void *send, void *recv, int count, int dty
 	r.req = MPI_REQUEST_NULL;
 	MPI_Op o = op == 0 ? MPI_SUM : op == 1 ? MPI_PROD : op == 2 ? MPI_MAX : MPI_MIN;
 	r.code = MPI_Iallreduce(send ? send : MPI_IN_PLACE, recv, count, dtype == 1 ? MPI_DOUBLE : MPI_FLOAT, o, comm, &r.req);
+	return r;
+}
+
+// gm_comm_idup starts MPI_Comm_idup of comm into out[i] (from gm_comms).
+static gm_req_ret gm_comm_idup(MPI_Comm comm, MPI_Comm *out, int i) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.code = MPI_Comm_idup(comm, &out[i], &r.req);
 	return r;
 }
 
@@ -326,6 +345,19 @@ func cWorld() worldInfo {
 }
 
 func cCommFree(c cComm) int { return int(C.gm_comm_free(c)) }
+
+// cComms allocates n communicator handles in C memory, MPI_COMM_NULL each
+// (nil when out of memory); cFree frees them.
+func cComms(n int) unsafe.Pointer { return unsafe.Pointer(C.gm_comms(C.int(n))) }
+
+// cCommAt reads handle i of cComms' memory.
+func cCommAt(p unsafe.Pointer, i int) cComm { return C.gm_comm_at((*C.MPI_Comm)(p), C.int(i)) }
+
+// cCommIdup is MPI_Comm_idup of c into handle i of cComms' memory p.
+func cCommIdup(c cComm, p unsafe.Pointer, i int) (cRequest, int) {
+	r := C.gm_comm_idup(c, (*C.MPI_Comm)(p), C.int(i))
+	return r.req, int(r.code)
+}
 
 func cIsend(p unsafe.Pointer, n, peer, tag int, comm cComm) (cRequest, int) {
 	r := C.gm_isend(p, C.int(n), C.int(peer), C.int(tag), comm)

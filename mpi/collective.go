@@ -132,7 +132,7 @@ func drainNotices(r *request) {
 }
 
 // beginCollective claims the World for one collective and numbers it.
-func (w *World) beginCollective(call string) (uint64, error) {
+func (w *World) beginCollective(ctx context.Context, call string) (uint64, error) {
 	if !w.collMu.TryLock() {
 		return 0, argError(call, "another collective is in progress on this World: "+
 			"collectives must be called by one goroutine at a time, in the same order on every process")
@@ -141,9 +141,71 @@ func (w *World) beginCollective(call string) (uint64, error) {
 		w.collMu.Unlock()
 		return 0, closedError(call)
 	}
-	w.seq++
 	w.progressOrphans()
+	if err := w.awaitDup(ctx, call); err != nil {
+		w.collMu.Unlock()
+		return 0, err
+	}
+	w.seq++
 	return w.seq, nil
+}
+
+// awaitDup waits until no Dup that timed out is still posted on the World
+// (the caller holds collMu). Open MPI posts the steps of MPI_Comm_idup on
+// the parent communicator one after the other as it progresses, so a
+// collective posted on the parent before the idup completes would be
+// matched out of order with the other processes' (open-mpi/ompi#2025). When
+// ctx ends first, the collective is not posted and its number not taken.
+func (w *World) awaitDup(ctx context.Context, call string) error {
+	seq := w.pendingDup()
+	if seq == 0 {
+		return nil
+	}
+	start := time.Now()
+	ended, err := poll(ctx, func() (bool, error) {
+		w.progressOrphans()
+		seq = w.pendingDup()
+		return seq == 0, nil
+	}, nil)
+	if !ended {
+		return err
+	}
+	missing, seen := w.arrivals(seq)
+	return &Error{Call: call, Ranks: missing, Err: err, Msg: fmt.Sprintf(
+		"not posted: collective #%d (MPI_Comm_idup of a Dup that timed out) still not complete on process %d of %d "+
+			"after %v more; processes not seen to arrive at it: %v (seen: %v)",
+		seq, w.rank, w.size, time.Since(start).Round(time.Microsecond), missing, seen)}
+}
+
+// pendingDup returns the number of the first Dup left to the World that MPI
+// has not completed, 0 when there is none.
+func (w *World) pendingDup() uint64 {
+	w.bgMu.Lock()
+	defer w.bgMu.Unlock()
+	for _, r := range w.orphans {
+		if r.kind == kindDup {
+			return r.seq
+		}
+	}
+	return 0
+}
+
+// arrivals receives the waiting notices and splits the processes into those
+// not seen to arrive at collective #seq and the others.
+func (w *World) arrivals(seq uint64) (missing, seen []int) {
+	r := w.getRequest(kindCollective, "", -1, 0)
+	w.run(drainNotices, r)
+	r.release()
+	w.noticeMu.Lock()
+	defer w.noticeMu.Unlock()
+	for p, s := range w.seen {
+		if p == w.rank || s >= seq {
+			seen = append(seen, p)
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	return missing, seen
 }
 
 // collective posts r with post and polls it until it completes or ctx ends.
@@ -192,17 +254,7 @@ func (w *World) collective(ctx context.Context, r *request, post func(*request))
 		return err
 	}
 	// The deadline passed: find who was seen to arrive.
-	w.run(drainNotices, r)
-	w.noticeMu.Lock()
-	var missing, seen []int
-	for p, s := range w.seen {
-		if p == w.rank || s >= r.seq {
-			seen = append(seen, p)
-		} else {
-			missing = append(missing, p)
-		}
-	}
-	w.noticeMu.Unlock()
+	missing, seen := w.arrivals(r.seq)
 	e := &Error{Call: r.call, Ranks: missing, Err: err, Msg: fmt.Sprintf(
 		"collective #%d not complete on process %d of %d after %v; processes not seen to arrive: %v (seen: %v); "+
 			"it stays posted and completes when they call it",
@@ -223,7 +275,7 @@ func (w *World) Allgather(ctx context.Context, mine, all []byte) error {
 	if len(all) != w.size*len(mine) {
 		return argError(call, "all holds %d bytes, want %d processes * %d", len(all), w.size, len(mine))
 	}
-	seq, err := w.beginCollective(call)
+	seq, err := w.beginCollective(ctx, call)
 	if err != nil {
 		return err
 	}
@@ -254,23 +306,18 @@ func (w *World) Allgather(ctx context.Context, mine, all []byte) error {
 
 // postAllgather posts one MPI_Iallgather per piece of mine (on the MPI thread).
 func postAllgather(r *request) {
-	w := r.w
-	r.code, r.posted = 0, 0
-	if w.closed.Load() {
-		r.closedHit = true
+	if !r.beginPost() {
 		return
 	}
+	w := r.w
 	all := unsafe.Add(r.cmem, r.n)
 	for i := range r.subs {
 		off := i * r.limit
 		m := min(r.limit, r.n-off)
 		req, code := cIallgather(unsafe.Add(r.buf, off), m, unsafe.Add(all, w.size*off), w.comm)
-		if code != 0 {
-			r.code = code
+		if !r.record(i, req, code) {
 			return
 		}
-		r.subs[i] = req
-		r.posted++
 	}
 }
 
@@ -305,7 +352,7 @@ func (w *World) allreduce(ctx context.Context, send, recv unsafe.Pointer, ns, nr
 	if ns > 0 && send != recv && uintptr(send) < uintptr(recv)+bytes && uintptr(recv) < uintptr(send)+bytes {
 		return argError(call, "send and recv overlap without being the same slice")
 	}
-	seq, err := w.beginCollective(call)
+	seq, err := w.beginCollective(ctx, call)
 	if err != nil {
 		return err
 	}
@@ -330,12 +377,10 @@ func (w *World) allreduce(ctx context.Context, send, recv unsafe.Pointer, ns, nr
 
 // postAllreduce posts one MPI_Iallreduce per piece (on the MPI thread).
 func postAllreduce(r *request) {
-	w := r.w
-	r.code, r.posted = 0, 0
-	if w.closed.Load() {
-		r.closedHit = true
+	if !r.beginPost() {
 		return
 	}
+	w := r.w
 	size := r.dt.Size()
 	for i := range r.subs {
 		off := i * r.limit
@@ -345,12 +390,9 @@ func postAllreduce(r *request) {
 			send = unsafe.Add(r.send, off*size)
 		}
 		req, code := cIallreduce(send, unsafe.Add(r.buf, off*size), m, r.dt, r.op, w.comm)
-		if code != 0 {
-			r.code = code
+		if !r.record(i, req, code) {
 			return
 		}
-		r.subs[i] = req
-		r.posted++
 	}
 }
 
@@ -358,7 +400,7 @@ func postAllreduce(r *request) {
 // MPI_Test until done), or when ctx ends, with an error like Allgather's.
 func (w *World) Barrier(ctx context.Context) error {
 	const call = "MPI_Ibarrier"
-	seq, err := w.beginCollective(call)
+	seq, err := w.beginCollective(ctx, call)
 	if err != nil {
 		return err
 	}
@@ -374,16 +416,9 @@ func (w *World) Barrier(ctx context.Context) error {
 }
 
 func postBarrier(r *request) {
-	r.code, r.posted = 0, 0
-	if r.w.closed.Load() {
-		r.closedHit = true
+	if !r.beginPost() {
 		return
 	}
 	req, code := cIbarrier(r.w.comm)
-	if code != 0 {
-		r.code = code
-		return
-	}
-	r.subs[0] = req
-	r.posted = 1
+	r.record(0, req, code)
 }

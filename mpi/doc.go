@@ -16,6 +16,21 @@
 // or runs all of them on the one OS thread that initialized MPI
 // (MPI_THREAD_FUNNELED or MPI_THREAD_SINGLE). [World.ThreadLevel] says which.
 //
+// [World.Dup] (backend.Duplicator) makes an isolated copy of a World over
+// MPI_Comm_idup: its messages and collectives never meet the original's or
+// another copy's, so several copies may carry traffic at the same time, each
+// with its own collective order. A copy is closed by its own Close, which
+// leaves the original open; Finalize closes the copies still open.
+//
+// A request that Isend or Irecv returns belongs to its caller until Test
+// reports completion or Cancel returns. Until then its World keeps it, so a
+// request dropped without being finished never leaves a pinned buffer to the
+// garbage collector. Closing the World takes over the requests still
+// active: Close cancels them, releases those MPI lets go of, keeps the
+// others pinned for the life of the process (reported as ErrInFlight), and
+// answers their former owner's Test and Cancel with an error matching
+// backend.ErrClosed.
+//
 // MPI errors return to the caller (MPI_ERRORS_RETURN) as *[Error] values that
 // match backend's sentinels with errors.Is. Waits take a context and never
 // hang: a process that never arrives at a collective makes the others return

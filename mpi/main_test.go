@@ -112,14 +112,25 @@ func checkLifecycle(w *World) error {
 	if _, err := w.Isend(nil, 0, 0); !errors.Is(err, backend.ErrClosed) {
 		return fmt.Errorf("Isend after Close = %v, want ErrClosed", err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := w.Dup(ctx); !errors.Is(err, backend.ErrClosed) {
+		return fmt.Errorf("Dup after Close = %v, want ErrClosed", err)
+	}
 	w2, err := Init()
 	if err != nil || w2 == w {
 		return fmt.Errorf("Init after Close = %p, %v; want a new World", w2, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if err := w2.Barrier(ctx); err != nil {
 		return fmt.Errorf("Barrier on the second World: %w", err)
+	}
+	// A duplicate left open, with a receive nobody sends to: Finalize closes it.
+	d, err := w2.Dup(ctx)
+	if err != nil {
+		return fmt.Errorf("Dup of the second World: %w", err)
+	}
+	if _, err := d.Irecv(make([]byte, 8), 0, 1); err != nil {
+		return fmt.Errorf("Irecv on the duplicate: %w", err)
 	}
 	if err := Finalize(); err != nil {
 		return fmt.Errorf("Finalize: %w", err)
@@ -129,6 +140,9 @@ func checkLifecycle(w *World) error {
 	}
 	if err := w2.Barrier(ctx); !errors.Is(err, backend.ErrClosed) {
 		return fmt.Errorf("Barrier after Finalize = %v, want ErrClosed", err)
+	}
+	if err := d.(*World).Barrier(ctx); !errors.Is(err, backend.ErrClosed) || len(dups) != 0 {
+		return fmt.Errorf("Barrier on a duplicate after Finalize = %v, want ErrClosed; %d duplicates still open", err, len(dups))
 	}
 	if _, err := Init(); !errors.Is(err, backend.ErrClosed) {
 		return fmt.Errorf("Init after Finalize = %v, want ErrClosed", err)

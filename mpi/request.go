@@ -22,7 +22,8 @@ type reqKind uint8
 const (
 	kindSend reqKind = iota
 	kindRecv
-	kindCollective
+	kindCollective // Allgather, Allreduce*, Barrier
+	kindDup        // Dup's two MPI_Comm_idup, a collective too
 )
 
 type reqState uint8
@@ -31,6 +32,7 @@ const (
 	stateFree   reqState = iota // in the pool
 	stateActive                 // owned by the caller
 	stateOrphan                 // owned by the World until MPI completes it
+	stateClosed                 // taken over by Close: out of the pool for good
 )
 
 // request is a started operation: one or more MPI requests over one buffer
@@ -38,6 +40,13 @@ const (
 // are pooled, so steady-state Isend/Irecv/Test allocate nothing: a request
 // returns to the pool when Test reports completion or Cancel returns, and
 // must not be used after that.
+//
+// A point-to-point request is on its World's list of active requests (prev,
+// next, listed; under World.liveMu) from Isend or Irecv until its owner is
+// done with it, so a request its owner drops stays reachable, and its pins
+// never reach the garbage collector while MPI holds them. mu is held by the
+// owner during each call and by Close while it takes the request over; it
+// guards state against Close (stateActive to stateClosed).
 type request struct {
 	w     *World
 	kind  reqKind
@@ -52,6 +61,11 @@ type request struct {
 	many  []cRequest     // subs' storage for split messages, kept across reuse
 	pin   runtime.Pinner // keeps Go buffers in place while MPI holds them
 	done  chan struct{}  // the executor's answer in funneled mode
+
+	// Ownership (see above).
+	mu         sync.Mutex
+	prev, next *request
+	listed     bool
 
 	// Filled by the functions run on the MPI thread.
 	code      int // first MPI error of the last call
@@ -86,6 +100,11 @@ func (r *request) setSubs(n int) {
 	if n > r.limit {
 		k = (n + r.limit - 1) / r.limit
 	}
+	r.useSubs(k)
+}
+
+// useSubs makes subs k null requests.
+func (r *request) useSubs(k int) {
 	if k == 1 {
 		r.subs = r.one[:1]
 	} else {
@@ -109,10 +128,7 @@ func (r *request) pinBuffer(p unsafe.Pointer) {
 
 // release unpins the buffers, frees staging memory and returns r to the pool.
 func (r *request) release() {
-	r.pin.Unpin()
-	if r.cmem != nil {
-		cFree(r.cmem)
-	}
+	r.unpin()
 	// Keep the Pinner (its internal record is reused, so pinning again does
 	// not allocate), the channel and the storage for split messages.
 	pin, many, done := r.pin, r.many, r.done
@@ -120,10 +136,82 @@ func (r *request) release() {
 	requestPool.Put(r)
 }
 
-func (r *request) mustBeActive(method string) {
-	if r.state != stateActive {
-		panic("mpi: Request." + method + " called after the request completed or was cancelled " +
-			"(a Request must not be used once Test reported completion or Cancel returned)")
+// unpin unpins the buffers and frees staging memory, once MPI no longer
+// holds r. Close uses it alone for the requests it took over: they stay out
+// of the pool, as their former owner may still call them.
+func (r *request) unpin() {
+	r.pin.Unpin()
+	if r.cmem != nil {
+		cFree(r.cmem)
+		r.cmem = nil
+	}
+}
+
+// held reports whether MPI still holds part of r.
+func (r *request) held() bool {
+	for _, q := range r.subs {
+		if q != requestNull {
+			return true
+		}
+	}
+	return false
+}
+
+// own locks r for one call of its owner. It returns an error matching
+// ErrClosed when Close took r over, and panics when r went back to the pool.
+func (r *request) own(method string) error {
+	r.mu.Lock()
+	state := r.state
+	if state == stateActive {
+		return nil
+	}
+	r.mu.Unlock()
+	if state == stateClosed {
+		return &Error{Call: "MPI_" + method, Ranks: r.ranks(), Err: backend.ErrClosed,
+			Msg: r.describe() + ": the World was closed, and Close took the request over"}
+	}
+	panic("mpi: Request." + method + " called after the request completed or was cancelled " +
+		"(a Request must not be used once Test reported completion or Cancel returned)")
+}
+
+// fate is what becomes of a request its owner is done with.
+type fate uint8
+
+const (
+	fateRelease fate = iota // MPI let go of it: back to the pool
+	fateOrphan              // MPI holds it: the World completes it in the background
+	fateAbandon             // MPI holds it on a closed World: pinned for the process's life
+)
+
+// finish ends the owner's hold on r, whose mu the owner holds: it takes r
+// off the World's active list, unlocks it and settles it as f says. When
+// Close took r over meanwhile (r is no longer listed), Close settles it and
+// finish only unlocks it.
+func (w *World) finish(r *request, f fate) {
+	w.liveMu.Lock()
+	mine := r.listed
+	if mine {
+		w.unlink(r)
+	}
+	w.liveMu.Unlock()
+	if !mine {
+		r.mu.Unlock()
+		return
+	}
+	if f == fateAbandon && !r.held() {
+		f = fateRelease
+	}
+	switch f {
+	case fateRelease:
+		r.mu.Unlock()
+		r.release()
+	case fateOrphan:
+		r.mu.Unlock()
+		w.orphan(r)
+	case fateAbandon:
+		r.state = stateClosed
+		r.mu.Unlock()
+		keepForever(r)
 	}
 }
 
@@ -149,15 +237,36 @@ func (r *request) ranks() []int {
 // World is still open; run keeps Close from freeing the communicators while
 // they run.
 
+// beginPost readies r for a post function: it clears the results of the
+// last call and reports whether the World is still open (closedHit when not).
+func (r *request) beginPost() bool {
+	r.code, r.posted = 0, 0
+	if r.w.closed.Load() {
+		r.closedHit = true
+		return false
+	}
+	return true
+}
+
+// record notes the outcome of posting sub-request i: req on success, or
+// the error code, in which case the post function stops.
+func (r *request) record(i int, req cRequest, code int) bool {
+	if code != 0 {
+		r.code = code
+		return false
+	}
+	r.subs[i] = req
+	r.posted++
+	return true
+}
+
 // postP2P posts the MPI_Isend or MPI_Irecv calls of a message, in order, so
 // that the pieces of a split message match in order at the peer.
 func postP2P(r *request) {
-	w := r.w
-	r.code, r.posted = 0, 0
-	if w.closed.Load() {
-		r.closedHit = true
+	if !r.beginPost() {
 		return
 	}
+	w := r.w
 	off := 0
 	for i := range r.subs {
 		n := min(r.limit, r.n-off)
@@ -169,12 +278,9 @@ func postP2P(r *request) {
 		} else {
 			req, code = cIrecv(p, n, r.peer, r.tag, w.comm)
 		}
-		if code != 0 {
-			r.code = code
+		if !r.record(i, req, code) {
 			return
 		}
-		r.subs[i] = req
-		r.posted++
 		off += n
 	}
 }
@@ -233,11 +339,17 @@ func cancelRequest(r *request) {
 // back to a pool and must not be used again. A receive that got fewer bytes
 // than its buffer holds fails with ErrMessageSize, as does one whose message
 // was longer (MPI_ERR_TRUNCATE).
+//
+// When the World was closed while the request was active, Close took it
+// over (cancelled it, and released it or kept it pinned): Test then reports
+// true with an error matching backend.ErrClosed.
 func (r *request) Test() (bool, error) {
-	r.mustBeActive("Test")
+	if err := r.own("Test"); err != nil {
+		return true, err
+	}
 	w := r.w
 	if !w.run(testRequest, r) || r.closedHit {
-		w.abandon(r)
+		w.finish(r, fateAbandon)
 		return true, closedError("MPI_Test")
 	}
 	if r.code != 0 {
@@ -248,6 +360,7 @@ func (r *request) Test() (bool, error) {
 		return true, err
 	}
 	if r.pending > 0 {
+		r.mu.Unlock()
 		return false, nil
 	}
 	var err error
@@ -255,7 +368,7 @@ func (r *request) Test() (bool, error) {
 		err = &Error{Call: "MPI_Irecv", Ranks: r.ranks(), Err: ErrMessageSize,
 			Msg: fmt.Sprintf("%s: received %d bytes", r.describe(), r.got)}
 	}
-	r.release()
+	w.finish(r, fateRelease)
 	return true, err
 }
 
@@ -266,7 +379,9 @@ func (r *request) Test() (bool, error) {
 // holds the request after a short grace, Cancel returns an error matching
 // ErrInFlight: the buffer stays pinned and in MPI's use until the peer
 // matches the message, and the World completes the request in the
-// background. Either way the request must not be used after Cancel.
+// background. Either way the request must not be used after Cancel. On a
+// request that Close took over, Cancel returns an error matching
+// backend.ErrClosed.
 func (r *request) Cancel() error {
 	_, err := r.cancel()
 	return err
@@ -275,15 +390,18 @@ func (r *request) Cancel() error {
 // cancel is Cancel, also reporting whether MPI cancelled the request
 // (MPI_Test_cancelled) rather than completing it.
 func (r *request) cancel() (cancelled bool, err error) {
-	r.mustBeActive("Cancel")
+	if err := r.own("Cancel"); err != nil {
+		return false, err
+	}
 	return r.w.abort(r)
 }
 
 // abort cancels whatever of r is still pending and releases r, or leaves it
-// to the World when MPI does not let go within cancelGrace.
+// to the World when MPI does not let go within cancelGrace. The caller holds
+// r.mu; abort ends its hold (finish).
 func (w *World) abort(r *request) (cancelled bool, err error) {
 	if !w.run(cancelRequest, r) || r.closedHit {
-		w.abandon(r)
+		w.finish(r, fateAbandon)
 		return false, closedError("MPI_Cancel")
 	}
 	var cancelErr error
@@ -293,7 +411,7 @@ func (w *World) abort(r *request) (cancelled bool, err error) {
 	deadline := time.Now().Add(cancelGrace)
 	for {
 		if !w.run(testRequest, r) || r.closedHit {
-			w.abandon(r)
+			w.finish(r, fateAbandon)
 			return false, closedError("MPI_Cancel")
 		}
 		if r.code != 0 {
@@ -301,12 +419,12 @@ func (w *World) abort(r *request) (cancelled bool, err error) {
 		}
 		if r.pending == 0 {
 			cancelled = r.cancelled > 0
-			r.release()
+			w.finish(r, fateRelease)
 			return cancelled, cancelErr
 		}
 		if time.Now().After(deadline) {
 			desc, ranks := r.describe(), r.ranks()
-			w.orphan(r)
+			w.finish(r, fateOrphan)
 			return false, &Error{Call: "MPI_Cancel", Ranks: ranks, Err: errors.Join(ErrInFlight, cancelErr),
 				Msg: desc + ": MPI still holds the buffer; it stays pinned until the peer matches the message"}
 		}

@@ -35,11 +35,17 @@ var (
 	abandoned []*request
 )
 
+// dups holds the Worlds made by Dup until they are closed (under initMu), so
+// nothing they hold is garbage collected while MPI uses it, and Finalize
+// closes them.
+var dups = map[*World]struct{}{}
+
 // World is this process's view of MPI_COMM_WORLD: a backend.Transport over
-// a duplicate of it, with MPI's collectives as baselines. Its methods may be
-// called from any goroutine; collectives (Allgather, Allreduce*, Barrier)
-// from one goroutine at a time, in the same order on every process, as MPI
-// requires.
+// a duplicate of it (or, for a World made by [World.Dup], over a duplicate
+// of another World's communicator), with MPI's collectives as baselines. Its
+// methods may be called from any goroutine; collectives (Allgather,
+// Allreduce*, Barrier, Dup) from one goroutine at a time, in the same order
+// on every process, as MPI requires.
 type World struct {
 	exec    *executor
 	mode    mode
@@ -62,8 +68,13 @@ type World struct {
 	collMu sync.Mutex // held by the collective in progress
 	seq    uint64     // collectives started, under collMu
 
-	bgMu    sync.Mutex // guards orphans; never held while calling MPI
-	orphans []*request // requests MPI still holds that nobody waits for
+	bgMu     sync.Mutex // guards orphans and bgClosed; never held while calling MPI
+	orphans  []*request // requests MPI still holds that nobody waits for
+	bgClosed bool       // Close took the orphans: later ones are abandoned
+
+	liveMu     sync.Mutex // guards live, liveClosed and the requests' links; never held while calling MPI
+	live       *request   // the Isend and Irecv requests their callers own (a list through prev and next)
+	liveClosed bool       // Close took the list over: no request joins it any more
 
 	noticeMu sync.Mutex // guards notices and seen; taken only on the MPI thread
 	notices  []notice
@@ -151,8 +162,9 @@ func startMPI() error {
 	return nil
 }
 
-// Finalize closes the open World and calls MPI_Finalize on MPI's main
-// thread, if this package initialized MPI. MPI cannot start again in this
+// Finalize closes the open World and every World made by Dup that is still
+// open, then calls MPI_Finalize on MPI's main thread, if this package
+// initialized MPI. MPI cannot start again in this
 // process: later calls of every World method fail with backend.ErrClosed and
 // Init fails. MPI_Finalize is collective in practice: it returns once every
 // process has called it. Finalize is idempotent.
@@ -163,6 +175,10 @@ func Finalize() error {
 		return nil
 	}
 	var errs []error
+	for d := range dups {
+		errs = append(errs, d.shutdown())
+	}
+	clear(dups)
 	if current != nil {
 		errs = append(errs, current.shutdown())
 		current = nil
@@ -239,6 +255,12 @@ func (w *World) startP2P(kind reqKind, call string, p []byte, peer, tag int) (*r
 	}
 	r.pinBuffer(r.buf)
 	r.setSubs(r.n)
+	r.mu.Lock()
+	if !w.link(r) {
+		r.mu.Unlock()
+		r.release()
+		return nil, closedError(call)
+	}
 	split := len(r.subs) > 1 && w.mode == modeConcurrent
 	if split {
 		// Other goroutines must not post pieces of a message to the same
@@ -251,33 +273,89 @@ func (w *World) startP2P(kind reqKind, call string, p []byte, peer, tag int) (*r
 	}
 	switch {
 	case !ok || r.closedHit:
-		r.release()
+		w.finish(r, fateRelease) // nothing was posted
 		return nil, closedError(call)
 	case r.code != 0:
 		err := w.mpiError(call, r.code, r.describe(), peer)
 		if r.posted == 0 {
-			r.release()
+			w.finish(r, fateRelease)
 		} else if _, cerr := w.abort(r); cerr != nil {
 			return nil, errors.Join(err, cerr)
 		}
 		return nil, err
 	}
+	r.mu.Unlock()
 	return r, nil
 }
 
-// Close releases the World: it waits up to half a second for background
-// work (requests that Cancel or a timed-out collective left to MPI), frees
-// what remains that MPI allows to free, and frees the World's communicators
-// (MPI_Comm_free). It does not finalize MPI (Finalize does): a later Init
-// returns a new World. Requests still held by MPI keep their buffers pinned
-// for the life of the process, and Close reports them with an error matching
-// ErrInFlight. Close is idempotent.
+// link puts r on the list of active requests, unless Close took the list.
+func (w *World) link(r *request) bool {
+	w.liveMu.Lock()
+	defer w.liveMu.Unlock()
+	if w.liveClosed {
+		return false
+	}
+	r.prev, r.next, r.listed = nil, w.live, true
+	if w.live != nil {
+		w.live.prev = r
+	}
+	w.live = r
+	return true
+}
+
+// unlink takes r off the list of active requests (under liveMu).
+func (w *World) unlink(r *request) {
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		w.live = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	}
+	r.prev, r.next, r.listed = nil, nil, false
+}
+
+// takeLive empties the list of active requests for good and returns what
+// it held, each request marked closed once its owner's call in progress, if
+// any, has returned.
+func (w *World) takeLive() []*request {
+	w.liveMu.Lock()
+	w.liveClosed = true
+	var taken []*request
+	for w.live != nil {
+		r := w.live
+		w.unlink(r)
+		taken = append(taken, r)
+	}
+	w.liveMu.Unlock()
+	for _, r := range taken {
+		r.mu.Lock()
+		r.state = stateClosed
+		r.mu.Unlock()
+	}
+	return taken
+}
+
+// Close releases the World. It takes over the requests that Isend and Irecv
+// started and that their callers have not finished (Test did not report
+// completion, Cancel was not called), and cancels them (MPI_Cancel). It
+// waits up to half a second for them and for background work (requests that
+// Cancel or a timed-out collective left to MPI), frees what remains that MPI
+// allows to free, and frees the World's communicators (MPI_Comm_free). It
+// does not finalize MPI (Finalize does): a later Init returns a new World.
+// Requests still held by MPI keep their buffers pinned for the life of the
+// process, and Close reports them with an error matching ErrInFlight. A
+// request Close took over answers Test and Cancel with an error matching
+// backend.ErrClosed. Closing a World does not close the Worlds Dup made from
+// it. Close is idempotent.
 func (w *World) Close() error {
 	err := w.shutdown()
 	initMu.Lock()
 	if current == w {
 		current = nil
 	}
+	delete(dups, w)
 	initMu.Unlock()
 	return err
 }
@@ -288,24 +366,38 @@ func (w *World) shutdown() error {
 }
 
 func (w *World) close() error {
+	taken := w.takeLive()
+	for _, r := range taken {
+		w.run(cancelRequest, r) // best effort: a failure leaves r to the grace below
+	}
 	for deadline := time.Now().Add(closeGrace); ; {
 		w.progressBackground()
-		if w.background() == 0 || time.Now().After(deadline) {
+		taken = w.progress(taken, (*request).unpin)
+		if w.background()+len(taken) == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	w.bgMu.Lock()
-	left := w.orphans
+	left := append(w.orphans, taken...)
 	w.orphans = nil
+	w.bgClosed = true
 	w.bgMu.Unlock()
 	var errs []error
+	if len(left) > 0 {
+		// Whatever happens below, MPI may still use their buffers.
+		defer func() {
+			abandonMu.Lock()
+			abandoned = append(abandoned, left...)
+			abandonMu.Unlock()
+		}()
+	}
 	if !w.cold(true, func() {
 		w.closed.Store(true)
 		// MPI lets a point-to-point request be freed while active (it then
 		// completes on its own); a nonblocking collective's may not be.
 		for _, r := range left {
-			if r.kind == kindCollective {
+			if r.kind >= kindCollective {
 				continue
 			}
 			for i, q := range r.subs {
@@ -331,9 +423,6 @@ func (w *World) close() error {
 		return closedError("MPI_Comm_free")
 	}
 	if len(left) > 0 {
-		abandonMu.Lock()
-		abandoned = append(abandoned, left...)
-		abandonMu.Unlock()
 		errs = append(errs, &Error{Call: "MPI_Comm_free", Err: ErrInFlight, Msg: fmt.Sprintf(
 			"%d operations still held by MPI at Close (a peer never matched them); their buffers stay pinned", len(left))})
 	}
@@ -347,26 +436,26 @@ func (w *World) mpiErrorLocked(call string, code int) *Error {
 }
 
 // orphan leaves r to the World: MPI still holds it, nobody waits for it.
+// Once Close has taken the orphans, r is kept for the life of the process.
 func (w *World) orphan(r *request) {
 	r.state = stateOrphan
 	w.bgMu.Lock()
-	w.orphans = append(w.orphans, r)
+	closed := w.bgClosed
+	if !closed {
+		w.orphans = append(w.orphans, r)
+	}
 	w.bgMu.Unlock()
+	if closed {
+		keepForever(r)
+	}
 }
 
-// abandon keeps r, pinned, for the life of the process: its World closed
+// keepForever keeps r, pinned, for the life of the process: its World closed
 // while MPI held it.
-func (w *World) abandon(r *request) {
-	for _, q := range r.subs {
-		if q != requestNull {
-			r.state = stateOrphan
-			abandonMu.Lock()
-			abandoned = append(abandoned, r)
-			abandonMu.Unlock()
-			return
-		}
-	}
-	r.release()
+func keepForever(r *request) {
+	abandonMu.Lock()
+	abandoned = append(abandoned, r)
+	abandonMu.Unlock()
 }
 
 // progressBackground completes what it can of the requests left to the
@@ -388,7 +477,26 @@ func (w *World) progressOrphans() {
 	if len(list) == 0 {
 		return
 	}
-	var keep []*request
+	if keep := w.progress(list, w.releaseOrphan); len(keep) > 0 {
+		w.bgMu.Lock()
+		w.orphans = append(w.orphans, keep...)
+		w.bgMu.Unlock()
+	}
+}
+
+// releaseOrphan releases an orphan MPI completed, first freeing the
+// communicators of a Dup that timed out.
+func (w *World) releaseOrphan(r *request) {
+	if r.kind == kindDup {
+		w.freeDupComms(r)
+	}
+	r.release()
+}
+
+// progress tests each request of list and hands those MPI completed to
+// done; it returns the others, in list's storage.
+func (w *World) progress(list []*request, done func(*request)) []*request {
+	keep := list[:0]
 	for _, r := range list {
 		for {
 			if !w.run(testRequest, r) || r.closedHit {
@@ -399,18 +507,15 @@ func (w *World) progressOrphans() {
 				continue // that piece finished with an error nobody waits for
 			}
 			if r.pending == 0 {
-				r.release()
+				done(r)
 			} else {
 				keep = append(keep, r)
 			}
 			break
 		}
 	}
-	if len(keep) > 0 {
-		w.bgMu.Lock()
-		w.orphans = append(w.orphans, keep...)
-		w.bgMu.Unlock()
-	}
+	clear(list[len(keep):])
+	return keep
 }
 
 // background counts the requests and notices MPI still holds.
