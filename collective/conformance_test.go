@@ -1151,7 +1151,7 @@ func confOptions(g confGroup) Options {
 	cfg.LocalGroupSize = g.LocalGroupSize
 	cfg.Deterministic = g.Deterministic
 	return Options{Ranks: g.Ranks, Backend: g.Backend, Config: cfg, DevicePerRank: g.DevicePerRank, ChunkBytes: g.ChunkBytes,
-		MaxBindingBytes: g.MaxBindingBytes, DisableFloat64: g.DisableFloat64, Validation: g.Backend == "vulkan"}
+		MaxBindingBytes: g.MaxBindingBytes, DisableFloat64: g.DisableFloat64, Validation: wantValidation(g.Backend)}
 }
 
 // confFailure is one failed session, for the summary.

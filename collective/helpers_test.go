@@ -35,6 +35,13 @@ func backendsUnderTest(t testing.TB) []string {
 	return append(out, "vulkan")
 }
 
+// wantValidation: groups on Vulkan ask for the validation layer, unless
+// GOCOLL_VULKAN_VALIDATION=0 turned it off for the process (figures on a
+// GPU).
+func wantValidation(bk string) bool {
+	return bk == "vulkan" && os.Getenv("GOCOLL_VULKAN_VALIDATION") != "0"
+}
+
 func testConfig() Config {
 	c := DefaultConfig()
 	c.CommunicationTimeout = 20 * time.Second
@@ -43,7 +50,7 @@ func testConfig() Config {
 
 func openGroup(t testing.TB, bk string, ranks int, mod ...func(*Options)) *Group {
 	t.Helper()
-	o := Options{Ranks: ranks, Backend: bk, Config: testConfig(), Validation: bk == "vulkan"}
+	o := Options{Ranks: ranks, Backend: bk, Config: testConfig(), Validation: wantValidation(bk)}
 	for _, m := range mod {
 		m(&o)
 	}
