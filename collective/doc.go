@@ -2,9 +2,12 @@
 // they arrive) across the ranks of a Group, on whichever compute backend is
 // available: Metal, Vulkan, or the pure-Go host backend.
 //
-// A Group opens one logical device per rank. Each rank calls the collective
-// from its own goroutine with its own Comm, as with NCCL; the call returns
-// when the rank's result is ready. Arguments are checked at the entry point
+// A Group places its ranks on devices; ranks on one physical device share
+// one logical device (the group's own, a queue each; Options.DevicePerRank
+// opens one per rank instead), and device-resident collectives among them
+// run in device memory. Each rank calls the collective from its own
+// goroutine with its own Comm, as with NCCL; the call returns when the
+// rank's result is ready. Arguments are checked at the entry point
 // and every rank's call is compared (a fingerprint of collective, op, type,
 // count) before any data moves, so mismatched calls fail with ErrMismatch
 // on every rank instead of hanging or corrupting data. Waits honour the
