@@ -293,6 +293,6 @@ func (c *Comm) mismatchFor(m *MismatchError) error {
 // barrierSpin is how long a rank polls a rendezvous before blocking, when
 // GOMAXPROCS leaves a core per rank to spare (never on small machines,
 // where spinning steals the cores the other ranks and CPU drivers need).
-const barrierSpin = 100 * time.Microsecond
+const barrierSpin = 500 * time.Microsecond
 
 var spinBarrier = runtime.GOMAXPROCS(0) >= 8

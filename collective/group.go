@@ -122,11 +122,14 @@ type Group struct {
 	// rank's buffers (one shared logical device, or the host backend):
 	// device-resident collectives exchange through device memory.
 	sharedMem bool
-	recvOf    [][]byte
-	model     costModel
-	allF64    bool // every rank's device has f64 kernels
-	linkMu    sync.Mutex
-	linkMap   map[int64]*link // created on first use: memory linear in the ranks used
+	// sharedDone is the number of the last shared-memory all-reduce whose
+	// device work completed (the leader stores it; sharedAllReduce).
+	sharedDone atomic.Uint64
+	recvOf     [][]byte
+	model      costModel
+	allF64     bool // every rank's device has f64 kernels
+	linkMu     sync.Mutex
+	linkMap    map[int64]*link // created on first use: memory linear in the ranks used
 
 	drainLimit time.Duration
 	access     atomic.Int64 // ranks reading or writing peers' memory (direct algorithms)
@@ -161,7 +164,8 @@ type Comm struct {
 	last  backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
 	unsubmitted bool
-	lost        error // the device was declared lost (guarded by g.brokenMu)
+	sharedCalls uint64 // shared-memory all-reduces this comm started (sharedAllReduce)
+	lost        error  // the device was declared lost (guarded by g.brokenMu)
 	links       map[int64]*link
 
 	laneMu sync.Mutex // guards lane, the ops' completion and remote links' pq

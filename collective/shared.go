@@ -2,6 +2,8 @@ package collective
 
 import (
 	"context"
+	"runtime"
+	"time"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -10,12 +12,17 @@ import (
 // logical device, or the host backend): every rank publishes its tensor,
 // and one rank (the leader, local rank 0) runs the whole reduction on its
 // queue, reading every rank's tensor and writing every rank's tensor, in
-// one submission; no byte crosses to the host. The other ranks only meet
-// twice: once when every input is ready, once when every output is.
+// one submission; no byte crosses to the host. The ranks meet once, when
+// every input is ready; then the leader submits, waits for its device and
+// signals completion (g.sharedDone), which the other ranks wait for
+// without a second rendezvous: the leader returns as soon as its device is
+// done.
 //
 // Ownership: the leader counts itself in g.access while its work may touch
 // the peers' tensors; a rank that fails waits for it to leave (waitAccess)
 // before returning, so no device writes a tensor after its rank returned.
+// A leader that fails breaks the group (the ranks waiting for its signal
+// wake on the break).
 
 // sharedAllReduce all-reduces rank tensors of n elements in place through
 // device memory. The caller claimed the comm (enter).
@@ -50,24 +57,89 @@ func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, d
 		}
 		return err
 	}
+	// Every rank passed the rendezvous (a mismatch fails every rank, a
+	// timeout breaks the group): every rank numbers this call alike.
+	c.sharedCalls++
+	call := c.sharedCalls
 	if g.logCalls {
 		c.logCall(ctx, "AllReduceTensor", n, dt, op, s, why+" (shared device memory)")
 	}
-	if leader && n > 0 {
+	if !leader {
+		if err := c.awaitShared(ctx, call); err != nil {
+			if werr := c.waitAccess(); werr != nil {
+				return werr
+			}
+			return err
+		}
+		return nil
+	}
+	if n > 0 {
 		if err := c.sharedReduce(ctx, dt, op); err != nil {
 			return c.failDirect(err, nil, nil)
 		}
 	}
-	if leader {
-		c.leaveAccess()
-	}
-	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduceTensor completion"); err != nil {
-		if werr := c.waitAccess(); werr != nil {
-			return werr
+	c.leaveAccess()
+	g.sharedDone.Store(call)
+	for _, p := range g.comms[1:] {
+		select {
+		case p.wake <- struct{}{}:
+		default:
 		}
-		return err
 	}
 	return nil
+}
+
+// awaitShared waits until the leader signals that shared-memory all-reduce
+// number call completed: where cores are spare (spinBarrier) it polls for
+// up to deviceSpin, as long as the leader's own fence wait spins (a rank
+// woken from a channel arrives at the next call tens of microseconds late,
+// and the leader waits for it there), then blocks; it ends early when the
+// group breaks or ctx ends. The leader times its own device out after
+// CommunicationTimeout and drains it for up to the drain limit, breaking
+// the group with the cause; only past both does this rank give up on it
+// (breaking the group).
+func (c *Comm) awaitShared(ctx context.Context, call uint64) error {
+	g := c.g
+	if spinBarrier {
+		for start, k := time.Now(), 0; time.Since(start) < deviceSpin; k++ {
+			for i := 0; i < 256; i++ {
+				if g.sharedDone.Load() >= call {
+					return nil
+				}
+			}
+			if k%64 == 63 {
+				runtime.Gosched()
+			}
+		}
+	}
+	c.timer.Reset(g.cfg.CommunicationTimeout + g.drainLimit)
+	defer c.timer.Stop()
+	for {
+		if g.sharedDone.Load() >= call {
+			return nil
+		}
+		var ctxErr error
+		select {
+		case <-c.wake:
+			continue
+		case <-g.brokenCh:
+		case <-c.timer.C:
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+		}
+		if g.sharedDone.Load() >= call {
+			return nil
+		}
+		if g.Err() != nil && ctx.Err() == nil {
+			return c.brokenErr()
+		}
+		if ctxErr == nil {
+			ctxErr = ctx.Err()
+		}
+		te := &TimeoutError{Seq: c.seq, Phase: "AllReduceTensor completion (waiting for local rank 0's device)", Ctx: ctxErr}
+		c.breakWith(te)
+		return te
+	}
 }
 
 // sharedReduce is the leader's work, one submission: one pass that reads
@@ -100,6 +172,11 @@ func (c *Comm) sharedReduce(ctx context.Context, dt backend.DType, op Op) error 
 	}
 	return c.flush(ctx)
 }
+
+// deviceSpin is how long a rank polls for the completion of device work
+// that another rank waits for (spinBarrier): the GPU fence spin of the
+// backends on such machines.
+const deviceSpin = 2 * time.Millisecond
 
 // doneCtx is a context that has ended: Fence.Wait(doneCtx) polls a fence
 // without blocking.

@@ -264,7 +264,11 @@ func latBench(ctx context.Context, p params, res *Results) {
 			pick, _ := g.AutoChoice(p.LatBytes, backend.F32)
 			f.Picked = pick.String()
 		}
-		m, err := measure(ctx, g, r.bufs, r.s, 100, p.CallIters)
+		// Warm-up: the Comm's pools fill in the first calls; the runtime's
+		// own bounded caches (OS threads for cgo calls, per-P timer heaps
+		// and sudog caches) fill over the first thousands of calls on a
+		// many-core machine, allocating now and then until they do.
+		m, err := measure(ctx, g, r.bufs, r.s, max(100, p.CallIters/5), p.CallIters)
 		if err != nil {
 			res.errorf("t3", "%s: %v", r.name, err)
 			f.Err = err.Error()

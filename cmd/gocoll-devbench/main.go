@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,7 @@ type params struct {
 	Depths       []int  `json:"pipeline_depths"`
 	ReduceInputs []int  `json:"reduce_inputs"`
 	T6Size       int    `json:"t6_bytes"`
+	T6Calls      int    `json:"t6_calls"`
 	Skip         string `json:"skip,omitempty"`
 }
 
@@ -130,8 +132,33 @@ func run(args []string) int {
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	mdOut := fs.String("md", "", "write the results as a Markdown table to this file")
 	note := fs.String("command", "", "the command line that produced this run, recorded in the report")
+	fs.IntVar(&p.T6Calls, "t6-calls", 30, "timed all-reduces of each T6 figure")
+	cpuProf := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (diagnostics: narrow the run with -skip)")
+	memProf := fs.String("memprofile", "", "record every allocation (runtime.MemProfileRate = 1: timings suffer) and write the allocs profile to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *memProf != "" {
+		runtime.MemProfileRate = 1
+		defer func() {
+			if err := writeProfile(*memProf, "allocs"); err != nil {
+				fmt.Fprintln(os.Stderr, "gocoll-devbench:", err)
+			}
+		}()
+	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gocoll-devbench: -cpuprofile:", err)
+			return 2
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	var err error
 	if p.Depths, err = intList(*depths); err != nil {
@@ -142,7 +169,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "gocoll-devbench: -inputs:", err)
 		return 2
 	}
-	if p.Reps < 1 || p.Batch < 1 || p.LatIters < 1 || p.ARIters < 1 || p.CallIters < 1 || p.Warmup < 0 {
+	if p.Reps < 1 || p.Batch < 1 || p.LatIters < 1 || p.ARIters < 1 || p.CallIters < 1 || p.T6Calls < 1 || p.Warmup < 0 {
 		fmt.Fprintln(os.Stderr, "gocoll-devbench: counts must be >= 1 (warmup >= 0)")
 		return 2
 	}
@@ -229,6 +256,19 @@ func run(args []string) int {
 }
 
 var start = time.Now()
+
+// writeProfile writes the named runtime profile to file.
+func writeProfile(file, name string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
 
 func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))

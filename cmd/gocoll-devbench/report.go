@@ -294,7 +294,7 @@ func (r *Results) markdown() string {
 		w("| %s%s | %.1f | %.1f | %.1f | %.4f | %.3f |\n", f.Strategy, pickNote(f.Picked), f.Lat.MedianUS, f.Lat.P99US, f.Lat.MinUS, f.Allocs, f.Objects)
 	}
 	if f := r.T3b; f != nil {
-		w("\n## T3b and T6: device-resident tensors, ranks on one GPU (one shared logical device)\n\n| ranks | bytes per rank | median | p99 | bound (2 x N x S / scale bw) | host bytes/call | error |\n|---|---|---|---|---|---|---|\n")
+		w("\n## T3b and T6: device-resident tensors, ranks on one GPU (one shared logical device)\n\n| ranks | bytes per rank | median | p99 | bound (2 x N x S / scale bw) | the ReduceMulti pass alone | host bytes/call | error |\n|---|---|---|---|---|---|---|---|\n")
 		for _, f := range append([]TensorFig{*f}, r.T6...) {
 			med, p99 := fmt.Sprintf("%.1f us", f.Lat.MedianUS), fmt.Sprintf("%.1f us", f.Lat.P99US)
 			if f.Bytes >= 1<<20 {
@@ -304,7 +304,11 @@ func (r *Results) markdown() string {
 			if f.BoundS > 0 {
 				bound = fmt.Sprintf("%.2f ms", f.BoundS*1e3)
 			}
-			w("| %d | %d | %s | %s | %s | %d | %s |\n", f.Ranks, f.Bytes, med, p99, bound, f.HostBytes, strings.ReplaceAll(f.Err, "|", "/"))
+			kernel := "-"
+			if f.KernelS > 0 {
+				kernel = fmt.Sprintf("%.2f ms", f.KernelS*1e3)
+			}
+			w("| %d | %d | %s | %s | %s | %s | %d | %s |\n", f.Ranks, f.Bytes, med, p99, bound, kernel, f.HostBytes, strings.ReplaceAll(f.Err, "|", "/"))
 		}
 	}
 	if tt.RoundTrip != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
 )
 
@@ -19,8 +20,12 @@ type TensorFig struct {
 	MedianS   float64 `json:"median_s"`
 	BoundS    float64 `json:"bound_s,omitempty"` // 2 x N x S bytes at the same run's in-place scale bandwidth
 	HostBytes int64   `json:"host_bytes_per_call"`
-	Allocs    float64 `json:"allocs_per_call,omitempty"`
-	Err       string  `json:"error,omitempty"`
+	// KernelS is the median time of the same ReduceMulti pass alone (every
+	// rank's tensor in place, p.Batch passes per submit, on one device):
+	// what the kernel costs without a collective around it.
+	KernelS float64 `json:"kernel_s,omitempty"`
+	Allocs  float64 `json:"allocs_per_call,omitempty"`
+	Err     string  `json:"error,omitempty"`
 }
 
 // openRanks opens ranks ranks on device p.Device with the default layout.
@@ -116,12 +121,19 @@ func tensorBench(ctx context.Context, p params, res *Results) {
 	res.save()
 	bw := res.Ceilings.ScaleF32.GBps
 	for _, ranks := range []int{2, 8} {
-		f := one(ranks, p.T6Size, 2, 5)
+		f := one(ranks, p.T6Size, 2, p.T6Calls)
 		if bw > 0 && f.Err == "" {
 			f.BoundS = 2 * float64(ranks) * float64(f.Bytes) / (bw * 1e9)
 		}
-		logf("t6: %d ranks x %d MiB tensors: median %.2f ms, bound %.2f ms, %d host bytes/call %s", ranks, p.T6Size>>20,
-			f.MedianS*1e3, f.BoundS*1e3, f.HostBytes, f.Err)
+		if f.Err == "" {
+			k, err := multiKernel(ctx, p, ranks)
+			if err != nil {
+				f.Err = "kernel alone: " + err.Error()
+			}
+			f.KernelS = k
+		}
+		logf("t6: %d ranks x %d MiB tensors: median %.3f ms (the ReduceMulti pass alone %.3f ms), bound %.3f ms, %d host bytes/call %s", ranks, p.T6Size>>20,
+			f.MedianS*1e3, f.KernelS*1e3, f.BoundS*1e3, f.HostBytes, f.Err)
 		res.T6 = append(res.T6, f)
 		res.save()
 	}
@@ -156,4 +168,50 @@ func (r *Results) tensorTargets() {
 		}
 		r.add(t)
 	}
+}
+
+// multiKernel times the ReduceMulti pass of T6 alone: ranks device-local
+// buffers of p.T6Size bytes, all-reduced in place (each read once, each
+// written once), p.Batch passes per submit; the median time per pass.
+func multiKernel(ctx context.Context, p params, ranks int) (float64, error) {
+	bk, err := backend.Lookup(p.Backend)
+	if err != nil {
+		return 0, err
+	}
+	dev, err := bk.Open(p.Device, backend.OpenOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer dev.Close()
+	s := dev.Stream()
+	m, ok := s.(backend.MultiReducer)
+	if !ok {
+		return 0, fmt.Errorf("%s streams have no ReduceMulti", p.Backend)
+	}
+	n := p.T6Size / 4 * 4
+	regs := make([]backend.Region, ranks)
+	for i := range regs {
+		b, err := dev.Alloc(n, backend.DeviceLocal)
+		if err != nil {
+			return 0, err
+		}
+		defer b.Close()
+		if err := fill(b, backend.F32, 1); err != nil {
+			return 0, err
+		}
+		regs[i] = backend.Region{Buf: b, Len: n}
+	}
+	times, err := timeBatch(ctx, s, p.Warmup, p.Reps, func() error {
+		for i := 0; i < p.Batch; i++ {
+			// Mean: the values stay 1.
+			if err := m.ReduceMulti(backend.Sum, backend.F32, regs, regs, 1/float64(ranks)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return median(times) / float64(p.Batch), nil
 }

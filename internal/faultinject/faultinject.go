@@ -386,8 +386,12 @@ func (d *device) Unwrap() backend.Device { return d.inner }
 
 // SharesMemory asks the wrapped devices (backend.MemorySharer).
 func (d *device) SharesMemory(o backend.Device) bool {
-	if w, ok := o.(*device); ok {
-		o = w.inner
+	for {
+		w, ok := o.(interface{ Unwrap() backend.Device })
+		if !ok {
+			break
+		}
+		o = w.Unwrap()
 	}
 	return backend.SharesMemory(d.inner, o)
 }
