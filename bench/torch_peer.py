@@ -144,6 +144,21 @@ def main():
             res["d2h_%s_GBps" % kind] = n * 4 / t / 1e9
             log("%s H2D %.1f GB/s, D2H %.1f GB/s" % (kind, res["h2d_%s_GBps" % kind], res["d2h_%s_GBps" % kind]))
             del h
+        # Both directions at once: H2D on one stream, D2H on another (pinned).
+        h_in = torch.ones(n, dtype=torch.float32, pin_memory=True)
+        h_out = torch.empty(n, dtype=torch.float32, pin_memory=True)
+        g2 = torch.ones(n, dtype=torch.float32, device=dev)
+        s_up, s_down = torch.cuda.Stream(), torch.cuda.Stream()
+
+        def duplex():
+            with torch.cuda.stream(s_up):
+                g.copy_(h_in, non_blocking=True)
+            with torch.cuda.stream(s_down):
+                h_out.copy_(g2, non_blocking=True)
+        t = wall_time(duplex, a.reps)
+        res["duplex_pinned_GBps"] = 2 * n * 4 / t / 1e9
+        log("pinned H2D and D2H at once on two streams: %.1f GB/s both directions" % res["duplex_pinned_GBps"])
+        del h_in, h_out, g2
         del g
 
     def latency():
@@ -221,6 +236,29 @@ def main():
             key = "allreduce_pinned_s" if pinned else "allreduce_pageable_s"
             res[key] = t
             log("same work as the 2-rank all-reduce, %d MiB each, %s: %.2f ms/op" % (n * 4 >> 20, "pinned" if pinned else "pageable", t * 1e3))
+            if pinned:
+                # The same work pipelined over two streams: chunk k+1 uploads
+                # (stream up) while chunk k is summed and downloaded (stream
+                # down), so both PCIe directions are busy.
+                chunks = 16
+                s_up, s_down = torch.cuda.Stream(), torch.cuda.Stream()
+                bounds = [(n * k // chunks, n * (k + 1) // chunks) for k in range(chunks)]
+                evs = [torch.cuda.Event() for _ in range(chunks)]
+
+                def run2():
+                    for k, (lo, hi) in enumerate(bounds):
+                        with torch.cuda.stream(s_up):
+                            ga[lo:hi].copy_(ha[lo:hi], non_blocking=True)
+                            gb[lo:hi].copy_(hb[lo:hi], non_blocking=True)
+                            evs[k].record(s_up)
+                        with torch.cuda.stream(s_down):
+                            s_down.wait_event(evs[k])
+                            ga[lo:hi].add_(gb[lo:hi])
+                            ha[lo:hi].copy_(ga[lo:hi], non_blocking=True)
+                            hb[lo:hi].copy_(ga[lo:hi], non_blocking=True)
+                t = wall_time(run2, max(3, a.reps))
+                res["allreduce_pinned_2stream_s"] = t
+                log("the same, pinned, pipelined in %d chunks over two streams: %.2f ms/op" % (chunks, t * 1e3))
             del ha, hb
         del ga, gb
 

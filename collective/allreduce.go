@@ -493,36 +493,52 @@ func (c *Comm) directPinnedSlice(ctx context.Context, n, es int, dt backend.DTyp
 	if cnt == 0 {
 		return nil
 	}
-	if err := c.ensureMem(&c.work, cnt*es, backend.DeviceLocal); err != nil {
-		return err
-	}
 	depth = max(1, min(depth, cnt))
 	s := c.dev.Stream()
+	mr, multi := s.(backend.MultiReducer)
+	if !multi {
+		if err := c.ensureMem(&c.work, cnt*es, backend.DeviceLocal); err != nil {
+			return err
+		}
+	}
 	srcs := c.regions(g.n)
+	dsts := c.dstRegions(g.n)
 	var last backend.Fence
 	for d := 0; d < depth; d++ {
 		a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
 		if a == b {
 			continue
 		}
-		w := backend.Region{Buf: c.work, Off: (a - lo) * es, Len: (b - a) * es}
 		for p := 0; p < g.n; p++ {
 			r, ok, err := c.importRegion(g.sendOf[p][a*es : b*es])
 			if !ok {
 				return importFailed(p, err)
 			}
 			srcs[p] = r
-		}
-		if err := s.Reduce(kernelOp(op), dt, w, srcs, scaleFor(op, g.n)); err != nil {
-			return err
-		}
-		for p := 0; p < g.n; p++ {
-			r, ok, err := c.importRegion(g.recvOf[p][a*es : b*es])
-			if !ok {
+			if r, ok, err = c.importRegion(g.recvOf[p][a*es : b*es]); !ok {
 				return importFailed(p, err)
 			}
-			if err := s.Copy(r, w); err != nil {
+			dsts[p] = r
+		}
+		if multi && multiSafe(dsts, srcs) {
+			// One pass reads every rank's pinned input and writes every
+			// rank's pinned output: host-to-device and device-to-host
+			// traffic in the same dispatch, both PCIe directions at once.
+			if err := mr.ReduceMulti(kernelOp(op), dt, dsts, srcs, scaleFor(op, g.n)); err != nil {
 				return err
+			}
+		} else {
+			if err := c.ensureMem(&c.work, cnt*es, backend.DeviceLocal); err != nil {
+				return err
+			}
+			w := backend.Region{Buf: c.work, Off: (a - lo) * es, Len: (b - a) * es}
+			if err := s.Reduce(kernelOp(op), dt, w, srcs, scaleFor(op, g.n)); err != nil {
+				return err
+			}
+			for _, r := range dsts {
+				if err := s.Copy(r, w); err != nil {
+					return err
+				}
 			}
 		}
 		f, err := c.submitWork()
@@ -535,6 +551,32 @@ func (c *Comm) directPinnedSlice(ctx context.Context, n, es int, dt backend.DTyp
 		return c.waitFence(ctx, last)
 	}
 	return nil
+}
+
+// multiSafe reports whether one ReduceMulti may write dsts from srcs: the
+// destinations pairwise disjoint, and every source either exactly a
+// destination (in place) or apart from all of them. (Within one comm a
+// host allocation is imported once, so regions of one memory share a
+// Buffer.) Ranks passing overlapping buffers take the staged path instead.
+func multiSafe(dsts, srcs []backend.Region) bool {
+	overlap := func(a, b backend.Region) bool {
+		return a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len
+	}
+	for j, r := range dsts {
+		for _, o := range dsts[:j] {
+			if overlap(r, o) {
+				return false
+			}
+		}
+	}
+	for _, r := range srcs {
+		for _, d := range dsts {
+			if overlap(r, d) && r != d {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // importFailed is the error of a failed import of rank p's pinned buffer

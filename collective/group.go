@@ -176,6 +176,7 @@ type Comm struct {
 	stage  backend.Buffer // host-visible: this rank's input, then its reduced slice
 	gather backend.Buffer // host-visible: the slices of every rank that this rank reduces
 	srcs   []backend.Region
+	dsts   []backend.Region
 	work   backend.Buffer // device-local: the tensor the algorithms work on
 	inbox  backend.Buffer // host-visible: received slices, one slot per peer
 	k      call
@@ -716,6 +717,14 @@ func (c *Comm) regions(n int) []backend.Region {
 		c.srcs = make([]backend.Region, n)
 	}
 	return c.srcs[:n]
+}
+
+// dstRegions returns the comm's scratch of n destination regions.
+func (c *Comm) dstRegions(n int) []backend.Region {
+	if cap(c.dsts) < n {
+		c.dsts = make([]backend.Region, n)
+	}
+	return c.dsts[:n]
 }
 
 // pendings returns the comm's scratch of n pending sends.

@@ -53,9 +53,15 @@ func TestHostBufferPinned(t *testing.T) {
 				if s != Direct && s != Pipelined && importer && d.BytesCopied < 2*n*4 {
 					t.Errorf("pinned upload and download were not device copies: %+v", d)
 				}
-				if (s == Direct || s == Pipelined) && importer && (d.BytesWritten != 0 || d.BytesRead != 0 || d.BytesCopied != int64(ranks*4*(n/ranks))) {
-					// Zero-copy: kernels read the pinned inputs, device
-					// copies write the pinned outputs; no staging at all.
+				slice := int64(ranks * 4 * (n / ranks)) // rank 0's slice, written to every rank
+				_, multi := g.devs[0].Stream().(backend.MultiReducer)
+				if (s == Direct || s == Pipelined) && importer && (d.BytesWritten != 0 || d.BytesRead != 0 ||
+					(multi && (d.Copies != 0 || d.BytesReduced != slice || d.BytesFromHost != slice || d.BytesToHost != slice)) ||
+					(!multi && d.BytesCopied != slice)) {
+					// Zero-copy: one ReduceMulti pass reads the pinned
+					// inputs and writes the pinned outputs (without it, a
+					// kernel reads them and device copies write them); no
+					// staging at all.
 					t.Errorf("pinned direct staged data: %+v", d)
 				}
 			})
@@ -95,5 +101,29 @@ func TestHostBufferPinned(t *testing.T) {
 	}
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// multiSafe accepts in-place and disjoint regions and refuses overlaps that
+// one ReduceMulti pass cannot write correctly.
+func TestMultiSafe(t *testing.T) {
+	a, b := backend.Buffer(nil), backend.Buffer(new(struct{ backend.Buffer }))
+	r := func(buf backend.Buffer, off, n int) backend.Region { return backend.Region{Buf: buf, Off: off, Len: n} }
+	cases := []struct {
+		name       string
+		dsts, srcs []backend.Region
+		want       bool
+	}{
+		{"in place", []backend.Region{r(a, 0, 8), r(a, 8, 8)}, []backend.Region{r(a, 0, 8), r(a, 8, 8)}, true},
+		{"out of place", []backend.Region{r(a, 0, 8), r(a, 8, 8)}, []backend.Region{r(b, 0, 8), r(b, 8, 8)}, true},
+		{"same offsets, other buffers", []backend.Region{r(a, 0, 8)}, []backend.Region{r(b, 0, 8)}, true},
+		{"destinations overlap", []backend.Region{r(a, 0, 8), r(a, 4, 8)}, []backend.Region{r(b, 0, 8), r(b, 8, 8)}, false},
+		{"source partly over a destination", []backend.Region{r(a, 0, 8), r(a, 8, 8)}, []backend.Region{r(a, 4, 8), r(b, 0, 8)}, false},
+		{"source over another rank's destination", []backend.Region{r(a, 0, 8), r(a, 8, 8)}, []backend.Region{r(a, 8, 8), r(a, 0, 8)}, true},
+	}
+	for _, tc := range cases {
+		if got := multiSafe(tc.dsts, tc.srcs); got != tc.want {
+			t.Errorf("%s: multiSafe = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -102,6 +102,7 @@ type Ceilings struct {
 	H2DPinned   BW  `json:"h2d_pinned"` // imported host memory -> device-local, vkCmdCopyBuffer
 	D2HPinned   BW  `json:"d2h_pinned"`
 	BidirPinned BW  `json:"bidir_pinned"` // H2D and D2H at once on two queues (bytes of both)
+	Duplex      BW  `json:"duplex"`       // one dispatch reading host memory and writing host memory (bytes of both)
 	SubmitFence Lat `json:"submit_fence"` // one tiny copy, submit, fence wait
 	Dispatch    Lat `json:"dispatch_fence"`
 	RoundTrip   Lat `json:"roundtrip"` // latency-bytes copy in from pinned, scale kernel, copy out, one submit
@@ -132,7 +133,7 @@ type ARFig struct {
 	HostGBps float64 `json:"host_GBps"` // (FromHost+ToHost)/MedianS
 	// Bytes of the caller's tensors (2 ranks x in and out) per second.
 	TensorGBps float64 `json:"tensor_GBps"`
-	Ratio      float64 `json:"ratio"` // T2a: HostGBps / min(H2D, D2H); T2b: torch pageable time / MedianS
+	Ratio      float64 `json:"ratio"` // T2a: HostGBps / the duplex ceiling; T2b: torch pageable time / MedianS
 	Allocs     float64 `json:"allocs_per_call"`
 	Objects    float64 `json:"objects_per_call"`
 	Err        string  `json:"error,omitempty"`

@@ -325,6 +325,32 @@ func copyCeilings(ctx context.Context, bk backend.Backend, dev backend.Device, p
 		logf("ceiling: pinned %s copy %d MiB: %.1f GB/s (best %.1f)", dir, p.Size>>20, bw.GBps, bw.BestGBps)
 	}
 
+	// Both directions in one dispatch: a ReduceMulti pass with one source,
+	// hr (host memory, read over PCIe), and two destinations, dr (device
+	// memory) and ho (host memory, written over PCIe): p.Size bytes each
+	// way.
+	if m, ok := s.(backend.MultiReducer); ok {
+		memOut, ho, err := importHost(dev, backend.F32, p.Size, 0)
+		if err != nil {
+			return err
+		}
+		defer backend.FreeHostMemory(memOut)
+		defer ho.Close()
+		dsts := []backend.Region{dr, {Buf: ho, Len: p.Size}}
+		times, err := timeBatch(ctx, s, p.Warmup, p.Reps, func() error {
+			return m.ReduceMulti(backend.Sum, backend.F32, dsts, []backend.Region{hr}, 1)
+		})
+		if err != nil {
+			return err
+		}
+		if got := binary.LittleEndian.Uint32(memOut[len(memOut)-4:]); got != math.Float32bits(1) {
+			return fmt.Errorf("duplex pass: last element %#x, want 1.0", got)
+		}
+		c.Duplex = newBW(int64(2*p.Size), times)
+		logf("ceiling: one dispatch reading %d MiB of host memory, writing it to device and host memory: %.1f GB/s both directions (best %.1f)",
+			p.Size>>20, c.Duplex.GBps, c.Duplex.BestGBps)
+	}
+
 	// Both directions at once: a second logical device (its own queue)
 	// copies device -> host while the first copies host -> device.
 	dev2, err := bk.Open(p.Device, backend.OpenOptions{})
