@@ -4,7 +4,7 @@
 #   bench/device-bench.sh [prepare]   (here; also ./build.sh device-bench) build every binary into .devbench/,
 #                                     fetch the Vulkan loader debs into .gl/, print the one `device` tool call
 #   bench/device-bench.sh run         (there, inside that call; needs $OUT) run everything, write to $OUT:
-#                                     results.json, results.md (gocoll-devbench: ceilings, T1-T4, verdicts),
+#                                     results.json, results.md (gocoll-devbench: ceilings, T1-T7, verdicts),
 #                                     torch.json (bench/torch_peer.py), allreduce-perf.json + .png (the sweep
 #                                     and its plot), bench-h200.txt (benchstat-ready go test -bench), run.log
 #   bench/device-bench.sh lavapipe    (here) the same go test -bench selection on lavapipe -> bench/lavapipe.txt,
@@ -105,12 +105,12 @@ run_there() {
 	fi
 	# DEVBENCH_ARGS / TORCH_ARGS add flags (smaller sizes for a local try).
 	step torch_peer 150 python3 bench/torch_peer.py ${TORCH_ARGS:-} --out "$OUT/torch.json"
-	step gocoll-devbench 210 "$D/gocoll-devbench" ${DEVBENCH_ARGS:-} -torch "$OUT/torch.json" -json "$OUT/results.json" -md "$OUT/results.md" \
+	step gocoll-devbench 420 "$D/gocoll-devbench" ${DEVBENCH_ARGS:-} -torch "$OUT/torch.json" -json "$OUT/results.json" -md "$OUT/results.md" \
 		-command "bash bench/device-bench.sh run (device tool, nvidia-h200; carry .devbench .gl)"
 	cat "$OUT/results.md" 2>/dev/null | sed -n '/## Targets/,/## Ceilings/p'
 	# The latency section again with a logical device per rank (GOCOLL_SHARE_DEVICE=0, the layout of separate
 	# GPUs), for comparison with the default shared device.
-	step gocoll-devbench-per-rank 90 env GOCOLL_SHARE_DEVICE=0 "$D/gocoll-devbench" ${DEVBENCH_ARGS:-} -skip ceilings,t1,t2a,t2b,t6 \
+	step gocoll-devbench-per-rank 90 env GOCOLL_SHARE_DEVICE=0 "$D/gocoll-devbench" ${DEVBENCH_ARGS:-} -skip ceilings,t1,t2a,t2b,t6,t7 \
 		-torch "$OUT/torch.json" -md "$OUT/results-per-rank.md" -command "GOCOLL_SHARE_DEVICE=0 bash bench/device-bench.sh run (second pass)"
 	cat "$OUT/results-per-rank.md" 2>/dev/null | sed -n '/## Targets/,/## Ceilings/p'
 	step allreduce-perf 75 "$D/allreduce-perf" -g 2 --devices 0,0 --backend vulkan -b 4K -e "${ARP_MAX:-256M}" -f 4 -a all -n 5 -w 2 \

@@ -46,12 +46,14 @@ def main():
     ap.add_argument("--reduce-size", default="256M")
     ap.add_argument("--ar-size", default="1G")
     ap.add_argument("--lat", default="4K")
+    ap.add_argument("--t7-size", default="256M")
+    ap.add_argument("--t7-ranks", default="2,4,8")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--lat-iters", type=int, default=2000)
     ap.add_argument("--out", default="torch.json")
     a = ap.parse_args()
-    size, rsize, arsize, lat = (parse_size(x) for x in (a.size, a.reduce_size, a.ar_size, a.lat))
+    size, rsize, arsize, lat, t7size = (parse_size(x) for x in (a.size, a.reduce_size, a.ar_size, a.lat, a.t7_size))
     res = {"errors": []}
 
     def log(msg):
@@ -262,7 +264,39 @@ def main():
             del ha, hb
         del ga, gb
 
-    for name, fn in (("scale", scale), ("copies", copies), ("latency", latency), ("reduce", reduce), ("allreduce", allreduce)):
+    def t7():
+        # gocoll's T7 peer: N pinned inputs of t7size bytes, N uploads, one
+        # sum, N downloads, pipelined in chunks over two streams (uploads on
+        # one, the sum and the downloads on the other).
+        res["t7_pinned_2stream_s"] = {}
+        n = t7size // 4
+        chunks = 8
+        bounds = [(n * k // chunks, n * (k + 1) // chunks) for k in range(chunks)]
+        s_up, s_down = torch.cuda.Stream(), torch.cuda.Stream()
+        for ranks in (int(x) for x in a.t7_ranks.split(",")):
+            hs = [torch.full((n,), float(r + 1), dtype=torch.float32, pin_memory=True) for r in range(ranks)]
+            gs = [torch.empty(n, dtype=torch.float32, device=dev) for _ in range(ranks)]
+            evs = [torch.cuda.Event() for _ in range(chunks)]
+
+            def run():
+                for k, (lo, hi) in enumerate(bounds):
+                    with torch.cuda.stream(s_up):
+                        for h, g in zip(hs, gs):
+                            g[lo:hi].copy_(h[lo:hi], non_blocking=True)
+                        evs[k].record(s_up)
+                    with torch.cuda.stream(s_down):
+                        s_down.wait_event(evs[k])
+                        acc = gs[0][lo:hi]
+                        for g in gs[1:]:
+                            acc.add_(g[lo:hi])
+                        for h in hs:
+                            h[lo:hi].copy_(acc, non_blocking=True)
+            t = wall_time(run, max(3, a.reps))
+            res["t7_pinned_2stream_s"][str(ranks)] = t
+            log("T7 peer: %d pinned inputs of %d MiB, uploads + sum + downloads over two streams: %.2f ms" % (ranks, n * 4 >> 20, t * 1e3))
+            del hs, gs
+
+    for name, fn in (("scale", scale), ("copies", copies), ("latency", latency), ("reduce", reduce), ("allreduce", allreduce), ("t7", t7)):
         section(name, fn)
         write()
     log("done, %d error(s)" % len(res["errors"]))

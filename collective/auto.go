@@ -31,6 +31,36 @@ type costModel struct {
 	Err        error   // a failed measurement falls back to ring
 	Measured   time.Duration
 	SlotBytes  int
+	// Links says how a received slot reaches the receiver's device: read
+	// in place from device memory (ranks sharing memory), read in place
+	// from host memory both devices import, or copied on the CPU into the
+	// receiver's inbox.
+	Links linkPath
+}
+
+// linkPath is how link slots travel between the ranks of a group.
+type linkPath uint8
+
+const (
+	linksCopied   linkPath = iota // a host copy into the receiver's inbox
+	linksShared                   // the sender's slot in device memory, read in place
+	linksImported                 // host memory both devices import, read in place
+)
+
+// linkPathOf returns how g's links move slots (within its process).
+func linkPathOf(g *Group) linkPath {
+	if g.tr != nil {
+		return linksCopied
+	}
+	if g.sharedMem {
+		return linksShared
+	}
+	for _, d := range g.devs {
+		if _, ok := d.(backend.Importer); !ok {
+			return linksCopied
+		}
+	}
+	return linksImported
 }
 
 // Model returns the group's cost-model constants, measuring them on rank's
@@ -64,6 +94,7 @@ func (g *Group) measure(c *Comm) *costModel {
 	m.once.Do(func() {
 		start := time.Now()
 		m.SlotBytes = g.slotBytes
+		m.Links = linkPathOf(g)
 		// Bounded: a device that does not finish its work makes the
 		// measurement fail (and Auto fall back) instead of hanging every
 		// rank in this Once.
@@ -213,10 +244,19 @@ func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
 		}
 		return x / m.Memcpy
 	}
-	// One exchange step of x bytes: a device copy into the outbox, a host
-	// copy into the peer's inbox, the kernel reading it from host memory,
-	// one submission and fence wait, one hand-off between goroutines.
+	// One exchange step of x bytes: one submission and fence wait, one
+	// hand-off between goroutines, and the slot's way: a device copy into
+	// the outbox, a host copy into the peer's inbox and the kernel reading
+	// it from host memory; without the host copy where the receiver reads
+	// the sender's imported slot in place; all in device memory where the
+	// ranks share it.
 	step := func(x float64) float64 {
+		switch m.Links {
+		case linksShared:
+			return m.Submit + m.Handoff + 2*x/m.Reduce
+		case linksImported:
+			return m.Submit + m.Handoff + x/m.Copy + x/m.HostReduce
+		}
 		return m.Submit + m.Handoff + x/m.Copy + memcpy(x) + x/m.HostReduce
 	}
 	updown := 2 * B / m.Copy // upload and download of the device buffer

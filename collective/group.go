@@ -177,13 +177,18 @@ type Comm struct {
 	gather backend.Buffer // host-visible: the slices of every rank that this rank reduces
 	srcs   []backend.Region
 	dsts   []backend.Region
-	work   backend.Buffer // device-local: the tensor the algorithms work on
-	inbox  backend.Buffer // host-visible: received slices, one slot per peer
-	k      call
-	srcs2  [2]backend.Region
-	srcs3  [3]backend.Region
-	pend   []pending
-	rot    []int
+	held   []heldSlot // peers' link slots read in place by work not yet complete
+	// recvBytes counts the bytes this rank took from its links (tests
+	// compare algorithms' traffic with it, whether a slot was copied or
+	// read in place).
+	recvBytes int64
+	work      backend.Buffer // device-local: the tensor the algorithms work on
+	inbox     backend.Buffer // host-visible: received slices, one slot per peer
+	k         call
+	srcs2     [2]backend.Region
+	srcs3     [3]backend.Region
+	pend      []pending
+	rot       []int
 
 	importMu sync.Mutex
 	imported []importedMem // pinned HostBuffers this rank's device imported
@@ -609,12 +614,31 @@ func (g *Group) Close() error {
 			}
 		}
 		for _, l := range g.linkMap {
-			if l.out != nil && !g.lostRank(l.from) {
-				if err := l.out.Close(); err != nil {
+			// Host memory both devices imported is freed only once both
+			// imports are closed (a device that cannot drain leaks it).
+			keep := false
+			if l.in != nil {
+				if g.lostRank(l.to) {
+					keep = true
+				} else if err := l.in.Close(); err != nil {
 					errs = append(errs, err)
+					keep = true
+				}
+				l.in = nil
+			}
+			if l.out != nil {
+				if g.lostRank(l.from) {
+					keep = true
+				} else if err := l.out.Close(); err != nil {
+					errs = append(errs, err)
+					keep = true
 				}
 				l.out = nil
 			}
+			if l.mem != nil && !keep {
+				_ = backend.FreeHostMemory(l.mem)
+			}
+			l.mem = nil
 		}
 		// Every device is closed: a device drains (bounded by the drain
 		// limit) before it frees anything, and one that does not drain

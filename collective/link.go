@@ -47,6 +47,12 @@ type link struct {
 	ready    chan msg
 	free     chan int
 	out      backend.Buffer // on the sender's device, linkSlots*slotBytes
+	// Between ranks of one process on devices that do not share memory but
+	// import host memory: the slots are host memory (mem) the sender's
+	// device imported as out and the receiver's device imports as in, so
+	// the receiver's device reads them in place (no host copy).
+	mem []byte
+	in  backend.Buffer
 	// A remote link (the peer is in another process) sends each slot with
 	// the transport; a slot is free again when its send completed.
 	remote bool
@@ -149,12 +155,24 @@ func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase stri
 func (c *Comm) reserve(ctx context.Context, to, n int) (int, backend.Region, error) {
 	l := c.link(c.rank, to)
 	if l.out == nil {
-		b, err := c.dev.Alloc(linkSlots*c.g.slotBytes, backend.HostVisible)
-		if err != nil {
-			c.breakWith(err)
-			return 0, backend.Region{}, err
+		// Ranks that share memory read each other's slots in place
+		// (take): the slots then live in device memory, and an exchange
+		// step never crosses to the host. Otherwise the receiver copies a
+		// slot out of host-visible memory.
+		kind := backend.HostVisible
+		if c.g.sharedMem && !l.remote {
+			kind = backend.DeviceLocal
+		} else if !l.remote {
+			c.importLink(l)
 		}
-		l.out = b
+		if l.out == nil {
+			b, err := c.dev.Alloc(linkSlots*c.g.slotBytes, kind)
+			if err != nil {
+				c.breakWith(err)
+				return 0, backend.Region{}, err
+			}
+			l.out = b
+		}
 	}
 	if l.remote {
 		slot := l.next
@@ -230,6 +248,7 @@ func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (ba
 			c.breakWith(err)
 			return backend.Region{}, msg{}, err
 		}
+		c.recvBytes += int64(n)
 		return backend.Region{Buf: c.inbox, Off: off, Len: n}, msg{kind: want, n: n}, nil
 	}
 	m, err := waitOn(c, ctx, l.ready, from, "exchange (waiting for the sender)")
@@ -241,6 +260,26 @@ func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (ba
 		err := &MismatchError{Seq: c.seq, Rank: c.rank, Call: want.String(), Peer: from, PeerCall: m.kind.String()}
 		c.breakWith(err)
 		return backend.Region{}, m, err
+	}
+	c.recvBytes += int64(m.n)
+	if l.mem != nil && l.in == nil {
+		if imp, ok := c.dev.(backend.Importer); ok {
+			if b, err := imp.Import(l.mem); err == nil {
+				l.in = b
+			}
+		}
+	}
+	if l.in != nil {
+		// The sender's slots are host memory this device imported: read
+		// them in place; the slot stays taken until that work completed.
+		c.held = append(c.held, heldSlot{l: l, slot: m.slot})
+		return backend.Region{Buf: l.in, Off: m.slot * c.g.slotBytes, Len: m.n}, m, nil
+	}
+	if c.g.sharedMem {
+		// Zero-copy: the caller's device work reads the sender's slot,
+		// which stays taken until that work completed (releaseHeld).
+		c.held = append(c.held, heldSlot{l: l, slot: m.slot})
+		return backend.Region{Buf: l.out, Off: m.slot * c.g.slotBytes, Len: m.n}, m, nil
 	}
 	off := idx * c.g.slotBytes
 	src := l.out.Bytes()[m.slot*c.g.slotBytes : m.slot*c.g.slotBytes+m.n]
@@ -261,6 +300,45 @@ func (k msgKind) String() string {
 		return "Send"
 	}
 	return fmt.Sprintf("msgKind(%d)", int(k))
+}
+
+// importLink makes a local link's slots host memory both devices can
+// import (the sender's import becomes l.out; the receiver imports it on its
+// first take), when both devices import host memory; otherwise it leaves
+// l.out nil for a plain host-visible allocation.
+func (c *Comm) importLink(l *link) {
+	imp, ok := c.dev.(backend.Importer)
+	if _, rok := c.g.devs[l.to-c.g.base].(backend.Importer); !ok || !rok {
+		return
+	}
+	mem, err := backend.AllocHostMemory(linkSlots * c.g.slotBytes)
+	if err != nil {
+		return
+	}
+	b, err := imp.Import(mem)
+	if err != nil {
+		_ = backend.FreeHostMemory(mem)
+		return
+	}
+	l.mem, l.out = mem, b
+}
+
+// heldSlot is a peer's link slot this comm's device work reads in place
+// (ranks sharing memory): its credit returns to the sender only once that
+// work completed.
+type heldSlot struct {
+	l    *link
+	slot int
+}
+
+// releaseHeld returns the held slots to their senders: the comm's device
+// work submitted so far is complete (queues are FIFO, so any later fence
+// covers the reads of earlier work).
+func (c *Comm) releaseHeld() {
+	for _, h := range c.held {
+		h.l.free <- h.slot
+	}
+	c.held = c.held[:0]
 }
 
 // flush submits what the stream recorded and waits for it.

@@ -157,11 +157,27 @@ func TestStrategiesMoveWhatTheyShould(t *testing.T) {
 	const n = ranks * 3 * slot / 4 // 3 slices per chunk of f32
 	es := 4
 	bytes := int64(n * es)
+	type layout struct {
+		bk      string
+		perRank bool // a logical device per rank: no shared memory on a GPU
+	}
+	var layouts []layout
 	for _, bk := range backendsUnderTest(t) {
+		layouts = append(layouts, layout{bk, false})
+		if bk == "vulkan" {
+			layouts = append(layouts, layout{bk, true})
+		}
+	}
+	for _, lay := range layouts {
+		bk := lay.bk
 		g := openGroup(t, bk, ranks, func(o *Options) {
 			o.ChunkBytes = slot
 			o.Config.LocalGroupSize = 2
+			o.DevicePerRank = lay.perRank
 		})
+		if lay.perRank && g.sharedMem {
+			t.Fatalf("%s: ranks on devices of their own share memory", bk)
+		}
 		inputs := make([][]float64, ranks)
 		for r := range inputs {
 			inputs[r] = make([]float64, n)
@@ -202,20 +218,37 @@ func TestStrategiesMoveWhatTheyShould(t *testing.T) {
 		for s, f := range expect {
 			before := make([]int64, ranks)
 			beforeD := make([]int64, ranks)
+			beforeW := make([]int64, ranks)
 			for r := 0; r < ranks; r++ {
 				c := g.Counters(r)
-				before[r], beforeD[r] = c.BytesWritten, c.Dispatches
+				before[r], beforeD[r], beforeW[r] = g.comms[r].recvBytes, c.Dispatches, c.BytesWritten
 			}
 			runWith[float32](t, g, inputs, Sum, s, true)
 			for r := 0; r < ranks; r++ {
 				c := g.Counters(r)
-				got := want{recv: c.BytesWritten - before[r], dispatches: c.Dispatches - beforeD[r]}
-				if s != Direct {
-					got.recv -= bytes // the upload of the input into the device buffer
+				got := want{recv: g.comms[r].recvBytes - before[r], dispatches: c.Dispatches - beforeD[r]}
+				if s == Direct {
+					// Direct gathers from the peers' buffers, not links.
+					got.recv = c.BytesWritten - beforeW[r]
 				}
 				if w := f(r); got != w {
 					t.Errorf("%s %s rank %d: received %d bytes in %d dispatches, want %d in %d",
 						bk, s, r, got.recv, got.dispatches, w.recv, w.dispatches)
+				}
+				// The host copies at the seam: the input's upload, plus
+				// each received slot's copy unless the ranks share memory
+				// (their devices then read the senders' slots in place).
+				if s != Direct {
+					wrote := c.BytesWritten - beforeW[r]
+					copied := bytes + f(r).recv
+					zeroCopy := g.sharedMem || linkSlotsImported(g)
+					if zeroCopy {
+						copied = bytes
+					}
+					if wrote != copied {
+						t.Errorf("%s %s rank %d (shared memory %v, imported links %v): %d bytes written from the host, want %d",
+							bk, s, r, g.sharedMem, linkSlotsImported(g), wrote, copied)
+					}
 				}
 			}
 		}
@@ -267,4 +300,22 @@ func TestStrategiesAboveBindingLimit(t *testing.T) {
 			checkResult(t, runWith[float64](t, g, inputs, Sum, s, false), want, Sum, 0)
 		}
 	}
+}
+
+// linkSlotsImported reports whether the group's links are host memory that
+// both ends' devices imported (so receivers read the slots in place).
+func linkSlotsImported(g *Group) bool {
+	g.linkMu.Lock()
+	defer g.linkMu.Unlock()
+	n := 0
+	for _, l := range g.linkMap {
+		if l.out == nil {
+			continue
+		}
+		if l.mem == nil || l.in == nil {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }

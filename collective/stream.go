@@ -135,6 +135,9 @@ func (c *Comm) waitFence(ctx context.Context, f backend.Fence) error {
 	err := f.Wait(w)
 	why := w.disarm()
 	if err == nil {
+		if len(c.held) > 0 && f == c.last {
+			c.releaseHeld()
+		}
 		return nil
 	}
 	switch {
@@ -187,6 +190,7 @@ func (c *Comm) drain() error {
 		}
 		// Another failure (the device reported an error): the work ended.
 	}
+	c.releaseHeld()
 	return nil
 }
 

@@ -27,8 +27,9 @@ func TestAllReduceTensor(t *testing.T) {
 					want := refReduce(inputs, Mean)
 					got := make([][]float32, ranks)
 					before := make([]int64, ranks)
+					beforeRecv := make([]int64, ranks)
 					for r := range before {
-						before[r] = g.Counters(r).BytesWritten
+						before[r], beforeRecv[r] = g.Counters(r).BytesWritten, g.comms[r].recvBytes
 					}
 					noErrors(t, onRanks(g, func(c *Comm) error {
 						tt, err := NewTensor[float32](c, n)
@@ -52,9 +53,19 @@ func TestAllReduceTensor(t *testing.T) {
 					checkResult(t, got, want, Mean, 1)
 					if s == Ring && n == 12288 {
 						for r := range before {
-							moved := g.Counters(r).BytesWritten - before[r] - int64(n*4) // less the upload
-							if w := int64(2 * (ranks - 1) * n * 4 / ranks); moved != w {
+							w := int64(2 * (ranks - 1) * n * 4 / ranks)
+							if moved := g.comms[r].recvBytes - beforeRecv[r]; moved != w {
 								t.Errorf("rank %d: ring moved %d bytes, want 2(N-1)/N * %d = %d", r, moved, n*4, w)
+							}
+							// From the host: the upload, and each slot
+							// received unless the ranks share memory (their
+							// devices read the senders' slots in place).
+							wrote, fromHost := g.Counters(r).BytesWritten-before[r], int64(n*4)+w
+							if g.sharedMem {
+								fromHost = int64(n * 4)
+							}
+							if wrote != fromHost {
+								t.Errorf("rank %d: %d bytes written from the host, want %d (shared memory %v)", r, wrote, fromHost, g.sharedMem)
 							}
 						}
 					}

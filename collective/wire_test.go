@@ -40,11 +40,11 @@ func TestAllReduceWire(t *testing.T) {
 								data[r] = append(data[r], v)
 							}
 						}
-						before := g.Counters(0).BytesWritten
+						before := g.comms[0].recvBytes
 						noErrors(t, onRanks(g, func(c *Comm) error {
 							return AllReduceWire(context.Background(), c, data[c.Rank()], Sum, f)
 						}))
-						moved := g.Counters(0).BytesWritten - before - int64(4*n)
+						moved := g.comms[0].recvBytes - before
 						for r := 1; r < ranks; r++ {
 							if !bitsEqual(data[r], data[0]) {
 								t.Fatalf("rank %d differs from rank 0", r)

@@ -68,6 +68,10 @@ type measured struct {
 // times and the counter and allocation deltas of the timed calls.
 func measure(ctx context.Context, g *collective.Group, bufs [][]float32, s collective.Strategy, warm, n int) (measured, error) {
 	var m measured
+	// A collection first (earlier sections freed large buffers, and a
+	// collection empties the runtime's central caches), then the warm-up
+	// calls that refill them, so no collection lands in the window.
+	runtime.GC()
 	if warm > 0 {
 		if err := loop(ctx, g, bufs, s, warm, nil); err != nil {
 			return m, err

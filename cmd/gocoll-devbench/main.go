@@ -51,6 +51,9 @@ type params struct {
 	ReduceInputs []int  `json:"reduce_inputs"`
 	T6Size       int    `json:"t6_bytes"`
 	T6Calls      int    `json:"t6_calls"`
+	T7Size       int    `json:"t7_bytes"`
+	T7Ranks      []int  `json:"t7_ranks"`
+	T7Reps       int    `json:"t7_reps"`
 	Skip         string `json:"skip,omitempty"`
 }
 
@@ -125,7 +128,7 @@ func run(args []string) int {
 	fs.IntVar(&p.CallIters, "calls", 10000, "timed small all-reduces per strategy (T3, T3b; T4 counts allocations over them)")
 	depths := fs.String("depths", "2,4,8", "pipeline depths to try in T2")
 	inputs := fs.String("inputs", "2,8", "reduce input counts (T1)")
-	fs.StringVar(&p.Skip, "skip", "", "comma-separated sections to skip: ceilings,t1,t2a,t2b,t3,t6 (t6: T3b and T6)")
+	fs.StringVar(&p.Skip, "skip", "", "comma-separated sections to skip: ceilings,t1,t2a,t2b,t3,t6,t7 (t6: T3b and T6)")
 	p.T6Size = 256 << 20
 	fs.Var(sizeFlag{&p.T6Size}, "t6-size", "bytes of each rank's tensor in T6")
 	torchFile := fs.String("torch", "", "bench/torch_peer.py's JSON from the same run (adds PyTorch figures and T2b/T3 comparisons)")
@@ -133,6 +136,10 @@ func run(args []string) int {
 	mdOut := fs.String("md", "", "write the results as a Markdown table to this file")
 	note := fs.String("command", "", "the command line that produced this run, recorded in the report")
 	fs.IntVar(&p.T6Calls, "t6-calls", 30, "timed all-reduces of each T6 figure")
+	p.T7Size = 256 << 20
+	fs.Var(sizeFlag{&p.T7Size}, "t7-size", "bytes of each rank's Go slice in T7")
+	t7Ranks := fs.String("t7-ranks", "2,4,8", "rank counts of T7")
+	fs.IntVar(&p.T7Reps, "t7-reps", 3, "timed all-reduces of each T7 figure (the median is reported)")
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (diagnostics: narrow the run with -skip)")
 	memProf := fs.String("memprofile", "", "record every allocation (runtime.MemProfileRate = 1: timings suffer) and write the allocs profile to this file")
 	if err := fs.Parse(args); err != nil {
@@ -165,11 +172,15 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "gocoll-devbench: -depths:", err)
 		return 2
 	}
+	if p.T7Ranks, err = intList(*t7Ranks); err != nil {
+		fmt.Fprintln(os.Stderr, "gocoll-devbench: -t7-ranks:", err)
+		return 2
+	}
 	if p.ReduceInputs, err = intList(*inputs); err != nil {
 		fmt.Fprintln(os.Stderr, "gocoll-devbench: -inputs:", err)
 		return 2
 	}
-	if p.Reps < 1 || p.Batch < 1 || p.LatIters < 1 || p.ARIters < 1 || p.CallIters < 1 || p.T6Calls < 1 || p.Warmup < 0 {
+	if p.Reps < 1 || p.Batch < 1 || p.LatIters < 1 || p.ARIters < 1 || p.CallIters < 1 || p.T6Calls < 1 || p.T7Reps < 1 || p.Warmup < 0 {
 		fmt.Fprintln(os.Stderr, "gocoll-devbench: counts must be >= 1 (warmup >= 0)")
 		return 2
 	}
@@ -240,6 +251,9 @@ func run(args []string) int {
 	}
 	if !skip["t6"] {
 		tensorBench(ctx, p, res)
+	}
+	if !skip["t7"] {
+		t7Bench(ctx, p, res)
 	}
 	if err := res.save(); err != nil {
 		fmt.Fprintln(os.Stderr, "gocoll-devbench:", err)

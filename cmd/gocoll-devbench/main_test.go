@@ -14,13 +14,13 @@ func TestHostSmall(t *testing.T) {
 	dir := t.TempDir()
 	torch := filepath.Join(dir, "torch.json")
 	if err := os.WriteFile(torch, []byte(`{"allreduce_bytes": 262144, "allreduce_pageable_s": 0.5,
-		"roundtrip_pinned_us": {"median": 40, "p99": 60}, "scale_f32_GBps": 1}`), 0o644); err != nil {
+		"roundtrip_pinned_us": {"median": 40, "p99": 60}, "scale_f32_GBps": 1, "t7_pinned_2stream_s": {"2": 0.5}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	js, md := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.md")
 	code := run([]string{"-backend", "host", "-size", "256K", "-reduce-size", "64K", "-ar-size", "256K",
 		"-lat-iters", "20", "-calls", "20", "-reps", "2", "-warmup", "1", "-batch", "2", "-ar-iters", "2", "-t6-size", "256K",
-		"-torch", torch, "-json", js, "-md", md})
+		"-t7-size", "64K", "-t7-ranks", "2,3", "-t7-reps", "1", "-torch", torch, "-json", js, "-md", md})
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -36,13 +36,18 @@ func TestHostSmall(t *testing.T) {
 	for _, tg := range r.Targets {
 		ids[tg.ID]++
 	}
-	for _, id := range []string{"T1", "T2a", "T2b", "T3a", "T3b", "T4", "T6"} {
+	for _, id := range []string{"T1", "T2a", "T2b", "T3a", "T3b", "T4", "T6", "T7"} {
 		if ids[id] == 0 {
 			t.Errorf("no %s verdict in %+v", id, r.Targets)
 		}
 	}
-	if len(r.T1) != 4 || len(r.T2a) != 6 || len(r.T2b) != 6 || len(r.T3) != 9 || r.T3b == nil || len(r.T6) != 2 {
-		t.Errorf("figures: %d T1, %d T2a, %d T2b, %d T3", len(r.T1), len(r.T2a), len(r.T2b), len(r.T3))
+	if len(r.T1) != 4 || len(r.T2a) != 6 || len(r.T2b) != 6 || len(r.T3) != 9 || r.T3b == nil || len(r.T6) != 2 || len(r.T7) != 2*2*len(t7Strategies) {
+		t.Errorf("figures: %d T1, %d T2a, %d T2b, %d T3, %d T7", len(r.T1), len(r.T2a), len(r.T2b), len(r.T3), len(r.T7))
+	}
+	for _, f := range r.T7 {
+		if f.Err != "" || f.MedianS <= 0 {
+			t.Errorf("T7 figure %+v", f)
+		}
 	}
 	if r.T2b[0].Ratio == 0 {
 		t.Errorf("T2b has no ratio against the torch figure")

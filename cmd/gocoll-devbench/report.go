@@ -27,7 +27,10 @@ type Torch struct {
 	AllReducePinned   float64    `json:"allreduce_pinned_s,omitempty"`
 	AllReducePinned2  float64    `json:"allreduce_pinned_2stream_s,omitempty"`
 	DuplexPinned      float64    `json:"duplex_pinned_GBps,omitempty"`
-	Errors            []string   `json:"errors,omitempty"`
+	// T7 is, by rank count, the time of N pinned uploads, one sum and N
+	// downloads pipelined over two streams.
+	T7     map[string]float64 `json:"t7_pinned_2stream_s,omitempty"`
+	Errors []string           `json:"errors,omitempty"`
 }
 
 // TorchLat is a latency in microseconds.
@@ -210,6 +213,7 @@ func (r *Results) evaluate() {
 			Ratio: maxA, Verdict: verdict(maxA < 0.001 && maxO == 0, true)})
 	}
 	r.tensorTargets()
+	r.t7Targets()
 }
 
 func f1(v float64) string {
@@ -325,6 +329,7 @@ func (r *Results) markdown() string {
 	if tt.RoundTrip != nil {
 		w("\ntorch pinned non-blocking round trip of %d B (copy in, add, copy out, synchronize): median %.1f us, p99 %.1f us\n", tt.RoundTripBytes, tt.RoundTrip.Median, tt.RoundTrip.P99)
 	}
+	w("%s", r.t7Table())
 	if len(r.Errors) > 0 || len(tt.Errors) > 0 {
 		w("\n## Errors\n\n")
 		for _, e := range append(append([]string(nil), r.Errors...), tt.Errors...) {

@@ -25,6 +25,7 @@ type Results struct {
 	T3       []LatFig    `json:"t3_latency"`
 	T3b      *TensorFig  `json:"t3b_tensor_latency,omitempty"`
 	T6       []TensorFig `json:"t6_tensor_bandwidth,omitempty"`
+	T7       []T7Fig     `json:"t7_slices_n_ranks,omitempty"`
 	Torch    Torch       `json:"torch"`
 	Targets  []Target    `json:"targets"`
 	Errors   []string    `json:"errors,omitempty"`
