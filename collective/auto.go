@@ -250,16 +250,20 @@ func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
 	// it from host memory; without the host copy where the receiver reads
 	// the sender's imported slot in place; all in device memory where the
 	// ranks share it.
+	// The sender's submission and fence wait come before its post, and the
+	// receiver's after its take: a step's critical path holds both.
 	step := func(x float64) float64 {
 		switch m.Links {
 		case linksShared:
-			return m.Submit + m.Handoff + 2*x/m.Reduce
+			return 2*(m.Submit+m.Handoff) + 2*x/m.Reduce
 		case linksImported:
-			return m.Submit + m.Handoff + x/m.Copy + x/m.HostReduce
+			return 2*(m.Submit+m.Handoff) + x/m.Copy + x/m.HostReduce
 		}
-		return m.Submit + m.Handoff + x/m.Copy + memcpy(x) + x/m.HostReduce
+		return 2*(m.Submit+m.Handoff) + x/m.Copy + memcpy(x) + x/m.HostReduce
 	}
-	updown := 2 * B / m.Copy // upload and download of the device buffer
+	// Upload and download of the device buffer: host copies between the
+	// caller's slices and mapped memory, and device copies.
+	updown := 2*B/m.Copy + 2*memcpy(B)
 	switch s {
 	case Host:
 		// Two rendezvous; each rank copies its 1/N slice from every rank

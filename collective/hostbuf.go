@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -250,12 +251,32 @@ func (c *Comm) releaseImports() {
 // pinned memory (recorded: it runs before whatever is recorded next), else
 // a staged write.
 func (c *Comm) upload(k *call, at int, send []byte) error {
+	dst := backend.Region{Buf: k.work, Off: k.base + at*k.es, Len: len(send)}
 	if r, ok := c.pinnedRegion(send); ok {
 		c.unsubmitted = true
-		return c.dev.Stream().Copy(backend.Region{Buf: k.work, Off: k.base + at*k.es, Len: len(send)}, r)
+		return c.dev.Stream().Copy(dst, r)
+	}
+	if parallelStage(len(send)) {
+		// Large: the host copy into the pooled staging buffer spread over
+		// the cores (a staged Buffer.Write copies on one), then one device
+		// copy recorded with the collective's work.
+		if err := c.ensure(&c.stage, at*k.es+len(send)); err != nil {
+			return err
+		}
+		c.copyIn(c.stage, at*k.es, send)
+		if err := c.copyWait(); err != nil {
+			return err
+		}
+		c.unsubmitted = true
+		return c.dev.Stream().Copy(dst, backend.Region{Buf: c.stage, Off: at * k.es, Len: len(send)})
 	}
 	return k.work.Write(k.base+at*k.es, send)
 }
+
+// parallelStage reports whether a host copy of n bytes between Go memory
+// and a device-local buffer goes through the comm's staging buffer with
+// parallel host copies.
+func parallelStage(n int) bool { return n >= parCopyMin && runtime.GOMAXPROCS(0) >= 2 }
 
 // download copies the device buffer from element at into recv: a DMA copy
 // into pinned memory, else a staged read.
@@ -265,6 +286,20 @@ func (c *Comm) download(ctx context.Context, k *call, at int, recv []byte) error
 			return err
 		}
 		return c.flush(ctx)
+	}
+	if parallelStage(len(recv)) {
+		if err := c.ensure(&c.stage, at*k.es+len(recv)); err != nil {
+			return err
+		}
+		if err := c.dev.Stream().Copy(backend.Region{Buf: c.stage, Off: at * k.es, Len: len(recv)},
+			backend.Region{Buf: k.work, Off: k.base + at*k.es, Len: len(recv)}); err != nil {
+			return err
+		}
+		if err := c.flush(ctx); err != nil {
+			return err
+		}
+		c.copyOut(c.stage, at*k.es, recv)
+		return c.copyWait()
 	}
 	// A staged read goes through the queue by itself: a pinned upload
 	// still only recorded must be submitted first, so the read follows it.

@@ -195,6 +195,17 @@ func passes(k int) int64 {
 	return 1 + int64((k-8+6)/7)
 }
 
+// tails is how many more dispatches than passes x pieces a backend may
+// record for passes passes over n elements of size es: one running 16-byte
+// kernels splits a pass over aligned regions whose length is not a whole
+// number of 16-byte vectors into the vectors and a scalar tail.
+func tails(passes int64, n, es int) int64 {
+	if b := n * es; b%16 == 0 || b < 16 {
+		return 0
+	}
+	return passes
+}
+
 // pieces is how many dispatches cover n elements of size es when one binding
 // covers at most limit bytes: ceil(n*es / limit), limit rounded down to whole
 // elements.

@@ -236,8 +236,8 @@ func multiCaseRun[T float](t *testing.T, dev backend.Device, bufs *multiBufs, r 
 		t.Errorf("host traffic %d from, %d to; want %d, %d", got.BytesFromHost, got.BytesToHost, from, to)
 	}
 	copies := int64((m - 1) / 8)
-	if p := passes(k) + copies; n*es+16 <= MultiBindingBytes && got.Dispatches != p {
-		t.Errorf("%d dispatches, want %d (one per pass)", got.Dispatches, p)
+	if p := passes(k) + copies; n*es+16 <= MultiBindingBytes && (got.Dispatches < p || got.Dispatches > p+tails(p, n, es)) {
+		t.Errorf("%d dispatches, want %d (one per pass) or up to %d more tails", got.Dispatches, p, tails(p, n, es))
 	} else if got.Dispatches < p {
 		t.Errorf("%d dispatches, want at least %d", got.Dispatches, p)
 	}

@@ -95,8 +95,8 @@ func reduceCase[T float](t *testing.T, dev backend.Device, bufs *reduceBufs, r *
 	submitWait(t, st)
 	delta := dev.Counters().Snapshot().Sub(before)
 	reductions := int64(2 * len(ops))
-	if want := reductions * passes(k) * pieces(n, es, dev.Info().MaxBindingBytes); delta.Dispatches != want {
-		t.Errorf("Dispatches: %d, want %d (%d reductions x %d passes x pieces)", delta.Dispatches, want, reductions, passes(k))
+	if want, extra := reductions*passes(k)*pieces(n, es, dev.Info().MaxBindingBytes), tails(reductions*passes(k), n, es); delta.Dispatches < want || delta.Dispatches > want+extra {
+		t.Errorf("Dispatches: %d, want %d (%d reductions x %d passes x pieces), or up to %d more tails", delta.Dispatches, want, reductions, passes(k), extra)
 	}
 	if want := reductions * passes(k) * int64(n*es); delta.BytesReduced != want {
 		t.Errorf("BytesReduced: %d, want %d", delta.BytesReduced, want)
@@ -557,15 +557,15 @@ func testSplit[T float](t *testing.T, s *suite, dev backend.Device) {
 
 				p := pieces(n, es, limit)
 				red, rest := mid.Sub(before), after.Sub(mid)
-				if want := passes(k) * p; red.Dispatches != want {
-					t.Errorf("Reduce of %d sources, %d bytes per binding, limit %d: %d dispatches, want %d (%d passes x %d pieces)",
-						k, n*es, limit, red.Dispatches, want, passes(k), p)
+				if want, extra := passes(k)*p, tails(passes(k), n, es); red.Dispatches < want || red.Dispatches > want+extra {
+					t.Errorf("Reduce of %d sources, %d bytes per binding, limit %d: %d dispatches, want %d (%d passes x %d pieces) or up to %d more tails",
+						k, n*es, limit, red.Dispatches, want, passes(k), p, extra)
 				}
 				if want := passes(k) * int64(n*es); red.BytesReduced != want {
 					t.Errorf("Reduce: BytesReduced %d, want %d", red.BytesReduced, want)
 				}
-				if rest.Dispatches != p {
-					t.Errorf("Scale of %d bytes, limit %d: %d dispatches, want %d", n*es, limit, rest.Dispatches, p)
+				if rest.Dispatches < p || rest.Dispatches > p+tails(1, n, es) {
+					t.Errorf("Scale of %d bytes, limit %d: %d dispatches, want %d (or one more tail)", n*es, limit, rest.Dispatches, p)
 				}
 				if rest.Copies != 1 || rest.BytesCopied != int64(n*es) {
 					t.Errorf("Copy: %d copies of %d bytes, want 1 of %d", rest.Copies, rest.BytesCopied, n*es)

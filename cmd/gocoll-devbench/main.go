@@ -54,6 +54,7 @@ type params struct {
 	T7Size       int    `json:"t7_bytes"`
 	T7Ranks      []int  `json:"t7_ranks"`
 	T7Reps       int    `json:"t7_reps"`
+	T7Chunk      int    `json:"t7_chunk_bytes,omitempty"`
 	Skip         string `json:"skip,omitempty"`
 }
 
@@ -140,6 +141,7 @@ func run(args []string) int {
 	fs.Var(sizeFlag{&p.T7Size}, "t7-size", "bytes of each rank's Go slice in T7")
 	t7Ranks := fs.String("t7-ranks", "2,4,8", "rank counts of T7")
 	fs.IntVar(&p.T7Reps, "t7-reps", 3, "timed all-reduces of each T7 figure (the median is reported)")
+	fs.Var(sizeFlag{&p.T7Chunk}, "t7-chunk", "Options.ChunkBytes of the T7 groups (0: the default)")
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (diagnostics: narrow the run with -skip)")
 	memProf := fs.String("memprofile", "", "record every allocation (runtime.MemProfileRate = 1: timings suffer) and write the allocs profile to this file")
 	if err := fs.Parse(args); err != nil {

@@ -50,7 +50,7 @@ func t7Bench(ctx context.Context, p params, res *Results) {
 				devs[i] = p.Device
 			}
 			g, err := collective.NewGroup(ctx, collective.Options{Ranks: ranks, Backend: p.Backend, Devices: devs, Config: cfg,
-				DevicePerRank: layout == "per-rank"})
+				DevicePerRank: layout == "per-rank", ChunkBytes: p.T7Chunk})
 			if err != nil {
 				res.T7 = append(res.T7, T7Fig{Ranks: ranks, Layout: layout, Err: err.Error()})
 				continue

@@ -38,6 +38,9 @@ type multiState struct {
 	looked bool // kinfo is filled
 	pipes  [numMultiKinds][backend.NumOps][kernels.MaxSources][kernels.MaxDestinations][2]*cshim.Kernel
 	srcs   [kernels.MaxSources]backend.Region
+	// A pass's body or tail (multiPass).
+	tailDsts [kernels.MaxDestinations]backend.Region
+	tailSrcs [kernels.MaxSources]backend.Region
 }
 
 var _ backend.MultiReducer = (*Stream)(nil)
@@ -54,9 +57,10 @@ var _ backend.MultiReducer = (*Stream)(nil)
 // sources; each earlier pass costs one more write and read of the partial
 // result. More than 8 destinations cost one more pass per further 8: the
 // reducem kernel with one source, dsts[0], copying it to them (a read of
-// dsts[0] each). Counters: one dispatch per pass and piece, BytesReduced the
-// bytes each dispatch writes (all its destinations), host traffic counted
-// once per region as Reduce counts it.
+// dsts[0] each). Counters: one dispatch per pass and piece (and one per
+// scalar tail: vecState.body), BytesReduced the bytes each dispatch writes
+// (all its destinations), host traffic counted once per region as Reduce
+// counts it.
 func (s *Stream) ReduceMulti(op backend.Op, dt backend.DType, dsts []backend.Region, srcs []backend.Region, scale float64) error {
 	const name = "reduce multi"
 	d := s.d
@@ -190,8 +194,27 @@ func (s *Stream) multiPass(kind int, op backend.Op, es int, dsts, srcs []backend
 	}
 	scalarES := es
 	vec := d.vec.use(d, es, dsts[0], srcs)
+	aligned := true
 	for _, r := range dsts[1:] {
-		vec = vec && r.Off%kernels.VecBytes == 0
+		aligned = aligned && r.Off%kernels.VecBytes == 0
+	}
+	vec = vec && aligned
+	if body := d.vec.body(d, es, dsts[0], srcs); !vec && aligned && body > 0 {
+		// Aligned regions with a tail: the 16-byte kernel on the body,
+		// the scalar one on the last few elements.
+		m := &d.multi
+		for _, part := range [2][2]int{{0, body}, {body, dsts[0].Len - body}} {
+			for i, r := range dsts {
+				m.tailDsts[i] = backend.Region{Buf: r.Buf, Off: r.Off + part[0], Len: part[1]}
+			}
+			for i, r := range srcs {
+				m.tailSrcs[i] = backend.Region{Buf: r.Buf, Off: r.Off + part[0], Len: part[1]}
+			}
+			if err := s.multiPass(kind, op, scalarES, m.tailDsts[:len(dsts)], m.tailSrcs[:len(srcs)], scale); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if vec {
 		mk, es = mk+multi4F32, kernels.VecBytes

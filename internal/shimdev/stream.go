@@ -24,7 +24,8 @@ type Stream struct {
 	bind     [kernels.MaxDestinations + kernels.MaxSources]cshim.Binding
 	push     [cshim.MaxPushBytes]byte
 	passSrcs [kernels.MaxSources]backend.Region
-	comp     compressState // Pack, Unpack, TopK (compress.go)
+	tailSrcs [kernels.MaxSources]backend.Region // the sources of a pass's body or tail (pass)
+	comp     compressState                      // Pack, Unpack, TopK (compress.go)
 }
 
 var _ backend.Stream = (*Stream)(nil)
@@ -261,6 +262,20 @@ func (s *Stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 	scalarES := es
 	isReduce := kind == kindReduceF32 || kind == kindReduceF64
 	vec := d.vec.use(d, es, out, srcs)
+	if body := d.vec.body(d, es, out, srcs); !vec && body > 0 {
+		// Aligned regions with a tail: the 16-byte kernel on the body,
+		// the scalar one on the last few elements.
+		for _, part := range [2][2]int{{0, body}, {body, out.Len - body}} {
+			for i, r := range srcs {
+				s.tailSrcs[i] = backend.Region{Buf: r.Buf, Off: r.Off + part[0], Len: part[1]}
+			}
+			o := backend.Region{Buf: out.Buf, Off: out.Off + part[0], Len: part[1]}
+			if err := s.pass(kind, op, es, o, s.tailSrcs[:len(srcs)], scale); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if vec {
 		kind, es = vecKind(kind), kernels.VecBytes
 	}

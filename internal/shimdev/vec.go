@@ -26,7 +26,8 @@ type vecState struct {
 //     cuts at the same bytes as the scalar kernel's, and Dispatches counts
 //     the same whichever kernel runs.
 //
-// Otherwise the scalar kernel runs the whole pass.
+// Otherwise the scalar kernel runs the whole pass, unless only the tail is
+// in the way (body).
 func (v *vecState) use(d *Device, es int, out backend.Region, srcs []backend.Region) bool {
 	const vb = kernels.VecBytes
 	if v.off || es > vb || d.maxBind%vb != 0 || d.align&(d.align-1) != 0 {
@@ -41,6 +42,23 @@ func (v *vecState) use(d *Device, es int, out backend.Region, srcs []backend.Reg
 		}
 	}
 	return true
+}
+
+// body returns, for a pass that use refuses only because its length is not
+// a whole number of vectors (every region starts on 16 bytes), the bytes of
+// its whole vectors (0 when there are none, or when use refuses for another
+// reason): pass runs the 16-byte kernel on them and the scalar one on the
+// rest, one more dispatch.
+func (v *vecState) body(d *Device, es int, out backend.Region, srcs []backend.Region) int {
+	const vb = kernels.VecBytes
+	if out.Len%vb == 0 || out.Len < vb {
+		return 0
+	}
+	b := out.Len &^ (vb - 1)
+	if !v.use(d, es, backend.Region{Buf: out.Buf, Off: out.Off, Len: b}, srcs) {
+		return 0
+	}
+	return b
 }
 
 // vecKind returns the 16-byte kind of a scalar reduce or scale kind.
