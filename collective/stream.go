@@ -260,12 +260,16 @@ var (
 // waitCtx is the context device waits run under: it ends when the
 // operation's context ends, CommunicationTimeout passes, or the group
 // breaks. One per comm, reused: arming it allocates nothing unless the
-// operation's context can be cancelled.
+// operation's context can be cancelled. Its timer starts only when a wait
+// first asks for Done (a fence wait polls before it blocks): a short wait
+// touches no timer at all (a timer's Reset moves it into the current P's
+// heap, which grows now and then).
 type waitCtx struct {
 	mu       sync.Mutex
 	ch       chan struct{}
 	err      error
 	armed    bool
+	timed    bool // the timer runs for this arming
 	parent   context.Context
 	deadline time.Time
 	stop     func() bool
@@ -286,12 +290,21 @@ func (w *waitCtx) Value(any) any               { return nil }
 func (w *waitCtx) Done() <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.armed && !w.timed && w.err == nil {
+		w.timed = true
+		w.timer.Reset(max(time.Until(w.deadline), 0))
+	}
 	return w.ch
 }
 
 func (w *waitCtx) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.armed && w.err == nil && !w.timed && time.Now().After(w.deadline) {
+		// A poller that never asked for Done: no timer runs for it.
+		w.err = errWaitTimeout
+		close(w.ch)
+	}
 	return w.err
 }
 
@@ -300,7 +313,7 @@ func (w *waitCtx) arm(parent context.Context, d time.Duration) {
 	if w.err != nil {
 		w.ch, w.err = make(chan struct{}), nil
 	}
-	w.armed, w.parent = true, parent
+	w.armed, w.parent, w.timed = true, parent, false
 	w.deadline = time.Now().Add(d)
 	w.mu.Unlock()
 	select {
@@ -323,12 +336,17 @@ func (w *waitCtx) arm(parent context.Context, d time.Duration) {
 			}
 		})
 	}
-	w.timer.Reset(d)
 }
 
 // disarm ends the wait and returns why the context ended (nil: it did not).
 func (w *waitCtx) disarm() error {
-	w.timer.Stop()
+	w.mu.Lock()
+	timed := w.timed
+	w.timed = false
+	w.mu.Unlock()
+	if timed {
+		w.timer.Stop()
+	}
 	if w.stop != nil {
 		w.stop()
 		w.stop = nil

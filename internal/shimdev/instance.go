@@ -77,10 +77,9 @@ func NewInstance(api API) *Instance {
 // defaultSpin is the GPU fence spin where the API sets none: 2 ms when
 // GOMAXPROCS leaves cores to spare (8 or more; a wait for device work of up
 // to 2 ms then ends within a poll of its completion, as CUDA's default
-// synchronisation does when cores are spare), else 200 us. A blocking
-// vkWaitForFences woke 30-60 us late on an H200 (a 256 MiB device-memory
-// all-reduce of 2 ranks: 0.27 ms of kernel, 0.32-0.34 ms per call with
-// 200 us of spin).
+// synchronisation does when cores are spare), else 200 us. On an H200 a
+// 1-element dispatch took 52 us waited for with a blocking vkWaitForFences
+// and 15.5 us spinning on vkGetFenceStatus.
 func defaultSpin() time.Duration {
 	if runtime.GOMAXPROCS(0) >= 8 {
 		return 2 * time.Millisecond
