@@ -89,3 +89,32 @@ func ExampleAllReduceAsync() {
 	fmt.Println(err, a[0], b[1])
 	// Output: <nil> [3] [20]
 }
+
+// Warmup builds the kernels, pools and cost model before the first timed
+// call (on Vulkan the first call would otherwise pay up to seconds of
+// pipeline creation).
+func ExampleGroup_Warmup() {
+	ctx := context.Background()
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 2, Backend: "host", Config: collective.DefaultConfig()})
+	if err != nil {
+		panic(err)
+	}
+	defer g.Close()
+	if err := g.Warmup(ctx); err != nil {
+		panic(err)
+	}
+	err = g.Run(ctx, func(ctx context.Context, c *collective.Comm) error {
+		x := []float64{float64(c.Rank() + 1)}
+		if err := collective.AllReduce(ctx, c, x, collective.Sum); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			fmt.Println(x[0])
+		}
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	// Output: 3
+}
