@@ -215,6 +215,10 @@ type Counters struct {
 	// GPU, the bytes that cross PCIe in each direction.
 	BytesFromHost atomic.Int64
 	BytesToHost   atomic.Int64
+	// Replays counts submissions sent without recording: a repeated
+	// one-dispatch submission resubmitted from a command buffer recorded
+	// once (Vulkan). Submits counts them too.
+	Replays atomic.Int64
 }
 
 // CountHost adds the host traffic of one command writing dst from srcs.
@@ -235,6 +239,7 @@ type CounterSnapshot struct {
 	BytesReduced, BytesCopied, BytesWritten, BytesRead int64
 	Allocs, ObjectsCreated                             int64
 	BytesFromHost, BytesToHost                         int64
+	Replays                                            int64
 }
 
 // Snapshot reads every counter.
@@ -245,6 +250,7 @@ func (c *Counters) Snapshot() CounterSnapshot {
 		BytesWritten: c.BytesWritten.Load(), BytesRead: c.BytesRead.Load(),
 		Allocs: c.Allocs.Load(), ObjectsCreated: c.ObjectsCreated.Load(),
 		BytesFromHost: c.BytesFromHost.Load(), BytesToHost: c.BytesToHost.Load(),
+		Replays: c.Replays.Load(),
 	}
 }
 
@@ -256,6 +262,7 @@ func (s CounterSnapshot) Sub(o CounterSnapshot) CounterSnapshot {
 		BytesWritten: s.BytesWritten - o.BytesWritten, BytesRead: s.BytesRead - o.BytesRead,
 		Allocs: s.Allocs - o.Allocs, ObjectsCreated: s.ObjectsCreated - o.ObjectsCreated,
 		BytesFromHost: s.BytesFromHost - o.BytesFromHost, BytesToHost: s.BytesToHost - o.BytesToHost,
+		Replays: s.Replays - o.Replays,
 	}
 }
 

@@ -109,3 +109,71 @@ func TestSharedTensorNoHostBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedTensorReplay: repeated device-resident all-reduces of the same
+// tensors among ranks sharing a Vulkan device resubmit the leader's
+// recorded pass (backend counter Replays) and still reduce the data each
+// call holds, for Sum and Mean (which differ only in push constants).
+func TestSharedTensorReplay(t *testing.T) {
+	if !slices.Contains(backendsUnderTest(t), "vulkan") {
+		t.Skip("needs Vulkan")
+	}
+	const ranks, n = 2, 1024
+	g := openGroup(t, "vulkan", ranks)
+	ts := make([]*Tensor[float32], ranks)
+	for r := range ts {
+		x, err := NewTensor[float32](g.Comm(r), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Close()
+		ts[r] = x
+	}
+	replays := func() int64 {
+		var s int64
+		for r := 0; r < ranks; r++ {
+			s += g.Counters(r).Replays
+		}
+		return s
+	}
+	before := replays()
+	in := make([]float32, n)
+	out := make([]float32, n)
+	for call := 0; call < 12; call++ {
+		op := Sum
+		if call >= 8 {
+			op = Mean
+		}
+		for r := range ts {
+			for i := range in {
+				in[i] = float32(call*1000 + r*n + i)
+			}
+			if err := ts[r].Upload(in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			return AllReduceTensor(context.Background(), c, ts[c.Rank()], op, Direct)
+		}))
+		for r := range ts {
+			if err := ts[r].Download(out); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range out {
+				want := float64(0)
+				for q := 0; q < ranks; q++ {
+					want += float64(call*1000 + q*n + i)
+				}
+				if op == Mean {
+					want /= ranks
+				}
+				if v != float32(want) {
+					t.Fatalf("call %d (%v) rank %d element %d = %v, want %v", call, op, r, i, v, want)
+				}
+			}
+		}
+	}
+	if got := replays() - before; got < 8 {
+		t.Errorf("12 calls (8 Sum, 4 Mean): %d replayed submissions, want >= 8", got)
+	}
+}

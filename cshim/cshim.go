@@ -227,7 +227,7 @@ import (
 const (
 	MaxBindings  = 16  // GC_MAX_BINDINGS: bindings one kernel may have
 	MaxPushBytes = 128 // GC_MAX_PUSH_BYTES: push-constant bytes one kernel may have
-	ABIVersion   = 3   // GC_ABI_VERSION
+	ABIVersion   = 4   // GC_ABI_VERSION
 )
 
 // errClosed is returned by every call on a closed Device, Buffer or Kernel.
@@ -593,6 +593,7 @@ type Counters struct {
 	Dispatches       uint64
 	Copies           uint64
 	BlockingWaits    uint64 // waits that blocked in the driver
+	Replays          uint64 // submissions that resubmitted a recorded command buffer (Vulkan: a repeated one-dispatch submission)
 }
 
 // Counters reads the device's counters.
@@ -616,6 +617,7 @@ func (d *Device) Counters() Counters {
 		Dispatches:       uint64(c.dispatches),
 		Copies:           uint64(c.copies),
 		BlockingWaits:    uint64(c.blocking_waits),
+		Replays:          uint64(c.replays),
 	}
 }
 

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 /* GC_ABI_VERSION changes whenever a struct or the table changes. */
-#define GC_ABI_VERSION 3
+#define GC_ABI_VERSION 4
 
 typedef int32_t gc_status;
 enum {
@@ -177,6 +177,7 @@ typedef struct gc_counters {
 	uint64_t dispatches;
 	uint64_t copies;
 	uint64_t blocking_waits;    /* waits that had to block on the driver */
+	uint64_t replays;           /* submissions that resubmitted a recorded command buffer as is */
 } gc_counters;
 
 /* gc_binding binds [offset, offset+range) of buffer to one kernel binding.

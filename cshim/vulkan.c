@@ -892,6 +892,9 @@ static struct {
 	shared_dev *list;
 } shared_devs = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+/* object_gen counts destroyed buffers and kernels (see gc_device_s.rgen). */
+static uint64_t object_gen;
+
 struct gc_device_s {
 	const phys *phys;
 	device_fns fn;
@@ -923,6 +926,23 @@ struct gc_device_s {
 	int recording;      /* ring[(submitted+1) % ring_size] is being recorded */
 	VkPipeline bound;   /* pipeline bound in the recording */
 
+	/* Replay. A submission of one dispatch that repeats the one before it
+	 * (same kernel, bindings, push constants and groups) is recorded once
+	 * more into rcb, outside the ring; later submissions of that same
+	 * dispatch resubmit rcb instead of recording it again (the descriptor
+	 * writes, barriers and vkEndCommandBuffer are most of a small call's
+	 * CPU cost). rpending: the recording so far is exactly rdisp, recorded
+	 * nowhere yet (submit replays rcb; any further command first records it
+	 * into the ring). rsingle: the ring recording is one dispatch, rcand.
+	 * A destroyed buffer or kernel may have its address reused, so every
+	 * destroy bumps object_gen and a recording of an older generation is
+	 * never replayed. */
+	VkCommandBuffer rcb;
+	gc_dispatch rdisp, rcand, rprev;
+	uint64_t rgen, rcand_gen, rprev_gen;
+	uint64_t rticket; /* rcb's last submission; 0: none */
+	int rvalid, rpending, rsingle, rprev_set;
+
 	/* The transfer context of copy_now, guarded by xmu. */
 	pthread_mutex_t xmu;
 	VkCommandPool xpool;
@@ -951,6 +971,12 @@ struct gc_device_s {
 
 static void add_counter(uint64_t *c, uint64_t n) {
 	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+/* has_recording reports whether work for ticket submitted + 1 exists: a
+ * ring recording or a pending replay. d->mu held. */
+static int has_recording(gc_device d) {
+	return d->recording || d->rpending;
 }
 
 static int is_lost(gc_device d) {
@@ -1081,7 +1107,7 @@ static gc_status retire(gc_device d, int kind, void *obj, uint64_t last, gc_erro
 	if (is_stuck(d)) {
 		return lost_error(d, err);
 	}
-	if (last > d->submitted && !d->recording) {
+	if (last > d->submitted && !has_recording(d)) {
 		last = d->submitted; /* the recording that used it was never submitted */
 	}
 	if (last <= d->completed || is_lost(d)) {
@@ -1301,6 +1327,7 @@ static void destroy_device(gc_device d) {
 				n += d->ring[i].cb != VK_NULL_HANDLE;
 			}
 		}
+		n += d->rcb != VK_NULL_HANDLE;
 		if (d->pool != VK_NULL_HANDLE) {
 			d->fn.vkDestroyCommandPool(d->dev, d->pool, NULL); /* frees the ring's command buffers */
 			n++;
@@ -1433,15 +1460,16 @@ static gc_status vk_open(uint32_t index, const gc_open_options *opts, gc_device 
 		d->fn.vkGetDeviceQueue(d->dev, p->info.compute_queue_family, 0, &d->queue);
 	}
 	VkResult r;
-	VkCommandBuffer *cbs = calloc(ring_size, sizeof *cbs);
+	VkCommandBuffer *cbs = calloc(ring_size + 1, sizeof *cbs);
 	if (cbs == NULL) {
 		destroy_device(d);
 		return fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
 	}
-	st = create_pool(d, &d->pool, cbs, ring_size, err);
+	st = create_pool(d, &d->pool, cbs, ring_size + 1, err);
 	for (uint32_t i = 0; i < ring_size; i++) {
 		d->ring[i].cb = cbs[i];
 	}
+	d->rcb = cbs[ring_size];
 	free(cbs);
 	for (uint32_t i = 0; i < ring_size && st == GC_OK; i++) {
 		st = create_fence(d, &d->ring[i].fence, err);
@@ -1490,6 +1518,7 @@ static gc_status vk_close(gc_device d, gc_error *err) {
 		d->fn.vkEndCommandBuffer(d->ring[(d->submitted + 1) % d->ring_size].cb);
 		d->recording = 0;
 	}
+	d->rpending = 0; /* nothing was recorded for it */
 	if (!is_stuck(d)) {
 		uint32_t n = 0;
 		uint64_t last = 0;
@@ -1526,6 +1555,7 @@ static gc_status vk_counters(gc_device d, gc_counters *out, gc_error *err) {
 	out->dispatches = __atomic_load_n(&d->counters.dispatches, __ATOMIC_RELAXED);
 	out->copies = __atomic_load_n(&d->counters.copies, __ATOMIC_RELAXED);
 	out->blocking_waits = __atomic_load_n(&d->counters.blocking_waits, __ATOMIC_RELAXED);
+	out->replays = __atomic_load_n(&d->counters.replays, __ATOMIC_RELAXED);
 	return GC_OK;
 }
 
@@ -1781,7 +1811,7 @@ static gc_status release_imported(gc_device d, struct gc_buffer_s *b, gc_error *
 	}
 	uint64_t last = b->last_use;
 	gc_status st = GC_OK;
-	if (last > d->submitted && d->recording && !is_lost(d)) {
+	if (last > d->submitted && has_recording(d) && !is_lost(d)) {
 		uint64_t t;
 		st = submit_locked(d, &t, err);
 	}
@@ -1810,6 +1840,7 @@ static gc_status vk_buffer_destroy(gc_buffer b, gc_error *err) {
 		return GC_OK;
 	}
 	gc_device d = b->dev;
+	__atomic_add_fetch(&object_gen, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&d->mu);
 	if (b->prev != NULL) {
 		b->prev->next = b->next;
@@ -1976,6 +2007,7 @@ static gc_status vk_kernel_destroy(gc_kernel k, gc_error *err) {
 		return GC_OK;
 	}
 	gc_device d = k->dev;
+	__atomic_add_fetch(&object_gen, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&d->mu);
 	if (k->prev != NULL) {
 		k->prev->next = k->next;
@@ -2031,26 +2063,9 @@ static VkResult wait_slot(gc_device d, slot *s, uint64_t timeout_ns) {
 	return r;
 }
 
-/* recording returns the command buffer being recorded, starting one in the
- * next ring slot if needed (waiting for that slot's previous submission).
- * d->mu held. */
-static gc_status recording(gc_device d, VkCommandBuffer *cb, gc_error *err) {
-	if (is_lost(d)) {
-		return lost_error(d, err);
-	}
-	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
-	if (d->recording) {
-		*cb = s->cb;
-		return GC_OK;
-	}
-	if (s->begun) {
-		/* Begun by the last submit (begin_next): no wait, no reset. */
-		s->begun = 0;
-		d->recording = 1;
-		d->bound = VK_NULL_HANDLE;
-		*cb = s->cb;
-		return GC_OK;
-	}
+/* free_slot makes slot s ready for a new submission: waits (d->mu released)
+ * for its last one and for its waiters, and resets its fence. d->mu held. */
+static gc_status free_slot(gc_device d, slot *s, gc_error *err) {
 	if (s->ticket > d->completed) {
 		uint64_t t = s->ticket;
 		VkResult r = wait_slot(d, s, d->drain_ns);
@@ -2069,21 +2084,95 @@ static gc_status recording(gc_device d, VkCommandBuffer *cb, gc_error *err) {
 	if (r != VK_SUCCESS) {
 		return devfail(d, err, r, "vkResetFences");
 	}
-	r = d->fn.vkResetCommandBuffer(s->cb, 0);
-	if (r != VK_SUCCESS) {
-		return devfail(d, err, r, "vkResetCommandBuffer");
+	return GC_OK;
+}
+
+/* dispatch_equal reports whether a and b record the same commands. */
+static int dispatch_equal(const gc_dispatch *a, const gc_dispatch *b) {
+	if (a->kernel != b->kernel || a->binding_count != b->binding_count || a->push_size != b->push_size ||
+	    a->groups[0] != b->groups[0] || a->groups[1] != b->groups[1] || a->groups[2] != b->groups[2]) {
+		return 0;
 	}
-	VkCommandBufferBeginInfo bi = {
-		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-		.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-	};
-	r = d->fn.vkBeginCommandBuffer(s->cb, &bi);
-	if (r != VK_SUCCESS) {
-		return devfail(d, err, r, "vkBeginCommandBuffer");
+	for (uint32_t i = 0; i < a->binding_count; i++) {
+		if (a->bindings[i].buffer != b->bindings[i].buffer || a->bindings[i].offset != b->bindings[i].offset ||
+		    a->bindings[i].range != b->bindings[i].range) {
+			return 0;
+		}
+	}
+	return memcmp(a->push, b->push, a->push_size) == 0;
+}
+
+/* record_dispatch records x (checked) and its barrier into cb; *bound is
+ * the pipeline bound in cb so far. */
+static void record_dispatch(gc_device d, VkCommandBuffer cb, const gc_dispatch *x, VkPipeline *bound) {
+	const struct gc_kernel_s *k = x->kernel;
+	VkDescriptorBufferInfo infos[GC_MAX_BINDINGS];
+	VkWriteDescriptorSet writes[GC_MAX_BINDINGS];
+	for (uint32_t i = 0; i < x->binding_count; i++) {
+		const gc_binding *b = &x->bindings[i];
+		infos[i] = (VkDescriptorBufferInfo){.buffer = b->buffer->buf, .offset = b->offset, .range = b->range};
+		writes[i] = (VkWriteDescriptorSet){
+			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+			.dstBinding = i,
+			.descriptorCount = 1,
+			.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+			.pBufferInfo = &infos[i],
+		};
+	}
+	if (*bound != k->pipeline) {
+		d->fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
+		*bound = k->pipeline;
+	}
+	d->fn.vkCmdPushDescriptorSetKHR(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, x->binding_count, writes);
+	if (x->push_size > 0) {
+		d->fn.vkCmdPushConstants(cb, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, x->push_size, x->push);
+	}
+	d->fn.vkCmdDispatch(cb, x->groups[0], x->groups[1], x->groups[2]);
+	barrier(d, cb, 0);
+}
+
+/* recording returns the command buffer being recorded, starting one in the
+ * next ring slot if needed (waiting for that slot's previous submission).
+ * A pending replay is recorded into it first: more commands follow. d->mu
+ * held. */
+static gc_status recording(gc_device d, VkCommandBuffer *cb, gc_error *err) {
+	if (is_lost(d)) {
+		return lost_error(d, err);
+	}
+	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
+	if (d->recording) {
+		*cb = s->cb;
+		return GC_OK;
+	}
+	if (s->begun) {
+		/* Begun by the last submit (begin_next): no wait, no reset. */
+		s->begun = 0;
+	} else {
+		gc_status st = free_slot(d, s, err);
+		if (st != GC_OK) {
+			return st;
+		}
+		VkResult r = d->fn.vkResetCommandBuffer(s->cb, 0);
+		if (r != VK_SUCCESS) {
+			return devfail(d, err, r, "vkResetCommandBuffer");
+		}
+		VkCommandBufferBeginInfo bi = {
+			.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+			.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+		};
+		r = d->fn.vkBeginCommandBuffer(s->cb, &bi);
+		if (r != VK_SUCCESS) {
+			return devfail(d, err, r, "vkBeginCommandBuffer");
+		}
 	}
 	d->recording = 1;
+	d->rsingle = 0;
 	d->bound = VK_NULL_HANDLE;
 	*cb = s->cb;
+	if (d->rpending) {
+		d->rpending = 0;
+		record_dispatch(d, s->cb, &d->rdisp, &d->bound);
+	}
 	return GC_OK;
 }
 
@@ -2131,6 +2220,7 @@ static gc_status vk_cmd_copy(gc_device d, gc_buffer dst, uint64_t dst_off, gc_bu
 		VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = size};
 		d->fn.vkCmdCopyBuffer(cb, src->buf, dst->buf, 1, &region);
 		barrier(d, cb, 0);
+		d->rsingle = 0;
 		add_counter(&d->counters.copies, 1);
 		src->last_use = dst->last_use = d->submitted + 1;
 	}
@@ -2156,8 +2246,6 @@ static gc_status vk_cmd_dispatch(gc_device d, const gc_dispatch *x, gc_error *er
 		return fail(err, GC_INVALID_ARGUMENT, 0, "vkCmdDispatch: %u x %u x %u groups exceed maxComputeWorkGroupCount",
 			    x->groups[0], x->groups[1], x->groups[2]);
 	}
-	VkDescriptorBufferInfo infos[GC_MAX_BINDINGS];
-	VkWriteDescriptorSet writes[GC_MAX_BINDINGS];
 	for (uint32_t i = 0; i < x->binding_count; i++) {
 		const gc_binding *b = &x->bindings[i];
 		gc_status st = check_range(d, b->buffer, b->offset, b->range, "vkCmdPushDescriptorSetKHR", err);
@@ -2167,29 +2255,26 @@ static gc_status vk_cmd_dispatch(gc_device d, const gc_dispatch *x, gc_error *er
 		if (b->range == 0) {
 			return fail(err, GC_INVALID_ARGUMENT, 0, "vkCmdPushDescriptorSetKHR: binding %u has an empty range", i);
 		}
-		infos[i] = (VkDescriptorBufferInfo){.buffer = b->buffer->buf, .offset = b->offset, .range = b->range};
-		writes[i] = (VkWriteDescriptorSet){
-			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-			.dstBinding = i,
-			.descriptorCount = 1,
-			.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-			.pBufferInfo = &infos[i],
-		};
 	}
+	uint64_t gen = __atomic_load_n(&object_gen, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&d->mu);
-	VkCommandBuffer cb;
-	gc_status st = recording(d, &cb, err);
+	gc_status st = GC_OK;
+	int fresh = !has_recording(d);
+	if (fresh && d->rvalid && d->rgen == gen && d->rticket <= d->completed && !is_lost(d) && dispatch_equal(x, &d->rdisp)) {
+		d->rpending = 1; /* submit replays rcb */
+	} else {
+		VkCommandBuffer cb;
+		st = recording(d, &cb, err);
+		if (st == GC_OK) {
+			record_dispatch(d, cb, x, &d->bound);
+			d->rsingle = fresh;
+			if (fresh) {
+				d->rcand = *x;
+				d->rcand_gen = gen;
+			}
+		}
+	}
 	if (st == GC_OK) {
-		if (d->bound != k->pipeline) {
-			d->fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
-			d->bound = k->pipeline;
-		}
-		d->fn.vkCmdPushDescriptorSetKHR(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, x->binding_count, writes);
-		if (x->push_size > 0) {
-			d->fn.vkCmdPushConstants(cb, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, x->push_size, x->push);
-		}
-		d->fn.vkCmdDispatch(cb, x->groups[0], x->groups[1], x->groups[2]);
-		barrier(d, cb, 0);
 		add_counter(&d->counters.dispatches, 1);
 		x->kernel->last_use = d->submitted + 1;
 		for (uint32_t i = 0; i < x->binding_count; i++) {
@@ -2214,32 +2299,19 @@ static gc_status vk_cmd_timestamp(gc_device d, uint32_t query, gc_error *err) {
 	if (st == GC_OK) {
 		d->fn.vkCmdResetQueryPool(cb, d->queries, query, 1);
 		d->fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, d->queries, query);
+		d->rsingle = 0;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return st;
 }
 
-/* submit_locked submits the recording, if any, and sets *ticket to the last
- * ticket submitted. d->mu held. */
-static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err) {
-	if (is_lost(d)) {
-		return lost_error(d, err);
-	}
-	if (!d->recording) {
-		*ticket = d->submitted;
-		return GC_OK;
-	}
-	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
-	d->recording = 0;
-	barrier(d, s->cb, 1);
-	VkResult r = d->fn.vkEndCommandBuffer(s->cb);
-	if (r != VK_SUCCESS) {
-		return devfail(d, err, r, "vkEndCommandBuffer");
-	}
+/* queue_submit submits cb with fence on d's queue, waiting first on the
+ * stall test hook's semaphore when armed. d->mu held. */
+static VkResult queue_submit(gc_device d, VkCommandBuffer cb, VkFence fence) {
 	VkSubmitInfo si = {
 		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
 		.commandBufferCount = 1,
-		.pCommandBuffers = &s->cb,
+		.pCommandBuffers = &cb,
 	};
 	/* The stall test hook: wait for the host to signal the semaphore. */
 	uint64_t stall_at = __atomic_load_n(&d->stall_value, __ATOMIC_ACQUIRE) + 1;
@@ -2257,8 +2329,94 @@ static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err) {
 		si.pWaitDstStageMask = &stall_stage;
 	}
 	pthread_mutex_lock(d->qmu);
-	r = d->fn.vkQueueSubmit(d->queue, 1, &si, s->fence);
+	VkResult r = d->fn.vkQueueSubmit(d->queue, 1, &si, fence);
 	pthread_mutex_unlock(d->qmu);
+	return r;
+}
+
+/* learn is called after a submission of one dispatch, d->rcand: when it
+ * repeats the one before, it is recorded into rcb (if rcb is idle) for
+ * later submissions to replay. A failure only leaves rcb unused. d->mu
+ * held. */
+static void learn(gc_device d) {
+	d->rsingle = 0;
+	uint64_t gen = __atomic_load_n(&object_gen, __ATOMIC_RELAXED);
+	int repeat = d->rprev_set && d->rprev_gen == d->rcand_gen && d->rcand_gen == gen &&
+		     dispatch_equal(&d->rcand, &d->rprev);
+	if (!repeat) {
+		d->rprev = d->rcand;
+		d->rprev_gen = d->rcand_gen;
+		d->rprev_set = 1;
+		return;
+	}
+	if (d->rticket > d->completed || (d->rvalid && d->rgen == gen && dispatch_equal(&d->rcand, &d->rdisp))) {
+		return; /* busy, or holds it already */
+	}
+	d->rvalid = 0;
+	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+	if (d->fn.vkResetCommandBuffer(d->rcb, 0) != VK_SUCCESS || d->fn.vkBeginCommandBuffer(d->rcb, &bi) != VK_SUCCESS) {
+		return;
+	}
+	VkPipeline bound = VK_NULL_HANDLE;
+	record_dispatch(d, d->rcb, &d->rcand, &bound);
+	barrier(d, d->rcb, 1);
+	if (d->fn.vkEndCommandBuffer(d->rcb) != VK_SUCCESS) {
+		return;
+	}
+	d->rdisp = d->rcand;
+	d->rgen = d->rcand_gen;
+	d->rvalid = 1;
+}
+
+/* replay_locked submits rcb in place of a recording (d->rpending). d->mu
+ * held. */
+static gc_status replay_locked(gc_device d, uint64_t *ticket, gc_error *err) {
+	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
+	d->rpending = 0;
+	if (s->begun) {
+		/* Its fence is reset; its command buffer, begun and empty, is reset
+		 * again by whoever records into the slot next. */
+		s->begun = 0;
+	} else {
+		gc_status st = free_slot(d, s, err);
+		if (st != GC_OK) {
+			return st;
+		}
+	}
+	VkResult r = queue_submit(d, d->rcb, s->fence);
+	if (r != VK_SUCCESS) {
+		return devfail(d, err, r, "vkQueueSubmit");
+	}
+	s->ticket = ++d->submitted;
+	d->rticket = s->ticket;
+	*ticket = s->ticket;
+	add_counter(&d->counters.submits, 1);
+	add_counter(&d->counters.replays, 1);
+	begin_next(d);
+	return GC_OK;
+}
+
+/* submit_locked submits the recording, if any, and sets *ticket to the last
+ * ticket submitted. d->mu held. */
+static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err) {
+	if (is_lost(d)) {
+		return lost_error(d, err);
+	}
+	if (d->rpending) {
+		return replay_locked(d, ticket, err);
+	}
+	if (!d->recording) {
+		*ticket = d->submitted;
+		return GC_OK;
+	}
+	slot *s = &d->ring[(d->submitted + 1) % d->ring_size];
+	d->recording = 0;
+	barrier(d, s->cb, 1);
+	VkResult r = d->fn.vkEndCommandBuffer(s->cb);
+	if (r != VK_SUCCESS) {
+		return devfail(d, err, r, "vkEndCommandBuffer");
+	}
+	r = queue_submit(d, s->cb, s->fence);
 	if (r != VK_SUCCESS) {
 		return devfail(d, err, r, "vkQueueSubmit");
 	}
@@ -2266,6 +2424,9 @@ static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err) {
 	*ticket = s->ticket;
 	add_counter(&d->counters.submits, 1);
 	begin_next(d);
+	if (d->rsingle) {
+		learn(d);
+	}
 	return GC_OK;
 }
 

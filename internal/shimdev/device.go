@@ -170,8 +170,8 @@ func (d *Device) SharesMemory(o backend.Device) bool {
 // Stream returns the device's one stream.
 func (d *Device) Stream() backend.Stream { return &d.stream }
 
-// Counters returns the device's counters; ObjectsCreated is read from the
-// C side's count of API objects created.
+// Counters returns the device's counters; ObjectsCreated and Replays are
+// read from the C side's counts.
 func (d *Device) Counters() *backend.Counters {
 	d.syncObjects()
 	return &d.counters
@@ -179,7 +179,9 @@ func (d *Device) Counters() *backend.Counters {
 
 func (d *Device) syncObjects() {
 	if !d.closed.Load() {
-		d.counters.ObjectsCreated.Store(int64(d.dev.Counters().ObjectsCreated))
+		c := d.dev.Counters()
+		d.counters.ObjectsCreated.Store(int64(c.ObjectsCreated))
+		d.counters.Replays.Store(int64(c.Replays))
 	}
 }
 
