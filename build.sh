@@ -214,7 +214,18 @@ cmd_test() {
 	go test -count=1 -timeout 25m "${PKGS[@]}"
 	log "go test -race -count=1 ${PKGS[*]}"
 	go test -race -count=1 -timeout 25m "${PKGS[@]}"
+	examples_test
 	mpi_test
+}
+
+# examples_test vets and tests the example modules that live outside the library module (their dependencies,
+# e.g. gorgonia, must never reach the library's go.mod), each on its own (GOWORK=off, a replace to ../..).
+examples_test() {
+	local m
+	for m in examples/gorgonia; do
+		log "(cd $m; GOWORK=off go vet ./... && go test -count=1 ./...)"
+		(cd "$m" && GOWORK=off go vet ./... && GOWORK=off go test -count=1 -timeout 10m ./...) || die "$m failed"
+	done
 }
 
 # cshim_warnings builds the C shim (vulkan.c and the cgo code around it, with and without Vulkan) with

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
@@ -19,6 +20,7 @@ import (
 // would catch a disagreement before any data moved.
 type costModel struct {
 	once sync.Once
+	done atomic.Bool // once has run
 	// Measured:
 	Submit     float64 // seconds: a small submission and its fence wait
 	Memcpy     float64 // bytes/s: a host memcpy into mapped memory, one core
@@ -102,6 +104,7 @@ func (g *Group) measure(c *Comm) *costModel {
 		m.Err = measureDevice(ctx, c.dev, m)
 		cancel()
 		m.Measured = time.Since(start)
+		m.done.Store(true)
 		if g.log != nil {
 			g.log.Info("gocoll: cost model measured", "rank", c.rank, "submit_us", m.Submit*1e6,
 				"memcpy_GBps", m.Memcpy/1e9, "par_memcpy_GBps", m.ParMemcpy/1e9, "copy_GBps", m.Copy/1e9,
@@ -351,13 +354,28 @@ var autoCandidates = []Strategy{Host, Direct, Pipelined, Ring, Tree, Hierarchica
 // AutoChoice returns the strategy Auto picks for an all-reduce of bytes
 // bytes of dt in this group, and the modelled time of each strategy.
 // Measuring the model is an operation of rank 0's Comm (see Model); when
-// that Comm is in use, the model-free answer is returned.
+// that Comm is in use, the model-free answer is returned. Comm.AutoChoice
+// measures on the caller's own Comm instead.
 func (g *Group) AutoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]time.Duration) {
-	c := g.comms[0]
+	return g.comms[0].AutoChoice(bytes, dt)
+}
+
+// AutoChoice is Group.AutoChoice with the model measured, if it is not
+// yet, as an operation of c: call it from c's goroutine (or inside a
+// function queued with c.Go once the model exists). The model is the
+// group's (one measurement, shared by its ranks), so every rank of one
+// process gets the same answer; across processes Auto does not use the
+// model, the choice is the same on every rank, but the modelled times are
+// each process's own.
+func (c *Comm) AutoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]time.Duration) {
+	g := c.g
 	out := map[Strategy]time.Duration{}
-	m, err := g.measureOn(c)
-	if err != nil {
-		return Ring, out
+	m := &g.model
+	if !m.done.Load() {
+		var err error
+		if m, err = g.measureOn(c); err != nil {
+			return Ring, out
+		}
 	}
 	s, _ := c.autoStrategy(bytes, dt, true)
 	if m.Err == nil {

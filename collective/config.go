@@ -2,7 +2,6 @@ package collective
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 )
@@ -95,8 +94,10 @@ func ParseStrategy(name string) (Strategy, error) {
 	return 0, fmt.Errorf("collective: unknown strategy %q (want auto, ring, tree, hierarchical, pipelined or direct): %w", name, ErrInvalidArgument)
 }
 
-// Config holds the tuning of a Group (the seed's MultiGpuConfig, less the
-// rank and GPU count, which are Options.Ranks and Options.Devices).
+// Config holds the tuning of a Group's collectives (the seed's
+// MultiGpuConfig, less the rank and GPU count, which are Options.Ranks and
+// Options.Devices, and less the training settings, compression, adaptive
+// selection, asynchronous steps and the monitor, which are ddp.Options).
 type Config struct {
 	// Strategy is the all-reduce algorithm (Auto by default).
 	Strategy Strategy
@@ -104,18 +105,6 @@ type Config struct {
 	PipelineDepth int
 	// LocalGroupSize is the group size of the hierarchical strategy (>= 1).
 	LocalGroupSize int
-	// BandwidthMonitorInterval is how often (in steps) the monitor logs (>= 1).
-	BandwidthMonitorInterval int
-	// GradientCompression turns on top-k compression of gradients.
-	GradientCompression bool
-	// CompressionRatio is the fraction of elements top-k keeps, in (0, 1].
-	CompressionRatio float32
-	// AdaptiveCommunication lets the performance monitor switch strategies.
-	AdaptiveCommunication bool
-	// AsyncParamUpdates lets gradient synchronisation overlap computation.
-	AsyncParamUpdates bool
-	// ErrorCorrection adds the residual of compression to the next step.
-	ErrorCorrection bool
 	// CommunicationTimeout bounds every blocking wait of a collective (> 0).
 	CommunicationTimeout time.Duration
 	// Deterministic fixes the reduction order (rank 0 + rank 1 + ...).
@@ -125,16 +114,10 @@ type Config struct {
 // DefaultConfig returns the seed's defaults. The zero Config is not valid.
 func DefaultConfig() Config {
 	return Config{
-		Strategy:                 Auto,
-		PipelineDepth:            2,
-		LocalGroupSize:           4,
-		BandwidthMonitorInterval: 100,
-		GradientCompression:      false,
-		CompressionRatio:         0.1,
-		AdaptiveCommunication:    true,
-		AsyncParamUpdates:        false,
-		ErrorCorrection:          true,
-		CommunicationTimeout:     5 * time.Second,
+		Strategy:             Auto,
+		PipelineDepth:        2,
+		LocalGroupSize:       4,
+		CommunicationTimeout: 5 * time.Second,
 	}
 }
 
@@ -156,15 +139,6 @@ func (c Config) Validate() error {
 	}
 	if c.LocalGroupSize < 1 {
 		return bad("LocalGroupSize", "must be >= 1, got %d", c.LocalGroupSize)
-	}
-	if c.BandwidthMonitorInterval < 1 {
-		return bad("BandwidthMonitorInterval", "must be >= 1, got %d", c.BandwidthMonitorInterval)
-	}
-	r := float64(c.CompressionRatio)
-	if math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 || r > 1 {
-		if c.GradientCompression || c.CompressionRatio != 0 {
-			return bad("CompressionRatio", "must be finite and in (0, 1], got %v", c.CompressionRatio)
-		}
 	}
 	if c.CommunicationTimeout <= 0 {
 		return bad("CommunicationTimeout", "must be > 0, got %v", c.CommunicationTimeout)

@@ -1,10 +1,9 @@
-package collective
+package ddp
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -14,33 +13,25 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/collective"
 	"go.uber.org/goleak"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func newSyncs[T Float](t *testing.T, g *Group, o SyncOptions) []*GradientSync[T] {
-	t.Helper()
-	o.Logger = quiet
-	out := make([]*GradientSync[T], g.Size())
-	for r := range out {
-		s, err := NewGradientSync[T](g.Comm(r), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[r] = s
-	}
-	return out
+// effectiveCooldown is the selector's cooldown for a probe round of cands
+// candidates (the current strategy among them): SwitchCooldown raised so
+// that probing takes at most a tenth of the steps.
+func effectiveCooldown(cooldown, cands, probeSteps int) int {
+	return max(cooldown, 9*cands*probeSteps)
 }
 
-// TestGradientSyncStats: the counters are the counts of what was done.
-func TestGradientSyncStats(t *testing.T) {
+// TestSyncStats: the counters are the counts of what was done.
+func TestSyncStats(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
-		g := openGroup(t, bk, 3, func(o *Options) { o.Config.AdaptiveCommunication = false; o.Config.Strategy = Ring })
-		ss := newSyncs[float32](t, g, SyncOptions{})
+		g := openGroup(t, bk, 3, func(o *collective.Options) { o.Config.Strategy = collective.Ring })
+		ss := newSyncs[float32](t, g, Options{})
 		const steps, n = 7, 1001
 		grads := make([][]float32, 3)
-		noErrors(t, onRanks(g, func(c *Comm) error {
+		noErrors(t, onRanks(g, func(c *collective.Comm) error {
 			grads[c.Rank()] = make([]float32, n)
 			for s := 0; s < steps; s++ {
 				for i := range grads[c.Rank()] {
@@ -54,8 +45,12 @@ func TestGradientSyncStats(t *testing.T) {
 		}))
 		for r, s := range ss {
 			st := s.Stats()
-			if st.Steps != steps || st.Operations != steps || st.BytesMoved != steps*n*4 || st.PendingAsync != 0 || st.CurrentStrategy != Ring {
+			if st.Steps != steps || st.Operations != steps || st.BytesMoved != steps*n*4 || st.CurrentStrategy != collective.Ring ||
+				st.ProbeSteps != 0 || st.Switches != 0 {
 				t.Errorf("%s rank %d: stats %+v", bk, r, st)
+			}
+			if p := g.Comm(r).PendingAsync(); p != 0 {
+				t.Errorf("%s rank %d: %d asynchronous operations pending", bk, r, p)
 			}
 			if !(st.AverageBandwidth > 0) {
 				t.Errorf("%s rank %d: average bandwidth %v", bk, r, st.AverageBandwidth)
@@ -72,27 +67,25 @@ func TestGradientSyncStats(t *testing.T) {
 // TestAdaptiveSwitchAgreed slows the device down for real (a delay before
 // every submission, at the backend seam): the ring, which submits 2(N-1)
 // times per slice, becomes several times slower than the one-submission
-// direct strategy. The selector must not switch inside the cooldown, then
-// switch, on every rank at the same step, to the same strategy.
+// direct strategy. The selector must not switch inside the cooldown (raised
+// so that probing is at most a tenth of the steps), then switch, on every
+// rank at the same step, to the same strategy.
 func TestAdaptiveSwitchAgreed(t *testing.T) {
-	g := openGroup(t, "host", 4, func(o *Options) {
-		o.Config.Strategy = Ring
-		o.Config.AdaptiveCommunication = true
-	})
-	for r := 0; r < 4; r++ {
-		g.devs[r].(interface{ SetDelay(time.Duration) }).SetDelay(2 * time.Millisecond)
-	}
-	const cooldown = 10
-	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: cooldown, EvaluationWindow: 4, ProbeSteps: 2,
-		Candidates: []Strategy{Ring, Direct}})
-	const steps = cooldown + 8
+	g := openGroup(t, "host", 4, func(o *collective.Options) { o.Config.Strategy = collective.Ring })
+	setDelay(t, g, 2*time.Millisecond)
+	const cooldown, probe = 10, 2
+	ss := newSyncs[float32](t, g, Options{Adaptive: true, AnyOrder: true, SwitchCooldown: cooldown, EvaluationWindow: 4,
+		ProbeSteps: probe, Candidates: []collective.Strategy{collective.Ring, collective.Direct}})
+	eff := effectiveCooldown(cooldown, 2, probe)
+	switchAt := int64(eff + 2*probe) // the probe round (direct, then ring) is compared at its last step
+	steps := int(switchAt) + 4
 	type obs struct {
 		step     int64
-		strategy Strategy
+		strategy collective.Strategy
 		switches int
 	}
 	seen := make([][]obs, 4)
-	noErrors(t, onRanks(g, func(c *Comm) error {
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
 		grads := make([]float32, 4096)
 		for s := 0; s < steps; s++ {
 			if err := ss[c.Rank()].Sync(context.Background(), grads); err != nil {
@@ -111,57 +104,105 @@ func TestAdaptiveSwitchAgreed(t *testing.T) {
 		}
 	}
 	for _, o := range seen[0] {
-		if o.step < cooldown && o.switches != 0 {
-			t.Fatalf("switched at step %d, inside the %d-step cooldown", o.step, cooldown)
+		if o.step < int64(eff) && o.switches != 0 {
+			t.Fatalf("switched at step %d, inside the %d-step cooldown", o.step, eff)
 		}
 	}
 	last := seen[0][len(seen[0])-1]
-	if last.switches != 1 || last.strategy != Direct {
-		t.Fatalf("after %d steps: %+v, want one switch to direct", steps, last)
+	st := ss[0].Stats()
+	if last.switches != 1 || last.strategy != collective.Direct || st.LastSwitchStep != switchAt {
+		t.Fatalf("after %d steps: %+v (switched at step %d), want one switch to direct at step %d", steps, last, st.LastSwitchStep, switchAt)
 	}
-	ring, _ := ss[0].Monitor(Ring, 4096*4)
-	direct, _ := ss[0].Monitor(Direct, 4096*4)
-	t.Logf("measured: ring %.0f us, direct %.0f us per call; switched at step %d", ring*4096*4*1e6, direct*4096*4*1e6, ss[0].Stats().LastSwitchStep)
+	if st.ProbeSteps != 2*probe || 10*st.ProbeSteps > st.Steps {
+		t.Errorf("%d probe steps in %d steps, want %d and at most a tenth", st.ProbeSteps, st.Steps, 2*probe)
+	}
+	cls := sizeClass(4096 * 4)
+	ring, _ := ss[0].mon.secsPerByte(collective.Ring, cls)
+	direct, _ := ss[0].mon.secsPerByte(collective.Direct, cls)
+	t.Logf("measured: ring %.0f us, direct %.0f us per call; switched at step %d", ring*4096*4*1e6, direct*4096*4*1e6, st.LastSwitchStep)
 }
 
-// TestAdaptiveNoSwitchWithoutGain: equal strategies do not switch.
+// TestAdaptiveNoSwitchWithoutGain: equal strategies do not switch (after a
+// probe round that did run).
 func TestAdaptiveNoSwitchWithoutGain(t *testing.T) {
-	g := openGroup(t, "host", 2, func(o *Options) { o.Config.Strategy = Direct })
-	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: 3, ProbeSteps: 1, SwitchThreshold: 1e6,
-		Candidates: []Strategy{Direct, Pipelined}})
-	noErrors(t, onRanks(g, func(c *Comm) error {
-		for s := 0; s < 12; s++ {
+	g := openGroup(t, "host", 2, func(o *collective.Options) { o.Config.Strategy = collective.Direct })
+	const cooldown, probe = 3, 1
+	ss := newSyncs[float32](t, g, Options{Adaptive: true, SwitchCooldown: cooldown, ProbeSteps: probe, SwitchThreshold: 1e6,
+		ProbeLimit: 1e9, Candidates: []collective.Strategy{collective.Direct, collective.Pipelined}})
+	steps := 2 * (effectiveCooldown(cooldown, 2, probe) + 2*probe)
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
+		for s := 0; s < steps; s++ {
 			if err := ss[c.Rank()].Sync(context.Background(), make([]float32, 100)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}))
-	if st := ss[0].Stats(); st.Switches != 0 {
+	st := ss[0].Stats()
+	if st.Switches != 0 || st.CurrentStrategy != collective.Direct {
 		t.Errorf("switched without a gain: %+v", st)
+	}
+	if st.ProbeSteps == 0 {
+		t.Errorf("no probe round in %d steps: %+v", steps, st)
 	}
 }
 
-// TestAsyncAndSynchronize: asynchronous steps overlap the caller and give
-// the same results.
-func TestAsyncAndSynchronize(t *testing.T) {
+// TestAdaptiveRankOrderOnly: without AnyOrder the selector probes only
+// rank-order strategies, even when slower ones are listed.
+func TestAdaptiveRankOrderOnly(t *testing.T) {
+	g := openGroup(t, "host", 3, func(o *collective.Options) { o.Config.Strategy = collective.Direct })
+	ss := newSyncs[float32](t, g, Options{Adaptive: true, SwitchCooldown: 1, ProbeSteps: 1, ProbeLimit: 1e9})
+	const steps = 120
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
+		x := make([]float32, 513)
+		for s := 0; s < steps; s++ {
+			for i := range x {
+				x[i] = float32(c.Rank() + i%9)
+			}
+			if err := ss[c.Rank()].Sync(context.Background(), x); err != nil {
+				return err
+			}
+			for i, v := range x {
+				if want := float32(1 + i%9); v != want {
+					return fmt.Errorf("step %d element %d: %v, want %v", s, i, v, want)
+				}
+			}
+		}
+		return nil
+	}))
+	for r, s := range ss {
+		st := s.Stats()
+		if st.ProbeSteps == 0 || 10*st.ProbeSteps > st.Steps {
+			t.Errorf("rank %d: %d probe steps in %d steps: want some, at most a tenth", r, st.ProbeSteps, st.Steps)
+		}
+		if !s.rankOrder(st.CurrentStrategy) {
+			t.Errorf("rank %d: switched to %s", r, st.CurrentStrategy)
+		}
+		for key := range s.mon.perClass {
+			if st := collective.Strategy(key[0]); st != collective.Direct && st != collective.Pipelined {
+				t.Errorf("rank %d: ran %s, not a rank-order strategy", r, st)
+			}
+		}
+	}
+}
+
+// TestAsyncAndWait: asynchronous steps overlap the caller and give the same
+// results.
+func TestAsyncAndWait(t *testing.T) {
 	defer goleak.VerifyNone(t, leakOpts...)
 	for _, bk := range backendsUnderTest(t) {
 		func() {
-			g, err := NewGroup(context.Background(), Options{Ranks: 3, Backend: bk, Config: func() Config {
-				c := testConfig()
-				c.AsyncParamUpdates = true
-				c.AdaptiveCommunication = false
-				return c
-			}()})
+			g, err := collective.NewGroup(context.Background(), collective.Options{Ranks: 3, Backend: bk, Config: testConfig(),
+				Validation: wantValidation(bk)})
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer checkValidation(t)
 			defer g.Close()
-			ss := newSyncs[float64](t, g, SyncOptions{})
+			ss := newSyncs[float64](t, g, Options{})
 			const steps = 5
 			bufs := make([][][]float64, 3)
-			noErrors(t, onRanks(g, func(c *Comm) error {
+			noErrors(t, onRanks(g, func(c *collective.Comm) error {
 				for s := 0; s < steps; s++ {
 					b := make([]float64, 777)
 					for i := range b {
@@ -170,7 +211,7 @@ func TestAsyncAndSynchronize(t *testing.T) {
 					bufs[c.Rank()] = append(bufs[c.Rank()], b)
 					ss[c.Rank()].SyncAsync(context.Background(), b)
 				}
-				return ss[c.Rank()].Synchronize(context.Background())
+				return ss[c.Rank()].Wait(context.Background())
 			}))
 			for r := range bufs {
 				for s, b := range bufs[r] {
@@ -180,14 +221,17 @@ func TestAsyncAndSynchronize(t *testing.T) {
 						}
 					}
 				}
-				if st := ss[r].Stats(); st.PendingAsync != 0 || st.Steps != steps {
+				if st := ss[r].Stats(); st.Steps != steps {
 					t.Errorf("%s rank %d: %+v", bk, r, st)
 				}
+				if p := g.Comm(r).PendingAsync(); p != 0 {
+					t.Errorf("%s rank %d: %d asynchronous operations pending", bk, r, p)
+				}
 			}
-			// AllReduceAsync on plain slices.
-			noErrors(t, onRanks(g, func(c *Comm) error {
+			// AllReduceAsync on plain slices, on the same comms.
+			noErrors(t, onRanks(g, func(c *collective.Comm) error {
 				d := []float32{float32(c.Rank()), 1}
-				w := AllReduceAsync(context.Background(), c, d, Sum)
+				w := collective.AllReduceAsync(context.Background(), c, d, collective.Sum)
 				if err := w.Wait(context.Background()); err != nil {
 					return err
 				}
@@ -196,47 +240,66 @@ func TestAsyncAndSynchronize(t *testing.T) {
 				}
 				return nil
 			}))
+			for r, s := range ss {
+				if err := s.Close(context.Background()); err != nil {
+					t.Errorf("%s rank %d: Close: %v", bk, r, err)
+				}
+			}
 		}()
 	}
 }
 
-// TestAsyncTimeoutNoLeak: one rank withholds its call; every other rank's
-// Work fails with ErrTimeout within the timeout plus max(10%, 250 ms), the
-// group is broken, and no goroutine outlives Close.
+// TestAsyncTimeoutNoLeak: one rank withholds its step; every other rank's
+// SyncAsync Work fails with ErrTimeout within the timeout plus max(10%,
+// 250 ms), the group is broken, and no goroutine outlives Close.
 func TestAsyncTimeoutNoLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, leakOpts...)
 	const timeout = 400 * time.Millisecond
-	g, err := NewGroup(context.Background(), Options{Ranks: 4, Backend: "host", Config: func() Config {
+	g, err := collective.NewGroup(context.Background(), collective.Options{Ranks: 4, Backend: "host", Config: func() collective.Config {
 		c := testConfig()
 		c.CommunicationTimeout = timeout
-		c.AsyncParamUpdates = true
-		c.Strategy = Ring // Auto would first measure its cost model
+		c.Strategy = collective.Ring // Auto would first measure its cost model
 		return c
 	}()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ss := make([]*Sync[float32], 4)
+	for r := range ss {
+		if ss[r], err = New[float32](g.Comm(r), Options{Logger: quiet}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	start := time.Now()
-	var works []*Work
+	var works []*collective.Work
 	for r := 0; r < 3; r++ { // rank 3 never calls
-		works = append(works, AllReduceAsync(context.Background(), g.Comm(r), make([]float32, 100), Sum))
+		works = append(works, ss[r].SyncAsync(context.Background(), make([]float32, 100)))
 	}
 	for r, w := range works {
 		err := w.Wait(context.Background())
 		el := time.Since(start)
-		if !errors.Is(err, ErrTimeout) {
+		if !errors.Is(err, collective.ErrTimeout) {
 			t.Fatalf("rank %d: %v, want ErrTimeout", r, err)
 		}
 		if el > timeout+max(timeout/10, 250*time.Millisecond) {
 			t.Errorf("rank %d: returned after %v, want <= %v + 250ms", r, el, timeout)
 		}
 	}
-	if err := AllReduce(context.Background(), g.Comm(0), []float32{1}, Sum); !errors.Is(err, ErrGroupBroken) || !errors.Is(err, ErrTimeout) {
+	if err := ss[0].Wait(context.Background()); !errors.Is(err, collective.ErrTimeout) {
+		t.Errorf("Wait after the timeout: %v, want ErrTimeout", err)
+	}
+	if err := ss[0].Sync(context.Background(), []float32{1}); !errors.Is(err, collective.ErrGroupBroken) || !errors.Is(err, collective.ErrTimeout) {
 		t.Errorf("after the timeout: %v, want a broken group carrying the timeout", err)
 	}
-	w := AllReduceAsync(context.Background(), g.Comm(1), []float32{1}, Sum)
-	if err := w.Wait(context.Background()); !errors.Is(err, ErrGroupBroken) {
+	w := ss[1].SyncAsync(context.Background(), []float32{1})
+	if err := w.Wait(context.Background()); !errors.Is(err, collective.ErrGroupBroken) {
 		t.Errorf("async on a broken group: %v", err)
+	}
+	for r, s := range ss {
+		_ = s.Close(context.Background()) // the failed steps' errors
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("rank %d: second Close: %v", r, err)
+		}
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
@@ -248,13 +311,8 @@ func TestAsyncTimeoutNoLeak(t *testing.T) {
 func TestTopKErrorFeedback(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
 		const ranks, n, steps = 3, 1000, 25
-		g := openGroup(t, bk, ranks, func(o *Options) {
-			o.Config.GradientCompression = true
-			o.Config.CompressionRatio = 0.05
-			o.Config.ErrorCorrection = true
-			o.Config.AdaptiveCommunication = false
-		})
-		ss := newSyncs[float64](t, g, SyncOptions{})
+		g := openGroup(t, bk, ranks)
+		ss := newSyncs[float64](t, g, Options{TopK: 0.05})
 		sparse := make([][]float64, ranks)
 		dense := make([]float64, n)
 		rngs := make([]*rand.Rand, ranks)
@@ -273,7 +331,7 @@ func TestTopKErrorFeedback(t *testing.T) {
 				}
 			}
 		}
-		noErrors(t, onRanks(g, func(c *Comm) error {
+		noErrors(t, onRanks(g, func(c *collective.Comm) error {
 			for s := 0; s < steps; s++ {
 				b := append([]float64(nil), grads[s][c.Rank()]...)
 				if err := ss[c.Rank()].Sync(context.Background(), b); err != nil {
@@ -299,18 +357,48 @@ func TestTopKErrorFeedback(t *testing.T) {
 				t.Fatalf("%s element %d: delivered %v + residual %v != dense %v", bk, i, sparse[0][i], resid[i], dense[i])
 			}
 		}
+		if st := ss[0].Stats(); st.Steps != steps || st.Operations != 2*steps {
+			t.Errorf("%s: %+v, want %d steps of two all-gathers", bk, st, steps)
+		}
+	}
+}
+
+// TestTopKNoErrorFeedback: with NoErrorFeedback, what top-k did not send
+// is dropped: no residual, and each step is the top-k of that step alone.
+func TestTopKNoErrorFeedback(t *testing.T) {
+	g := openGroup(t, "host", 2)
+	ss := newSyncs[float32](t, g, Options{TopK: 0.25, NoErrorFeedback: true})
+	res := make([][]float32, 2)
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
+		for s := 0; s < 3; s++ {
+			b := []float32{1, -8, 2, 3, 0, 0, 0, 4}
+			if c.Rank() == 1 {
+				b = []float32{0, 1, 0, 0, 6, 0, -2, 1}
+			}
+			if err := ss[c.Rank()].Sync(context.Background(), b); err != nil {
+				return err
+			}
+			res[c.Rank()] = b
+		}
+		return nil
+	}))
+	// k = 2: rank 0 sends -8 and 4, rank 1 sends 6 and -2, every step.
+	want := []float32{0, -4, 0, 0, 3, 0, -1, 2}
+	for r := range res {
+		if !bitsEqual(res[r], want) {
+			t.Errorf("rank %d: %v, want %v", r, res[r], want)
+		}
+		if rs := ss[r].Residual(); rs != nil {
+			t.Errorf("rank %d: residual %v without error feedback", r, rs)
+		}
 	}
 }
 
 func TestTopKEdgeCases(t *testing.T) {
-	g := openGroup(t, "host", 2, func(o *Options) {
-		o.Config.GradientCompression = true
-		o.Config.CompressionRatio = 1e-6 // k would round to 0: it is 1
-		o.Config.AdaptiveCommunication = false
-	})
-	ss := newSyncs[float32](t, g, SyncOptions{})
+	g := openGroup(t, "host", 2)
+	ss := newSyncs[float32](t, g, Options{TopK: 1e-6}) // k would round to 0: it is 1
 	res := make([][]float32, 2)
-	noErrors(t, onRanks(g, func(c *Comm) error {
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
 		b := []float32{1, -9, 3, float32(math.NaN())}
 		if c.Rank() == 1 {
 			b = []float32{0, 2, -4, 1}
@@ -353,8 +441,8 @@ func TestTopKEdgeCases(t *testing.T) {
 // a few collectives.
 func TestFusion(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
-		g := openGroup(t, bk, 3, func(o *Options) { o.Config.AdaptiveCommunication = false })
-		ss := newSyncs[float32](t, g, SyncOptions{FusionBytes: 64 << 10})
+		g := openGroup(t, bk, 3)
+		ss := newSyncs[float32](t, g, Options{FusionBytes: 64 << 10})
 		sizes := make([]int, 100)
 		for i := range sizes {
 			sizes[i] = 1 + (i*37)%900
@@ -372,12 +460,12 @@ func TestFusion(t *testing.T) {
 				single[r] = append(single[r], append([]float32(nil), a...))
 			}
 		}
-		noErrors(t, onRanks(g, func(c *Comm) error {
+		noErrors(t, onRanks(g, func(c *collective.Comm) error {
 			if err := ss[c.Rank()].SyncAll(context.Background(), fused[c.Rank()]); err != nil {
 				return err
 			}
 			for _, a := range single[c.Rank()] {
-				if err := AllReduce(context.Background(), c, a, Mean); err != nil {
+				if err := collective.AllReduce(context.Background(), c, a, collective.Mean); err != nil {
 					return err
 				}
 			}
@@ -398,24 +486,13 @@ func TestFusion(t *testing.T) {
 	}
 }
 
-var _ = sync.Mutex{}
-
-// leakOpts ignore the goroutines that exist before the test and the host
-// backend's process-wide kernel worker pool (started once, on first use).
-// (The pool's function is named differently when the race detector's
-// build inlines startPool.)
-var leakOpts = []goleak.Option{goleak.IgnoreCurrent(),
-	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.startPool.func1.1"),
-	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.(*executor).exec.startPool.func1.1"),
-	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker")}
-
-// TestGradientSyncWire: f16 and bf16 wire compression through SyncOptions.
-func TestGradientSyncWire(t *testing.T) {
-	g := openGroup(t, "host", 3, func(o *Options) { o.Config.AdaptiveCommunication = false })
+// TestSyncWire: f16 and bf16 wire compression through Options.
+func TestSyncWire(t *testing.T) {
+	g := openGroup(t, "host", 3)
 	for _, f := range []backend.WireFormat{backend.F16, backend.BF16} {
-		ss := newSyncs[float32](t, g, SyncOptions{Wire: f})
+		ss := newSyncs[float32](t, g, Options{Wire: f})
 		res := make([][]float32, 3)
-		noErrors(t, onRanks(g, func(c *Comm) error {
+		noErrors(t, onRanks(g, func(c *collective.Comm) error {
 			b := make([]float32, 500)
 			for i := range b {
 				b[i] = float32(i%17) * 0.37 * float32(c.Rank()+1)
@@ -425,13 +502,85 @@ func TestGradientSyncWire(t *testing.T) {
 		}))
 		for i, v := range res[0] {
 			exact := float64(float32(i%17)*0.37) * 2 // mean of 1x, 2x, 3x
-			if d := math.Abs(float64(v) - exact); d > WireErrorBound(f, 3, 6*math.Abs(exact)) {
+			if d := math.Abs(float64(v) - exact); d > collective.WireErrorBound(f, 3, 6*math.Abs(exact)) {
 				t.Fatalf("%s element %d: %v, want %v", f, i, v, exact)
 			}
 		}
+		for r := 1; r < 3; r++ {
+			if !bitsEqual(res[r], res[0]) {
+				t.Fatalf("%s: rank %d differs from rank 0", f, r)
+			}
+		}
 	}
-	if _, err := NewGradientSync[float64](g.Comm(0), SyncOptions{Wire: backend.F16}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New[float64](g.Comm(0), Options{Wire: backend.F16}); !errors.Is(err, collective.ErrInvalidConfig) {
 		t.Errorf("f64 with wire compression: %v", err)
+	}
+}
+
+// TestOptionsValidation: every invalid Options is refused by New with an
+// error satisfying errors.Is(err, collective.ErrInvalidConfig) that names
+// the field; the zero Options and the limits are accepted.
+func TestOptionsValidation(t *testing.T) {
+	g := openGroup(t, "host", 2)
+	c := g.Comm(0)
+	nan := math.NaN()
+	bad := []struct {
+		field string
+		o     Options
+		f64   bool
+	}{
+		{"TopK", Options{TopK: -0.1}, false},
+		{"TopK", Options{TopK: 1.5}, false},
+		{"TopK", Options{TopK: float32(nan)}, false},
+		{"TopK", Options{TopK: float32(math.Inf(1))}, false},
+		{"Wire", Options{Wire: backend.F16, TopK: 0.1}, false},
+		{"Wire", Options{Wire: backend.BF16, TopK: 1}, false},
+		{"Wire", Options{Wire: backend.F16}, true},
+		{"Wire", Options{Wire: backend.BF16}, true},
+		{"Wire", Options{Wire: backend.WireFormat(99)}, false},
+		{"SwitchThreshold", Options{SwitchThreshold: 0.5}, false},
+		{"SwitchThreshold", Options{SwitchThreshold: -1}, false},
+		{"SwitchThreshold", Options{SwitchThreshold: nan}, false},
+		{"SwitchThreshold", Options{SwitchThreshold: math.Inf(1)}, false},
+		{"ProbeLimit", Options{ProbeLimit: 0.5}, false},
+		{"ProbeLimit", Options{ProbeLimit: -2}, false},
+		{"ProbeLimit", Options{ProbeLimit: nan}, false},
+		{"ProbeSteps", Options{ProbeSteps: -1}, false},
+		{"FusionBytes", Options{FusionBytes: -1}, false},
+		{"FusionBytes", Options{FusionBytes: 3}, false},
+		{"FusionBytes", Options{FusionBytes: 7}, true},
+		{"LogEvery", Options{LogEvery: -1}, false},
+		{"SwitchCooldown", Options{SwitchCooldown: -1}, false},
+		{"EvaluationWindow", Options{EvaluationWindow: -5}, false},
+		{"Candidates", Options{Candidates: []collective.Strategy{collective.Auto}}, false},
+		{"Candidates", Options{Candidates: []collective.Strategy{collective.Direct, collective.Strategy(42)}}, false},
+	}
+	for _, b := range bad {
+		var err error
+		if b.f64 {
+			_, err = New[float64](c, b.o)
+		} else {
+			_, err = New[float32](c, b.o)
+		}
+		var ce *collective.ConfigError
+		if !errors.Is(err, collective.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != b.field {
+			t.Errorf("New(%+v, f64=%v): %v, want a ConfigError on %s", b.o, b.f64, err, b.field)
+		}
+	}
+	good := []Options{{}, {TopK: 1}, {TopK: 1e-9}, {Wire: backend.BF16}, {SwitchThreshold: 1}, {ProbeLimit: 1},
+		{ProbeLimit: math.Inf(1)}, {FusionBytes: 4}, {LogEvery: 1}, {ProbeSteps: 1}}
+	for _, o := range good {
+		s, err := New[float32](c, o)
+		if err != nil {
+			t.Errorf("New(%+v): %v", o, err)
+			continue
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+	if _, err := New[float32](nil, Options{}); !errors.Is(err, collective.ErrInvalidArgument) {
+		t.Errorf("New(nil Comm): %v, want ErrInvalidArgument", err)
 	}
 }
 
@@ -442,19 +591,14 @@ func TestGradientSyncWire(t *testing.T) {
 // selector must switch to direct, on every rank at the same step.
 func TestSyncAllAdaptiveSizeClass(t *testing.T) {
 	const ranks, tensors, elems = 4, 8, 1024
-	g := openGroup(t, "host", ranks, func(o *Options) {
-		o.Config.Strategy = Ring
-		o.Config.AdaptiveCommunication = true
-	})
-	for r := 0; r < ranks; r++ {
-		g.devs[r].(interface{ SetDelay(time.Duration) }).SetDelay(time.Millisecond)
-	}
+	g := openGroup(t, "host", ranks, func(o *collective.Options) { o.Config.Strategy = collective.Ring })
+	setDelay(t, g, time.Millisecond)
 	const cooldown, probe = 2, 2
-	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: cooldown, EvaluationWindow: 4, ProbeSteps: probe,
-		Candidates: []Strategy{Ring, Direct}, FusionBytes: 4 * elems})
-	const steps = cooldown + 2*probe // the probe round ends, and is compared, at the last step
+	ss := newSyncs[float32](t, g, Options{Adaptive: true, AnyOrder: true, SwitchCooldown: cooldown, EvaluationWindow: 4,
+		ProbeSteps: probe, Candidates: []collective.Strategy{collective.Ring, collective.Direct}, FusionBytes: 4 * elems})
+	steps := effectiveCooldown(cooldown, 2, probe) + 2*probe // the probe round ends, and is compared, at the last step
 	seen := make([][]Stats, ranks)
-	noErrors(t, onRanks(g, func(c *Comm) error {
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
 		model := make([][]float32, tensors)
 		for s := 0; s < steps; s++ {
 			for i := range model {
@@ -486,29 +630,25 @@ func TestSyncAllAdaptiveSizeClass(t *testing.T) {
 		}
 	}
 	last := seen[0][len(seen[0])-1]
-	if last.Switches != 1 || last.CurrentStrategy != Direct || last.LastSwitchStep != steps || last.Operations != steps*tensors {
+	if last.Switches != 1 || last.CurrentStrategy != collective.Direct || last.LastSwitchStep != int64(steps) || last.Operations != int64(steps*tensors) {
 		t.Fatalf("after %d steps: %+v, want one switch to direct at the last step and %d collectives", steps, last, steps*tensors)
 	}
-	if _, n := ss[0].Monitor(Direct, tensors*elems*4); n != probe {
+	if _, n := ss[0].mon.secsPerByte(collective.Direct, sizeClass(tensors*elems*4)); n != probe {
 		t.Errorf("direct has %d samples at the model's size, want one per probe step (%d)", n, probe)
 	}
 }
 
-// TestSyncAllTopK: with GradientCompression, SyncAll compresses: it is Sync
-// on the tensors concatenated in order (one top-k over the model, one
-// error-feedback residual), bitwise, over several steps.
+// TestSyncAllTopK: with TopK, SyncAll compresses: it is Sync on the tensors
+// concatenated in order (one top-k over the model, one error-feedback
+// residual), bitwise, over several steps.
 func TestSyncAllTopK(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
 		const ranks, steps = 3, 4
-		g := openGroup(t, bk, ranks, func(o *Options) {
-			o.Config.GradientCompression = true
-			o.Config.CompressionRatio = 0.1
-			o.Config.ErrorCorrection = true
-		})
-		all := newSyncs[float32](t, g, SyncOptions{FusionBytes: 256})
-		flat := newSyncs[float32](t, g, SyncOptions{FusionBytes: 256})
+		g := openGroup(t, bk, ranks)
+		all := newSyncs[float32](t, g, Options{TopK: 0.1, FusionBytes: 256})
+		flat := newSyncs[float32](t, g, Options{TopK: 0.1, FusionBytes: 256})
 		sizes := []int{5, 100, 1, 64, 300, 17}
-		noErrors(t, onRanks(g, func(c *Comm) error {
+		noErrors(t, onRanks(g, func(c *collective.Comm) error {
 			rng := rand.New(rand.NewPCG(uint64(c.Rank()), 11))
 			for s := 0; s < steps; s++ {
 				var model [][]float32
@@ -528,7 +668,7 @@ func TestSyncAllTopK(t *testing.T) {
 				if err := flat[c.Rank()].Sync(context.Background(), cat); err != nil {
 					return err
 				}
-				if err := AllReduce(context.Background(), c, dense, Mean); err != nil {
+				if err := collective.AllReduce(context.Background(), c, dense, collective.Mean); err != nil {
 					return err
 				}
 				var got []float32
@@ -554,9 +694,9 @@ func TestSyncAllTopK(t *testing.T) {
 // every tensor larger than a bucket: with one bucket it is AllReduceWire of
 // the small tensors concatenated, and AllReduceWire of the large one.
 func TestSyncAllWire(t *testing.T) {
-	g := openGroup(t, "host", 3, func(o *Options) { o.Config.AdaptiveCommunication = false })
-	ss := newSyncs[float32](t, g, SyncOptions{Wire: backend.BF16, FusionBytes: 4096})
-	noErrors(t, onRanks(g, func(c *Comm) error {
+	g := openGroup(t, "host", 3)
+	ss := newSyncs[float32](t, g, Options{Wire: backend.BF16, FusionBytes: 4096})
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
 		model := [][]float32{make([]float32, 10), make([]float32, 2000), make([]float32, 33)}
 		for i, x := range model {
 			for j := range x {
@@ -568,10 +708,10 @@ func TestSyncAllWire(t *testing.T) {
 		if err := ss[c.Rank()].SyncAll(context.Background(), model); err != nil {
 			return err
 		}
-		if err := AllReduceWire(context.Background(), c, large, Mean, backend.BF16); err != nil {
+		if err := collective.AllReduceWire(context.Background(), c, large, collective.Mean, backend.BF16); err != nil {
 			return err
 		}
-		if err := AllReduceWire(context.Background(), c, small, Mean, backend.BF16); err != nil {
+		if err := collective.AllReduceWire(context.Background(), c, small, collective.Mean, backend.BF16); err != nil {
 			return err
 		}
 		if !bitsEqual(model[1], large) || !bitsEqual(append(append([]float32(nil), model[0]...), model[2]...), small) {
@@ -597,64 +737,74 @@ func (h *countHandler) Handle(context.Context, slog.Record) error {
 func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countHandler) WithGroup(string) slog.Handler      { return h }
 
-// TestGradientSyncNilLoggerQuiet: a GradientSync without a Logger logs
-// nothing (not to slog.Default), even when the monitor's interval passes
-// and the selector switches; with a Logger it logs there.
-func TestGradientSyncNilLoggerQuiet(t *testing.T) {
+func (h *countHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// countDefault installs a counting slog.Default for the test's duration.
+func countDefault(t *testing.T) *countHandler {
 	def := &countHandler{}
 	old := slog.Default()
 	slog.SetDefault(slog.New(def))
-	defer slog.SetDefault(old)
-	g := openGroup(t, "host", 2, func(o *Options) {
-		o.Config.BandwidthMonitorInterval = 1
-		o.Config.Strategy = Auto
-	})
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return def
+}
+
+// TestSyncNilLoggerQuiet: a Sync without a Logger logs nothing (not to
+// slog.Default), even when LogEvery passes and the selector switches; with
+// a Logger it logs there.
+func TestSyncNilLoggerQuiet(t *testing.T) {
+	t.Setenv("GOCOLL_DEBUG", "")
+	def := countDefault(t)
+	g := openGroup(t, "host", 2, func(o *collective.Options) { o.Config.Strategy = collective.Auto })
 	own := &countHandler{}
-	ss := make([]*GradientSync[float32], 2)
+	ss := make([]*Sync[float32], 2)
 	for r := range ss {
-		o := SyncOptions{SwitchCooldown: 1, ProbeSteps: 1, Candidates: []Strategy{Direct, Ring}}
+		o := Options{Adaptive: true, AnyOrder: true, LogEvery: 1, SwitchCooldown: 1, ProbeSteps: 1, ProbeLimit: 1e9,
+			Candidates: []collective.Strategy{collective.Direct, collective.Ring}}
 		if r == 1 {
 			o.Logger = slog.New(own)
 		}
-		s, err := NewGradientSync[float32](g.Comm(r), o)
+		s, err := New[float32](g.Comm(r), o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ss[r] = s
 	}
-	noErrors(t, onRanks(g, func(c *Comm) error {
-		for s := 0; s < 6; s++ {
+	const steps = 32 // past the cooldown (27) and a probe round (2): a switch from Auto
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
+		for s := 0; s < steps; s++ {
 			if err := ss[c.Rank()].Sync(context.Background(), make([]float32, 64)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}))
-	if def.n != 0 {
-		t.Errorf("a nil Logger logged %d records to slog.Default", def.n)
+	if n := def.count(); n != 0 {
+		t.Errorf("a nil Logger logged %d records to slog.Default", n)
 	}
-	if own.n < 6 {
-		t.Errorf("a set Logger got %d records, want at least one a step", own.n)
+	if st := ss[1].Stats(); st.Switches != 1 {
+		t.Errorf("no switch from Auto after a probe round: %+v", st)
+	}
+	if n := own.count(); n < steps+1 {
+		t.Errorf("a set Logger got %d records, want one a step and one for the switch (%d)", n, steps+1)
 	}
 }
 
-// TestGradientSyncAsyncThenSync: Sync and SyncAll after SyncAsync steps run
-// after them, in call order, on every rank (they are collectives on the
-// same Comm, and advance the selector's probes), with adaptive probes
-// switching strategies in between, whether or not the caller waited for
-// the asynchronous steps.
-func TestGradientSyncAsyncThenSync(t *testing.T) {
-	g := openGroup(t, "host", 2, func(o *Options) {
-		o.Config.AsyncParamUpdates = true
-		o.Config.AdaptiveCommunication = true
-		o.Config.Strategy = Ring
-	})
-	for r := 0; r < 2; r++ {
-		g.devs[r].(interface{ SetDelay(time.Duration) }).SetDelay(200 * time.Microsecond)
-	}
-	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: 1, ProbeSteps: 1, Candidates: []Strategy{Ring, Direct, Tree}})
-	const rounds = 4
-	noErrors(t, onRanks(g, func(c *Comm) error {
+// TestSyncAsyncThenSync: Sync and SyncAll after SyncAsync steps run after
+// them, in call order, on every rank (they are collectives on the same
+// Comm, and advance the selector's probes), with adaptive probes switching
+// strategies in between, whether or not the caller waited for the
+// asynchronous steps.
+func TestSyncAsyncThenSync(t *testing.T) {
+	g := openGroup(t, "host", 2, func(o *collective.Options) { o.Config.Strategy = collective.Ring })
+	setDelay(t, g, 200*time.Microsecond)
+	ss := newSyncs[float32](t, g, Options{Adaptive: true, AnyOrder: true, SwitchCooldown: 1, ProbeSteps: 1, ProbeLimit: 1e9,
+		Candidates: []collective.Strategy{collective.Ring, collective.Direct, collective.Tree}})
+	const rounds = 10 // 40 steps: past the raised cooldown (27) and a probe round
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
 		s := ss[c.Rank()]
 		fill := func(n, step int) []float32 {
 			x := make([]float32, n)
@@ -698,7 +848,7 @@ func TestGradientSyncAsyncThenSync(t *testing.T) {
 				}
 			}
 		}
-		if err := s.Synchronize(context.Background()); err != nil {
+		if err := s.Wait(context.Background()); err != nil {
 			return err
 		}
 		if st := s.Stats(); st.Steps != 4*rounds {
@@ -706,22 +856,28 @@ func TestGradientSyncAsyncThenSync(t *testing.T) {
 		}
 		return nil
 	}))
-	if a, b := ss[0].Stats(), ss[1].Stats(); a.CurrentStrategy != b.CurrentStrategy || a.Switches != b.Switches {
+	a, b := ss[0].Stats(), ss[1].Stats()
+	if a.CurrentStrategy != b.CurrentStrategy || a.Switches != b.Switches || a.ProbeSteps != b.ProbeSteps || a.LastSwitchStep != b.LastSwitchStep {
 		t.Errorf("ranks disagree: %+v vs %+v", a, b)
+	}
+	if a.ProbeSteps == 0 {
+		t.Errorf("no probe ran: %+v", a)
 	}
 }
 
-// TestGradientSyncProbesSmallPipelined: the selector's probes run every
-// candidate on the step's tensor, however small: a pipelined probe with
-// more chunks than elements still gives the exact mean.
-func TestGradientSyncProbesSmallPipelined(t *testing.T) {
-	g := openGroup(t, "host", 2, func(o *Options) {
-		o.Config.Strategy = Direct
+// TestSyncProbesSmallPipelined: the selector's probes run every candidate
+// on the step's tensor, however small: a pipelined probe with more chunks
+// than elements still gives the exact mean.
+func TestSyncProbesSmallPipelined(t *testing.T) {
+	g := openGroup(t, "host", 2, func(o *collective.Options) {
+		o.Config.Strategy = collective.Direct
 		o.Config.PipelineDepth = 4
 	})
-	ss := newSyncs[float32](t, g, SyncOptions{SwitchCooldown: 1, ProbeSteps: 2, Candidates: []Strategy{Direct, Pipelined}})
-	noErrors(t, onRanks(g, func(c *Comm) error {
-		for s := 0; s < 8; s++ {
+	ss := newSyncs[float32](t, g, Options{Adaptive: true, SwitchCooldown: 1, ProbeSteps: 2, ProbeLimit: 1e9,
+		Candidates: []collective.Strategy{collective.Direct, collective.Pipelined}})
+	const iters = 25 // 50 steps: past the raised cooldown (36) and a probe round
+	noErrors(t, onRanks(g, func(c *collective.Comm) error {
+		for s := 0; s < iters; s++ {
 			for _, n := range []int{16, 3} {
 				x := make([]float32, n)
 				for i := range x {
@@ -739,4 +895,11 @@ func TestGradientSyncProbesSmallPipelined(t *testing.T) {
 		}
 		return nil
 	}))
+	if st := ss[0].Stats(); st.ProbeSteps == 0 {
+		t.Errorf("no probe ran: %+v", st)
+	}
+	if n := func() int { _, n := ss[0].mon.secsPerByte(collective.Pipelined, sizeClass(16*4)); return n }() +
+		func() int { _, n := ss[0].mon.secsPerByte(collective.Pipelined, sizeClass(3*4)); return n }(); n == 0 {
+		t.Errorf("pipelined never ran")
+	}
 }

@@ -1,8 +1,9 @@
 // Command dataparallel trains a small two-layer MLP on synthetic regression
 // data, data-parallel on N ranks with gocoll: every rank holds a replica of
-// the model and 1/N of each batch, computes its gradients, and
-// GradientSync averages them across ranks (one fused all-reduce per step),
-// so every replica applies the same update. With equal shards the mean of
+// the model and 1/N of each batch, computes its gradients into a ddp.Arena
+// (one pinned allocation, a view per parameter tensor), and a ddp.Sync
+// averages them across ranks (one zero-copy all-reduce of the whole arena
+// per step), so every replica applies the same update. With equal shards the mean of
 // the ranks' gradients is the full-batch gradient, so N ranks follow the
 // same loss curve as one rank on the full batch.
 //
@@ -19,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/ddp"
 )
 
 const (
@@ -118,9 +120,7 @@ func (m *model) step(g [][]float32) {
 // loss (mean squared error over the whole data set) after each epoch, as
 // rank 0 sees it, and each rank's final parameters.
 func Train(ctx context.Context, ranks, epochs int, backendName string) ([]float64, [][][]float32, error) {
-	cfg := collective.DefaultConfig()
-	cfg.AdaptiveCommunication = false
-	g, err := collective.NewGroup(ctx, collective.Options{Ranks: ranks, Backend: backendName, Config: cfg})
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: ranks, Backend: backendName, Config: collective.DefaultConfig()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -136,19 +136,26 @@ func Train(ctx context.Context, ranks, epochs int, backendName string) ([]float6
 		go func(r int) {
 			defer wg.Done()
 			c := g.Comm(r)
-			gs, err := collective.NewGradientSync[float32](c, collective.SyncOptions{})
+			gs, err := ddp.New[float32](c, ddp.Options{})
 			if err != nil {
 				errs[r] = err
 				return
 			}
+			defer gs.Close(ctx)
+			arena, err := ddp.NewArena[float32](hidden*features, hidden, hidden, 1)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer arena.Close()
 			m := newModel()
-			grads := [][]float32{make([]float32, hidden*features), make([]float32, hidden), make([]float32, hidden), make([]float32, 1)}
+			grads := [][]float32{arena.View(0), arena.View(1), arena.View(2), arena.View(3)}
 			lo, hi := samples*r/ranks, samples*(r+1)/ranks
 			lossBuf := make([]float64, 1)
 			lossParts[r] = make([]float64, epochs)
 			for e := 0; e < epochs; e++ {
 				loss := m.grads(x, y, lo, hi, grads)
-				if err := gs.SyncAll(ctx, grads); err != nil {
+				if err := gs.Sync(ctx, arena.Flat()); err != nil {
 					errs[r] = err
 					return
 				}

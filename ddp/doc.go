@@ -1,0 +1,27 @@
+// Package ddp is gocoll's data-parallel training layer, over package
+// collective: a Sync per rank averages gradients across the ranks of a
+// collective.Group every step.
+//
+// What it adds to a plain collective.AllReduce(ctx, c, grads, collective.Mean):
+//
+//   - Reproducible by default: the dense all-reduce only uses strategies
+//     whose reduction order is rank order (direct, pipelined, host; every
+//     strategy when the group's Config.Deterministic is set), so two runs
+//     of the same program give bitwise-identical gradients, whatever the
+//     cost model picks on the day. Options.AnyOrder lifts the restriction.
+//   - Fusion: SyncAll packs many small tensors into buckets (one collective
+//     per bucket instead of one per tensor).
+//   - An Arena: one pinned allocation with a view per tensor, for
+//     frameworks to keep gradients in, so a whole-model Sync is one
+//     zero-copy collective.
+//   - Compression: top-k with error feedback (Options.TopK), or a 16-bit
+//     wire format for float32 gradients (Options.Wire).
+//   - Asynchronous steps (SyncAsync) that overlap the next step's compute.
+//   - An optional adaptive selector (Options.Adaptive, off by default) that
+//     probes the strategies the cost model rates close to the best and
+//     switches, the same way on every rank, when one is measurably faster.
+//   - Quiet: nothing is logged unless Options.Logger or GOCOLL_DEBUG is set.
+//
+// Every rank creates its own Sync over its own Comm and makes the same
+// sequence of calls, from one goroutine per rank.
+package ddp

@@ -1,0 +1,9 @@
+//go:build !cgo || novulkan
+
+package ddp
+
+import "testing"
+
+const vulkanBuilt = false
+
+func checkValidation(testing.TB) {}

@@ -1,0 +1,890 @@
+package ddp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sort"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/collective"
+)
+
+// ErrClosed is returned by calls on a closed Sync.
+var ErrClosed = errors.New("ddp: Sync closed")
+
+// Options tune a Sync. The zero Options are the defaults: dense mean
+// all-reduce with the group's strategy restricted to rank-order reductions
+// (reproducible), no compression, no adaptive switching, no logging.
+type Options struct {
+	// TopK, in (0, 1], turns on top-k compression: each step sends only
+	// the TopK fraction of the gradient's elements with the largest
+	// magnitudes (at least one), exchanged with two all-gathers. 0: dense.
+	TopK float32
+	// NoErrorFeedback drops what top-k did not send; by default it is kept
+	// in a residual and added to the next step's gradient (Deep Gradient
+	// Compression's error feedback).
+	NoErrorFeedback bool
+	// Wire, when set (backend.F16 or backend.BF16), compresses the dense
+	// all-reduce of float32 gradients on the wire (the ring strategy; see
+	// collective.AllReduceWire). Not with TopK, nor with float64.
+	Wire backend.WireFormat
+
+	// AnyOrder lets the dense all-reduce use every strategy, ring, tree and
+	// hierarchical included, whose reduction order (and so the last bits of
+	// the result) differs from strategy to strategy unless the group's
+	// Config.Deterministic is set. By default only rank-order strategies
+	// run, so the results do not depend on what the cost model picked.
+	AnyOrder bool
+	// Adaptive turns on the performance monitor's strategy selection: every
+	// SwitchCooldown steps it probes the candidate strategies for ProbeSteps
+	// steps each, the ranks agree on the measurements, and all switch
+	// together when one is faster than the current one by SwitchThreshold.
+	// Off by default: the cost model's choice is already measured on the
+	// machine, probing costs steps at the slower strategies, and the choice
+	// can differ from run to run.
+	Adaptive bool
+	// SwitchCooldown is the least number of steps between two evaluations
+	// (0: 50). It is raised so that probing takes at most a tenth of the
+	// steps.
+	SwitchCooldown int
+	// EvaluationWindow is the number of recent samples per strategy and
+	// size class the monitor keeps and compares (0: 20).
+	EvaluationWindow int
+	// SwitchThreshold is the least measured speed-up (current time / best
+	// time) that makes the selector switch (0: 1.2).
+	SwitchThreshold float64
+	// ProbeSteps is how many steps each other candidate runs in a probe
+	// round (0: 3).
+	ProbeSteps int
+	// Candidates are the strategies the selector may probe (nil: direct,
+	// pipelined, ring, tree and hierarchical; without AnyOrder only the
+	// rank-order ones among them).
+	Candidates []collective.Strategy
+	// ProbeLimit skips candidates the group's cost model rates more than
+	// ProbeLimit times slower than the best for the step's size (0: 2).
+	ProbeLimit float64
+
+	// FusionBytes is the size of the buckets SyncAll packs small tensors
+	// into (0: 4 MiB).
+	FusionBytes int
+	// Logger receives a line every LogEvery steps and one per strategy
+	// switch. nil: nothing, unless GOCOLL_DEBUG is set (then slog.Default).
+	Logger *slog.Logger
+	// LogEvery is the number of steps between two monitor lines (0: 100).
+	LogEvery int
+}
+
+// Stats is a snapshot of a Sync's counters (all real counts).
+type Stats struct {
+	AverageBandwidth float64 // bytes per second over every collective run
+	Operations       int64   // collectives run (buckets and top-k exchanges included)
+	BytesMoved       int64   // bytes of gradient data reduced
+	CurrentStrategy  collective.Strategy
+	Steps            int64 // Sync/SyncAll calls
+	ProbeSteps       int64 // steps run on a probed strategy (Adaptive)
+	Switches         int   // strategy switches the selector made
+	LastSwitchStep   int64
+}
+
+// Sync averages gradients across the ranks of one rank's Comm (the seed's
+// MultiGpuSync).
+//
+// A step is a sequence of collectives on the Comm (the selector's probes
+// and its agreement included), so steps run one at a time in call order:
+// Sync and SyncAll first wait for the SyncAsync steps started before them.
+type Sync[T collective.Float] struct {
+	c        *collective.Comm
+	g        *collective.Group
+	opts     Options
+	log      *slog.Logger
+	adaptive bool          // the selector runs
+	fixed    bool          // every strategy reduces in rank order (Config.Deterministic)
+	dt       backend.DType // T's
+
+	mu       sync.Mutex // guards the fields below (async steps run on the comm's worker)
+	mon      *monitor
+	cur      collective.Strategy
+	step     int64
+	probed   int64
+	lastEval int64
+	lastSw   int64
+	switches int
+	probe    []collective.Strategy // strategies still to probe, one per step, in order
+	vec      []float64             // agreement vector (pooled)
+	cands    []collective.Strategy // candidates of the probe round under way
+	pick     map[int]collective.Strategy
+	closed   bool
+	residual []T // error feedback of top-k
+	acc      []T
+	order    []int
+	idx      []float64
+	val      []T
+	allIdx   []float64
+	allVal   []T
+	bucket   []T
+	flat     []T            // SyncAll's model, concatenated for top-k
+	dAcc     backend.Buffer // device copies for top-k selection on the device
+	dIdx     backend.Buffer
+	dVal     backend.Buffer
+	idxBuf   []uint32
+
+	pendMu  sync.Mutex
+	pending []*collective.Work
+}
+
+func dtypeOf[T collective.Float]() backend.DType {
+	var z T
+	if unsafe.Sizeof(z) == 8 {
+		return backend.F64
+	}
+	return backend.F32
+}
+
+func bad(field, format string, a ...any) error {
+	return &collective.ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
+}
+
+// New returns rank c.Rank()'s Sync. Every rank of the group creates one
+// with the same Options.
+func New[T collective.Float](c *collective.Comm, opts Options) (*Sync[T], error) {
+	if c == nil {
+		return nil, fmt.Errorf("ddp.New: nil Comm: %w", collective.ErrInvalidArgument)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&opts.SwitchCooldown, 50)
+	def(&opts.EvaluationWindow, 20)
+	def(&opts.ProbeSteps, 3)
+	def(&opts.FusionBytes, 4<<20)
+	def(&opts.LogEvery, 100)
+	if opts.SwitchThreshold == 0 {
+		opts.SwitchThreshold = 1.2
+	}
+	if opts.ProbeLimit == 0 {
+		opts.ProbeLimit = 2
+	}
+	dt := dtypeOf[T]()
+	switch {
+	case !(opts.TopK >= 0 && opts.TopK <= 1):
+		return nil, bad("TopK", "must be in [0, 1] (0: dense), got %v", opts.TopK)
+	case opts.Wire != 0 && opts.Wire != backend.F16 && opts.Wire != backend.BF16:
+		return nil, bad("Wire", "must be 0, backend.F16 or backend.BF16, got %v", opts.Wire)
+	case opts.Wire != 0 && opts.TopK > 0:
+		return nil, bad("Wire", "top-k exchanges indices and values with all-gathers: choose TopK or Wire")
+	case opts.Wire != 0 && dt != backend.F32:
+		return nil, bad("Wire", "compresses float32 gradients only")
+	case opts.SwitchCooldown < 1:
+		return nil, bad("SwitchCooldown", "must be >= 1")
+	case opts.EvaluationWindow < 1:
+		return nil, bad("EvaluationWindow", "must be >= 1")
+	case !(opts.SwitchThreshold >= 1) || math.IsInf(opts.SwitchThreshold, 0):
+		return nil, bad("SwitchThreshold", "must be finite and >= 1")
+	case !(opts.ProbeLimit >= 1) || math.IsNaN(opts.ProbeLimit):
+		return nil, bad("ProbeLimit", "must be >= 1")
+	case opts.ProbeSteps < 1:
+		return nil, bad("ProbeSteps", "must be >= 1")
+	case opts.FusionBytes < dt.Size():
+		return nil, bad("FusionBytes", "must hold at least one element")
+	case opts.LogEvery < 1:
+		return nil, bad("LogEvery", "must be >= 1")
+	}
+	if opts.Candidates == nil {
+		opts.Candidates = []collective.Strategy{collective.Direct, collective.Pipelined, collective.Ring, collective.Tree, collective.Hierarchical}
+	} else {
+		opts.Candidates = append([]collective.Strategy(nil), opts.Candidates...)
+	}
+	for _, s := range opts.Candidates {
+		if s == collective.Auto || s.String() == fmt.Sprintf("Strategy(%d)", int(s)) {
+			return nil, bad("Candidates", "%s is not a concrete strategy", s)
+		}
+	}
+	g := c.Group()
+	cfg := g.Config()
+	l := opts.Logger
+	if l == nil {
+		if os.Getenv("GOCOLL_DEBUG") != "" {
+			l = slog.Default()
+		} else {
+			l = slog.New(slog.DiscardHandler)
+		}
+	}
+	s := &Sync[T]{c: c, g: g, opts: opts, log: l, dt: dt, mon: newMonitor(opts.EvaluationWindow), cur: cfg.Strategy,
+		fixed: cfg.Deterministic, pick: map[int]collective.Strategy{},
+		adaptive: opts.Adaptive && g.Size() > 1 && opts.TopK == 0 && opts.Wire == 0}
+	if opts.Wire != 0 {
+		s.cur = collective.Ring
+	}
+	s.vec = make([]float64, len(opts.Candidates))
+	s.cands = make([]collective.Strategy, 0, len(opts.Candidates))
+	// Measure the group's cost model now, from the caller's goroutine (an
+	// operation of c), so the steps' choices never have to.
+	c.AutoChoice(1, dt)
+	return s, nil
+}
+
+// rankOrder reports whether strategy st reduces in rank order (so its
+// result does not depend on which such strategy ran).
+func (s *Sync[T]) rankOrder(st collective.Strategy) bool {
+	if s.fixed || s.opts.AnyOrder {
+		return true
+	}
+	switch st {
+	case collective.Direct, collective.Pipelined, collective.Host:
+		return true
+	}
+	return false
+}
+
+// Sync all-reduces grads to their mean across ranks, in place, and counts
+// one step (with TopK: the top-k exchange). A gradient in an Arena (or any
+// collective.HostBuffer) moves without a copy into staging memory.
+func (s *Sync[T]) Sync(ctx context.Context, grads []T) error {
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
+	return s.stepOne(ctx, grads)
+}
+
+// SyncAsync starts Sync and returns at once; grads must not be touched
+// until the Work is done. Steps run in the order they were started, after
+// the comm's operations queued before them.
+func (s *Sync[T]) SyncAsync(ctx context.Context, grads []T) *collective.Work {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return s.c.Go(ctx, "ddp.SyncAsync", func(context.Context) error { return ErrClosed })
+	}
+	w := s.c.Go(ctx, "ddp.SyncAsync", func(ctx context.Context) error { return s.stepOne(ctx, grads) })
+	s.pendMu.Lock()
+	s.pending = append(pruneDone(s.pending), w)
+	s.pendMu.Unlock()
+	return w
+}
+
+// settle waits for the SyncAsync steps started before a synchronous step:
+// a step advances the selector's state (probes, step count), which every
+// rank must advance in the same order.
+func (s *Sync[T]) settle(ctx context.Context) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	s.pendMu.Lock()
+	ws := s.pending
+	s.pendMu.Unlock()
+	for _, w := range ws {
+		if err := w.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	s.pendMu.Lock()
+	s.pending = pruneDone(s.pending)
+	s.pendMu.Unlock()
+	return nil
+}
+
+// pruneDone drops the Works that finished without an error (Wait still
+// reports the others).
+func pruneDone(ws []*collective.Work) []*collective.Work {
+	out := ws[:0]
+	for _, w := range ws {
+		if !w.Done() || w.Wait(context.Background()) != nil {
+			out = append(out, w)
+		}
+	}
+	clear(ws[len(out):])
+	return out
+}
+
+// SyncAll all-reduces many tensors (a model's layers) to their means as one
+// step. Tensors smaller than FusionBytes are copied into a bucket, reduced
+// together and copied back (one collective per bucket, two host copies of
+// each small tensor); larger ones are reduced in place, without a copy. An
+// Arena avoids both: Sync(ctx, arena.Flat()) is one zero-copy collective.
+// The step runs one strategy for all its buckets and is measured as one
+// sample at the size of the whole model (where the selector compares).
+//
+// With TopK it is Sync on the tensors concatenated in order (one copy in
+// and out): one top-k selection over the whole model and one residual
+// covering the concatenation (so Sync and SyncAll of different lengths on
+// one Sync restart it). With a Wire format every bucket is compressed.
+func (s *Sync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.step++
+	s.mu.Unlock()
+	es := s.dt.Size()
+	total := 0
+	for _, t := range tensors {
+		total += len(t)
+	}
+	if s.opts.TopK > 0 {
+		if cap(s.flat) < total {
+			s.flat = make([]T, total)
+		}
+		flat := s.flat[:0]
+		for _, t := range tensors {
+			flat = append(flat, t...)
+		}
+		if err := s.topK(ctx, flat); err != nil {
+			return err
+		}
+		for _, t := range tensors {
+			flat = flat[copy(t, flat):]
+		}
+	} else if err := s.fused(ctx, tensors, total*es); err != nil {
+		return err
+	}
+	s.afterStep(ctx)
+	return s.evaluate(ctx, total*es)
+}
+
+// fused reduces tensors in fusion buckets (tensors larger than a bucket on
+// their own, in place) with this step's strategy, and records the step as
+// one sample.
+func (s *Sync[T]) fused(ctx context.Context, tensors [][]T, total int) error {
+	st := s.strategyForStep(total)
+	per := s.opts.FusionBytes / s.dt.Size()
+	if cap(s.bucket) < per {
+		s.bucket = make([]T, per)
+	}
+	b := s.bucket[:0]
+	start := 0
+	var spent time.Duration
+	bytes, ops := 0, 0
+	reduce := func(data []T) error {
+		t0 := time.Now()
+		if err := s.reduce(ctx, data, st); err != nil {
+			return err
+		}
+		spent += time.Since(t0)
+		bytes += len(data) * s.dt.Size()
+		ops++
+		return nil
+	}
+	flush := func(end int) error {
+		if len(b) == 0 {
+			return nil
+		}
+		if err := reduce(b); err != nil {
+			return err
+		}
+		off := 0
+		for _, t := range tensors[start:end] {
+			if len(t) <= per {
+				copy(t, b[off:off+len(t)])
+				off += len(t)
+			}
+		}
+		b = b[:0]
+		return nil
+	}
+	for i, t := range tensors {
+		if len(t) > per {
+			if err := reduce(t); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(b)+len(t) > per {
+			if err := flush(i); err != nil {
+				return err
+			}
+			start = i
+		}
+		if len(b) == 0 {
+			start = i
+		}
+		b = append(b, t...)
+	}
+	if err := flush(len(tensors)); err != nil {
+		return err
+	}
+	if ops > 0 {
+		s.mu.Lock()
+		s.mon.record(st, bytes, spent, ops)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// Wait waits for every step started with SyncAsync and returns the first
+// error among them.
+func (s *Sync[T]) Wait(ctx context.Context) error {
+	s.pendMu.Lock()
+	ws := s.pending
+	s.pending = nil
+	s.pendMu.Unlock()
+	var first error
+	for _, w := range ws {
+		if err := w.Wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Close waits for the SyncAsync steps (within ctx) and frees the Sync's
+// device buffers; later calls fail with ErrClosed. It does not close the
+// Comm.
+func (s *Sync[T]) Close(ctx context.Context) error {
+	err := s.Wait(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for _, b := range []*backend.Buffer{&s.dAcc, &s.dIdx, &s.dVal} {
+		if *b != nil {
+			if cerr := (*b).Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+			*b = nil
+		}
+	}
+	return err
+}
+
+// Stats returns the current counters.
+func (s *Sync[T]) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{
+		AverageBandwidth: s.mon.averageBandwidth(),
+		Operations:       s.mon.ops,
+		BytesMoved:       s.mon.totalBytes,
+		CurrentStrategy:  s.cur,
+		Steps:            s.step,
+		ProbeSteps:       s.probed,
+		Switches:         s.switches,
+		LastSwitchStep:   s.lastSw,
+	}
+}
+
+func (s *Sync[T]) stepOne(ctx context.Context, grads []T) error {
+	s.mu.Lock()
+	s.step++
+	s.mu.Unlock()
+	bytes := len(grads) * s.dt.Size()
+	var err error
+	if s.opts.TopK > 0 {
+		err = s.topK(ctx, grads)
+	} else {
+		st := s.strategyForStep(bytes)
+		start := time.Now()
+		if err = s.reduce(ctx, grads, st); err == nil {
+			s.mu.Lock()
+			s.mon.record(st, bytes, time.Since(start), 1)
+			s.mu.Unlock()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.afterStep(ctx)
+	return s.evaluate(ctx, bytes)
+}
+
+// strategyForStep is the strategy this step runs: a probe, the current
+// one, or, for Auto restricted to rank order, the cost model's best
+// rank-order strategy for the step's size.
+func (s *Sync[T]) strategyForStep(bytes int) collective.Strategy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.probe) > 0 {
+		st := s.probe[0]
+		s.probe = s.probe[1:]
+		s.probed++
+		return st
+	}
+	if s.cur != collective.Auto || s.rankOrder(collective.Ring) {
+		return s.cur
+	}
+	if st, ok := s.pick[bytes]; ok {
+		return st
+	}
+	st := s.bestRankOrder(bytes)
+	s.pick[bytes] = st
+	return st
+}
+
+// bestRankOrder is the cost model's fastest rank-order strategy for an
+// all-reduce of bytes (Auto's own choice where it reduces in rank order).
+// s.mu held.
+func (s *Sync[T]) bestRankOrder(bytes int) collective.Strategy {
+	choice, est := s.c.AutoChoice(bytes, s.dt)
+	if s.rankOrder(choice) || s.g.Processes() > 1 {
+		// Across processes the modelled times are each process's own: only
+		// Auto's choice (the same everywhere) keeps the ranks in step.
+		return choice
+	}
+	best, bestT := collective.Auto, time.Duration(math.MaxInt64)
+	for _, st := range []collective.Strategy{collective.Host, collective.Direct, collective.Pipelined} {
+		if t, ok := est[st]; ok && t < bestT {
+			best, bestT = st, t
+		}
+	}
+	if best == collective.Auto {
+		// No rank-order strategy applies (across processes without
+		// Config.Deterministic): the cost model's choice.
+		return choice
+	}
+	return best
+}
+
+// reduce runs one mean all-reduce of data in place with strategy st (with a
+// Wire format: the compressed ring).
+func (s *Sync[T]) reduce(ctx context.Context, data []T, st collective.Strategy) error {
+	if s.opts.Wire != 0 {
+		f32 := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), len(data))
+		return collective.AllReduceWire(ctx, s.c, f32, collective.Mean, s.opts.Wire)
+	}
+	return collective.AllReduceWith(ctx, s.c, data, data, collective.Mean, st)
+}
+
+func (s *Sync[T]) afterStep(ctx context.Context) {
+	s.mu.Lock()
+	step := s.step
+	every := int64(s.opts.LogEvery)
+	var st Stats
+	if step%every == 0 {
+		st = Stats{AverageBandwidth: s.mon.averageBandwidth(), Operations: s.mon.ops, BytesMoved: s.mon.totalBytes,
+			CurrentStrategy: s.cur, Steps: step, ProbeSteps: s.probed, Switches: s.switches}
+	}
+	s.mu.Unlock()
+	if step%every == 0 {
+		s.log.InfoContext(ctx, "gocoll: gradient sync", "rank", s.c.Rank(), "step", st.Steps,
+			"avg_GBps", st.AverageBandwidth/1e9, "operations", st.Operations, "bytes", st.BytesMoved,
+			"strategy", st.CurrentStrategy.String(), "probe_steps", st.ProbeSteps, "switches", st.Switches)
+	}
+}
+
+// probeCandidates fills s.cands with the candidates a probe round at this
+// size runs: rank-order ones unless AnyOrder, and none the cost model rates
+// more than ProbeLimit times slower than its best. s.mu held.
+func (s *Sync[T]) probeCandidates(bytes int) {
+	s.cands = s.cands[:0]
+	_, est := s.c.AutoChoice(bytes, s.dt)
+	if s.g.Processes() > 1 {
+		clear(est) // each process's own model: no filter, so every rank probes the same
+	}
+	best := time.Duration(math.MaxInt64)
+	for _, st := range s.opts.Candidates {
+		if t, ok := est[st]; ok && t < best {
+			best = t
+		}
+	}
+	for _, st := range s.opts.Candidates {
+		if !s.rankOrder(st) {
+			continue
+		}
+		if t, ok := est[st]; ok && best > 0 && float64(t) > s.opts.ProbeLimit*float64(best) && st != s.cur {
+			continue
+		}
+		s.cands = append(s.cands, st)
+	}
+}
+
+// evaluate is the adaptive selector: SwitchCooldown steps after the last
+// evaluation it probes every other candidate for ProbeSteps steps, then all
+// ranks agree on the measurements (the maximum over ranks of each
+// strategy's recent time per byte: a collective is as slow as its slowest
+// rank) and switch together, at the same step, if the best candidate is
+// faster than the current strategy by SwitchThreshold.
+func (s *Sync[T]) evaluate(ctx context.Context, bytes int) error {
+	if !s.adaptive {
+		return nil
+	}
+	s.mu.Lock()
+	step := s.step
+	if len(s.probe) > 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.lastEval < 0 {
+		// A probe round just ended: compare now. Every candidate's slot is
+		// filled (+Inf where this round did not probe it), so the ranks'
+		// vectors line up.
+		s.lastEval = step
+		cls := sizeClass(bytes)
+		for i := range s.vec {
+			s.vec[i] = math.Inf(1)
+		}
+		for i, st := range s.opts.Candidates {
+			if !contains(s.cands, st) {
+				continue
+			}
+			if v, n := s.mon.secsPerByte(st, cls); n > 0 {
+				s.vec[i] = v
+			}
+		}
+		s.mu.Unlock()
+		// Agreement: every rank gets the same vector.
+		if err := collective.AllReduceWith(ctx, s.c, s.vec, s.vec, collective.Max, collective.Direct); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		best, cur := -1, math.Inf(1)
+		for i, st := range s.opts.Candidates {
+			if best < 0 || s.vec[i] < s.vec[best] {
+				best = i
+			}
+			if st == s.cur {
+				cur = s.vec[i]
+			}
+		}
+		if best >= 0 && !math.IsInf(s.vec[best], 1) && s.opts.Candidates[best] != s.cur &&
+			(s.cur == collective.Auto || cur/s.vec[best] >= s.opts.SwitchThreshold) {
+			from := s.cur
+			s.cur = s.opts.Candidates[best]
+			s.lastSw = step
+			s.switches++
+			s.log.InfoContext(ctx, "gocoll: strategy switched", "rank", s.c.Rank(), "step", step, "from", from.String(),
+				"to", s.cur.String(), "speedup", cur/s.vec[best])
+		}
+		return nil
+	}
+	s.probeCandidates(bytes)
+	round := len(s.cands) * s.opts.ProbeSteps
+	if !contains(s.cands, s.cur) {
+		round += s.opts.ProbeSteps
+	}
+	cooldown := int64(max(s.opts.SwitchCooldown, 9*round)) // probing <= a tenth of the steps
+	if len(s.cands) > 0 && step-s.lastEval >= cooldown && step-s.lastSw >= cooldown {
+		// A probe round: each other candidate runs ProbeSteps steps, then
+		// the current strategy, so it is compared on samples as fresh as
+		// the others'.
+		s.probe = s.probe[:0]
+		for _, st := range s.cands {
+			if st == s.cur {
+				continue
+			}
+			for i := 0; i < s.opts.ProbeSteps; i++ {
+				s.probe = append(s.probe, st)
+			}
+		}
+		if s.cur != collective.Auto {
+			if !contains(s.cands, s.cur) {
+				s.cands = append(s.cands, s.cur)
+			}
+			for i := 0; i < s.opts.ProbeSteps; i++ {
+				s.probe = append(s.probe, s.cur)
+			}
+		}
+		s.lastEval = -1
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func contains(ss []collective.Strategy, st collective.Strategy) bool {
+	for _, x := range ss {
+		if x == st {
+			return true
+		}
+	}
+	return false
+}
+
+// topK sends only the k largest-magnitude elements of grads (plus the
+// residual of earlier steps, unless NoErrorFeedback): each rank selects its
+// top k, every rank gathers all ranks' (index, value) pairs and sums them
+// in rank order into a dense result, then divides by N. What was not sent
+// stays in the residual and is added to the next step's gradient.
+func (s *Sync[T]) topK(ctx context.Context, grads []T) error {
+	n := len(grads)
+	if n == 0 {
+		return nil
+	}
+	k := int(float64(s.opts.TopK) * float64(n))
+	k = min(max(k, 1), n)
+	N := s.c.Size()
+	feedback := !s.opts.NoErrorFeedback
+	if cap(s.acc) < n {
+		s.acc = make([]T, n)
+		s.order = make([]int, n)
+	}
+	if feedback && len(s.residual) != n {
+		s.residual = make([]T, n)
+	}
+	if cap(s.idx) < k {
+		s.idx = make([]float64, k)
+		s.val = make([]T, k)
+	}
+	if cap(s.allIdx) < k*N {
+		s.allIdx = make([]float64, k*N)
+		s.allVal = make([]T, k*N)
+	}
+	acc := s.acc[:n]
+	for i, g := range grads {
+		if feedback {
+			acc[i] = g + s.residual[i]
+		} else {
+			acc[i] = g
+		}
+	}
+	idx, val := s.idx[:k], s.val[:k]
+	if onDevice, err := s.selectOnDevice(ctx, acc, k); err != nil {
+		return err
+	} else if !onDevice {
+		selectTopK(acc, s.order[:n], k)
+	}
+	for j, i := range s.order[:k] {
+		idx[j] = float64(i)
+		val[j] = acc[i]
+	}
+	if feedback {
+		copy(s.residual, acc)
+		for _, i := range s.order[:k] {
+			s.residual[i] = 0
+		}
+	}
+	start := time.Now()
+	if err := collective.AllGather(ctx, s.c, idx, s.allIdx[:k*N]); err != nil {
+		return err
+	}
+	if err := collective.AllGather(ctx, s.c, val, s.allVal[:k*N]); err != nil {
+		return err
+	}
+	d := time.Since(start)
+	for i := range grads {
+		grads[i] = 0
+	}
+	for j, fi := range s.allIdx[:k*N] {
+		grads[int(fi)] += s.allVal[j]
+	}
+	for i := range grads {
+		grads[i] = T(float64(grads[i]) / float64(N)) // correctly rounded mean
+	}
+	s.mu.Lock()
+	s.mon.record(s.cur, k*N*(8+s.dt.Size()), d, 2) // two gathers
+	s.mu.Unlock()
+	return nil
+}
+
+// Residual returns a copy of the error-feedback residual (nil without
+// TopK, with NoErrorFeedback, or before the first compressed step).
+func (s *Sync[T]) Residual() []T {
+	return append([]T(nil), s.residual...)
+}
+
+// selectTopK puts the indices of the k largest |x| first in order (ties by
+// lower index; NaN counts as an infinite magnitude, so it propagates and
+// never breaks the selection).
+func selectTopK[T collective.Float](x []T, order []int, k int) {
+	for i := range order {
+		order[i] = i
+	}
+	key := func(i int) float64 {
+		v := float64(x[i])
+		if v != v {
+			return math.Inf(1)
+		}
+		return math.Abs(v)
+	}
+	less := func(a, b int) bool {
+		ka, kb := key(a), key(b)
+		if ka != kb {
+			return ka > kb
+		}
+		return a < b
+	}
+	// Quickselect to put the k largest first, then sort those k by index
+	// for a stable exchange order.
+	lo, hi := 0, len(order)-1
+	for lo < hi {
+		p := order[(lo+hi)/2]
+		i, j := lo, hi
+		for i <= j {
+			for less(order[i], p) {
+				i++
+			}
+			for less(p, order[j]) {
+				j--
+			}
+			if i <= j {
+				order[i], order[j] = order[j], order[i]
+				i++
+				j--
+			}
+		}
+		if k-1 <= j {
+			hi = j
+		} else if k-1 >= i {
+			lo = i
+		} else {
+			break
+		}
+	}
+	sort.Ints(order[:k])
+}
+
+// selectOnDevice runs the top-k selection with the backend's kernel when it
+// has one (backend.Compressor), leaving the indices in s.order[:k]. It
+// reports false when the backend has none (the host selection runs then).
+func (s *Sync[T]) selectOnDevice(ctx context.Context, acc []T, k int) (bool, error) {
+	dev := s.c.Device()
+	comp, ok := dev.Stream().(backend.Compressor)
+	if !ok || (s.dt == backend.F64 && !dev.Info().Float64) {
+		return false, nil
+	}
+	es := s.dt.Size()
+	n := len(acc)
+	for _, b := range []struct {
+		buf  *backend.Buffer
+		size int
+	}{{&s.dAcc, n * es}, {&s.dIdx, 4 * k}, {&s.dVal, k * es}} {
+		if *b.buf != nil && (*b.buf).Len() >= b.size {
+			continue
+		}
+		if *b.buf != nil {
+			if err := (*b.buf).Close(); err != nil {
+				return false, err
+			}
+			*b.buf = nil
+		}
+		nb, err := dev.Alloc(max(b.size, 1), backend.DeviceLocal)
+		if err != nil {
+			return false, err
+		}
+		*b.buf = nb
+	}
+	if err := s.dAcc.Write(0, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(acc))), n*es)); err != nil {
+		return false, err
+	}
+	err := s.c.Exec(ctx, "ddp top-k selection", func(backend.Stream) error {
+		return comp.TopK(s.dt, backend.Region{Buf: s.dAcc, Len: n * es}, k,
+			backend.Region{Buf: s.dIdx, Len: 4 * k}, backend.Region{Buf: s.dVal, Len: k * es})
+	})
+	if err != nil {
+		return false, err
+	}
+	if cap(s.idxBuf) < k {
+		s.idxBuf = make([]uint32, k)
+	}
+	ib := s.idxBuf[:k]
+	if err := s.dIdx.Read(0, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(ib))), 4*k)); err != nil {
+		return false, err
+	}
+	for j, i := range ib {
+		s.order[j] = int(i)
+	}
+	return true, nil
+}
