@@ -4,11 +4,14 @@
 //
 // What it adds to a plain collective.AllReduce(ctx, c, grads, collective.Mean):
 //
-//   - Reproducible by default: the dense all-reduce only uses strategies
-//     whose reduction order is rank order (direct, pipelined, host; every
-//     strategy when the group's Config.Deterministic is set), so two runs
-//     of the same program give bitwise-identical gradients, whatever the
-//     cost model picks on the day. Options.AnyOrder lifts the restriction.
+//   - Reproducible by default: with the group's strategy Auto (the
+//     default), the dense all-reduce and the adaptive selector only use
+//     strategies whose reduction order is rank order (direct, pipelined,
+//     host; every strategy when the group's Config.Deterministic is set),
+//     so two runs of the same program give bitwise-identical gradients,
+//     whatever the cost model picks on the day. Options.AnyOrder lifts the
+//     restriction. A strategy set explicitly in Config.Strategy runs as
+//     set: the same strategy every run gives the same bits every run.
 //   - Fusion: SyncAll packs many small tensors into buckets (one collective
 //     per bucket instead of one per tensor).
 //   - An Arena: one pinned allocation with a view per tensor, for

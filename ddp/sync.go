@@ -20,8 +20,9 @@ import (
 var ErrClosed = errors.New("ddp: Sync closed")
 
 // Options tune a Sync. The zero Options are the defaults: dense mean
-// all-reduce with the group's strategy restricted to rank-order reductions
-// (reproducible), no compression, no adaptive switching, no logging.
+// all-reduce with the group's strategy (Auto restricted to rank-order
+// reductions: reproducible), no compression, no adaptive switching, no
+// logging.
 type Options struct {
 	// TopK, in (0, 1], turns on top-k compression: each step sends only
 	// the TopK fraction of the gradient's elements with the largest
@@ -39,8 +40,10 @@ type Options struct {
 	// AnyOrder lets the dense all-reduce use every strategy, ring, tree and
 	// hierarchical included, whose reduction order (and so the last bits of
 	// the result) differs from strategy to strategy unless the group's
-	// Config.Deterministic is set. By default only rank-order strategies
-	// run, so the results do not depend on what the cost model picked.
+	// Config.Deterministic is set. By default Auto and the adaptive
+	// selector choose among rank-order strategies only, so the results do
+	// not depend on what the cost model picked (a strategy set explicitly
+	// in the group's Config.Strategy runs as set).
 	AnyOrder bool
 	// Adaptive turns on the performance monitor's strategy selection: every
 	// SwitchCooldown steps it probes the candidate strategies for ProbeSteps
