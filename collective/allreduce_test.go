@@ -173,7 +173,7 @@ func TestAllReduceFloat64Exact(t *testing.T) {
 					inputs[r][i] = 1 + math.Ldexp(1, -40) + float64(r)*math.Ldexp(1, -45) + float64(i)
 				}
 			}
-			before := g.Counters(0)
+			before := g.counters(0)
 			got := runAllReduce[float64](t, g, inputs, Sum, false)
 			for i := 0; i < n; i++ {
 				want := inputs[0][i] + inputs[1][i] + inputs[2][i]
@@ -184,7 +184,7 @@ func TestAllReduceFloat64Exact(t *testing.T) {
 					t.Fatalf("test value %v is representable in f32", want)
 				}
 			}
-			d := g.Counters(0).Sub(before)
+			d := g.counters(0).Sub(before)
 			if noF64 && d.Dispatches != 0 {
 				t.Errorf("%s: f64 switched off but %d kernel dispatches ran", bk, d.Dispatches)
 			}
@@ -280,7 +280,7 @@ func TestAllReduceSplitsBindings(t *testing.T) {
 			}
 		}
 		for _, dt := range []string{"float", "double"} {
-			before := g.Counters(0)
+			before := g.counters(0)
 			if dt == "float" {
 				checkResult(t, runAllReduce[float32](t, g, inputs, Sum, true), refReduce(inputs, Sum), Sum, 0)
 			} else {
@@ -292,7 +292,7 @@ func TestAllReduceSplitsBindings(t *testing.T) {
 			}
 			lo, hi := sliceOf(n, 2, 0)
 			minPieces := int64(((hi-lo)*es + limit - 1) / limit)
-			d := g.Counters(0).Sub(before)
+			d := g.counters(0).Sub(before)
 			if d.Dispatches < minPieces {
 				t.Errorf("%s %s: %d dispatches for a %d-byte slice with a %d-byte binding limit, want >= %d",
 					bk, dt, d.Dispatches, (hi-lo)*es, limit, minPieces)

@@ -65,13 +65,13 @@ func linkPathOf(g *Group) linkPath {
 	return linksImported
 }
 
-// Model returns the group's cost-model constants, measuring them on rank's
-// device if that has not happened yet.
+// modelConstants returns the group's cost-model constants, measuring them on rank's
+// device if that has not happened yet (tests).
 // The measurement runs on rank's device as an operation of its Comm: it
 // fails with ErrConcurrentUse while the Comm is in use by another goroutine.
-func (g *Group) Model(rank int) (Submit, Memcpy, Copy, Reduce, Handoff float64, err error) {
+func (g *Group) modelConstants(rank int) (Submit, Memcpy, Copy, Reduce, Handoff float64, err error) {
 	if rank < 0 || rank >= g.nl {
-		return 0, 0, 0, 0, 0, invalidArg("Model: rank %d out of range", rank)
+		return 0, 0, 0, 0, 0, invalidArg("modelConstants: rank %d out of range", rank)
 	}
 	m, err := g.measureOn(g.comms[rank])
 	if err != nil {
@@ -351,23 +351,16 @@ func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy,
 // slices).
 var autoCandidates = []Strategy{Host, Direct, Pipelined, Ring, Tree, Hierarchical}
 
-// AutoChoice returns the strategy Auto picks for an all-reduce of bytes
-// bytes of dt in this group, and the modelled time of each strategy.
-// Measuring the model is an operation of rank 0's Comm (see Model); when
-// that Comm is in use, the model-free answer is returned. Comm.AutoChoice
-// measures on the caller's own Comm instead.
-func (g *Group) AutoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]time.Duration) {
-	return g.comms[0].AutoChoice(bytes, dt)
-}
-
-// AutoChoice is Group.AutoChoice with the model measured, if it is not
-// yet, as an operation of c: call it from c's goroutine (or inside a
-// function queued with c.Go once the model exists). The model is the
-// group's (one measurement, shared by its ranks), so every rank of one
-// process gets the same answer; across processes Auto does not use the
-// model, the choice is the same on every rank, but the modelled times are
-// each process's own.
-func (c *Comm) AutoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]time.Duration) {
+// autoChoice returns the strategy Auto picks for an all-reduce of bytes
+// bytes of dt in this group, and the modelled time of each strategy, with
+// the model measured, if it is not yet, as an operation of c (call it from
+// c's goroutine, or inside a function queued with c.Go once the model
+// exists). The model is the group's (one measurement, shared by its
+// ranks), so every rank of one process gets the same answer; across
+// processes Auto does not use the model (the choice is the same on every
+// rank, the modelled times are each process's own). diag.AutoChoice
+// exposes it.
+func (c *Comm) autoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]time.Duration) {
 	g := c.g
 	out := map[Strategy]time.Duration{}
 	m := &g.model

@@ -89,4 +89,18 @@
 // GOCOLL_BACKEND, else metal (darwin), vulkan, host. Build tags novulkan and
 // nometal leave a backend out; CGO_ENABLED=0 builds keep the host backend.
 // GOCOLL_DEBUG=INFO logs the backend, placement and each call's algorithm.
+//
+// # Entry points
+//
+// The common case is one line: AllReduce(ctx, c, data, Sum), in place, with
+// the strategy Auto picks. AllReduceInto writes another slice;
+// AllReduceWith also fixes the strategy; AllReduceTensor takes
+// device-resident data; AllReduceWire compresses float32 on the wire; the
+// Async variants return a Work. They are separate functions rather than
+// one function with options because Go has no generic methods (so the
+// element type is a type parameter of a function taking the Comm) and
+// variadic options would allocate on every call, which the steady state
+// must not. The training layer (gradient averaging, fusion, compression,
+// adaptive strategy choice) is package ddp; diagnostics (backends, counters,
+// what Auto picks) are package diag.
 package collective

@@ -405,41 +405,6 @@ func autoOrder() []string {
 	return []string{"vulkan", "host"}
 }
 
-// BackendReport describes one backend known to this build.
-type BackendReport struct {
-	Name    string
-	Err     error // nil when available, else why not
-	Devices []backend.DeviceInfo
-}
-
-// Probe lists every backend this build knows of (compiled in or left out),
-// whether it can run here and its devices.
-func Probe() []BackendReport {
-	var out []BackendReport
-	seen := map[string]bool{}
-	names := append([]string{"metal", "vulkan"}, backend.Names()...)
-	for _, n := range names {
-		if seen[n] {
-			continue
-		}
-		seen[n] = true
-		r := BackendReport{Name: n}
-		b, err := backend.Lookup(n)
-		if err == nil {
-			err = b.Available()
-		}
-		if err == nil {
-			r.Devices, err = b.Devices()
-		}
-		r.Err = err
-		if n == "metal" && err != nil && runtime.GOOS != "darwin" {
-			r.Err = fmt.Errorf("metal runs only on darwin: %w", backend.ErrUnavailable)
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
 // Size returns the number of ranks (of every process).
 func (g *Group) Size() int { return g.n }
 
@@ -470,8 +435,9 @@ func (g *Group) Placement() []int { return append([]int(nil), g.placement...) }
 // DeviceInfo returns local rank's device description.
 func (g *Group) DeviceInfo(rank int) backend.DeviceInfo { return g.infos[rank] }
 
-// Counters returns local rank's counters at the backend seam.
-func (g *Group) Counters(rank int) backend.CounterSnapshot {
+// counters returns local rank's counters at the backend seam (tests;
+// diag.Counters for everyone else).
+func (g *Group) counters(rank int) backend.CounterSnapshot {
 	return g.devs[rank].Counters().Snapshot()
 }
 

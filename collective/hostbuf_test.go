@@ -39,7 +39,7 @@ func TestHostBufferPinned(t *testing.T) {
 						bufs[r].Data[i] = float32(inputs[r][i])
 					}
 				}
-				before := g.Counters(0)
+				before := g.counters(0)
 				noErrors(t, onRanks(g, func(c *Comm) error {
 					return AllReduceWith(context.Background(), c, bufs[c.Rank()].Data, outs[c.Rank()].Data, Sum, s)
 				}))
@@ -48,7 +48,7 @@ func TestHostBufferPinned(t *testing.T) {
 					got[r] = outs[r].Data
 				}
 				checkResult(t, got, refReduce(inputs, Sum), Sum, 0)
-				d := g.Counters(0).Sub(before)
+				d := g.counters(0).Sub(before)
 				t.Logf("%s %s: %+v", bk, s, d)
 				if s != Direct && s != Pipelined && importer && d.BytesCopied < 2*n*4 {
 					t.Errorf("pinned upload and download were not device copies: %+v", d)

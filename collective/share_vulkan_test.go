@@ -132,7 +132,7 @@ func TestSharedTensorReplay(t *testing.T) {
 	replays := func() int64 {
 		var s int64
 		for r := 0; r < ranks; r++ {
-			s += g.Counters(r).Replays
+			s += g.counters(r).Replays
 		}
 		return s
 	}

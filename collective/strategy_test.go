@@ -220,12 +220,12 @@ func TestStrategiesMoveWhatTheyShould(t *testing.T) {
 			beforeD := make([]int64, ranks)
 			beforeW := make([]int64, ranks)
 			for r := 0; r < ranks; r++ {
-				c := g.Counters(r)
+				c := g.counters(r)
 				before[r], beforeD[r], beforeW[r] = g.comms[r].recvBytes, c.Dispatches, c.BytesWritten
 			}
 			runWith[float32](t, g, inputs, Sum, s, true)
 			for r := 0; r < ranks; r++ {
-				c := g.Counters(r)
+				c := g.counters(r)
 				got := want{recv: g.comms[r].recvBytes - before[r], dispatches: c.Dispatches - beforeD[r]}
 				if s == Direct {
 					// Direct gathers from the peers' buffers, not links.
@@ -260,7 +260,7 @@ func TestStrategiesMoveWhatTheyShould(t *testing.T) {
 func TestAutoIsMeasuredAndAgreed(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
 		g := openGroup(t, bk, 4)
-		submit, memcpy, cp, red, hand, err := g.Model(0)
+		submit, memcpy, cp, red, hand, err := g.modelConstants(0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,8 +269,8 @@ func TestAutoIsMeasuredAndAgreed(t *testing.T) {
 				t.Errorf("%s: %s constant %v not measured", bk, name, v)
 			}
 		}
-		small, _ := g.AutoChoice(64, 0)
-		big, times := g.AutoChoice(64<<20, 0)
+		small, _ := g.comms[0].autoChoice(64, 0)
+		big, times := g.comms[0].autoChoice(64<<20, 0)
 		t.Logf("%s: auto picks %s for 64 B and %s for 64 MiB (model: %v)", bk, small, big, times)
 		inputs := [][]float64{{1, 2}, {3, 4}, {5, 6}, {7, 8}}
 		checkResult(t, runWith[float32](t, g, inputs, Sum, Auto, false), []float64{16, 20}, Sum, 0)

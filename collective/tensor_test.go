@@ -29,7 +29,7 @@ func TestAllReduceTensor(t *testing.T) {
 					before := make([]int64, ranks)
 					beforeRecv := make([]int64, ranks)
 					for r := range before {
-						before[r], beforeRecv[r] = g.Counters(r).BytesWritten, g.comms[r].recvBytes
+						before[r], beforeRecv[r] = g.counters(r).BytesWritten, g.comms[r].recvBytes
 					}
 					noErrors(t, onRanks(g, func(c *Comm) error {
 						tt, err := NewTensor[float32](c, n)
@@ -60,7 +60,7 @@ func TestAllReduceTensor(t *testing.T) {
 							// From the host: the upload, and each slot
 							// received unless the ranks share memory (their
 							// devices read the senders' slots in place).
-							wrote, fromHost := g.Counters(r).BytesWritten-before[r], int64(n*4)+w
+							wrote, fromHost := g.counters(r).BytesWritten-before[r], int64(n*4)+w
 							if g.sharedMem {
 								fromHost = int64(n * 4)
 							}

@@ -40,7 +40,7 @@ func TestWarmup(t *testing.T) {
 		objects := func() int64 {
 			var n int64
 			for r := 0; r < ranks; r++ {
-				n += g.Counters(r).ObjectsCreated
+				n += g.counters(r).ObjectsCreated
 			}
 			return n
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/diag"
 )
 
 // ErrClosed is returned by calls on a closed Sync.
@@ -231,7 +232,7 @@ func New[T collective.Float](c *collective.Comm, opts Options) (*Sync[T], error)
 	s.cands = make([]collective.Strategy, 0, len(opts.Candidates))
 	// Measure the group's cost model now, from the caller's goroutine (an
 	// operation of c), so the steps' choices never have to.
-	c.AutoChoice(1, dt)
+	diag.AutoChoice(c, 1, dt)
 	return s, nil
 }
 
@@ -531,7 +532,7 @@ func (s *Sync[T]) strategyForStep(bytes int) collective.Strategy {
 // all-reduce of bytes (Auto's own choice where it reduces in rank order).
 // s.mu held.
 func (s *Sync[T]) bestRankOrder(bytes int) collective.Strategy {
-	choice, est := s.c.AutoChoice(bytes, s.dt)
+	choice, est := diag.AutoChoice(s.c, bytes, s.dt)
 	if s.rankOrder(choice) || s.g.Processes() > 1 {
 		// Across processes the modelled times are each process's own: only
 		// Auto's choice (the same everywhere) keeps the ranks in step.
@@ -583,7 +584,7 @@ func (s *Sync[T]) afterStep(ctx context.Context) {
 // more than ProbeLimit times slower than its best. s.mu held.
 func (s *Sync[T]) probeCandidates(bytes int) {
 	s.cands = s.cands[:0]
-	_, est := s.c.AutoChoice(bytes, s.dt)
+	_, est := diag.AutoChoice(s.c, bytes, s.dt)
 	if s.g.Processes() > 1 {
 		clear(est) // each process's own model: no filter, so every rank probes the same
 	}

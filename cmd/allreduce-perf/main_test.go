@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/diag"
 )
 
 // runCLI runs the command in-process and returns its exit status and output.
@@ -118,7 +119,7 @@ func wantAllReduce(t *testing.T, args ...string) []row {
 // vulkanAvailable reports whether the Vulkan backend can run here; in CI it
 // must.
 func vulkanAvailable(t *testing.T) bool {
-	for _, b := range collective.Probe() {
+	for _, b := range diag.Probe() {
 		if b.Name == "vulkan" {
 			if b.Err == nil && len(b.Devices) > 0 {
 				return true

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/diag"
 )
 
 // float is the element type of a sweep's buffers (half and bfloat16 run on
@@ -281,7 +282,7 @@ func (s *sweep[T]) bench(ctx context.Context, sh shape, op collective.Op, root i
 		if err := collective.Barrier(ctx, s.comms[r]); err != nil {
 			return err
 		}
-		before := s.g.Counters(r)
+		before := diag.Counters(s.g, r)
 		start := time.Now()
 		for i := 0; i < s.o.iters; i++ {
 			if err := s.call(ctx, r, sh, op, root, inPlace); err != nil {
@@ -289,7 +290,7 @@ func (s *sweep[T]) bench(ctx context.Context, sh shape, op collective.Op, root i
 			}
 		}
 		elapsed[r] = time.Since(start)
-		counters[r] = s.g.Counters(r).Sub(before)
+		counters[r] = diag.Counters(s.g, r).Sub(before)
 		return nil
 	})
 	if err != nil {
@@ -680,7 +681,7 @@ func (s *sweep[T]) algorithm(sh shape) string {
 			if s.dt == dtDouble {
 				dt = backend.F64
 			}
-			st, _ = s.g.AutoChoice(int(sh.count)*int(s.dt.size()), dt)
+			st, _ = diag.AutoChoice(s.g.Comm(0), int(sh.count)*int(s.dt.size()), dt)
 		}
 		if f64Host && st != collective.Pipelined {
 			st = collective.Direct

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/diag"
 )
 
 // openPair opens a 2-rank group with both ranks on device p.Device.
@@ -80,7 +81,7 @@ func measure(ctx context.Context, g *collective.Group, bufs [][]float32, s colle
 	snap := func() backend.CounterSnapshot {
 		var t backend.CounterSnapshot
 		for r := 0; r < g.Size(); r++ {
-			c := g.Counters(r)
+			c := diag.Counters(g, r)
 			t.BytesFromHost += c.BytesFromHost
 			t.BytesToHost += c.BytesToHost
 			t.ObjectsCreated += c.ObjectsCreated
@@ -187,7 +188,7 @@ func arBench(ctx context.Context, p params, res *Results, sec string, runs []str
 			groups[sr.depth] = g
 		}
 		if sr.s == collective.Auto {
-			pick, _ := g.AutoChoice(int(bytes), backend.F32)
+			pick, _ := diag.AutoChoice(g.Comm(0), int(bytes), backend.F32)
 			f.Picked = pick.String()
 		}
 		m, err := measure(ctx, g, bufs, sr.s, p.Warmup, p.ARIters)
@@ -265,7 +266,7 @@ func latBench(ctx context.Context, p params, res *Results) {
 	for _, r := range runs {
 		f := LatFig{Strategy: r.name}
 		if r.s == collective.Auto {
-			pick, _ := g.AutoChoice(p.LatBytes, backend.F32)
+			pick, _ := diag.AutoChoice(g.Comm(0), p.LatBytes, backend.F32)
 			f.Picked = pick.String()
 		}
 		// Warm-up: the Comm's pools fill in the first calls; the runtime's

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/diag"
 )
 
 // T7Fig is one T7 figure: N ranks on one GPU all-reducing Go slices of
@@ -58,7 +59,7 @@ func t7Bench(ctx context.Context, p params, res *Results) {
 			for _, st := range t7Strategies {
 				f := T7Fig{Ranks: ranks, Layout: layout, Strategy: st.name, Bytes: int64(n * 4)}
 				if st.s == collective.Auto {
-					pick, _ := g.AutoChoice(n*4, backend.F32)
+					pick, _ := diag.AutoChoice(g.Comm(0), n*4, backend.F32)
 					f.Picked = pick.String()
 				}
 				med, err := t7Run(ctx, g, bufs, st.s, p.T7Reps)

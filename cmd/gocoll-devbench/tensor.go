@@ -8,6 +8,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/diag"
 )
 
 // TensorFig is a device-resident all-reduce among ranks of one GPU, which
@@ -73,7 +74,7 @@ func tensorRun(ctx context.Context, g *collective.Group, ts []*collective.Tensor
 	host := func() int64 {
 		var s int64
 		for r := 0; r < g.Size(); r++ {
-			c := g.Counters(r)
+			c := diag.Counters(g, r)
 			s += c.BytesFromHost + c.BytesToHost
 		}
 		return s

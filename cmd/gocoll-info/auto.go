@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/diag"
 )
 
 // AutoRow is what the Auto strategy picks for one all-reduce size.
@@ -29,7 +30,7 @@ func autoTable(ranks int) (string, []AutoRow, error) {
 	defer g.Close()
 	var rows []AutoRow
 	for b := 4; b <= 1<<30; b *= 16 {
-		s, model := g.AutoChoice(b, backend.F32)
+		s, model := diag.AutoChoice(g.Comm(0), b, backend.F32)
 		row := AutoRow{Bytes: b, Strategy: s.String(), Model: map[string]time.Duration{}}
 		for st, d := range model {
 			row.Model[st.String()] = d

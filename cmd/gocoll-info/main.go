@@ -27,6 +27,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/diag"
 )
 
 func main() {
@@ -114,7 +115,7 @@ func collect() Report {
 		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(),
 		Cgo: cgoEnabled, EnvBackend: os.Getenv("GOCOLL_BACKEND"),
 	}
-	for _, p := range collective.Probe() {
+	for _, p := range diag.Probe() {
 		br := BackendReport{Name: p.Name, Available: p.Err == nil, Devices: p.Devices}
 		if p.Err != nil {
 			br.Reason = p.Err.Error()

@@ -31,7 +31,7 @@ import (
 
 // packages are the package directories, relative to the module root, whose
 // exported API is checked. A directory that does not exist is skipped.
-var packages = []string{"collective", "ddp", "backend", "host", "vulkan"}
+var packages = []string{"collective", "ddp", "diag", "backend", "host", "vulkan"}
 
 var update = flag.Bool("update", false, "rewrite the golden files in api/ instead of comparing with them")
 

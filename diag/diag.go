@@ -1,0 +1,74 @@
+// Package diag exposes gocoll's diagnostics, for tools (gocoll-info,
+// allreduce-perf, the device benchmark) and tests: which backends this
+// build knows and why one cannot run, the counters at the backend seam, and
+// what Auto picks and why. Using the collectives needs none of it.
+package diag
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/internal/hooks"
+)
+
+// BackendReport describes one backend known to this build.
+type BackendReport struct {
+	Name    string
+	Err     error // nil when available, else why not
+	Devices []backend.DeviceInfo
+}
+
+// Probe lists every backend this build knows of (compiled in or left out),
+// whether it can run here and its devices.
+func Probe() []BackendReport {
+	var out []BackendReport
+	seen := map[string]bool{}
+	names := append([]string{"metal", "vulkan"}, backend.Names()...)
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		r := BackendReport{Name: n}
+		b, err := backend.Lookup(n)
+		if err == nil {
+			err = b.Available()
+		}
+		if err == nil {
+			r.Devices, err = b.Devices()
+		}
+		r.Err = err
+		if n == "metal" && err != nil && runtime.GOOS != "darwin" {
+			r.Err = fmt.Errorf("metal runs only on darwin: %w", backend.ErrUnavailable)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Counters returns local rank rank's counters at the backend seam (what
+// its device recorded, submitted and moved; see backend.Counters).
+func Counters(g *collective.Group, rank int) backend.CounterSnapshot {
+	c := g.Comm(rank)
+	if c == nil {
+		return backend.CounterSnapshot{}
+	}
+	return c.Device().Counters().Snapshot()
+}
+
+// AutoChoice returns the strategy Auto picks for an all-reduce of bytes
+// bytes of dt on c's group, and the cost model's time for each strategy.
+// The group's cost model is measured, if it has not been yet, as an
+// operation of c: call it from c's goroutine (it fails over to Ring while c
+// is in use). Every rank of one process gets the same answer.
+func AutoChoice(c *collective.Comm, bytes int, dt backend.DType) (collective.Strategy, map[collective.Strategy]time.Duration) {
+	s, est := hooks.AutoChoice(c, bytes, dt)
+	out := make(map[collective.Strategy]time.Duration, len(est))
+	for k, v := range est {
+		out[collective.Strategy(k)] = v
+	}
+	return collective.Strategy(s), out
+}
