@@ -25,6 +25,9 @@ const (
 	collReduce
 	collSend
 	collRecv
+	collAllToAll
+	collGather
+	collScatter
 )
 
 func (k collKind) String() string {
@@ -47,6 +50,12 @@ func (k collKind) String() string {
 		return "Send"
 	case collRecv:
 		return "Recv"
+	case collAllToAll:
+		return "AllToAll"
+	case collGather:
+		return "Gather"
+	case collScatter:
+		return "Scatter"
 	}
 	return "nothing"
 }
@@ -211,7 +220,6 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			timedOut = true
 		case <-ctx.Done():
 			ctxErr = ctx.Err()
-		case <-g.brokenCh:
 		}
 		b.mu.Lock()
 		if b.gen != gen {
@@ -292,7 +300,10 @@ func (c *Comm) mismatchFor(m *MismatchError) error {
 
 // barrierSpin is how long a rank polls a rendezvous before blocking, when
 // GOMAXPROCS leaves a core per rank to spare (never on small machines,
-// where spinning steals the cores the other ranks and CPU drivers need).
-const barrierSpin = 500 * time.Microsecond
+// where spinning steals the cores the other ranks and CPU drivers need):
+// as long as a device wait polls (shimdev's defaultSpin). Blocking is the
+// rare path: a blocked goroutine costs a wake-up of tens of microseconds
+// and, now and then, runtime allocations (sudogs, a new M to run it).
+const barrierSpin = 2 * time.Millisecond
 
 var spinBarrier = runtime.GOMAXPROCS(0) >= 8

@@ -469,6 +469,12 @@ func (g *Group) breakGroup(b *BrokenError) {
 	}
 	for _, c := range g.comms {
 		c.wctx.fire(errWaitBroken)
+		// Rendezvous waits block on wake alone (one channel: fewer runtime
+		// sudogs per blocked wait) and check the group after each wake.
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 	if g.ctrl != nil && !b.remote && b != errGroupClosed {
 		g.ctrl.broadcast(b)

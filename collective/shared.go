@@ -121,8 +121,9 @@ func (c *Comm) awaitShared(ctx context.Context, call uint64) error {
 		var ctxErr error
 		select {
 		case <-c.wake:
-			continue
-		case <-g.brokenCh:
+			if g.Err() == nil {
+				continue
+			}
 		case <-c.timer.C:
 		case <-ctx.Done():
 			ctxErr = ctx.Err()
