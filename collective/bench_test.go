@@ -94,16 +94,18 @@ func BenchmarkStrategies(b *testing.B) {
 // Broadcast and Reduce).
 func BenchmarkCollectives(b *testing.B) {
 	for _, bk := range backendsUnderTest(b) {
-		for _, coll := range []string{"ReduceScatter", "AllGather", "Broadcast", "Reduce"} {
+		for _, coll := range []string{"ReduceScatter", "AllGather", "Broadcast", "Reduce", "AllToAll", "Gather", "Scatter"} {
 			for _, size := range []int{64 << 10, 4 << 20} {
 				b.Run(fmt.Sprintf("%s/%s/bytes=%d", bk, coll, size), func(b *testing.B) {
 					g := openGroup(b, bk, 4)
 					n := size / 4
 					full := make([][]float32, 4)
 					part := make([][]float32, 4)
+					out := make([][]float32, 4)
 					for r := range full {
 						full[r] = make([]float32, n)
 						part[r] = make([]float32, n/4)
+						out[r] = make([]float32, n)
 					}
 					run := func(c *Comm) error {
 						ctx := context.Background()
@@ -115,6 +117,12 @@ func BenchmarkCollectives(b *testing.B) {
 							return AllGather(ctx, c, part[r], full[r])
 						case "Broadcast":
 							return Broadcast(ctx, c, full[r], 0)
+						case "AllToAll":
+							return AllToAll(ctx, c, full[r], out[r])
+						case "Gather":
+							return Gather(ctx, c, part[r], full[r], 0)
+						case "Scatter":
+							return Scatter(ctx, c, full[r], part[r], 0)
 						}
 						return Reduce(ctx, c, full[r], full[r], Sum, 0)
 					}
@@ -129,7 +137,8 @@ func BenchmarkCollectives(b *testing.B) {
 						}(r, ch)
 					}
 					defer l.stop()
-					factor := map[string]float64{"ReduceScatter": 3.0 / 4, "AllGather": 3.0 / 4, "Broadcast": 1, "Reduce": 1}[coll]
+					factor := map[string]float64{"ReduceScatter": 3.0 / 4, "AllGather": 3.0 / 4, "Broadcast": 1, "Reduce": 1,
+						"AllToAll": 3.0 / 4, "Gather": 3.0 / 4, "Scatter": 3.0 / 4}[coll]
 					benchLoop(b, l, func() error { return run(g.Comm(0)) }, int64(size), factor)
 				})
 			}
