@@ -121,6 +121,9 @@ run_there() {
 	(cd vulkan && step T4-vulkan 30 "../$D/vulkan.test" -test.run '^TestSteadyState$' -test.v) || true
 	# T5: benchstat-ready go test -bench output.
 	bench_selection "$OUT/bench-h200.txt" "${BENCHTIME:-20x}" 150
+	# AllToAll, Gather and Scatter (and the older collectives beside them, for scale): 4 ranks on the GPU.
+	(cd collective && step collectives 90 "../$D/collective.test" -test.run '^$' \
+		-test.bench '^BenchmarkCollectives$/^vulkan$/' -test.benchtime "${BENCHTIME:-20x}" -test.count 3) >>"$OUT/bench-h200.txt"
 	log "done in $((SECONDS - t0))s"
 }
 
