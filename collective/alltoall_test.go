@@ -139,3 +139,62 @@ func TestAllToAllErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAllToAllGatherScatterZeroAllocs: the steady state of each allocates
+// nothing.
+func TestAllToAllGatherScatterZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const ranks, m = 4, 1001
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, ranks, func(o *Options) { o.ChunkBytes = 4096 })
+		send := make([][]float32, ranks)
+		recv := make([][]float32, ranks)
+		for r := range send {
+			send[r] = make([]float32, ranks*m)
+			recv[r] = make([]float32, ranks*m)
+		}
+		for _, coll := range []string{"AllToAll", "Gather", "Scatter"} {
+			run := func(c *Comm) error {
+				ctx, r := context.Background(), c.Rank()
+				switch coll {
+				case "AllToAll":
+					return AllToAll(ctx, c, send[r], recv[r])
+				case "Gather":
+					return Gather(ctx, c, send[r][:m], recv[r], 1)
+				}
+				return Scatter(ctx, c, send[r], recv[r][:m], 2)
+			}
+			l := &rankLoop{g: g, done: make(chan error, ranks)}
+			for r := 1; r < ranks; r++ {
+				ch := make(chan struct{})
+				l.go_ = append(l.go_, ch)
+				go func(r int, ch chan struct{}) {
+					for range ch {
+						l.done <- run(g.Comm(r))
+					}
+				}(r, ch)
+			}
+			call := func() error { return run(g.Comm(0)) }
+			for i := 0; i < 3; i++ {
+				if err := l.step(call); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var err error
+			a := testing.AllocsPerRun(20, func() {
+				if e := l.step(call); e != nil {
+					err = e
+				}
+			})
+			l.stop()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a != 0 {
+				t.Errorf("%s %s: %v allocations per call, want 0", bk, coll, a)
+			}
+		}
+	}
+}
