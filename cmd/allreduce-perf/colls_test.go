@@ -30,7 +30,7 @@ func checkShape(t *testing.T, c coll, n int, r row) {
 		t.Fatalf("row %+v: unknown type", r)
 	}
 	switch c {
-	case collReduceScatter, collAllGather:
+	case collReduceScatter, collAllGather, collAllToAll, collGather, collScatter:
 		// size is the full buffer: count (per rank) * n elements.
 		if r.size != r.count*int64(n)*elt {
 			t.Errorf("%s row %+v: size != count*%d*%d", c, r, n, elt)

@@ -78,11 +78,15 @@ const (
 	collAllGather
 	collBroadcast
 	collReduce
+	collAllToAll
+	collGather
+	collScatter
 )
 
 var collNames = [...]string{
 	collAllReduce: "allreduce", collReduceScatter: "reducescatter", collAllGather: "allgather",
-	collBroadcast: "broadcast", collReduce: "reduce",
+	collBroadcast: "broadcast", collReduce: "reduce", collAllToAll: "alltoall", collGather: "gather",
+	collScatter: "scatter",
 }
 
 func (c coll) String() string { return collNames[c] }
@@ -129,14 +133,16 @@ func programName(prog string) string {
 func (c coll) hasOp() bool { return c == collAllReduce || c == collReduceScatter || c == collReduce }
 
 // hasRoot reports whether the collective has a root (the others print -1).
-func (c coll) hasRoot() bool { return c == collBroadcast || c == collReduce }
+func (c coll) hasRoot() bool {
+	return c == collBroadcast || c == collReduce || c == collGather || c == collScatter
+}
 
 // busFactor is nccl-tests' busbw/algbw for n ranks.
 func (c coll) busFactor(n int) float64 {
 	switch c {
 	case collAllReduce:
 		return 2 * float64(n-1) / float64(n)
-	case collReduceScatter, collAllGather:
+	case collReduceScatter, collAllGather, collAllToAll, collGather, collScatter:
 		return float64(n-1) / float64(n)
 	}
 	return 1
@@ -152,6 +158,8 @@ func (c coll) algorithms() []collective.Strategy {
 		return []collective.Strategy{collective.Ring}
 	case collBroadcast, collReduce:
 		return []collective.Strategy{collective.Tree}
+	case collAllToAll, collGather, collScatter:
+		return []collective.Strategy{collective.Direct}
 	}
 	return nil
 }
@@ -162,7 +170,7 @@ var allStrategies = []collective.Strategy{
 }
 
 // allColls is what --coll all runs, in this order.
-var allColls = []coll{collAllReduce, collReduceScatter, collAllGather, collBroadcast, collReduce}
+var allColls = []coll{collAllReduce, collReduceScatter, collAllGather, collBroadcast, collReduce, collAllToAll, collGather, collScatter}
 
 // options are the parsed and validated command-line settings.
 type options struct {
@@ -285,10 +293,10 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.VarP(sizeValue{&r.stepBytes}, "stepbytes", "i", "size increment when the step factor is 1 (default 1M)")
 	fs.Int64VarP(&r.stepFactor, "stepfactor", "f", r.stepFactor, "size multiplier; > 1 makes the sweep multiplicative (default 1)")
 	fs.IntVarP(&r.ngpus, "ngpus", "g", r.ngpus, "number of ranks, one goroutine each (default 1)")
-	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|all, or a comma list (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf or reduce-perf defaults to that one)")
+	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|gather|scatter|all, or a comma list (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf or reduce-perf defaults to that one)")
 	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|half|bfloat16|all, or a comma list; all = float,double; half/bfloat16: float32 data all-reduced over a 16-bit wire (AllReduceWire, ring), size(B) = count*2 (default float)")
 	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|all, or a comma list (default sum)")
-	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast and reduce, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")
+	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast, reduce, gather and scatter, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")
 	fs.IntVarP(&r.iters, "iters", "n", r.iters, "timed iterations per size (default 20)")
 	fs.IntVarP(&r.warmup, "warmup_iters", "w", r.warmup, "warm-up iterations at the largest and smallest size (default 5)")
 	fs.IntVarP(&r.check, "check", "c", r.check, "verified runs per size and mode; 0 turns checking off (default 1)")
@@ -417,7 +425,7 @@ func (r *rawFlags) validate() (*options, error) {
 		for _, f := range strings.Split(r.coll, ",") {
 			c, ok := parseColl(f)
 			if !ok {
-				return nil, usagef("--coll %q is not known (want allreduce, reducescatter, allgather, broadcast, reduce, all or a comma list)", r.coll)
+				return nil, usagef("--coll %q is not known (want allreduce, reducescatter, allgather, broadcast, reduce, alltoall, gather, scatter, all or a comma list)", r.coll)
 			}
 			if !containsColl(o.colls, c) {
 				o.colls = append(o.colls, c)
@@ -460,7 +468,7 @@ func (r *rawFlags) validate() (*options, error) {
 		if err != nil || v < 0 {
 			return nil, usagef("-r/--root %q must be a rank >= 0 or all", r.root)
 		}
-		if v >= o.ranks && (containsColl(o.colls, collBroadcast) || containsColl(o.colls, collReduce)) {
+		if v >= o.ranks && (containsColl(o.colls, collBroadcast) || containsColl(o.colls, collReduce) || containsColl(o.colls, collGather) || containsColl(o.colls, collScatter)) {
 			return nil, usagef("-r/--root %d is not a rank of %d (want 0..%d or all)", v, o.ranks, o.ranks-1)
 		}
 		o.roots = []int{v}

@@ -4,13 +4,14 @@
 // It runs -g ranks in one process, one goroutine per rank, on the backend
 // chosen as collective.NewGroup chooses it (--backend, else GOCOLL_BACKEND,
 // else metal, vulkan, host). For each collective (--coll: allreduce by
-// default, reducescatter, allgather, broadcast, reduce), strategy (-a),
+// default, reducescatter, allgather, broadcast, reduce, alltoall, gather,
+// scatter), strategy (-a),
 // element type, op, root and size it runs warm-up iterations, times -n
 // iterations out of place and in place, and, with -c, resets the inputs,
 // runs once more and compares every element of every rank with a float64
 // reference. The flags, the table and the closing lines follow nccl-tests
 // (all_reduce_perf, reduce_scatter_perf, all_gather_perf, broadcast_perf,
-// reduce_perf), so results compare line by line:
+// reduce_perf, alltoall_perf, gather_perf, scatter_perf), so results compare line by line:
 //
 //	allreduce-perf -g 4 -b 8 -e 8M -f 4
 //	allreduce-perf --coll broadcast -r all -g 3 -b 8 -e 1M -f 8

@@ -220,7 +220,7 @@ func TestUsageErrors(t *testing.T) {
 		{"-a", "nccl"},
 		{"-a", "ring,nccl"},
 		{"-o", "xor"},
-		{"--coll", "alltoall"},
+		{"--coll", "sendrecv"},
 		{"--coll", "allreduce,sendrecv"},
 		{"-d", "half", "--coll", "broadcast"},
 		{"-d", "bfloat16", "--coll", "all"},

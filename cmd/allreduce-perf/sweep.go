@@ -123,7 +123,7 @@ type shape struct {
 func (s *sweep[T]) shapeOf(size int64) shape {
 	elt, n := s.dt.size(), int64(len(s.comms))
 	switch s.t.coll {
-	case collReduceScatter, collAllGather:
+	case collReduceScatter, collAllGather, collAllToAll, collGather, collScatter:
 		m := size / elt / n
 		return shape{count: m, bytes: m * n * elt, total: m * n}
 	}
@@ -205,6 +205,25 @@ func (s *sweep[T]) call(ctx context.Context, r int, sh shape, op collective.Op, 
 			return collective.Reduce(ctx, c, recv[:n], recv[:n], op, root)
 		}
 		return collective.Reduce(ctx, c, send[:n], recv[:n], op, root)
+	case collAllToAll:
+		// gocoll's AllToAll is out of place only: in place copies the
+		// buffer to send first (timed with it).
+		if inPlace {
+			copy(send[:sh.total], recv[:sh.total])
+		}
+		return collective.AllToAll(ctx, c, send[:sh.total], recv[:sh.total])
+	case collGather:
+		// In place: the rank's contribution already sits in its chunk.
+		if inPlace {
+			return collective.Gather(ctx, c, recv[int64(r)*m:int64(r+1)*m], recv[:sh.total], root)
+		}
+		return collective.Gather(ctx, c, send[:m], recv[:sh.total], root)
+	case collScatter:
+		// In place: root scatters its full buffer, each rank keeps its chunk.
+		if inPlace {
+			return collective.Scatter(ctx, c, recv[:sh.total], recv[int64(r)*m:int64(r+1)*m], root)
+		}
+		return collective.Scatter(ctx, c, send[:sh.total], recv[:m], root)
 	}
 	return fmt.Errorf("unknown collective %d", int(s.t.coll))
 }
@@ -341,8 +360,13 @@ func (s *sweep[T]) output(r int, sh shape, inPlace bool) []T {
 			return s.recv[r][int64(r)*m : int64(r+1)*m]
 		}
 		return s.recv[r][:m]
-	case collAllGather:
+	case collAllGather, collAllToAll, collGather:
 		return s.recv[r][:sh.total]
+	case collScatter:
+		if inPlace {
+			return s.recv[r][int64(r)*m : int64(r+1)*m]
+		}
+		return s.recv[r][:m]
 	}
 	return s.recv[r][:sh.count]
 }
@@ -378,7 +402,7 @@ func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace boo
 		} else {
 			setInput(send[:m], collective.Sum, r)
 		}
-	case collBroadcast:
+	case collBroadcast, collScatter:
 		setNaN(recv[:sh.total])
 		if r == root {
 			if inPlace {
@@ -386,6 +410,20 @@ func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace boo
 			} else {
 				setInput(send[:sh.total], collective.Sum, r)
 			}
+		}
+	case collAllToAll:
+		if inPlace {
+			setInput(recv[:sh.total], collective.Sum, r)
+		} else {
+			setInput(send[:sh.total], collective.Sum, r)
+			setNaN(recv[:sh.total])
+		}
+	case collGather:
+		setNaN(recv[:sh.total])
+		if inPlace {
+			setInput(recv[int64(r)*m:int64(r+1)*m], collective.Sum, r)
+		} else {
+			setInput(send[:m], collective.Sum, r)
 		}
 	}
 }
@@ -440,7 +478,10 @@ func (s *sweep[T]) countWrong(sh shape, op collective.Op, root int, rep int, inP
 //   - all-gather: every rank holds every rank's contribution, in rank order;
 //   - broadcast: every rank holds root's input;
 //   - reduce: root holds the reduction; the other ranks' receive buffers
-//     are not written (in place: their input is left as it was).
+//     are not written (in place: their input is left as it was);
+//   - alltoall: chunk q of rank r's output is chunk r of rank q's input;
+//   - gather: root holds every rank's contribution, in rank order;
+//   - scatter: rank r holds chunk r of root's input.
 //
 // Out of place, a send element that changed is wrong too.
 func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, root int, rep int, inPlace bool) int64 {
@@ -489,6 +530,40 @@ func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, r
 		for i := lo; i < hi; i++ {
 			if recv[i] != in(collective.Sum, root, i) {
 				w++
+			}
+			if !inPlace && r == root && send[i] != in(collective.Sum, root, i) {
+				w++
+			}
+		}
+	case collAllToAll:
+		for i := lo; i < hi; i++ {
+			q, e := int(i/m), i%m
+			if recv[i] != in(collective.Sum, q, int64(r)*m+e) {
+				w++
+			}
+			if !inPlace && send[i] != in(collective.Sum, r, i) {
+				w++
+			}
+		}
+	case collGather:
+		for i := lo; i < hi; i++ {
+			if r == root && recv[i] != in(collective.Sum, int(i/m), i%m) {
+				w++
+			}
+			if !inPlace && i < m && send[i] != in(collective.Sum, r, i) {
+				w++
+			}
+		}
+	case collScatter:
+		for i := lo; i < hi; i++ {
+			if i < m {
+				got := recv[i]
+				if inPlace {
+					got = recv[int64(r)*m+i]
+				}
+				if got != in(collective.Sum, root, int64(r)*m+i) {
+					w++
+				}
 			}
 			if !inPlace && r == root && send[i] != in(collective.Sum, root, i) {
 				w++
