@@ -28,6 +28,7 @@ const (
 	collAllToAll
 	collGather
 	collScatter
+	collAllToAllV
 )
 
 func (k collKind) String() string {
@@ -56,6 +57,8 @@ func (k collKind) String() string {
 		return "Gather"
 	case collScatter:
 		return "Scatter"
+	case collAllToAllV:
+		return "AllToAllV"
 	}
 	return "nothing"
 }

@@ -159,9 +159,12 @@ type Comm struct {
 	strat Strategy
 	timer *time.Timer
 	wake  chan struct{}
-	queue opQueue
-	wctx  waitCtx
-	last  backend.Fence // the last submission (queues are FIFO)
+	// Pooled scratch of AllGatherV and AllToAllV (alltoallv.go).
+	vCounts, vDispls []int
+	vCnt             []float64
+	queue            opQueue
+	wctx             waitCtx
+	last             backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
 	unsubmitted bool
 	sharedCalls uint64 // shared-memory all-reduces this comm started (sharedAllReduce)

@@ -1,0 +1,192 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// AllToAllV is AllToAll with per-peer counts and offsets (MPI_Alltoallv,
+// NCCL's grouped send/recv pattern): rank i sends
+// send[sdispls[j] : sdispls[j]+scounts[j]] to rank j, which stores it at
+// recv[rdispls[i] : rdispls[i]+rcounts[i]]. Every slice has one entry per
+// rank; scounts[j] on rank i must equal rcounts[i] on rank j. The ranks
+// first exchange their counts and check them: a disagreement fails on
+// every rank with a *MismatchError before any data moves, and the group
+// stays usable. recv elements outside the received ranges are not written.
+// Regions may not overlap within recv (send regions may).
+func AllToAllV[T Float](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
+	return allToAllV(ctx, c, "AllToAllV", send, scounts, sdispls, recv, rcounts, rdispls)
+}
+
+// AllGatherV gathers every rank's send into every rank's recv, rank j's at
+// recv[displs[j] : displs[j]+counts[j]] (MPI_Allgatherv): counts[j] is rank
+// j's len(send), and counts and displs are the same on every rank. Checked
+// as AllToAllV is.
+func AllGatherV[T Float](ctx context.Context, c *Comm, send []T, recv []T, counts, displs []int) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	N := c.g.n
+	if len(counts) != N {
+		return c.invalidCall(ctx, "AllGatherV", invalidArg("len(counts)=%d, want %d ranks", len(counts), N))
+	}
+	sc, sd := c.vScratch(N)
+	for j := range sc {
+		sc[j], sd[j] = len(send), 0
+	}
+	return allToAllV(ctx, c, "AllGatherV", send, sc, sd, recv, counts, displs)
+}
+
+// vScratch returns the comm's pooled count and offset slices for
+// AllGatherV (one goroutine per Comm uses them).
+func (c *Comm) vScratch(n int) ([]int, []int) {
+	if cap(c.vCounts) < n {
+		c.vCounts, c.vDispls = make([]int, n), make([]int, n)
+	}
+	return c.vCounts[:n], c.vDispls[:n]
+}
+
+func checkV(name string, n, length int, counts, displs []int, what string) error {
+	if len(counts) != n || len(displs) != n {
+		return invalidArg("%s: %d %s counts and %d offsets, want %d each", name, len(counts), what, len(displs), n)
+	}
+	for j := range counts {
+		if counts[j] < 0 || displs[j] < 0 || displs[j] > length || counts[j] > length-displs[j] {
+			return invalidArg("%s: %s range %d [%d, +%d) outside the %d-element slice", name, what, j, displs[j], counts[j], length)
+		}
+	}
+	return nil
+}
+
+func allToAllV[T Float](ctx context.Context, c *Comm, name string, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) (err error) {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	N := c.g.n
+	if e := checkV(name, N, len(send), scounts, sdispls, "send"); e != nil {
+		return c.invalidCall(ctx, name, e)
+	}
+	if e := checkV(name, N, len(recv), rcounts, rdispls, "recv"); e != nil {
+		return c.invalidCall(ctx, name, e)
+	}
+	for a := 0; a < N; a++ {
+		for b := a + 1; b < N; b++ {
+			if rcounts[a] > 0 && rcounts[b] > 0 && rdispls[a] < rdispls[b]+rcounts[b] && rdispls[b] < rdispls[a]+rcounts[a] {
+				return c.invalidCall(ctx, name, invalidArg("%s: recv ranges %d and %d overlap", name, a, b))
+			}
+		}
+	}
+	dt := dtypeOf[T]()
+	fp := fingerprint{kind: collAllToAllV, dt: dt, strategy: Direct}
+	owned, err := c.begin(ctx, name, fp, name+" fingerprint check")
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
+	k := &c.k
+	i := c.rank
+	// The counts: every rank sends scounts[j] to rank j (a pairwise
+	// exchange of one float64 each), and compares what it receives with
+	// its rcounts; the ranks agree before any data moves.
+	if err := c.prepare(k, backend.F64, Sum, 2*N, nil, 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	cnt := c.vCountBuf(2 * N)
+	for j := 0; j < N; j++ {
+		cnt[j] = float64(scounts[j])
+	}
+	if err := c.upload(k, 0, asBytes(cnt[:N])); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	if err := c.rec(c.dev.Stream().Copy(k.region(N+i, N+i+1), k.region(i, i+1))); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.pairwiseExchange(ctx, k, N, 1); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.flush(ctx); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.download(ctx, k, N, asBytes(cnt[N:2*N])); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	bad := -1
+	for j := 0; j < N; j++ {
+		if int(cnt[N+j]) != rcounts[j] {
+			bad = j
+			break
+		}
+	}
+	all, err := c.arriveFlag(ctx, fp, name+" counts check", bad < 0)
+	if err != nil {
+		return err
+	}
+	if !all {
+		if bad >= 0 {
+			return &MismatchError{Seq: c.seq, Rank: i, Call: fmt.Sprintf("%s expecting %d elements from rank %d", name, rcounts[bad], bad),
+				Peer: bad, PeerCall: fmt.Sprintf("%s sending %d", name, int(cnt[N+bad]))}
+		}
+		return &MismatchError{Seq: c.seq, Rank: i, Call: name, Peer: -1, PeerCall: name + " with counts that disagree between other ranks"}
+	}
+	// The data: send in [0, S), recv in [S, S+R).
+	S, R := len(send), len(recv)
+	if S+R == 0 {
+		return nil
+	}
+	if err := c.prepare(k, dt, Sum, S+R, asBytes(send), 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	st := c.dev.Stream()
+	if scounts[i] > 0 {
+		if err := c.rec(st.Copy(k.region(S+rdispls[i], S+rdispls[i]+rcounts[i]), k.region(sdispls[i], sdispls[i]+scounts[i]))); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+	}
+	slice := c.g.slotBytes / k.es
+	for s := 1; s < N; s++ {
+		to, from := mod(i+s, N), mod(i-s, N)
+		for j := 0; j*slice < max(scounts[to], rcounts[from]); j++ {
+			a, b := sliceRange(sdispls[to], sdispls[to]+scounts[to], slice, j)
+			if err := c.sendSlice(ctx, k, to, a, b); err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+			a, b = sliceRange(rdispls[from], rdispls[from]+rcounts[from], slice, j)
+			if b <= a {
+				continue
+			}
+			in, _, err := c.take(ctx, from, 0, msgCollective, (b-a)*k.es)
+			if err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+			if err := c.rec(st.Copy(k.region(S+a, S+b), in)); err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+			if err := c.flush(ctx); err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+		}
+	}
+	if err := c.flush(ctx); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	for j := 0; j < N; j++ {
+		if rcounts[j] == 0 {
+			continue
+		}
+		if err := c.download(ctx, k, S+rdispls[j], asBytes(recv[rdispls[j]:rdispls[j]+rcounts[j]])); err != nil {
+			return c.fail(err, true, nil, nil)
+		}
+	}
+	return nil
+}
+
+// vCountBuf returns the comm's pooled float64 scratch for the counts
+// exchange.
+func (c *Comm) vCountBuf(n int) []float64 {
+	if cap(c.vCnt) < n {
+		c.vCnt = make([]float64, n)
+	}
+	return c.vCnt[:n]
+}
