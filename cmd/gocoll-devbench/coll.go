@@ -66,15 +66,62 @@ type measured struct {
 }
 
 // measure runs warm untimed calls, then n timed ones, and returns rank 0's
-// times and the counter and allocation deltas of the timed calls.
+// times and the counter and allocation deltas of the timed calls. The rank
+// goroutines are started once, before the warm-up, and wait on a channel
+// between the two phases, so the timed window holds the calls and nothing
+// of the harness (no goroutine starts, no closures).
 func measure(ctx context.Context, g *collective.Group, bufs [][]float32, s collective.Strategy, warm, n int) (measured, error) {
 	var m measured
+	N := g.Size()
+	start := make([]chan []time.Duration, N)
+	done := make(chan error, N)
+	for r := 0; r < N; r++ {
+		start[r] = make(chan []time.Duration)
+		go func(r int) {
+			c := g.Comm(r)
+			for times := range start[r] {
+				calls := warm
+				if times != nil {
+					calls = len(times)
+				}
+				var err error
+				for i := 0; i < calls && err == nil; i++ {
+					t0 := time.Now()
+					err = collective.AllReduceWith(ctx, c, bufs[r], bufs[r], collective.Sum, s)
+					if r == 0 && times != nil {
+						times[i] = time.Since(t0)
+					}
+				}
+				if err != nil {
+					err = fmt.Errorf("rank %d: %w", r, err)
+				}
+				done <- err
+			}
+		}(r)
+	}
+	defer func() {
+		for _, ch := range start {
+			close(ch)
+		}
+	}()
+	phase := func(times []time.Duration) error {
+		for _, ch := range start {
+			ch <- times
+		}
+		var first error
+		for range start {
+			if err := <-done; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
 	// A collection first (earlier sections freed large buffers, and a
 	// collection empties the runtime's central caches), then the warm-up
 	// calls that refill them, so no collection lands in the window.
 	runtime.GC()
 	if warm > 0 {
-		if err := loop(ctx, g, bufs, s, warm, nil); err != nil {
+		if err := phase(nil); err != nil {
 			return m, err
 		}
 	}
@@ -92,22 +139,15 @@ func measure(ctx context.Context, g *collective.Group, bufs [][]float32, s colle
 		return t
 	}
 	m.times = make([]time.Duration, n)
-	// The harness's own allocations (goroutines, closures): a loop of 0 calls.
+	before := snap()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
-	if err := loop(ctx, g, bufs, s, 0, nil); err != nil {
-		return m, err
-	}
-	runtime.ReadMemStats(&ms1)
-	harness := ms1.Mallocs - ms0.Mallocs
-	before := snap()
-	runtime.ReadMemStats(&ms0)
-	if err := loop(ctx, g, bufs, s, n, m.times); err != nil {
+	if err := phase(m.times); err != nil {
 		return m, err
 	}
 	runtime.ReadMemStats(&ms1)
 	m.delta = snap().Sub(before)
-	m.allocs = max(0, float64(ms1.Mallocs-ms0.Mallocs)-float64(harness)) / float64(n)
+	m.allocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(n)
 	m.objects = float64(m.delta.ObjectsCreated) / float64(n)
 	return m, nil
 }

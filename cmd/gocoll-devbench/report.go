@@ -208,7 +208,7 @@ func (r *Results) evaluate() {
 		}
 	}
 	if n > 0 {
-		r.add(Target{ID: "T4", What: "allocations per small synchronous all-reduce call (T3 loops, worst strategy, both ranks, harness subtracted) and Vulkan objects per call (T2 and T3 loops)",
+		r.add(Target{ID: "T4", What: "allocations per small synchronous all-reduce call (T3 loops, worst strategy, both ranks; the rank goroutines run before the window) and Vulkan objects per call (T2 and T3 loops)",
 			Measured: fmt.Sprintf("%.4f allocs/call, %.3f objects/call", maxA, maxO), Threshold: fmt.Sprintf("allocs < 0.001 per call over %d calls, 0 objects", r.Params.CallIters),
 			Ratio: maxA, Verdict: verdict(maxA < 0.001 && maxO == 0, true)})
 	}
