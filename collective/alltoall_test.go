@@ -140,8 +140,8 @@ func TestAllToAllErrors(t *testing.T) {
 	}
 }
 
-// TestAllToAllGatherScatterZeroAllocs: the steady state of each allocates
-// nothing.
+// TestAllToAllGatherScatterZeroAllocs: the steady state of each of the
+// newer collectives (the V forms included) allocates nothing.
 func TestAllToAllGatherScatterZeroAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -155,7 +155,8 @@ func TestAllToAllGatherScatterZeroAllocs(t *testing.T) {
 			send[r] = make([]float32, ranks*m)
 			recv[r] = make([]float32, ranks*m)
 		}
-		for _, coll := range []string{"AllToAll", "Gather", "Scatter"} {
+		counts, displs := []int{m, m, m, m}, []int{0, m, 2 * m, 3 * m}
+		for _, coll := range []string{"AllToAll", "Gather", "Scatter", "ReduceScatterV", "AllGatherV", "AllToAllV"} {
 			run := func(c *Comm) error {
 				ctx, r := context.Background(), c.Rank()
 				switch coll {
@@ -163,6 +164,12 @@ func TestAllToAllGatherScatterZeroAllocs(t *testing.T) {
 					return AllToAll(ctx, c, send[r], recv[r])
 				case "Gather":
 					return Gather(ctx, c, send[r][:m], recv[r], 1)
+				case "ReduceScatterV":
+					return ReduceScatterV(ctx, c, send[r], recv[r][:m], counts, displs, Sum)
+				case "AllGatherV":
+					return AllGatherV(ctx, c, send[r][:m], recv[r], counts, displs)
+				case "AllToAllV":
+					return AllToAllV(ctx, c, send[r], counts, displs, recv[r], counts, displs)
 				}
 				return Scatter(ctx, c, send[r], recv[r][:m], 2)
 			}

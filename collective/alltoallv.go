@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"fmt"
+	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -17,7 +18,7 @@ import (
 // stays usable. recv elements outside the received ranges are not written.
 // Regions may not overlap within recv (send regions may).
 func AllToAllV[T Float](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
-	return allToAllV(ctx, c, "AllToAllV", send, scounts, sdispls, recv, rcounts, rdispls)
+	return allToAllV(ctx, c, "AllToAllV", collAllToAllV, Sum, send, scounts, sdispls, recv, rcounts, rdispls)
 }
 
 // AllGatherV gathers every rank's send into every rank's recv, rank j's at
@@ -36,7 +37,7 @@ func AllGatherV[T Float](ctx context.Context, c *Comm, send []T, recv []T, count
 	for j := range sc {
 		sc[j], sd[j] = len(send), 0
 	}
-	return allToAllV(ctx, c, "AllGatherV", send, sc, sd, recv, counts, displs)
+	return allToAllV(ctx, c, "AllGatherV", collAllGatherV, Sum, send, sc, sd, recv, counts, displs)
 }
 
 // vScratch returns the comm's pooled count and offset slices for
@@ -60,7 +61,15 @@ func checkV(name string, n, length int, counts, displs []int, what string) error
 	return nil
 }
 
-func allToAllV[T Float](ctx context.Context, c *Comm, name string, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) (err error) {
+// vPhases names the rendezvous of each V collective (static strings: no
+// allocation per call).
+var vPhases = map[collKind][2]string{
+	collAllToAllV:      {"AllToAllV fingerprint check", "AllToAllV counts check"},
+	collAllGatherV:     {"AllGatherV fingerprint check", "AllGatherV counts check"},
+	collReduceScatterV: {"ReduceScatterV fingerprint check", "ReduceScatterV counts check"},
+}
+
+func allToAllV[T Float](ctx context.Context, c *Comm, name string, kind collKind, op Op, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -79,8 +88,8 @@ func allToAllV[T Float](ctx context.Context, c *Comm, name string, send []T, sco
 		}
 	}
 	dt := dtypeOf[T]()
-	fp := fingerprint{kind: collAllToAllV, dt: dt, strategy: Direct}
-	owned, err := c.begin(ctx, name, fp, name+" fingerprint check")
+	fp := fingerprint{kind: kind, op: op, dt: dt, strategy: Direct}
+	owned, err := c.begin(ctx, name, fp, vPhases[kind][0])
 	if err != nil {
 		return err
 	}
@@ -119,7 +128,7 @@ func allToAllV[T Float](ctx context.Context, c *Comm, name string, send []T, sco
 			break
 		}
 	}
-	all, err := c.arriveFlag(ctx, fp, name+" counts check", bad < 0)
+	all, err := c.arriveFlag(ctx, fp, vPhases[kind][1], bad < 0)
 	if err != nil {
 		return err
 	}
@@ -189,4 +198,50 @@ func (c *Comm) vCountBuf(n int) []float64 {
 		c.vCnt = make([]float64, n)
 	}
 	return c.vCnt[:n]
+}
+
+// ReduceScatterV reduces every rank's send with op and leaves elements
+// [displs[j], displs[j]+counts[j]) of the reduction in rank j's recv
+// (len(recv) = counts[j]): ReduceScatter with per-rank block sizes. counts
+// and displs are the same on every rank and describe ranges of send (whose
+// length is the same on every rank). The blocks travel as in AllToAllV
+// (counts agreed first) and each rank reduces the N blocks it receives in
+// rank order on the CPU, with the kernels' arithmetic (bitwise what
+// ReduceScatter gives with Config.Deterministic).
+func ReduceScatterV[T Float](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	N := c.g.n
+	if !op.Valid() {
+		return c.invalidCall(ctx, "ReduceScatterV", invalidArg("unknown op %d", int(op)))
+	}
+	if len(counts) != N || len(displs) != N {
+		return c.invalidCall(ctx, "ReduceScatterV", invalidArg("%d counts and %d offsets, want %d each", len(counts), len(displs), N))
+	}
+	m := counts[c.rank]
+	if m < 0 || len(recv) != m {
+		return c.invalidCall(ctx, "ReduceScatterV", invalidArg("len(recv)=%d, want counts[%d]=%d", len(recv), c.rank, m))
+	}
+	rc, rd := c.vScratch(N)
+	for q := range rc {
+		rc[q], rd[q] = m, q*m
+	}
+	es := dtypeOf[T]().Size()
+	if cap(c.vBlocks) < N*m*es {
+		c.vBlocks = make([]byte, N*m*es)
+	}
+	blocks := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(c.vBlocks))), N*m)
+	if err := allToAllV(ctx, c, "ReduceScatterV", collReduceScatterV, op, send, counts, displs, blocks, rc, rd); err != nil {
+		return err
+	}
+	if m == 0 {
+		return nil
+	}
+	if es == 8 {
+		reduceHostF64(asBytes(recv), asBytes(blocks), m, 0, N, m, op, scaleFor(op, N))
+	} else {
+		reduceHostF32(asBytes(recv), asBytes(blocks), m, 0, N, m, op, scaleFor(op, N))
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -153,6 +154,71 @@ func TestAllToAllVMismatch(t *testing.T) {
 		for r, err := range errs {
 			if !errors.Is(err, ErrInvalidArgument) {
 				t.Errorf("%s rank %d, 2 counts for 3 ranks: %v", bk, r, err)
+			}
+		}
+	}
+}
+
+// TestReduceScatterV: random per-rank block sizes (0 and sizes around the
+// slot among them) and offsets, every op, f32 and f64, against the float64
+// reference (exact inputs); a NaN in one rank's input propagates to the
+// block that holds it.
+func TestReduceScatterV(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	sizes := []int{0, 1, 31, 33, 65, 200}
+	for _, bk := range backendsUnderTest(t) {
+		for _, N := range []int{1, 2, 3, 5} {
+			g := openGroup(t, bk, N, func(o *Options) { o.ChunkBytes = 256 })
+			for _, op := range allOps {
+				counts := make([]int, N)
+				displs := make([]int, N)
+				off := 0
+				for j := range counts {
+					counts[j] = sizes[rng.IntN(len(sizes))]
+					off += rng.IntN(3)
+					displs[j] = off
+					off += counts[j]
+				}
+				L := off + rng.IntN(3)
+				inputs := make([][]float64, N)
+				for r := range inputs {
+					inputs[r] = make([]float64, L)
+					for i := range inputs[r] {
+						inputs[r][i] = exactInput(op, r, i)
+					}
+				}
+				nanAt := -1
+				if op == Max && L > 0 {
+					nanAt = rng.IntN(L)
+					inputs[rng.IntN(N)][nanAt] = math.NaN()
+				}
+				want := refReduce(inputs, op)
+				out32 := make([][]float32, N)
+				out64 := make([][]float64, N)
+				noErrors(t, onRanks(g, func(c *Comm) error {
+					r := c.Rank()
+					s32 := make([]float32, L)
+					for i, v := range inputs[r] {
+						s32[i] = float32(v)
+					}
+					out32[r] = make([]float32, counts[r])
+					if err := ReduceScatterV(context.Background(), c, s32, out32[r], counts, displs, op); err != nil {
+						return err
+					}
+					out64[r] = make([]float64, counts[r])
+					return ReduceScatterV(context.Background(), c, inputs[r], out64[r], counts, displs, op)
+				}))
+				for r := 0; r < N; r++ {
+					for e := 0; e < counts[r]; e++ {
+						w := want[displs[r]+e]
+						same := func(got, w float64) bool { return got == w || (math.IsNaN(got) && math.IsNaN(w)) }
+						if !same(float64(out32[r][e]), float64(float32(w))) || !same(out64[r][e], w) {
+							t.Fatalf("%s N=%d %v: rank %d element %d = %v (f32) / %v (f64), want %v", bk, N, op, r, e, out32[r][e], out64[r][e], w)
+						}
+					}
+				}
 			}
 		}
 	}

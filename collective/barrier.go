@@ -29,6 +29,8 @@ const (
 	collGather
 	collScatter
 	collAllToAllV
+	collAllGatherV
+	collReduceScatterV
 )
 
 func (k collKind) String() string {
@@ -59,6 +61,10 @@ func (k collKind) String() string {
 		return "Scatter"
 	case collAllToAllV:
 		return "AllToAllV"
+	case collAllGatherV:
+		return "AllGatherV"
+	case collReduceScatterV:
+		return "ReduceScatterV"
 	}
 	return "nothing"
 }

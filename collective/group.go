@@ -162,6 +162,7 @@ type Comm struct {
 	// Pooled scratch of AllGatherV and AllToAllV (alltoallv.go).
 	vCounts, vDispls []int
 	vCnt             []float64
+	vBlocks          []byte // ReduceScatterV's received blocks
 	queue            opQueue
 	wctx             waitCtx
 	last             backend.Fence // the last submission (queues are FIFO)
