@@ -88,17 +88,21 @@ const LevelTrace = slog.LevelDebug - 4
 // Group is a set of ranks that run collectives together. Create it with
 // NewGroup; each rank's goroutine uses its own Comm.
 type Group struct {
-	n         int // ranks in the group, every process's
-	nl        int // ranks in this process
-	base      int // global rank of this process's first rank
-	tr        backend.Transport
-	trOwned   bool  // tr is the group's own duplicate of Options.Transport
-	ctrl      *ctrl // control messages between the processes
-	nproc     int
-	fpBuf     []byte // cross-process fingerprint exchange
-	fpAll     []byte
-	cfg       Config
-	opts      Options
+	n       int // ranks in the group, every process's
+	nl      int // ranks in this process
+	base    int // global rank of this process's first rank
+	tr      backend.Transport
+	trOwned bool  // tr is the group's own duplicate of Options.Transport
+	ctrl    *ctrl // control messages between the processes
+	nproc   int
+	fpBuf   []byte // cross-process fingerprint exchange
+	fpAll   []byte
+	cfg     Config
+	opts    Options
+	// Sub-groups made by Split (split.go), closed with the group.
+	splitMu   sync.Mutex
+	splits    map[splitKey]*splitEntry
+	children  []*Group
 	bk        string
 	skipped   []Skip
 	placement []int
@@ -546,6 +550,7 @@ func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) e
 // freed under it). It is idempotent.
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
+		childErrs := g.closeChildren()
 		clean := g.Err() == nil
 		g.breakGroup(errGroupClosed)
 		g.closed.Store(true)
@@ -626,7 +631,7 @@ func (g *Group) Close() error {
 		if lost {
 			errs = append(errs, fmt.Errorf("collective: a device was declared lost; its memory is leaked: %w", ErrDeviceLost))
 		}
-		g.closeErr = errors.Join(errs...)
+		g.closeErr = errors.Join(append(childErrs, errs...)...)
 		// Release the comms: later calls see ErrClosed.
 		for _, c := range g.comms {
 			c.busy.Store(false)
