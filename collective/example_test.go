@@ -118,3 +118,55 @@ func ExampleGroup_Warmup() {
 	}
 	// Output: 3
 }
+
+// AllToAll transposes the ranks' chunks: chunk j of rank i's send becomes
+// chunk i of rank j's recv.
+func ExampleAllToAll() {
+	ctx := context.Background()
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 3, Backend: "host", Config: collective.DefaultConfig()})
+	if err != nil {
+		panic(err)
+	}
+	defer g.Close()
+	recv := make([][]float32, 3)
+	err = g.Run(ctx, func(ctx context.Context, c *collective.Comm) error {
+		r := float32(c.Rank())
+		send := []float32{10*r + 0, 10*r + 1, 10*r + 2} // chunk j (one element) goes to rank j
+		recv[c.Rank()] = make([]float32, 3)
+		return collective.AllToAll(ctx, c, send, recv[c.Rank()])
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(recv[0], recv[1], recv[2])
+	// Output: [0 10 20] [1 11 21] [2 12 22]
+}
+
+// Split makes sub-groups: here the even and the odd ranks of 4, each of
+// which then all-reduces among its own members.
+func ExampleComm_Split() {
+	ctx := context.Background()
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 4, Backend: "host", Config: collective.DefaultConfig()})
+	if err != nil {
+		panic(err)
+	}
+	defer g.Close() // closes the sub-groups too
+	sums := make([]float32, 4)
+	err = g.Run(ctx, func(ctx context.Context, c *collective.Comm) error {
+		sub, err := c.Split(ctx, c.Rank()%2, c.Rank())
+		if err != nil {
+			return err
+		}
+		x := []float32{float32(c.Rank())}
+		if err := collective.AllReduce(ctx, sub, x, collective.Sum); err != nil {
+			return err
+		}
+		sums[c.Rank()] = x[0]
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(sums)
+	// Output: [2 4 2 4]
+}
