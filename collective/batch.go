@@ -1,0 +1,77 @@
+package collective
+
+import "context"
+
+// Batch groups operations of one Comm so that they are posted together and
+// waited for together, as ncclGroupStart/ncclGroupEnd do: Run posts every
+// point-to-point operation of the batch first, whatever order they were
+// added in and whatever collectives sit between them, then the
+// collectives in the order added, then waits for all. So exchange patterns
+// that deadlock as blocking calls (every rank sending first, rings and
+// all-to-alls built from sends and receives, pipeline-parallel sends mixed
+// with collectives in different orders on different ranks) complete. Every
+// rank adds its collectives in the same order, as for plain calls.
+type Batch struct {
+	c     *Comm
+	p2p   []func(ctx context.Context) *Work
+	colls []func(ctx context.Context) *Work
+	works []*Work
+}
+
+// Batch starts an empty batch on c. A batch is used by c's goroutine; it
+// may be reused after Run.
+func (c *Comm) Batch() *Batch { return &Batch{c: c} }
+
+// BatchSend adds Send(data to peer); data must not be modified until Run
+// returns.
+func BatchSend[T Float](b *Batch, data []T, peer int) {
+	b.p2p = append(b.p2p, func(ctx context.Context) *Work { return SendAsync(ctx, b.c, data, peer) })
+}
+
+// BatchRecv adds Recv(data from peer).
+func BatchRecv[T Float](b *Batch, data []T, peer int) {
+	b.p2p = append(b.p2p, func(ctx context.Context) *Work { return RecvAsync(ctx, b.c, data, peer) })
+}
+
+// BatchAllReduce adds AllReduce(data, op) (in place).
+func BatchAllReduce[T Float](b *Batch, data []T, op Op) {
+	b.colls = append(b.colls, func(ctx context.Context) *Work { return AllReduceAsync(ctx, b.c, data, op) })
+}
+
+// BatchBroadcast adds Broadcast(data, root).
+func BatchBroadcast[T Float](b *Batch, data []T, root int) {
+	b.colls = append(b.colls, func(ctx context.Context) *Work { return BroadcastAsync(ctx, b.c, data, root) })
+}
+
+// Run posts the batch (point-to-point first, then the collectives in the
+// order added), waits for every operation within ctx, empties the batch
+// and returns the first error (each operation's error names it). When it
+// returns, no operation of the batch touches its memory any more.
+func (b *Batch) Run(ctx context.Context) error {
+	b.works = b.works[:0]
+	for _, f := range b.p2p {
+		b.works = append(b.works, f(ctx))
+	}
+	for _, f := range b.colls {
+		b.works = append(b.works, f(ctx))
+	}
+	var first error
+	for _, w := range b.works {
+		if err := w.Wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		// A Wait cut short by ctx leaves its operation running: wait for
+		// all of them without a deadline (each is bounded by its own ctx
+		// and CommunicationTimeout), so the memory is free on return.
+		for _, w := range b.works {
+			_ = w.Wait(context.Background())
+		}
+	}
+	clear(b.p2p)
+	clear(b.colls)
+	clear(b.works)
+	b.p2p, b.colls, b.works = b.p2p[:0], b.colls[:0], b.works[:0]
+	return first
+}
