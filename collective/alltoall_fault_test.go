@@ -20,8 +20,12 @@ func TestNewCollectivesAbsentRank(t *testing.T) {
 		"AllToAllV": func(ctx context.Context, c *Comm, send, recv []float32) error {
 			return AllToAllV(ctx, c, send, counts, displs, recv, counts, displs)
 		},
-		"Gather":  func(ctx context.Context, c *Comm, send, recv []float32) error { return Gather(ctx, c, send[:m], recv, 0) },
-		"Scatter": func(ctx context.Context, c *Comm, send, recv []float32) error { return Scatter(ctx, c, send, recv[:m], 0) },
+		"Gather": func(ctx context.Context, c *Comm, send, recv []float32) error {
+			return Gather(ctx, c, send[:m], recv, 0)
+		},
+		"Scatter": func(ctx context.Context, c *Comm, send, recv []float32) error {
+			return Scatter(ctx, c, send, recv[:m], 0)
+		},
 		"ReduceScatterV": func(ctx context.Context, c *Comm, send, recv []float32) error {
 			return ReduceScatterV(ctx, c, send, recv[:m], counts, displs, Sum)
 		},
