@@ -185,10 +185,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		for r := range b.present {
 			b.present[r] = false
 			if r != c.local {
-				select {
-				case g.comms[r].wake <- struct{}{}:
-				default:
-				}
+				g.comms[r].poke()
 			}
 		}
 		b.mu.Unlock()
@@ -219,16 +216,31 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			}
 		}
 	}
-	c.timer.Reset(g.cfg.CommunicationTimeout)
+	var deadline time.Time
+	bell := useBell.Load()
+	if bell {
+		deadline = time.Now().Add(g.cfg.CommunicationTimeout)
+	} else {
+		c.timer.Reset(g.cfg.CommunicationTimeout)
+	}
 	var ctxErr error
 	timedOut := false
 	for {
-		select {
-		case <-c.wake:
-		case <-c.timer.C:
-			timedOut = true
-		case <-ctx.Done():
-			ctxErr = ctx.Err()
+		if bell {
+			t := c.bell.ticket()
+			if b.genSeen.Load() == gen && g.Err() == nil {
+				if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
+					continue
+				}
+			}
+		} else {
+			select {
+			case <-c.wake:
+			case <-c.timer.C:
+				timedOut = true
+			case <-ctx.Done():
+				ctxErr = ctx.Err()
+			}
 		}
 		b.mu.Lock()
 		if b.gen != gen {
@@ -255,7 +267,11 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			// Every local rank is here and the last one is meeting the
 			// other processes, under its own deadline: keep waiting.
 			timedOut = false
-			c.timer.Reset(g.cfg.CommunicationTimeout)
+			if bell {
+				deadline = time.Now().Add(g.cfg.CommunicationTimeout)
+			} else {
+				c.timer.Reset(g.cfg.CommunicationTimeout)
+			}
 			b.mu.Unlock()
 			continue
 		}
@@ -311,8 +327,8 @@ func (c *Comm) mismatchFor(m *MismatchError) error {
 // GOMAXPROCS leaves a core per rank to spare (never on small machines,
 // where spinning steals the cores the other ranks and CPU drivers need):
 // as long as a device wait polls (shimdev's defaultSpin). Blocking is the
-// rare path: a blocked goroutine costs a wake-up of tens of microseconds
-// and, now and then, runtime allocations (sudogs, a new M to run it).
+// rare path: a wake-up costs tens of microseconds (it then sleeps on the
+// comm's doorbell, see doorbell).
 const barrierSpin = 2 * time.Millisecond
 
 var spinBarrier = runtime.GOMAXPROCS(0) >= 8

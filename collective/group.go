@@ -162,6 +162,7 @@ type Comm struct {
 	op    string // the operation running
 	strat Strategy
 	timer *time.Timer
+	bell  doorbell // see doorbell
 	wake  chan struct{}
 	// Pooled scratch of AllGatherV and AllToAllV (alltoallv.go).
 	vCounts, vDispls []int
@@ -477,12 +478,9 @@ func (g *Group) breakGroup(b *BrokenError) {
 	}
 	for _, c := range g.comms {
 		c.wctx.fire(errWaitBroken)
-		// Rendezvous waits block on wake alone (one channel: fewer runtime
-		// sudogs per blocked wait) and check the group after each wake.
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		// Rendezvous and exchange waits wake on the comm's wake channel or
+		// doorbell and check the group after each wake.
+		c.poke()
 	}
 	if g.ctrl != nil && !b.remote && b != errGroupClosed {
 		g.ctrl.broadcast(b)

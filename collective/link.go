@@ -106,6 +106,15 @@ func (c *Comm) link(a, b int) *link {
 	return l
 }
 
+// local returns the comm of rank r, a rank of this process.
+func (g *Group) local(r int) *Comm { return g.comms[r-g.base] }
+
+// freeSlot returns slot to l's sender and rings its doorbell.
+func (g *Group) freeSlot(l *link, slot int) {
+	l.free <- slot
+	g.local(l.from).bell.ring()
+}
+
 // wait blocks on ch (a message or a credit) with the comm's timer, the
 // caller's context and the group's breaking; peer names who is awaited.
 func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase string) (T, error) {
@@ -129,6 +138,40 @@ func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase stri
 		}
 	}
 	g := c.g
+	if useBell.Load() {
+		// Sleep on the doorbell, which the peer rings after each message
+		// or credit it sends to this rank (see doorbell).
+		deadline := time.Now().Add(g.cfg.CommunicationTimeout)
+		for {
+			t := c.bell.ticket()
+			select {
+			case v := <-ch:
+				return v, nil
+			default:
+			}
+			var timedOut bool
+			var ctxErr error
+			if g.Err() == nil {
+				if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
+					continue
+				}
+			}
+			switch {
+			case timedOut:
+				te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
+				c.breakWith(te)
+				return zero, te
+			case ctxErr != nil:
+				te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctxErr}
+				c.breakWith(te)
+				return zero, te
+			}
+			if err := ctx.Err(); err != nil {
+				return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
+			}
+			return zero, c.brokenErr()
+		}
+	}
 	c.timer.Reset(g.cfg.CommunicationTimeout)
 	defer c.timer.Stop()
 	select {
@@ -220,6 +263,7 @@ func (c *Comm) post(to, slot, n int, m msg) {
 		return
 	}
 	l.ready <- m
+	c.g.local(l.to).bell.ring()
 }
 
 // take waits for the next message from peer (n bytes expected), copies its
@@ -256,7 +300,7 @@ func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (ba
 		return backend.Region{}, m, err
 	}
 	if m.kind != want || (want == msgCollective && m.seq != c.seq) || (want == msgCollective && m.n != n) {
-		l.free <- m.slot
+		c.g.freeSlot(l, m.slot)
 		err := &MismatchError{Seq: c.seq, Rank: c.rank, Call: want.String(), Peer: from, PeerCall: m.kind.String()}
 		c.breakWith(err)
 		return backend.Region{}, m, err
@@ -284,7 +328,7 @@ func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (ba
 	off := idx * c.g.slotBytes
 	src := l.out.Bytes()[m.slot*c.g.slotBytes : m.slot*c.g.slotBytes+m.n]
 	err = c.inbox.Write(off, src)
-	l.free <- m.slot
+	c.g.freeSlot(l, m.slot)
 	if err != nil {
 		c.breakWith(err)
 		return backend.Region{}, m, err
@@ -336,7 +380,7 @@ type heldSlot struct {
 // covers the reads of earlier work).
 func (c *Comm) releaseHeld() {
 	for _, h := range c.held {
-		h.l.free <- h.slot
+		c.g.freeSlot(h.l, h.slot)
 	}
 	c.held = c.held[:0]
 }

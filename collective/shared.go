@@ -81,10 +81,7 @@ func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, d
 	c.leaveAccess()
 	g.sharedDone.Store(call)
 	for _, p := range g.comms[1:] {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+		p.poke()
 	}
 	return nil
 }
@@ -112,21 +109,38 @@ func (c *Comm) awaitShared(ctx context.Context, call uint64) error {
 			}
 		}
 	}
-	c.timer.Reset(g.cfg.CommunicationTimeout + g.drainLimit)
-	defer c.timer.Stop()
+	var deadline time.Time
+	bell := useBell.Load()
+	if bell {
+		deadline = time.Now().Add(g.cfg.CommunicationTimeout + g.drainLimit)
+	} else {
+		c.timer.Reset(g.cfg.CommunicationTimeout + g.drainLimit)
+		defer c.timer.Stop()
+	}
 	for {
+		t := c.bell.ticket()
 		if g.sharedDone.Load() >= call {
 			return nil
 		}
 		var ctxErr error
-		select {
-		case <-c.wake:
+		if bell {
 			if g.Err() == nil {
-				continue
+				timedOut, err := c.bellWait(ctx, t, deadline)
+				if !timedOut && err == nil {
+					continue
+				}
+				ctxErr = err
 			}
-		case <-c.timer.C:
-		case <-ctx.Done():
-			ctxErr = ctx.Err()
+		} else {
+			select {
+			case <-c.wake:
+				if g.Err() == nil {
+					continue
+				}
+			case <-c.timer.C:
+			case <-ctx.Done():
+				ctxErr = ctx.Err()
+			}
 		}
 		if g.sharedDone.Load() >= call {
 			return nil

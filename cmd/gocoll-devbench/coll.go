@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"time"
 
@@ -61,35 +62,74 @@ func rankErr(errs []error) error {
 type measured struct {
 	times   []time.Duration
 	delta   backend.CounterSnapshot // summed over ranks
-	allocs  float64                 // per call, process-wide
+	allocs  float64                 // per call, process-wide, in the timed window
 	objects float64
+	// windows holds the process's mallocs in the timed window and in each
+	// further window of n calls, counted from inside rank 0's loop.
+	windows []uint64
+	// phase counts the timed phase's mallocs from outside: its window
+	// plus the margins and the harness's wake-ups of the rank goroutines.
+	phase uint64
 }
 
-// measure runs warm untimed calls, then n timed ones, and returns rank 0's
-// times and the counter and allocation deltas of the timed calls. The rank
-// goroutines are started once, before the warm-up, and wait on a channel
-// between the two phases, so the timed window holds the calls and nothing
-// of the harness (no goroutine starts, no closures).
-func measure(ctx context.Context, g *collective.Group, bufs [][]float32, s collective.Strategy, warm, n int) (measured, error) {
+// phaseReq starts one phase of measure's rank goroutines: calls all-reduces
+// each; when times is not nil, rank 0 times calls [margin, margin+len(times))
+// and counts the process's mallocs over them into *mallocs.
+type phaseReq struct {
+	calls, margin int
+	times         []time.Duration
+	mallocs       *uint64
+}
+
+// heapObjects returns the process's heap allocations so far (tiny ones
+// included, as runtime.MemStats.Mallocs counts them) without stopping the
+// world; s is the caller's reusable sample slice.
+func heapObjects(s []metrics.Sample) uint64 {
+	metrics.Read(s)
+	return s[0].Value.Uint64() + s[1].Value.Uint64()
+}
+
+func newHeapSamples() []metrics.Sample {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/tiny/allocs:objects"}}
+	heapObjects(s) // the first read initialises the runtime's tables
+	return s
+}
+
+// measure runs warm untimed calls, then n timed ones between margin calls
+// before and after, and returns rank 0's times and the counter and
+// allocation deltas of the timed calls; then windows-1 further windows of n
+// untimed calls. Allocations are counted by rank 0 from inside its loop,
+// from its call margin to its call margin+n, so that with a margin the
+// window holds only calls in flight on every rank, no goroutine of the
+// harness waking or going to sleep (the runtime's own bounded
+// caches, OS threads for cgo calls and per-P sudog caches, fill in the first
+// windows on a many-core machine). The rank goroutines are started once,
+// before the warm-up, and wait on a channel between phases.
+func measure(ctx context.Context, g *collective.Group, bufs [][]float32, s collective.Strategy, warm, margin, n, windows int) (measured, error) {
 	var m measured
 	N := g.Size()
-	start := make([]chan []time.Duration, N)
+	start := make([]chan phaseReq, N)
 	done := make(chan error, N)
 	for r := 0; r < N; r++ {
-		start[r] = make(chan []time.Duration)
+		start[r] = make(chan phaseReq)
 		go func(r int) {
 			c := g.Comm(r)
-			for times := range start[r] {
-				calls := warm
-				if times != nil {
-					calls = len(times)
-				}
+			samples := newHeapSamples()
+			for req := range start[r] {
+				count := r == 0 && req.times != nil
 				var err error
-				for i := 0; i < calls && err == nil; i++ {
+				var before uint64
+				for i := 0; i < req.calls && err == nil; i++ {
+					if count && i == req.margin {
+						before = heapObjects(samples)
+					}
 					t0 := time.Now()
 					err = collective.AllReduceWith(ctx, c, bufs[r], bufs[r], collective.Sum, s)
-					if r == 0 && times != nil {
-						times[i] = time.Since(t0)
+					if count && i >= req.margin && i < req.margin+len(req.times) {
+						req.times[i-req.margin] = time.Since(t0)
+						if i == req.margin+len(req.times)-1 {
+							*req.mallocs = heapObjects(samples) - before
+						}
 					}
 				}
 				if err != nil {
@@ -104,9 +144,9 @@ func measure(ctx context.Context, g *collective.Group, bufs [][]float32, s colle
 			close(ch)
 		}
 	}()
-	phase := func(times []time.Duration) error {
+	phase := func(req phaseReq) error {
 		for _, ch := range start {
-			ch <- times
+			ch <- req
 		}
 		var first error
 		for range start {
@@ -121,7 +161,7 @@ func measure(ctx context.Context, g *collective.Group, bufs [][]float32, s colle
 	// calls that refill them, so no collection lands in the window.
 	runtime.GC()
 	if warm > 0 {
-		if err := phase(nil); err != nil {
+		if err := phase(phaseReq{calls: warm}); err != nil {
 			return m, err
 		}
 	}
@@ -139,16 +179,24 @@ func measure(ctx context.Context, g *collective.Group, bufs [][]float32, s colle
 		return t
 	}
 	m.times = make([]time.Duration, n)
+	m.windows = make([]uint64, max(1, windows))
+	samples := newHeapSamples()
 	before := snap()
-	var ms0, ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
-	if err := phase(m.times); err != nil {
+	h0 := heapObjects(samples)
+	if err := phase(phaseReq{calls: n + 2*margin, margin: margin, times: m.times, mallocs: &m.windows[0]}); err != nil {
 		return m, err
 	}
-	runtime.ReadMemStats(&ms1)
+	m.phase = heapObjects(samples) - h0
+	// The counters cover the margins too: per call over all calls.
 	m.delta = snap().Sub(before)
-	m.allocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(n)
-	m.objects = float64(m.delta.ObjectsCreated) / float64(n)
+	m.allocs = float64(m.windows[0]) / float64(n)
+	m.objects = float64(m.delta.ObjectsCreated) / float64(n+2*margin)
+	scratch := make([]time.Duration, n)
+	for w := 1; w < len(m.windows); w++ {
+		if err := phase(phaseReq{calls: n + 2*margin, margin: margin, times: scratch, mallocs: &m.windows[w]}); err != nil {
+			return m, err
+		}
+	}
 	return m, nil
 }
 
@@ -231,7 +279,7 @@ func arBench(ctx context.Context, p params, res *Results, sec string, runs []str
 			pick, _ := diag.AutoChoice(g.Comm(0), int(bytes), backend.F32)
 			f.Picked = pick.String()
 		}
-		m, err := measure(ctx, g, bufs, sr.s, p.Warmup, p.ARIters)
+		m, err := measure(ctx, g, bufs, sr.s, p.Warmup, 0, p.ARIters, 1)
 		if err != nil {
 			res.errorf(sec, "%s: %v", sr.name, err)
 			f.Err = err.Error()
@@ -313,15 +361,19 @@ func latBench(ctx context.Context, p params, res *Results) {
 		// own bounded caches (OS threads for cgo calls, per-P timer heaps
 		// and sudog caches) fill over the first thousands of calls on a
 		// many-core machine, allocating now and then until they do.
-		m, err := measure(ctx, g, r.bufs, r.s, max(100, p.CallIters/5), p.CallIters)
+		m, err := measure(ctx, g, r.bufs, r.s, max(100, p.CallIters/5), 50, p.CallIters, p.AllocWindows)
 		if err != nil {
 			res.errorf("t3", "%s: %v", r.name, err)
 			f.Err = err.Error()
 			res.T3 = append(res.T3, f)
 			return // the group may be broken
 		}
-		f.Lat, f.Allocs, f.Objects = newLat(m.times), m.allocs, m.objects
-		logf("t3: %s%s, %d B: median %.1f us, p99 %.1f us; %.4f allocs, %.3f objects/call", r.name, pickNote(f.Picked), p.LatBytes, f.Lat.MedianUS, f.Lat.P99US, f.Allocs, f.Objects)
+		f.Lat, f.Allocs, f.Objects, f.AllocWindows = newLat(m.times), m.allocs, m.objects, m.windows
+		f.PhaseMallocs = m.phase
+		for _, w := range m.windows {
+			f.MaxAllocs = max(f.MaxAllocs, float64(w)/float64(p.CallIters))
+		}
+		logf("t3: %s%s, %d B: median %.1f us, p99 %.1f us; %.4f allocs, %.3f objects/call; mallocs per window of %d calls %v (timed phase with its margins and wake-ups: %d)", r.name, pickNote(f.Picked), p.LatBytes, f.Lat.MedianUS, f.Lat.P99US, f.Allocs, f.Objects, p.CallIters, m.windows, m.phase)
 		res.T3 = append(res.T3, f)
 	}
 }

@@ -47,6 +47,7 @@ type params struct {
 	LatIters     int    `json:"latency_iters"`
 	ARIters      int    `json:"allreduce_iters"`
 	CallIters    int    `json:"latency_calls"`
+	AllocWindows int    `json:"alloc_windows"`
 	Depths       []int  `json:"pipeline_depths"`
 	ReduceInputs []int  `json:"reduce_inputs"`
 	T6Size       int    `json:"t6_bytes"`
@@ -127,6 +128,7 @@ func run(args []string) int {
 	fs.IntVar(&p.LatIters, "lat-iters", 2000, "submit+fence round trips timed for the latency ceilings")
 	fs.IntVar(&p.ARIters, "ar-iters", 7, "timed all-reduces of ar-size per strategy")
 	fs.IntVar(&p.CallIters, "calls", 10000, "timed small all-reduces per strategy (T3, T3b; T4 counts allocations over them)")
+	fs.IntVar(&p.AllocWindows, "alloc-windows", 5, "windows of -calls small all-reduces per T3 strategy over which T4 counts mallocs (the first is the timed one; T4 judges the last)")
 	depths := fs.String("depths", "2,4,8", "pipeline depths to try in T2")
 	inputs := fs.String("inputs", "2,8", "reduce input counts (T1)")
 	fs.StringVar(&p.Skip, "skip", "", "comma-separated sections to skip: ceilings,t1,t2a,t2b,t3,t6,t7 (t6: T3b and T6)")
@@ -182,7 +184,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "gocoll-devbench: -inputs:", err)
 		return 2
 	}
-	if p.Reps < 1 || p.Batch < 1 || p.LatIters < 1 || p.ARIters < 1 || p.CallIters < 1 || p.T6Calls < 1 || p.T7Reps < 1 || p.Warmup < 0 {
+	if p.Reps < 1 || p.Batch < 1 || p.LatIters < 1 || p.ARIters < 1 || p.CallIters < 1 || p.AllocWindows < 1 || p.T6Calls < 1 || p.T7Reps < 1 || p.Warmup < 0 {
 		fmt.Fprintln(os.Stderr, "gocoll-devbench: counts must be >= 1 (warmup >= 0)")
 		return 2
 	}

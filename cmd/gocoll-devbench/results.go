@@ -145,9 +145,16 @@ type LatFig struct {
 	Strategy string  `json:"strategy"`
 	Picked   string  `json:"auto_picked,omitempty"`
 	Lat      Lat     `json:"latency"`
-	Allocs   float64 `json:"allocs_per_call"`  // Go heap allocations per call, both ranks
+	Allocs   float64 `json:"allocs_per_call"`  // Go heap allocations per call, both ranks, timed window
 	Objects  float64 `json:"objects_per_call"` // Vulkan objects created per call, both ranks
-	Err      string  `json:"error,omitempty"`
+	// The process's mallocs in the timed window and in each further window
+	// of as many calls (counted inside rank 0's loop, every rank calling),
+	// the most of them per call, and the timed phase's mallocs counted from
+	// outside (its margins and the wake-ups of the rank goroutines too).
+	AllocWindows []uint64 `json:"mallocs_per_window,omitempty"`
+	MaxAllocs    float64  `json:"max_allocs_per_call"`
+	PhaseMallocs uint64   `json:"phase_mallocs"`
+	Err          string   `json:"error,omitempty"`
 }
 
 // Target is one verdict.
