@@ -141,7 +141,7 @@ func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
 func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, flag bool) (bool, error) {
 	g := c.g
 	b := &g.bar
-	b.mu.Lock()
+	b.lock()
 	if g.Err() != nil {
 		b.mu.Unlock()
 		return false, c.brokenErr()
@@ -242,7 +242,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 				ctxErr = ctx.Err()
 			}
 		}
-		b.mu.Lock()
+		b.lock()
 		if b.gen != gen {
 			// Completed (possibly at the same moment as a timeout).
 			res := b.results[gen&1]
@@ -289,6 +289,22 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			return false, te
 		}
 		b.mu.Unlock()
+	}
+}
+
+// lock locks b.mu. With doorbell waits it never parks the goroutine (a
+// parked lock waiter takes a runtime sudog, as a channel wait does): the
+// critical sections are a few hundred nanoseconds, so it polls, yielding
+// between polls.
+func (b *barrier) lock() {
+	if !useBell.Load() {
+		b.mu.Lock()
+		return
+	}
+	for i := 0; !b.mu.TryLock(); i++ {
+		if i >= 16 {
+			runtime.Gosched()
+		}
 	}
 }
 

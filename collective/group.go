@@ -141,6 +141,7 @@ type Group struct {
 	closed    atomic.Bool
 	brokenMu  sync.Mutex
 	broken    error
+	isBroken  atomic.Bool // broken != nil, readable without brokenMu
 	brokenBy  *BrokenError
 	brokenCh  chan struct{}
 	closeOnce sync.Once
@@ -459,6 +460,9 @@ func (g *Group) Strategy() Strategy { return g.cfg.Strategy }
 
 // Err returns the error that broke the group, or nil.
 func (g *Group) Err() error {
+	if !g.isBroken.Load() {
+		return nil // the steady state: no lock, so ranks never contend here
+	}
 	g.brokenMu.Lock()
 	defer g.brokenMu.Unlock()
 	return g.broken
@@ -470,6 +474,7 @@ func (g *Group) breakGroup(b *BrokenError) {
 	first := g.broken == nil
 	if first {
 		g.broken, g.brokenBy = b.Cause, b
+		g.isBroken.Store(true)
 		close(g.brokenCh)
 	}
 	g.brokenMu.Unlock()
