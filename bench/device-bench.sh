@@ -109,9 +109,9 @@ run_there() {
 		-command "bash bench/device-bench.sh run (device tool, nvidia-h200; carry .devbench .gl)"
 	cat "$OUT/results.md" 2>/dev/null | sed -n '/## Targets/,/## Ceilings/p'
 	# The latency section again with a logical device per rank (GOCOLL_SHARE_DEVICE=0, the layout of separate
-	# GPUs), for comparison with the default shared device.
+	# GPUs), for comparison with the default shared device (latencies only: T4 counts in the main pass).
 	step gocoll-devbench-per-rank 90 env GOCOLL_SHARE_DEVICE=0 "$D/gocoll-devbench" ${DEVBENCH_ARGS:-} -skip ceilings,t1,t2a,t2b,t6,t7 \
-		-torch "$OUT/torch.json" -md "$OUT/results-per-rank.md" -command "GOCOLL_SHARE_DEVICE=0 bash bench/device-bench.sh run (second pass)"
+		-alloc-windows 1 -torch "$OUT/torch.json" -md "$OUT/results-per-rank.md" -command "GOCOLL_SHARE_DEVICE=0 bash bench/device-bench.sh run (second pass)"
 	cat "$OUT/results-per-rank.md" 2>/dev/null | sed -n '/## Targets/,/## Ceilings/p'
 	step allreduce-perf 75 "$D/allreduce-perf" -g 2 --devices 0,0 --backend vulkan -b 4K -e "${ARP_MAX:-256M}" -f 4 -a all -n 5 -w 2 \
 		-J "$OUT/allreduce-perf.json" --plot "$OUT/allreduce-perf.png"
