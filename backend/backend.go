@@ -22,27 +22,84 @@ import (
 type DType int
 
 const (
-	F32 DType = iota // IEEE 754 binary32
-	F64              // IEEE 754 binary64
+	F32      DType = iota // IEEE 754 binary32
+	F64                   // IEEE 754 binary64
+	I32                   // int32, two's complement, wrapping arithmetic
+	U32                   // uint32, wrapping arithmetic
+	I64                   // int64, two's complement, wrapping arithmetic
+	U64                   // uint64, wrapping arithmetic
+	I8                    // int8, two's complement, wrapping arithmetic
+	U8                    // uint8, wrapping arithmetic
+	Half                  // IEEE 754 binary16, reduced in float32
+	BFloat16              // bfloat16 (the top half of a binary32), reduced in float32
 )
+
+// NumDTypes is the number of element types.
+const NumDTypes = 10
+
+// Valid reports whether d is one of the element types.
+func (d DType) Valid() bool { return d >= F32 && d < NumDTypes }
 
 // Size returns the size of one element in bytes.
 func (d DType) Size() int {
-	if d == F64 {
+	switch d {
+	case F64, I64, U64:
 		return 8
+	case I8, U8:
+		return 1
+	case Half, BFloat16:
+		return 2
 	}
 	return 4
 }
 
+// IsInt reports whether d is an integer type.
+func (d DType) IsInt() bool { return d >= I32 && d <= U8 }
+
+// Is16 reports whether d is a 16-bit floating-point type (Half, BFloat16).
+func (d DType) Is16() bool { return d == Half || d == BFloat16 }
+
+// Signed reports whether d is a signed integer type.
+func (d DType) Signed() bool { return d == I32 || d == I64 || d == I8 }
+
+// Bit returns d's bit in a DTypeSet.
+func (d DType) Bit() DTypeSet { return 1 << uint(d) }
+
+// String returns the nccl-tests name of the type.
 func (d DType) String() string {
 	switch d {
 	case F32:
 		return "float"
 	case F64:
 		return "double"
+	case I32:
+		return "int32"
+	case U32:
+		return "uint32"
+	case I64:
+		return "int64"
+	case U64:
+		return "uint64"
+	case I8:
+		return "int8"
+	case U8:
+		return "uint8"
+	case Half:
+		return "half"
+	case BFloat16:
+		return "bfloat16"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }
+
+// DTypeSet is a set of element types (bit d for DType d).
+type DTypeSet uint32
+
+// Has reports whether d is in the set.
+func (s DTypeSet) Has(d DType) bool { return d.Valid() && s&d.Bit() != 0 }
+
+// AllDTypes holds every element type.
+const AllDTypes DTypeSet = 1<<NumDTypes - 1
 
 // Op is an element-wise reduction operator as the kernels implement it. Mean
 // is not an Op here: collectives express it as Sum with a final scale of 1/N,
@@ -110,6 +167,10 @@ type DeviceInfo struct {
 	APIVersion    string
 	Float64       bool // the device reduces f64 in f64 kernels
 	Float64Reason string
+	// Kernels is the set of element types the device's Reduce and Scale
+	// take (F32 always; F64 when Float64). Collectives of a type outside
+	// it take an exact host path where one exists, else ErrUnsupported.
+	Kernels DTypeSet
 	// MaxBindingBytes is the largest range one kernel binding may cover
 	// (Vulkan maxStorageBufferRange, possibly lowered by a test hook). Larger
 	// regions are split across dispatches by the backend.

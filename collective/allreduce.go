@@ -10,31 +10,12 @@ import (
 	"github.com/gocoll/gocoll/backend"
 )
 
-// Float is the element type of host-slice collectives.
-type Float interface{ ~float32 | ~float64 }
-
-func dtypeOf[T Float]() backend.DType {
-	var z T
-	if unsafe.Sizeof(z) == 8 {
-		return backend.F64
-	}
-	return backend.F32
-}
-
-func asBytes[T Float](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	var z T
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
-}
-
 // AllReduce reduces data across all ranks with op, in place: on return every
 // rank's data holds the same, bitwise identical result. Every rank of the
 // group must call it with the same length and op, each from its own
 // goroutine. On an error before data moved (validation, a mismatch between
 // ranks, a timeout waiting for peers) data is untouched.
-func AllReduce[T Float](ctx context.Context, c *Comm, data []T, op Op) error {
+func AllReduce[T Elem](ctx context.Context, c *Comm, data []T, op Op) error {
 	b := asBytes(data)
 	return c.allReduce(ctx, "AllReduce", b, b, len(data), dtypeOf[T](), op, Auto)
 }
@@ -42,7 +23,7 @@ func AllReduce[T Float](ctx context.Context, c *Comm, data []T, op Op) error {
 // AllReduceWith is AllReduceInto with the strategy chosen for this call
 // (Auto: the group's Config.Strategy, and if that is Auto too, the cost
 // model). Every rank must pass the same strategy.
-func AllReduceWith[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, s Strategy) error {
+func AllReduceWith[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, s Strategy) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -55,7 +36,7 @@ func AllReduceWith[T Float](ctx context.Context, c *Comm, send, recv []T, op Op,
 // AllReduceInto reduces send across all ranks into recv (out of place); send
 // is never written. len(send) must equal len(recv); they may be the same
 // slice but must not partly overlap.
-func AllReduceInto[T Float](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+func AllReduceInto[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -147,8 +128,8 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
-	if !op.Valid() {
-		return c.invalidCall(ctx, name, invalidArg("unknown op %d", int(op)))
+	if err := checkOp(op, dt); err != nil {
+		return c.invalidCall(ctx, name, err)
 	}
 	if strat < Auto || strat > Host {
 		return c.invalidCall(ctx, name, invalidArg("unknown strategy %d", int(strat)))
@@ -176,8 +157,8 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 		pa, pb := usePinned(send, recv)
 		defer releasePinned(pa, pb)
 	}
-	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: strat, path: path, noF64: dt == backend.F64 && !g.allF64}
-	hostF64 := dt == backend.F64 && !g.allF64
+	hostF64 := c.noKernels(dt) // reduced exactly on the host
+	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: strat, path: path, noF64: hostF64}
 	// Direct and pipelined exchange through every rank's own buffers; they
 	// run zero-copy when every rank's buffers are pinned host memory its
 	// device imported: publish them, and learn at the rendezvous whether
@@ -228,7 +209,7 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 		return c.direct(ctx, send, recv, n, es, dt, op, depth)
 	}
 	if hostF64 {
-		return c.fail(fmt.Errorf("f64 across processes needs f64 kernels (%s): %w", c.info.Float64Reason, ErrUnsupported), false, send, recv)
+		return c.fail(fmt.Errorf("%s across processes needs %s kernels on every device: %w", dt, dt, ErrUnsupported), false, send, recv)
 	}
 	if err := c.ensureWork(n*es, dt); err != nil {
 		return c.fail(err, false, send, recv)
@@ -275,7 +256,7 @@ func (c *Comm) logCall(ctx context.Context, name string, n int, dt backend.DType
 	g := c.g
 	if g.log.Enabled(ctx, LevelTrace) {
 		g.log.Log(ctx, LevelTrace, "gocoll: "+name, "rank", c.rank, "seq", c.seq, "count", n, "type", dt.String(),
-			"op", op.String(), "strategy", s.String(), "why", why, "f64Host", dt == backend.F64 && !c.info.Float64)
+			"op", op.String(), "strategy", s.String(), "why", why, "hostReduce", c.noKernels(dt))
 	} else if c.rank == 0 && g.log.Enabled(ctx, slog.LevelInfo) {
 		g.log.Info("gocoll: "+name, "seq", c.seq, "count", n, "type", dt.String(), "op", op.String(), "strategy", s.String(), "why", why)
 	}
@@ -362,7 +343,7 @@ func (c *Comm) directSlice(ctx context.Context, send, recv []byte, n, es int, dt
 	if err := c.ensure(&c.gather, g.n*stride); err != nil {
 		return err
 	}
-	host := dt == backend.F64 && !g.allF64 || c.strat == Host
+	host := c.noKernels(dt) || c.strat == Host
 	depth = max(1, min(depth, cnt, MaxPipelineDepth))
 	if host {
 		depth = 1
@@ -387,11 +368,7 @@ func (c *Comm) directSlice(ctx context.Context, send, recv []byte, n, es int, dt
 			}
 			res := c.stage.Bytes()[(a-lo)*es : (b-lo)*es]
 			if host {
-				if dt == backend.F64 {
-					reduceHostF64(res, gb, stride/es, (a - lo), g.n, m, op, scaleFor(op, g.n))
-				} else {
-					reduceHostF32(res, gb, stride/es, (a - lo), g.n, m, op, scaleFor(op, g.n))
-				}
+				reduceHost(dt, res, gb, stride/es, (a - lo), g.n, m, op, scaleFor(op, g.n))
 				if err := c.scatter(d, lo, a, b, es); err != nil {
 					return err
 				}

@@ -10,7 +10,7 @@ import "context"
 // pairwise: in step s (1..N-1) rank i sends to i+s and receives from i-s,
 // slice by slice, so every link carries one message at a time and no rank
 // waits on another's unrelated transfer.
-func AllToAll[T Float](ctx context.Context, c *Comm, send, recv []T) (err error) {
+func AllToAll[T Elem](ctx context.Context, c *Comm, send, recv []T) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -90,7 +90,7 @@ func (c *Comm) pairwiseExchange(ctx context.Context, k *call, n, m int) error {
 // Gather collects every rank's send into root's recv, rank i's at
 // [i*len(send), (i+1)*len(send)) (len(recv) = N x len(send) on root; other
 // ranks' recv is not used and may be nil), as ncclGather / MPI_Gather.
-func Gather[T Float](ctx context.Context, c *Comm, send, recv []T, root int) (err error) {
+func Gather[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -101,9 +101,16 @@ func Gather[T Float](ctx context.Context, c *Comm, send, recv []T, root int) (er
 	if c.rank == root && len(recv) != len(send)*N {
 		return c.invalidCall(ctx, "Gather", invalidArg("root's len(recv)=%d, want len(send)*%d=%d", len(recv), N, len(send)*N))
 	}
+	return gather(ctx, c, "Gather", "Gather fingerprint check", fingerprint{kind: collGather, dt: dtypeOf[T](), count: int64(len(send)), root: int32(root), strategy: Direct}, send, recv, root)
+}
+
+// gather is Gather's exchange after its checks, under fingerprint fp
+// (phase names its rendezvous).
+func gather[T Elem](ctx context.Context, c *Comm, name, phase string, fp fingerprint, send, recv []T, root int) (err error) {
+	N := c.g.n
 	dt := dtypeOf[T]()
 	m := len(send)
-	owned, err := c.begin(ctx, "Gather", fingerprint{kind: collGather, dt: dt, count: int64(m), root: int32(root), strategy: Direct}, "Gather fingerprint check")
+	owned, err := c.begin(ctx, name, fp, phase)
 	if err != nil {
 		return err
 	}
@@ -130,7 +137,7 @@ func Gather[T Float](ctx context.Context, c *Comm, send, recv []T, root int) (er
 // Scatter sends chunk i of root's send (len(send)/N elements from
 // i*len(send)/N) to rank i's recv (len(send) = N x len(recv) on root; other
 // ranks' send is not used and may be nil), as ncclScatter / MPI_Scatter.
-func Scatter[T Float](ctx context.Context, c *Comm, send, recv []T, root int) (err error) {
+func Scatter[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}

@@ -17,7 +17,7 @@ import (
 // every rank with a *MismatchError before any data moves, and the group
 // stays usable. recv elements outside the received ranges are not written.
 // Regions may not overlap within recv (send regions may).
-func AllToAllV[T Float](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
+func AllToAllV[T Elem](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
 	return allToAllV(ctx, c, "AllToAllV", collAllToAllV, Sum, send, scounts, sdispls, recv, rcounts, rdispls)
 }
 
@@ -25,7 +25,7 @@ func AllToAllV[T Float](ctx context.Context, c *Comm, send []T, scounts, sdispls
 // recv[displs[j] : displs[j]+counts[j]] (MPI_Allgatherv): counts[j] is rank
 // j's len(send), and counts and displs are the same on every rank. Checked
 // as AllToAllV is.
-func AllGatherV[T Float](ctx context.Context, c *Comm, send []T, recv []T, counts, displs []int) error {
+func AllGatherV[T Elem](ctx context.Context, c *Comm, send []T, recv []T, counts, displs []int) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -69,7 +69,7 @@ var vPhases = map[collKind][2]string{
 	collReduceScatterV: {"ReduceScatterV fingerprint check", "ReduceScatterV counts check"},
 }
 
-func allToAllV[T Float](ctx context.Context, c *Comm, name string, kind collKind, op Op, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) (err error) {
+func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind, op Op, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -208,13 +208,13 @@ func (c *Comm) vCountBuf(n int) []float64 {
 // (counts agreed first) and each rank reduces the N blocks it receives in
 // rank order on the CPU, with the kernels' arithmetic (bitwise what
 // ReduceScatter gives with Config.Deterministic).
-func ReduceScatterV[T Float](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) error {
+func ReduceScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	N := c.g.n
-	if !op.Valid() {
-		return c.invalidCall(ctx, "ReduceScatterV", invalidArg("unknown op %d", int(op)))
+	if err := checkOp(op, dtypeOf[T]()); err != nil {
+		return c.invalidCall(ctx, "ReduceScatterV", err)
 	}
 	if len(counts) != N || len(displs) != N {
 		return c.invalidCall(ctx, "ReduceScatterV", invalidArg("%d counts and %d offsets, want %d each", len(counts), len(displs), N))
@@ -238,10 +238,6 @@ func ReduceScatterV[T Float](ctx context.Context, c *Comm, send, recv []T, count
 	if m == 0 {
 		return nil
 	}
-	if es == 8 {
-		reduceHostF64(asBytes(recv), asBytes(blocks), m, 0, N, m, op, scaleFor(op, N))
-	} else {
-		reduceHostF32(asBytes(recv), asBytes(blocks), m, 0, N, m, op, scaleFor(op, N))
-	}
+	reduceHost(dtypeOf[T](), asBytes(recv), asBytes(blocks), m, 0, N, m, op, scaleFor(op, N))
 	return nil
 }

@@ -210,17 +210,17 @@ func (c *Comm) PendingAsync() int {
 // operations run in the order they were started, asynchronous or not, and
 // ctx bounds the operation. Every rank must start the same sequence of
 // collectives.
-func AllReduceAsync[T Float](ctx context.Context, c *Comm, data []T, op Op) *Work {
+func AllReduceAsync[T Elem](ctx context.Context, c *Comm, data []T, op Op) *Work {
 	return c.submit(ctx, "AllReduce", asBytes(data), func(ctx context.Context) error { return AllReduce(ctx, c, data, op) })
 }
 
 // AllReduceTensorAsync starts AllReduceTensor and returns at once.
-func AllReduceTensorAsync[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) *Work {
+func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) *Work {
 	return c.submit(ctx, "AllReduceTensor", nil, func(ctx context.Context) error { return AllReduceTensor(ctx, c, t, op, s) })
 }
 
 // BroadcastAsync starts Broadcast and returns at once.
-func BroadcastAsync[T Float](ctx context.Context, c *Comm, data []T, root int) *Work {
+func BroadcastAsync[T Elem](ctx context.Context, c *Comm, data []T, root int) *Work {
 	return c.submit(ctx, "Broadcast", asBytes(data), func(ctx context.Context) error { return Broadcast(ctx, c, data, root) })
 }
 
@@ -229,17 +229,17 @@ func BroadcastAsync[T Float](ctx context.Context, c *Comm, data []T, root int) *
 // are all posted before any is waited for, so a pairwise exchange of
 // SendAsync and RecvAsync on both ranks (in any order) never deadlocks. ctx
 // bounds the operation; CommunicationTimeout bounds its wait for the peer.
-func SendAsync[T Float](ctx context.Context, c *Comm, data []T, peer int) *Work {
+func SendAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) *Work {
 	return p2pAsync(ctx, c, "SendAsync", true, data, peer)
 }
 
 // RecvAsync starts Recv and returns at once; data must not be read or
 // modified until the Work is done.
-func RecvAsync[T Float](ctx context.Context, c *Comm, data []T, peer int) *Work {
+func RecvAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) *Work {
 	return p2pAsync(ctx, c, "RecvAsync", false, data, peer)
 }
 
-func p2pAsync[T Float](ctx context.Context, c *Comm, name string, send bool, data []T, peer int) *Work {
+func p2pAsync[T Elem](ctx context.Context, c *Comm, name string, send bool, data []T, peer int) *Work {
 	if c == nil {
 		return failedWork(invalidArg("nil Comm"))
 	}

@@ -319,8 +319,8 @@ func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
 // slices says the call's data are host slices (strategy Host applies).
 func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy, string) {
 	g := c.g
-	if dt == backend.F64 && !g.allF64 {
-		return Direct, "f64 reduced on the host (a device has no f64 kernels)"
+	if c.noKernels(dt) {
+		return Direct, dt.String() + " reduced on the host (a device has no " + dt.String() + " kernels)"
 	}
 	if g.tr != nil {
 		if g.nl > 1 && g.nproc > 1 {

@@ -88,7 +88,7 @@ func (f fingerprint) String() string {
 	}
 	s := fmt.Sprintf("%s(op=%s, type=%s, count=%d, root=%d, strategy=%s, data=%s", f.kind, f.op, f.dt, f.count, f.root, f.strategy, f.path)
 	if f.noF64 {
-		s += ", f64 on the host"
+		s += ", reduced on the host"
 	}
 	return s + ")"
 }

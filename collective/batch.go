@@ -24,22 +24,22 @@ func (c *Comm) Batch() *Batch { return &Batch{c: c} }
 
 // BatchSend adds Send(data to peer); data must not be modified until Run
 // returns.
-func BatchSend[T Float](b *Batch, data []T, peer int) {
+func BatchSend[T Elem](b *Batch, data []T, peer int) {
 	b.p2p = append(b.p2p, func(ctx context.Context) *Work { return SendAsync(ctx, b.c, data, peer) })
 }
 
 // BatchRecv adds Recv(data from peer).
-func BatchRecv[T Float](b *Batch, data []T, peer int) {
+func BatchRecv[T Elem](b *Batch, data []T, peer int) {
 	b.p2p = append(b.p2p, func(ctx context.Context) *Work { return RecvAsync(ctx, b.c, data, peer) })
 }
 
 // BatchAllReduce adds AllReduce(data, op) (in place).
-func BatchAllReduce[T Float](b *Batch, data []T, op Op) {
+func BatchAllReduce[T Elem](b *Batch, data []T, op Op) {
 	b.colls = append(b.colls, func(ctx context.Context) *Work { return AllReduceAsync(ctx, b.c, data, op) })
 }
 
 // BatchBroadcast adds Broadcast(data, root).
-func BatchBroadcast[T Float](b *Batch, data []T, root int) {
+func BatchBroadcast[T Elem](b *Batch, data []T, root int) {
 	b.colls = append(b.colls, func(ctx context.Context) *Work { return BroadcastAsync(ctx, b.c, data, root) })
 }
 

@@ -30,12 +30,31 @@ func (c *Comm) begin(ctx context.Context, name string, fp fingerprint, phase str
 	return owned, nil
 }
 
-// noF64 reports an f64 call that the devices cannot reduce in kernels.
-func (c *Comm) noF64(dt backend.DType) bool { return dt == backend.F64 && !c.g.allF64 }
+// noKernels reports a call of an element type some rank's device cannot
+// reduce in kernels (f64 without f64 kernels; the integer and 16-bit types
+// on GPU backends).
+func (c *Comm) noKernels(dt backend.DType) bool { return !c.g.kernels.Has(dt) }
 
-func (c *Comm) unsupportedF64(ctx context.Context, name string) error {
-	return c.invalidCall(ctx, name, fmt.Errorf("f64 needs f64 kernels on every rank's device (%s has none: %s); AllReduce and AllGather/Broadcast work: %w",
-		c.info.Name, c.info.Float64Reason, ErrUnsupported))
+// kernelsOf returns the element types a device reduces in kernels (a backend
+// that leaves DeviceInfo.Kernels empty has f32, and f64 when Float64).
+func kernelsOf(inf backend.DeviceInfo) backend.DTypeSet {
+	if inf.Kernels != 0 {
+		return inf.Kernels | backend.F32.Bit()
+	}
+	s := backend.F32.Bit()
+	if inf.Float64 {
+		s |= backend.F64.Bit()
+	}
+	return s
+}
+
+func (c *Comm) unsupportedType(ctx context.Context, name string, dt backend.DType) error {
+	why := "no " + dt.String() + " kernels"
+	if dt == backend.F64 && c.info.Float64Reason != "" {
+		why = c.info.Float64Reason
+	}
+	return c.invalidCall(ctx, name, fmt.Errorf("%s of %s needs %s kernels on every rank's device (%s: %s); AllReduce, AllGather, Broadcast and the exchanges work: %w",
+		name, dt, dt, c.info.Name, why, ErrUnsupported))
 }
 
 // prepare sizes the device buffer for n elements and uploads src at element
@@ -66,19 +85,23 @@ func (c *Comm) collStrategy(s Strategy) Strategy {
 // and leaves chunk r of the result (elements [r*len(recv), (r+1)*len(recv)))
 // in rank r's recv. Ring: N-1 steps; in deterministic mode (or with the
 // Direct strategy) each chunk is reduced at its owner in rank order.
-func ReduceScatter[T Float](ctx context.Context, c *Comm, send, recv []T, op Op) (err error) {
+func ReduceScatter[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
 	if len(send) != len(recv)*c.g.n {
 		return c.invalidCall(ctx, "ReduceScatter", invalidArg("len(send)=%d, want len(recv)*%d=%d", len(send), c.g.n, len(recv)*c.g.n))
 	}
-	if !op.Valid() {
-		return c.invalidCall(ctx, "ReduceScatter", invalidArg("unknown op %d", int(op)))
-	}
 	dt := dtypeOf[T]()
-	if c.noF64(dt) {
-		return c.unsupportedF64(ctx, "ReduceScatter")
+	if err := checkOp(op, dt); err != nil {
+		return c.invalidCall(ctx, "ReduceScatter", err)
+	}
+	if c.noKernels(dt) {
+		// No kernels for the type on some device: the blocks travel as in
+		// ReduceScatterV and each rank reduces its own on the CPU, exactly,
+		// in rank order.
+		cnt, dsp := c.eqScratch(c.g.n, len(recv))
+		return ReduceScatterV(ctx, c, send, recv, cnt, dsp, op)
 	}
 	s := c.collStrategy(Auto)
 	owned, err := c.begin(ctx, "ReduceScatter", fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(len(recv)), strategy: s}, "ReduceScatter fingerprint check")
@@ -116,7 +139,7 @@ func ReduceScatter[T Float](ctx context.Context, c *Comm, send, recv []T, op Op)
 
 // AllGather concatenates every rank's send (len(recv)/N elements each) in
 // rank order into every rank's recv, with a ring of N-1 steps.
-func AllGather[T Float](ctx context.Context, c *Comm, send, recv []T) (err error) {
+func AllGather[T Elem](ctx context.Context, c *Comm, send, recv []T) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -151,7 +174,7 @@ func AllGather[T Float](ctx context.Context, c *Comm, send, recv []T) (err error
 
 // Broadcast copies root's data to every rank's data, down a binary tree
 // rooted at root, in slices.
-func Broadcast[T Float](ctx context.Context, c *Comm, data []T, root int) (err error) {
+func Broadcast[T Elem](ctx context.Context, c *Comm, data []T, root int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -190,7 +213,7 @@ func Broadcast[T Float](ctx context.Context, c *Comm, data []T, root int) (err e
 // Reduce reduces every rank's send with op into root's recv (len(send)
 // elements; other ranks' recv is not used and may be nil), along a binary
 // tree rooted at root. In deterministic mode the reduction is in rank order.
-func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root int) (err error) {
+func Reduce[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, root int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -200,12 +223,12 @@ func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root i
 	if c.rank == root && len(recv) != len(send) {
 		return c.invalidCall(ctx, "Reduce", invalidArg("root's len(recv)=%d != len(send)=%d", len(recv), len(send)))
 	}
-	if !op.Valid() {
-		return c.invalidCall(ctx, "Reduce", invalidArg("unknown op %d", int(op)))
-	}
 	dt := dtypeOf[T]()
-	if c.noF64(dt) {
-		return c.unsupportedF64(ctx, "Reduce")
+	if err := checkOp(op, dt); err != nil {
+		return c.invalidCall(ctx, "Reduce", err)
+	}
+	if c.noKernels(dt) {
+		return reduceGather(ctx, c, send, recv, op, root)
 	}
 	owned, err := c.begin(ctx, "Reduce", fingerprint{kind: collReduce, op: op, dt: dt, count: int64(len(send)), root: int32(root), strategy: Tree}, "Reduce fingerprint check")
 	if err != nil {
@@ -253,7 +276,7 @@ func Reduce[T Float](ctx context.Context, c *Comm, send, recv []T, op Op, root i
 // ranks that both Send to each other and then Recv deadlock (the Sends fail
 // after CommunicationTimeout, naming the pattern): use SendRecv, or
 // SendAsync and RecvAsync.
-func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
+func Send[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -266,7 +289,7 @@ func Send[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 // Recv receives into data what rank peer sends with Send (or SendRecv, or
 // SendAsync). A length or type that differs from the sender's is a
 // *MismatchError on both ranks.
-func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
+func Recv[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -283,7 +306,7 @@ func Recv[T Float](ctx context.Context, c *Comm, data []T, peer int) error {
 // -1 to only receive or only send. The peer sending to this rank must call
 // Send, SendRecv or SendAsync with the same length and type; the one
 // receiving, Recv, SendRecv or RecvAsync.
-func SendRecv[T Float](ctx context.Context, c *Comm, send []T, to int, recv []T, from int) (err error) {
+func SendRecv[T Elem](ctx context.Context, c *Comm, send []T, to int, recv []T, from int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -302,7 +325,7 @@ func SendRecv[T Float](ctx context.Context, c *Comm, send []T, to int, recv []T,
 
 // sendRecv is Send, Recv and SendRecv: peers checked by the caller, -1 for
 // no peer. It posts the operations and waits for them.
-func sendRecv[T Float](ctx context.Context, c *Comm, name string, send []T, to int, recv []T, from int) (err error) {
+func sendRecv[T Elem](ctx context.Context, c *Comm, name string, send []T, to int, recv []T, from int) (err error) {
 	owned, err := c.enterOp(ctx, name, false, true)
 	if err != nil {
 		return err
@@ -341,4 +364,40 @@ func sendRecv[T Float](ctx context.Context, c *Comm, name string, send []T, to i
 		}
 	}
 	return err
+}
+
+// eqScratch returns the comm's counts and offsets of n equal blocks of m.
+func (c *Comm) eqScratch(n, m int) ([]int, []int) {
+	if cap(c.eqCnt) < n {
+		c.eqCnt, c.eqDsp = make([]int, n), make([]int, n)
+	}
+	cnt, dsp := c.eqCnt[:n], c.eqDsp[:n]
+	for q := range cnt {
+		cnt[q], dsp[q] = m, q*m
+	}
+	return cnt, dsp
+}
+
+// reduceGather is Reduce for a type some device has no kernels for: every
+// rank's send is gathered at root, which reduces the N copies on the CPU in
+// rank order with the kernels' arithmetic (exact: bitwise what a
+// deterministic Reduce gives).
+func reduceGather[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
+	N, n := c.g.n, len(send)
+	var blocks []T
+	if c.rank == root {
+		es := dtypeOf[T]().Size()
+		if cap(c.vBlocks) < N*n*es {
+			c.vBlocks = make([]byte, N*n*es)
+		}
+		blocks = viewAs[T](c.vBlocks[:N*n*es])
+	}
+	fp := fingerprint{kind: collReduce, op: op, dt: dtypeOf[T](), count: int64(n), root: int32(root), strategy: Direct, noF64: true}
+	if err := gather(ctx, c, "Reduce", "Reduce fingerprint check", fp, send, blocks, root); err != nil {
+		return err
+	}
+	if c.rank == root && n > 0 {
+		reduceHost(dtypeOf[T](), asBytes(recv), asBytes(blocks), n, 0, N, n, op, scaleFor(op, N))
+	}
+	return nil
 }

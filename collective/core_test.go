@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -350,26 +351,27 @@ func TestTimeoutErrorKinds(t *testing.T) {
 	}
 }
 
-// f64 on devices without f64 kernels: reduce-scatter and reduce refuse on
-// every rank before anything moves, and the group stays usable.
+// f64 on devices without f64 kernels: reduce-scatter and reduce are reduced
+// exactly on the host (values f32 cannot hold survive), on every rank alike.
 func TestF64WithoutKernelsAgreed(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
 		g := openGroup(t, bk, 2, func(o *Options) { o.DisableFloat64 = true })
-		errs := onRanks(g, func(c *Comm) error {
-			return ReduceScatter(context.Background(), c, make([]float64, 8), make([]float64, 4), Sum)
-		})
-		for r, err := range errs {
-			if !errors.Is(err, ErrUnsupported) {
-				t.Errorf("%s ReduceScatter rank %d: %v", bk, r, err)
-			}
+		const tiny = 0x1p-40
+		in := func(r int) []float64 { return []float64{1 + tiny, float64(r), 3, 4 + float64(r)*tiny} }
+		out := make([][]float64, 2)
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			out[c.Rank()] = make([]float64, 2)
+			return ReduceScatter(context.Background(), c, in(c.Rank()), out[c.Rank()], Sum)
+		}))
+		if want := [][]float64{{2 + 2*tiny, 1}, {6, 8 + tiny}}; !slices.Equal(out[0], want[0]) || !slices.Equal(out[1], want[1]) {
+			t.Errorf("%s: f64 ReduceScatter on the host path: %v, want %v", bk, out, want)
 		}
-		errs = onRanks(g, func(c *Comm) error {
-			return Reduce(context.Background(), c, make([]float64, 8), make([]float64, 8), Sum, 0)
-		})
-		for r, err := range errs {
-			if !errors.Is(err, ErrUnsupported) {
-				t.Errorf("%s Reduce rank %d: %v", bk, r, err)
-			}
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			out[c.Rank()] = make([]float64, 4)
+			return Reduce(context.Background(), c, in(c.Rank()), out[c.Rank()], Sum, 1)
+		}))
+		if want := []float64{2 + 2*tiny, 1, 6, 8 + tiny}; !slices.Equal(out[1], want) {
+			t.Errorf("%s: f64 Reduce on the host path: %v, want %v", bk, out[1], want)
 		}
 		data := [][]float64{{1 + 0x1p-40, 2}, {1, 2}}
 		noErrors(t, onRanks(g, func(c *Comm) error {
@@ -458,8 +460,8 @@ func TestDataErrorNamesStrategy(t *testing.T) {
 }
 
 // Devices that disagree on f64 support: every rank takes the same decision
-// (Auto and the exact host path for all-reduce; ErrUnsupported for
-// reduce-scatter), never a mismatch between ranks.
+// (the exact host paths for all-reduce and reduce-scatter), never a
+// mismatch between ranks.
 func TestMixedF64DevicesAgree(t *testing.T) {
 	fi := faultBackend(t, "host")
 	fi.Arm(faultinject.Plan{Kind: faultinject.None, NoFloat64: []int{1}})
@@ -473,14 +475,15 @@ func TestMixedF64DevicesAgree(t *testing.T) {
 			t.Errorf("rank %d: %v", r, data[r])
 		}
 	}
-	errs := onRanks(g, func(c *Comm) error {
-		return ReduceScatter(context.Background(), c, make([]float64, 6), make([]float64, 2), Sum)
-	})
-	for r, err := range errs {
-		if !errors.Is(err, ErrUnsupported) {
-			t.Errorf("ReduceScatter rank %d: %v", r, err)
+	out := make([][]float64, 3)
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		out[c.Rank()] = make([]float64, 2)
+		in := []float64{1 + 0x1p-40, 1, 2, 2, 3, 3}
+		return ReduceScatter(context.Background(), c, in, out[c.Rank()], Sum)
+	}))
+	for r, want := range [][]float64{{3 + 3*0x1p-40, 3}, {6, 6}, {9, 9}} {
+		if !slices.Equal(out[r], want) {
+			t.Errorf("ReduceScatter rank %d: %v, want %v", r, out[r], want)
 		}
 	}
-	// The refusal did not break the group.
-	noErrors(t, onRanks(g, func(c *Comm) error { return Barrier(context.Background(), c) }))
 }

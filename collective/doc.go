@@ -79,10 +79,21 @@
 // Close ends the group's transport requests; a Group dropped without Close
 // releases its transport when collected (its devices only at exit).
 //
-// Reductions run in the backend's kernels: f32 in f32 and f64 in f64 (never
-// rounded through f32; a device without f64 reduces f64 exactly on the host).
-// Mean is the sum divided by N, correctly rounded. NaN and Inf propagate; max
-// and min follow IEEE 754-2019 (NaN wins, -0 < +0). Every rank ends with
+// Element types (Elem): float32, float64, int8, uint8, int32, uint32, int64,
+// uint64 (and types defined on them), Float16 and BFloat16 (bit patterns in
+// a named uint16: Go has no 16-bit float). Reductions run in the backend's
+// kernels: f32 in f32 and f64 in f64 (never rounded through f32); integers
+// wrap on Sum and Prod, as NCCL's do, and Mean of an integer type is an
+// ErrInvalidArgument; Float16 and BFloat16 are accumulated in float32 and
+// rounded once to the 16-bit type per reduction step (once per call on the
+// direct strategies, once per step of a ring or tree: each rounding is within
+// half a 16-bit ulp). A device without kernels for a type (f64 on some GPUs,
+// the integer and 16-bit types on Vulkan and Metal today) reduces it exactly
+// on the host, in rank order (AllReduce, ReduceScatter, Reduce,
+// ReduceScatterV); an AllReduce of such a type across processes, and a
+// tensor all-reduce, is ErrUnsupported. Mean is the sum divided by N, correctly rounded (for the
+// 16-bit types: rounded to float32, then to the type). NaN and Inf propagate;
+// max and min follow IEEE 754-2019 (NaN wins, -0 < +0). Every rank ends with
 // bitwise identical data.
 //
 // Backend selection: Options.Backend, else the environment variable

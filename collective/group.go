@@ -131,7 +131,7 @@ type Group struct {
 	sharedDone atomic.Uint64
 	recvOf     [][]byte
 	model      costModel
-	allF64     bool // every rank's device has f64 kernels
+	kernels    backend.DTypeSet // the element types every rank's device reduces in kernels
 	linkMu     sync.Mutex
 	linkMap    map[int64]*link // created on first use: memory linear in the ranks used
 
@@ -168,7 +168,8 @@ type Comm struct {
 	// Pooled scratch of AllGatherV and AllToAllV (alltoallv.go).
 	vCounts, vDispls []int
 	vCnt             []float64
-	vBlocks          []byte // ReduceScatterV's received blocks
+	vBlocks          []byte // ReduceScatterV's received blocks, reduceGather's gathered ones
+	eqCnt, eqDsp     []int  // eqScratch
 	queue            opQueue
 	wctx             waitCtx
 	last             backend.Fence // the last submission (queues are FIFO)
@@ -305,9 +306,9 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		g.sharedMem = g.sharedMem && backend.SharesMemory(g.devs[0], d) && backend.SharesMemory(d, g.devs[0])
 	}
 	g.recvOf = make([][]byte, g.n)
-	g.allF64 = true
+	g.kernels = backend.AllDTypes
 	for _, inf := range g.infos {
-		g.allF64 = g.allF64 && inf.Float64
+		g.kernels &= kernelsOf(inf)
 	}
 	g.groupOf = make([]int, g.n)
 	groupSize := g.cfg.LocalGroupSize

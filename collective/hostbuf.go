@@ -20,13 +20,13 @@ import (
 // and writes by DMA, with no staging copy. Pass Data (or any sub-slice of
 // it) to the collectives as a plain slice. Devices that cannot import host
 // memory stage it like any other slice.
-type HostBuffer[T Float] struct {
+type HostBuffer[T Elem] struct {
 	Data []T
 	ent  *pinnedEntry
 }
 
 // NewHostBuffer allocates n elements of pinned host memory, zeroed.
-func NewHostBuffer[T Float](n int) (*HostBuffer[T], error) {
+func NewHostBuffer[T Elem](n int) (*HostBuffer[T], error) {
 	if n < 0 {
 		return nil, invalidArg("NewHostBuffer: negative length %d", n)
 	}

@@ -15,7 +15,7 @@ import (
 // A framework computes on a tensor through its backend buffer (Buffer); the
 // vulkan package exposes the Vulkan handles behind it. WrapTensor adopts a
 // buffer the framework allocated on the rank's device.
-type Tensor[T Float] struct {
+type Tensor[T Elem] struct {
 	c     *Comm
 	buf   backend.Buffer
 	off   int // byte offset of element 0 in buf
@@ -24,7 +24,7 @@ type Tensor[T Float] struct {
 }
 
 // NewTensor allocates a tensor of n elements on c's device.
-func NewTensor[T Float](c *Comm, n int) (*Tensor[T], error) {
+func NewTensor[T Elem](c *Comm, n int) (*Tensor[T], error) {
 	if c == nil {
 		return nil, invalidArg("nil Comm")
 	}
@@ -43,7 +43,7 @@ func NewTensor[T Float](c *Comm, n int) (*Tensor[T], error) {
 // buffer that already lives on c's device (for example one a framework
 // created there; see the vulkan package for wrapping a native buffer). The
 // buffer stays the caller's: Close does not free it.
-func WrapTensor[T Float](c *Comm, buf backend.Buffer, off, n int) (*Tensor[T], error) {
+func WrapTensor[T Elem](c *Comm, buf backend.Buffer, off, n int) (*Tensor[T], error) {
 	if c == nil {
 		return nil, invalidArg("nil Comm")
 	}
@@ -116,18 +116,21 @@ func (t *Tensor[T]) check(c *Comm, name string) error {
 // AllReduceTensor all-reduces a device tensor in place with strategy s
 // (Auto: the group's). The data stays on the device; exchange slices cross
 // host memory between ranks.
-func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) (err error) {
+func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) (err error) {
 	if err := t.check(c, "AllReduceTensor"); err != nil {
 		if c == nil {
 			return err
 		}
 		return c.invalidCall(ctx, "AllReduceTensor", err)
 	}
-	if !op.Valid() || s < Auto || s > Host {
-		return c.invalidCall(ctx, "AllReduceTensor", invalidArg("bad op %d or strategy %d", int(op), int(s)))
-	}
 	dt := dtypeOf[T]()
-	if c.noF64(dt) {
+	if s < Auto || s > Host {
+		return c.invalidCall(ctx, "AllReduceTensor", invalidArg("unknown strategy %d", int(s)))
+	}
+	if err := checkOp(op, dt); err != nil {
+		return c.invalidCall(ctx, "AllReduceTensor", err)
+	}
+	if c.noKernels(dt) {
 		return c.invalidCall(ctx, "AllReduceTensor", fmt.Errorf("f64 tensors need f64 kernels on every rank's device (%s: %s): %w", c.info.Name, c.info.Float64Reason, ErrUnsupported))
 	}
 	owned, err := c.enter(ctx, "AllReduceTensor", true)
@@ -173,7 +176,7 @@ func AllReduceTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], op Op,
 }
 
 // BroadcastTensor copies root's tensor to every rank's tensor.
-func BroadcastTensor[T Float](ctx context.Context, c *Comm, t *Tensor[T], root int) (err error) {
+func BroadcastTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root int) (err error) {
 	if err := t.check(c, "BroadcastTensor"); err != nil {
 		if c == nil {
 			return err

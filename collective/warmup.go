@@ -43,7 +43,7 @@ func (g *Group) Warmup(ctx context.Context) error {
 	})
 }
 
-func warmupType[T Float](ctx context.Context, c *Comm, strategies []Strategy) error {
+func warmupType[T Elem](ctx context.Context, c *Comm, strategies []Strategy) error {
 	n := c.g.n
 	buf := make([]T, (warmupElems+1)*n)
 	for _, size := range []int{warmupElems * n, (warmupElems + 1) * n} {

@@ -83,12 +83,22 @@ func unsafeBytes(w []uint64, n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), n)
 }
 
-// float is the element types the kernels reduce.
+// float is the floating-point element types the kernels reduce in their own
+// type.
 type float interface{ ~float32 | ~float64 }
+
+// integer is the integer element types (backend.I32 ... backend.U8).
+type integer interface {
+	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64
+}
+
+// elem is every Go type a buffer is viewed as: the float and integer element
+// types, and uint16 for the bits of backend.Half and backend.BFloat16.
+type elem interface{ float | integer | ~uint16 }
 
 // view reinterprets b, whose first byte is aligned for T and whose length is
 // a multiple of T's size, as a []T.
-func view[T float](b []byte) []T {
+func view[T elem](b []byte) []T {
 	if len(b) == 0 {
 		return nil
 	}

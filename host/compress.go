@@ -80,6 +80,9 @@ func (s *stream) TopK(dt backend.DType, src backend.Region, k int, idx, val back
 	if err := s.checkType(dt); err != nil {
 		return fmt.Errorf("host: topk: %w", err)
 	}
+	if dt != backend.F32 && dt != backend.F64 {
+		return fmt.Errorf("host: topk: %v elements (top-k selects f32 and f64 only): %w", dt, backend.ErrUnsupported)
+	}
 	sb, err := s.resolveElems(src, dt)
 	if err != nil {
 		return fmt.Errorf("host: topk: src: %w", err)

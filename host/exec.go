@@ -104,17 +104,38 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 	case cmdCopy:
 		copy(c.dst[lo:hi], c.src[lo:hi])
 	case cmdScale:
-		if c.dt == backend.F64 {
-			scaleRange(view[float64](c.dst)[lo:hi], view[float64](c.src)[lo:hi], c)
-		} else {
+		switch c.dt {
+		case backend.F32:
 			scaleRange(view[float32](c.dst)[lo:hi], view[float32](c.src)[lo:hi], c)
+		case backend.F64:
+			scaleRange(view[float64](c.dst)[lo:hi], view[float64](c.src)[lo:hi], c)
+		case backend.Half, backend.BFloat16:
+			scaleRange16(view[uint16](c.dst)[lo:hi], view[uint16](c.src)[lo:hi], c)
+		default: // an integer type, whose scale is 1 (checkScale): a copy
+			es := c.dt.Size()
+			copy(c.dst[lo*es:hi*es], c.src[lo*es:hi*es])
 		}
 	case cmdReduce, cmdReduceMulti:
 		srcs, more := srcs[:len(srcs)-c.ndst], srcs[len(srcs)-c.ndst:]
-		if c.dt == backend.F64 {
-			reduceRange(c.op, view[float64](c.dst), more, srcs, lo, hi, c)
-		} else {
+		switch c.dt {
+		case backend.F32:
 			reduceRange(c.op, view[float32](c.dst), more, srcs, lo, hi, c)
+		case backend.F64:
+			reduceRange(c.op, view[float64](c.dst), more, srcs, lo, hi, c)
+		case backend.I32:
+			reduceInt(c.op, view[int32](c.dst), more, srcs, lo, hi)
+		case backend.U32:
+			reduceInt(c.op, view[uint32](c.dst), more, srcs, lo, hi)
+		case backend.I64:
+			reduceInt(c.op, view[int64](c.dst), more, srcs, lo, hi)
+		case backend.U64:
+			reduceInt(c.op, view[uint64](c.dst), more, srcs, lo, hi)
+		case backend.I8:
+			reduceInt(c.op, view[int8](c.dst), more, srcs, lo, hi)
+		case backend.U8:
+			reduceInt(c.op, view[uint8](c.dst), more, srcs, lo, hi)
+		case backend.Half, backend.BFloat16:
+			reduce16(c.op, view[uint16](c.dst), more, srcs, lo, hi, c)
 		}
 	}
 }
@@ -191,6 +212,129 @@ func combine[T float](op backend.Op, acc, x []T) {
 		for i, v := range x {
 			acc[i] = minimum(acc[i], v)
 		}
+	}
+}
+
+// reduceInt is reduceRange for the integer types: dst[i] = op(srcs[0][i],
+// srcs[1][i], ...) left to right in T, Sum and Prod wrapping as Go's integer
+// arithmetic does, Max and Min the integer maximum and minimum, stored to
+// dst and to every region of more. Integers are not scaled (checkScale).
+func reduceInt[T integer](op backend.Op, dst []T, more, srcs [][]byte, lo, hi int) {
+	var buf [block]T
+	for b := lo; b < hi; b += block {
+		e := min(b+block, hi)
+		acc := buf[:e-b]
+		copy(acc, view[T](srcs[0])[b:e])
+		for _, src := range srcs[1:] {
+			combineInt(op, acc, view[T](src)[b:e])
+		}
+		copy(dst[b:e], acc)
+		for _, m := range more {
+			copy(view[T](m)[b:e], acc)
+		}
+	}
+}
+
+// combineInt sets acc[i] = op(acc[i], x[i]) for integers, wrapping.
+func combineInt[T integer](op backend.Op, acc, x []T) {
+	x = x[:len(acc)]
+	switch op {
+	case backend.Sum:
+		for i, v := range x {
+			acc[i] += v
+		}
+	case backend.Prod:
+		for i, v := range x {
+			acc[i] *= v
+		}
+	case backend.Max:
+		for i, v := range x {
+			acc[i] = max(acc[i], v)
+		}
+	case backend.Min:
+		for i, v := range x {
+			acc[i] = min(acc[i], v)
+		}
+	}
+}
+
+// reduce16 is reduceRange for Half and BFloat16 (c.dt), whose elements are
+// the bits of the 16-bit values: each element is converted to float32
+// (exactly), the sources are reduced left to right in float32 as the f32
+// kernel reduces them (combine), the result is scaled as f32 is
+// (applyScale) and rounded once to the 16-bit type, to nearest even, and
+// stored to dst and to every region of more. (A GPU kernel reducing more
+// than eight sources in passes must keep its partial results in float32 to
+// give the same bits.)
+func reduce16(op backend.Op, dst []uint16, more, srcs [][]byte, lo, hi int, c *command) {
+	var buf, x [block]float32
+	bf := c.dt == backend.BFloat16
+	for b := lo; b < hi; b += block {
+		e := min(b+block, hi)
+		acc := buf[:e-b]
+		widen(bf, acc, view[uint16](srcs[0])[b:e])
+		for _, src := range srcs[1:] {
+			v := x[:e-b]
+			widen(bf, v, view[uint16](src)[b:e])
+			combine(op, acc, v)
+		}
+		if c.useScale {
+			applyScale(acc, acc, c)
+		}
+		// Every source of the block has been read: dst may be one of them.
+		narrow(bf, dst[b:e], acc)
+		for _, m := range more {
+			copy(view[uint16](m)[b:e], dst[b:e])
+		}
+	}
+}
+
+// scaleRange16 is scaleRange for Half and BFloat16 (c.dt): a copy when the
+// scale is 1, else each element converted to float32, scaled as f32 is
+// (applyScale) and rounded once to the 16-bit type. dst may be src.
+func scaleRange16(dst, src []uint16, c *command) {
+	if !c.useScale {
+		copy(dst, src)
+		return
+	}
+	var buf [block]float32
+	bf := c.dt == backend.BFloat16
+	for b := 0; b < len(src); b += block {
+		e := min(b+block, len(src))
+		v := buf[:e-b]
+		widen(bf, v, src[b:e])
+		applyScale(v, v, c)
+		narrow(bf, dst[b:e], v)
+	}
+}
+
+// widen sets dst[i] to src[i], bfloat16 (bf) or binary16 bits, as float32:
+// exact.
+func widen(bf bool, dst []float32, src []uint16) {
+	src = src[:len(dst)]
+	if bf {
+		for i, h := range src {
+			dst[i] = math.Float32frombits(uint32(h) << 16)
+		}
+		return
+	}
+	for i, h := range src {
+		dst[i] = F16ToF32(h)
+	}
+}
+
+// narrow sets dst[i] to src[i] rounded to bfloat16 (bf) or binary16, to
+// nearest even.
+func narrow(bf bool, dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	if bf {
+		for i, v := range src {
+			dst[i] = F32ToBF16(v)
+		}
+		return
+	}
+	for i, v := range src {
+		dst[i] = F32ToF16(v)
 	}
 }
 

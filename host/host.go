@@ -9,9 +9,14 @@
 // correctly rounded division by N (backend.Divisor), any other converted to
 // the element type and multiplied), and the counters count what a GPU
 // backend would record, including the pieces a lowered MaxBindingBytes
-// splits a kernel into. And it is the fallback when no GPU API is available:
-// it needs no cgo, so every collective algorithm runs on it under the race
-// detector.
+// splits a kernel into. It also reduces the element types no GPU kernel
+// takes yet (DeviceInfo.Kernels is backend.AllDTypes), defining what such
+// kernels must compute: integers in their own type, Sum and Prod wrapping,
+// never scaled (a scale other than 1 is an invalid argument); Half and
+// BFloat16 converted to float32, reduced and scaled there exactly as f32 is,
+// and rounded once to the 16-bit type, to nearest even. And it is the
+// fallback when no GPU API is available: it needs no cgo, so every
+// collective algorithm runs on it under the race detector.
 //
 // The package registers itself with backend.Register under the name "host".
 package host
@@ -77,6 +82,7 @@ func deviceInfo(opts backend.OpenOptions) backend.DeviceInfo {
 		Driver:           fmt.Sprintf("gocoll host backend (%s %s/%s)", runtime.Version(), runtime.GOOS, runtime.GOARCH),
 		APIVersion:       runtime.Version(),
 		Float64:          true,
+		Kernels:          backend.AllDTypes,
 		MaxBindingBytes:  math.MaxInt64,
 		MaxAllocBytes:    math.MaxInt64, // in practice limited by the Go heap
 		SubgroupSize:     1,
@@ -91,6 +97,7 @@ func deviceInfo(opts backend.OpenOptions) backend.DeviceInfo {
 	if opts.DisableFloat64 {
 		info.Float64 = false
 		info.Float64Reason = "f64 kernels disabled by OpenOptions.DisableFloat64"
+		info.Kernels &^= backend.F64.Bit()
 	}
 	return info
 }

@@ -14,7 +14,8 @@ var _ backend.MultiReducer = (*stream)(nil)
 
 // ReduceMulti records dsts[j][i] = op(srcs[0][i], srcs[1][i], ...) * scale
 // for every j (backend.MultiReducer), computed once per element as Reduce
-// computes it and stored to every destination. A destination may be the same
+// computes it (for every element type, with Reduce's integer and 16-bit
+// semantics) and stored to every destination. A destination may be the same
 // region as a source (the host reduces each element over all sources before
 // storing it), never a partial overlap; destinations are disjoint. It
 // counts what the GPU backends record: Reduce's passes, plus one copying
@@ -30,6 +31,9 @@ func (s *stream) ReduceMulti(op backend.Op, dt backend.DType, dsts []backend.Reg
 		return fmt.Errorf("host: reduce multi: unknown op %d: %w", int(op), backend.ErrInvalidArgument)
 	}
 	if err := s.checkType(dt); err != nil {
+		return fmt.Errorf("host: reduce multi: %w", err)
+	}
+	if err := checkScale(dt, scale); err != nil {
 		return fmt.Errorf("host: reduce multi: %w", err)
 	}
 	if len(srcs) == 0 || len(dsts) == 0 {

@@ -119,6 +119,17 @@ func (s *stream) Copy(dst, src backend.Region) error {
 // a partial overlap. It counts the dispatches a GPU backend records: one per
 // pass of at most eight sources per piece of at most MaxBindingBytes per
 // binding.
+//
+// It takes every element type (backend.AllDTypes). Integers (I32, U32, I64,
+// U64, I8, U8) reduce in their own type: Sum and Prod wrap (two's
+// complement, as Go's integer arithmetic does), Max and Min are the integer
+// maximum and minimum; they are not scaled, so a scale other than 1 is an
+// error wrapping backend.ErrInvalidArgument. Half and BFloat16 elements are
+// converted to float32 exactly, reduced left to right in float32 as the f32
+// kernel reduces (IEEE 754-2019 maximum and minimum), scaled as f32 is, and
+// rounded once to the 16-bit type, to nearest even (F32ToF16, F32ToBF16:
+// overflow gives +-Inf, NaN stays NaN). No GPU kernel computes these types
+// yet: the host defines what one must reproduce.
 func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, srcs []backend.Region, scale float64) error {
 	d := s.d
 	if d.closed.Load() {
@@ -128,6 +139,9 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 		return fmt.Errorf("host: reduce: unknown op %d: %w", int(op), backend.ErrInvalidArgument)
 	}
 	if err := s.checkType(dt); err != nil {
+		return fmt.Errorf("host: reduce: %w", err)
+	}
+	if err := checkScale(dt, scale); err != nil {
 		return fmt.Errorf("host: reduce: %w", err)
 	}
 	if len(srcs) == 0 {
@@ -168,13 +182,19 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 // Scale records dst[i] = src[i] * scale (a copy when scale is 1; divided by
 // N when scale is 1/N) exactly as kernels/scale.comp computes it. dst and src may be the same region. It
 // counts one dispatch per piece, and the bytes written as BytesReduced (they
-// are written by a kernel).
+// are written by a kernel). Integers are only copied (a scale other than 1
+// is an error wrapping backend.ErrInvalidArgument); Half and BFloat16
+// elements are converted to float32, scaled as f32 is and rounded once to
+// their type, as Reduce does.
 func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {
 	d := s.d
 	if d.closed.Load() {
 		return errClosed
 	}
 	if err := s.checkType(dt); err != nil {
+		return fmt.Errorf("host: scale: %w", err)
+	}
+	if err := checkScale(dt, scale); err != nil {
 		return fmt.Errorf("host: scale: %w", err)
 	}
 	db, err := s.resolveElems(dst, dt)
@@ -226,17 +246,25 @@ func (s *stream) pieces(bytes int, dt backend.DType) int64 {
 	return (n-1)/perPiece + 1
 }
 
+// checkType checks that the device reduces dt (Info().Kernels: every
+// element type, f64 unless OpenOptions.DisableFloat64 took it away).
 func (s *stream) checkType(dt backend.DType) error {
-	switch dt {
-	case backend.F32:
-		return nil
-	case backend.F64:
-		if !s.d.info.Float64 {
-			return fmt.Errorf("f64 kernels: %s: %w", s.d.info.Float64Reason, backend.ErrUnsupported)
-		}
-		return nil
+	if !dt.Valid() {
+		return fmt.Errorf("unknown dtype %d: %w", int(dt), backend.ErrInvalidArgument)
 	}
-	return fmt.Errorf("unknown dtype %d: %w", int(dt), backend.ErrInvalidArgument)
+	if dt == backend.F64 && !s.d.info.Float64 {
+		return fmt.Errorf("f64 kernels: %s: %w", s.d.info.Float64Reason, backend.ErrUnsupported)
+	}
+	return nil
+}
+
+// checkScale checks the scale of a reduction or Scale of dt: integers are
+// not scaled, so theirs must be 1.
+func checkScale(dt backend.DType, scale float64) error {
+	if dt.IsInt() && scale != 1 {
+		return fmt.Errorf("scale %v of %v elements (integers are not scaled; only 1 is taken): %w", scale, dt, backend.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // resolve checks that r is a region of a live host buffer and returns its

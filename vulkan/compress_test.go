@@ -456,7 +456,7 @@ func TestCompressErrors(t *testing.T) {
 		{"idx length", s.TopK(backend.F32, r(0, 16), 2, r(64, 4), r(128, 8))},
 		{"val length", s.TopK(backend.F32, r(0, 16), 2, r(64, 8), r(128, 4))},
 		{"val misaligned", s.TopK(backend.F32, r(0, 16), 2, r(64, 8), r(130, 8))},
-		{"unknown dtype", s.TopK(backend.DType(7), r(0, 16), 2, r(64, 8), r(128, 8))},
+		{"unknown dtype", s.TopK(backend.DType(99), r(0, 16), 2, r(64, 8), r(128, 8))},
 		{"topk overlap", s.TopK(backend.F32, r(0, 16), 2, r(8, 8), r(128, 8))},
 	}
 	for _, c := range cases {

@@ -4,8 +4,12 @@
 // plain Go loops: exact float64 arithmetic on small integers and powers of
 // two, float64 with a stated error bound, and left-to-right reductions in the
 // element type that kernels/reduce.comp and kernels/scale.comp must match bit
-// for bit. It also checks memory (allocation, Write/Read, Bytes, Copy between
-// memory kinds), the split of kernels under a lowered MaxBindingBytes and the
+// for bit. The integer and 16-bit element types a device takes
+// (DeviceInfo.Kernels) are checked against references of their own: exact,
+// wrapping integer arithmetic, and for Half and BFloat16 a reduction in
+// float32 rounded once to the 16-bit type, bit for bit; the types it does
+// not take must be refused. It also checks memory (allocation, Write/Read,
+// Bytes, Copy between memory kinds), the split of kernels under a lowered MaxBindingBytes and the
 // counters that report it, fences (several submissions in flight, waits in
 // any order, cancellation), argument checking (errors that wrap
 // backend.ErrInvalidArgument, never a panic), use after Close
@@ -116,6 +120,7 @@ func RunOptions(t *testing.T, open OpenFunc, o Options) {
 		t.Run("f64", func(t *testing.T) { testSplit[float64](t, s, d) })
 	})
 	t.Run("DisableFloat64", s.testDisableFloat64)
+	t.Run("DTypes", s.testDTypes)
 	t.Run("Fences", s.testFences)
 	t.Run("Cancel", s.testCancel)
 	t.Run("InvalidArguments", s.testInvalid)
@@ -178,12 +183,30 @@ func must(t *testing.T, err error, what string) {
 	}
 }
 
-// needDType skips t when dev has no kernels for dt.
+// needDType skips t when dev has no kernels for dt (hasKernels).
 func needDType(t *testing.T, dev backend.Device, dt backend.DType) {
 	t.Helper()
-	if info := dev.Info(); dt == backend.F64 && !info.Float64 {
+	info := dev.Info()
+	switch {
+	case hasKernels(info, dt):
+	case dt == backend.F64:
 		t.Skipf("device reports no f64 kernels (%s)", info.Float64Reason)
+	default:
+		t.Skipf("device has no %v kernels (Info().Kernels %#x)", dt, uint32(info.Kernels))
 	}
+}
+
+// hasKernels reports whether a device described by info reduces and scales
+// dt: f32 always; else whether dt is in info.Kernels, or, for a device that
+// leaves Kernels empty (written before it existed), f64 when Float64.
+func hasKernels(info backend.DeviceInfo, dt backend.DType) bool {
+	switch {
+	case dt == backend.F32:
+		return true
+	case info.Kernels == 0:
+		return dt == backend.F64 && info.Float64
+	}
+	return info.Kernels.Has(dt)
 }
 
 // passes is how many dispatches of reduce.comp (at most 8 sources each, the
@@ -250,6 +273,17 @@ func (s *suite) testInfo(t *testing.T) {
 	if !i.Float64 && i.Float64Reason == "" {
 		t.Errorf("Info() reports no f64 without a Float64Reason")
 	}
+	if k := i.Kernels; k != 0 {
+		if !k.Has(backend.F32) {
+			t.Errorf("Info().Kernels %#x lacks f32", uint32(k))
+		}
+		if k.Has(backend.F64) != i.Float64 {
+			t.Errorf("Info().Kernels %#x has f64 %v, but Float64 is %v", uint32(k), k.Has(backend.F64), i.Float64)
+		}
+		if k&^backend.AllDTypes != 0 {
+			t.Errorf("Info().Kernels %#x has bits of no element type", uint32(k))
+		}
+	}
 	if s.dev.Counters() == nil {
 		t.Errorf("Counters() is nil")
 	}
@@ -269,6 +303,9 @@ func (s *suite) testDisableFloat64(t *testing.T) {
 	}
 	if info.Float64Reason == "" {
 		t.Errorf("OpenOptions.DisableFloat64: Info().Float64Reason is empty")
+	}
+	if info.Kernels.Has(backend.F64) {
+		t.Errorf("OpenOptions.DisableFloat64: Info().Kernels %#x still has f64", uint32(info.Kernels))
 	}
 	a := alloc(t, d, 64, backend.DeviceLocal)
 	b := alloc(t, d, 64, backend.DeviceLocal)

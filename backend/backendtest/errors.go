@@ -67,7 +67,10 @@ func (s *suite) testInvalid(t *testing.T) {
 
 		{"Reduce op -1", func() error { return st.Reduce(backend.Op(-1), f32, reg(a, 0, 16), one(reg(b, 0, 16)), 1) }},
 		{"Reduce op 4", func() error { return st.Reduce(backend.Op(backend.NumOps), f32, reg(a, 0, 16), one(reg(b, 0, 16)), 1) }},
-		{"Reduce unknown dtype", func() error { return st.Reduce(sum, backend.DType(2), reg(a, 0, 16), one(reg(b, 0, 16)), 1) }},
+		{"Reduce unknown dtype", func() error { return st.Reduce(sum, backend.DType(99), reg(a, 0, 16), one(reg(b, 0, 16)), 1) }},
+		{"Reduce dtype NumDTypes", func() error {
+			return st.Reduce(sum, backend.DType(backend.NumDTypes), reg(a, 0, 16), one(reg(b, 0, 16)), 1)
+		}},
 		{"Reduce no sources", func() error { return st.Reduce(sum, f32, reg(a, 0, 16), nil, 1) }},
 		{"Reduce nil source buffer", func() error {
 			return st.Reduce(sum, f32, reg(a, 0, 16), []backend.Region{reg(b, 0, 16), {Len: 16}}, 1)
@@ -91,6 +94,7 @@ func (s *suite) testInvalid(t *testing.T) {
 		{"Reduce from a foreign buffer", func() error { return st.Reduce(sum, f32, reg(a, 0, 16), one(reg(fake, 0, 16)), 1) }},
 
 		{"Scale unknown dtype", func() error { return st.Scale(backend.DType(-1), reg(a, 0, 16), reg(b, 0, 16), 2) }},
+		{"Scale dtype 99", func() error { return st.Scale(backend.DType(99), reg(a, 0, 16), reg(b, 0, 16), 1) }},
 		{"Scale length not whole elements", func() error { return st.Scale(f32, reg(a, 0, 10), reg(b, 0, 10), 2) }},
 		{"Scale offset not whole elements", func() error { return st.Scale(f32, reg(a, 0, 16), reg(b, 1, 16), 2) }},
 		{"Scale mismatched lengths", func() error { return st.Scale(f32, reg(a, 0, 16), reg(b, 0, 8), 2) }},

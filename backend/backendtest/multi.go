@@ -101,6 +101,10 @@ func testMultiErrors(t *testing.T, dev backend.Device) {
 		err := noPanic(t, tc.name, func() error { return mr.ReduceMulti(tc.op, backend.F32, tc.dsts, tc.srcs, 1) })
 		isErr(t, err, backend.ErrInvalidArgument, tc.name)
 	}
+	err := noPanic(t, "unknown dtype", func() error {
+		return mr.ReduceMulti(backend.Sum, backend.DType(99), []backend.Region{a}, []backend.Region{c}, 1)
+	})
+	isErr(t, err, backend.ErrInvalidArgument, "unknown dtype")
 	submitWait(t, dev.Stream())
 }
 

@@ -134,6 +134,7 @@ func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 		closeDone:  make(chan struct{}),
 	}
 	d.info.Float64 = d.info.Float64 && cd.Float64()
+	d.info.Kernels = kernelTypes(d.info.Float64)
 	d.maxBind = d.info.MaxBindingBytes
 	d.stream.d = d
 	for i := range d.fences {
@@ -150,6 +151,15 @@ func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 		d.msgSeen.Store(in.impl.MessageCount())
 	}
 	return d, nil
+}
+
+// kernelTypes is DeviceInfo.Kernels: the element types the reduce and scale
+// kernels take, f32, and f64 where the device reduces f64.
+func kernelTypes(float64 bool) backend.DTypeSet {
+	if float64 {
+		return backend.F32.Bit() | backend.F64.Bit()
+	}
+	return backend.F32.Bit()
 }
 
 // errorf returns an error whose message starts with the backend's name.

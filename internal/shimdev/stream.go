@@ -80,16 +80,21 @@ func sameRegion(a, b backend.Region) bool {
 }
 
 // dtype returns the element size and kernel kinds of dt, or an error when
-// dt is unknown or f64 is not available.
+// dt is unknown, f64 is not available, or dt is an element type the device
+// has no kernels for (outside Info().Kernels: the integer and 16-bit types).
+// The last wraps backend.ErrInvalidArgument, as an unknown dtype does, and
+// backend.ErrUnsupported.
 func (s *Stream) dtype(op string, dt backend.DType) (es, reduceKind, scaleKind int, err error) {
-	switch dt {
-	case backend.F32:
+	switch {
+	case dt == backend.F32:
 		return 4, kindReduceF32, kindScaleF32, nil
-	case backend.F64:
+	case dt == backend.F64:
 		if !s.d.info.Float64 {
 			return 0, 0, 0, s.d.errorf("%s: f64 kernels on %s: %s: %w", op, s.d.info.Name, s.d.info.Float64Reason, backend.ErrUnsupported)
 		}
 		return 8, kindReduceF64, kindScaleF64, nil
+	case dt.Valid():
+		return 0, 0, 0, s.d.errorf("%s: no %v kernels on %s (not in Info().Kernels): %w", op, dt, s.d.info.Name, backend.ErrUnsupported)
 	}
 	return 0, 0, 0, s.d.errorf("%s: unknown dtype %v: %w", op, dt, backend.ErrInvalidArgument)
 }
