@@ -184,6 +184,20 @@ type DeviceInfo struct {
 	MaxWorkGroupSize int
 }
 
+// KernelTypes returns the element types the device reduces in kernels:
+// Kernels, plus F32; for a backend that leaves Kernels empty, F32, and F64
+// when Float64.
+func (inf DeviceInfo) KernelTypes() DTypeSet {
+	if inf.Kernels != 0 {
+		return inf.Kernels | F32.Bit()
+	}
+	s := F32.Bit()
+	if inf.Float64 {
+		s |= F64.Bit()
+	}
+	return s
+}
+
 // Region is a byte range of a buffer: [Off, Off+Len).
 type Region struct {
 	Buf Buffer

@@ -35,18 +35,6 @@ func (c *Comm) begin(ctx context.Context, name string, fp fingerprint, phase str
 // on GPU backends).
 func (c *Comm) noKernels(dt backend.DType) bool { return !c.g.kernels.Has(dt) }
 
-// kernelsOf returns the element types a device reduces in kernels (a backend
-// that leaves DeviceInfo.Kernels empty has f32, and f64 when Float64).
-func kernelsOf(inf backend.DeviceInfo) backend.DTypeSet {
-	if inf.Kernels != 0 {
-		return inf.Kernels | backend.F32.Bit()
-	}
-	s := backend.F32.Bit()
-	if inf.Float64 {
-		s |= backend.F64.Bit()
-	}
-	return s
-}
 
 func (c *Comm) unsupportedType(ctx context.Context, name string, dt backend.DType) error {
 	why := "no " + dt.String() + " kernels"

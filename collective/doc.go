@@ -87,8 +87,9 @@
 // ErrInvalidArgument; Float16 and BFloat16 are accumulated in float32 and
 // rounded once to the 16-bit type per reduction step (once per call on the
 // direct strategies, once per step of a ring or tree: each rounding is within
-// half a 16-bit ulp). A device without kernels for a type (f64 on some GPUs,
-// the integer and 16-bit types on Vulkan and Metal today) reduces it exactly
+// half a 16-bit ulp). A device without kernels for a type (f64 on some GPUs;
+// int64, uint64, the 8-bit and the 16-bit types on Vulkan and Metal today,
+// where int32 and uint32 have kernels) reduces it exactly
 // on the host, in rank order (AllReduce, ReduceScatter, Reduce,
 // ReduceScatterV); an AllReduce of such a type across processes, and a
 // tensor all-reduce, is ErrUnsupported. Mean is the sum divided by N, correctly rounded (for the

@@ -308,7 +308,7 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	g.recvOf = make([][]byte, g.n)
 	g.kernels = backend.AllDTypes
 	for _, inf := range g.infos {
-		g.kernels &= kernelsOf(inf)
+		g.kernels &= inf.KernelTypes()
 	}
 	g.groupOf = make([]int, g.n)
 	groupSize := g.cfg.LocalGroupSize

@@ -131,7 +131,7 @@ func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, 
 		return c.invalidCall(ctx, "AllReduceTensor", err)
 	}
 	if c.noKernels(dt) {
-		return c.invalidCall(ctx, "AllReduceTensor", fmt.Errorf("f64 tensors need f64 kernels on every rank's device (%s: %s): %w", c.info.Name, c.info.Float64Reason, ErrUnsupported))
+		return c.unsupportedType(ctx, "AllReduceTensor", dt)
 	}
 	owned, err := c.enter(ctx, "AllReduceTensor", true)
 	if err != nil {

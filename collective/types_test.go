@@ -262,7 +262,7 @@ func TestElementTypeErrors(t *testing.T) {
 			continue
 		}
 		errs = onRanks(g, func(c *Comm) error {
-			tn, err := NewTensor[int32](c, 8)
+			tn, err := NewTensor[int64](c, 8)
 			if err != nil {
 				return err
 			}
@@ -271,7 +271,7 @@ func TestElementTypeErrors(t *testing.T) {
 		})
 		for r, err := range errs {
 			if !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("rank %d: int32 tensor all-reduce without int32 kernels: %v, want ErrUnsupported", r, err)
+				t.Fatalf("rank %d: int64 tensor all-reduce without int64 kernels: %v, want ErrUnsupported", r, err)
 			}
 		}
 	}

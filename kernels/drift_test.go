@@ -60,7 +60,8 @@ func TestGeneratedMatchSources(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
-	for _, n := range []string{ReduceF32, ReduceF64, ScaleF32, ScaleF64, Reduce4F32, Reduce4F64, Scale4F32, Scale4F64, ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64} {
+	for _, n := range []string{ReduceF32, ReduceF64, ScaleF32, ScaleF64, Reduce4F32, Reduce4F64, Scale4F32, Scale4F64, ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64,
+		ReduceI32, ReduceU32, Reduce4I32, Reduce4U32, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32} {
 		info, err := Lookup(n)
 		if err != nil {
 			t.Fatal(err)
@@ -84,14 +85,18 @@ func TestTable(t *testing.T) {
 	if r, _ := Lookup(ReduceF32); r.Bindings != 1+MaxSources {
 		t.Errorf("reduce has %d bindings, want %d", r.Bindings, 1+MaxSources)
 	}
-	for _, p := range [][2]string{{ReduceF32, Reduce4F32}, {ReduceF64, Reduce4F64}, {ScaleF32, Scale4F32}, {ScaleF64, Scale4F64}} {
+	// The integer variants have the f32 kernels' interface, so the backend
+	// fills their bindings, spec constants and push constants alike.
+	for _, p := range [][2]string{{ReduceF32, Reduce4F32}, {ReduceF64, Reduce4F64}, {ScaleF32, Scale4F32}, {ScaleF64, Scale4F64},
+		{ReduceF32, ReduceI32}, {ReduceF32, ReduceU32}, {ReduceF32, Reduce4I32}, {ReduceF32, Reduce4U32},
+		{ReduceMF32, ReduceMI32}, {ReduceMF32, ReduceMU32}, {ReduceMF32, ReduceM4I32}, {ReduceMF32, ReduceM4U32}} {
 		a, _ := Lookup(p[0])
 		b, _ := Lookup(p[1])
 		if a.Bindings != b.Bindings || a.PushConstantBytes != b.PushConstantBytes || len(a.Spec) != len(b.Spec) {
 			t.Errorf("%s and %s differ in interface: %+v, %+v", p[0], p[1], a, b)
 		}
 	}
-	for _, n := range []string{ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64} {
+	for _, n := range []string{ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32} {
 		m, err := Lookup(n)
 		if err != nil {
 			t.Fatal(err)
@@ -111,5 +116,10 @@ func TestTable(t *testing.T) {
 	}
 	if _, err := MSL(ReduceF64); err == nil {
 		t.Error("MSL for an f64 kernel")
+	}
+	for _, n := range []string{ReduceI32, ReduceU32, Reduce4I32, Reduce4U32, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32} {
+		if info, _ := Lookup(n); !info.HasMSL {
+			t.Errorf("%s has no MSL", n)
+		}
 	}
 }

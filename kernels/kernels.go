@@ -24,6 +24,11 @@
 // specialization constant 5 is the number of destinations M (1..8), and the
 // push constants are n, dst_off[8], src_off[8], the scale at byte 72 and div
 // at byte 80.
+//
+// The 32-bit integer variants (reduce_i32, reduce_u32 and their reduce4_,
+// reducem_ and reducem4_ forms, reduce.comp built with GOCOLL_I32 or
+// GOCOLL_U32) have the interface of the f32 ones, the scale being an int or
+// uint that they never read: integers are not scaled.
 package kernels
 
 //go:generate go run gen.go
@@ -90,6 +95,20 @@ const (
 	ReduceMF64  = "reducem_f64"
 	ReduceM4F32 = "reducem4_f32"
 	ReduceM4F64 = "reducem4_f64"
+
+	// 32-bit integer variants of reduce (int and uint; ivec4 and uvec4 in
+	// the 16-byte ones) with the float kernels' interface: wrapping sum
+	// and prod, signed or unsigned max and min, and never a scale (SCALE
+	// and the scale push constant are ignored). Integers have no scale
+	// kernel: a copy is the reduce kernel with one source.
+	ReduceI32   = "reduce_i32"
+	ReduceU32   = "reduce_u32"
+	Reduce4I32  = "reduce4_i32"
+	Reduce4U32  = "reduce4_u32"
+	ReduceMI32  = "reducem_i32"
+	ReduceMU32  = "reducem_u32"
+	ReduceM4I32 = "reducem4_i32"
+	ReduceM4U32 = "reducem4_u32"
 )
 
 // VecBytes is the size of one element of the 16-byte variants.
@@ -123,7 +142,8 @@ func SPIRV(name string) ([]byte, error) {
 	return b, nil
 }
 
-// MSL returns a kernel's Metal Shading Language source (f32 kernels only).
+// MSL returns a kernel's Metal Shading Language source (every kernel but
+// the f64 ones).
 func MSL(name string) (string, error) {
 	b, err := files.ReadFile("msl/" + name + ".metal")
 	if err != nil {

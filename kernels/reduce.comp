@@ -9,14 +9,42 @@
 // Inputs of more than 8 sources are reduced in passes by the backend, the
 // previous partial result being src0 of the next pass.
 //
-// With -DGOCOLL_MULTI (reducem_f32, reducem_f64, reducem4_f32, reducem4_f64)
-// the kernel writes the result to M destinations (spec constant 5, 1..8) at
+// With -DGOCOLL_I32 (S = int, reduce_i32; T = ivec4, reduce4_i32) or
+// -DGOCOLL_U32 (S = uint, reduce_u32; T = uvec4, reduce4_u32) the elements
+// are 32-bit integers: sum and prod wrap (two's complement; computed on uint
+// so that no target language sees a signed overflow), max and min compare
+// signed (int) or unsigned (uint). Integers are never scaled: SCALE is
+// declared but ignored, and the scale push constant (an S, unused) keeps the
+// float kernels' layout, so the backend fills every variant alike.
+//
+// With -DGOCOLL_MULTI (reducem_f32, reducem_f64, reducem4_f32, reducem4_f64,
+// and reducem_i32, reducem_u32, reducem4_i32, reducem4_u32) the kernel
+// writes the result to M destinations (spec constant 5, 1..8) at
 // bindings 0..7, the sources moving to bindings 8..15: each invocation reads
 // every source element before it writes any destination element, so a
 // destination may be a source (in place). Push constants: n, dst_off[8],
 // src_off[8], the scale at byte 72 and div at byte 80.
 #version 450
-#ifdef GOCOLL_F64
+#if defined(GOCOLL_I32) || defined(GOCOLL_U32)
+#define GOCOLL_INT
+#ifdef GOCOLL_I32
+#define S int
+#ifdef GOCOLL_VEC
+#define T ivec4
+#endif
+#else
+#define S uint
+#ifdef GOCOLL_VEC
+#define T uvec4
+#endif
+#endif
+// U is T's unsigned type, in which sums and products wrap.
+#ifdef GOCOLL_VEC
+#define U uvec4
+#else
+#define U uint
+#endif
+#elif defined(GOCOLL_F64)
 #extension GL_ARB_gpu_shader_fp64 : require
 #define S double
 #ifdef GOCOLL_VEC
@@ -85,6 +113,16 @@ layout(push_constant) uniform Params {
 } pc;
 #endif
 
+#ifdef GOCOLL_INT
+// Sum and product of the bits as uint (wrapping), max and min of the values:
+// exact, so the 16-byte variant needs no per-component path.
+T combine(T a, T b) {
+    if (OP == 0u) return T(U(a) + U(b));
+    if (OP == 1u) return T(U(a) * U(b));
+    if (OP == 2u) return max(a, b);
+    return min(a, b);
+}
+#else
 bool negative(S x) {
 #ifdef GOCOLL_F64
     return (unpackDouble2x32(x).y >> 31) != 0u;
@@ -129,6 +167,7 @@ T combine(T a, T b) {
 #endif
 
 #include "divide.glsl"
+#endif
 
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -141,7 +180,9 @@ void main() {
         if (K > 5u) acc = combine(acc, s5.d[pc.src_off[5] + i]);
         if (K > 6u) acc = combine(acc, s6.d[pc.src_off[6] + i]);
         if (K > 7u) acc = combine(acc, s7.d[pc.src_off[7] + i]);
+#ifndef GOCOLL_INT
         if (SCALE) acc = pc.div != 0u ? divide(acc, pc.div, pc.scale) : acc * pc.scale;
+#endif
 #ifdef GOCOLL_MULTI
         d0.d[pc.dst_off[0] + i] = acc;
         if (M > 1u) d1.d[pc.dst_off[1] + i] = acc;

@@ -719,7 +719,10 @@ func runDTCase(t *testing.T, dev backend.Device, dt backend.DType, r *rand.Rand,
 	if want := p * bytes; got.BytesReduced != want {
 		t.Errorf("BytesReduced %d, want %d (%d passes x %d bytes)", got.BytesReduced, want, p, bytes)
 	}
-	if want, extra := p*pieces(c.n, es, dev.Info().MaxBindingBytes), tails(p, c.n, es); got.Dispatches < want || got.Dispatches > want+extra {
+	// A region that does not start on a binding boundary may cost a GPU an
+	// extra piece per pass (it binds from an aligned-down offset): only the
+	// least count is checked then.
+	if want, extra := p*pieces(c.n, es, dev.Info().MaxBindingBytes), tails(p, c.n, es); got.Dispatches < want || c.off == 0 && got.Dispatches > want+extra {
 		t.Errorf("%d dispatches, want %d (%d passes x pieces) or up to %d more tails", got.Dispatches, want, p, extra)
 	}
 }

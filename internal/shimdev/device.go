@@ -24,12 +24,31 @@ const (
 	kindReduce4F64
 	kindScale4F32
 	kindScale4F64
+	// 32-bit integer reduce kernels, scalar and 16-byte (ivec4, uvec4).
+	// Integers have no scale kind: Scale copies them (scale 1, the only
+	// one they take) with the reduce kernel of one source.
+	kindReduceI32
+	kindReduceU32
+	kindReduce4I32
+	kindReduce4U32
 	numKinds
 )
 
 var kindNames = [numKinds]string{
 	kernels.ReduceF32, kernels.ReduceF64, kernels.ScaleF32, kernels.ScaleF64,
 	kernels.Reduce4F32, kernels.Reduce4F64, kernels.Scale4F32, kernels.Scale4F64,
+	kernels.ReduceI32, kernels.ReduceU32, kernels.Reduce4I32, kernels.Reduce4U32,
+}
+
+// isScaleKind reports whether kind is a scale kernel (no op, one source).
+func isScaleKind(kind int) bool {
+	return kind == kindScaleF32 || kind == kindScaleF64 || kind == kindScale4F32 || kind == kindScale4F64
+}
+
+// isIntKind reports whether kind is an integer reduce kernel, which never
+// scales.
+func isIntKind(kind int) bool {
+	return kind == kindReduceI32 || kind == kindReduceU32 || kind == kindReduce4I32 || kind == kindReduce4U32
 }
 
 const (
@@ -154,12 +173,14 @@ func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 }
 
 // kernelTypes is DeviceInfo.Kernels: the element types the reduce and scale
-// kernels take, f32, and f64 where the device reduces f64.
+// kernels take: f32, int32 and uint32 (core in Vulkan and Metal), and f64
+// where the device reduces f64.
 func kernelTypes(float64 bool) backend.DTypeSet {
+	set := backend.F32.Bit() | backend.I32.Bit() | backend.U32.Bit()
 	if float64 {
-		return backend.F32.Bit() | backend.F64.Bit()
+		set |= backend.F64.Bit()
 	}
-	return backend.F32.Bit()
+	return set
 }
 
 // errorf returns an error whose message starts with the backend's name.

@@ -5,6 +5,7 @@ package shimdev
 import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/cshim"
+	"github.com/gocoll/gocoll/kernels"
 )
 
 // Accessors for the backend packages' API-specific code (interop handles)
@@ -59,8 +60,9 @@ func (s *Stream) Recorded() bool { return s.recorded }
 
 // EveryPipeline creates every variant of the reduce and scale kernels the
 // stream can ask for on this device (each op, 1..8 sources, with and
-// without scale, f64 where the device has it), so a kernel the API rejects
-// fails by name (test hook).
+// without scale, f64 where the device has it; the integer kernels without
+// scale), and one of each multi-destination kernel (sum, 8 sources, 8
+// destinations), so a kernel the API rejects fails by name (test hook).
 func (d *Device) EveryPipeline() error {
 	for kind := range numKinds {
 		if !d.info.Float64 && (kind == kindReduceF64 || kind == kindScaleF64 || kind == kindReduce4F64 || kind == kindScale4F64) {
@@ -69,11 +71,22 @@ func (d *Device) EveryPipeline() error {
 		for op := backend.Op(0); op < backend.NumOps; op++ {
 			for k := 1; k <= len(d.stream.passSrcs); k++ {
 				for _, sc := range []bool{false, true} {
+					if sc && isIntKind(kind) {
+						continue
+					}
 					if _, err := d.pipeline(kind, op, k, sc); err != nil {
 						return err
 					}
 				}
 			}
+		}
+	}
+	for mk := range numMultiKinds {
+		if !d.info.Float64 && (mk == multiF64 || mk == multi4F64) {
+			continue
+		}
+		if _, err := d.multiPipeline(mk, backend.Sum, kernels.MaxSources, kernels.MaxDestinations, false); err != nil {
+			return err
 		}
 	}
 	return nil

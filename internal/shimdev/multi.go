@@ -14,12 +14,37 @@ import (
 const (
 	multiF32 = iota
 	multiF64
-	multi4F32 // 16-byte variants, as in vec.go
+	multiI32
+	multiU32
+	multi4F32 // 16-byte variants, as in vec.go, in the same order
 	multi4F64
+	multi4I32
+	multi4U32
 	numMultiKinds
+
+	multiVec = multi4F32 - multiF32 // a scalar kind plus this is its 16-byte kind
 )
 
-var multiNames = [numMultiKinds]string{kernels.ReduceMF32, kernels.ReduceMF64, kernels.ReduceM4F32, kernels.ReduceM4F64}
+var multiNames = [numMultiKinds]string{
+	kernels.ReduceMF32, kernels.ReduceMF64, kernels.ReduceMI32, kernels.ReduceMU32,
+	kernels.ReduceM4F32, kernels.ReduceM4F64, kernels.ReduceM4I32, kernels.ReduceM4U32,
+}
+
+// multiKind returns the scalar multi-destination kind of a scalar reduce
+// kind.
+func multiKind(kind int) int {
+	switch kind {
+	case kindReduceF32:
+		return multiF32
+	case kindReduceF64:
+		return multiF64
+	case kindReduceI32:
+		return multiI32
+	case kindReduceU32:
+		return multiU32
+	}
+	panic("shimdev: no multi-destination variant of kernel kind")
+}
 
 // Push-constant layout of the reducem kernels (kernels/reduce.comp with
 // GOCOLL_MULTI): n at 0 as in reduce, then these.
@@ -72,6 +97,9 @@ func (s *Stream) ReduceMulti(op backend.Op, dt backend.DType, dsts []backend.Reg
 	}
 	es, kind, _, err := s.dtype(name, dt)
 	if err != nil {
+		return err
+	}
+	if err := s.checkScale(name, dt, scale); err != nil {
 		return err
 	}
 	if len(srcs) == 0 || len(dsts) == 0 {
@@ -188,10 +216,7 @@ next:
 // the 16-byte variant where every region starts on 16 bytes (vec.go).
 func (s *Stream) multiPass(kind int, op backend.Op, es int, dsts, srcs []backend.Region, scale float64) error {
 	d := s.d
-	mk := multiF32
-	if kind == kindReduceF64 {
-		mk = multiF64
-	}
+	mk := multiKind(kind)
 	scalarES := es
 	vec := d.vec.use(d, es, dsts[0], srcs)
 	aligned := true
@@ -217,7 +242,7 @@ func (s *Stream) multiPass(kind int, op backend.Op, es int, dsts, srcs []backend
 		return nil
 	}
 	if vec {
-		mk, es = mk+multi4F32, kernels.VecBytes
+		mk, es = mk+multiVec, kernels.VecBytes
 	}
 	k, err := d.multiPipeline(mk, op, len(srcs), len(dsts), scale != 1)
 	if err != nil {
@@ -226,11 +251,13 @@ func (s *Stream) multiPass(kind int, op backend.Op, es int, dsts, srcs []backend
 	info := &d.multi.kinfo[mk]
 	push := s.push[:info.PushConstantBytes]
 	clear(push)
-	ne.PutUint32(push[pushMultiDiv:], uint32(backend.Divisor(scale)))
-	if scalarES == 4 {
-		ne.PutUint32(push[pushMultiScale:], math.Float32bits(float32(scale)))
-	} else {
-		ne.PutUint64(push[pushMultiScale:], math.Float64bits(scale))
+	if !isIntKind(kind) { // integers are never scaled: scale and div stay 0
+		ne.PutUint32(push[pushMultiDiv:], uint32(backend.Divisor(scale)))
+		if scalarES == 4 {
+			ne.PutUint32(push[pushMultiScale:], math.Float32bits(float32(scale)))
+		} else {
+			ne.PutUint64(push[pushMultiScale:], math.Float64bits(scale))
+		}
 	}
 	const src0 = kernels.MaxDestinations // first source binding
 	n := dsts[0].Len / es

@@ -81,13 +81,18 @@ func sameRegion(a, b backend.Region) bool {
 
 // dtype returns the element size and kernel kinds of dt, or an error when
 // dt is unknown, f64 is not available, or dt is an element type the device
-// has no kernels for (outside Info().Kernels: the integer and 16-bit types).
-// The last wraps backend.ErrInvalidArgument, as an unknown dtype does, and
-// backend.ErrUnsupported.
+// has no kernels for (outside Info().Kernels: the 64- and 8-bit integer and
+// the 16-bit types). The last wraps backend.ErrUnsupported; an unknown dtype
+// backend.ErrInvalidArgument. The scale kind of int32 and uint32 is their
+// reduce kind: Scale copies them with it (one source, no scale).
 func (s *Stream) dtype(op string, dt backend.DType) (es, reduceKind, scaleKind int, err error) {
 	switch {
 	case dt == backend.F32:
 		return 4, kindReduceF32, kindScaleF32, nil
+	case dt == backend.I32:
+		return 4, kindReduceI32, kindReduceI32, nil
+	case dt == backend.U32:
+		return 4, kindReduceU32, kindReduceU32, nil
 	case dt == backend.F64:
 		if !s.d.info.Float64 {
 			return 0, 0, 0, s.d.errorf("%s: f64 kernels on %s: %s: %w", op, s.d.info.Name, s.d.info.Float64Reason, backend.ErrUnsupported)
@@ -97,6 +102,16 @@ func (s *Stream) dtype(op string, dt backend.DType) (es, reduceKind, scaleKind i
 		return 0, 0, 0, s.d.errorf("%s: no %v kernels on %s (not in Info().Kernels): %w", op, dt, s.d.info.Name, backend.ErrUnsupported)
 	}
 	return 0, 0, 0, s.d.errorf("%s: unknown dtype %v: %w", op, dt, backend.ErrInvalidArgument)
+}
+
+// checkScale refuses a scale other than 1 (NaN included) of an integer
+// type, with an error wrapping backend.ErrInvalidArgument: integers are not
+// scaled.
+func (s *Stream) checkScale(op string, dt backend.DType, scale float64) error {
+	if dt.IsInt() && scale != 1 {
+		return s.d.errorf("%s: scale %v of %v elements (integers are not scaled; only 1 is taken): %w", op, scale, dt, backend.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // Copy records dst = src with vkCmdCopyBuffer.
@@ -135,7 +150,9 @@ func (s *Stream) Copy(dst, src backend.Region) error {
 
 // Reduce records dst = op(srcs...) * scale with the reduce kernel: one pass
 // for up to 8 sources, more passes for more, each later pass reading the
-// partial result first, so the order of srcs is kept.
+// partial result first, so the order of srcs is kept. int32 and uint32 run
+// the integer kernels (wrapping sum and prod) and take only scale 1; any
+// other is an error wrapping backend.ErrInvalidArgument, nothing recorded.
 func (s *Stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, srcs []backend.Region, scale float64) error {
 	const name = "reduce"
 	d := s.d
@@ -147,6 +164,9 @@ func (s *Stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 	}
 	es, kind, _, err := s.dtype(name, dt)
 	if err != nil {
+		return err
+	}
+	if err := s.checkScale(name, dt, scale); err != nil {
 		return err
 	}
 	if len(srcs) == 0 {
@@ -207,6 +227,11 @@ func (s *Stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 
 // Scale records dst = src * scale (a copy when scale is 1) with the scale
 // kernel. Its bytes count as BytesReduced: they are written by a kernel.
+// Integers take only scale 1 (else an error wrapping
+// backend.ErrInvalidArgument, nothing recorded) and are copied by their
+// reduce kernel with one source, counted as a float copy by 1 is: a
+// dispatch per piece, its bytes in BytesReduced. dst may be src, as for
+// floats, which vkCmdCopyBuffer (Copy) would refuse.
 func (s *Stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {
 	const name = "scale"
 	d := s.d
@@ -215,6 +240,9 @@ func (s *Stream) Scale(dt backend.DType, dst, src backend.Region, scale float64)
 	}
 	es, _, kind, err := s.dtype(name, dt)
 	if err != nil {
+		return err
+	}
+	if err := s.checkScale(name, dt, scale); err != nil {
 		return err
 	}
 	if _, err := s.region(name, "dst", dst, es); err != nil {
@@ -233,7 +261,7 @@ func (s *Stream) Scale(dt backend.DType, dst, src backend.Region, scale float64)
 		return nil
 	}
 	s.passSrcs[0] = src
-	if err := s.pass(kind, 0, es, dst, s.passSrcs[:1], scale); err != nil {
+	if err := s.pass(kind, backend.Sum, es, dst, s.passSrcs[:1], scale); err != nil {
 		return err
 	}
 	return d.check(name)
@@ -265,7 +293,7 @@ func (s *Stream) scratch(n int) (backend.Region, error) {
 func (s *Stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs []backend.Region, scale float64) error {
 	d := s.d
 	scalarES := es
-	isReduce := kind == kindReduceF32 || kind == kindReduceF64
+	isReduce := !isScaleKind(kind)
 	vec := d.vec.use(d, es, out, srcs)
 	if body := d.vec.body(d, es, out, srcs); !vec && body > 0 {
 		// Aligned regions with a tail: the 16-byte kernel on the body,
@@ -291,15 +319,17 @@ func (s *Stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 	info := &d.kinfo[kind]
 	push := s.push[:info.PushConstantBytes]
 	clear(push)
-	scaleAt, divAt := pushScaleScale, pushScaleDiv
-	if isReduce {
-		scaleAt, divAt = pushReduceScale, pushReduceDiv
-	}
-	ne.PutUint32(push[divAt:], uint32(backend.Divisor(scale)))
-	if scalarES == 4 {
-		ne.PutUint32(push[scaleAt:], math.Float32bits(float32(scale)))
-	} else {
-		ne.PutUint64(push[scaleAt:], math.Float64bits(scale))
+	if !isIntKind(kind) { // integers are never scaled: scale and div stay 0
+		scaleAt, divAt := pushScaleScale, pushScaleDiv
+		if isReduce {
+			scaleAt, divAt = pushReduceScale, pushReduceDiv
+		}
+		ne.PutUint32(push[divAt:], uint32(backend.Divisor(scale)))
+		if scalarES == 4 {
+			ne.PutUint32(push[scaleAt:], math.Float32bits(float32(scale)))
+		} else {
+			ne.PutUint64(push[scaleAt:], math.Float64bits(scale))
+		}
 	}
 
 	n := out.Len / es
@@ -367,7 +397,7 @@ func (d *Device) pipeline(kind int, op backend.Op, k int, scale bool) (*cshim.Ke
 	if scale {
 		sc = 1
 	}
-	if kind == kindScaleF32 || kind == kindScaleF64 || kind == kindScale4F32 || kind == kindScale4F64 {
+	if isScaleKind(kind) {
 		op, k = 0, 1
 	}
 	if p := d.pipes[kind][op][k][sc]; p != nil {

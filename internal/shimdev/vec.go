@@ -7,8 +7,9 @@ import (
 	"github.com/gocoll/gocoll/kernels"
 )
 
-// vecState picks the 16-byte kernels (reduce4_f32/f64, scale4_f32/f64:
-// one vec4 or dvec2 per invocation and loop iteration) over the scalar ones.
+// vecState picks the 16-byte kernels (reduce4_f32/f64/i32/u32,
+// scale4_f32/f64: one vec4, dvec2, ivec4 or uvec4 per invocation and loop
+// iteration) over the scalar ones.
 // 16-byte accesses reach the memory bandwidth where 4-byte ones do not
 // (H200: f32 scale 2.5 -> ~4.1 TB/s, 2-input f32 reduce 3.2 -> ~4.3 TB/s).
 type vecState struct {
@@ -72,6 +73,10 @@ func vecKind(kind int) int {
 		return kindScale4F32
 	case kindScaleF64:
 		return kindScale4F64
+	case kindReduceI32:
+		return kindReduce4I32
+	case kindReduceU32:
+		return kindReduce4U32
 	}
 	panic("shimdev: no 16-byte variant of kernel kind")
 }

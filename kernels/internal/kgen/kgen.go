@@ -21,7 +21,7 @@ type Variant struct {
 	Name    string   // output name, e.g. "reduce_f32"
 	Source  string   // GLSL file, e.g. "reduce.comp"
 	Defines []string // -D flags
-	MSL     bool     // also cross-compile to MSL (f32 only: MSL has no double)
+	MSL     bool     // also cross-compile to MSL (not f64: MSL has no double)
 }
 
 // Variants lists every kernel gocoll ships.
@@ -40,6 +40,16 @@ var Variants = []Variant{
 	{Name: "reducem_f64", Source: "reduce.comp", Defines: []string{"GOCOLL_F64", "GOCOLL_MULTI"}},
 	{Name: "reducem4_f32", Source: "reduce.comp", Defines: []string{"GOCOLL_VEC", "GOCOLL_MULTI"}, MSL: true},
 	{Name: "reducem4_f64", Source: "reduce.comp", Defines: []string{"GOCOLL_F64", "GOCOLL_VEC", "GOCOLL_MULTI"}},
+	// 32-bit integers (int, uint; ivec4, uvec4): wrapping sum and prod,
+	// never scaled.
+	{Name: "reduce_i32", Source: "reduce.comp", Defines: []string{"GOCOLL_I32"}, MSL: true},
+	{Name: "reduce_u32", Source: "reduce.comp", Defines: []string{"GOCOLL_U32"}, MSL: true},
+	{Name: "reduce4_i32", Source: "reduce.comp", Defines: []string{"GOCOLL_I32", "GOCOLL_VEC"}, MSL: true},
+	{Name: "reduce4_u32", Source: "reduce.comp", Defines: []string{"GOCOLL_U32", "GOCOLL_VEC"}, MSL: true},
+	{Name: "reducem_i32", Source: "reduce.comp", Defines: []string{"GOCOLL_I32", "GOCOLL_MULTI"}, MSL: true},
+	{Name: "reducem_u32", Source: "reduce.comp", Defines: []string{"GOCOLL_U32", "GOCOLL_MULTI"}, MSL: true},
+	{Name: "reducem4_i32", Source: "reduce.comp", Defines: []string{"GOCOLL_I32", "GOCOLL_VEC", "GOCOLL_MULTI"}, MSL: true},
+	{Name: "reducem4_u32", Source: "reduce.comp", Defines: []string{"GOCOLL_U32", "GOCOLL_VEC", "GOCOLL_MULTI"}, MSL: true},
 	{Name: "pack", Source: "pack.comp", MSL: true},
 	{Name: "unpack", Source: "unpack.comp", MSL: true},
 	{Name: "topk_f32", Source: "topk.comp", MSL: true},

@@ -1,0 +1,240 @@
+#pragma clang diagnostic ignored "-Wmissing-prototypes"
+
+#include <metal_stdlib>
+#include <simd/simd.h>
+
+using namespace metal;
+
+constant uint OP_tmp [[function_constant(1)]];
+constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
+constant bool _18 = (OP == 0u);
+constant bool _30 = (OP == 1u);
+constant bool _41 = (OP == 2u);
+constant uint _61_tmp [[function_constant(0)]];
+constant uint _61 = is_function_constant_defined(_61_tmp) ? _61_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_61, 1u, 1u);
+
+struct Params
+{
+    uint n;
+    uint dst_off[8];
+    uint src_off[8];
+    char _m3_pad[4];
+    int scale;
+    char _m4_pad[4];
+    uint div;
+};
+
+struct Src0
+{
+    int4 d[1];
+};
+
+constant uint K_tmp [[function_constant(2)]];
+constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
+constant bool _100 = (K > 1u);
+
+struct Src1
+{
+    int4 d[1];
+};
+
+constant bool _118 = (K > 2u);
+
+struct Src2
+{
+    int4 d[1];
+};
+
+constant bool _136 = (K > 3u);
+
+struct Src3
+{
+    int4 d[1];
+};
+
+constant bool _155 = (K > 4u);
+
+struct Src4
+{
+    int4 d[1];
+};
+
+constant bool _174 = (K > 5u);
+
+struct Src5
+{
+    int4 d[1];
+};
+
+constant bool _193 = (K > 6u);
+
+struct Src6
+{
+    int4 d[1];
+};
+
+constant bool _212 = (K > 7u);
+
+struct Src7
+{
+    int4 d[1];
+};
+
+struct Dst0
+{
+    int4 d[1];
+};
+
+constant uint M_tmp [[function_constant(5)]];
+constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
+constant bool _241 = (M > 1u);
+
+struct Dst1
+{
+    int4 d[1];
+};
+
+constant bool _254 = (M > 2u);
+
+struct Dst2
+{
+    int4 d[1];
+};
+
+constant bool _267 = (M > 3u);
+
+struct Dst3
+{
+    int4 d[1];
+};
+
+constant bool _280 = (M > 4u);
+
+struct Dst4
+{
+    int4 d[1];
+};
+
+constant bool _293 = (M > 5u);
+
+struct Dst5
+{
+    int4 d[1];
+};
+
+constant bool _306 = (M > 6u);
+
+struct Dst6
+{
+    int4 d[1];
+};
+
+constant bool _319 = (M > 7u);
+
+struct Dst7
+{
+    int4 d[1];
+};
+
+constant bool SCALE_tmp [[function_constant(3)]];
+constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
+
+static inline __attribute__((always_inline))
+int4 combine(thread const int4& a, thread const int4& b)
+{
+    if (_18)
+    {
+        return int4(uint4(a) + uint4(b));
+    }
+    if (_30)
+    {
+        return int4(uint4(a) * uint4(b));
+    }
+    if (_41)
+    {
+        return max(a, b);
+    }
+    return min(a, b);
+}
+
+kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
+{
+    uint _64 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _64, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    {
+        int4 acc = s0.d[pc.src_off[0] + i];
+        if (_100)
+        {
+            int4 param = acc;
+            int4 param_1 = s1.d[pc.src_off[1] + i];
+            acc = combine(param, param_1);
+        }
+        if (_118)
+        {
+            int4 param_2 = acc;
+            int4 param_3 = s2.d[pc.src_off[2] + i];
+            acc = combine(param_2, param_3);
+        }
+        if (_136)
+        {
+            int4 param_4 = acc;
+            int4 param_5 = s3.d[pc.src_off[3] + i];
+            acc = combine(param_4, param_5);
+        }
+        if (_155)
+        {
+            int4 param_6 = acc;
+            int4 param_7 = s4.d[pc.src_off[4] + i];
+            acc = combine(param_6, param_7);
+        }
+        if (_174)
+        {
+            int4 param_8 = acc;
+            int4 param_9 = s5.d[pc.src_off[5] + i];
+            acc = combine(param_8, param_9);
+        }
+        if (_193)
+        {
+            int4 param_10 = acc;
+            int4 param_11 = s6.d[pc.src_off[6] + i];
+            acc = combine(param_10, param_11);
+        }
+        if (_212)
+        {
+            int4 param_12 = acc;
+            int4 param_13 = s7.d[pc.src_off[7] + i];
+            acc = combine(param_12, param_13);
+        }
+        d0.d[pc.dst_off[0] + i] = acc;
+        if (_241)
+        {
+            d1.d[pc.dst_off[1] + i] = acc;
+        }
+        if (_254)
+        {
+            d2.d[pc.dst_off[2] + i] = acc;
+        }
+        if (_267)
+        {
+            d3.d[pc.dst_off[3] + i] = acc;
+        }
+        if (_280)
+        {
+            d4.d[pc.dst_off[4] + i] = acc;
+        }
+        if (_293)
+        {
+            d5.d[pc.dst_off[5] + i] = acc;
+        }
+        if (_306)
+        {
+            d6.d[pc.dst_off[6] + i] = acc;
+        }
+        if (_319)
+        {
+            d7.d[pc.dst_off[7] + i] = acc;
+        }
+    }
+}
+
