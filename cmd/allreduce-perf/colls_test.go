@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
 )
 
@@ -19,7 +20,9 @@ import (
 var fast = []string{"-n", "2", "-w", "1"}
 
 // eltSizes are the size(B) bytes per element of each type column.
-var eltSizes = map[string]int64{"float": 4, "double": 8, "half": 2, "bfloat16": 2}
+var eltSizes = map[string]int64{
+	"float": 4, "double": 8, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "bfloat16": 2,
+}
 
 // checkShape checks a row's size, count, redop and root against the
 // collective's nccl-tests semantics on n ranks.
@@ -140,22 +143,170 @@ func TestAllStrategies(t *testing.T) {
 }
 
 func TestWireTypes(t *testing.T) {
-	for _, d := range []string{"half", "bfloat16"} {
+	// --wire reproduces what -d half and -d bfloat16 meant before they
+	// became the native 16-bit types: float32 data all-reduced with
+	// AllReduceWire, rows named after the wire type with 2 bytes per
+	// element, checked against WireErrorBound.
+	for _, w := range []string{"half", "bfloat16"} {
 		for _, n := range []string{"1", "3", "4"} {
-			args := []string{"--backend", "host", "-d", d, "-o", "all", "-g", n, "-b", "2", "-e", "8K", "-f", "8"}
+			args := []string{"--backend", "host", "--wire", w, "-o", "all", "-g", n, "-b", "2", "-e", "8K", "-f", "8"}
 			rows := wantAllReduce(t, append(args, fast...)...)
 			for _, r := range rows {
 				checkShape(t, collAllReduce, 0, r)
-				if r.typ != d {
+				if r.typ != w {
 					t.Errorf("%v: row %+v has type %q", args, r, r.typ)
 				}
 			}
 		}
 	}
-	// With float in the same run, and the ring asked for by name.
-	rows := wantAllReduce(t, append([]string{"--backend", "host", "-d", "float,half,bf16", "-a", "ring", "-g", "3", "-b", "1K", "-e", "1K"}, fast...)...)
-	if len(rows) != 3 || rows[0].count != 256 || rows[1].count != 512 || rows[2].count != 512 {
-		t.Errorf("rows %+v: want float count 256, half and bfloat16 count 512 for 1 KiB", rows)
+	// The flag's other spellings, the ring asked for by name, -d float
+	// given explicitly; the header says what the rows are.
+	for _, args := range [][]string{
+		{"-wire", "bf16", "-a", "ring", "-d", "float"},
+		{"-wire=half", "-a", "ring"},
+		{"--wire=half", "--wire", "none", "--wire", "half"},
+	} {
+		args = append(args, "--backend", "host", "-g", "3", "-b", "1K", "-e", "1K")
+		rows, out := wantCorrectOut(t, append(args, fast...)...)
+		w := rows[0].typ
+		if len(rows) != 1 || rows[0].count != 512 || rows[0].size != 1024 || (w != "half" && w != "bfloat16") {
+			t.Errorf("%v: rows %+v: want one wire-type row of count 512 for 1 KiB", args, rows)
+		}
+		if want := "; --wire " + w + ": wire-compressed ring (float data, " + w + " on the wire: size(B) = count*2)"; !strings.Contains(out, want) {
+			t.Errorf("%v: the header lacks %q:\n%s", args, want, out)
+		}
+	}
+	_, doc, _ := readJSON(t, 0, append([]string{"--backend", "host", "--wire", "bfloat16", "-g", "2", "-b", "64", "-e", "64"}, fast...)...)
+	if doc.Config.Wire != "bfloat16" || strings.Join(doc.Config.Datatypes, ",") != "bfloat16" || len(doc.Results) != 2 ||
+		doc.Results[0].Wire != "bfloat16" || doc.Results[0].Type != "bfloat16" || doc.Results[0].Algorithm != "ring" {
+		t.Errorf("--wire bfloat16 JSON: config %+v, results %+v", doc.Config, doc.Results)
+	}
+}
+
+// nativeTypes are the types beyond float and double, as -d names them.
+const nativeTypes = "int8,uint8,int32,uint32,int64,uint64,half,bfloat16"
+
+func TestNewTypes(t *testing.T) {
+	// Every collective in every new type, with sizes that are no multiple
+	// of 2, 4 or 8 bytes (additive steps of 33 bytes), every op (avg
+	// skipped for the integers) and every root, on 1, 2 and 3 ranks.
+	for _, n := range []int{1, 2, 3} {
+		args := []string{"--backend", "host", "--coll", "all", "-d", nativeTypes, "-o", "all", "-r", "all", "-g", strconv.Itoa(n),
+			"-b", "1", "-e", "100", "-i", "33", "-n", "1", "-w", "0"}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			rows, out := wantCorrectOut(t, args...)
+			checkTypeRows(t, out, rows, n)
+			// The progress line counts the same rows.
+			o, _, err := parseFlags("allreduce-perf", args)
+			if err != nil || rowsOf(o, tablesOf(o)) != len(rows) {
+				t.Errorf("rowsOf %d (%v), %d rows", rowsOf(o, tablesOf(o)), err, len(rows))
+			}
+		})
+	}
+	// The strategies of all-reduce, and reduce-scatter's direct.
+	for _, a := range []string{"direct", "pipelined", "ring", "tree", "hierarchical"} {
+		wantAllReduce(t, "--backend", "host", "-a", a, "-g", "4", "-d", nativeTypes, "-o", "all", "-b", "4", "-e", "4K", "-f", "32", "-n", "1", "-w", "0")
+	}
+	wantCorrect(t, "--backend", "host", "--coll", "reducescatter", "-a", "direct", "-g", "3", "-d", nativeTypes, "-o", "all", "-b", "4", "-e", "4K", "-f", "32", "-n", "1", "-w", "0")
+}
+
+// checkTypeRows checks the rows of a --coll all -o all run over the new
+// types: each collective's shape, the types in -d's order, avg skipped for
+// the integers (and the header says so), and a captured result that holds
+// the type's values.
+func checkTypeRows(t *testing.T, out string, rows []row, n int) {
+	t.Helper()
+	var c coll
+	seen := map[string]map[string]bool{}
+	table := 0
+	for _, line := range strings.Split(out, "\n") {
+		if name, ok := strings.CutPrefix(line, "# Collective "); ok {
+			c, _ = parseColl(strings.Fields(name)[0])
+			table++
+		}
+		f := strings.Fields(line)
+		if len(f) != 13 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		size, _ := strconv.ParseInt(f[0], 10, 64)
+		count, _ := strconv.ParseInt(f[1], 10, 64)
+		root, _ := strconv.Atoi(f[4])
+		checkShape(t, c, n, row{size: size, count: count, typ: f[2], op: f[3], root: root})
+		if seen[f[2]] == nil {
+			seen[f[2]] = map[string]bool{}
+		}
+		seen[f[2]][f[3]] = true
+	}
+	if table != len(allColls) || len(rows) == 0 {
+		t.Errorf("%d tables, want %d", table, len(allColls))
+	}
+	for _, d := range strings.Split(nativeTypes, ",") {
+		dt, _ := parseDtype(d)
+		if seen[d] == nil {
+			t.Errorf("no %s rows", d)
+			continue
+		}
+		if seen[d]["avg"] == dt.isInt() {
+			t.Errorf("%s rows: avg %v, want %v", d, seen[d]["avg"], !dt.isInt())
+		}
+	}
+	if !strings.Contains(out, "# Types: -o all skips avg for int8, uint8, int32, uint32, int64, uint64 (avg is not defined for integer types)\n") {
+		t.Errorf("the header does not say avg is skipped:\n%s", out)
+	}
+}
+
+func TestNativeHalfIsNotWire(t *testing.T) {
+	// -d half and -d bfloat16 are the 16-bit types now: the buffers hold
+	// collective.Float16 and BFloat16 values, any collective runs them,
+	// and the results are exact (no wire bound: one changed ulp is wrong).
+	for _, d := range []string{"half", "bfloat16"} {
+		var got any
+		testHookAfterCheck = func(rank int, inPlace bool, result any) {
+			if rank == 0 && !inPlace && got == nil {
+				switch r := result.(type) { // a copy: the buffer is used again
+				case []collective.Float16:
+					got = append([]collective.Float16(nil), r...)
+				case []collective.BFloat16:
+					got = append([]collective.BFloat16(nil), r...)
+				default:
+					got = r
+				}
+			}
+		}
+		wantAllReduce(t, "--backend", "host", "-d", d, "-o", "sum", "-g", "3", "-b", "64", "-e", "64", "-n", "1", "-w", "0")
+		testHookAfterCheck = nil
+		switch g := got.(type) {
+		case []collective.Float16:
+			if d != "half" || len(g) != 32 {
+				t.Errorf("-d %s: captured %d Float16", d, len(g))
+			}
+			for i, x := range g {
+				if want := float32(reference(collective.Sum, 3, int64(i), 1)); x.Float32() != want {
+					t.Fatalf("-d half element %d: %v, want %v", i, x.Float32(), want)
+				}
+			}
+		case []collective.BFloat16:
+			if d != "bfloat16" || len(g) != 32 {
+				t.Errorf("-d %s: captured %d BFloat16", d, len(g))
+			}
+		default:
+			t.Errorf("-d %s: the buffers hold %T", d, got)
+		}
+	}
+	// No wire restrictions: other collectives and strategies run.
+	wantCorrect(t, append([]string{"--backend", "host", "--coll", "broadcast,reduce", "-d", "half,bfloat16", "-a", "tree", "-g", "3", "-b", "8", "-e", "64", "-f", "8"}, fast...)...)
+	// One ulp off is wrong (the wire bound would have allowed it).
+	done := false
+	testHookAfterCheck = func(rank int, inPlace bool, result any) {
+		if s := result.([]collective.Float16); rank == 2 && !inPlace && !done {
+			s[5] = collective.Float16(uint16(s[5]) ^ 1)
+			done = true
+		}
+	}
+	t.Cleanup(func() { testHookAfterCheck = nil })
+	code, out, _ := runCLI(t, "--backend", "host", "-d", "half", "-o", "avg", "-g", "3", "-b", "64", "-e", "64", "-n", "1", "-w", "0")
+	if code != 1 || !strings.Contains(out, "# Out of bounds values : 1 FAILED\n") {
+		t.Fatalf("exit %d, want 1 and 1 FAILED:\n%s", code, out)
 	}
 }
 
@@ -163,14 +314,14 @@ func TestWireIsInexactButBounded(t *testing.T) {
 	// The wire-type inputs carry tenths a 16-bit wire cannot hold, so the
 	// results must differ from the exact sum somewhere (the check is not
 	// vacuous) and stay within WireErrorBound everywhere.
-	for _, d := range []dtype{dtHalf, dtBfloat16} {
+	for _, d := range []dtype{dtWireHalf, dtWireBfloat16} {
 		var got []float32
 		testHookAfterCheck = func(rank int, inPlace bool, result any) {
 			if rank == 0 && !inPlace {
 				got = append([]float32(nil), result.([]float32)...)
 			}
 		}
-		wantAllReduce(t, "--backend", "host", "-d", d.String(), "-g", "3", "-b", "4K", "-e", "4K", "-n", "1", "-w", "0")
+		wantAllReduce(t, "--backend", "host", "--wire", d.String(), "-g", "3", "-b", "4K", "-e", "4K", "-n", "1", "-w", "0")
 		testHookAfterCheck = nil
 		if len(got) != 2048 {
 			t.Fatalf("%s: captured %d elements, want 2048", d, len(got))
@@ -207,7 +358,7 @@ func TestWireCorruptionIsCaught(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { testHookAfterCheck = nil })
-	code, out, _ := runCLI(t, "--backend", "host", "-d", "half", "-g", "3", "-b", "64", "-e", "64", "-n", "1", "-w", "0")
+	code, out, _ := runCLI(t, "--backend", "host", "--wire", "half", "-g", "3", "-b", "64", "-e", "64", "-n", "1", "-w", "0")
 	if code != 1 || !strings.Contains(out, "# Out of bounds values : 1 FAILED\n") {
 		t.Fatalf("exit %d, want 1 and 1 FAILED:\n%s", code, out)
 	}
@@ -343,7 +494,8 @@ func TestJSONOutput(t *testing.T) {
 	if doc.Version != jsonVersion || doc.Tool != "allreduce-perf" || doc.Backend != "host" || len(doc.Devices) != 3 ||
 		doc.Devices[2].Name != "host" || doc.Devices[2].Rank != 2 || doc.Hostname == "" || doc.StartTime == "" || doc.EndTime == "" ||
 		doc.Build.GoVersion == "" || doc.Config.NGpus != 3 || doc.Config.StepFactor != 32 || doc.Config.Iterations != 2 ||
-		strings.Join(doc.Config.Collectives, ",") != "allreduce,broadcast" || strings.Join(doc.Config.Datatypes, ",") != "float,double" ||
+		strings.Join(doc.Config.Collectives, ",") != "allreduce,broadcast" ||
+		strings.Join(doc.Config.Datatypes, ",") != "int8,uint8,int32,uint32,int64,uint64,half,float,double,bfloat16" || doc.Config.Wire != "" ||
 		strings.Join(doc.Config.Ops, ",") != "sum,max" || strings.Join(doc.Strategy, ",") != "auto,tree" ||
 		!doc.OutOfBounds.Okay || doc.OutOfBounds.Count != 0 || len(doc.Errors) != 0 {
 		t.Errorf("parameters: %+v", doc)
@@ -521,9 +673,12 @@ func TestPinned(t *testing.T) {
 	// --pinned allocates every buffer with collective.NewHostBuffer; the
 	// results are verified the same way.
 	for _, args := range [][]string{
-		{"--coll", "all", "-g", "3", "-r", "all", "-d", "all", "-o", "sum,avg"},
+		{"--coll", "all", "-g", "3", "-r", "all", "-d", "float,double,half,bfloat16", "-o", "sum,avg"},
+		{"--coll", "all", "-g", "3", "-r", "all", "-d", "all", "-o", "all"},
 		{"-a", "all", "-g", "4"},
-		{"-d", "half,bfloat16", "-g", "3", "-o", "sum,max"},
+		{"-d", "half,bfloat16,int8,uint64", "-g", "3", "-o", "sum,max"},
+		{"--coll", "reducescatter,reduce,alltoall", "-d", "int32,bfloat16", "-g", "2", "-o", "all"},
+		{"--wire", "half", "-g", "3", "-o", "sum,max"},
 		{"-g", "1", "-d", "double"},
 	} {
 		args = append(args, "--pinned", "--backend", "host", "-b", "4", "-e", "16K", "-f", "8")
@@ -550,12 +705,55 @@ func TestVulkanCollectives(t *testing.T) {
 	wantCorrect(t, append([]string{"--backend", "vulkan", "--coll", "all", "-g", "3", "-r", "2", "-o", "all", "-b", "4", "-e", "4K", "-f", "32"}, fast...)...)
 	// Wire compression needs the backend's compression kernels: either
 	// the run is right, or it is refused up front, by name.
-	code, out, errOut := runCLI(t, append([]string{"--backend", "vulkan", "-d", "half", "-g", "2", "-b", "64", "-e", "64"}, fast...)...)
+	code, out, errOut := runCLI(t, append([]string{"--backend", "vulkan", "--wire", "half", "-g", "2", "-b", "64", "-e", "64"}, fast...)...)
 	switch {
 	case code == 0 && strings.Contains(out, "# Out of bounds values : 0 OK"):
-	case code == 2 && out == "" && strings.Contains(errOut, "the vulkan backend has no compression kernels"):
-		t.Logf("vulkan -d half refused: %s", strings.TrimSpace(errOut))
+	case code == 2 && out == "" && strings.Contains(errOut, "--wire half: the vulkan backend has no compression kernels"):
+		t.Logf("vulkan --wire half refused: %s", strings.TrimSpace(errOut))
 	default:
-		t.Errorf("vulkan -d half: exit %d, stderr %q\n%s", code, errOut, out)
+		t.Errorf("vulkan --wire half: exit %d, stderr %q\n%s", code, errOut, out)
 	}
+}
+
+func TestVulkanNewTypes(t *testing.T) {
+	if !vulkanAvailable(t) {
+		t.Skip("vulkan backend not available")
+	}
+	// Lavapipe has no kernels for these types: the reducing collectives
+	// take the library's exact host path, the others move the bytes on the
+	// device. Every collective and op, sizes that are no multiple of 4
+	// bytes, a root other than 0.
+	for _, n := range []int{3} {
+		args := []string{"--backend", "vulkan", "--coll", "all", "-d", nativeTypes, "-o", "all", "-r", "2", "-g", strconv.Itoa(n),
+			"-b", "1", "-e", "67", "-i", "33", "-n", "1", "-w", "0"}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			rows, out := wantCorrectOut(t, args...)
+			checkTypeRows(t, out, rows, n)
+			kernels := vulkanKernels(t)
+			var host []string
+			for _, d := range strings.Split(nativeTypes, ",") {
+				if dt, _ := parseDtype(d); !kernels.Has(dt.elem()) {
+					host = append(host, d)
+				}
+			}
+			if want := "# Types: " + strings.Join(host, ", ") + " reduced exactly on the host (no vulkan kernels for them on these devices)\n"; len(host) > 0 && !strings.Contains(out, want) {
+				t.Errorf("the header lacks %q:\n%s", want, out)
+			}
+		})
+	}
+	// Every all-reduce strategy, and the pinned buffers.
+	wantAllReduce(t, "--backend", "vulkan", "-a", "all", "-g", "2", "-d", nativeTypes, "-o", "sum,max", "-b", "4", "-e", "4K", "-f", "32", "-n", "1", "-w", "0")
+	wantCorrect(t, "--pinned", "--backend", "vulkan", "--coll", "allreduce,reducescatter,allgather", "-g", "2", "-d", "uint8,half", "-o", "prod", "-b", "4", "-e", "4K", "-f", "32", "-n", "1", "-w", "0")
+}
+
+// vulkanKernels is the element types lavapipe's first device reduces in
+// kernels.
+func vulkanKernels(t *testing.T) backend.DTypeSet {
+	t.Helper()
+	g, err := collective.NewGroup(context.Background(), collective.Options{Ranks: 1, Backend: "vulkan", Config: collective.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	return groupKernels(g)
 }

@@ -16,57 +16,128 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// dtype is an element type the sweep runs.
+// dtype is an element type the sweep runs: nccl-tests' types, and the
+// float32 data of a wire-compressed all-reduce (--wire).
 type dtype int
 
 const (
-	dtFloat    dtype = iota // float32, nccl-tests' "float"
-	dtDouble                // float64, nccl-tests' "double"
-	dtHalf                  // float32 data, all-reduced with a half (binary16) wire: AllReduceWire
-	dtBfloat16              // float32 data, all-reduced with a bfloat16 wire: AllReduceWire
+	dtFloat        dtype = iota // float32, nccl-tests' "float"
+	dtDouble                    // float64, nccl-tests' "double"
+	dtInt8                      // int8
+	dtUint8                     // uint8
+	dtInt32                     // int32
+	dtUint32                    // uint32
+	dtInt64                     // int64
+	dtUint64                    // uint64
+	dtHalf                      // collective.Float16 (IEEE binary16), nccl-tests' "half"
+	dtBfloat16                  // collective.BFloat16, nccl-tests' "bfloat16"
+	dtWireHalf                  // --wire half: float32 data, all-reduced over a binary16 wire (AllReduceWire)
+	dtWireBfloat16              // --wire bfloat16: float32 data, all-reduced over a bfloat16 wire
 )
 
-var dtypeNames = [...]string{dtFloat: "float", dtDouble: "double", dtHalf: "half", dtBfloat16: "bfloat16"}
+// dtypeNames are the type column's names: nccl-tests' (a wire type prints
+// its wire format, as the size(B) column counts it).
+var dtypeNames = [...]string{
+	dtFloat: "float", dtDouble: "double", dtInt8: "int8", dtUint8: "uint8", dtInt32: "int32", dtUint32: "uint32",
+	dtInt64: "int64", dtUint64: "uint64", dtHalf: "half", dtBfloat16: "bfloat16", dtWireHalf: "half", dtWireBfloat16: "bfloat16",
+}
 
 func (d dtype) String() string { return dtypeNames[d] }
 
-// size is the element size the size(B) column counts, as nccl-tests does
-// with the element type: 2 for half and bfloat16 (the wire element; the
-// user's buffer holds the same count of float32 values).
-func (d dtype) size() int64 {
+// allDtypes is what -d all runs, in nccl-tests' order.
+var allDtypes = []dtype{dtInt8, dtUint8, dtInt32, dtUint32, dtInt64, dtUint64, dtHalf, dtFloat, dtDouble, dtBfloat16}
+
+// elem is the library's element type of the user buffers (float for the
+// wire types).
+func (d dtype) elem() backend.DType {
 	switch d {
 	case dtDouble:
-		return 8
-	case dtHalf, dtBfloat16:
-		return 2
+		return backend.F64
+	case dtInt8:
+		return backend.I8
+	case dtUint8:
+		return backend.U8
+	case dtInt32:
+		return backend.I32
+	case dtUint32:
+		return backend.U32
+	case dtInt64:
+		return backend.I64
+	case dtUint64:
+		return backend.U64
+	case dtHalf:
+		return backend.Half
+	case dtBfloat16:
+		return backend.BFloat16
 	}
-	return 4
+	return backend.F32
 }
 
-// wire is the wire format of a compressed type (0 for float and double).
+// isInt reports whether d is an integer type (no avg).
+func (d dtype) isInt() bool { return d.elem().IsInt() }
+
+// size is the element size the size(B) column counts, as nccl-tests does
+// with the element type: 1, 2, 4 or 8, and 2 for the wire types (the wire
+// element; the user's buffer holds the same count of float32 values).
+func (d dtype) size() int64 {
+	if d.wire() != 0 {
+		return 2
+	}
+	return int64(d.elem().Size())
+}
+
+// wire is the wire format of a wire type (0 for the others).
 func (d dtype) wire() backend.WireFormat {
 	switch d {
-	case dtHalf:
+	case dtWireHalf:
 		return backend.F16
-	case dtBfloat16:
+	case dtWireBfloat16:
 		return backend.BF16
 	}
 	return 0
 }
 
-// parseDtype accepts one type name.
+// parseDtype accepts one type name (nccl-tests' name, or an alias).
 func parseDtype(s string) (dtype, bool) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "float", "float32", "f32":
 		return dtFloat, true
 	case "double", "float64", "f64":
 		return dtDouble, true
+	case "int8", "i8":
+		return dtInt8, true
+	case "uint8", "u8":
+		return dtUint8, true
+	case "int32", "i32":
+		return dtInt32, true
+	case "uint32", "u32":
+		return dtUint32, true
+	case "int64", "i64":
+		return dtInt64, true
+	case "uint64", "u64":
+		return dtUint64, true
 	case "half", "float16", "f16", "fp16":
 		return dtHalf, true
 	case "bfloat16", "bf16":
 		return dtBfloat16, true
 	}
 	return 0, false
+}
+
+// opsFor is the ops a table runs for type d: every op asked for, less avg
+// for the integer types (-o all; an explicit -o avg with an integer type
+// is refused).
+func (o *options) opsFor(d dtype) []collective.Op {
+	if !d.isInt() || !containsOp(o.ops, collective.Mean) {
+		return o.ops
+	}
+	var ops []collective.Op
+	for _, op := range o.ops {
+		if op != collective.Mean {
+			ops = append(ops, op)
+		}
+	}
+	return ops
 }
 
 // coll is a collective the sweep runs, with nccl-tests' semantics.
@@ -260,6 +331,7 @@ type rawFlags struct {
 	stepFactor                    int64
 	ngpus                         int
 	datatype, op, root            string
+	wire                          string
 	iters, warmup, check          int
 	blocking                      int
 	timeout                       float64
@@ -294,8 +366,9 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.Int64VarP(&r.stepFactor, "stepfactor", "f", r.stepFactor, "size multiplier; > 1 makes the sweep multiplicative (default 1)")
 	fs.IntVarP(&r.ngpus, "ngpus", "g", r.ngpus, "number of ranks, one goroutine each (default 1)")
 	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|gather|scatter|all, or a comma list (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf or reduce-perf defaults to that one)")
-	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|half|bfloat16|all, or a comma list; all = float,double; half/bfloat16: float32 data all-reduced over a 16-bit wire (AllReduceWire, ring), size(B) = count*2 (default float)")
-	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|all, or a comma list (default sum)")
+	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|int8|uint8|int32|uint32|int64|uint64|half|bfloat16|all, or a comma list: nccl-tests' types (half and bfloat16 are collective.Float16 and BFloat16); all runs every one, in nccl-tests' order (default float)")
+	fs.StringVar(&r.wire, "wire", "", "half|bfloat16: all-reduce float32 data (-d float) compressed to 16 bits on the wire (collective.AllReduceWire, ring); the type column names the wire type, size(B) = count*2, #wrong counts elements outside collective.WireErrorBound (default none)")
+	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|all, or a comma list; avg is not defined for the integer types, for which all leaves it out (default sum)")
 	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast, reduce, gather and scatter, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")
 	fs.IntVarP(&r.iters, "iters", "n", r.iters, "timed iterations per size (default 20)")
 	fs.IntVarP(&r.warmup, "warmup_iters", "w", r.warmup, "warm-up iterations at the largest and smallest size (default 5)")
@@ -433,20 +506,37 @@ func (r *rawFlags) validate() (*options, error) {
 		}
 	}
 	if strings.EqualFold(strings.TrimSpace(r.datatype), "all") {
-		o.dtypes = []dtype{dtFloat, dtDouble}
+		o.dtypes = allDtypes
 	} else {
 		for _, f := range strings.Split(r.datatype, ",") {
 			d, ok := parseDtype(f)
 			if !ok {
-				return nil, usagef("-d/--datatype %q is not supported (want float, double, half, bfloat16, all or a comma list)", r.datatype)
+				return nil, usagef("-d/--datatype %q is not supported (want float, double, int8, uint8, int32, uint32, int64, uint64, half, bfloat16, all or a comma list)", r.datatype)
 			}
 			if !containsDtype(o.dtypes, d) {
 				o.dtypes = append(o.dtypes, d)
 			}
 		}
 	}
+	switch w := strings.ToLower(strings.TrimSpace(r.wire)); w {
+	case "", "none":
+	default:
+		d, ok := parseDtype(w)
+		switch {
+		case ok && d == dtHalf:
+			d = dtWireHalf
+		case ok && d == dtBfloat16:
+			d = dtWireBfloat16
+		default:
+			return nil, usagef("--wire %q is not known (want half or bfloat16)", r.wire)
+		}
+		if len(o.dtypes) != 1 || o.dtypes[0] != dtFloat {
+			return nil, usagef("--wire %s compresses float32 data: it runs with -d float (the default), not -d %s", d, strings.TrimSpace(r.datatype))
+		}
+		o.dtypes = []dtype{d}
+	}
 	if strings.EqualFold(strings.TrimSpace(r.op), "all") {
-		// nccl-tests' order.
+		// nccl-tests' order; the integer types skip avg (opsFor).
 		o.ops = []collective.Op{collective.Sum, collective.Prod, collective.Max, collective.Min, collective.Mean}
 	} else {
 		for _, f := range strings.Split(r.op, ",") {
@@ -456,6 +546,13 @@ func (r *rawFlags) validate() (*options, error) {
 			}
 			if !containsOp(o.ops, op) {
 				o.ops = append(o.ops, op)
+			}
+		}
+		if containsOp(o.ops, collective.Mean) {
+			for _, d := range o.dtypes {
+				if d.isInt() {
+					return nil, usagef("-o avg is not defined for integer type %s (-d %s): use sum and divide, or -o all, which skips avg for the integer types", d, strings.TrimSpace(r.datatype))
+				}
 			}
 		}
 	}
@@ -552,12 +649,12 @@ func (o *options) checkCombinations() error {
 		}
 		for _, c := range o.colls {
 			if c != collAllReduce {
-				return usagef("-d %s: 16-bit wire compression exists for all-reduce only, not --coll %s", d, c)
+				return usagef("--wire %s: 16-bit wire compression exists for all-reduce only, not --coll %s", d, c)
 			}
 		}
 		for _, s := range o.strategies {
 			if s != collective.Auto && s != collective.Ring {
-				return usagef("-d %s: wire compression (AllReduceWire) runs the ring only, so -a %s cannot be honoured", d, s)
+				return usagef("--wire %s: wire compression (AllReduceWire) runs the ring only, so -a %s cannot be honoured", d, s)
 			}
 		}
 	}

@@ -8,7 +8,7 @@
 // scatter), strategy (-a),
 // element type, op, root and size it runs warm-up iterations, times -n
 // iterations out of place and in place, and, with -c, resets the inputs,
-// runs once more and compares every element of every rank with a float64
+// runs once more and compares every element of every rank with an exact
 // reference. The flags, the table and the closing lines follow nccl-tests
 // (all_reduce_perf, reduce_scatter_perf, all_gather_perf, broadcast_perf,
 // reduce_perf, alltoall_perf, gather_perf, scatter_perf), so results compare line by line:
@@ -20,14 +20,30 @@
 // allgather-perf, broadcast-perf or reduce-perf (or nccl-tests'
 // reduce_scatter_perf, ...), the binary runs that collective by default.
 //
-// -d half and -d bfloat16 all-reduce float32 data whose exchange is
-// compressed to 16 bits (collective.AllReduceWire, ring): size(B) counts 2
-// bytes per element as nccl-tests does for those types (so count =
-// size/2, and the user buffer holds count float32 values), and #wrong
-// counts elements outside collective.WireErrorBound. -J writes the run as
-// JSON, --plot draws busbw and algbw against size (PNG or SVG), -a all
-// sweeps every all-reduce strategy (one table each), --pinned allocates
-// the buffers with collective.NewHostBuffer.
+// -d takes nccl-tests' types: float, double, int8, uint8, int32, uint32,
+// int64, uint64, half and bfloat16 (collective.Float16 and
+// collective.BFloat16), a comma list of them, or all (every one, in
+// nccl-tests' order); size(B) and count use the type's size (1, 2, 4 or 8
+// bytes). Every collective runs every type, and the inputs make each
+// reference exact whatever the reduction order and the number of rounding
+// steps: the integer types take any odd value and are reduced in their own
+// wrapping arithmetic; the float types take small integers and powers of
+// two, capped for half and bfloat16 so that every partial sum and product
+// is exact in 16 bits for any number of ranks (avg: float32(sum/N) rounded
+// to the type; float and double avg may be 1 ulp off). avg is not defined
+// for the integer types: -o avg with one is bad usage, and -o all skips
+// avg for them (the header says so).
+//
+// --wire half and --wire bfloat16 (what -d half and -d bfloat16 meant
+// before they became the 16-bit types) all-reduce float32 data, -d float,
+// whose exchange is compressed to 16 bits (collective.AllReduceWire,
+// ring): the type column names the wire type and size(B) counts 2 bytes
+// per element, as nccl-tests does for those types (so count = size/2, and
+// the user buffer holds count float32 values), and #wrong counts elements
+// outside collective.WireErrorBound. -J writes the run as JSON, --plot
+// draws busbw and algbw against size (PNG or SVG), -a all sweeps every
+// all-reduce strategy (one table each), --pinned allocates the buffers
+// with collective.NewHostBuffer.
 //
 // Exit status: 0 when every value is right, 1 on wrong values or a library
 // error (printed on stderr), 2 on bad usage (one line on stderr).
@@ -43,6 +59,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
 	"github.com/spf13/pflag"
 )
@@ -135,7 +152,12 @@ func rowsOf(o *options, ts []table) int {
 		if !t.coll.hasRoot() {
 			roots = 1
 		}
-		n += len(o.dtypes) * ops * roots * len(o.sizes())
+		for _, d := range o.dtypes {
+			if t.coll.hasOp() {
+				ops = len(o.opsFor(d))
+			}
+			n += ops * roots * len(o.sizes())
+		}
 	}
 	return n
 }
@@ -150,7 +172,7 @@ func checkWire(ctx context.Context, o *options, g *collective.Group) error {
 				return collective.AllReduceWire(ctx, g.Comm(r), nil, collective.Sum, f)
 			})
 			if errors.Is(err, collective.ErrUnsupported) {
-				return usagef("-d %s: the %s backend has no compression kernels for AllReduceWire (the host backend has them)", d, g.Backend())
+				return usagef("--wire %s: the %s backend has no compression kernels for AllReduceWire (the host backend has them)", d, g.Backend())
 			}
 			return err
 		}
@@ -243,7 +265,23 @@ func runTables(ctx context.Context, rn *runner, tables []table, stdout io.Writer
 			switch dt {
 			case dtDouble:
 				err = runType[float64](ctx, rn, t, dt)
-			default: // float, and half/bfloat16 on float32 data
+			case dtInt8:
+				err = runType[int8](ctx, rn, t, dt)
+			case dtUint8:
+				err = runType[uint8](ctx, rn, t, dt)
+			case dtInt32:
+				err = runType[int32](ctx, rn, t, dt)
+			case dtUint32:
+				err = runType[uint32](ctx, rn, t, dt)
+			case dtInt64:
+				err = runType[int64](ctx, rn, t, dt)
+			case dtUint64:
+				err = runType[uint64](ctx, rn, t, dt)
+			case dtHalf:
+				err = runType[collective.Float16](ctx, rn, t, dt)
+			case dtBfloat16:
+				err = runType[collective.BFloat16](ctx, rn, t, dt)
+			default: // float, and the wire types on float32 data
 				err = runType[float32](ctx, rn, t, dt)
 			}
 			if err != nil {
@@ -255,7 +293,7 @@ func runTables(ctx context.Context, rn *runner, tables []table, stdout io.Writer
 }
 
 // runType runs every op and root of one table for one element type.
-func runType[T float](ctx context.Context, rn *runner, t table, dt dtype) (err error) {
+func runType[T collective.Elem](ctx context.Context, rn *runner, t table, dt dtype) (err error) {
 	s, err := newSweep[T](rn, t, dt)
 	if err != nil {
 		return fmt.Errorf("allocating buffers: %w", err)
@@ -265,7 +303,7 @@ func runType[T float](ctx context.Context, rn *runner, t table, dt dtype) (err e
 			err = fmt.Errorf("freeing pinned buffers: %w", cerr)
 		}
 	}()
-	ops, roots := s.o.ops, s.o.roots
+	ops, roots := s.o.opsFor(dt), s.o.roots
 	if !s.t.coll.hasOp() {
 		ops = ops[:1]
 	}
@@ -288,10 +326,50 @@ func tableStrategy(t table, o *options) string {
 	if t.coll == collAllReduce && t.strategy == collective.Auto {
 		s += " (chosen per call by the cost model)"
 	}
-	if t.coll == collAllReduce && (containsDtype(o.dtypes, dtHalf) || containsDtype(o.dtypes, dtBfloat16)) {
-		s += "; half/bfloat16: wire-compressed ring"
+	if w := wireOf(o); t.coll == collAllReduce && w != 0 {
+		s += fmt.Sprintf("; --wire %s: wire-compressed ring (float data, %s on the wire: size(B) = count*2)", w, w)
 	}
 	return s
+}
+
+// wireOf is the run's wire type (0 without --wire).
+func wireOf(o *options) dtype {
+	for _, d := range o.dtypes {
+		if d.wire() != 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// typeNotes are the header's lines about the element types: -o all
+// skipping avg for the integer types, and the types the devices have no
+// kernels for (reduced exactly on the host, in one process).
+func typeNotes(o *options, kernels backend.DTypeSet, backendName string) []string {
+	var notes []string
+	reduces := false
+	for _, c := range o.colls {
+		reduces = reduces || c.hasOp()
+	}
+	if !reduces {
+		return nil
+	}
+	var ints, host []string
+	for _, d := range o.dtypes {
+		if d.isInt() && containsOp(o.ops, collective.Mean) {
+			ints = append(ints, d.String())
+		}
+		if d.wire() == 0 && !kernels.Has(d.elem()) {
+			host = append(host, d.String())
+		}
+	}
+	if len(ints) > 0 {
+		notes = append(notes, fmt.Sprintf("# Types: -o all skips avg for %s (avg is not defined for integer types)", strings.Join(ints, ", ")))
+	}
+	if len(host) > 0 {
+		notes = append(notes, fmt.Sprintf("# Types: %s reduced exactly on the host (no %s kernels for them on these devices)", strings.Join(host, ", "), backendName))
+	}
+	return notes
 }
 
 // writeHeader prints nccl-tests' header: the parameters, one line per rank
@@ -327,6 +405,9 @@ func writeHeader(w io.Writer, o *options, g *collective.Group, tables []table, h
 	fmt.Fprintf(w, "# Backend %s  Strategy %s  Skipped: %s\n", g.Backend(), strategy, skipped)
 	if o.pinned {
 		fmt.Fprintln(w, "# Buffers: pinned host memory (collective.NewHostBuffer)")
+	}
+	for _, line := range typeNotes(o, groupKernels(g), g.Backend()) {
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintln(w, "#")
 }

@@ -83,6 +83,13 @@ func parseTable(t *testing.T, out string) []row {
 // every row; it returns the rows.
 func wantCorrect(t *testing.T, args ...string) []row {
 	t.Helper()
+	rows, _ := wantCorrectOut(t, args...)
+	return rows
+}
+
+// wantCorrectOut is wantCorrect, also returning the output.
+func wantCorrectOut(t *testing.T, args ...string) ([]row, string) {
+	t.Helper()
 	code, out, errOut := runCLI(t, args...)
 	if code != 0 || errOut != "" {
 		t.Fatalf("allreduce-perf %s: exit %d, stderr %q\n%s", strings.Join(args, " "), code, errOut, out)
@@ -101,7 +108,7 @@ func wantCorrect(t *testing.T, args ...string) []row {
 			t.Fatalf("row %+v: want 0 wrong\n%s", r, out)
 		}
 	}
-	return rows
+	return rows, out
 }
 
 // wantAllReduce is wantCorrect for all-reduce runs: every row's root is -1.
@@ -215,17 +222,25 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-g", "0"},
 		{"-b", "1M", "-e", "1K"},
-		{"-d", "int8"},
-		{"-d", "float,int8"},
+		{"-d", "int16"},
+		{"-d", "float,int9"},
+		{"-d", "int32", "-o", "avg"},
+		{"-d", "all", "-o", "sum,avg"},
+		{"-d", "float,uint8", "-o", "avg", "--coll", "allgather"},
 		{"-a", "nccl"},
 		{"-a", "ring,nccl"},
 		{"-o", "xor"},
 		{"--coll", "sendrecv"},
 		{"--coll", "allreduce,sendrecv"},
-		{"-d", "half", "--coll", "broadcast"},
-		{"-d", "bfloat16", "--coll", "all"},
-		{"-d", "half", "-a", "tree"},
-		{"-d", "bfloat16", "-a", "all"},
+		{"--wire", "half", "--coll", "broadcast"},
+		{"--wire", "bfloat16", "--coll", "all"},
+		{"--wire", "half", "-a", "tree"},
+		{"--wire", "bfloat16", "-a", "all"},
+		{"--wire", "half", "-d", "double"},
+		{"--wire", "half", "-d", "half"},
+		{"-wire=bf16", "-d", "float,double"},
+		{"--wire", "int8"},
+		{"--wire", "float"},
 		{"-a", "all", "--coll", "reduce"},
 		{"-a", "ring,tree", "--coll", "allreduce,allgather"},
 		{"--coll", "broadcast", "-a", "ring"},
@@ -257,12 +272,16 @@ func TestUsageErrors(t *testing.T) {
 	}
 	// The reasons name what is missing or what cannot be honoured.
 	for args, want := range map[string]string{
-		"-d half --coll reduce":    "16-bit wire compression exists for all-reduce only, not --coll reduce",
-		"-d bfloat16 -a direct":    "wire compression (AllReduceWire) runs the ring only, so -a direct cannot be honoured",
-		"--coll broadcast -a ring": "--coll broadcast runs tree only; -a ring applies to all-reduce",
-		"-a all --coll allgather":  "-a with several strategies sweeps all-reduce only; --coll allgather runs ring",
-		"-g 2 --coll reduce -r 2":  "-r/--root 2 is not a rank of 2",
-		"--plot x.jpg":             "want a file name ending in .png or .svg",
+		"--wire half --coll reduce": "--wire half: 16-bit wire compression exists for all-reduce only, not --coll reduce",
+		"--wire bfloat16 -a direct": "--wire bfloat16: wire compression (AllReduceWire) runs the ring only, so -a direct cannot be honoured",
+		"-wire half -d half":        "--wire half compresses float32 data: it runs with -d float (the default), not -d half",
+		"--wire=fp8":                `--wire "fp8" is not known (want half or bfloat16)`,
+		"-d int32 -o avg":           "-o avg is not defined for integer type int32",
+		"-d half,uint64 -o max,avg": "-o avg is not defined for integer type uint64",
+		"--coll broadcast -a ring":  "--coll broadcast runs tree only; -a ring applies to all-reduce",
+		"-a all --coll allgather":   "-a with several strategies sweeps all-reduce only; --coll allgather runs ring",
+		"-g 2 --coll reduce -r 2":   "-r/--root 2 is not a rank of 2",
+		"--plot x.jpg":              "want a file name ending in .png or .svg",
 	} {
 		if _, _, errOut := runCLI(t, strings.Fields(args)...); !strings.Contains(errOut, want) {
 			t.Errorf("%s: stderr %q lacks %q", args, errOut, want)
@@ -335,8 +354,8 @@ func TestCorruptionIsCaught(t *testing.T) {
 func TestSendBufferIsChecked(t *testing.T) {
 	// A library that wrote the send buffer of an out-of-place call would be
 	// caught too: simulate it by writing the send buffer after the call.
-	s := &sweep[float64]{runner: &runner{o: &options{}}, t: table{coll: collAllReduce}, dt: dtDouble,
-		comms: make([]*collective.Comm, 2), send: [][]float64{{0, 0}, {0, 0}}, recv: [][]float64{{0, 0}, {0, 0}}}
+	s := &sweep[float64]{runner: &runner{o: &options{}}, t: table{coll: collAllReduce}, dt: dtDouble, vals: valuesFor[float64](dtDouble),
+		ranks: ranksUpTo(2), comms: make([]*collective.Comm, 2), send: [][]float64{{0, 0}, {0, 0}}, recv: [][]float64{{0, 0}, {0, 0}}}
 	for r := range s.send {
 		for i := range s.send[r] {
 			s.send[r][i] = input(collective.Sum, r, int64(i), 1)
@@ -432,5 +451,165 @@ func TestSizes(t *testing.T) {
 		if got := o.sizes(); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("sizes(%+v) = %v, want %v", c, got, c.want)
 		}
+	}
+}
+
+func TestCorruptionIsCaughtNewTypes(t *testing.T) {
+	// One element of one rank's verified result changed by the hook is one
+	// wrong value, for an integer and the 16-bit types, in the collectives
+	// that reduce and one that copies; so is a result left as the poison
+	// the call had to overwrite (integers: a value no right result has).
+	int8Poison := valuesFor[int8](dtInt8).poison(collective.Sum, 3, true)
+	for _, tc := range []struct {
+		d, coll string
+		corrupt func(result any) bool
+	}{
+		{"int32", "allreduce", func(r any) bool { s := r.([]int32); s[2] ^= 4; return true }},
+		{"uint64", "reducescatter", func(r any) bool { s := r.([]uint64); s[1] += 2; return true }},
+		{"int8", "reduce", func(r any) bool { s := r.([]int8); s[2] = int8Poison; return true }},
+		{"uint8", "allgather", func(r any) bool { s := r.([]uint8); s[0] ^= 0x80; return true }},
+		{"half", "allreduce", func(r any) bool {
+			s := r.([]collective.Float16)
+			s[2] = collective.Float16From(s[2].Float32() + 1)
+			return true
+		}},
+		{"bfloat16", "reduce", func(r any) bool {
+			s := r.([]collective.BFloat16)
+			s[0] = collective.BFloat16From(s[0].Float32() + 1)
+			return true
+		}},
+		{"half", "alltoall", func(r any) bool { s := r.([]collective.Float16); s[3]++; return true }},
+	} {
+		t.Run(tc.d+" "+tc.coll, func(t *testing.T) {
+			done := false
+			testHookAfterCheck = func(rank int, inPlace bool, result any) {
+				// Rank 1: not all-reduce's reference rank 0 (whose change
+				// every rank would differ from), and reduce's root.
+				if rank == 1 && !inPlace && !done {
+					done = tc.corrupt(result)
+				}
+			}
+			t.Cleanup(func() { testHookAfterCheck = nil })
+			code, out, errOut := runCLI(t, "--backend", "host", "--coll", tc.coll, "-d", tc.d, "-o", "sum", "-g", "3", "-r", "1",
+				"-b", "96", "-e", "192", "-f", "2", "-n", "1", "-w", "0")
+			if code != 1 || !strings.Contains(out, "# Out of bounds values : 1 FAILED\n") || !strings.Contains(errOut, "1 wrong value") {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and 1 FAILED:\n%s", code, errOut, out)
+			}
+		})
+	}
+}
+
+func TestPoisonIsNeverRight(t *testing.T) {
+	// Integer inputs are odd, so the poison (of the other parity) can never
+	// be a right value: a region the call left alone is always counted.
+	check := func(name string, poison, got func(op collective.Op, n int, reduced bool, i int64) bool) {
+		for _, op := range []collective.Op{collective.Sum, collective.Prod, collective.Max, collective.Min} {
+			for n := 1; n <= 6; n++ {
+				for i := int64(0); i < 200; i++ {
+					for _, reduced := range []bool{false, true} {
+						if got(op, n, reduced, i) == poison(op, n, reduced, i) {
+							t.Fatalf("%s %v n=%d reduced=%v element %d: a right value equals the poison", name, op, n, reduced, i)
+						}
+					}
+				}
+			}
+		}
+	}
+	v8 := valuesFor[int8](dtInt8)
+	check("int8", func(op collective.Op, n int, reduced bool, i int64) bool { return v8.poison(op, n, reduced)&1 == 1 },
+		func(op collective.Op, n int, reduced bool, i int64) bool {
+			if !reduced {
+				return v8.input(op, n-1, i, 1)&1 == 1
+			}
+			return v8.reduce(op, ranksUpTo(n), i, 1)&1 == 1
+		})
+	v64 := valuesFor[uint64](dtUint64)
+	check("uint64", func(op collective.Op, n int, reduced bool, i int64) bool { return v64.poison(op, n, reduced)&1 == 1 },
+		func(op collective.Op, n int, reduced bool, i int64) bool {
+			if !reduced {
+				return v64.input(op, n-1, i, 1)&1 == 1
+			}
+			return v64.reduce(op, ranksUpTo(n), i, 1)&1 == 1
+		})
+	vh := valuesFor[collective.Float16](dtHalf)
+	if p := vh.poison(collective.Sum, 2, true); !vh.isPoison(p, collective.Sum, 2, true) || p.Float32() == p.Float32() {
+		t.Errorf("half poison %#x is not NaN", p)
+	}
+	if vh.isPoison(collective.Float16From(3), collective.Sum, 2, true) {
+		t.Error("3 taken for the half poison")
+	}
+}
+
+func TestInputs16AreExact(t *testing.T) {
+	// Every partial result of every order must be exact in the 16-bit
+	// type, for any number of ranks: the sum of |x_r| stays within the
+	// type's integers, and a product's exponents add up to at most maxExp.
+	for _, f := range []struct {
+		name string
+		f    format16
+	}{{"half", half16}, {"bfloat16", bfloat16}} {
+		for _, n := range []int{1, 2, 3, 8, 64, 1000} {
+			for i := int64(0); i < 300; i++ {
+				var sumAbs float64
+				var exps int
+				for r := 0; r < n; r++ {
+					sumAbs += math.Abs(input16(f.f, collective.Sum, r, i, 3))
+					x := input16(f.f, collective.Prod, r, i, 3)
+					if x != 1 && x != -1 {
+						exps++
+					}
+				}
+				if sumAbs > float64(f.f.maxInt) || exps > f.f.maxExp {
+					t.Fatalf("%s, %d ranks, element %d: sum|x| %v, %d factors of 2 or 1/2", f.name, n, i, sumAbs, exps)
+				}
+			}
+		}
+		// The limits themselves: every integer up to maxInt, and 2^+-maxExp.
+		to16 := func(x float64) float64 {
+			if f.name == "half" {
+				return float64(collective.Float16From(float32(x)).Float32())
+			}
+			return float64(collective.BFloat16From(float32(x)).Float32())
+		}
+		for k := -f.f.maxInt; k <= f.f.maxInt; k++ {
+			if to16(float64(k)) != float64(k) {
+				t.Fatalf("%s does not hold %d", f.name, k)
+			}
+		}
+		if e := math.Ldexp(1, f.f.maxExp); to16(e) != e || to16(1/e) != 1/e {
+			t.Fatalf("%s does not hold 2^+-%d", f.name, f.f.maxExp)
+		}
+	}
+	// avg: float32(float64(sum)/N) rounded to the type.
+	v := valuesFor[collective.BFloat16](dtBfloat16)
+	for i := int64(0); i < 100; i++ {
+		sum := 0.0
+		for r := 0; r < 3; r++ {
+			sum += float64(v.input(collective.Mean, r, i, 1).Float32())
+		}
+		if want := collective.BFloat16From(float32(sum / 3)); v.reduce(collective.Mean, ranksUpTo(3), i, 1) != want {
+			t.Fatalf("element %d: avg reference %v, want %v", i, v.reduce(collective.Mean, ranksUpTo(3), i, 1).Float32(), want.Float32())
+		}
+	}
+}
+
+func TestIntegerReferenceWraps(t *testing.T) {
+	// The integer inputs span the type, so sums and products wrap; the
+	// reference wraps in the type itself.
+	v := valuesFor[int8](dtInt8)
+	wrapped := false
+	for i := int64(0); i < 100; i++ {
+		var wide int64
+		for r := 0; r < 3; r++ {
+			wide += int64(v.input(collective.Sum, r, i, 1))
+		}
+		got := v.reduce(collective.Sum, ranksUpTo(3), i, 1)
+		if got != int8(wide) {
+			t.Fatalf("element %d: sum %d, want %d wrapped to %d", i, got, wide, int8(wide))
+		}
+		wrapped = wrapped || wide != int64(got)
+	}
+	if !wrapped {
+		t.Error("no int8 sum of 3 ranks wrapped: the inputs do not span the type")
 	}
 }

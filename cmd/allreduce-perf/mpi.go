@@ -11,13 +11,17 @@ package main
 // Every process runs the same sweep; process 0 alone prints the table, whose
 // times are the slowest rank's of every process, and whose #wrong counts are
 // summed over the processes (every process checks its own ranks against the
-// float64 reference, and every rank's result is compared bitwise with global
-// rank 0's through a 64-bit hash gathered across the processes). The exit
-// status is agreed on, so every process returns the same one.
+// exact reference of every -d type, and every rank's result is compared
+// bitwise with global rank 0's through a 64-bit hash gathered across the
+// processes). The exit status is agreed on, so every process returns the
+// same one. A type whose all-reduce across processes the backend cannot run
+// (no kernels for it on some device, as for half on Vulkan today: the
+// library returns ErrUnsupported) is refused before the table, as bad usage.
 //
 // --mpi-baseline adds MPI's own all-reduce (mpi.World.AllreduceF32/F64, that
 // is MPI_Iallreduce) on local rank 0's buffers of every process, per size,
-// out of place, verified the same way: four more columns.
+// out of place, verified the same way: four more columns (N/A for the types
+// other than float and double, and for avg).
 //
 // The main function is package main's; this file takes over from an init
 // function when MPI is in use (flag parsing and the in-process sweep are
@@ -30,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -189,7 +192,7 @@ func checkMPIOptions(o *options) error {
 	}
 	for _, d := range o.dtypes {
 		if d.wire() != 0 {
-			return usagef("-d %s: across processes (MPI) the sweep runs float and double only", d)
+			return usagef("--wire %s: across processes (MPI) the sweep runs no wire compression", d)
 		}
 	}
 	if o.jsonFile != "" {
@@ -350,6 +353,24 @@ func (m *mpiRun) run(ctx context.Context) (code int, inStep bool) {
 	m.nprocs, m.localRanks, m.globalRanks = m.w.Size(), g.LocalSize(), g.Size()
 	m.localRank0 = g.Comm(0).Rank()
 
+	if err := m.checkTypes(ctx); err != nil {
+		var u *usageError
+		if !errors.As(err, &u) {
+			m.failf("%s", oneLine(err))
+			g.Close()
+			return 1, false
+		}
+		// The same on every process: process 0 says it, once.
+		if m.w.Rank() == 0 {
+			fmt.Fprintf(m.stderr, "%s: %v\n", m.prog, err)
+		}
+		if err := g.Close(); err != nil {
+			m.failf("closing the group: %s", oneLine(err))
+			return 2, false
+		}
+		return 2, true
+	}
+
 	runErr := m.sweepAll(ctx)
 	inStep = true
 	if runErr != nil {
@@ -393,6 +414,36 @@ func avg(sum float64, n int) float64 {
 		return 0
 	}
 	return sum / float64(n)
+}
+
+// checkTypes refuses, before the table, the -d types whose all-reduce the
+// group cannot run across processes: the library reduces a type without
+// kernels on some device on the host, in one process only, and returns
+// ErrUnsupported across processes. The processes gather their kernel sets,
+// so every one decides the same.
+func (m *mpiRun) checkTypes(ctx context.Context) error {
+	all, err := m.exchange(ctx, binary.LittleEndian.AppendUint64(nil, uint64(groupKernels(m.g))))
+	if err != nil {
+		return fmt.Errorf("gathering the devices' kernels: %w", err)
+	}
+	kernels := backend.AllDTypes
+	for p := 0; p < m.nprocs; p++ {
+		kernels &= backend.DTypeSet(binary.LittleEndian.Uint64(all[8*p:]))
+	}
+	if m.globalRanks == 1 {
+		return nil // nothing to reduce
+	}
+	var missing []string
+	for _, d := range m.o.dtypes {
+		if !kernels.Has(d.elem()) {
+			missing = append(missing, d.String())
+		}
+	}
+	if len(missing) > 0 {
+		return usagef("-d %s: an all-reduce across processes (MPI) needs kernels for the type on every device, and the %s backend has none for %s (the library returns ErrUnsupported); --backend host has kernels for every type, and in one process the library reduces them on the host",
+			strings.Join(missing, ","), m.g.Backend(), strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // deviceRecord is the size of one rank's line of the header, gathered.
@@ -449,7 +500,17 @@ func (m *mpiRun) sweepAll(ctx context.Context) error {
 		fmt.Fprintln(w, "# Buffers: pinned host memory (collective.NewHostBuffer)")
 	}
 	if m.baseline {
-		fmt.Fprintf(w, "# Baseline: MPI_Iallreduce across the %d processes on local rank 0's buffers, out of place (busbw factor 2(P-1)/P)\n", m.nprocs)
+		only := ""
+		for _, d := range o.dtypes {
+			if d != dtFloat && d != dtDouble {
+				only = "; float and double only, N/A for the other types"
+			}
+		}
+		fmt.Fprintf(w, "# Baseline: MPI_Iallreduce across the %d processes on local rank 0's buffers, out of place (busbw factor 2(P-1)/P%s)\n", m.nprocs, only)
+	}
+	// Types the devices have no kernels for were refused (checkTypes).
+	for _, line := range typeNotes(o, backend.AllDTypes, g.Backend()) {
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintln(w, "#")
 	for i, t := range tables {
@@ -462,9 +523,26 @@ func (m *mpiRun) sweepAll(ctx context.Context) error {
 		m.writeColumns(w)
 		for _, dt := range o.dtypes {
 			var err error
-			if dt == dtDouble {
+			switch dt {
+			case dtDouble:
 				err = mpiRunType[float64](ctx, m, t, dt)
-			} else {
+			case dtInt8:
+				err = mpiRunType[int8](ctx, m, t, dt)
+			case dtUint8:
+				err = mpiRunType[uint8](ctx, m, t, dt)
+			case dtInt32:
+				err = mpiRunType[int32](ctx, m, t, dt)
+			case dtUint32:
+				err = mpiRunType[uint32](ctx, m, t, dt)
+			case dtInt64:
+				err = mpiRunType[int64](ctx, m, t, dt)
+			case dtUint64:
+				err = mpiRunType[uint64](ctx, m, t, dt)
+			case dtHalf:
+				err = mpiRunType[collective.Float16](ctx, m, t, dt)
+			case dtBfloat16:
+				err = mpiRunType[collective.BFloat16](ctx, m, t, dt)
+			default:
 				err = mpiRunType[float32](ctx, m, t, dt)
 			}
 			if err != nil {
@@ -503,17 +581,19 @@ func (m *mpiRun) writeColumns(w io.Writer) {
 
 // mpiSweep runs the rows of one table for one element type: the buffers of
 // this process's ranks.
-type mpiSweep[T float] struct {
+type mpiSweep[T collective.Elem] struct {
 	*mpiRun
 	t          table
 	dt         dtype
+	vals       values[T]
+	ranks      []int // every global rank
 	send, recv [][]T // per local rank, sized for maxBytes
 	rep        int
 	pinned     []*collective.HostBuffer[T]
 }
 
-func mpiRunType[T float](ctx context.Context, m *mpiRun, t table, dt dtype) (err error) {
-	s := &mpiSweep[T]{mpiRun: m, t: t, dt: dt}
+func mpiRunType[T collective.Elem](ctx context.Context, m *mpiRun, t table, dt dtype) (err error) {
+	s := &mpiSweep[T]{mpiRun: m, t: t, dt: dt, vals: valuesFor[T](dt), ranks: ranksUpTo(m.globalRanks)}
 	defer func() {
 		for _, hb := range s.pinned {
 			if cerr := hb.Close(); cerr != nil && err == nil {
@@ -536,7 +616,7 @@ func mpiRunType[T float](ctx context.Context, m *mpiRun, t table, dt dtype) (err
 			*dst = append(*dst, hb.Data)
 		}
 	}
-	for _, op := range m.o.ops {
+	for _, op := range m.o.opsFor(dt) {
 		if err := s.run(ctx, op); err != nil {
 			return err
 		}
@@ -685,20 +765,20 @@ func (s *mpiSweep[T]) bench(ctx context.Context, n int, op collective.Op, inPlac
 
 // input is global rank r's element i of verified run rep.
 func (s *mpiSweep[T]) input(op collective.Op, r, i, rep int) T {
-	return T(input(op, r, int64(i), rep))
+	return s.vals.input(op, r, int64(i), rep)
 }
 
 // fill sets local rank i's buffers for verified run rep: the inputs, and
-// NaN where the call must write.
+// the type's poison (NaN for the float types) where the call must write.
 func (s *mpiSweep[T]) fill(i, n int, op collective.Op, inPlace bool, rep int) {
 	r := s.localRank0 + i
 	in, out := s.send[i][:n], s.recv[i][:n]
 	if inPlace {
 		in = out
 	} else {
-		nan := T(math.NaN())
+		poison := s.vals.poison(op, s.globalRanks, true)
 		for k := range out {
-			out[k] = nan
+			out[k] = poison
 		}
 	}
 	for k := range in {
@@ -707,7 +787,7 @@ func (s *mpiSweep[T]) fill(i, n int, op collective.Op, inPlace bool, rep int) {
 }
 
 // verify sets fresh inputs, runs the all-reduce once on every local rank
-// and counts the elements that differ from the float64 reference (and,
+// and counts the elements that differ from the exact reference (and,
 // out of place, send elements that changed); hashes gets each local rank's
 // result hash.
 func (s *mpiSweep[T]) verify(ctx context.Context, n int, op collective.Op, inPlace bool, hashes []uint64) (int64, error) {
@@ -719,16 +799,12 @@ func (s *mpiSweep[T]) verify(ctx context.Context, n int, op collective.Op, inPla
 			return err
 		}
 		if s.corrupt && i == 0 && n > 0 {
-			s.recv[0][0] += 1
+			s.recv[0][0] += 1 // for the 16-bit types: the next bit pattern, one ulp off
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
-	}
-	ranks := make([]int, s.globalRanks)
-	for r := range ranks {
-		ranks[r] = r
 	}
 	var wrong int64
 	for i := 0; i < s.localRanks; i++ {
@@ -736,17 +812,17 @@ func (s *mpiSweep[T]) verify(ctx context.Context, n int, op collective.Op, inPla
 		if !inPlace {
 			send = s.send[i][:n]
 		}
-		wrong += countAgainst(s.recv[i][:n], send, ranks, s.localRank0+i, op, rep, s.recv[0][:n])
+		wrong += countAgainst(s.vals, s.recv[i][:n], send, s.ranks, s.localRank0+i, op, rep, s.recv[0][:n])
 		hashes[i] = hashOf(s.recv[i][:n])
 	}
 	return wrong, nil
 }
 
 // countAgainst counts the elements of got that are not the reduction of
-// the given ranks' inputs (avg: within 1 ulp) or not bitwise equal to
-// same's, and the elements of send (nil in place) that are not rank
-// self's input any more. Split over the CPUs.
-func countAgainst[T float](got, send []T, ranks []int, self int, op collective.Op, rep int, same []T) int64 {
+// the given ranks' inputs (float and double avg: within 1 ulp) or not
+// bitwise equal to same's, and the elements of send (nil in place) that
+// are not rank self's input any more. Split over the CPUs.
+func countAgainst[T collective.Elem](vals values[T], got, send []T, ranks []int, self int, op collective.Op, rep int, same []T) int64 {
 	var wrong atomic.Int64
 	workers := runtime.GOMAXPROCS(0)
 	chunk := max((len(got)+workers-1)/workers, 1)
@@ -756,27 +832,10 @@ func countAgainst[T float](got, send []T, ranks []int, self int, op collective.O
 		wg.Go(func() {
 			var w int64
 			for i := lo; i < hi; i++ {
-				acc := input(op, ranks[0], int64(i), rep)
-				for _, r := range ranks[1:] {
-					x := input(op, r, int64(i), rep)
-					switch op {
-					case collective.Sum, collective.Mean:
-						acc += x
-					case collective.Prod:
-						acc *= x
-					case collective.Max:
-						acc = math.Max(acc, x)
-					case collective.Min:
-						acc = math.Min(acc, x)
-					}
-				}
-				if op == collective.Mean {
-					acc /= float64(len(ranks))
-				}
-				if !matches(got[i], T(acc), op) || !sameBits(got[i], same[i]) {
+				if !vals.match(got[i], vals.reduce(op, ranks, int64(i), rep), op) || !sameBits(got[i], same[i]) {
 					w++
 				}
-				if send != nil && send[i] != T(input(op, self, int64(i), rep)) {
+				if send != nil && send[i] != vals.input(op, self, int64(i), rep) {
 					w++
 				}
 			}
@@ -788,7 +847,7 @@ func countAgainst[T float](got, send []T, ranks []int, self int, op collective.O
 }
 
 // hashOf is a 64-bit FNV-1a style hash of x's bits, a word at a time.
-func hashOf[T float](x []T) uint64 {
+func hashOf[T collective.Elem](x []T) uint64 {
 	h := uint64(14695981039346656037)
 	if len(x) == 0 {
 		return h
@@ -822,10 +881,12 @@ func mpiOp(op collective.Op) (backend.Op, bool) {
 
 // benchMPI times MPI's all-reduce across the processes on local rank 0's
 // buffers, out of place, then verifies it against the reduction of every
-// process's local rank 0 inputs. ok is false for ops MPI lacks (avg).
+// process's local rank 0 inputs. ok is false for ops MPI lacks (avg) and
+// for the types the mpi package's all-reduce lacks (all but float and
+// double).
 func (s *mpiSweep[T]) benchMPI(ctx context.Context, n int, op collective.Op) (res result, ok bool, err error) {
 	bop, ok := mpiOp(op)
-	if !ok {
+	if !ok || (s.dt != dtFloat && s.dt != dtDouble) {
 		return result{}, false, nil
 	}
 	send, recv := s.send[0][:n], s.recv[0][:n]
@@ -868,7 +929,7 @@ func (s *mpiSweep[T]) benchMPI(ctx context.Context, n int, op collective.Op) (re
 		for p := range firsts {
 			firsts[p] = p * s.localRanks
 		}
-		wrong = countAgainst(recv, send, firsts, s.localRank0, op, rep, recv)
+		wrong = countAgainst(s.vals, recv, send, firsts, s.localRank0, op, rep, recv)
 	}
 	mine := binary.LittleEndian.AppendUint64(nil, uint64(elapsed))
 	mine = binary.LittleEndian.AppendUint64(mine, uint64(wrong))

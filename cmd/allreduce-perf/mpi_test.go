@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,7 +59,8 @@ func TestMPIUsage(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--mpi", "--coll", "broadcast"},
-		{"--mpi", "-d", "half"},
+		{"--mpi", "--wire", "half"},
+		{"--mpi", "-d", "int8", "-o", "avg"},
 		{"--mpi", "-J", filepath.Join(t.TempDir(), "x.json")},
 		{"--mpi", "-g", "0"},
 		{"--mpi=perhaps"},
@@ -188,7 +190,7 @@ func TestUnderMpirun(t *testing.T) {
 
 	t.Run("baseline", func(t *testing.T) {
 		out, errOut, code := mpirun(t, launcher, flags, 3, nil, bin,
-			"--backend", "host", "-g", "2", "-b", "1K", "-e", "64K", "-f", "8", "-o", "sum,avg", "-d", "all", "-n", "2", "-w", "1", "--mpi-baseline")
+			"--backend", "host", "-g", "2", "-b", "1K", "-e", "64K", "-f", "8", "-o", "sum,avg", "-d", "float,double", "-n", "2", "-w", "1", "--mpi-baseline")
 		if code != 0 || errOut != "" {
 			t.Fatalf("exit %d, stderr %q\n%s", code, errOut, out)
 		}
@@ -241,6 +243,86 @@ func TestUnderMpirun(t *testing.T) {
 			if !strings.Contains(errOut, fmt.Sprintf("process %d: exit status 1\n", p)) {
 				t.Errorf("process %d did not exit with status 1:\n%s", p, errOut)
 			}
+		}
+	})
+
+	t.Run("types", func(t *testing.T) {
+		// Every type across processes on the host backend (kernels for
+		// all): 0 wrong; avg skipped for the integers; the baseline N/A
+		// for the types MPI's all-reduce is not run on.
+		out, errOut, code := mpirun(t, launcher, flags, 2, nil, bin,
+			"--backend", "host", "-g", "2", "-b", "4", "-e", "4K", "-f", "32", "-o", "all", "-d", "all", "-n", "1", "-w", "0", "--mpi-baseline")
+		if code != 0 || errOut != "" {
+			t.Fatalf("exit %d, stderr %q\n%s", code, errOut, out)
+		}
+		if !strings.Contains(out, "float and double only, N/A for the other types") || !strings.Contains(out, "# Types: -o all skips avg for int8,") {
+			t.Errorf("header\n%s", out)
+		}
+		seen := map[string]int{}
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || strings.HasPrefix(line, "#") {
+				continue
+			}
+			seen[f[2]]++
+			if len(f) != 17 || f[8] != "0" || f[12] != "0" {
+				t.Errorf("row %q: want 17 columns and 0 wrong", line)
+				continue
+			}
+			size, _ := strconv.ParseInt(f[0], 10, 64)
+			count, _ := strconv.ParseInt(f[1], 10, 64)
+			if elt := eltSizes[f[2]]; elt == 0 || size != count*elt {
+				t.Errorf("row %q: size is not count * the type's size", line)
+			}
+			baseline := (f[2] == "float" || f[2] == "double") && f[3] != "avg"
+			if baseline != (f[16] == "0") || baseline == (f[13] == "N/A") {
+				t.Errorf("row %q: MPI_Allreduce columns (want a time and 0 wrong for float and double but avg, else N/A)", line)
+			}
+			if f[3] == "avg" && eltSizes[f[2]] != 0 && !strings.Contains("float double half bfloat16", f[2]) {
+				t.Errorf("row %q: avg of an integer type", line)
+			}
+		}
+		for _, d := range allDtypes {
+			want := 5 * 3
+			if d.isInt() {
+				want = 4 * 3
+			}
+			if seen[d.String()] != want {
+				t.Errorf("%d %s rows, want %d\n%s", seen[d.String()], d, want, out)
+			}
+		}
+		// A wrong value in an integer and a 16-bit type is counted.
+		out, _, code = mpirun(t, launcher, flags, 2, []string{corruptEnv + "=1"}, bin,
+			"--backend", "host", "-d", "int32,half", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0")
+		if rows := parseTable(t, out); code != 1 || len(rows) != 2 || rows[0].wrong != [2]int64{1, 1} || rows[1].wrong != [2]int64{1, 1} {
+			t.Errorf("exit %d, rows %+v: want 1 wrong value in each mode of int32 and half\n%s", code, rows, out)
+		}
+	})
+
+	t.Run("unsupported type", func(t *testing.T) {
+		// On Vulkan (no kernels for the integer and 16-bit types yet) an
+		// all-reduce of them across processes is ErrUnsupported: refused
+		// before the table, once, with status 2 on every process.
+		if !vulkanAvailable(t) {
+			t.Skip("vulkan backend not available")
+		}
+		var d dtype
+		for _, d = range allDtypes {
+			if !vulkanKernels(t).Has(d.elem()) {
+				break
+			}
+		}
+		if vulkanKernels(t).Has(d.elem()) {
+			t.Skip("the vulkan device has kernels for every type")
+		}
+		out, errOut, code := mpirun(t, launcher, flags, 2, nil, bin, "--backend", "vulkan", "-d", "float,"+d.String(), "-b", "64", "-e", "64", "-n", "1", "-w", "0")
+		if want := "allreduce-perf: -d " + d.String() + ": an all-reduce across processes (MPI) needs kernels for the type on every device, and the vulkan backend has none for " + d.String(); code != 2 ||
+			strings.Count(errOut, want) != 1 || strings.Contains(out, "# nThread") || strings.Contains(out, "float     sum") {
+			t.Errorf("exit %d, stderr %q, want 2 and one message before the table\n%s", code, errOut, out)
+		}
+		// float alone runs.
+		if out, errOut, code := mpirun(t, launcher, flags, 2, nil, bin, "--backend", "vulkan", "-b", "64", "-e", "64", "-n", "1", "-w", "0"); code != 0 {
+			t.Errorf("float on vulkan: exit %d, stderr %q\n%s", code, errOut, out)
 		}
 	})
 

@@ -30,6 +30,7 @@ type record struct {
 	Size       int64   `json:"size"`      // bytes, the size(B) column
 	Count      int64   `json:"count"`     // elements per rank's call, the count column
 	Type       string  `json:"type"`
+	Wire       string  `json:"wire,omitempty"` // --wire: the type is the wire format of float data
 	Redop      string  `json:"redop"`
 	Root       int     `json:"root"`
 	InPlace    bool    `json:"in_place"`
@@ -86,6 +87,9 @@ func (s *sweep[T]) record(sh shape, op collective.Op, root int, inPlace bool, al
 		Size: sh.bytes, Count: sh.count, Type: s.dt.String(), Redop: s.opName(op), Root: s.rootCol(root),
 		InPlace: inPlace, TimeUs: float64(r.time) / float64(time.Microsecond), AlgBw: r.algbw, BusBw: r.busbw,
 		Iters: s.o.iters, Counters: countersOf(r.counters),
+	}
+	if s.dt.wire() != 0 {
+		rec.Wire = s.dt.String()
 	}
 	if r.wrong >= 0 {
 		w := r.wrong
@@ -145,6 +149,7 @@ type jsonConfig struct {
 	Blocking     bool     `json:"blocking_collectives"`
 	Collectives  []string `json:"collectives"`
 	Datatypes    []string `json:"datatypes"`
+	Wire         string   `json:"wire,omitempty"` // --wire: the datatype is the wire format of float data
 	Ops          []string `json:"ops"`
 	Roots        []int    `json:"roots"` // broadcast and reduce
 	Algorithms   []string `json:"algorithms"`
@@ -226,6 +231,9 @@ func newJSONDoc(o *options, g *collective.Group, tables []table, start time.Time
 	}
 	for _, t := range o.dtypes {
 		d.Config.Datatypes = append(d.Config.Datatypes, t.String())
+		if t.wire() != 0 {
+			d.Config.Wire = t.String()
+		}
 	}
 	for _, op := range o.ops {
 		d.Config.Ops = append(d.Config.Ops, op.String())

@@ -15,13 +15,14 @@ import (
 	"github.com/gocoll/gocoll/diag"
 )
 
-// float is the element type of a sweep's buffers (half and bfloat16 run on
+// float is the float and double element types (the wire types run on
 // float32 data).
 type float interface{ float32 | float64 }
 
 // testHookAfterCheck, when set, runs on every rank right after the verified
 // collective and before the result is checked, with the rank's output (a
-// []float32 or []float64). Tests use it to corrupt a result on purpose.
+// slice of the sweep's element type: []float32, []int8, []collective.Float16,
+// ...). Tests use it to corrupt a result on purpose.
 var testHookAfterCheck func(rank int, inPlace bool, result any)
 
 // result is one timed and verified run (out-of-place or in-place) of a size.
@@ -53,10 +54,12 @@ type runner struct {
 }
 
 // sweep runs the rows of one table for one element type.
-type sweep[T float] struct {
+type sweep[T collective.Elem] struct {
 	*runner
 	t     table
 	dt    dtype
+	vals  values[T]
+	ranks []int // 0, 1, ..., N-1: the ranks every reduction covers
 	comms []*collective.Comm
 	send  [][]T // each rank's send buffer, sized for maxBytes
 	recv  [][]T // each rank's receive (and in-place) buffer
@@ -67,8 +70,8 @@ type sweep[T float] struct {
 
 // newSweep allocates each rank's buffers for the largest size: on the Go
 // heap, or with --pinned in pinned host memory (release them with close).
-func newSweep[T float](rn *runner, t table, dt dtype) (*sweep[T], error) {
-	s := &sweep[T]{runner: rn, t: t, dt: dt}
+func newSweep[T collective.Elem](rn *runner, t table, dt dtype) (*sweep[T], error) {
+	s := &sweep[T]{runner: rn, t: t, dt: dt, vals: valuesFor[T](dt), ranks: ranksUpTo(rn.g.Size())}
 	maxCount := rn.o.maxBytes / dt.size()
 	alloc := func() ([]T, error) {
 		if !rn.o.pinned {
@@ -344,11 +347,8 @@ func (s *sweep[T]) bench(ctx context.Context, sh shape, op collective.Op, root i
 }
 
 // input is rank r's element i of verified run rep for this sweep's type.
-func (s *sweep[T]) input(op collective.Op, r int, i int64, rep int) float64 {
-	if s.dt.wire() != 0 {
-		return wireInput(op, r, i, rep)
-	}
-	return input(op, r, i, rep)
+func (s *sweep[T]) input(op collective.Op, r int, i int64, rep int) T {
+	return s.vals.input(op, r, i, rep)
 }
 
 // output is rank r's output region (what the test hook sees).
@@ -372,18 +372,21 @@ func (s *sweep[T]) output(r int, sh shape, inPlace bool) []T {
 }
 
 // fill sets rank r's inputs for run rep. Every region the call must write
-// is first filled with NaN, so a call that leaves it alone fails.
+// is first filled with the type's poison (NaN for the float types), so a
+// call that leaves it alone fails.
 func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace bool, rep int) {
-	nan := T(math.NaN())
+	// The collectives that reduce hold op's results; the others copies of
+	// the inputs (set with op Sum).
+	poison := s.vals.poison(op, len(s.comms), s.t.coll.hasOp())
 	send, recv := s.send[r], s.recv[r]
-	setNaN := func(x []T) {
+	setPoison := func(x []T) {
 		for i := range x {
-			x[i] = nan
+			x[i] = poison
 		}
 	}
 	setInput := func(x []T, op collective.Op, rank int) {
 		for i := range x {
-			x[i] = T(s.input(op, rank, int64(i), rep))
+			x[i] = s.input(op, rank, int64(i), rep)
 		}
 	}
 	m := sh.count
@@ -393,17 +396,17 @@ func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace boo
 			setInput(recv[:sh.total], op, r)
 		} else {
 			setInput(send[:sh.total], op, r)
-			setNaN(recv[:sh.total])
+			setPoison(recv[:sh.total])
 		}
 	case collAllGather:
-		setNaN(recv[:sh.total])
+		setPoison(recv[:sh.total])
 		if inPlace {
 			setInput(recv[int64(r)*m:int64(r+1)*m], collective.Sum, r)
 		} else {
 			setInput(send[:m], collective.Sum, r)
 		}
 	case collBroadcast, collScatter:
-		setNaN(recv[:sh.total])
+		setPoison(recv[:sh.total])
 		if r == root {
 			if inPlace {
 				setInput(recv[:sh.total], collective.Sum, r)
@@ -416,10 +419,10 @@ func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace boo
 			setInput(recv[:sh.total], collective.Sum, r)
 		} else {
 			setInput(send[:sh.total], collective.Sum, r)
-			setNaN(recv[:sh.total])
+			setPoison(recv[:sh.total])
 		}
 	case collGather:
-		setNaN(recv[:sh.total])
+		setPoison(recv[:sh.total])
 		if inPlace {
 			setInput(recv[int64(r)*m:int64(r+1)*m], collective.Sum, r)
 		} else {
@@ -450,8 +453,8 @@ func (s *sweep[T]) verify(ctx context.Context, sh shape, op collective.Op, root 
 	return s.countWrong(sh, op, root, rep, inPlace), nil
 }
 
-// countWrong checks every rank's buffers against the float64 reference,
-// split over the CPUs.
+// countWrong checks every rank's buffers against the exact reference (see
+// values), split over the CPUs.
 func (s *sweep[T]) countWrong(sh shape, op collective.Op, root int, rep int, inPlace bool) int64 {
 	var wrong atomic.Int64
 	workers := int64(runtime.GOMAXPROCS(0))
@@ -487,7 +490,7 @@ func (s *sweep[T]) countWrong(sh shape, op collective.Op, root int, rep int, inP
 func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, root int, rep int, inPlace bool) int64 {
 	n := len(s.comms)
 	send, recv := s.send[r], s.recv[r]
-	in := func(op collective.Op, rank int, i int64) T { return T(s.input(op, rank, i, rep)) }
+	in := func(op collective.Op, rank int, i int64) T { return s.input(op, rank, i, rep) }
 	var w int64
 	m := sh.count
 	switch s.t.coll {
@@ -581,7 +584,7 @@ func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, r
 					w++
 				}
 			default:
-				if recv[i] == recv[i] { // not NaN any more: written
+				if !s.vals.isPoison(recv[i], op, n, true) { // written
 					w++
 				}
 			}
@@ -594,16 +597,16 @@ func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, r
 }
 
 // right reports whether got is element i of the reduction over n ranks:
-// the float64 reference rounded to T (avg: within 1 ulp), or, for the
-// wire-compressed types, within the documented bound of wire compression
-// (see wireBound).
+// the type's exact reference (see values; float and double avg: within 1
+// ulp), or, for the wire types, within the documented bound of wire
+// compression (see wireBound).
 func (s *sweep[T]) right(got T, op collective.Op, n int, i int64, rep int) bool {
-	want, sumAbs := referenceOf(s.input, op, n, i, rep)
 	if f := s.dt.wire(); f != 0 {
-		g := float64(got)
+		want, sumAbs := referenceOf(wireInput, op, n, i, rep)
+		g := float64(any(got).(float32))
 		return !math.IsNaN(g) && math.Abs(g-want) <= wireBound(f, op, n, want, sumAbs)
 	}
-	return matches(got, T(want), op)
+	return s.vals.match(got, s.vals.reduce(op, s.ranks[:n], i, rep), op)
 }
 
 // wireBound is how far a wire-compressed all-reduce may be from the exact
@@ -689,17 +692,6 @@ func matches[T float](got, want T, op collective.Op) bool {
 	return op == collective.Mean && ulpDistance(got, want) <= 1
 }
 
-// sameBits reports whether a and b are bitwise identical.
-func sameBits[T float](a, b T) bool {
-	switch x := any(a).(type) {
-	case float32:
-		return math.Float32bits(x) == math.Float32bits(any(b).(float32))
-	case float64:
-		return math.Float64bits(x) == math.Float64bits(any(b).(float64))
-	}
-	return false
-}
-
 // ulpDistance returns how many representable values of T lie between a and
 // b (0 for equal values, +0 and -0 included; the maximum for NaN).
 func ulpDistance[T float](a, b T) uint64 {
@@ -739,9 +731,10 @@ func ordered64(f float64) int64 {
 
 // algorithm is the algorithm the library runs for a row, for the JSON
 // record: the cost model's choice under auto, and what a collective or a
-// device without f64 kernels runs whatever -a says.
+// type without kernels on some device (reduced on the host) runs whatever
+// -a says.
 func (s *sweep[T]) algorithm(sh shape) string {
-	f64Host := s.dt == dtDouble && !s.g.DeviceInfo(0).Float64
+	hostReduce := !groupKernels(s.g).Has(s.dt.elem())
 	switch s.t.coll {
 	case collAllReduce:
 		if s.dt.wire() != 0 {
@@ -752,23 +745,19 @@ func (s *sweep[T]) algorithm(sh shape) string {
 			st = s.g.Strategy()
 		}
 		if st == collective.Auto {
-			dt := backend.F32
-			if s.dt == dtDouble {
-				dt = backend.F64
-			}
-			st, _ = diag.AutoChoice(s.g.Comm(0), int(sh.count)*int(s.dt.size()), dt)
+			st, _ = diag.AutoChoice(s.g.Comm(0), int(sh.count)*int(s.dt.size()), s.dt.elem())
 		}
-		if f64Host && st != collective.Pipelined {
+		if hostReduce && st != collective.Pipelined {
 			st = collective.Direct
 		}
 		return st.String()
 	case collReduceScatter:
-		if f64Host || s.g.Strategy() == collective.Direct {
+		if hostReduce || s.g.Strategy() == collective.Direct {
 			return collective.Direct.String()
 		}
 		return collective.Ring.String()
 	case collReduce:
-		if f64Host {
+		if hostReduce {
 			return collective.Direct.String()
 		}
 	}

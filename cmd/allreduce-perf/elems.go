@@ -1,0 +1,251 @@
+package main
+
+import (
+	"math"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/collective"
+)
+
+// values is how a sweep makes, reduces and compares the elements of its
+// type T, so that every #wrong is counted against an exact reference,
+// independent of the library, the reduction order and the number of
+// rounding steps:
+//
+//   - float and double: input's small integers and powers of two, reduced
+//     in float64 and rounded to T (avg: within 1 ulp);
+//   - the integer types: any odd value of the type (a hash of rank, element
+//     and run), reduced in T itself: wrapping sum and prod are associative
+//     and commutative, so every order gives the same bits;
+//   - half and bfloat16: input16's small integers and powers of two, whose
+//     every partial sum or product is exact in the 16-bit type whatever the
+//     number of ranks; avg is float32(float64(sum)/N) rounded to the type,
+//     as the library defines it;
+//   - the wire types (float32 data, --wire): wireInput, checked against the
+//     bound in sweep.right, not here.
+type values[T collective.Elem] struct {
+	// input is rank r's element i of verified run rep, for op.
+	input func(op collective.Op, r int, i int64, rep int) T
+	// reduce is element i of op's result over the inputs of ranks (avg:
+	// divided by len(ranks)).
+	reduce func(op collective.Op, ranks []int, i int64, rep int) T
+	// match reports whether got is the result want.
+	match func(got, want T, op collective.Op) bool
+	// poison is what fills the regions a call must write, and never a right
+	// value there: NaN for the float types; for the integer types, whose
+	// inputs are odd, a value of the parity no right value has (reduced:
+	// the region holds op's result over n ranks, else copies of inputs).
+	poison func(op collective.Op, n int, reduced bool) T
+	// isPoison reports whether x is (still) that poison.
+	isPoison func(x T, op collective.Op, n int, reduced bool) bool
+}
+
+// valuesFor returns the values of type dt, whose user buffers hold T.
+func valuesFor[T collective.Elem](dt dtype) values[T] {
+	var v any
+	switch any(*new(T)).(type) {
+	case float32:
+		in := input
+		if dt.wire() != 0 {
+			in = wireInput
+		}
+		v = floatValues[float32](in)
+	case float64:
+		v = floatValues[float64](input)
+	case int8:
+		v = intValues[int8]()
+	case uint8:
+		v = intValues[uint8]()
+	case int32:
+		v = intValues[int32]()
+	case uint32:
+		v = intValues[uint32]()
+	case int64:
+		v = intValues[int64]()
+	case uint64:
+		v = intValues[uint64]()
+	case collective.Float16:
+		v = halfValues(collective.Float16.Float32, collective.Float16From, half16)
+	case collective.BFloat16:
+		v = halfValues(collective.BFloat16.Float32, collective.BFloat16From, bfloat16)
+	}
+	return v.(values[T])
+}
+
+func floatValues[T float](in func(collective.Op, int, int64, int) float64) values[T] {
+	nan := T(math.NaN())
+	return values[T]{
+		input: func(op collective.Op, r int, i int64, rep int) T { return T(in(op, r, i, rep)) },
+		reduce: func(op collective.Op, ranks []int, i int64, rep int) T {
+			return T(reduce64(func(r int) float64 { return in(op, r, i, rep) }, op, ranks))
+		},
+		match:    matches[T],
+		poison:   func(collective.Op, int, bool) T { return nan },
+		isPoison: func(x T, _ collective.Op, _ int, _ bool) bool { return x != x },
+	}
+}
+
+// reduce64 reduces x(r) over ranks in float64, in a plain loop (avg:
+// divided by len(ranks)).
+func reduce64(x func(r int) float64, op collective.Op, ranks []int) float64 {
+	acc := x(ranks[0])
+	for _, r := range ranks[1:] {
+		v := x(r)
+		switch op {
+		case collective.Sum, collective.Mean:
+			acc += v
+		case collective.Prod:
+			acc *= v
+		case collective.Max:
+			acc = math.Max(acc, v)
+		case collective.Min:
+			acc = math.Min(acc, v)
+		}
+	}
+	if op == collective.Mean {
+		acc /= float64(len(ranks))
+	}
+	return acc
+}
+
+// integer is the integer element types.
+type integer interface {
+	int8 | uint8 | int32 | uint32 | int64 | uint64
+}
+
+// intInput is rank r's element i of run rep for the integer types: any
+// odd value of the type (the low bits of a 64-bit hash, with bit 0 set),
+// so that sums wrap and every sign and magnitude occurs.
+func intInput(r int, i int64, rep int) uint64 {
+	x := uint64(i)*0x9e3779b97f4a7c15 ^ uint64(r)*0xbf58476d1ce4e5b9 ^ uint64(rep)*0x94d049bb133111eb
+	x ^= x >> 31
+	x *= 0xd6e8feb86659fd39
+	x ^= x >> 29
+	return x | 1
+}
+
+func intValues[T integer]() values[T] {
+	in := func(_ collective.Op, r int, i int64, rep int) T { return T(intInput(r, i, rep)) }
+	// A sum of n odd values has n's parity; a product, a max and a min of
+	// odd values, and a copy of one, are odd. Wrapping keeps the parity.
+	oddResult := func(op collective.Op, n int, reduced bool) bool {
+		return !(reduced && op == collective.Sum && n%2 == 0)
+	}
+	even, odd := uint64(0x5a5a5a5a5a5a5a5a), uint64(0xa5a5a5a5a5a5a5a5)
+	poison := func(op collective.Op, n int, reduced bool) T {
+		if oddResult(op, n, reduced) {
+			return T(even)
+		}
+		return T(odd)
+	}
+	return values[T]{
+		input: in,
+		reduce: func(op collective.Op, ranks []int, i int64, rep int) T {
+			acc := in(op, ranks[0], i, rep)
+			for _, r := range ranks[1:] {
+				x := in(op, r, i, rep)
+				switch op {
+				case collective.Sum:
+					acc += x
+				case collective.Prod:
+					acc *= x
+				case collective.Max:
+					acc = max(acc, x)
+				case collective.Min:
+					acc = min(acc, x)
+				}
+			}
+			return acc
+		},
+		match:  func(got, want T, _ collective.Op) bool { return got == want },
+		poison: poison,
+		isPoison: func(x T, op collective.Op, n int, reduced bool) bool {
+			return x == poison(op, n, reduced)
+		},
+	}
+}
+
+// format16 is what keeps a 16-bit type's inputs exact: the largest
+// integer up to which it holds every integer, and the largest k for which
+// it holds 2^k and 2^-k as normal numbers.
+type format16 struct {
+	maxInt, maxExp int
+}
+
+var (
+	half16   = format16{maxInt: 2048, maxExp: 14} // binary16: 11 significant bits, 2^-14..2^15 normal
+	bfloat16 = format16{maxInt: 256, maxExp: 126} // bfloat16: 8 significant bits, float32's exponents
+)
+
+// input16 is input, capped so that every partial result of every order is
+// exact in the 16-bit type f, however many ranks there are: sum and avg
+// take input's values in [-5, 5] from the first maxInt/5 ranks (51 for
+// bfloat16, 409 for half) and 0 from the others, so a partial sum never
+// leaves [-maxInt, maxInt]; prod takes input's 1, 2, 1/2 or -1 from the
+// first maxExp ranks (14 for half, 126 for bfloat16) and the sign alone
+// from the others, so a partial product is +-2^k with |k| <= maxExp. Max
+// and min are exact anyway.
+func input16(f format16, op collective.Op, r int, i int64, rep int) float64 {
+	x := input(op, r, i, rep)
+	switch op {
+	case collective.Sum, collective.Mean:
+		if r >= f.maxInt/5 {
+			return 0
+		}
+	case collective.Prod:
+		if r >= f.maxExp {
+			return math.Copysign(1, x)
+		}
+	}
+	return x
+}
+
+func halfValues[T collective.Float16 | collective.BFloat16](to32 func(T) float32, from32 func(float32) T, f format16) values[T] {
+	nan := from32(float32(math.NaN()))
+	return values[T]{
+		input: func(op collective.Op, r int, i int64, rep int) T {
+			return from32(float32(input16(f, op, r, i, rep)))
+		},
+		reduce: func(op collective.Op, ranks []int, i int64, rep int) T {
+			// Exact in float64, and in the type for every op but avg,
+			// whose quotient the library rounds to float32, then to T.
+			return from32(float32(reduce64(func(r int) float64 { return input16(f, op, r, i, rep) }, op, ranks)))
+		},
+		// Equal values (+0 and -0 alike, as for float and double); NaN
+		// never matches.
+		match:    func(got, want T, _ collective.Op) bool { return to32(got) == to32(want) },
+		poison:   func(collective.Op, int, bool) T { return nan },
+		isPoison: func(x T, _ collective.Op, _ int, _ bool) bool { return to32(x) != to32(x) },
+	}
+}
+
+// sameBits reports whether a and b are bitwise identical.
+func sameBits[T collective.Elem](a, b T) bool {
+	switch x := any(a).(type) {
+	case float32:
+		return math.Float32bits(x) == math.Float32bits(any(b).(float32))
+	case float64:
+		return math.Float64bits(x) == math.Float64bits(any(b).(float64))
+	}
+	return a == b // integers, and the 16-bit types' bit patterns
+}
+
+// ranksUpTo returns 0, 1, ..., n-1.
+func ranksUpTo(n int) []int {
+	rs := make([]int, n)
+	for r := range rs {
+		rs[r] = r
+	}
+	return rs
+}
+
+// groupKernels is the element types every local rank's device reduces in
+// kernels. The library reduces the others exactly on the host in one
+// process; an all-reduce of them across processes is ErrUnsupported.
+func groupKernels(g *collective.Group) backend.DTypeSet {
+	s := backend.AllDTypes
+	for r := 0; r < g.LocalSize(); r++ {
+		s &= g.DeviceInfo(r).KernelTypes()
+	}
+	return s
+}
