@@ -35,7 +35,6 @@ func (c *Comm) begin(ctx context.Context, name string, fp fingerprint, phase str
 // on GPU backends).
 func (c *Comm) noKernels(dt backend.DType) bool { return !c.g.kernels.Has(dt) }
 
-
 func (c *Comm) unsupportedType(ctx context.Context, name string, dt backend.DType) error {
 	why := "no " + dt.String() + " kernels"
 	if dt == backend.F64 && c.info.Float64Reason != "" {
