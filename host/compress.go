@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -197,8 +198,20 @@ func F32ToF16(f float32) uint16 {
 	return sign | uint16(r)
 }
 
-// F16ToF32 converts IEEE binary16 to f32 exactly.
-func F16ToF32(h uint16) float32 {
+// F16ToF32 converts IEEE binary16 to f32 exactly (a table lookup: the
+// table is built on first use).
+func F16ToF32(h uint16) float32 { return f16Table()[h] }
+
+var f16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	t := new([1 << 16]float32)
+	for h := range t {
+		t[h] = f16ToF32(uint16(h))
+	}
+	return t
+})
+
+// f16ToF32 is F16ToF32 computed from the bit fields.
+func f16ToF32(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16
 	exp := uint32(h>>10) & 0x1f
 	mant := uint32(h & 0x3ff)
