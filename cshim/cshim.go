@@ -227,7 +227,7 @@ import (
 const (
 	MaxBindings  = 16  // GC_MAX_BINDINGS: bindings one kernel may have
 	MaxPushBytes = 128 // GC_MAX_PUSH_BYTES: push-constant bytes one kernel may have
-	ABIVersion   = 4   // GC_ABI_VERSION
+	ABIVersion   = 5   // GC_ABI_VERSION
 )
 
 // errClosed is returned by every call on a closed Device, Buffer or Kernel.
@@ -354,17 +354,25 @@ func (t DeviceType) String() string {
 // vkGetPhysicalDeviceFeatures, vkGetPhysicalDeviceQueueFamilyProperties,
 // vkGetPhysicalDeviceMemoryProperties).
 type DeviceInfo struct {
-	Index          int
-	Name           string
-	DriverName     string // VkPhysicalDeviceDriverProperties; empty before Vulkan 1.2 without the extension
-	DriverInfo     string
-	VendorID       uint32
-	DeviceID       uint32
-	Type           DeviceType
-	APIVersion     Version
-	DriverVersion  uint32 // vendor-specific encoding
-	ShaderFloat64  bool
-	PushDescriptor bool // VK_KHR_push_descriptor
+	Index         int
+	Name          string
+	DriverName    string // VkPhysicalDeviceDriverProperties; empty before Vulkan 1.2 without the extension
+	DriverInfo    string
+	VendorID      uint32
+	DeviceID      uint32
+	Type          DeviceType
+	APIVersion    Version
+	DriverVersion uint32 // vendor-specific encoding
+	ShaderFloat64 bool
+	// ShaderInt64, StorageBuffer8Bit and StorageBuffer16Bit report the
+	// features the int64/uint64, int8/uint8 and 16-bit float kernels need
+	// (shaderInt64; storageBuffer8BitAccess, Vulkan 1.2 or VK_KHR_8bit_storage;
+	// storageBuffer16BitAccess), which Open enables wherever the device has
+	// them. Metal reports none.
+	ShaderInt64        bool
+	StorageBuffer8Bit  bool
+	StorageBuffer16Bit bool
+	PushDescriptor     bool // VK_KHR_push_descriptor
 	// ExternalMemoryHost reports VK_EXT_external_memory_host (ImportHost).
 	ExternalMemoryHost bool
 	// Usable is false when Open cannot succeed; UnusableReason says why.
@@ -399,6 +407,9 @@ func deviceInfo(index int, c *C.gc_device_info) DeviceInfo {
 		APIVersion:                      Version(c.api_version),
 		DriverVersion:                   uint32(c.driver_version),
 		ShaderFloat64:                   c.shader_float64 != 0,
+		ShaderInt64:                     c.shader_int64 != 0,
+		StorageBuffer8Bit:               c.storage_buffer_8bit != 0,
+		StorageBuffer16Bit:              c.storage_buffer_16bit != 0,
 		PushDescriptor:                  c.push_descriptor != 0,
 		ExternalMemoryHost:              c.external_memory_host != 0,
 		Usable:                          c.usable != 0,
@@ -698,9 +709,11 @@ func (d *Device) NewBuffer(size int64, mem backend.Memory) (*Buffer, error) {
 
 // ImportHost wraps host memory as a buffer without copying
 // (VK_EXT_external_memory_host). mem must start and end at multiples of
-// DeviceInfo.MinImportedHostPointerAlignment, must not be Go heap memory
-// (use memory from mmap) and must outlive the buffer. Without the extension
-// the error wraps backend.ErrUnsupported.
+// DeviceInfo.MinImportedHostPointerAlignment and must outlive the buffer,
+// at the same pages: memory from mmap, or Go heap memory pinned with a
+// runtime.Pinner for the buffer's life (the device keeps the pointer, which
+// cgo allows only for pinned Go memory). Without the extension the error
+// wraps backend.ErrUnsupported.
 func (d *Device) ImportHost(mem []byte) (*Buffer, error) {
 	if len(mem) == 0 {
 		return nil, invalid(d.impl.name+".buffer_import", "buffer_import: empty memory")

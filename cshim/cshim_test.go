@@ -166,8 +166,14 @@ func TestInstanceAndDevices(t *testing.T) {
 	if i.ExternalMemoryHost && i.MinImportedHostPointerAlignment == 0 {
 		t.Error("external memory host without an alignment")
 	}
-	t.Logf("instance %v (loader %v), %s, %s %s, type %v, float64 %v, timestamps %d bits x %v ns",
-		in.APIVersion, in.LoaderVersion, i.Name, i.DriverName, i.DriverInfo, i.Type, i.ShaderFloat64, i.TimestampValidBits, i.TimestampPeriod)
+	// Mesa's lavapipe has every feature of the narrow and wide kernels.
+	if i.Type == DeviceCPU && strings.Contains(i.Name, "llvmpipe") && (!i.ShaderInt64 || !i.StorageBuffer8Bit || !i.StorageBuffer16Bit) {
+		t.Errorf("lavapipe reports shaderInt64 %v, storageBuffer8BitAccess %v, storageBuffer16BitAccess %v; want all",
+			i.ShaderInt64, i.StorageBuffer8Bit, i.StorageBuffer16Bit)
+	}
+	t.Logf("instance %v (loader %v), %s, %s %s, type %v, float64 %v, int64 %v, 8-bit storage %v, 16-bit storage %v, timestamps %d bits x %v ns",
+		in.APIVersion, in.LoaderVersion, i.Name, i.DriverName, i.DriverInfo, i.Type, i.ShaderFloat64, i.ShaderInt64, i.StorageBuffer8Bit,
+		i.StorageBuffer16Bit, i.TimestampValidBits, i.TimestampPeriod)
 }
 
 // TestDispatch runs one kernel with push constants, an element offset and

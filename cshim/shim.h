@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 /* GC_ABI_VERSION changes whenever a struct or the table changes. */
-#define GC_ABI_VERSION 4
+#define GC_ABI_VERSION 5
 
 typedef int32_t gc_status;
 enum {
@@ -122,6 +122,13 @@ typedef struct gc_device_info {
 	uint32_t api_version;
 	uint32_t driver_version;
 	int32_t shader_float64;
+	/* Features of the narrow and wide integer and 16-bit kernels, enabled
+	 * at open wherever the device has them (0 on Metal: its implementation
+	 * reports none): shaderInt64; storageBuffer8BitAccess (Vulkan 1.2 or
+	 * VK_KHR_8bit_storage); storageBuffer16BitAccess (Vulkan 1.1). */
+	int32_t shader_int64;
+	int32_t storage_buffer_8bit;
+	int32_t storage_buffer_16bit;
 	int32_t push_descriptor;     /* VK_KHR_push_descriptor */
 	int32_t external_memory_host; /* VK_EXT_external_memory_host */
 	int32_t usable;              /* open can succeed; else unusable_reason says why */

@@ -251,6 +251,7 @@ typedef struct phys {
 	VkPhysicalDeviceMemoryProperties mem;
 	int portability_subset;
 	int timeline; /* timelineSemaphore (enabled for the stall test hook) */
+	int ext_8bit; /* storage_buffer_8bit needs VK_KHR_8bit_storage enabled (before Vulkan 1.2) */
 } phys;
 
 static struct {
@@ -401,6 +402,9 @@ static void query_phys(phys *p) {
 	int driver_props = props.apiVersion >= VK_API_VERSION_1_2 ||
 			   has_extension(exts, next, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
 	p->portability_subset = has_extension(exts, next, GC_PORTABILITY_SUBSET);
+	/* Vulkan 1.2 features need the instance at 1.2 too. */
+	int v12 = props.apiVersion >= VK_API_VERSION_1_2 && g.api_version >= VK_API_VERSION_1_2;
+	p->ext_8bit = !v12 && has_extension(exts, next, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
 	free(exts);
 
 	int v11 = props.apiVersion >= VK_API_VERSION_1_1;
@@ -445,6 +449,20 @@ static void query_phys(phys *p) {
 	VkPhysicalDeviceFeatures feats;
 	g.fn.vkGetPhysicalDeviceFeatures(p->pd, &feats);
 	in->shader_float64 = feats.shaderFloat64 ? 1 : 0;
+	in->shader_int64 = feats.shaderInt64 ? 1 : 0;
+	if (v11) {
+		/* The storage features of the 8- and 16-bit kernels: the 8-bit
+		 * structure only where Vulkan 1.2 or its extension defines it. */
+		VkPhysicalDevice8BitStorageFeatures s8 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
+		VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+		if (v12 || p->ext_8bit) {
+			s16.pNext = &s8;
+		}
+		VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
+		g.fn.vkGetPhysicalDeviceFeatures2(p->pd, &f2);
+		in->storage_buffer_16bit = s16.storageBuffer16BitAccess ? 1 : 0;
+		in->storage_buffer_8bit = (v12 || p->ext_8bit) && s8.storageBuffer8BitAccess ? 1 : 0;
+	}
 	if (props.apiVersion >= VK_API_VERSION_1_2 && g.api_version >= VK_API_VERSION_1_2) {
 		VkPhysicalDeviceTimelineSemaphoreFeatures tl = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES};
 		VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &tl};
@@ -1137,7 +1155,7 @@ static gc_status retire(gc_device d, int kind, void *obj, uint64_t last, gc_erro
 static gc_status make_device(const phys *p, int float64, uint32_t nqueues, VkDevice *out, device_fns *fn, gc_error *err) {
 	*out = VK_NULL_HANDLE;
 	memset(fn, 0, sizeof *fn);
-	const char *exts[3];
+	const char *exts[4];
 	uint32_t nexts = 0;
 	exts[nexts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
 	if (p->info.external_memory_host) {
@@ -1146,10 +1164,25 @@ static gc_status make_device(const phys *p, int float64, uint32_t nqueues, VkDev
 	if (p->portability_subset) {
 		exts[nexts++] = GC_PORTABILITY_SUBSET; /* required when present */
 	}
+	if (p->info.storage_buffer_8bit && p->ext_8bit) {
+		exts[nexts++] = VK_KHR_8BIT_STORAGE_EXTENSION_NAME;
+	}
 	VkPhysicalDeviceFeatures feats = {0};
 	if (float64) {
 		feats.shaderFloat64 = VK_TRUE;
 	}
+	/* The kernels of int64/uint64, int8/uint8 and the 16-bit floats need
+	 * these wherever the device has them (the caller then lists the types
+	 * in DeviceInfo.Kernels; without them those types take the host path). */
+	feats.shaderInt64 = p->info.shader_int64 ? VK_TRUE : VK_FALSE;
+	VkPhysicalDevice8BitStorageFeatures s8 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES,
+		.storageBuffer8BitAccess = VK_TRUE,
+	};
+	VkPhysicalDevice16BitStorageFeatures s16 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+		.storageBuffer16BitAccess = VK_TRUE,
+	};
 	float priorities[GC_MAX_SHARED_QUEUES];
 	for (uint32_t i = 0; i < GC_MAX_SHARED_QUEUES; i++) {
 		priorities[i] = 1.0f;
@@ -1164,9 +1197,18 @@ static gc_status make_device(const phys *p, int float64, uint32_t nqueues, VkDev
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES,
 		.timelineSemaphore = VK_TRUE,
 	};
+	void *chain = p->timeline ? &tl : NULL;
+	if (p->info.storage_buffer_8bit) {
+		s8.pNext = chain;
+		chain = &s8;
+	}
+	if (p->info.storage_buffer_16bit) {
+		s16.pNext = chain;
+		chain = &s16;
+	}
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-		.pNext = p->timeline ? &tl : NULL,
+		.pNext = chain,
 		.queueCreateInfoCount = 1,
 		.pQueueCreateInfos = &qci,
 		.enabledExtensionCount = nexts,

@@ -61,7 +61,10 @@ func TestGeneratedMatchSources(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	for _, n := range []string{ReduceF32, ReduceF64, ScaleF32, ScaleF64, Reduce4F32, Reduce4F64, Scale4F32, Scale4F64, ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64,
-		ReduceI32, ReduceU32, Reduce4I32, Reduce4U32, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32} {
+		ReduceI32, ReduceU32, Reduce4I32, Reduce4U32, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32,
+		ReduceI64, ReduceU64, Reduce4I64, Reduce4U64, ReduceMI64, ReduceMU64, ReduceM4I64, ReduceM4U64, ReduceI8, ReduceU8, ReduceMI8, ReduceMU8,
+		ReduceF16, ReduceF16In32, ReduceF16Out32, ReduceF16In32Out32, ReduceMF16, ReduceMF16In32,
+		ReduceBF16, ReduceBF16In32, ReduceBF16Out32, ReduceBF16In32Out32, ReduceMBF16, ReduceMBF16In32} {
 		info, err := Lookup(n)
 		if err != nil {
 			t.Fatal(err)
@@ -89,14 +92,20 @@ func TestTable(t *testing.T) {
 	// fills their bindings, spec constants and push constants alike.
 	for _, p := range [][2]string{{ReduceF32, Reduce4F32}, {ReduceF64, Reduce4F64}, {ScaleF32, Scale4F32}, {ScaleF64, Scale4F64},
 		{ReduceF32, ReduceI32}, {ReduceF32, ReduceU32}, {ReduceF32, Reduce4I32}, {ReduceF32, Reduce4U32},
-		{ReduceMF32, ReduceMI32}, {ReduceMF32, ReduceMU32}, {ReduceMF32, ReduceM4I32}, {ReduceMF32, ReduceM4U32}} {
+		{ReduceMF32, ReduceMI32}, {ReduceMF32, ReduceMU32}, {ReduceMF32, ReduceM4I32}, {ReduceMF32, ReduceM4U32},
+		{ReduceF32, ReduceI64}, {ReduceF32, ReduceU64}, {ReduceF32, Reduce4I64}, {ReduceF32, Reduce4U64}, {ReduceF32, ReduceI8}, {ReduceF32, ReduceU8},
+		{ReduceMF32, ReduceMI64}, {ReduceMF32, ReduceMU64}, {ReduceMF32, ReduceM4I64}, {ReduceMF32, ReduceM4U64}, {ReduceMF32, ReduceMI8}, {ReduceMF32, ReduceMU8},
+		{ReduceF32, ReduceF16}, {ReduceF32, ReduceF16In32}, {ReduceF32, ReduceF16Out32}, {ReduceF32, ReduceF16In32Out32},
+		{ReduceF32, ReduceBF16}, {ReduceF32, ReduceBF16In32}, {ReduceF32, ReduceBF16Out32}, {ReduceF32, ReduceBF16In32Out32},
+		{ReduceMF32, ReduceMF16}, {ReduceMF32, ReduceMF16In32}, {ReduceMF32, ReduceMBF16}, {ReduceMF32, ReduceMBF16In32}} {
 		a, _ := Lookup(p[0])
 		b, _ := Lookup(p[1])
 		if a.Bindings != b.Bindings || a.PushConstantBytes != b.PushConstantBytes || len(a.Spec) != len(b.Spec) {
 			t.Errorf("%s and %s differ in interface: %+v, %+v", p[0], p[1], a, b)
 		}
 	}
-	for _, n := range []string{ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32} {
+	for _, n := range []string{ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32,
+		ReduceMI64, ReduceMU64, ReduceM4I64, ReduceM4U64, ReduceMI8, ReduceMU8, ReduceMF16, ReduceMF16In32, ReduceMBF16, ReduceMBF16In32} {
 		m, err := Lookup(n)
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +126,10 @@ func TestTable(t *testing.T) {
 	if _, err := MSL(ReduceF64); err == nil {
 		t.Error("MSL for an f64 kernel")
 	}
-	for _, n := range []string{ReduceI32, ReduceU32, Reduce4I32, Reduce4U32, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32} {
+	for _, n := range []string{ReduceI32, ReduceU32, Reduce4I32, Reduce4U32, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32,
+		ReduceI64, ReduceU64, Reduce4I64, Reduce4U64, ReduceMI64, ReduceMU64, ReduceM4I64, ReduceM4U64, ReduceI8, ReduceU8, ReduceMI8, ReduceMU8,
+		ReduceF16, ReduceF16In32, ReduceF16Out32, ReduceF16In32Out32, ReduceMF16, ReduceMF16In32,
+		ReduceBF16, ReduceBF16In32, ReduceBF16Out32, ReduceBF16In32Out32, ReduceMBF16, ReduceMBF16In32} {
 		if info, _ := Lookup(n); !info.HasMSL {
 			t.Errorf("%s has no MSL", n)
 		}

@@ -25,10 +25,20 @@
 // push constants are n, dst_off[8], src_off[8], the scale at byte 72 and div
 // at byte 80.
 //
-// The 32-bit integer variants (reduce_i32, reduce_u32 and their reduce4_,
-// reducem_ and reducem4_ forms, reduce.comp built with GOCOLL_I32 or
-// GOCOLL_U32) have the interface of the f32 ones, the scale being an int or
-// uint that they never read: integers are not scaled.
+// The integer variants (reduce_i32, reduce_u32, reduce_i64, reduce_u64 and
+// their reduce4_, reducem_ and reducem4_ forms; reduce_i8, reduce_u8 and
+// their reducem_ forms) have the interface of the f32 ones, the scale being
+// a 32-bit int or uint that they never read: integers are not scaled. The
+// 64-bit ones need shaderInt64, the 8-bit ones storageBuffer8BitAccess.
+//
+// The 16-bit float variants (reduce_f16, reduce_bf16 and their reducem_
+// forms, elements the uint16_t bits of binary16 or bfloat16 values; need
+// storageBuffer16BitAccess) have the f32 interface too, the scale a float:
+// they reduce in float32 and round once, as the host backend does. Their
+// _in32 forms read src0, their _out32 forms write dst, as float32 partial
+// results (4 bytes an element), so that more than 8 sources, reduced in
+// passes, are still rounded once. K = 0 (reduce_f16 and reduce_bf16 only)
+// copies src0's bits: Scale by 1.
 package kernels
 
 //go:generate go run gen.go
@@ -109,6 +119,40 @@ const (
 	ReduceMU32  = "reducem_u32"
 	ReduceM4I32 = "reducem4_i32"
 	ReduceM4U32 = "reducem4_u32"
+
+	// 64-bit integer variants (int64_t, uint64_t; i64vec2, u64vec2 in the
+	// 16-byte ones), as the 32-bit ones.
+	ReduceI64   = "reduce_i64"
+	ReduceU64   = "reduce_u64"
+	Reduce4I64  = "reduce4_i64"
+	Reduce4U64  = "reduce4_u64"
+	ReduceMI64  = "reducem_i64"
+	ReduceMU64  = "reducem_u64"
+	ReduceM4I64 = "reducem4_i64"
+	ReduceM4U64 = "reducem4_u64"
+
+	// 8-bit integer variants (int8_t, uint8_t in memory, computed in 32
+	// bits), scalar only.
+	ReduceI8  = "reduce_i8"
+	ReduceU8  = "reduce_u8"
+	ReduceMI8 = "reducem_i8"
+	ReduceMU8 = "reducem_u8"
+
+	// 16-bit float variants (binary16, bfloat16), reduced in float32 and
+	// rounded once; In32 reads src0 and Out32 writes dst as float32
+	// partial results.
+	ReduceF16           = "reduce_f16"
+	ReduceF16In32       = "reduce_f16_in32"
+	ReduceF16Out32      = "reduce_f16_out32"
+	ReduceF16In32Out32  = "reduce_f16_in32_out32"
+	ReduceMF16          = "reducem_f16"
+	ReduceMF16In32      = "reducem_f16_in32"
+	ReduceBF16          = "reduce_bf16"
+	ReduceBF16In32      = "reduce_bf16_in32"
+	ReduceBF16Out32     = "reduce_bf16_out32"
+	ReduceBF16In32Out32 = "reduce_bf16_in32_out32"
+	ReduceMBF16         = "reducem_bf16"
+	ReduceMBF16In32     = "reducem_bf16_in32"
 )
 
 // VecBytes is the size of one element of the 16-byte variants.
@@ -143,7 +187,7 @@ func SPIRV(name string) ([]byte, error) {
 }
 
 // MSL returns a kernel's Metal Shading Language source (every kernel but
-// the f64 ones).
+// the f64 ones; MSL 2.3 for the 64-bit integer ones, 2.1 for the others).
 func MSL(name string) (string, error) {
 	b, err := files.ReadFile("msl/" + name + ".metal")
 	if err != nil {

@@ -16,16 +16,77 @@
 // signed (int) or unsigned (uint). Integers are never scaled: SCALE is
 // declared but ignored, and the scale push constant (an S, unused) keeps the
 // float kernels' layout, so the backend fills every variant alike.
+// The other integer types work alike, the scale push constant an unused
+// 32-bit int or uint: -DGOCOLL_I64 / -DGOCOLL_U64 (int64_t, uint64_t;
+// i64vec2, u64vec2 in reduce4_i64/_u64; need shaderInt64), -DGOCOLL_I8 /
+// -DGOCOLL_U8 (int8_t, uint8_t storage, needs storageBuffer8BitAccess;
+// computed in 32 bits and truncated, which wraps exactly; no 16-byte form).
+//
+// With -DGOCOLL_F16 (binary16, reduce_f16) or -DGOCOLL_BF16 (bfloat16,
+// reduce_bf16) the elements are the uint16_t bits of the 16-bit values
+// (needs storageBuffer16BitAccess). Each is widened to float32 exactly, the
+// sources are reduced in float32 and scaled as the f32 kernels do (the scale
+// a float), and the result is rounded once to the 16-bit type, to nearest
+// even: the host backend's bits (host/exec.go reduce16), NaN payloads of
+// sums and products aside. The float32 arithmetic is float32.glsl's, exact
+// also on devices that flush subnormals. K = 0 (Scale by 1) copies src0's
+// bits. For more than 8 sources the partial results stay float32 bits (a
+// uint per element): -DGOCOLL_IN32 makes src0 such a partial result
+// (_in32), -DGOCOLL_OUT32 makes dst one, never scaled nor rounded (_out32).
 //
 // With -DGOCOLL_MULTI (reducem_f32, reducem_f64, reducem4_f32, reducem4_f64,
-// and reducem_i32, reducem_u32, reducem4_i32, reducem4_u32) the kernel
-// writes the result to M destinations (spec constant 5, 1..8) at
-// bindings 0..7, the sources moving to bindings 8..15: each invocation reads
-// every source element before it writes any destination element, so a
-// destination may be a source (in place). Push constants: n, dst_off[8],
-// src_off[8], the scale at byte 72 and div at byte 80.
+// and reducem_ of every integer and 16-bit type, reducem4_ of the 32- and
+// 64-bit integers) the kernel writes the result to M destinations (spec
+// constant 5, 1..8) at bindings 0..7, the sources moving to bindings 8..15:
+// each invocation reads every source element before it writes any
+// destination element, so a destination may be a source (in place). Push
+// constants: n, dst_off[8], src_off[8], the scale at byte 72 and div at byte
+// 80.
 #version 450
-#if defined(GOCOLL_I32) || defined(GOCOLL_U32)
+#if defined(GOCOLL_F16) || defined(GOCOLL_BF16)
+#define GOCOLL_16
+#extension GL_EXT_shader_16bit_storage : require
+// Accumulated as float32 bits; S and T are float for divide.glsl.
+#define S float
+#define T float
+#define E uint16_t
+#define A uint
+#elif defined(GOCOLL_I64) || defined(GOCOLL_U64)
+#define GOCOLL_INT
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#ifdef GOCOLL_I64
+#define S int
+#ifdef GOCOLL_VEC
+#define T i64vec2
+#else
+#define T int64_t
+#endif
+#else
+#define S uint
+#ifdef GOCOLL_VEC
+#define T u64vec2
+#else
+#define T uint64_t
+#endif
+#endif
+#ifdef GOCOLL_VEC
+#define U u64vec2
+#else
+#define U uint64_t
+#endif
+#elif defined(GOCOLL_I8) || defined(GOCOLL_U8)
+#define GOCOLL_INT
+#extension GL_EXT_shader_8bit_storage : require
+#ifdef GOCOLL_I8
+#define S int
+#define E int8_t
+#else
+#define S uint
+#define E uint8_t
+#endif
+#define T S
+#define U uint
+#elif defined(GOCOLL_I32) || defined(GOCOLL_U32)
 #define GOCOLL_INT
 #ifdef GOCOLL_I32
 #define S int
@@ -59,37 +120,59 @@
 #endif
 #endif
 #ifndef GOCOLL_VEC
+#ifndef T
 #define T S
+#endif
+#endif
+// E is the type of an element in memory (T unless narrower); A the type of
+// the accumulator (T, or float32 bits for the 16-bit types).
+#ifndef E
+#define E T
+#endif
+#ifndef A
+#define A T
+#endif
+// The element types of dst and src0: float32 bits (uint) where they hold a
+// partial result of a 16-bit reduction.
+#ifdef GOCOLL_OUT32
+#define DST_E uint
+#else
+#define DST_E E
+#endif
+#ifdef GOCOLL_IN32
+#define SRC0_E uint
+#else
+#define SRC0_E E
 #endif
 
 layout(local_size_x_id = 0) in;                 // work-group size
 layout(constant_id = 1) const uint OP = 0;      // 0 sum, 1 prod, 2 max, 3 min
-layout(constant_id = 2) const uint K = 2;       // number of inputs, 1..8
+layout(constant_id = 2) const uint K = 2;       // number of inputs, 1..8 (0: copy, GOCOLL_COPY)
 layout(constant_id = 3) const bool SCALE = false;
 
 #ifdef GOCOLL_MULTI
 layout(constant_id = 5) const uint M = 1;       // number of outputs, 1..8
-layout(set = 0, binding = 0) buffer Dst0 { T d[]; } d0;
-layout(set = 0, binding = 1) buffer Dst1 { T d[]; } d1;
-layout(set = 0, binding = 2) buffer Dst2 { T d[]; } d2;
-layout(set = 0, binding = 3) buffer Dst3 { T d[]; } d3;
-layout(set = 0, binding = 4) buffer Dst4 { T d[]; } d4;
-layout(set = 0, binding = 5) buffer Dst5 { T d[]; } d5;
-layout(set = 0, binding = 6) buffer Dst6 { T d[]; } d6;
-layout(set = 0, binding = 7) buffer Dst7 { T d[]; } d7;
+layout(set = 0, binding = 0) buffer Dst0 { DST_E d[]; } d0;
+layout(set = 0, binding = 1) buffer Dst1 { DST_E d[]; } d1;
+layout(set = 0, binding = 2) buffer Dst2 { DST_E d[]; } d2;
+layout(set = 0, binding = 3) buffer Dst3 { DST_E d[]; } d3;
+layout(set = 0, binding = 4) buffer Dst4 { DST_E d[]; } d4;
+layout(set = 0, binding = 5) buffer Dst5 { DST_E d[]; } d5;
+layout(set = 0, binding = 6) buffer Dst6 { DST_E d[]; } d6;
+layout(set = 0, binding = 7) buffer Dst7 { DST_E d[]; } d7;
 #define SRC 8
 #else
-layout(set = 0, binding = 0) buffer Dst { T d[]; } dst;
+layout(set = 0, binding = 0) buffer Dst { DST_E d[]; } dst;
 #define SRC 1
 #endif
-layout(set = 0, binding = SRC + 0) readonly buffer Src0 { T d[]; } s0;
-layout(set = 0, binding = SRC + 1) readonly buffer Src1 { T d[]; } s1;
-layout(set = 0, binding = SRC + 2) readonly buffer Src2 { T d[]; } s2;
-layout(set = 0, binding = SRC + 3) readonly buffer Src3 { T d[]; } s3;
-layout(set = 0, binding = SRC + 4) readonly buffer Src4 { T d[]; } s4;
-layout(set = 0, binding = SRC + 5) readonly buffer Src5 { T d[]; } s5;
-layout(set = 0, binding = SRC + 6) readonly buffer Src6 { T d[]; } s6;
-layout(set = 0, binding = SRC + 7) readonly buffer Src7 { T d[]; } s7;
+layout(set = 0, binding = SRC + 0) readonly buffer Src0 { SRC0_E d[]; } s0;
+layout(set = 0, binding = SRC + 1) readonly buffer Src1 { E d[]; } s1;
+layout(set = 0, binding = SRC + 2) readonly buffer Src2 { E d[]; } s2;
+layout(set = 0, binding = SRC + 3) readonly buffer Src3 { E d[]; } s3;
+layout(set = 0, binding = SRC + 4) readonly buffer Src4 { E d[]; } s4;
+layout(set = 0, binding = SRC + 5) readonly buffer Src5 { E d[]; } s5;
+layout(set = 0, binding = SRC + 6) readonly buffer Src6 { E d[]; } s6;
+layout(set = 0, binding = SRC + 7) readonly buffer Src7 { E d[]; } s7;
 
 // Element offsets into each binding: bindings start at the device's offset
 // alignment, the data may start a few elements later. div is N when scale is
@@ -113,7 +196,44 @@ layout(push_constant) uniform Params {
 } pc;
 #endif
 
-#ifdef GOCOLL_INT
+#ifdef GOCOLL_16
+#include "divide.glsl"
+#include "float32.glsl"
+#ifdef GOCOLL_BF16
+#define WIDEN(h) bf16_to_f32(uint(h))
+#define NARROW(x) f32_to_bf16(x)
+#else
+#define WIDEN(h) f16_to_f32(uint(h))
+#define NARROW(x) f32_to_f16(x)
+#endif
+
+// The f32 kernels' operators, on float32 bits (float32.glsl).
+A combine(A a, A b) {
+    if (OP == 0u) return f32_add(a, b);
+    if (OP == 1u) return f32_mul(a, b);
+    if (OP == 2u) return f32_max(a, b);
+    return f32_min(a, b);
+}
+
+// LOAD reads a source element as an A, LOAD0 src0's; STORE makes the
+// result's bits (a RES_T), TO_DST a DST_E of them.
+#define LOAD(x) WIDEN(x)
+#ifdef GOCOLL_IN32
+#define LOAD0(x) (x)
+#else
+#define LOAD0(x) WIDEN(x)
+#endif
+#ifdef GOCOLL_OUT32
+#define STORE(x) (x)
+#else
+#define STORE(x) NARROW(x)
+#endif
+#define RES_T uint
+#define TO_DST(x) DST_E(x)
+#if !defined(GOCOLL_IN32) && !defined(GOCOLL_OUT32) && !defined(GOCOLL_MULTI)
+#define GOCOLL_COPY // K = 0 copies the bits
+#endif
+#elif defined(GOCOLL_INT)
 // Sum and product of the bits as uint (wrapping), max and min of the values:
 // exact, so the 16-byte variant needs no per-component path.
 T combine(T a, T b) {
@@ -122,6 +242,12 @@ T combine(T a, T b) {
     if (OP == 2u) return max(a, b);
     return min(a, b);
 }
+#if defined(GOCOLL_I8) || defined(GOCOLL_U8)
+#define LOAD(x) T(x)
+#define STORE(x) (x)
+#define RES_T T
+#define TO_DST(x) E(x) // truncated: the sum's or product's low bits
+#endif
 #else
 bool negative(S x) {
 #ifdef GOCOLL_F64
@@ -169,31 +295,57 @@ T combine(T a, T b) {
 #include "divide.glsl"
 #endif
 
+#ifndef LOAD
+#define LOAD(x) (x)
+#endif
+#ifndef LOAD0
+#define LOAD0(x) LOAD(x)
+#endif
+#ifndef TO_DST
+#define TO_DST(x) (x)
+#endif
+
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += stride) {
-        T acc = s0.d[pc.src_off[0] + i];
-        if (K > 1u) acc = combine(acc, s1.d[pc.src_off[1] + i]);
-        if (K > 2u) acc = combine(acc, s2.d[pc.src_off[2] + i]);
-        if (K > 3u) acc = combine(acc, s3.d[pc.src_off[3] + i]);
-        if (K > 4u) acc = combine(acc, s4.d[pc.src_off[4] + i]);
-        if (K > 5u) acc = combine(acc, s5.d[pc.src_off[5] + i]);
-        if (K > 6u) acc = combine(acc, s6.d[pc.src_off[6] + i]);
-        if (K > 7u) acc = combine(acc, s7.d[pc.src_off[7] + i]);
-#ifndef GOCOLL_INT
+#ifdef GOCOLL_COPY
+        if (K == 0u) { // Scale by 1: the bits as they are, NaN payloads included
+            dst.d[pc.dst_off + i] = s0.d[pc.src_off[0] + i];
+            continue;
+        }
+#endif
+        A acc = LOAD0(s0.d[pc.src_off[0] + i]);
+        if (K > 1u) acc = combine(acc, LOAD(s1.d[pc.src_off[1] + i]));
+        if (K > 2u) acc = combine(acc, LOAD(s2.d[pc.src_off[2] + i]));
+        if (K > 3u) acc = combine(acc, LOAD(s3.d[pc.src_off[3] + i]));
+        if (K > 4u) acc = combine(acc, LOAD(s4.d[pc.src_off[4] + i]));
+        if (K > 5u) acc = combine(acc, LOAD(s5.d[pc.src_off[5] + i]));
+        if (K > 6u) acc = combine(acc, LOAD(s6.d[pc.src_off[6] + i]));
+        if (K > 7u) acc = combine(acc, LOAD(s7.d[pc.src_off[7] + i]));
+#if defined(GOCOLL_16)
+#ifndef GOCOLL_OUT32
+        if (SCALE) acc = pc.div != 0u ? f32_div(acc, pc.div, pc.scale) : f32_mul(acc, floatBitsToUint(pc.scale));
+#endif
+#elif !defined(GOCOLL_INT)
         if (SCALE) acc = pc.div != 0u ? divide(acc, pc.div, pc.scale) : acc * pc.scale;
 #endif
-#ifdef GOCOLL_MULTI
-        d0.d[pc.dst_off[0] + i] = acc;
-        if (M > 1u) d1.d[pc.dst_off[1] + i] = acc;
-        if (M > 2u) d2.d[pc.dst_off[2] + i] = acc;
-        if (M > 3u) d3.d[pc.dst_off[3] + i] = acc;
-        if (M > 4u) d4.d[pc.dst_off[4] + i] = acc;
-        if (M > 5u) d5.d[pc.dst_off[5] + i] = acc;
-        if (M > 6u) d6.d[pc.dst_off[6] + i] = acc;
-        if (M > 7u) d7.d[pc.dst_off[7] + i] = acc;
+#ifdef STORE
+        RES_T res = STORE(acc); // rounded once, stored to every destination
+#define RES res
 #else
-        dst.d[pc.dst_off + i] = acc;
+#define RES acc
+#endif
+#ifdef GOCOLL_MULTI
+        d0.d[pc.dst_off[0] + i] = TO_DST(RES);
+        if (M > 1u) d1.d[pc.dst_off[1] + i] = TO_DST(RES);
+        if (M > 2u) d2.d[pc.dst_off[2] + i] = TO_DST(RES);
+        if (M > 3u) d3.d[pc.dst_off[3] + i] = TO_DST(RES);
+        if (M > 4u) d4.d[pc.dst_off[4] + i] = TO_DST(RES);
+        if (M > 5u) d5.d[pc.dst_off[5] + i] = TO_DST(RES);
+        if (M > 6u) d6.d[pc.dst_off[6] + i] = TO_DST(RES);
+        if (M > 7u) d7.d[pc.dst_off[7] + i] = TO_DST(RES);
+#else
+        dst.d[pc.dst_off + i] = TO_DST(RES);
 #endif
     }
 }

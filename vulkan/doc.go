@@ -8,7 +8,11 @@
 //
 // Each Open creates its own VkDevice and compute queue, so several ranks may
 // share one physical device and still exchange data for real. Reductions run
-// the kernels of package kernels (reduce_f32/f64, scale_f32/f64) with
+// the kernels of package kernels (reduce_f32/f64, scale_f32/f64, and the
+// integer and 16-bit float reduce kernels; those of int64/uint64, int8/uint8
+// and half/bfloat16 where the device has shaderInt64,
+// storageBuffer8BitAccess and storageBuffer16BitAccess, which Open enables,
+// and DeviceInfo.Kernels says which) with
 // pipelines created once per (kernel, op, source count, scale) and cached;
 // regions larger than the device's binding limit are split across
 // dispatches, and bindings start at offsets aligned to

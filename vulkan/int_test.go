@@ -385,36 +385,6 @@ func TestIntScale(t *testing.T) {
 	}
 }
 
-// TestIntUnsupported: the integer and 16-bit types without kernels stay
-// refused with ErrUnsupported, recording nothing.
-func TestIntUnsupported(t *testing.T) {
-	d := openDevice(t, backend.OpenOptions{})
-	a := alloc(t, d, 64, backend.DeviceLocal)
-	r := func(i int) backend.Region { return backend.Region{Buf: a, Off: 16 * i, Len: 16} }
-	s := d.Stream()
-	for _, dt := range []backend.DType{backend.I64, backend.U64, backend.I8, backend.U8, backend.Half, backend.BFloat16} {
-		if d.Info().Kernels.Has(dt) {
-			t.Errorf("Info().Kernels has %v", dt)
-		}
-		for name, err := range map[string]error{
-			"Scale":       s.Scale(dt, r(0), r(1), 1),
-			"Reduce":      s.Reduce(backend.Sum, dt, r(0), []backend.Region{r(1), r(2)}, 1),
-			"ReduceMulti": s.(backend.MultiReducer).ReduceMulti(backend.Sum, dt, []backend.Region{r(0), r(3)}, []backend.Region{r(1), r(2)}, 1),
-		} {
-			if !errors.Is(err, backend.ErrUnsupported) {
-				t.Errorf("%s of %v: %v, want ErrUnsupported", name, dt, err)
-			}
-		}
-	}
-	if s.(*stream).Recorded() {
-		t.Error("a refused call recorded work")
-	}
-	devs, err := Backend{}.Devices()
-	if err != nil || len(devs) == 0 || devs[0].Kernels != d.Info().Kernels {
-		t.Errorf("Devices() Kernels differ from the open device's %b: %v, %v", d.Info().Kernels, devs, err)
-	}
-}
-
 // TestEveryPipeline creates every reduce, scale and multi-destination
 // pipeline the stream can ask for (the integer ones included), so that a
 // kernel the driver rejects fails by name.

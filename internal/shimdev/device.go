@@ -31,24 +31,94 @@ const (
 	kindReduceU32
 	kindReduce4I32
 	kindReduce4U32
+	// 64-bit integers, scalar and 16-byte (i64vec2, u64vec2), and 8-bit
+	// integers (scalar only), as the 32-bit ones.
+	kindReduceI64
+	kindReduceU64
+	kindReduce4I64
+	kindReduce4U64
+	kindReduceI8
+	kindReduceU8
+	// The 16-bit floats, each followed by its forms that read src0 (+in32),
+	// write dst (+out32), or both, as float32 partial results (more than 8
+	// sources). Scale by 1 is their reduce kernel with K = 0 (a copy of
+	// the bits); by another scale, with one source.
+	kindReduceF16
+	kindReduceF16In32
+	kindReduceF16Out32
+	kindReduceF16In32Out32
+	kindReduceBF16
+	kindReduceBF16In32
+	kindReduceBF16Out32
+	kindReduceBF16In32Out32
 	numKinds
+
+	in32  = 1 // kind + in32: src0 holds float32 partial results
+	out32 = 2 // kind + out32: dst does
 )
 
-var kindNames = [numKinds]string{
-	kernels.ReduceF32, kernels.ReduceF64, kernels.ScaleF32, kernels.ScaleF64,
-	kernels.Reduce4F32, kernels.Reduce4F64, kernels.Scale4F32, kernels.Scale4F64,
-	kernels.ReduceI32, kernels.ReduceU32, kernels.Reduce4I32, kernels.Reduce4U32,
+// kindSpec says what a kernel kind is.
+type kindSpec struct {
+	name string
+	dt   backend.DType
+	// scale is the size of the scale push constant: 4 (float), 8
+	// (double), or 0 for a kind that is never scaled (the integers, and
+	// the 16-bit kinds that write partial results).
+	scale   int
+	isScale bool // a scale kernel (no op, one source)
+	vec     int  // the 16-byte kind of a scalar kind; -1 for none
+	// in32 and out32: src0 (in32) or dst (out32) holds float32 partial
+	// results, 4 bytes an element, the other bindings 16-bit elements.
+	in32, out32 bool
+}
+
+var kinds = [numKinds]kindSpec{
+	kindReduceF32:           {name: kernels.ReduceF32, dt: backend.F32, scale: 4, vec: kindReduce4F32},
+	kindReduceF64:           {name: kernels.ReduceF64, dt: backend.F64, scale: 8, vec: kindReduce4F64},
+	kindScaleF32:            {name: kernels.ScaleF32, dt: backend.F32, scale: 4, isScale: true, vec: kindScale4F32},
+	kindScaleF64:            {name: kernels.ScaleF64, dt: backend.F64, scale: 8, isScale: true, vec: kindScale4F64},
+	kindReduce4F32:          {name: kernels.Reduce4F32, dt: backend.F32, scale: 4, vec: -1},
+	kindReduce4F64:          {name: kernels.Reduce4F64, dt: backend.F64, scale: 8, vec: -1},
+	kindScale4F32:           {name: kernels.Scale4F32, dt: backend.F32, scale: 4, isScale: true, vec: -1},
+	kindScale4F64:           {name: kernels.Scale4F64, dt: backend.F64, scale: 8, isScale: true, vec: -1},
+	kindReduceI32:           {name: kernels.ReduceI32, dt: backend.I32, vec: kindReduce4I32},
+	kindReduceU32:           {name: kernels.ReduceU32, dt: backend.U32, vec: kindReduce4U32},
+	kindReduce4I32:          {name: kernels.Reduce4I32, dt: backend.I32, vec: -1},
+	kindReduce4U32:          {name: kernels.Reduce4U32, dt: backend.U32, vec: -1},
+	kindReduceI64:           {name: kernels.ReduceI64, dt: backend.I64, vec: kindReduce4I64},
+	kindReduceU64:           {name: kernels.ReduceU64, dt: backend.U64, vec: kindReduce4U64},
+	kindReduce4I64:          {name: kernels.Reduce4I64, dt: backend.I64, vec: -1},
+	kindReduce4U64:          {name: kernels.Reduce4U64, dt: backend.U64, vec: -1},
+	kindReduceI8:            {name: kernels.ReduceI8, dt: backend.I8, vec: -1},
+	kindReduceU8:            {name: kernels.ReduceU8, dt: backend.U8, vec: -1},
+	kindReduceF16:           {name: kernels.ReduceF16, dt: backend.Half, scale: 4, vec: -1},
+	kindReduceF16In32:       {name: kernels.ReduceF16In32, dt: backend.Half, scale: 4, vec: -1, in32: true},
+	kindReduceF16Out32:      {name: kernels.ReduceF16Out32, dt: backend.Half, vec: -1, out32: true},
+	kindReduceF16In32Out32:  {name: kernels.ReduceF16In32Out32, dt: backend.Half, vec: -1, in32: true, out32: true},
+	kindReduceBF16:          {name: kernels.ReduceBF16, dt: backend.BFloat16, scale: 4, vec: -1},
+	kindReduceBF16In32:      {name: kernels.ReduceBF16In32, dt: backend.BFloat16, scale: 4, vec: -1, in32: true},
+	kindReduceBF16Out32:     {name: kernels.ReduceBF16Out32, dt: backend.BFloat16, vec: -1, out32: true},
+	kindReduceBF16In32Out32: {name: kernels.ReduceBF16In32Out32, dt: backend.BFloat16, vec: -1, in32: true, out32: true},
 }
 
 // isScaleKind reports whether kind is a scale kernel (no op, one source).
-func isScaleKind(kind int) bool {
-	return kind == kindScaleF32 || kind == kindScaleF64 || kind == kindScale4F32 || kind == kindScale4F64
-}
+func isScaleKind(kind int) bool { return kinds[kind].isScale }
 
-// isIntKind reports whether kind is an integer reduce kernel, which never
-// scales.
-func isIntKind(kind int) bool {
-	return kind == kindReduceI32 || kind == kindReduceU32 || kind == kindReduce4I32 || kind == kindReduce4U32
+// is16Kind reports whether kind is a reduce kernel of a 16-bit float type.
+func is16Kind(kind int) bool { return kinds[kind].dt.Is16() }
+
+// sizes returns the bytes of an element of dst and of src0 in a pass of
+// kind over elements of es bytes: es, or 4 where the binding holds float32
+// partial results.
+func sizes(kind, es int) (dst, src0 int) {
+	dst, src0 = es, es
+	if kinds[kind].out32 {
+		dst = 4
+	}
+	if kinds[kind].in32 {
+		src0 = 4
+	}
+	return dst, src0
 }
 
 const (
@@ -96,7 +166,9 @@ type Device struct {
 	pipes [numKinds][backend.NumOps][kernels.MaxSources + 1][2]*cshim.Kernel
 	code  map[string]kernelCode
 	// scratch holds partial results of multi-pass reductions whose
-	// destination is also a later source. Only the stream touches it.
+	// destination is also a later source, and the float32 partial results
+	// of every multi-pass reduction of a 16-bit type. It grows to the
+	// largest reduction and is reused. Only the stream touches it.
 	scratch *Buffer
 	// vec chooses and counts the 16-byte kernels (vec.go). Only the stream
 	// touches it.
@@ -153,14 +225,14 @@ func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 		closeDone:  make(chan struct{}),
 	}
 	d.info.Float64 = d.info.Float64 && cd.Float64()
-	d.info.Kernels = kernelTypes(d.info.Float64)
+	d.info.Kernels = kernelTypes(raw, d.info.Float64)
 	d.maxBind = d.info.MaxBindingBytes
 	d.stream.d = d
 	for i := range d.fences {
 		d.fences[i].d = d
 	}
-	for k, name := range kindNames {
-		if d.kinfo[k], err = kernels.Lookup(name); err != nil {
+	for k := range kinds {
+		if d.kinfo[k], err = kernels.Lookup(kinds[k].name); err != nil {
 			cd.Close()
 			return nil, d.errorf("%w", err)
 		}
@@ -173,12 +245,24 @@ func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 }
 
 // kernelTypes is DeviceInfo.Kernels: the element types the reduce and scale
-// kernels take: f32, int32 and uint32 (core in Vulkan and Metal), and f64
-// where the device reduces f64.
-func kernelTypes(float64 bool) backend.DTypeSet {
+// kernels take: f32, int32 and uint32 (core in Vulkan and Metal), f64 where
+// the device reduces f64, and the types whose kernels need a feature the
+// device reports (and the shim enables at open): int64 and uint64
+// (shaderInt64), int8 and uint8 (storageBuffer8BitAccess), half and
+// bfloat16 (storageBuffer16BitAccess). Metal reports none of the three.
+func kernelTypes(raw cshim.DeviceInfo, float64 bool) backend.DTypeSet {
 	set := backend.F32.Bit() | backend.I32.Bit() | backend.U32.Bit()
 	if float64 {
 		set |= backend.F64.Bit()
+	}
+	if raw.ShaderInt64 {
+		set |= backend.I64.Bit() | backend.U64.Bit()
+	}
+	if raw.StorageBuffer8Bit {
+		set |= backend.I8.Bit() | backend.U8.Bit()
+	}
+	if raw.StorageBuffer16Bit {
+		set |= backend.Half.Bit() | backend.BFloat16.Bit()
 	}
 	return set
 }
@@ -258,7 +342,7 @@ func (d *Device) Alloc(bytes int, where backend.Memory) (backend.Buffer, error) 
 	return d.add(b, "alloc")
 }
 
-// Import wraps host memory from backend.AllocHostMemory as a HostVisible
+// Import wraps page-aligned host memory (see backend.Importer) as a HostVisible
 // buffer without copying (Vulkan: VK_EXT_external_memory_host, vkAllocateMemory
 // with VkImportMemoryHostPointerInfoEXT; Metal: newBufferWithBytesNoCopy with
 // no deallocator, the memory stays gocoll's). Devices that cannot import

@@ -60,18 +60,26 @@ func (s *Stream) Recorded() bool { return s.recorded }
 
 // EveryPipeline creates every variant of the reduce and scale kernels the
 // stream can ask for on this device (each op, 1..8 sources, with and
-// without scale, f64 where the device has it; the integer kernels without
-// scale), and one of each multi-destination kernel (sum, 8 sources, 8
+// without scale, of every type in Info().Kernels; the integer kernels and
+// those writing partial results without scale; the 16-bit kernels' copy,
+// K = 0), and one of each multi-destination kernel (sum, 8 sources, 8
 // destinations), so a kernel the API rejects fails by name (test hook).
 func (d *Device) EveryPipeline() error {
+	has := func(dt backend.DType) bool { return dt == backend.F32 || d.info.Kernels.Has(dt) }
 	for kind := range numKinds {
-		if !d.info.Float64 && (kind == kindReduceF64 || kind == kindScaleF64 || kind == kindReduce4F64 || kind == kindScale4F64) {
+		spec := &kinds[kind]
+		if !has(spec.dt) {
 			continue
+		}
+		if is16Kind(kind) && !spec.in32 && !spec.out32 {
+			if _, err := d.pipeline(kind, backend.Sum, 0, false); err != nil {
+				return err
+			}
 		}
 		for op := backend.Op(0); op < backend.NumOps; op++ {
 			for k := 1; k <= len(d.stream.passSrcs); k++ {
 				for _, sc := range []bool{false, true} {
-					if sc && isIntKind(kind) {
+					if sc && spec.scale == 0 {
 						continue
 					}
 					if _, err := d.pipeline(kind, op, k, sc); err != nil {
@@ -82,7 +90,7 @@ func (d *Device) EveryPipeline() error {
 		}
 	}
 	for mk := range numMultiKinds {
-		if !d.info.Float64 && (mk == multiF64 || mk == multi4F64) {
+		if !has(multiKinds[mk].dt) {
 			continue
 		}
 		if _, err := d.multiPipeline(mk, backend.Sum, kernels.MaxSources, kernels.MaxDestinations, false); err != nil {
@@ -90,4 +98,16 @@ func (d *Device) EveryPipeline() error {
 		}
 	}
 	return nil
+}
+
+// DropKernels takes the element types of set (but f32) out of the device's
+// Info().Kernels, as on a device without their features: the stream then
+// refuses them with backend.ErrUnsupported, and collectives take their
+// host path (test hook; call it before the device is used).
+func (d *Device) DropKernels(set backend.DTypeSet) {
+	d.info.Kernels &^= set &^ backend.F32.Bit()
+	if set.Has(backend.F64) {
+		d.info.Float64 = false
+		d.info.Float64Reason = "dropped by a test (DropKernels)"
+	}
 }

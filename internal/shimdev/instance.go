@@ -144,7 +144,7 @@ func (in *Instance) Devices() []backend.DeviceInfo {
 	out := make([]backend.DeviceInfo, len(in.devs))
 	for i, d := range in.devs {
 		out[i] = in.api.Info(d, backend.OpenOptions{})
-		out[i].Kernels = kernelTypes(out[i].Float64)
+		out[i].Kernels = kernelTypes(d, out[i].Float64)
 	}
 	return out
 }

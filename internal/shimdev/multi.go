@@ -16,22 +16,55 @@ const (
 	multiF64
 	multiI32
 	multiU32
-	multi4F32 // 16-byte variants, as in vec.go, in the same order
+	multiI64
+	multiU64
+	multiI8
+	multiU8
+	multiF16
+	multiF16In32 // src0 holds float32 partial results
+	multiBF16
+	multiBF16In32
+	multi4F32 // 16-byte variants, as in vec.go
 	multi4F64
 	multi4I32
 	multi4U32
+	multi4I64
+	multi4U64
 	numMultiKinds
-
-	multiVec = multi4F32 - multiF32 // a scalar kind plus this is its 16-byte kind
 )
 
-var multiNames = [numMultiKinds]string{
-	kernels.ReduceMF32, kernels.ReduceMF64, kernels.ReduceMI32, kernels.ReduceMU32,
-	kernels.ReduceM4F32, kernels.ReduceM4F64, kernels.ReduceM4I32, kernels.ReduceM4U32,
+// multiSpec says what a multi-destination kind is: its kernel, its element
+// type, and the 16-byte kind of a scalar one (-1: none).
+type multiSpec struct {
+	name string
+	dt   backend.DType
+	vec  int
+}
+
+var multiKinds = [numMultiKinds]multiSpec{
+	multiF32:      {kernels.ReduceMF32, backend.F32, multi4F32},
+	multiF64:      {kernels.ReduceMF64, backend.F64, multi4F64},
+	multiI32:      {kernels.ReduceMI32, backend.I32, multi4I32},
+	multiU32:      {kernels.ReduceMU32, backend.U32, multi4U32},
+	multiI64:      {kernels.ReduceMI64, backend.I64, multi4I64},
+	multiU64:      {kernels.ReduceMU64, backend.U64, multi4U64},
+	multiI8:       {kernels.ReduceMI8, backend.I8, -1},
+	multiU8:       {kernels.ReduceMU8, backend.U8, -1},
+	multiF16:      {kernels.ReduceMF16, backend.Half, -1},
+	multiF16In32:  {kernels.ReduceMF16In32, backend.Half, -1},
+	multiBF16:     {kernels.ReduceMBF16, backend.BFloat16, -1},
+	multiBF16In32: {kernels.ReduceMBF16In32, backend.BFloat16, -1},
+	multi4F32:     {kernels.ReduceM4F32, backend.F32, -1},
+	multi4F64:     {kernels.ReduceM4F64, backend.F64, -1},
+	multi4I32:     {kernels.ReduceM4I32, backend.I32, -1},
+	multi4U32:     {kernels.ReduceM4U32, backend.U32, -1},
+	multi4I64:     {kernels.ReduceM4I64, backend.I64, -1},
+	multi4U64:     {kernels.ReduceM4U64, backend.U64, -1},
 }
 
 // multiKind returns the scalar multi-destination kind of a scalar reduce
-// kind.
+// kind (of a 16-bit one that reads src0 as float32 partial results, the
+// matching In32 kind).
 func multiKind(kind int) int {
 	switch kind {
 	case kindReduceF32:
@@ -42,6 +75,22 @@ func multiKind(kind int) int {
 		return multiI32
 	case kindReduceU32:
 		return multiU32
+	case kindReduceI64:
+		return multiI64
+	case kindReduceU64:
+		return multiU64
+	case kindReduceI8:
+		return multiI8
+	case kindReduceU8:
+		return multiU8
+	case kindReduceF16:
+		return multiF16
+	case kindReduceF16In32:
+		return multiF16In32
+	case kindReduceBF16:
+		return multiBF16
+	case kindReduceBF16In32:
+		return multiBF16In32
 	}
 	panic("shimdev: no multi-destination variant of kernel kind")
 }
@@ -77,7 +126,8 @@ var _ backend.MultiReducer = (*Stream)(nil)
 // (per piece of the binding limit): every source is read once and every
 // destination written once. More sources are first reduced as Reduce does,
 // in passes of 8 and then 7 more into a partial result (a destination that
-// no later pass reads, else the device's scratch buffer), the last pass
+// no later pass reads, else the device's scratch buffer; for the 16-bit
+// types float32 partial results, always in the scratch buffer), the last pass
 // being the reducem kernel over the partial result and the remaining
 // sources; each earlier pass costs one more write and read of the partial
 // result. More than 8 destinations cost one more pass per further 8: the
@@ -115,14 +165,29 @@ func (s *Stream) ReduceMulti(op backend.Op, dt backend.DType, dsts []backend.Reg
 	for _, r := range dsts[1:] {
 		d.counters.CountHost(r)
 	}
-	last := srcs
-	if len(srcs) > kernels.MaxSources {
+	last, lastKind := srcs, kind
+	switch {
+	case len(srcs) <= kernels.MaxSources:
+	case is16Kind(kind):
+		// Float32 partial results in scratch (Reduce's), read by the
+		// reducem kernel of kind+in32.
+		partial, err := s.scratch(dsts[0].Len / es * 4)
+		if err != nil {
+			return err
+		}
+		if last, err = s.partials16(kind, op, es, partial, srcs); err != nil {
+			return err
+		}
+		m := &s.d.multi
+		k := copy(m.srcs[:], last)
+		last, lastKind = m.srcs[:k], kind+in32
+	default:
 		if last, err = s.partialPasses(kind, op, es, dsts, srcs); err != nil {
 			return err
 		}
 	}
 	head := dsts[:min(len(dsts), kernels.MaxDestinations)]
-	if err := s.multiPass(kind, op, es, head, last, scale); err != nil {
+	if err := s.multiPass(lastKind, op, es, head, last, scale); err != nil {
 		return err
 	}
 	for j := kernels.MaxDestinations; j < len(dsts); j += kernels.MaxDestinations {
@@ -218,8 +283,9 @@ func (s *Stream) multiPass(kind int, op backend.Op, es int, dsts, srcs []backend
 	d := s.d
 	mk := multiKind(kind)
 	scalarES := es
-	vec := d.vec.use(d, es, dsts[0], srcs)
-	aligned := true
+	hasVec := multiKinds[mk].vec >= 0
+	vec := hasVec && d.vec.use(d, es, dsts[0], srcs)
+	aligned := hasVec
 	for _, r := range dsts[1:] {
 		aligned = aligned && r.Off%kernels.VecBytes == 0
 	}
@@ -242,7 +308,7 @@ func (s *Stream) multiPass(kind int, op backend.Op, es int, dsts, srcs []backend
 		return nil
 	}
 	if vec {
-		mk, es = mk+multiVec, kernels.VecBytes
+		mk, es = multiKinds[mk].vec, kernels.VecBytes
 	}
 	k, err := d.multiPipeline(mk, op, len(srcs), len(dsts), scale != 1)
 	if err != nil {
@@ -251,27 +317,28 @@ func (s *Stream) multiPass(kind int, op backend.Op, es int, dsts, srcs []backend
 	info := &d.multi.kinfo[mk]
 	push := s.push[:info.PushConstantBytes]
 	clear(push)
-	if !isIntKind(kind) { // integers are never scaled: scale and div stay 0
+	if sb := kinds[kind].scale; sb != 0 { // integers are never scaled: scale and div stay 0
 		ne.PutUint32(push[pushMultiDiv:], uint32(backend.Divisor(scale)))
-		if scalarES == 4 {
+		if sb == 4 {
 			ne.PutUint32(push[pushMultiScale:], math.Float32bits(float32(scale)))
 		} else {
 			ne.PutUint64(push[pushMultiScale:], math.Float64bits(scale))
 		}
 	}
 	const src0 = kernels.MaxDestinations // first source binding
+	_, src0ES := sizes(kind, es)         // 4 where srcs[0] holds float32 partial results
 	n := dsts[0].Len / es
 	for p := 0; p < n; {
-		cnt := s.piece(dsts[0], srcs, p, n-p, es)
+		cnt := s.piece(dsts[0], srcs, p, n-p, es, src0ES, es)
 		for _, r := range dsts[1:] {
-			cnt = s.piece(r, nil, p, cnt, es)
+			cnt = s.piece(r, nil, p, cnt, es, es, es)
 		}
 		ne.PutUint32(push[pushN:], uint32(cnt))
 		for j := range dsts {
 			ne.PutUint32(push[pushMultiDstOff+4*j:], s.bindRegion(j, dsts[j], p, cnt, es))
 		}
 		for i := range srcs {
-			ne.PutUint32(push[pushMultiSrcOff+4*i:], s.bindRegion(src0+i, srcs[i], p, cnt, es))
+			ne.PutUint32(push[pushMultiSrcOff+4*i:], s.bindRegion(src0+i, srcs[i], p, cnt, srcES(i, src0ES, es)))
 		}
 		// Every binding is declared: unused ones repeat a used range, which
 		// the kernel neither reads nor writes.
@@ -308,8 +375,8 @@ func (d *Device) multiPipeline(mk int, op backend.Op, k, m int, scale bool) (*cs
 		return p, nil
 	}
 	if !ms.looked {
-		for i, name := range multiNames {
-			info, err := kernels.Lookup(name)
+		for i, m := range multiKinds {
+			info, err := kernels.Lookup(m.name)
 			if err != nil {
 				return nil, d.errorf("%w", err)
 			}

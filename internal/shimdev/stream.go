@@ -82,26 +82,36 @@ func sameRegion(a, b backend.Region) bool {
 // dtype returns the element size and kernel kinds of dt, or an error when
 // dt is unknown, f64 is not available, or dt is an element type the device
 // has no kernels for (outside Info().Kernels: the 64- and 8-bit integer and
-// the 16-bit types). The last wraps backend.ErrUnsupported; an unknown dtype
-// backend.ErrInvalidArgument. The scale kind of int32 and uint32 is their
-// reduce kind: Scale copies them with it (one source, no scale).
+// the 16-bit types where the device lacks their features). The last wraps
+// backend.ErrUnsupported; an unknown dtype backend.ErrInvalidArgument. The
+// scale kind of every type but f32 and f64 is its reduce kind: Scale copies
+// the integers with it (one source, no scale) and scales the 16-bit types
+// with it (K = 0 for a copy of the bits).
 func (s *Stream) dtype(op string, dt backend.DType) (es, reduceKind, scaleKind int, err error) {
 	switch {
-	case dt == backend.F32:
-		return 4, kindReduceF32, kindScaleF32, nil
-	case dt == backend.I32:
-		return 4, kindReduceI32, kindReduceI32, nil
-	case dt == backend.U32:
-		return 4, kindReduceU32, kindReduceU32, nil
-	case dt == backend.F64:
-		if !s.d.info.Float64 {
-			return 0, 0, 0, s.d.errorf("%s: f64 kernels on %s: %s: %w", op, s.d.info.Name, s.d.info.Float64Reason, backend.ErrUnsupported)
-		}
-		return 8, kindReduceF64, kindScaleF64, nil
-	case dt.Valid():
+	case dt == backend.F64 && !s.d.info.Float64:
+		return 0, 0, 0, s.d.errorf("%s: f64 kernels on %s: %s: %w", op, s.d.info.Name, s.d.info.Float64Reason, backend.ErrUnsupported)
+	case !dt.Valid():
+		return 0, 0, 0, s.d.errorf("%s: unknown dtype %v: %w", op, dt, backend.ErrInvalidArgument)
+	case dt != backend.F32 && !s.d.info.Kernels.Has(dt):
 		return 0, 0, 0, s.d.errorf("%s: no %v kernels on %s (not in Info().Kernels): %w", op, dt, s.d.info.Name, backend.ErrUnsupported)
 	}
-	return 0, 0, 0, s.d.errorf("%s: unknown dtype %v: %w", op, dt, backend.ErrInvalidArgument)
+	switch dt {
+	case backend.F32:
+		return 4, kindReduceF32, kindScaleF32, nil
+	case backend.F64:
+		return 8, kindReduceF64, kindScaleF64, nil
+	}
+	kind := dtypeKinds[dt]
+	return dt.Size(), kind, kind, nil
+}
+
+// dtypeKinds is the reduce kind of every type but f32 and f64.
+var dtypeKinds = [backend.NumDTypes]int{
+	backend.I32: kindReduceI32, backend.U32: kindReduceU32,
+	backend.I64: kindReduceI64, backend.U64: kindReduceU64,
+	backend.I8: kindReduceI8, backend.U8: kindReduceU8,
+	backend.Half: kindReduceF16, backend.BFloat16: kindReduceBF16,
 }
 
 // checkScale refuses a scale other than 1 (NaN included) of an integer
@@ -192,11 +202,26 @@ func (s *Stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 		return nil
 	}
 	d.counters.CountHost(dst, srcs...)
-	if len(srcs) <= kernels.MaxSources {
+	switch {
+	case len(srcs) <= kernels.MaxSources:
 		if err := s.pass(kind, op, es, dst, srcs, scale); err != nil {
 			return err
 		}
-	} else {
+	case is16Kind(kind):
+		// The partial results stay float32, in scratch, so the result is
+		// rounded once, as the host's.
+		partial, err := s.scratch(dst.Len / es * 4)
+		if err != nil {
+			return err
+		}
+		last, err := s.partials16(kind, op, es, partial, srcs)
+		if err != nil {
+			return err
+		}
+		if err := s.pass(kind+in32, op, es, dst, last, scale); err != nil {
+			return err
+		}
+	default:
 		// Partial results go to dst, or to scratch when dst is also a
 		// source that a later pass still has to read.
 		partial := dst
@@ -225,8 +250,32 @@ func (s *Stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 	return d.check(name)
 }
 
+// partials16 reduces all but the last at most 7 of more than 8 sources of a
+// 16-bit type (kind) into partial, float32 results in a region of scratch,
+// in passes of 8 and then 7 more (the partial result first), and returns
+// the sources of the last pass: partial, then the rest. That pass (the
+// reduce or reducem kernel of kind+in32) scales and rounds.
+func (s *Stream) partials16(kind int, op backend.Op, es int, partial backend.Region, srcs []backend.Region) ([]backend.Region, error) {
+	if err := s.pass(kind+out32, op, es, partial, srcs[:kernels.MaxSources], 1); err != nil {
+		return nil, err
+	}
+	i := kernels.MaxSources
+	for ; len(srcs)-i > kernels.MaxSources-1; i += kernels.MaxSources - 1 {
+		s.passSrcs[0] = partial
+		copy(s.passSrcs[1:], srcs[i:i+kernels.MaxSources-1])
+		if err := s.pass(kind+in32+out32, op, es, partial, s.passSrcs[:], 1); err != nil {
+			return nil, err
+		}
+	}
+	s.passSrcs[0] = partial
+	k := copy(s.passSrcs[1:], srcs[i:])
+	return s.passSrcs[:1+k], nil
+}
+
 // Scale records dst = src * scale (a copy when scale is 1) with the scale
-// kernel. Its bytes count as BytesReduced: they are written by a kernel.
+// kernel, or for the 16-bit types with their reduce kernel (K = 0 copying
+// the bits when scale is 1). Its bytes count as BytesReduced: they are
+// written by a kernel.
 // Integers take only scale 1 (else an error wrapping
 // backend.ErrInvalidArgument, nothing recorded) and are copied by their
 // reduce kernel with one source, counted as a float copy by 1 is: a
@@ -260,8 +309,12 @@ func (s *Stream) Scale(dt backend.DType, dst, src backend.Region, scale float64)
 	if dst.Len == 0 {
 		return nil
 	}
+	op := backend.Sum
+	if is16Kind(kind) && scale == 1 {
+		op = opCopy // a copy of the bits, as the host's (a reduce of one source would quiet a NaN)
+	}
 	s.passSrcs[0] = src
-	if err := s.pass(kind, backend.Sum, es, dst, s.passSrcs[:1], scale); err != nil {
+	if err := s.pass(kind, op, es, dst, s.passSrcs[:1], scale); err != nil {
 		return err
 	}
 	return d.check(name)
@@ -285,17 +338,24 @@ func (s *Stream) scratch(n int) (backend.Region, error) {
 	return backend.Region{Buf: d.scratch, Off: 0, Len: n}, nil
 }
 
+// opCopy is pass's op for the 16-bit kinds' copy of the bits (K = 0), the
+// Scale by 1 of a 16-bit type.
+const opCopy backend.Op = -1
+
 // pass records one kernel over every element of out, split into as many
 // dispatches as the binding limit needs; each dispatch covers the same
-// piece of out and of every source. Every dispatch counts in Dispatches and
-// the bytes it writes in BytesReduced (so a reduction of k > 8 sources
-// counts its dst once per pass).
+// piece of out and of every source. es is the size of an element of the
+// type; a kind whose dst or src0 holds float32 partial results (sizes)
+// binds 4 bytes an element there. Every dispatch counts in Dispatches and
+// the type's bytes of the elements it writes in BytesReduced (so a
+// reduction of k > 8 sources counts its dst once per pass, partial results
+// included).
 func (s *Stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs []backend.Region, scale float64) error {
 	d := s.d
-	scalarES := es
-	isReduce := !isScaleKind(kind)
-	vec := d.vec.use(d, es, out, srcs)
-	if body := d.vec.body(d, es, out, srcs); !vec && body > 0 {
+	spec := &kinds[kind]
+	isReduce := !spec.isScale
+	vec := spec.vec >= 0 && d.vec.use(d, es, out, srcs)
+	if body := d.vec.body(d, es, out, srcs); spec.vec >= 0 && !vec && body > 0 {
 		// Aligned regions with a tail: the 16-byte kernel on the body,
 		// the scalar one on the last few elements.
 		for _, part := range [2][2]int{{0, body}, {body, out.Len - body}} {
@@ -309,36 +369,42 @@ func (s *Stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 		}
 		return nil
 	}
+	scaleBytes := spec.scale
 	if vec {
-		kind, es = vecKind(kind), kernels.VecBytes
+		kind, es = spec.vec, kernels.VecBytes
 	}
-	k, err := d.pipeline(kind, op, len(srcs), scale != 1)
+	nsrc := len(srcs)
+	if op == opCopy {
+		op, nsrc = backend.Sum, 0
+	}
+	k, err := d.pipeline(kind, op, nsrc, scale != 1)
 	if err != nil {
 		return err
 	}
 	info := &d.kinfo[kind]
 	push := s.push[:info.PushConstantBytes]
 	clear(push)
-	if !isIntKind(kind) { // integers are never scaled: scale and div stay 0
+	if scaleBytes != 0 { // integers and partial results are never scaled: scale and div stay 0
 		scaleAt, divAt := pushScaleScale, pushScaleDiv
 		if isReduce {
 			scaleAt, divAt = pushReduceScale, pushReduceDiv
 		}
 		ne.PutUint32(push[divAt:], uint32(backend.Divisor(scale)))
-		if scalarES == 4 {
+		if scaleBytes == 4 {
 			ne.PutUint32(push[scaleAt:], math.Float32bits(float32(scale)))
 		} else {
 			ne.PutUint64(push[scaleAt:], math.Float64bits(scale))
 		}
 	}
 
-	n := out.Len / es
+	dstES, src0ES := sizes(kind, es)
+	n := out.Len / dstES
 	for p := 0; p < n; {
-		cnt := s.piece(out, srcs, p, n-p, es)
+		cnt := s.piece(out, srcs, p, n-p, dstES, src0ES, es)
 		ne.PutUint32(push[pushN:], uint32(cnt))
-		ne.PutUint32(push[pushDstOff:], s.bindRegion(0, out, p, cnt, es))
+		ne.PutUint32(push[pushDstOff:], s.bindRegion(0, out, p, cnt, dstES))
 		for i := range srcs {
-			ne.PutUint32(push[pushSrcOff+4*i:], s.bindRegion(1+i, srcs[i], p, cnt, es))
+			ne.PutUint32(push[pushSrcOff+4*i:], s.bindRegion(1+i, srcs[i], p, cnt, srcES(i, src0ES, es)))
 		}
 		// The kernel declares every binding: fill unused ones with a valid
 		// range the kernel does not read.
@@ -360,20 +426,30 @@ func (s *Stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 	return nil
 }
 
+// srcES is the size of an element of source i: src0ES for the first, es
+// for the others.
+func srcES(i, src0ES, es int) int {
+	if i == 0 {
+		return src0ES
+	}
+	return es
+}
+
 // piece returns how many elements, of the left from element p on, one
 // dispatch covers: as many as keep every binding within maxBind, given
 // that a binding starts at its data's offset aligned down to
 // minStorageBufferOffsetAlignment. Aligned regions get maxBind/es elements;
-// a misaligned one loses at most align-es bytes.
-func (s *Stream) piece(out backend.Region, srcs []backend.Region, p, left, es int) int {
+// a misaligned one loses at most align-es bytes. An element of out is
+// dstES bytes, of srcs[0] src0ES, of the other sources es.
+func (s *Stream) piece(out backend.Region, srcs []backend.Region, p, left, dstES, src0ES, es int) int {
 	d := s.d
-	fit := func(r backend.Region) int64 {
+	fit := func(r backend.Region, es int) int64 {
 		start := int64(r.Off) + int64(p)*int64(es)
 		return (d.maxBind - start%d.align) / int64(es)
 	}
-	cnt := min(int64(left), fit(out), math.MaxInt32)
+	cnt := min(int64(left), fit(out, dstES), math.MaxInt32)
 	for i := range srcs {
-		cnt = min(cnt, fit(srcs[i]))
+		cnt = min(cnt, fit(srcs[i], srcES(i, src0ES, es)))
 	}
 	return int(cnt)
 }
@@ -391,7 +467,8 @@ func (s *Stream) bindRegion(i int, r backend.Region, p, cnt, es int) uint32 {
 // pipeline returns the cached pipeline of a kernel variant, creating it on
 // first use with the specialization constants (Vulkan:
 // vkCreateComputePipelines; Metal: newFunctionWithName:constantValues:error:
-// and newComputePipelineStateWithFunction:error:).
+// and newComputePipelineStateWithFunction:error:). k is 0 only for the copy
+// of a 16-bit kind (opCopy).
 func (d *Device) pipeline(kind int, op backend.Op, k int, scale bool) (*cshim.Kernel, error) {
 	sc := 0
 	if scale {

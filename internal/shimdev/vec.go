@@ -7,9 +7,10 @@ import (
 	"github.com/gocoll/gocoll/kernels"
 )
 
-// vecState picks the 16-byte kernels (reduce4_f32/f64/i32/u32,
-// scale4_f32/f64: one vec4, dvec2, ivec4 or uvec4 per invocation and loop
-// iteration) over the scalar ones.
+// vecState picks the 16-byte kernels (reduce4_f32/f64/i32/u32/i64/u64,
+// scale4_f32/f64: one vec4, dvec2, ivec4, uvec4, i64vec2 or u64vec2 per
+// invocation and loop iteration; kindSpec.vec) over the scalar ones. The
+// 8- and 16-bit types have none.
 // 16-byte accesses reach the memory bandwidth where 4-byte ones do not
 // (H200: f32 scale 2.5 -> ~4.1 TB/s, 2-input f32 reduce 3.2 -> ~4.3 TB/s).
 type vecState struct {
@@ -60,23 +61,4 @@ func (v *vecState) body(d *Device, es int, out backend.Region, srcs []backend.Re
 		return 0
 	}
 	return b
-}
-
-// vecKind returns the 16-byte kind of a scalar reduce or scale kind.
-func vecKind(kind int) int {
-	switch kind {
-	case kindReduceF32:
-		return kindReduce4F32
-	case kindReduceF64:
-		return kindReduce4F64
-	case kindScaleF32:
-		return kindScale4F32
-	case kindScaleF64:
-		return kindScale4F64
-	case kindReduceI32:
-		return kindReduce4I32
-	case kindReduceU32:
-		return kindReduce4U32
-	}
-	panic("shimdev: no 16-byte variant of kernel kind")
 }

@@ -22,6 +22,9 @@ type Variant struct {
 	Source  string   // GLSL file, e.g. "reduce.comp"
 	Defines []string // -D flags
 	MSL     bool     // also cross-compile to MSL (not f64: MSL has no double)
+	// MSLVersion is the MSL version spirv-cross targets: 2.1 unless the
+	// kernel needs more (64-bit integers in buffers need MSL 2.3).
+	MSLVersion string
 }
 
 // Variants lists every kernel gocoll ships.
@@ -50,11 +53,45 @@ var Variants = []Variant{
 	{Name: "reducem_u32", Source: "reduce.comp", Defines: []string{"GOCOLL_U32", "GOCOLL_MULTI"}, MSL: true},
 	{Name: "reducem4_i32", Source: "reduce.comp", Defines: []string{"GOCOLL_I32", "GOCOLL_VEC", "GOCOLL_MULTI"}, MSL: true},
 	{Name: "reducem4_u32", Source: "reduce.comp", Defines: []string{"GOCOLL_U32", "GOCOLL_VEC", "GOCOLL_MULTI"}, MSL: true},
+	// 64-bit integers (int64_t, uint64_t; i64vec2, u64vec2): as the 32-bit
+	// ones, needing shaderInt64 (and MSL 2.3).
+	{Name: "reduce_i64", Source: "reduce.comp", Defines: []string{"GOCOLL_I64"}, MSL: true, MSLVersion: msl23},
+	{Name: "reduce_u64", Source: "reduce.comp", Defines: []string{"GOCOLL_U64"}, MSL: true, MSLVersion: msl23},
+	{Name: "reduce4_i64", Source: "reduce.comp", Defines: []string{"GOCOLL_I64", "GOCOLL_VEC"}, MSL: true, MSLVersion: msl23},
+	{Name: "reduce4_u64", Source: "reduce.comp", Defines: []string{"GOCOLL_U64", "GOCOLL_VEC"}, MSL: true, MSLVersion: msl23},
+	{Name: "reducem_i64", Source: "reduce.comp", Defines: []string{"GOCOLL_I64", "GOCOLL_MULTI"}, MSL: true, MSLVersion: msl23},
+	{Name: "reducem_u64", Source: "reduce.comp", Defines: []string{"GOCOLL_U64", "GOCOLL_MULTI"}, MSL: true, MSLVersion: msl23},
+	{Name: "reducem4_i64", Source: "reduce.comp", Defines: []string{"GOCOLL_I64", "GOCOLL_VEC", "GOCOLL_MULTI"}, MSL: true, MSLVersion: msl23},
+	{Name: "reducem4_u64", Source: "reduce.comp", Defines: []string{"GOCOLL_U64", "GOCOLL_VEC", "GOCOLL_MULTI"}, MSL: true, MSLVersion: msl23},
+	// 8-bit integers (int8_t, uint8_t storage), needing
+	// storageBuffer8BitAccess; no 16-byte variants.
+	{Name: "reduce_i8", Source: "reduce.comp", Defines: []string{"GOCOLL_I8"}, MSL: true},
+	{Name: "reduce_u8", Source: "reduce.comp", Defines: []string{"GOCOLL_U8"}, MSL: true},
+	{Name: "reducem_i8", Source: "reduce.comp", Defines: []string{"GOCOLL_I8", "GOCOLL_MULTI"}, MSL: true},
+	{Name: "reducem_u8", Source: "reduce.comp", Defines: []string{"GOCOLL_U8", "GOCOLL_MULTI"}, MSL: true},
+	// binary16 and bfloat16 (uint16_t storage), reduced in float32 and
+	// rounded once, needing storageBuffer16BitAccess; _in32 reads src0, _out32
+	// writes dst as float32 partial results (more than 8 sources).
+	{Name: "reduce_f16", Source: "reduce.comp", Defines: []string{"GOCOLL_F16"}, MSL: true},
+	{Name: "reduce_f16_in32", Source: "reduce.comp", Defines: []string{"GOCOLL_F16", "GOCOLL_IN32"}, MSL: true},
+	{Name: "reduce_f16_out32", Source: "reduce.comp", Defines: []string{"GOCOLL_F16", "GOCOLL_OUT32"}, MSL: true},
+	{Name: "reduce_f16_in32_out32", Source: "reduce.comp", Defines: []string{"GOCOLL_F16", "GOCOLL_IN32", "GOCOLL_OUT32"}, MSL: true},
+	{Name: "reducem_f16", Source: "reduce.comp", Defines: []string{"GOCOLL_F16", "GOCOLL_MULTI"}, MSL: true},
+	{Name: "reducem_f16_in32", Source: "reduce.comp", Defines: []string{"GOCOLL_F16", "GOCOLL_IN32", "GOCOLL_MULTI"}, MSL: true},
+	{Name: "reduce_bf16", Source: "reduce.comp", Defines: []string{"GOCOLL_BF16"}, MSL: true},
+	{Name: "reduce_bf16_in32", Source: "reduce.comp", Defines: []string{"GOCOLL_BF16", "GOCOLL_IN32"}, MSL: true},
+	{Name: "reduce_bf16_out32", Source: "reduce.comp", Defines: []string{"GOCOLL_BF16", "GOCOLL_OUT32"}, MSL: true},
+	{Name: "reduce_bf16_in32_out32", Source: "reduce.comp", Defines: []string{"GOCOLL_BF16", "GOCOLL_IN32", "GOCOLL_OUT32"}, MSL: true},
+	{Name: "reducem_bf16", Source: "reduce.comp", Defines: []string{"GOCOLL_BF16", "GOCOLL_MULTI"}, MSL: true},
+	{Name: "reducem_bf16_in32", Source: "reduce.comp", Defines: []string{"GOCOLL_BF16", "GOCOLL_IN32", "GOCOLL_MULTI"}, MSL: true},
 	{Name: "pack", Source: "pack.comp", MSL: true},
 	{Name: "unpack", Source: "unpack.comp", MSL: true},
 	{Name: "topk_f32", Source: "topk.comp", MSL: true},
 	{Name: "topk_f64", Source: "topk.comp", Defines: []string{"GOCOLL_F64"}},
 }
+
+// msl23 is the MSL version of the kernels with 64-bit integers.
+const msl23 = "20300"
 
 // Tools are the programs Generate runs.
 var Tools = []string{"glslc", "spirv-cross"}
@@ -194,7 +231,11 @@ func Generate(srcDir, outDir string) error {
 		}
 		if v.MSL {
 			msl := filepath.Join(outDir, "msl", v.Name+".metal")
-			if _, err := run("spirv-cross", abs, "--msl", "--msl-version", "20100", "--msl-decoration-binding", "--output", msl); err != nil {
+			ver := v.MSLVersion
+			if ver == "" {
+				ver = "20100"
+			}
+			if _, err := run("spirv-cross", abs, "--msl", "--msl-version", ver, "--msl-decoration-binding", "--output", msl); err != nil {
 				return err
 			}
 		}

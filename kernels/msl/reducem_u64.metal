@@ -1,0 +1,240 @@
+#pragma clang diagnostic ignored "-Wmissing-prototypes"
+
+#include <metal_stdlib>
+#include <simd/simd.h>
+
+using namespace metal;
+
+constant uint OP_tmp [[function_constant(1)]];
+constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
+constant bool _17 = (OP == 0u);
+constant bool _25 = (OP == 1u);
+constant bool _33 = (OP == 2u);
+constant uint _53_tmp [[function_constant(0)]];
+constant uint _53 = is_function_constant_defined(_53_tmp) ? _53_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_53, 1u, 1u);
+
+struct Params
+{
+    uint n;
+    uint dst_off[8];
+    uint src_off[8];
+    char _m3_pad[4];
+    uint scale;
+    char _m4_pad[4];
+    uint div;
+};
+
+struct Src0
+{
+    ulong d[1];
+};
+
+constant uint K_tmp [[function_constant(2)]];
+constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
+constant bool _93 = (K > 1u);
+
+struct Src1
+{
+    ulong d[1];
+};
+
+constant bool _111 = (K > 2u);
+
+struct Src2
+{
+    ulong d[1];
+};
+
+constant bool _129 = (K > 3u);
+
+struct Src3
+{
+    ulong d[1];
+};
+
+constant bool _148 = (K > 4u);
+
+struct Src4
+{
+    ulong d[1];
+};
+
+constant bool _167 = (K > 5u);
+
+struct Src5
+{
+    ulong d[1];
+};
+
+constant bool _186 = (K > 6u);
+
+struct Src6
+{
+    ulong d[1];
+};
+
+constant bool _205 = (K > 7u);
+
+struct Src7
+{
+    ulong d[1];
+};
+
+struct Dst0
+{
+    ulong d[1];
+};
+
+constant uint M_tmp [[function_constant(5)]];
+constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
+constant bool _234 = (M > 1u);
+
+struct Dst1
+{
+    ulong d[1];
+};
+
+constant bool _247 = (M > 2u);
+
+struct Dst2
+{
+    ulong d[1];
+};
+
+constant bool _260 = (M > 3u);
+
+struct Dst3
+{
+    ulong d[1];
+};
+
+constant bool _273 = (M > 4u);
+
+struct Dst4
+{
+    ulong d[1];
+};
+
+constant bool _286 = (M > 5u);
+
+struct Dst5
+{
+    ulong d[1];
+};
+
+constant bool _299 = (M > 6u);
+
+struct Dst6
+{
+    ulong d[1];
+};
+
+constant bool _312 = (M > 7u);
+
+struct Dst7
+{
+    ulong d[1];
+};
+
+constant bool SCALE_tmp [[function_constant(3)]];
+constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
+
+static inline __attribute__((always_inline))
+ulong combine(thread const ulong& a, thread const ulong& b)
+{
+    if (_17)
+    {
+        return a + b;
+    }
+    if (_25)
+    {
+        return a * b;
+    }
+    if (_33)
+    {
+        return max(a, b);
+    }
+    return min(a, b);
+}
+
+kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
+{
+    uint _56 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _56, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    {
+        ulong acc = s0.d[pc.src_off[0] + i];
+        if (_93)
+        {
+            ulong param = acc;
+            ulong param_1 = s1.d[pc.src_off[1] + i];
+            acc = combine(param, param_1);
+        }
+        if (_111)
+        {
+            ulong param_2 = acc;
+            ulong param_3 = s2.d[pc.src_off[2] + i];
+            acc = combine(param_2, param_3);
+        }
+        if (_129)
+        {
+            ulong param_4 = acc;
+            ulong param_5 = s3.d[pc.src_off[3] + i];
+            acc = combine(param_4, param_5);
+        }
+        if (_148)
+        {
+            ulong param_6 = acc;
+            ulong param_7 = s4.d[pc.src_off[4] + i];
+            acc = combine(param_6, param_7);
+        }
+        if (_167)
+        {
+            ulong param_8 = acc;
+            ulong param_9 = s5.d[pc.src_off[5] + i];
+            acc = combine(param_8, param_9);
+        }
+        if (_186)
+        {
+            ulong param_10 = acc;
+            ulong param_11 = s6.d[pc.src_off[6] + i];
+            acc = combine(param_10, param_11);
+        }
+        if (_205)
+        {
+            ulong param_12 = acc;
+            ulong param_13 = s7.d[pc.src_off[7] + i];
+            acc = combine(param_12, param_13);
+        }
+        d0.d[pc.dst_off[0] + i] = acc;
+        if (_234)
+        {
+            d1.d[pc.dst_off[1] + i] = acc;
+        }
+        if (_247)
+        {
+            d2.d[pc.dst_off[2] + i] = acc;
+        }
+        if (_260)
+        {
+            d3.d[pc.dst_off[3] + i] = acc;
+        }
+        if (_273)
+        {
+            d4.d[pc.dst_off[4] + i] = acc;
+        }
+        if (_286)
+        {
+            d5.d[pc.dst_off[5] + i] = acc;
+        }
+        if (_299)
+        {
+            d6.d[pc.dst_off[6] + i] = acc;
+        }
+        if (_312)
+        {
+            d7.d[pc.dst_off[7] + i] = acc;
+        }
+    }
+}
+
