@@ -5,9 +5,10 @@ package backend
 // imported once (VK_EXT_external_memory_host, Metal's
 // newBufferWithBytesNoCopy) and then read and written by DMA and kernels.
 type Importer interface {
-	// Import wraps p as a HostVisible buffer. p must come from
-	// AllocHostMemory (page-aligned, a whole number of pages) and outlive
-	// the buffer. Devices that cannot import, or only into memory that is
+	// Import wraps p as a HostVisible buffer. p must be page-aligned, a
+	// whole number of pages, and outlive the buffer at the same pages:
+	// memory from AllocHostMemory, or Go heap memory pinned with a
+	// runtime.Pinner while the buffer lives. Devices that cannot import, or only into memory that is
 	// not host-coherent, return an error wrapping ErrUnsupported.
 	//
 	// The buffer's Close returns once no device work uses p any more (it

@@ -118,7 +118,7 @@ func (p dataPath) String() string {
 
 // slicePath returns the data path of a host-slice call.
 func slicePath(send, recv []byte) dataPath {
-	if len(send) > 0 && pinned.lookup(send) != nil && pinned.lookup(recv) != nil {
+	if len(send) > 0 && pinned.lookupHost(send) != nil && pinned.lookupHost(recv) != nil {
 		return pathPinned
 	}
 	return pathSlice
@@ -158,14 +158,20 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 		defer releasePinned(pa, pb)
 	}
 	hostF64 := c.noKernels(dt) // reduced exactly on the host
+	// A large plain slice is imported in place (goimport.go).
+	imported := false
+	if path == pathSlice && n > 0 && g.n > 1 && !hostF64 && strat != Host {
+		imported = c.adoptPair(send[:n*es], recv[:n*es])
+		defer c.releaseAdopted()
+	}
 	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: strat, path: path, noF64: hostF64}
 	// Direct and pipelined exchange through every rank's own buffers; they
-	// run zero-copy when every rank's buffers are pinned host memory its
-	// device imported: publish them, and learn at the rendezvous whether
-	// every rank can.
+	// run zero-copy when every rank's buffers are host memory its device
+	// imported (HostBuffers, imported Go slices): publish them, and learn
+	// at the rendezvous whether every rank can.
 	peers := g.tr == nil && g.n > 1 && n > 0 && (strat == Direct || strat == Pipelined || strat == Host || hostF64)
 	zc := false
-	if peers && (strat == Direct || strat == Pipelined) && !hostF64 && path == pathPinned {
+	if peers && (strat == Direct || strat == Pipelined) && !hostF64 && (path == pathPinned || imported) {
 		_, s1 := c.pinnedRegion(send[:n*es])
 		_, s2 := c.pinnedRegion(recv[:n*es])
 		zc = s1 && s2

@@ -39,6 +39,16 @@
 // user of the memory they free. An asynchronous operation owns its buffers
 // until its Work is done.
 //
+// Imported Go slices. A large plain slice (4 MiB or more of Go heap memory)
+// passed to an all-reduce on a device that imports host memory is pinned
+// (runtime.Pinner) and imported the first time, and read and written in
+// place by DMA from then on, as a HostBuffer is: no staging copy, both PCIe
+// directions in one pass. The slice then stays alive until it is evicted
+// (least recently used first, past Options.ImportCacheBytes per rank,
+// default 4 GiB) or the group closes; ImportCacheBytes < 0 turns this off.
+// Memory outside the Go heap (C, mmap) is never imported this way (it could
+// be unmapped under the import): use a HostBuffer.
+//
 // Failures. The first failure of any rank breaks the group; Abort breaks
 // it on purpose. Every call blocked on any rank then returns promptly, and
 // every later call fails at once. Every error is an *Error naming the rank,
@@ -91,8 +101,9 @@
 // int64, uint64, the 8-bit and the 16-bit types on Vulkan and Metal today,
 // where int32 and uint32 have kernels) reduces it exactly
 // on the host, in rank order (AllReduce, ReduceScatter, Reduce,
-// ReduceScatterV); an AllReduce of such a type across processes, and a
-// tensor all-reduce, is ErrUnsupported. Mean is the sum divided by N, correctly rounded (for the
+// ReduceScatterV, and their tensor forms, which stage the blocks through
+// the comm's pooled host-visible memory); an AllReduce of such a type
+// across processes, and a tensor all-reduce, is ErrUnsupported. Mean is the sum divided by N, correctly rounded (for the
 // 16-bit types: rounded to float32, then to the type). NaN and Inf propagate;
 // max and min follow IEEE 754-2019 (NaN wins, -0 < +0). Every rank ends with
 // bitwise identical data.
@@ -115,4 +126,18 @@
 // must not. The training layer (gradient averaging, fusion, compression,
 // adaptive strategy choice) is package ddp; diagnostics (backends, counters,
 // what Auto picks) are package diag.
+//
+// Device tensors (Tensor, of the calling rank's Comm) have their own forms
+// of the collectives: AllReduceTensor and BroadcastTensor (in place),
+// ReduceScatterTensor, AllGatherTensor, ReduceTensor, AllToAllTensor,
+// GatherTensor, ScatterTensor, AllToAllVTensor, AllGatherVTensor and
+// ReduceScatterVTensor. They check, fingerprint and fail as their slice
+// forms do; every rank must pass tensors when one does (a rank passing
+// slices fails the call with ErrMismatch on every rank). The data stays on
+// the device: send is read by device copies, the algorithms run in the
+// comm's device buffers (only the exchange slices, and the blocks of a
+// type reduced on the host, cross host memory), and the out-of-place forms
+// copy the result into recv
+// once the exchange succeeded, so a failure leaves recv untouched as the
+// slice forms leave their recv slices.
 package collective

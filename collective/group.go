@@ -49,7 +49,11 @@ type Options struct {
 	DevicePerRank bool
 	// ChunkBytes is the size of one exchange slot: algorithms move data in
 	// slices of at most this many bytes, so exchange and reduction of
-	// different slices overlap. 0 means 1 MiB.
+	// different slices overlap. 0 means 32 MiB for a group of one process
+	// on discrete GPUs (every exchange step costs a submission and a fence
+	// wait, and a GPU context switch between logical devices: large steps
+	// keep ring and tree near their traffic floor), else 1 MiB. Slots are
+	// allocated on a link's first use, 2 per link.
 	ChunkBytes int
 	// Transport, when set, makes the group span processes (one Group per
 	// process, each with Ranks local ranks, the same number everywhere):
@@ -60,11 +64,34 @@ type Options struct {
 	// Logger receives debug logs; nil uses GOCOLL_DEBUG (INFO or TRACE) to
 	// decide whether to log to stderr.
 	Logger *slog.Logger
+	// ImportCacheBytes bounds the plain Go slices each rank keeps imported
+	// by its device. An all-reduce of a large slice (4 MiB or more) of Go
+	// heap memory on a device that imports host memory pins the slice
+	// (runtime.Pinner) and imports it the first time, and reads and writes
+	// it in place from then on, with no staging copy (as HostBuffer does).
+	// An imported slice stays alive, pinned, until it is evicted (least
+	// recently used first, once the imports of the rank exceed this many
+	// bytes) or the group closes. 0 means 4 GiB; negative turns importing
+	// off (every plain slice is staged).
+	ImportCacheBytes int64
 	// DrainLimit bounds how long a failing call, Close and HostBuffer.Close
 	// wait for a device to finish work that still uses a caller's memory;
 	// past it the device is declared lost (ErrDeviceLost) and its memory is
 	// leaked, never freed under it. 0 means 10 s (lower it in tests).
 	DrainLimit time.Duration
+}
+
+// defaultSlot is ChunkBytes' default.
+func defaultSlot(opts Options, infos []backend.DeviceInfo) int {
+	if opts.Transport != nil || len(infos) == 0 {
+		return 1 << 20 // the same on every process, whatever its devices
+	}
+	for _, inf := range infos {
+		if inf.Type != "discrete" {
+			return 1 << 20
+		}
+	}
+	return 32 << 20
 }
 
 // groupKeys numbers the groups: each group's ranks share logical devices
@@ -197,12 +224,21 @@ type Comm struct {
 	inbox     backend.Buffer // host-visible: received slices, one slot per peer
 	k         call
 	srcs2     [2]backend.Region
+	dsts2     [2]backend.Region
+	dsts3     [3]backend.Region
 	srcs3     [3]backend.Region
 	pend      []pending
 	rot       []int
 
 	importMu sync.Mutex
-	imported []importedMem // pinned HostBuffers this rank's device imported
+	imported []importedMem // pinned HostBuffers and Go slices this rank's device imported
+	// Plain Go slices this rank imported (goimport.go); the rank's
+	// goroutine only.
+	goImports    []holding
+	importBytes  int64
+	importCap    int64
+	importTick   uint64
+	importFailAt int // the size of a slice whose import failed (larger ones are staged)
 
 	fences  [MaxPipelineDepth]backend.Fence // the direct algorithm's chunks in flight
 	copyWG  sync.WaitGroup                  // parallel host copies in flight
@@ -226,6 +262,10 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	}
 	if opts.ChunkBytes < 0 || (opts.ChunkBytes > 0 && opts.ChunkBytes < 64) {
 		return nil, &ConfigError{Field: "ChunkBytes", Reason: fmt.Sprintf("must be 0 (default) or >= 64, got %d", opts.ChunkBytes)}
+	}
+	importCap, err := importCapOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Devices != nil && len(opts.Devices) != opts.Ranks {
 		return nil, &ConfigError{Field: "Devices", Reason: fmt.Sprintf("has %d entries for %d ranks", len(opts.Devices), opts.Ranks)}
@@ -295,7 +335,7 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	g.bar.init(g.nl)
 	g.slotBytes = opts.ChunkBytes
 	if g.slotBytes == 0 {
-		g.slotBytes = 1 << 20
+		g.slotBytes = defaultSlot(opts, g.infos)
 	}
 	g.slotBytes &^= 7 // whole f64 elements
 	g.all = make([]int, g.n)
@@ -327,7 +367,10 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 	}
 	for r := 0; r < g.nl; r++ {
 		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1),
-			links: map[int64]*link{}}
+			links: map[int64]*link{}, importCap: importCap}
+		if g.bk == "host" {
+			c.importCap = 0 // its buffers are host memory: nothing to import
+		}
 		c.timer = time.NewTimer(time.Hour)
 		c.timer.Stop()
 		c.wctx.init(g.brokenCh)
@@ -586,6 +629,9 @@ func (g *Group) Close() error {
 			c.gather, c.stage, c.work, c.inbox = nil, nil, nil, nil
 			c.releaseImports()
 			c.timer.Stop()
+		}
+		for _, c := range g.comms {
+			c.releaseGoImports()
 		}
 		for _, l := range g.linkMap {
 			g.finishSends(l, clean)

@@ -95,15 +95,23 @@ type pinnedEntry struct {
 	mu        sync.Mutex
 	imports   []pinnedImport
 	users     atomic.Int64 // calls (running or queued) that use the memory
+
+	// An imported plain Go slice (goimport.go), not a HostBuffer: pin keeps
+	// the Go object in place while ranks hold it (holders, guarded by
+	// pinned.mu); leaked: a device may still use it, never unpin.
+	goSlice bool
+	holders int
+	pin     runtime.Pinner
+	leaked  bool
 }
 
 // usePinned counts a call as a user of the HostBuffers that hold p and q
 // (either may be a plain slice); release with the returned entries.
 func usePinned(p, q []byte) (a, b *pinnedEntry) {
-	if a = pinned.lookup(p); a != nil {
+	if a = pinned.lookupHost(p); a != nil {
 		a.users.Add(1)
 	}
-	if b = pinned.lookup(q); b != nil {
+	if b = pinned.lookupHost(q); b != nil {
 		b.users.Add(1)
 	}
 	return a, b
@@ -134,6 +142,10 @@ var pinned pinnedSet
 func (p *pinnedSet) add(e *pinnedEntry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.addLocked(e)
+}
+
+func (p *pinnedSet) addLocked(e *pinnedEntry) {
 	i := sort.Search(len(p.entries), func(i int) bool { return p.entries[i].base >= e.base })
 	p.entries = append(p.entries, nil)
 	copy(p.entries[i+1:], p.entries[i:])
@@ -143,6 +155,10 @@ func (p *pinnedSet) add(e *pinnedEntry) {
 func (p *pinnedSet) remove(e *pinnedEntry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.removeLocked(e)
+}
+
+func (p *pinnedSet) removeLocked(e *pinnedEntry) {
 	for i, x := range p.entries {
 		if x == e {
 			p.entries = append(p.entries[:i], p.entries[i+1:]...)
@@ -151,14 +167,31 @@ func (p *pinnedSet) remove(e *pinnedEntry) {
 	}
 }
 
+// overlapsLocked reports whether an entry overlaps [lo, hi).
+func (p *pinnedSet) overlapsLocked(lo, hi uintptr) bool {
+	for _, e := range p.entries {
+		if e.base < hi && lo < e.end {
+			return true
+		}
+	}
+	return false
+}
+
 // lookup returns the entry that holds b entirely, or nil.
 func (p *pinnedSet) lookup(b []byte) *pinnedEntry {
 	if len(b) == 0 {
 		return nil
 	}
-	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	return p.lookupLocked(b)
+}
+
+func (p *pinnedSet) lookupLocked(b []byte) *pinnedEntry {
+	if len(b) == 0 {
+		return nil
+	}
+	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	es := p.entries
 	i := sort.Search(len(es), func(i int) bool { return es[i].end > a })
 	if i < len(es) && es[i].base <= a && a+uintptr(len(b)) <= es[i].end {
@@ -167,15 +200,29 @@ func (p *pinnedSet) lookup(b []byte) *pinnedEntry {
 	return nil
 }
 
+// lookupHost is lookup for HostBuffers only (not imported Go slices).
+func (p *pinnedSet) lookupHost(b []byte) *pinnedEntry {
+	if e := p.lookup(b); e != nil && !e.goSlice {
+		return e
+	}
+	return nil
+}
+
 // pinnedRegion returns b as a region of this rank's import of its
-// HostBuffer, importing it on first use; ok is false for plain slices or
-// devices that cannot import.
+// HostBuffer, importing it on first use, or of the rank's imported Go slice
+// that holds it; ok is false for other plain slices or devices that cannot
+// import.
 func (c *Comm) pinnedRegion(b []byte) (backend.Region, bool) {
+	if e := pinned.lookup(b); e != nil && e.goSlice && c.holds(b) < 0 {
+		return backend.Region{}, false // an imported slice this rank does not hold
+	}
 	r, ok, _ := c.importRegion(b)
 	return r, ok
 }
 
-// importRegion is pinnedRegion that also returns why an import failed.
+// importRegion is pinnedRegion that also returns why an import failed, and
+// that takes another rank's imported Go slice too (the direct algorithms
+// read every rank's memory inside a call they all take part in).
 func (c *Comm) importRegion(b []byte) (backend.Region, bool, error) {
 	imp, isImp := c.dev.(backend.Importer)
 	if !isImp {

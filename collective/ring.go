@@ -110,9 +110,6 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 				in = scratch
 			}
 			c.srcs2[0], c.srcs2[1] = dst, in
-			if err := c.rec(st.Reduce(k.op, k.dt, dst, c.srcs2[:2], 1)); err != nil {
-				return err
-			}
 			last := s == km-2
 			var slot int
 			var out backend.Region
@@ -121,8 +118,23 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 				if err != nil {
 					return err
 				}
-				if err := c.rec(k.sendInto(st, out, dst, false)); err != nil {
+			}
+			if mr, ok := c.fuse(k, st, last); ok {
+				// One pass reduces into the buffer and writes the sum into
+				// the right neighbour's slot: the slot's read and the
+				// send's write cross PCIe in the same dispatch.
+				c.dsts2[0], c.dsts2[1] = dst, out
+				if err := c.rec(mr.ReduceMulti(k.op, k.dt, c.dsts2[:2], c.srcs2[:2], 1)); err != nil {
 					return err
+				}
+			} else {
+				if err := c.rec(st.Reduce(k.op, k.dt, dst, c.srcs2[:2], 1)); err != nil {
+					return err
+				}
+				if !last {
+					if err := c.rec(k.sendInto(st, out, dst, false)); err != nil {
+						return err
+					}
 				}
 			}
 			if err := c.flush(ctx); err != nil {
@@ -243,24 +255,36 @@ func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chu
 				return err
 			}
 			st := c.dev.Stream()
-			if k.wire != 0 {
-				err = k.comp.Unpack(k.wire, k.region(a, b), in)
-			} else {
-				err = st.Copy(k.region(a, b), in)
-			}
-			if err := c.rec(err); err != nil {
-				return err
-			}
 			last := s == km-2
 			var slot int
+			var out backend.Region
 			if !last {
-				var out backend.Region
 				slot, out, err = c.reserve(ctx, right, k.wireBytes(b-a))
 				if err != nil {
 					return err
 				}
-				if err := c.rec(k.sendInto(st, out, in, true)); err != nil {
+			}
+			if mr, ok := c.fuseCopy(k, st, last); ok {
+				// One pass copies the slot into the buffer and on to the
+				// right neighbour's slot.
+				c.srcs2[0] = in
+				c.dsts2[0], c.dsts2[1] = k.region(a, b), out
+				if err := c.rec(mr.ReduceMulti(backend.Sum, k.dt, c.dsts2[:2], c.srcs2[:1], 1)); err != nil {
 					return err
+				}
+			} else {
+				if k.wire != 0 {
+					err = k.comp.Unpack(k.wire, k.region(a, b), in)
+				} else {
+					err = st.Copy(k.region(a, b), in)
+				}
+				if err := c.rec(err); err != nil {
+					return err
+				}
+				if !last {
+					if err := c.rec(k.sendInto(st, out, in, true)); err != nil {
+						return err
+					}
 				}
 			}
 			if err := c.flush(ctx); err != nil {
@@ -298,6 +322,30 @@ func (c *Comm) ringAllReduce(ctx context.Context, k *call, members []int, n int)
 	}
 	return c.ringAllGather(ctx, k, members, n, chunkLen, off)
 }
+
+// fuse returns the stream's MultiReducer when a ring or tree step's
+// reduction and its send can be one ReduceMulti pass: a step that sends, no
+// wire format, and a type the device reduces in kernels.
+func (c *Comm) fuse(k *call, st backend.Stream, last bool) (backend.MultiReducer, bool) {
+	if last || k.wire != 0 || fuseOff || c.noKernels(k.dt) {
+		return nil, false
+	}
+	mr, ok := st.(backend.MultiReducer)
+	return mr, ok
+}
+
+// fuseCopy is fuse for a step that copies a received slice into the buffer
+// and sends it on: a one-source ReduceMulti is a copy, bit for bit, for the
+// 32- and 64-bit types (moves, no arithmetic); other types copy.
+func (c *Comm) fuseCopy(k *call, st backend.Stream, last bool) (backend.MultiReducer, bool) {
+	if k.es < 4 {
+		return nil, false
+	}
+	return c.fuse(k, st, last)
+}
+
+// fuseOff turns the fused steps off (tests compare both).
+var fuseOff bool
 
 // pending is a reserved slot waiting for its copy to finish before it is
 // posted.

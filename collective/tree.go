@@ -32,14 +32,12 @@ func (c *Comm) treeReduce(ctx context.Context, k *call, members []int, n int) er
 			c.srcs3[ns] = in
 			ns++
 		}
-		if ns > 1 {
-			c.srcs3[0] = dst
-			if err := c.rec(st.Reduce(k.op, k.dt, dst, c.srcs3[:ns], 1)); err != nil {
-				return err
-			}
-		}
 		if i == 0 {
 			if ns > 1 {
+				c.srcs3[0] = dst
+				if err := c.rec(st.Reduce(k.op, k.dt, dst, c.srcs3[:ns], 1)); err != nil {
+					return err
+				}
 				if err := c.flush(ctx); err != nil {
 					return err
 				}
@@ -51,8 +49,23 @@ func (c *Comm) treeReduce(ctx context.Context, k *call, members []int, n int) er
 		if err != nil {
 			return err
 		}
-		if err := c.rec(st.Copy(out, dst)); err != nil {
-			return err
+		c.srcs3[0] = dst
+		if mr, ok := c.fuse(k, st, false); ok && ns > 1 {
+			// The sum goes to the buffer and to the parent's slot in one
+			// pass.
+			c.dsts2[0], c.dsts2[1] = dst, out
+			if err := c.rec(mr.ReduceMulti(k.op, k.dt, c.dsts2[:2], c.srcs3[:ns], 1)); err != nil {
+				return err
+			}
+		} else {
+			if ns > 1 {
+				if err := c.rec(st.Reduce(k.op, k.dt, dst, c.srcs3[:ns], 1)); err != nil {
+					return err
+				}
+			}
+			if err := c.rec(st.Copy(out, dst)); err != nil {
+				return err
+			}
 		}
 		if err := c.flush(ctx); err != nil {
 			return err
@@ -73,12 +86,10 @@ func (c *Comm) treeBroadcast(ctx context.Context, k *call, members []int, n int)
 		dst := k.region(a, b)
 		st := c.dev.Stream()
 		src := dst
+		var in backend.Region
 		if i != 0 {
-			in, _, err := c.take(ctx, members[treeParent(i)], 0, msgCollective, (b-a)*k.es)
-			if err != nil {
-				return err
-			}
-			if err := c.rec(st.Copy(dst, in)); err != nil {
+			var err error
+			if in, _, err = c.take(ctx, members[treeParent(i)], 0, msgCollective, (b-a)*k.es); err != nil {
 				return err
 			}
 			src = in
@@ -89,11 +100,28 @@ func (c *Comm) treeBroadcast(ctx context.Context, k *call, members []int, n int)
 			if err != nil {
 				return err
 			}
-			if err := c.rec(st.Copy(out, src)); err != nil {
-				return err
-			}
+			c.dsts3[1+np] = out
 			pend[np] = pending{to: members[ch], slot: slot, n: (b - a) * k.es}
 			np++
+		}
+		if mr, ok := c.fuseCopy(k, st, false); ok && i != 0 && np > 0 {
+			// One pass copies the parent's slot into the buffer and into
+			// the children's slots.
+			c.dsts3[0], c.srcs2[0] = dst, in
+			if err := c.rec(mr.ReduceMulti(backend.Sum, k.dt, c.dsts3[:1+np], c.srcs2[:1], 1)); err != nil {
+				return err
+			}
+		} else {
+			if i != 0 {
+				if err := c.rec(st.Copy(dst, in)); err != nil {
+					return err
+				}
+			}
+			for q := 0; q < np; q++ {
+				if err := c.rec(st.Copy(c.dsts3[1+q], src)); err != nil {
+					return err
+				}
+			}
 		}
 		if i != 0 || np > 0 {
 			if err := c.flushPost(ctx, pend[:np]); err != nil {

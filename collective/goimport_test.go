@@ -1,0 +1,400 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/faultinject"
+)
+
+// importerGroup opens a vulkan group whose devices import host memory, or
+// skips.
+func importerGroup(t *testing.T, ranks int, mod ...func(*Options)) *Group {
+	t.Helper()
+	vk := false
+	for _, bk := range backendsUnderTest(t) {
+		vk = vk || bk == "vulkan"
+	}
+	if !vk {
+		t.Skip("vulkan unavailable")
+	}
+	g := openGroup(t, "vulkan", ranks, mod...)
+	if _, ok := g.devs[0].(backend.Importer); !ok || !g.infos[0].HostImport || backend.PageSize() > goRuntimePage {
+		t.Skip("the device does not import host memory")
+	}
+	return g
+}
+
+func withImportMin(t *testing.T, n int) {
+	was := goImportMinHook
+	goImportMinHook = n
+	t.Cleanup(func() { goImportMinHook = was })
+}
+
+// Large plain slices are imported on first use and then read and written in
+// place by every strategy: exact results, no staging bytes on the direct
+// paths, the same import on later calls, updated data seen.
+func TestGoSliceImport(t *testing.T) {
+	withImportMin(t, 64<<10)
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for _, ranks := range []int{2, 3} {
+		g := importerGroup(t, ranks, func(o *Options) { o.ChunkBytes = 64 << 10 })
+		for _, s := range []Strategy{Direct, Pipelined, Ring, Tree, Hierarchical, Auto} {
+			for _, inPlace := range []bool{false, true} {
+				n := 16<<10 + rng.IntN(64<<10)
+				if rng.IntN(3) == 0 {
+					n = 16<<10 + rng.IntN(3) // just over the import minimum
+				}
+				name := fmt.Sprintf("%d/%s/n=%d/inplace=%v", ranks, s, n, inPlace)
+				t.Run(name, func(t *testing.T) {
+					send := make([][]float32, ranks)
+					recv := make([][]float32, ranks)
+					for r := range send {
+						// A sub-slice at an odd element offset: the import is
+						// rounded out to pages inside the object.
+						off := rng.IntN(1000)
+						send[r] = make([]float32, n+off)[off:]
+						recv[r] = send[r]
+						if !inPlace {
+							recv[r] = make([]float32, n)
+						}
+					}
+					for round := 0; round < 3; round++ {
+						inputs := make([][]float64, ranks)
+						for r := range inputs {
+							inputs[r] = make([]float64, n)
+							for i := range inputs[r] {
+								inputs[r][i] = float64(rng.IntN(2001) - 1000)
+								send[r][i] = float32(inputs[r][i])
+							}
+						}
+						before := g.counters(0)
+						noErrors(t, onRanks(g, func(c *Comm) error {
+							return AllReduceWith(context.Background(), c, send[c.Rank()], recv[c.Rank()], Sum, s)
+						}))
+						d := g.counters(0).Sub(before)
+						checkResult(t, recv, refReduce(inputs, Sum), Sum, 0)
+						for r := 0; r < ranks; r++ {
+							if g.Comm(r).importBytes == 0 {
+								t.Fatalf("round %d: rank %d imported nothing", round, r)
+							}
+						}
+						if round > 0 && d.Allocs != 0 {
+							t.Errorf("round %d: %d device allocations: the import was not reused", round, d.Allocs)
+						}
+						if round > 0 && (s == Direct || s == Pipelined) && (d.BytesWritten != 0 || d.BytesRead != 0) {
+							t.Errorf("round %d: imported slices staged: %+v", round, d)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// The imports of a rank stay within ImportCacheBytes: older slices are
+// evicted (and unpinned) as new ones come, and every result stays exact.
+func TestGoSliceImportEviction(t *testing.T) {
+	withImportMin(t, 64<<10)
+	const ranks, n = 2, 400 << 10 // 1.6 MB per slice
+	g := importerGroup(t, ranks, func(o *Options) { o.ImportCacheBytes = 4 << 20 })
+	bufs := make([][][]float32, 5)
+	for i := range bufs {
+		bufs[i] = make([][]float32, ranks)
+		for r := range bufs[i] {
+			bufs[i][r] = make([]float32, n)
+		}
+	}
+	for round := 0; round < 12; round++ {
+		b := bufs[(round*3)%len(bufs)]
+		for r := range b {
+			for i := range b[r] {
+				b[r][i] = float32(r + i%7 + round)
+			}
+		}
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			return AllReduceWith(context.Background(), c, b[c.Rank()], b[c.Rank()], Sum, Direct)
+		}))
+		for r := range b {
+			for i, v := range b[r] {
+				if want := float32(1 + 2*(i%7+round)); v != want {
+					t.Fatalf("round %d rank %d element %d: %v, want %v", round, r, i, v, want)
+				}
+			}
+		}
+		for r := 0; r < ranks; r++ {
+			c := g.Comm(r)
+			if c.importBytes > 4<<20 || c.importBytes == 0 {
+				t.Fatalf("round %d rank %d: %d bytes imported (cap 4 MiB)", round, r, c.importBytes)
+			}
+			if len(c.goImports) > 2 {
+				t.Fatalf("round %d rank %d: %d imports", round, r, len(c.goImports))
+			}
+		}
+	}
+	runtime.GC() // an evicted entry left pinned would panic here
+	runtime.GC()
+}
+
+// Memory outside the Go heap is never imported (it could be unmapped and its
+// address reused under the import), Go globals neither; their results are
+// exact through the staging path. Importing off (ImportCacheBytes < 0)
+// stages everything.
+func TestGoSliceImportOnlyGoHeap(t *testing.T) {
+	withImportMin(t, 64<<10)
+	const ranks, n = 2, 64 << 10
+	g := importerGroup(t, ranks)
+	mm := make([][]float32, ranks)
+	for r := range mm {
+		b, err := syscall.Mmap(-1, 0, n*4, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			t.Skip("no mmap:", err)
+		}
+		defer syscall.Munmap(b)
+		mm[r] = unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
+	}
+	for i := range n {
+		mm[0][i], mm[1][i] = float32(i%100), 1
+		globalSlab[0][i], globalSlab[1][i] = float32(i%50), 2
+	}
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		if err := AllReduceWith(context.Background(), c, mm[c.Rank()], mm[c.Rank()], Sum, Direct); err != nil {
+			return err
+		}
+		return AllReduceWith(context.Background(), c, globalSlab[c.Rank()][:], globalSlab[c.Rank()][:], Sum, Direct)
+	}))
+	for i := range n {
+		if mm[1][i] != float32(i%100+1) || globalSlab[0][i] != float32(i%50+2) {
+			t.Fatalf("element %d: %v, %v", i, mm[1][i], globalSlab[0][i])
+		}
+	}
+	for r := 0; r < ranks; r++ {
+		if b := g.Comm(r).importBytes; b != 0 {
+			t.Fatalf("rank %d imported %d bytes of memory outside the Go heap", r, b)
+		}
+	}
+	if goHeap(unsafe.Pointer(&mm[0][0])) || goHeap(unsafe.Pointer(&globalSlab[0][0])) {
+		t.Fatal("goHeap accepted mmap memory or a global")
+	}
+	if x := make([]byte, 1<<20); !goHeap(unsafe.Pointer(&x[12345])) {
+		t.Fatal("goHeap refused an interior pointer of a heap object")
+	}
+
+	off := importerGroup(t, ranks, func(o *Options) { o.ImportCacheBytes = -1 })
+	data := [][]float32{make([]float32, n), make([]float32, n)}
+	noErrors(t, onRanks(off, func(c *Comm) error {
+		return AllReduceWith(context.Background(), c, data[c.Rank()], data[c.Rank()], Sum, Direct)
+	}))
+	for r := 0; r < ranks; r++ {
+		if b := off.Comm(r).importBytes; b != 0 {
+			t.Fatalf("importing off: rank %d imported %d bytes", r, b)
+		}
+	}
+	if _, err := NewGroup(context.Background(), Options{Ranks: 1, Backend: "host", ImportCacheBytes: 1 << 20}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("ImportCacheBytes 1 MiB: %v, want ErrInvalidConfig", err)
+	}
+}
+
+var globalSlab [2][64 << 10]float32
+
+// Send and recv in one object, overlapping imports, and the group's Close
+// releasing every import: the entries leave the pinned set and are unpinned.
+func TestGoSliceImportOverlapAndClose(t *testing.T) {
+	withImportMin(t, 64<<10)
+	const ranks, n = 2, 40 << 10
+	g := importerGroup(t, ranks)
+	objs := [][]float32{make([]float32, 3*n), make([]float32, 3*n)}
+	for step, f := range []func(x []float32) (send, recv []float32){
+		func(x []float32) ([]float32, []float32) { return x[:n], x[n : 2*n] },
+		func(x []float32) ([]float32, []float32) { return x[2*n : 3*n : 3*n], x[:n] },
+		func(x []float32) ([]float32, []float32) { return x[n/2 : n/2+n], x[n/2+n : n/2+2*n] },
+		func(x []float32) ([]float32, []float32) { return x[:n:n], x[:n:n] },
+	} {
+		for r := range objs {
+			for i := range objs[r] {
+				objs[r][i] = float32(r*3 + i%11)
+			}
+		}
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			s, d := f(objs[c.Rank()])
+			return AllReduceWith(context.Background(), c, s, d, Sum, Pipelined)
+		}))
+		for r := range objs {
+			s, d := f(objs[r])
+			for i := range d {
+				want := float32(3)
+				if &s[0] == &d[0] {
+					want += 2 * float32(i%11)
+				} else {
+					si := int(uintptr(unsafe.Pointer(&s[i]))-uintptr(unsafe.Pointer(&objs[r][0]))) / 4
+					want += 2 * float32(si%11)
+				}
+				if d[i] != want {
+					t.Fatalf("step %d rank %d element %d: %v, want %v", step, r, i, d[i], want)
+				}
+			}
+		}
+	}
+	var owned []*pinnedEntry
+	for r := 0; r < ranks; r++ {
+		for _, h := range g.Comm(r).goImports {
+			owned = append(owned, h.e)
+		}
+	}
+	if len(owned) == 0 {
+		t.Fatal("nothing imported")
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range owned {
+		if pinned.lookup(e.mem[:1]) == e {
+			t.Fatal("an imported slice is still in the pinned set after Close")
+		}
+		if len(e.imports) != 0 {
+			t.Fatal("an import survived Close")
+		}
+	}
+	runtime.GC()
+	runtime.GC()
+}
+
+// Two groups passing the same slices share one import entry per slice:
+// both run zero-copy, the entry outlives the first group's Close, and the
+// second Close releases it.
+func TestGoSliceImportTwoGroups(t *testing.T) {
+	withImportMin(t, 64<<10)
+	const ranks, n = 2, 96 << 10
+	g1 := importerGroup(t, ranks)
+	g2 := importerGroup(t, ranks)
+	data := [][]float32{make([]float32, n), make([]float32, n)}
+	run := func(g *Group, round int) backend.CounterSnapshot {
+		for r := range data {
+			for i := range data[r] {
+				data[r][i] = float32(r + i%9 + round)
+			}
+		}
+		before := g.counters(0)
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			return AllReduceWith(context.Background(), c, data[c.Rank()], data[c.Rank()], Sum, Direct)
+		}))
+		for r := range data {
+			for i, v := range data[r] {
+				if want := float32(1 + 2*(i%9+round)); v != want {
+					t.Fatalf("round %d rank %d element %d: %v, want %v", round, r, i, v, want)
+				}
+			}
+		}
+		return g.counters(0).Sub(before)
+	}
+	for round := 0; round < 4; round++ {
+		g := g1
+		if round%2 == 1 {
+			g = g2
+		}
+		d := run(g, round)
+		if round >= 2 && (d.BytesWritten != 0 || d.BytesRead != 0) {
+			t.Errorf("round %d: staged %+v", round, d)
+		}
+	}
+	e := pinned.lookup(asBytes(data[0]))
+	if e == nil || !e.goSlice || e.holders != 2 {
+		t.Fatalf("entry %+v, want one entry held by both groups' rank 0", e)
+	}
+	if err := g1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if pinned.lookup(asBytes(data[0])) != e || e.holders != 1 {
+		t.Fatal("the entry did not survive the first group's Close")
+	}
+	run(g2, 9)
+	if err := g2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if pinned.lookup(asBytes(data[0])) != nil || len(e.imports) != 0 {
+		t.Fatal("the entry survived both groups' Close")
+	}
+	runtime.GC()
+}
+
+// A failed import stages the slice: exact results, and larger slices are not
+// tried again.
+func TestGoSliceImportFails(t *testing.T) {
+	withImportMin(t, 64<<10)
+	if vk := backendsUnderTest(t); len(vk) < 2 {
+		t.Skip("vulkan unavailable")
+	}
+	fi := faultBackend(t, "vulkan")
+	const ranks, n = 2, 64 << 10
+	data := [][]float32{make([]float32, n), make([]float32, n)}
+	for k := int64(1); k <= 3; k++ {
+		inj := fi.Arm(faultinject.Plan{Kind: faultinject.FailAlloc, Device: 1, K: k})
+		g, err := NewGroup(context.Background(), Options{Ranks: ranks, Backend: fi.Name(), Config: testConfig(), ImportCacheBytes: 64 << 20})
+		if err != nil {
+			continue // the fault hit the group's own allocations
+		}
+		for round := 0; round < 2; round++ {
+			for r := range data {
+				for i := range data[r] {
+					data[r][i] = float32(r + i%5)
+				}
+			}
+			errs := onRanks(g, func(c *Comm) error {
+				return AllReduceWith(context.Background(), c, data[c.Rank()], data[c.Rank()], Sum, Direct)
+			})
+			if errs[0] != nil || errs[1] != nil {
+				if !errors.Is(errs[0], backend.ErrOutOfMemory) && !errors.Is(errs[1], backend.ErrOutOfMemory) && !errors.Is(errs[0], ErrGroupBroken) {
+					t.Fatalf("k=%d: %v / %v", k, errs[0], errs[1])
+				}
+				break
+			}
+			for r := range data {
+				for i, v := range data[r] {
+					if want := float32(1 + 2*(i%5)); v != want {
+						t.Fatalf("k=%d rank %d element %d: %v, want %v (fired: %s)", k, r, i, v, want, inj.Fired())
+					}
+				}
+			}
+		}
+		if err := g.Close(); err != nil && !errors.Is(err, backend.ErrOutOfMemory) {
+			t.Fatalf("k=%d: Close: %v", k, err)
+		}
+	}
+	runtime.GC()
+}
+
+// The suites that hold the exchange to its contracts pass with every plain
+// slice imported (the import minimum lowered to one byte).
+func TestGoSliceImportSuites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	withImportMin(t, 1)
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"AllReduceRandom", TestAllReduceRandom},
+		{"AllReduceNaNInf", TestAllReduceNaNInf},
+		{"AllReduceFloat64Exact", TestAllReduceFloat64Exact},
+		{"StrategiesZeroAllocs", TestStrategiesZeroAllocs},
+		{"DirectCancelledRankNotWrittenAfterReturn", TestDirectCancelledRankNotWrittenAfterReturn},
+		{"HostBufferPinned", TestHostBufferPinned},
+		{"Abort", TestAbort},
+		{"FaultInjection", TestFaultInjection},
+	} {
+		start := time.Now()
+		t.Run(tc.name, tc.f)
+		t.Logf("%s: %v", tc.name, time.Since(start).Round(time.Millisecond))
+	}
+}
