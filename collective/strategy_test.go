@@ -186,10 +186,12 @@ func TestStrategiesMoveWhatTheyShould(t *testing.T) {
 		}
 		type want struct{ recv, dispatches int64 }
 		slices := bytes / slot
-		// With ReduceMulti a step that receives and sends is one pass: the
-		// all-gather's forwarding steps and the tree's forwarding copies
-		// become dispatches.
+		// With ReduceMulti a step that receives and sends is one pass: where
+		// slots are host memory of a discrete device, the all-gather's
+		// forwarding steps and the tree's forwarding copies become
+		// dispatches.
 		_, fused := g.devs[0].Stream().(backend.MultiReducer)
+		fused = fused && !g.sharedMem && !g.infos[0].UnifiedMemory // fuseCopy's condition
 		fusedSteps := func(d int64) int64 {
 			if fused {
 				return d
