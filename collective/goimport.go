@@ -139,7 +139,14 @@ func (c *Comm) adopt(b []byte) int {
 		return c.addHolding(e)
 	}
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for _, a := range c.notHeap {
+		if a == start {
+			return -1 // seen before: not Go heap memory (probing allocates)
+		}
+	}
 	if !goHeap(unsafe.Pointer(unsafe.SliceData(b))) {
+		c.notHeap[c.notHeapAt%len(c.notHeap)] = start
+		c.notHeapAt++
 		return -1
 	}
 	// The object holds [start, start+cap) at least; a large object ends on

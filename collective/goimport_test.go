@@ -183,6 +183,16 @@ func TestGoSliceImportOnlyGoHeap(t *testing.T) {
 			t.Fatalf("rank %d imported %d bytes of memory outside the Go heap", r, b)
 		}
 	}
+	// The probe allocates: a slice found outside the Go heap is remembered,
+	// so later calls on it allocate nothing.
+	c0 := g.Comm(0)
+	mb := asBytes(mm[0])
+	if c0.adopt(mb) >= 0 {
+		t.Fatal("mmap memory adopted")
+	}
+	if a := testing.AllocsPerRun(20, func() { c0.adopt(mb) }); a != 0 {
+		t.Errorf("adopt of known non-heap memory: %v allocations", a)
+	}
 	if goHeap(unsafe.Pointer(&mm[0][0])) || goHeap(unsafe.Pointer(&globalSlab[0][0])) {
 		t.Fatal("goHeap accepted mmap memory or a global")
 	}

@@ -238,7 +238,9 @@ type Comm struct {
 	importBytes  int64
 	importCap    int64
 	importTick   uint64
-	importFailAt int // the size of a slice whose import failed (larger ones are staged)
+	importFailAt int        // the size of a slice whose import failed (larger ones are staged)
+	notHeap      [8]uintptr // recent slice addresses found outside the Go heap
+	notHeapAt    int
 
 	fences  [MaxPipelineDepth]backend.Fence // the direct algorithm's chunks in flight
 	copyWG  sync.WaitGroup                  // parallel host copies in flight
