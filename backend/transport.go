@@ -54,3 +54,19 @@ type MissingProcesses interface {
 type Duplicator interface {
 	Dup(ctx context.Context) (Transport, error)
 }
+
+// Splitter is implemented by transports that can split themselves into
+// sub-communicators (the mpi package's World: MPI_Comm_split). A
+// collective.Group over such a transport can Split into sub-groups that span
+// several processes. Split is collective: every process calls it, in the
+// same order as the transport's other collectives, one call at a time. The
+// processes that pass the same color (>= 0) get a new Transport over just
+// them, ranked by key, then by their rank in the original; a process that
+// passes a negative color (MPI_UNDEFINED) gets nil, nil. Split honours ctx
+// like Allgather (a process that never calls makes it return an error
+// matching ErrTimeout). The new transport's messages and collectives never
+// meet the original's; it is closed with its own Close, which does not close
+// the original.
+type Splitter interface {
+	Split(ctx context.Context, color, key int) (Transport, error)
+}

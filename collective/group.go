@@ -127,17 +127,18 @@ type Group struct {
 	cfg     Config
 	opts    Options
 	// Sub-groups made by Split (split.go), closed with the group.
-	splitMu   sync.Mutex
-	splits    map[splitKey]*splitEntry
-	children  []*Group
-	bk        string
-	skipped   []Skip
-	placement []int
-	devs      []backend.Device
-	infos     []backend.DeviceInfo
-	comms     []*Comm
-	log       *slog.Logger
-	logCalls  bool
+	splitMu    sync.Mutex
+	splits     map[splitKey]*splitEntry
+	procSplits map[uint64]*procSplit // across processes: by the Split's call number
+	children   []*Group
+	bk         string
+	skipped    []Skip
+	placement  []int
+	devs       []backend.Device
+	infos      []backend.DeviceInfo
+	comms      []*Comm
+	log        *slog.Logger
+	logCalls   bool
 
 	bar barrier
 
@@ -250,6 +251,20 @@ type Comm struct {
 
 // NewGroup opens Ranks ranks on the selected backend.
 func NewGroup(ctx context.Context, opts Options) (*Group, error) {
+	return newGroup(ctx, opts, false)
+}
+
+// newGroup is NewGroup. own: opts.Transport is the group's own (a
+// sub-communicator Split made): the group works on it without duplicating
+// it, and closes it with the group, or before returning when it fails.
+func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error) {
+	if own && opts.Transport != nil {
+		defer func() {
+			if err != nil {
+				opts.Transport.Close()
+			}
+		}()
+	}
 	if opts.Ranks < 1 || opts.Ranks > MaxRanks {
 		return nil, &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("must be in [1, %d], got %d", MaxRanks, opts.Ranks)}
 	}
@@ -289,12 +304,12 @@ func NewGroup(ctx context.Context, opts Options) (*Group, error) {
 		if opts.Config.Strategy == Host {
 			return nil, &ConfigError{Field: "Strategy", Reason: "host reduces in one process; a group with a Transport spans processes"}
 		}
-		if err := g.joinProcesses(ctx, tr); err != nil {
+		if err := g.joinProcesses(ctx, tr, own); err != nil {
 			return nil, err
 		}
 		defer func() {
-			if !opened && g.trOwned {
-				g.tr.Close()
+			if !opened && g.trOwned && !own {
+				g.tr.Close() // a duplicate (own: closed above)
 			}
 		}()
 	}

@@ -22,11 +22,13 @@ import (
 const fpBytes = 24
 
 // joinProcesses checks that every process has the same number of local
-// ranks and numbers the ranks.
-func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport) (err error) {
+// ranks and numbers the ranks. own: tr is the group's own communicator
+// already (see newGroup), used as it is.
+func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport, own bool) (err error) {
 	g.tr = tr
+	g.trOwned = own
 	g.nproc = tr.Size()
-	if d, ok := tr.(backend.Duplicator); ok && g.nproc > 1 {
+	if d, ok := tr.(backend.Duplicator); ok && g.nproc > 1 && !own {
 		// The group's own communicator: groups over one transport never
 		// see each other's messages and may run at the same time.
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.CommunicationTimeout)

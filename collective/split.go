@@ -2,9 +2,14 @@ package collective
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
+
+	"github.com/gocoll/gocoll/backend"
 )
 
 // NoColor passed to Split leaves the rank out of every sub-group (Split
@@ -24,6 +29,16 @@ type splitKey struct {
 	color int
 }
 
+// procSplit is the work of one Split call in one process of a group that
+// spans processes: the transport splits and every sub-group with ranks in
+// this process, done once, by the first local rank to get there.
+type procSplit struct {
+	done  chan struct{}
+	subs  map[int]*Group // by color
+	err   error
+	users int // local ranks that have not picked up their outcome yet
+}
+
 // Split partitions the ranks of c's group by color into sub-groups
 // (ncclCommSplit, MPI_Comm_split): every rank of the group calls it, and
 // each gets its Comm in the sub-group of the ranks that passed the same
@@ -32,41 +47,61 @@ type splitKey struct {
 // devices and Options as the parent, their own streams and logical
 // devices), so a rank's parent and child Comms are separate streams and
 // sub-groups run concurrently without interfering. They close with the
-// parent, or earlier with their own Close. Within one process only:
-// across processes Split is ErrUnsupported.
+// parent, or earlier with their own Close.
+//
+// In a group that spans processes (Options.Transport), a sub-group whose
+// members all live in one process is a Group of that process alone, with no
+// transport. A sub-group whose members live in several processes is
+// supported when every process that has members of it has the same number
+// k of them, and each process's members are contiguous in the sub-group's
+// order: its processes are then ranked by their first member, and each of
+// them holds a Group with k local ranks (Group.LocalSize) over a transport
+// of its own, made by the parent's transport's backend.Splitter (the mpi
+// package's World: MPI_Comm_split), which the sub-group closes with itself.
+// Any other layout, or a transport that cannot split, makes Split fail on
+// every rank with an error that matches ErrUnsupported and names the color,
+// before anything is created: the parent stays usable. A process makes its
+// transport splits in ascending color order, one for each sub-group that
+// spans processes, including those it has no members of, so every process
+// makes the same collective calls on the parent's transport. The processes
+// then agree on the outcome: when anything failed in any process, every
+// rank gets an error and the sub-groups made meanwhile are closed again.
+// Each step is bounded by Config.CommunicationTimeout. A collective call on
+// the parent's transport that times out (a process did not arrive) leaves
+// the processes' calls on it out of step, since MPI cannot cancel one: the
+// parent then breaks, as after any timeout across processes, and every rank
+// gets an error matching ErrTimeout (or ErrGroupBroken, with the cause, in
+// the processes told of it).
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if c == nil {
 		return nil, invalidArg("nil Comm")
 	}
 	g := c.g
-	if g.tr != nil {
-		return nil, c.invalidCall(ctx, "Split", fmt.Errorf("Split across processes: %w", ErrUnsupported))
-	}
 	if color < NoColor {
 		return nil, c.invalidCall(ctx, "Split", invalidArg("color %d (want >= 0, or NoColor)", color))
 	}
-	N := g.n
-	all := make([]float64, 2*N)
-	if err := AllGather(ctx, c, []float64{float64(color), float64(key)}, all); err != nil {
+	// Every rank's color, key, and whether its process's transport splits.
+	splits := int64(0)
+	if _, ok := g.tr.(backend.Splitter); ok {
+		splits = 1
+	}
+	all := make([]int64, 3*g.n)
+	if err := AllGather(ctx, c, []int64{int64(color), int64(key), splits}, all); err != nil {
 		return nil, err
 	}
 	seq := c.seq // the AllGather's number, the same on every rank
+	l, err := g.splitLayout(all)
+	if err != nil {
+		return nil, &Error{Rank: c.rank, Op: "Split", Seq: seq, Err: err}
+	}
+	if g.tr != nil {
+		return c.splitProcesses(ctx, seq, color, l)
+	}
 	if color == NoColor {
 		return nil, nil
 	}
-	var members []int
-	for r := 0; r < N; r++ {
-		if int(all[2*r]) == color {
-			members = append(members, r)
-		}
-	}
-	sort.SliceStable(members, func(a, b int) bool { return all[2*members[a]+1] < all[2*members[b]+1] })
-	me := -1
-	for i, r := range members {
-		if r == c.rank {
-			me = i
-		}
-	}
+	members := l.members[color]
+	me := slices.Index(members, c.rank)
 	k := splitKey{seq, color}
 	g.splitMu.Lock()
 	e := g.splits[k]
@@ -78,15 +113,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		g.splits[k] = e
 		g.splitMu.Unlock()
 		// The first member here opens the sub-group for all.
-		o := g.opts
-		o.Ranks = len(members)
-		o.Transport = nil
-		o.Devices = make([]int, len(members))
-		for i, r := range members {
-			o.Devices[i] = g.placement[r]
-		}
-		o.Config = g.cfg
-		e.sub, e.err = NewGroup(ctx, o)
+		e.sub, e.err = NewGroup(ctx, g.childOptions(members, nil))
 		if e.err == nil {
 			g.splitMu.Lock()
 			g.children = append(g.children, e.sub)
@@ -111,6 +138,418 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	return e.sub.Comm(me), nil
 }
+
+// childOptions are the Options of a sub-group whose ranks in this process
+// are the parent ranks local (in the sub-group's order), over tr.
+func (g *Group) childOptions(local []int, tr backend.Transport) Options {
+	o := g.opts
+	o.Ranks = len(local)
+	o.Transport = tr
+	o.Devices = make([]int, len(local))
+	for i, r := range local {
+		o.Devices[i] = g.placement[r-g.base]
+	}
+	o.Config = g.cfg
+	return o
+}
+
+// splitLayout is what every rank works out alike from the gathered colors
+// and keys.
+type splitLayout struct {
+	colors  []int         // the colors that have members, ascending
+	members map[int][]int // each color's members (parent ranks), by key, then rank
+	spans   []int         // the colors whose members live in several processes, ascending
+	procs   map[int][]int // a spanning color's processes, in the order of their first members
+}
+
+// splitLayout sorts the members of every color and checks that each
+// sub-group spanning processes has a supported layout. The error is the same
+// on every rank: the first color, ascending, that cannot be made.
+func (g *Group) splitLayout(all []int64) (*splitLayout, error) {
+	l := &splitLayout{members: map[int][]int{}, procs: map[int][]int{}}
+	for r := 0; r < g.n; r++ {
+		col := int(all[3*r])
+		if col == NoColor {
+			continue
+		}
+		if _, ok := l.members[col]; !ok {
+			l.colors = append(l.colors, col)
+		}
+		l.members[col] = append(l.members[col], r)
+	}
+	slices.Sort(l.colors)
+	for _, col := range l.colors {
+		m := l.members[col]
+		sort.SliceStable(m, func(a, b int) bool { return all[3*m[a]+1] < all[3*m[b]+1] })
+	}
+	if g.tr == nil {
+		return l, nil
+	}
+	noSplit := -1 // a process whose transport cannot split
+	for r := 0; r < g.n && noSplit < 0; r++ {
+		if all[3*r+2] == 0 {
+			noSplit = g.procOf(r)
+		}
+	}
+	for _, col := range l.colors {
+		m := l.members[col]
+		var procs []int // in the order of their first members
+		count := map[int]int{}
+		contiguous := true
+		for i, r := range m {
+			p := g.procOf(r)
+			if count[p] == 0 {
+				procs = append(procs, p)
+			} else if g.procOf(m[i-1]) != p {
+				contiguous = false
+			}
+			count[p]++
+		}
+		if len(procs) == 1 {
+			continue // a sub-group of one process: no transport
+		}
+		unsupported := func(format string, a ...any) error {
+			return fmt.Errorf("color %d: %s: %w", col, fmt.Sprintf(format, a...), ErrUnsupported)
+		}
+		if !contiguous {
+			return nil, unsupported("in key order its members are in processes %s; a sub-group across processes needs each process's members contiguous", procRuns(g, m))
+		}
+		for _, p := range procs[1:] {
+			if count[p] != count[procs[0]] {
+				return nil, unsupported("process %d has %d of its members, process %d has %d; a sub-group across processes needs the same number in each",
+					procs[0], count[procs[0]], p, count[p])
+			}
+		}
+		if noSplit >= 0 {
+			return nil, unsupported("it spans processes %v, and the transport of process %d (%s) cannot split (no backend.Splitter)",
+				procs, noSplit, g.tr.Name())
+		}
+		l.spans = append(l.spans, col)
+		l.procs[col] = procs
+	}
+	return l, nil
+}
+
+// procRuns describes the processes of members in order, as runs:
+// "[0 x2, 1 x2, 0 x2]".
+func procRuns(g *Group, members []int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := 0; i < len(members); {
+		p, j := g.procOf(members[i]), i
+		for j < len(members) && g.procOf(members[j]) == p {
+			j++
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d x%d", p, j-i)
+		i = j
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// splitProcesses is Split in a group that spans processes: the first local
+// rank to get here makes this process's part for all of them.
+func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *splitLayout) (*Comm, error) {
+	g := c.g
+	g.splitMu.Lock()
+	e := g.procSplits[seq]
+	if e == nil {
+		e = &procSplit{done: make(chan struct{}), users: g.nl}
+		if g.procSplits == nil {
+			g.procSplits = map[uint64]*procSplit{}
+		}
+		g.procSplits[seq] = e
+		g.splitMu.Unlock()
+		e.subs, e.err = g.makeChildren(ctx, l)
+		close(e.done)
+	} else {
+		g.splitMu.Unlock()
+	}
+	var ctxErr error
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	g.splitMu.Lock()
+	if e.users--; e.users == 0 {
+		delete(g.procSplits, seq)
+	}
+	g.splitMu.Unlock()
+	switch {
+	case ctxErr != nil:
+		return nil, &Error{Rank: c.rank, Op: "Split", Seq: seq, Err: &TimeoutError{Seq: seq, Phase: "Split, waiting for this process's sub-groups", Ctx: ctxErr}}
+	case e.err != nil:
+		return nil, &Error{Rank: c.rank, Op: "Split", Seq: seq, Err: e.err}
+	case color == NoColor:
+		return nil, nil
+	}
+	var local []int
+	for _, r := range l.members[color] {
+		if g.isLocal(r) {
+			local = append(local, r)
+		}
+	}
+	return e.subs[color].Comm(slices.Index(local, c.rank)), nil
+}
+
+// Outcomes of one process's part of a Split, as the processes agree on them.
+const (
+	splitOK byte = iota
+	splitTimeout
+	splitUnsupported
+	splitInvalid
+	splitClosed
+	splitFailed
+)
+
+func splitOutcome(err error) byte {
+	switch {
+	case err == nil:
+		return splitOK
+	case errors.Is(err, ErrTimeout) || isCtxErr(err):
+		return splitTimeout
+	case errors.Is(err, ErrUnsupported):
+		return splitUnsupported
+	case errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidConfig):
+		return splitInvalid
+	case errors.Is(err, ErrClosed):
+		return splitClosed
+	}
+	return splitFailed
+}
+
+// makeChildren makes this process's part of a Split, in two steps that end
+// with an agreement among the processes: the transport splits (one per
+// spanning color, ascending, on every process), then the sub-groups with
+// ranks here (ascending colors, so processes that share several sub-groups
+// open them in the same order). After a failure other than a timeout a
+// process carries on with the step (the other splits, the other
+// sub-groups), so the others' collective calls are matched and do not wait
+// for it in vain; after a timeout (a process is missing) it stops. On
+// any failure, in this process or another, it closes what it made and every
+// process returns an error.
+func (g *Group) makeChildren(ctx context.Context, l *splitLayout) (map[int]*Group, error) {
+	// The waits end with ctx, or when the parent breaks.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-g.brokenCh:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	me := g.tr.Rank()
+	trs := map[int]backend.Transport{} // made by the transport, not yet handed to a sub-group
+	kids := map[int]*Group{}
+	undo := func() {
+		for _, t := range trs {
+			t.Close()
+		}
+		for _, k := range kids {
+			k.Close()
+		}
+	}
+	var err error
+	for i, col := range l.spans {
+		procs := l.procs[col]
+		idx := slices.Index(procs, me)
+		sub := -1 // not a member: MPI_UNDEFINED
+		if idx >= 0 {
+			sub = i // any color the members alone share will do: a small one
+		}
+		t, e := g.splitTransport(wctx, ctx, col, sub, max(idx, 0))
+		switch {
+		case e != nil:
+		case sub < 0 && t != nil:
+			t.Close()
+			e = fmt.Errorf("color %d: %s gave this process (%d) a sub-communicator it did not ask for", col, g.tr.Name(), me)
+		case sub >= 0 && (t == nil || t.Size() != len(procs) || t.Rank() != idx):
+			if t != nil {
+				t.Close()
+			}
+			e = fmt.Errorf("color %d: %s's sub-communicator does not rank process %d as %d of %d (%v)", col, g.tr.Name(), me, idx, len(procs), procs)
+		case sub >= 0:
+			trs[col] = t
+		}
+		if err == nil {
+			err = e
+		}
+		if splitOutcome(e) == splitTimeout || g.isBroken.Load() {
+			break
+		}
+	}
+	if len(l.spans) > 0 && !g.isBroken.Load() {
+		err = g.agreeSplit(wctx, ctx, "splitting the transport", err)
+	}
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	for _, col := range l.colors {
+		var local []int
+		for _, r := range l.members[col] {
+			if g.isLocal(r) {
+				local = append(local, r)
+			}
+		}
+		if len(local) == 0 {
+			continue
+		}
+		t := trs[col]
+		delete(trs, col) // the sub-group owns it now, failing or not
+		kid, e := newGroup(wctx, g.childOptions(local, t), t != nil)
+		if e != nil {
+			if err == nil {
+				err = fmt.Errorf("opening the sub-group of color %d: %w", col, e)
+			}
+			if splitOutcome(e) == splitTimeout {
+				break
+			}
+			continue
+		}
+		kids[col] = kid
+	}
+	if !g.isBroken.Load() {
+		err = g.agreeSplit(wctx, ctx, "opening the sub-groups", err)
+	} else if err == nil {
+		err = g.brokenCause()
+	}
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	g.splitMu.Lock()
+	for _, col := range l.colors {
+		if k := kids[col]; k != nil {
+			g.children = append(g.children, k)
+		}
+	}
+	g.splitMu.Unlock()
+	return kids, nil
+}
+
+// splitTransport is one backend.Splitter call, under CommunicationTimeout.
+func (g *Group) splitTransport(wctx, ctx context.Context, col, sub, key int) (backend.Transport, error) {
+	sctx, cancel := context.WithTimeout(wctx, g.cfg.CommunicationTimeout)
+	defer cancel()
+	t, err := g.tr.(backend.Splitter).Split(sctx, sub, key)
+	if err == nil {
+		return t, nil
+	}
+	if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
+		te := &TimeoutError{Phase: fmt.Sprintf("splitting %s for color %d (%v)", g.tr.Name(), col, err), Ctx: ctx.Err()}
+		te.Missing = g.ranksOf(err)
+		return nil, g.transportFailed(te)
+	}
+	// Not a timeout: the transport made its collective call (a failure after
+	// it, or before any: an argument refused, the transport closed).
+	return nil, fmt.Errorf("splitting %s for color %d: %w", g.tr.Name(), col, err)
+}
+
+// transportFailed handles a collective call on the parent's transport
+// during Split that timed out, or an agreement that failed. MPI cannot
+// cancel a collective, so the processes' calls on that transport may be out
+// of step from now on (and the processes may disagree on the outcome): the
+// parent breaks, and tells the other processes, whose Split then fails at
+// once too, as a collective that times out across processes breaks its
+// group. When the parent had broken already (Abort, a failure in another
+// process), which ended the call, that is the error.
+func (g *Group) transportFailed(err error) error {
+	if g.isBroken.Load() {
+		return g.brokenCause()
+	}
+	g.breakGroup(&BrokenError{Rank: -1, Op: "Split", Cause: err, hideCtx: true})
+	return err
+}
+
+// brokenCause returns the error that broke the group.
+func (g *Group) brokenCause() error {
+	g.brokenMu.Lock()
+	defer g.brokenMu.Unlock()
+	if g.brokenBy == nil {
+		return ErrGroupBroken
+	}
+	return g.brokenBy
+}
+
+// ranksOf returns the ranks of the processes a transport error says did not
+// arrive.
+func (g *Group) ranksOf(err error) []int {
+	var mp backend.MissingProcesses
+	if !errors.As(err, &mp) {
+		return nil
+	}
+	var ranks []int
+	for _, p := range mp.MissingProcesses() {
+		for r := p * g.nl; r < (p+1)*g.nl; r++ {
+			ranks = append(ranks, r)
+		}
+	}
+	return ranks
+}
+
+// agreeSplit gathers every process's outcome of a step of Split (an
+// Allgather of one byte on the parent's transport, under
+// CommunicationTimeout) and returns this process's error, or, when it
+// succeeded, the first failure elsewhere.
+func (g *Group) agreeSplit(wctx, ctx context.Context, step string, mine error) error {
+	all := make([]byte, g.nproc)
+	actx, cancel := context.WithTimeout(wctx, g.cfg.CommunicationTimeout)
+	err := g.tr.Allgather(actx, []byte{splitOutcome(mine)}, all)
+	cancel()
+	if err != nil {
+		if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
+			err = g.transportFailed(&TimeoutError{Phase: "agreeing on the outcome of Split (" + step + ") across processes (" + err.Error() + ")",
+				Ctx: ctx.Err(), Missing: g.ranksOf(err)})
+		} else {
+			err = g.transportFailed(fmt.Errorf("agreeing on the outcome of Split (%s) across processes: %w", step, err))
+		}
+		if mine != nil {
+			return errors.Join(mine, err)
+		}
+		return err
+	}
+	if mine != nil {
+		return mine
+	}
+	var bad []int
+	for p, o := range all {
+		if o != splitOK {
+			bad = append(bad, p)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	o := all[bad[0]]
+	what := map[byte]string{splitTimeout: "timed out", splitUnsupported: "unsupported", splitInvalid: "invalid argument",
+		splitClosed: "closed", splitFailed: "failed"}[o]
+	re := &RemoteError{Process: bad[0], Rank: -1, Timeout: o == splitTimeout,
+		Msg: fmt.Sprintf("Split, %s: %s (failed in process(es) %v; what this process made is closed again)", step, what, bad)}
+	switch o {
+	case splitUnsupported:
+		return classed{re, ErrUnsupported}
+	case splitInvalid:
+		return classed{re, ErrInvalidArgument}
+	case splitClosed:
+		return classed{re, ErrClosed}
+	}
+	return re
+}
+
+// classed is an error that also matches a sentinel its text already names.
+type classed struct {
+	error
+	class error
+}
+
+func (e classed) Is(t error) bool { return t == e.class }
+func (e classed) Unwrap() error   { return e.error }
 
 // closeChildren closes the sub-groups Split made.
 func (g *Group) closeChildren() []error {

@@ -183,6 +183,58 @@ static gm_req_ret gm_comm_idup(MPI_Comm comm, MPI_Comm *out, int i) {
 	return r;
 }
 
+typedef struct {
+	int code;
+	const char *call;
+	MPI_Comm comm;
+	MPI_Comm diag;
+	int rank;
+	int size;
+} gm_split_ret;
+
+static void gm_comm_release(MPI_Comm *c) {
+	if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+}
+
+// gm_comm_split splits comm and diag alike (MPI_Comm_split: blocking, and
+// collective over every process of comm). The second split runs even when
+// the first failed, so every process makes the same calls. A negative color
+// is MPI_UNDEFINED: the process gets MPI_COMM_NULL for both. The new
+// communicators return errors (MPI_ERRORS_RETURN); on any failure both are
+// freed.
+static gm_split_ret gm_comm_split(MPI_Comm comm, MPI_Comm diag, int color, int key) {
+	gm_split_ret r;
+	memset(&r, 0, sizeof r);
+	r.comm = MPI_COMM_NULL;
+	r.diag = MPI_COMM_NULL;
+	int c = color < 0 ? MPI_UNDEFINED : color;
+	int code = MPI_Comm_split(comm, c, key, &r.comm);
+	int code2 = MPI_Comm_split(diag, c, key, &r.diag);
+	r.call = "MPI_Comm_split";
+	r.code = code != MPI_SUCCESS ? code : code2;
+	if (r.code == MPI_SUCCESS && (r.comm == MPI_COMM_NULL) != (r.diag == MPI_COMM_NULL)) r.code = MPI_ERR_INTERN;
+	if (r.code == MPI_SUCCESS && r.comm != MPI_COMM_NULL) {
+		r.call = "MPI_Comm_set_errhandler";
+		r.code = MPI_Comm_set_errhandler(r.comm, MPI_ERRORS_RETURN);
+		if (r.code == MPI_SUCCESS) r.code = MPI_Comm_set_errhandler(r.diag, MPI_ERRORS_RETURN);
+		if (r.code == MPI_SUCCESS) {
+			r.call = "MPI_Comm_rank";
+			r.code = MPI_Comm_rank(r.comm, &r.rank);
+		}
+		if (r.code == MPI_SUCCESS) {
+			r.call = "MPI_Comm_size";
+			r.code = MPI_Comm_size(r.comm, &r.size);
+		}
+	}
+	if (r.code != MPI_SUCCESS) {
+		gm_comm_release(&r.comm);
+		gm_comm_release(&r.diag);
+		return r;
+	}
+	r.call = NULL;
+	return r;
+}
+
 static gm_req_ret gm_ibarrier(MPI_Comm comm) {
 	gm_req_ret r;
 	r.req = MPI_REQUEST_NULL;
@@ -395,6 +447,28 @@ func cIallgather(mine unsafe.Pointer, n int, all unsafe.Pointer, comm cComm) (cR
 func cIallreduce(send, recv unsafe.Pointer, n int, dt backend.DType, op backend.Op, comm cComm) (cRequest, int) {
 	r := C.gm_iallreduce(send, recv, C.int(n), C.int(dt), C.int(op), comm)
 	return r.req, int(r.code)
+}
+
+// splitResult is what cCommSplit made: two communicators (MPI_COMM_NULL
+// for a process outside every part), this process's rank among size, or the
+// failing call and its code. closed: the World closed first, nothing ran.
+type splitResult struct {
+	comm, diag cComm
+	rank, size int
+	call       string
+	code       int
+	closed     bool
+}
+
+// cCommSplit is MPI_Comm_split of comm and of diag with color (negative:
+// MPI_UNDEFINED) and key; it blocks until every process of comm called it.
+func cCommSplit(comm, diag cComm, color, key int) splitResult {
+	r := C.gm_comm_split(comm, diag, C.int(color), C.int(key))
+	res := splitResult{comm: r.comm, diag: r.diag, rank: int(r.rank), size: int(r.size), code: int(r.code)}
+	if r.call != nil {
+		res.call = C.GoString(r.call)
+	}
+	return res
 }
 
 func cIbarrier(comm cComm) (cRequest, int) {

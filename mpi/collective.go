@@ -150,12 +150,14 @@ func (w *World) beginCollective(ctx context.Context, call string) (uint64, error
 	return w.seq, nil
 }
 
-// awaitDup waits until no Dup that timed out is still posted on the World
-// (the caller holds collMu). Open MPI posts the steps of MPI_Comm_idup on
-// the parent communicator one after the other as it progresses, so a
+// awaitDup waits until no Dup or Split that timed out is still posted on the
+// World (the caller holds collMu). Open MPI posts the steps of MPI_Comm_idup
+// on the parent communicator one after the other as it progresses, so a
 // collective posted on the parent before the idup completes would be
-// matched out of order with the other processes' (open-mpi/ompi#2025). When
-// ctx ends first, the collective is not posted and its number not taken.
+// matched out of order with the other processes' (open-mpi/ompi#2025); a
+// Split left to the World still owes its MPI_Comm_split, which must come
+// before any later collective, as on the other processes. When ctx ends
+// first, the collective is not posted and its number not taken.
 func (w *World) awaitDup(ctx context.Context, call string) error {
 	seq := w.pendingDup()
 	if seq == 0 {
@@ -172,20 +174,23 @@ func (w *World) awaitDup(ctx context.Context, call string) error {
 	}
 	missing, seen := w.arrivals(seq)
 	return &Error{Call: call, Ranks: missing, Err: err, Msg: fmt.Sprintf(
-		"not posted: collective #%d (MPI_Comm_idup of a Dup that timed out) still not complete on process %d of %d "+
+		"not posted: collective #%d (the MPI_Comm_idup or MPI_Comm_split of a Dup or Split that timed out) still not complete on process %d of %d "+
 			"after %v more; processes not seen to arrive at it: %v (seen: %v)",
 		seq, w.rank, w.size, time.Since(start).Round(time.Microsecond), missing, seen)}
 }
 
-// pendingDup returns the number of the first Dup left to the World that MPI
-// has not completed, 0 when there is none.
+// pendingDup returns the number of the first Dup or Split left to the World
+// that MPI has not completed, 0 when there is none.
 func (w *World) pendingDup() uint64 {
 	w.bgMu.Lock()
 	defer w.bgMu.Unlock()
 	for _, r := range w.orphans {
-		if r.kind == kindDup {
+		if r.kind == kindDup || r.kind == kindSplit {
 			return r.seq
 		}
+	}
+	if len(w.splitting) > 0 {
+		return w.splitting[0].seq
 	}
 	return 0
 }

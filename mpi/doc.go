@@ -21,6 +21,9 @@
 // another copy's, so several copies may carry traffic at the same time, each
 // with its own collective order. A copy is closed by its own Close, which
 // leaves the original open; Finalize closes the copies still open.
+// [World.Split] (backend.Splitter) makes such a World over a subset of the
+// processes (MPI_Comm_split), which lets a collective.Group split into
+// sub-groups that span processes.
 //
 // A request that Isend or Irecv returns belongs to its caller until Test
 // reports completion or Cancel returns. Until then its World keeps it, so a

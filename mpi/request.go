@@ -24,6 +24,7 @@ const (
 	kindRecv
 	kindCollective // Allgather, Allreduce*, Barrier
 	kindDup        // Dup's two MPI_Comm_idup, a collective too
+	kindSplit      // the barrier before Split's MPI_Comm_split (split.go)
 )
 
 type reqState uint8
@@ -82,6 +83,9 @@ type request struct {
 	dt    backend.DType
 	op    backend.Op
 	limit int // elements or bytes per MPI call, fixed when posted
+
+	// Split: the arguments of the MPI_Comm_split that follows the barrier.
+	color, key int
 }
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}

@@ -35,9 +35,9 @@ var (
 	abandoned []*request
 )
 
-// dups holds the Worlds made by Dup until they are closed (under initMu), so
-// nothing they hold is garbage collected while MPI uses it, and Finalize
-// closes them.
+// dups holds the Worlds made by Dup and Split until they are closed (under
+// initMu), so nothing they hold is garbage collected while MPI uses it, and
+// Finalize closes them.
 var dups = map[*World]struct{}{}
 
 // World is this process's view of MPI_COMM_WORLD: a backend.Transport over
@@ -68,9 +68,10 @@ type World struct {
 	collMu sync.Mutex // held by the collective in progress
 	seq    uint64     // collectives started, under collMu
 
-	bgMu     sync.Mutex // guards orphans and bgClosed; never held while calling MPI
-	orphans  []*request // requests MPI still holds that nobody waits for
-	bgClosed bool       // Close took the orphans: later ones are abandoned
+	bgMu      sync.Mutex  // guards orphans, splitting and bgClosed; never held while calling MPI
+	orphans   []*request  // requests MPI still holds that nobody waits for
+	splitting []*splitJob // MPI_Comm_split calls that have not returned (split.go)
+	bgClosed  bool        // Close took the orphans: later ones are abandoned
 
 	liveMu     sync.Mutex // guards live, liveClosed and the requests' links; never held while calling MPI
 	live       *request   // the Isend and Irecv requests their callers own (a list through prev and next)
@@ -382,6 +383,7 @@ func (w *World) close() error {
 	left := append(w.orphans, taken...)
 	w.orphans = nil
 	w.bgClosed = true
+	splitting := len(w.splitting)
 	w.bgMu.Unlock()
 	var errs []error
 	if len(left) > 0 {
@@ -391,6 +393,15 @@ func (w *World) close() error {
 			abandoned = append(abandoned, left...)
 			abandonMu.Unlock()
 		}()
+	}
+	if splitting > 0 {
+		// An MPI_Comm_split that has not returned (a process never made its
+		// part) uses the communicators, and holds the World's lock or MPI's
+		// main thread: they are left to MPI, as are the requests.
+		w.closed.Store(true)
+		return &Error{Call: "MPI_Comm_free", Err: ErrInFlight, Msg: fmt.Sprintf(
+			"MPI_Comm_split still in progress after %v (a process never called it); the communicators and %d operations are left to MPI",
+			closeGrace, len(left))}
 	}
 	if !w.cold(true, func() {
 		w.closed.Store(true)
@@ -485,10 +496,14 @@ func (w *World) progressOrphans() {
 }
 
 // releaseOrphan releases an orphan MPI completed, first freeing the
-// communicators of a Dup that timed out.
+// communicators of a Dup that timed out, or starting the MPI_Comm_split that
+// follows the barrier of a Split that timed out (its result freed once made).
 func (w *World) releaseOrphan(r *request) {
-	if r.kind == kindDup {
+	switch r.kind {
+	case kindDup:
 		w.freeDupComms(r)
+	case kindSplit:
+		w.startSplit(r.seq, r.color, r.key, true)
 	}
 	r.release()
 }
@@ -518,10 +533,11 @@ func (w *World) progress(list []*request, done func(*request)) []*request {
 	return keep
 }
 
-// background counts the requests and notices MPI still holds.
+// background counts the requests, notices and MPI_Comm_split calls MPI
+// still holds.
 func (w *World) background() int {
 	w.bgMu.Lock()
-	n := len(w.orphans)
+	n := len(w.orphans) + len(w.splitting)
 	w.bgMu.Unlock()
 	w.noticeMu.Lock()
 	n += len(w.notices)
