@@ -25,10 +25,18 @@ import (
 
 // The randomized differential conformance test: each session draws a group
 // (backend, ranks, device sharing, slot size, pipeline depth, ...) and a few
-// calls on it (collective, data path, dtype, op, strategy, length, inputs),
-// runs them, and checks every rank's result against a float64 reference
+// calls on it (collective, data path, element type, op, strategy, length,
+// inputs), runs them, and checks every rank's result against a reference
 // computed with plain loops, and all-reduce results for bitwise agreement
-// across ranks. A session is a pure function of its seed: a failure prints
+// across ranks. Every collective (AllReduce, ReduceScatter, AllGather,
+// Broadcast, Reduce, send/recv shifts, AllToAll, Gather, Scatter,
+// AllToAllV, AllGatherV, ReduceScatterV) runs on every element type:
+// float32 and float64 against a float64 reference (exact or within a
+// stated bound), the integer types exactly (wrapping sums and products,
+// signed and unsigned extrema; Mean must be rejected), the 16-bit floats
+// against a float64 reference of their inputs within a stated bound, with
+// NaN, Inf and overflow exact (checkReduced16). Data movement is checked
+// bit for bit. A session is a pure function of its seed: a failure prints
 // the seed and the session, and
 //
 //	go test ./collective/ -run 'TestConformance$' -conformance.seed=S -conformance.cases=1 -v
@@ -96,22 +104,44 @@ const (
 	// paths; SendAsync and RecvAsync (in either order) on async; RecvAsync
 	// then a blocking Send on async+sync.
 	cShift
+	cAllToAll // N is the chunk each rank sends each rank
+	cGather   // N is each rank's send
+	cScatter  // N is each rank's recv
+	// The V collectives: N is the typical count of one range; the counts
+	// and offsets (zeros, gaps, overlapping send ranges where allowed) are
+	// drawn from the data seed (confLayout).
+	cAllToAllV
+	cAllGatherV
+	cReduceScatterV
 )
 
-var collNames = [...]string{"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce", "Shift"}
+var collNames = [...]string{"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce", "Shift",
+	"AllToAll", "Gather", "Scatter", "AllToAllV", "AllGatherV", "ReduceScatterV"}
 
 func (k confColl) String() string { return collNames[k] }
+
+// reduces reports whether the collective takes an op.
+func (k confColl) reduces() bool {
+	return k == cAllReduce || k == cReduceScatter || k == cReduce || k == cReduceScatterV
+}
+
+// rooted reports whether the collective has a root.
+func (k confColl) rooted() bool {
+	return k == cBroadcast || k == cReduce || k == cGather || k == cScatter
+}
 
 // confPath is how a call hands its data over.
 type confPath int
 
 const (
 	pSlice   confPath = iota // Go slices, out of place
-	pInPlace                 // Go slices, in place (NCCL's layout for ReduceScatter and AllGather)
+	pInPlace                 // Go slices, in place (NCCL's layout for ReduceScatter, AllGather and Scatter)
 	pPinned                  // HostBuffers, out of place
 	pPinnedInPlace
-	pTensor // device tensors (AllReduceTensor, BroadcastTensor)
-	pAsync  // AllReduceAsync / BroadcastAsync, then Wait
+	// Device tensors: AllReduceTensor and BroadcastTensor in place, the
+	// other XxxTensor forms out of place (send and recv tensors).
+	pTensor
+	pAsync // AllReduceAsync / BroadcastAsync, then Wait
 	// AllReduceAsync in place on a copy of the input, then AllReduceWith out
 	// of place before waiting: a Comm runs them in call order.
 	pAsyncPair
@@ -136,10 +166,22 @@ func (p confPath) async() bool      { return p == pAsync || p == pAsyncPair }
 type inputKind int
 
 const (
-	inExactInt inputKind = iota // small integers (powers of two for prod): every result exact
-	inExactF64                  // integers plus multiples of 2^-30 (f64 only): exact in f64, not in f32
-	inRandom                    // random reals: results within a stated bound
-	inSpecial                   // exact integers with NaN and +-Inf sprinkled in
+	// Small integers (powers of two for prod): every result exact. 16-bit
+	// floats: multiples of a power of two 2^e whose partial sums all stay
+	// exact (e down to the smallest subnormal). Integer types: small values.
+	inExactInt inputKind = iota
+	inExactF64           // integers plus multiples of 2^-30 (f64 only): exact in f64, not in f32
+	// Random reals: results within a stated bound. Integer types: the full
+	// range (sums and products wrap); data movement of 16-bit floats: any
+	// bit pattern.
+	inRandom
+	// Exact inputs with NaN and +-Inf sprinkled in. 16-bit floats: also
+	// elements whose every rank holds a large value of one sign, so a sum
+	// or product overflows to Inf (except for Mean, whose overflow depends
+	// on the strategy), and for extrema and data movement the extreme
+	// finite, subnormal and zero values. Integer types: MinInt, MaxInt,
+	// 0, +-1 and full-range values mixed in.
+	inSpecial
 )
 
 var inputNames = [...]string{"exact-int", "exact-f64", "random", "special"}
@@ -158,22 +200,36 @@ type confGroup struct {
 	PipelineDepth   int
 	LocalGroupSize  int
 	Deterministic   bool
+	// NoTypeKernels: the group reduces only f32 and f64 in kernels (as a
+	// GPU without the 8-, 16- and 64-bit features), so the other types
+	// take the exact host paths.
+	NoTypeKernels bool
+}
+
+// noKernels reports whether t has no reduction kernels on g.
+func (g confGroup) noKernels(t confType) bool {
+	return (t == tF64 && g.DisableFloat64) || (g.NoTypeKernels && t != tF32 && t != tF64)
 }
 
 // confCall is one call of a session.
 type confCall struct {
 	Coll     confColl
 	Path     confPath
-	F64      bool
+	F64      bool     // Type == tF64 (the fault-injection test reads it)
+	Type     confType // the element type
 	Op       Op
 	Strategy Strategy // all-reduce only
-	N        int      // elements per rank (ReduceScatter: of recv; AllGather: of send)
+	N        int      // elements per rank (ReduceScatter: of recv; AllGather: of send; see confColl)
 	Input    inputKind
 	Mag      int // integers in [-2^Mag, 2^Mag]
 	Root     int
 	DataSeed uint64
-	// NilRecv: a Reduce non-root passes nil instead of a buffer it checks.
+	// NilRecv: a Reduce or Gather non-root passes nil instead of a recv it
+	// checks, a Scatter non-root nil instead of a send.
 	NilRecv bool
+	// Steps bounds the 16-bit roundings of an element's reduction (see
+	// roundSteps).
+	Steps int
 }
 
 type confSession struct {
@@ -197,25 +253,27 @@ func (s *confSession) String() string {
 }
 
 func (c confCall) String() string {
-	dt := "f32"
-	if c.F64 {
-		dt = "f64"
-	}
-	s := fmt.Sprintf("%s path=%s %s n=%d input=%s", c.Coll, c.Path, dt, c.N, c.Input)
+	s := fmt.Sprintf("%s path=%s %s n=%d input=%s", c.Coll, c.Path, c.Type, c.N, c.Input)
 	if c.Input == inExactInt || c.Input == inSpecial {
 		s += fmt.Sprintf(" mag=2^%d", c.Mag)
 	}
-	if c.Coll != cAllGather && c.Coll != cBroadcast {
+	if c.Coll.reduces() {
 		s += " op=" + c.Op.String()
 	}
 	if c.Coll == cAllReduce {
 		s += " strategy=" + c.Strategy.String()
 	}
-	if c.Coll == cBroadcast || c.Coll == cReduce || c.Coll == cShift {
+	if c.Coll.rooted() || c.Coll == cShift {
 		s += fmt.Sprintf(" root=%d", c.Root)
 	}
-	if c.Coll == cReduce && c.NilRecv {
+	if (c.Coll == cReduce || c.Coll == cGather) && c.NilRecv {
 		s += " nil-recv"
+	}
+	if c.Coll == cScatter && c.NilRecv {
+		s += " nil-send"
+	}
+	if c.Type.is16() && c.Coll.reduces() {
+		s += fmt.Sprintf(" steps<=%d", c.Steps)
 	}
 	return s + fmt.Sprintf(" data-seed=%d", c.DataSeed)
 }
@@ -246,10 +304,15 @@ type confLimits struct {
 	maxLen    int // elements per rank of the largest calls
 	maxCalls  int
 	vulkanPct int // share of sessions drawn on vulkan
+	// every: draw every element type and collective (TestConformance).
+	// Without it a session draws f32 and f64 and the first six collectives,
+	// from the same random stream as before they were added (the
+	// fault-injection test's sessions).
+	every bool
 }
 
 func confLimitsFor() confLimits {
-	l := confLimits{maxLen: 300000, maxCalls: 4, vulkanPct: 20}
+	l := confLimits{maxLen: 300000, maxCalls: 4, vulkanPct: 20, every: true}
 	if raceEnabled {
 		l.maxLen = 40000
 	}
@@ -331,6 +394,9 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 	g.PipelineDepth = 1 + rng.IntN(8)
 	g.LocalGroupSize = 1 + rng.IntN(4)
 	g.Deterministic = rng.IntN(10) < 3
+	if lim.every {
+		g.NoTypeKernels = rng.IntN(8) == 0
+	}
 
 	slot := g.ChunkBytes &^ 7
 	if g.ChunkBytes == 0 {
@@ -343,11 +409,21 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 	calls := 1 + rng.IntN(lim.maxCalls)
 	for i := 0; i < calls; i++ {
 		var c confCall
-		switch x := rng.IntN(9); {
-		case x < 4:
-			c.Coll = cAllReduce
-		default:
-			c.Coll = confColl(x - 3)
+		if lim.every {
+			// All-reduce, with its strategies and paths, takes 5 of 16.
+			switch x := rng.IntN(16); {
+			case x < 5:
+				c.Coll = cAllReduce
+			default:
+				c.Coll = confColl(x - 4)
+			}
+		} else {
+			switch x := rng.IntN(9); {
+			case x < 4:
+				c.Coll = cAllReduce
+			default:
+				c.Coll = confColl(x - 3)
+			}
 		}
 		if c.Coll == cShift && g.Ranks == 1 {
 			c.Coll = cAllReduce
@@ -377,7 +453,12 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		if c.Path == pAsyncPair && c.Coll == cBroadcast {
 			c.Path = pAsync
 		}
-		if (c.Path == pTensor || c.Path.async()) && c.Coll != cAllReduce && c.Coll != cBroadcast && c.Coll != cShift {
+		// Asynchronous forms exist for AllReduce, Broadcast and send/recv;
+		// tensor forms for every collective but send/recv (TestConformance:
+		// the fault-injection sessions keep tensors to AllReduce and
+		// Broadcast).
+		tensorOK := c.Coll == cAllReduce || c.Coll == cBroadcast || c.Coll == cShift || (lim.every && c.Path == pTensor)
+		if (c.Path == pTensor || c.Path.async()) && !tensorOK {
 			c.Path = confPath(rng.IntN(2)) // slice or in place
 		}
 		if c.Coll == cShift {
@@ -397,8 +478,36 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 				c.Path = pPinnedInPlace
 			}
 		}
-		c.F64 = rng.IntN(2) == 0
-		c.Op = Op(rng.IntN(int(Prod) + 1))
+		switch c.Coll {
+		case cAllToAll, cGather, cAllToAllV, cAllGatherV, cReduceScatterV:
+			// Out of place only (AllToAll rejects send == recv; the others
+			// document no in-place layout).
+			switch c.Path {
+			case pInPlace:
+				c.Path = pSlice
+			case pPinnedInPlace:
+				c.Path = pPinned
+			}
+		}
+		if lim.every {
+			// Half the calls on f32 and f64, the other half on the eight
+			// other types, the 16-bit floats (whose checks have the most
+			// cases) twice as often as each integer type.
+			c.Type = confType(rng.IntN(2))
+			if rng.IntN(2) == 0 {
+				c.Type = tI8 + confType(rng.IntN(10))
+				if c.Type >= numConfTypes {
+					c.Type -= 2
+				}
+			}
+			c.F64 = c.Type == tF64
+		} else {
+			c.F64 = rng.IntN(2) == 0
+			if c.F64 {
+				c.Type = tF64
+			}
+		}
+		c.Op = Op(rng.IntN(int(Prod) + 1)) // integer types: Mean must be rejected
 		if rng.IntN(4) > 0 {
 			c.Strategy = Strategy(1 + rng.IntN(int(Host)))
 		}
@@ -406,12 +515,19 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		if c.F64 {
 			es = 8
 		}
+		if lim.every {
+			es = c.Type.size()
+		}
 		ml := maxLen
-		if c.Coll == cReduceScatter || c.Coll == cAllGather {
+		switch c.Coll {
+		case cReduceScatter, cAllGather, cAllToAll, cGather, cScatter, cAllToAllV, cAllGatherV, cReduceScatterV:
 			ml = max(1, maxLen/g.Ranks)
 		}
 		c.N = drawLen(rng, g.Ranks, max(1, slot/es), g.PipelineDepth, ml)
 		switch x := rng.IntN(100); {
+		case c.Type != tF32 && c.Type != tF64:
+			// The other types: more random and special inputs.
+			c.Input = []inputKind{inExactInt, inRandom, inSpecial}[min(x/35, 2)]
 		case x < 50:
 			c.Input = inExactInt
 		case x < 65:
@@ -428,28 +544,207 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		c.Root = rng.IntN(g.Ranks)
 		c.NilRecv = rng.IntN(2) == 0
 		c.DataSeed = rng.Uint64()
+		c.Steps = roundSteps(c, *g)
 		s.Calls = append(s.Calls, c)
 	}
 	return s
 }
 
-// confInputs returns each rank's input (as float64 values the element type
-// holds exactly) for call c on ranks ranks.
-func confInputs(c confCall, ranks int) [][]float64 {
-	rng := rand.New(rand.NewPCG(c.DataSeed, 0x696e70))
-	l := c.N
-	if c.Coll == cReduceScatter {
-		l = c.N * ranks
+// roundSteps bounds the number of times call c on g rounds a reduced
+// element to a 16-bit type: once where one kernel (or the host) reduces
+// every rank's element (the direct, pipelined and host all-reduce, the
+// rank-ordered reductions of deterministic mode and of ReduceScatter with
+// the Direct strategy, ReduceScatterV, the host paths of types without
+// kernels), else once per step of a ring or tree, at most ranks-1 along
+// any element's path (every step merges two or more partial results).
+func roundSteps(c confCall, g confGroup) int {
+	if g.Deterministic || g.noKernels(c.Type) || c.Coll == cReduceScatterV {
+		return 1
 	}
-	prodSet := [...]float64{1, 2, -1, 0.5, 1, -2, 0.25, 4, -0.5, 1}
-	in := make([][]float64, ranks)
+	resolve := func(s Strategy) Strategy {
+		if s == Auto {
+			s = g.Strategy
+		}
+		return s
+	}
+	one := false
+	switch c.Coll {
+	case cAllReduce:
+		oneKernel := func(s Strategy) bool { s = resolve(s); return s == Direct || s == Pipelined || s == Host }
+		one = oneKernel(c.Strategy)
+		if c.Path.async() {
+			one = one && oneKernel(Auto) // AllReduceAsync runs the group's strategy
+		}
+	case cReduceScatter:
+		one = resolve(Auto) == Direct
+	}
+	if one {
+		return 1
+	}
+	return max(1, g.Ranks-1)
+}
+
+// confLayout is the counts and offsets of a V collective on its ranks:
+// rank i sends cnt[i][j] elements from sd[i][j] of its send to rank j,
+// which stores them at rd[j][i] of its recv (rc[j][i] = cnt[i][j]); slen
+// and rlen are each rank's send and recv lengths. AllGatherV and
+// ReduceScatterV pass counts and displs (the same on every rank).
+type confLayout struct {
+	cnt, sd, rd, rc [][]int
+	slen, rlen      []int
+	counts, displs  []int
+}
+
+// layout draws the layout of V call c on ranks ranks from its data seed:
+// counts around c.N with zeros, ranges in a shuffled order with gaps, and
+// sometimes overlapping send ranges (allowed for AllToAllV's send and
+// ReduceScatterV's ranges of send).
+func (c confCall) layout(ranks int) *confLayout {
+	rng := rand.New(rand.NewPCG(c.DataSeed, 0x6c61796f7574))
+	count := func() int {
+		switch rng.IntN(8) {
+		case 0, 1:
+			return 0
+		case 2:
+			return c.N
+		case 3:
+			return max(0, c.N+rng.IntN(3)-1)
+		}
+		return rng.IntN(c.N + 1)
+	}
+	// place returns offsets for ranges of lens and the length holding them.
+	place := func(lens []int, overlap bool) ([]int, int) {
+		displs := make([]int, len(lens))
+		if overlap {
+			span := 0
+			for _, l := range lens {
+				span = max(span, l)
+			}
+			span += rng.IntN(span/2 + 3)
+			for j, l := range lens {
+				displs[j] = rng.IntN(span - l + 1)
+			}
+			return displs, span
+		}
+		gap := func() int {
+			if rng.IntN(8) == 0 {
+				return rng.IntN(40)
+			}
+			return rng.IntN(3)
+		}
+		at := 0
+		for _, j := range rng.Perm(len(lens)) {
+			at += gap()
+			displs[j] = at
+			at += lens[j]
+		}
+		return displs, at + gap()
+	}
+	square := func() [][]int {
+		m := make([][]int, ranks)
+		for i := range m {
+			m[i] = make([]int, ranks)
+		}
+		return m
+	}
+	l := &confLayout{cnt: square(), sd: square(), rd: square(), rc: square(), slen: make([]int, ranks), rlen: make([]int, ranks)}
+	switch c.Coll {
+	case cAllToAllV:
+		for i := range l.cnt {
+			for j := range l.cnt[i] {
+				l.cnt[i][j] = count()
+			}
+			l.sd[i], l.slen[i] = place(l.cnt[i], rng.IntN(4) == 0)
+		}
+		for j := range l.rc {
+			for i := range l.rc[j] {
+				l.rc[j][i] = l.cnt[i][j]
+			}
+			l.rd[j], l.rlen[j] = place(l.rc[j], false)
+		}
+	case cAllGatherV:
+		l.counts = make([]int, ranks)
+		for j := range l.counts {
+			l.counts[j] = count()
+		}
+		var R int
+		l.displs, R = place(l.counts, false)
+		for i := range l.cnt {
+			l.slen[i], l.rlen[i] = l.counts[i], R
+			for j := range l.cnt[i] {
+				l.cnt[i][j], l.rc[j][i], l.rd[j][i] = l.counts[i], l.counts[i], l.displs[i]
+			}
+		}
+	case cReduceScatterV:
+		l.counts = make([]int, ranks)
+		for j := range l.counts {
+			l.counts[j] = count()
+		}
+		var S int
+		l.displs, S = place(l.counts, rng.IntN(4) == 0)
+		for i := range l.slen {
+			l.slen[i], l.rlen[i] = S, l.counts[i]
+		}
+	}
+	return l
+}
+
+// lens returns the lengths of send and recv on rank r (nil buffers
+// included: their length is what confInputs draws).
+func (c confCall) lens(ranks, r int) (ls, lr int) {
+	switch c.Coll {
+	case cReduceScatter:
+		return c.N * ranks, c.N
+	case cAllGather, cGather:
+		return c.N, c.N * ranks
+	case cAllToAll:
+		return c.N * ranks, c.N * ranks
+	case cScatter:
+		return c.N * ranks, c.N
+	case cAllToAllV, cAllGatherV, cReduceScatterV:
+		l := c.layout(ranks)
+		return l.slen[r], l.rlen[r]
+	}
+	return c.N, c.N
+}
+
+// confInputs returns each rank's send data for call c on ranks ranks, as
+// the bit patterns of c's element type.
+func confInputs(c confCall, ranks int) [][]uint64 {
+	ls := make([]int, ranks)
+	for r := range ls {
+		ls[r], _ = c.lens(ranks, r)
+	}
+	switch {
+	case c.Type.isInt():
+		return intInputs(c, ls)
+	case c.Type.is16():
+		return inputs16(c, ls)
+	}
+	in := floatInputs(c, ls)
+	out := make([][]uint64, ranks)
 	for r := range in {
-		in[r] = make([]float64, l)
+		out[r] = make([]uint64, len(in[r]))
+		for i, v := range in[r] {
+			out[r][i] = c.Type.encode(v)
+		}
+	}
+	return out
+}
+
+// floatInputs returns each rank's input for f32 and f64 (as float64
+// values the element type holds exactly).
+func floatInputs(c confCall, ls []int) [][]float64 {
+	rng := rand.New(rand.NewPCG(c.DataSeed, 0x696e70))
+	prodSet := [...]float64{1, 2, -1, 0.5, 1, -2, 0.25, 4, -0.5, 1}
+	in := make([][]float64, len(ls))
+	for r := range in {
+		in[r] = make([]float64, ls[r])
 		for i := range in[r] {
 			var v float64
 			switch c.Input {
 			case inExactInt, inSpecial:
-				if c.Op == Prod && (c.Coll == cAllReduce || c.Coll == cReduceScatter || c.Coll == cReduce) {
+				if c.Op == Prod && c.Coll.reduces() {
 					v = prodSet[rng.IntN(len(prodSet))]
 				} else {
 					m := int64(1) << c.Mag
@@ -567,22 +862,7 @@ func checkReduced[T Float](got []T, ref, abs []float64, op Op, ranks int, exact 
 			wrong++
 		}
 	}
-	if wrong == 0 {
-		return "", ""
-	}
-	bad = append(bad, fmt.Sprintf("%d of %d elements wrong", wrong, len(ref)))
-	switch {
-	case unwritten > 0:
-		kind = fmt.Sprintf("outputs never written (%d of %d)", unwritten, wrong)
-		if unwritten == wrong {
-			kind = "outputs never written"
-		}
-	case meanUlp == wrong:
-		kind = "mean beyond 1 ulp"
-	default:
-		kind = "wrong result"
-	}
-	return kind, strings.Join(bad, "; ")
+	return failKind(wrong, unwritten, meanUlp, len(ref), bad)
 }
 
 // errKind names what an error is: the sentinels it matches and its type.
@@ -708,12 +988,15 @@ func allStacks() string {
 }
 
 // confBufs are one rank's buffers for one call.
-type confBufs[T Float] struct {
+type confBufs[T Elem] struct {
 	send, recv []T
 	hs, hr     *HostBuffer[T]
-	tensor     *Tensor[T]
-	keep       []T // the send buffer before an out-of-place call
-	extra      []T // async+sync: the asynchronous call's buffer
+	tensor     *Tensor[T] // AllReduceTensor, BroadcastTensor: in place
+	// The other tensor forms: send and recv tensors made from send and
+	// recv (nil where they are nil), downloaded into them after the call.
+	tsend, trecv *Tensor[T]
+	keep         []T // the send buffer before an out-of-place call
+	extra        []T // async+sync: the asynchronous call's buffer
 }
 
 func (b *confBufs[T]) close() {
@@ -723,8 +1006,10 @@ func (b *confBufs[T]) close() {
 	if b.hr != nil {
 		b.hr.Close()
 	}
-	if b.tensor != nil {
-		b.tensor.Close()
+	for _, t := range []*Tensor[T]{b.tensor, b.tsend, b.trecv} {
+		if t != nil {
+			t.Close()
+		}
 	}
 }
 
@@ -733,26 +1018,28 @@ type confOutcome struct {
 	errs     []error
 	hung     string
 	failures []confFail
+	// rejected: every rank failed as the call must (wantErr).
+	rejected bool
 }
 
 // confFail is one failed check: its kind (for the summary) and the details.
 type confFail struct{ kind, msg string }
 
-// lens returns the lengths of send and recv on rank r.
-func (c confCall) lens(ranks, r int) (ls, lr int) {
-	switch c.Coll {
-	case cReduceScatter:
-		return c.N * ranks, c.N
-	case cAllGather:
-		return c.N, c.N * ranks
+// inPlace reports whether c's send and recv share memory: the in-place
+// paths, except the tensor forms other than AllReduceTensor and
+// BroadcastTensor (separate send and recv tensors).
+func (c confCall) inPlace() bool {
+	if c.Path == pTensor && c.Coll != cAllReduce && c.Coll != cBroadcast && c.Coll != cShift {
+		return false
 	}
-	return c.N, c.N
+	return c.Path.inPlace()
 }
 
 // setupBufs fills rank r's buffers for c from in (send) and the poison
 // (recv). In place, recv aliases send (ReduceScatter: recv is rank r's
-// chunk of send; AllGather: send is rank r's chunk of recv).
-func setupBufs[T Float](c confCall, ranks, r int, in []float64) (*confBufs[T], error) {
+// chunk of send; AllGather: send is rank r's chunk of recv; Scatter: the
+// root's recv is its chunk of send; Reduce: recv is send).
+func setupBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], error) {
 	b := &confBufs[T]{}
 	ls, lr := c.lens(ranks, r)
 	alloc := func(n int, pinned bool) ([]T, *HostBuffer[T], error) {
@@ -766,24 +1053,34 @@ func setupBufs[T Float](c confCall, ranks, r int, in []float64) (*confBufs[T], e
 		return make([]T, n), nil, nil
 	}
 	var err error
-	fill := func(dst []T, src []float64) {
-		for i, v := range src {
-			dst[i] = T(v)
-		}
-	}
-	poison := func(dst []T) {
-		for i := range dst {
-			dst[i] = T(confPoison)
-		}
-	}
-	if !c.Path.inPlace() || c.Coll == cReduce || c.Coll == cShift {
+	fill := func(dst []T, src []uint64) { setBits(dst, src, 0) }
+	poison := func(dst []T) { setBits(dst, nil, c.Type.poison()) }
+	root := r == c.Root
+	inPlace := c.inPlace()
+	switch {
+	case c.Coll == cScatter && inPlace && root:
 		if b.send, b.hs, err = alloc(ls, c.Path.sendPinned()); err != nil {
 			return b, err
 		}
 		fill(b.send, in)
-		if c.Coll == cReduce && c.Path.inPlace() {
+		b.recv = b.send[r*c.N : (r+1)*c.N]
+		return b, nil
+	case c.Coll == cScatter && c.NilRecv && !root:
+		// The send of a non-root is not used: nil.
+		if b.recv, b.hr, err = alloc(lr, c.Path.recvPinned()); err != nil {
+			return b, err
+		}
+		poison(b.recv)
+		return b, nil
+	}
+	if !inPlace || c.Coll == cReduce || c.Coll == cShift || c.Coll == cScatter {
+		if b.send, b.hs, err = alloc(ls, c.Path.sendPinned()); err != nil {
+			return b, err
+		}
+		fill(b.send, in)
+		if c.Coll == cReduce && inPlace {
 			b.recv = b.send // every rank passes recv == send
-		} else if c.Coll == cReduce && r != c.Root && c.NilRecv {
+		} else if (c.Coll == cReduce || c.Coll == cGather) && !root && c.NilRecv {
 			b.recv = nil
 		} else if c.Coll != cBroadcast {
 			if b.recv, b.hr, err = alloc(lr, c.Path.recvPinned()); err != nil {
@@ -791,7 +1088,7 @@ func setupBufs[T Float](c confCall, ranks, r int, in []float64) (*confBufs[T], e
 			}
 			poison(b.recv)
 		}
-		if !c.Path.inPlace() {
+		if !c.Path.inPlace() || c.Coll == cScatter || c.Path == pTensor && !inPlace {
 			b.keep = append([]T(nil), b.send...)
 		}
 		return b, nil
@@ -821,7 +1118,11 @@ func setupBufs[T Float](c confCall, ranks, r int, in []float64) (*confBufs[T], e
 }
 
 // callRank runs call c on comm cm with rank r's buffers.
-func callRank[T Float](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
+func callRank[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
+	if c.Path == pTensor && !c.inPlace() && c.Coll != cShift {
+		return callTensors(ctx, cm, c, b)
+	}
+	n, r := cm.Group().Size(), cm.Rank()
 	switch c.Coll {
 	case cAllReduce:
 		switch c.Path {
@@ -875,9 +1176,8 @@ func callRank[T Float](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]
 	case cReduce:
 		return Reduce(ctx, cm, b.send, b.recv, c.Op, c.Root)
 	case cShift:
-		n := cm.g.n
 		k := c.shift(n)
-		to, from := (cm.Rank()+k)%n, (cm.Rank()-k+n)%n
+		to, from := (r+k)%n, (r-k+n)%n
 		switch c.Path {
 		case pAsync:
 			var ws, wr *Work
@@ -895,8 +1195,75 @@ func callRank[T Float](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]
 			return cmp.Or(err, wr.Wait(context.Background()))
 		}
 		return SendRecv(ctx, cm, b.send, to, b.recv, from)
+	case cAllToAll:
+		return AllToAll(ctx, cm, b.send, b.recv)
+	case cGather:
+		return Gather(ctx, cm, b.send, b.recv, c.Root)
+	case cScatter:
+		return Scatter(ctx, cm, b.send, b.recv, c.Root)
+	case cAllToAllV:
+		l := c.layout(n)
+		return AllToAllV(ctx, cm, b.send, l.cnt[r], l.sd[r], b.recv, l.rc[r], l.rd[r])
+	case cAllGatherV:
+		l := c.layout(n)
+		return AllGatherV(ctx, cm, b.send, b.recv, l.counts, l.displs)
+	case cReduceScatterV:
+		l := c.layout(n)
+		return ReduceScatterV(ctx, cm, b.send, b.recv, l.counts, l.displs, c.Op)
 	}
 	return fmt.Errorf("unknown collective %d", c.Coll)
+}
+
+// callTensors runs c with the tensor forms of the collectives other than
+// AllReduce and Broadcast: send and recv tensors are made from b.send and
+// b.recv (nil tensors where they are nil) and downloaded into them after
+// the call, send to check that it was not written.
+func callTensors[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
+	var err error
+	if b.tsend, err = tensorFrom(cm, b.send); err != nil {
+		return err
+	}
+	if b.trecv, err = tensorFrom(cm, b.recv); err != nil {
+		return err
+	}
+	n, r := cm.Group().Size(), cm.Rank()
+	switch c.Coll {
+	case cReduceScatter:
+		err = ReduceScatterTensor(ctx, cm, b.tsend, b.trecv, c.Op)
+	case cAllGather:
+		err = AllGatherTensor(ctx, cm, b.tsend, b.trecv)
+	case cReduce:
+		err = ReduceTensor(ctx, cm, b.tsend, b.trecv, c.Op, c.Root)
+	case cAllToAll:
+		err = AllToAllTensor(ctx, cm, b.tsend, b.trecv)
+	case cGather:
+		err = GatherTensor(ctx, cm, b.tsend, b.trecv, c.Root)
+	case cScatter:
+		err = ScatterTensor(ctx, cm, b.tsend, b.trecv, c.Root)
+	case cAllToAllV:
+		l := c.layout(n)
+		err = AllToAllVTensor(ctx, cm, b.tsend, l.cnt[r], l.sd[r], b.trecv, l.rc[r], l.rd[r])
+	case cAllGatherV:
+		l := c.layout(n)
+		err = AllGatherVTensor(ctx, cm, b.tsend, b.trecv, l.counts, l.displs)
+	case cReduceScatterV:
+		l := c.layout(n)
+		err = ReduceScatterVTensor(ctx, cm, b.tsend, b.trecv, l.counts, l.displs, c.Op)
+	default:
+		err = fmt.Errorf("no tensor form of %s", c.Coll)
+	}
+	if err != nil {
+		return err
+	}
+	if b.trecv != nil {
+		if err := tensorOut(cm, b.trecv, b.recv); err != nil {
+			return err
+		}
+	}
+	if b.tsend != nil {
+		return tensorOut(cm, b.tsend, b.send)
+	}
+	return nil
 }
 
 // setupError is a failure of the tensor set-up around a collective
@@ -908,20 +1275,30 @@ func (e *setupError) Unwrap() error { return e.err }
 
 // tensorIn makes rank cm's tensor from b.send. On failure it aborts the
 // group, as Group.Run does, so the peers do not wait for the rank.
-func tensorIn[T Float](cm *Comm, b *confBufs[T]) error {
-	t, err := NewTensor[T](cm, len(b.send))
+func tensorIn[T Elem](cm *Comm, b *confBufs[T]) error {
+	t, err := tensorFrom(cm, b.send)
+	b.tensor = t
+	return err
+}
+
+// tensorFrom returns a tensor of rank cm holding src (nil for nil). On
+// failure it aborts the group.
+func tensorFrom[T Elem](cm *Comm, src []T) (*Tensor[T], error) {
+	if src == nil {
+		return nil, nil
+	}
+	t, err := NewTensor[T](cm, len(src))
 	if err == nil {
-		b.tensor = t
-		err = t.Upload(b.send)
+		err = t.Upload(src)
 	}
 	if err != nil {
 		cm.Group().Abort(err)
-		return &setupError{err}
+		return t, &setupError{err}
 	}
-	return nil
+	return t, nil
 }
 
-func tensorOut[T Float](cm *Comm, t *Tensor[T], dst []T) error {
+func tensorOut[T Elem](cm *Comm, t *Tensor[T], dst []T) error {
 	if err := t.Download(dst); err != nil {
 		cm.Group().Abort(err)
 		return &setupError{err}
@@ -931,7 +1308,9 @@ func tensorOut[T Float](cm *Comm, t *Tensor[T], dst []T) error {
 
 // unsupportedOK reports whether the call may fail with ErrUnsupported on
 // every rank: f64 on devices without f64 kernels, where no exact host path
-// is promised (tensors; reductions other than the slice all-reduce).
+// is promised (tensors; reductions other than the slice all-reduce). The
+// fault-injection test allows it; TestConformance requires exactly the
+// failures of wantErr.
 func (c confCall) unsupportedOK(g confGroup) bool {
 	if !c.F64 || !g.DisableFloat64 {
 		return false
@@ -939,8 +1318,22 @@ func (c confCall) unsupportedOK(g confGroup) bool {
 	return c.Path == pTensor || (c.Coll != cAllReduce && c.Coll != cAllGather && c.Coll != cBroadcast)
 }
 
+// wantErr is the error every rank's call must fail with, nil for none:
+// Mean of an integer type is an invalid argument (ops are checked first);
+// an all-reduce of device tensors of a type some device has no kernels for
+// is unsupported (every other call has a host path for it).
+func (c confCall) wantErr(g confGroup) error {
+	switch {
+	case c.Type.isInt() && c.Op == Mean && c.Coll.reduces():
+		return ErrInvalidArgument
+	case c.Coll == cAllReduce && c.Path == pTensor && g.noKernels(c.Type):
+		return ErrUnsupported
+	}
+	return nil
+}
+
 // setupCall draws the inputs of c and sets up every rank's buffers.
-func setupCall[T Float](c confCall, ranks int) ([][]float64, []*confBufs[T], error) {
+func setupCall[T Elem](c confCall, ranks int) ([][]uint64, []*confBufs[T], error) {
 	in := confInputs(c, ranks)
 	bufs := make([]*confBufs[T], ranks)
 	for r := range bufs {
@@ -952,7 +1345,7 @@ func setupCall[T Float](c confCall, ranks int) ([][]float64, []*confBufs[T], err
 	return in, bufs, nil
 }
 
-func closeBufs[T Float](bufs []*confBufs[T]) {
+func closeBufs[T Elem](bufs []*confBufs[T]) {
 	for _, b := range bufs {
 		if b != nil {
 			b.close()
@@ -961,7 +1354,7 @@ func closeBufs[T Float](bufs []*confBufs[T]) {
 }
 
 // runConfCall runs call c of session s on g and checks it.
-func runConfCall[T Float](g *Group, s *confSession, c confCall, limit time.Duration) confOutcome {
+func runConfCall[T Elem](g *Group, s *confSession, c confCall, limit time.Duration) confOutcome {
 	ranks := g.Size()
 	var out confOutcome
 	fail := func(kind, format string, a ...any) {
@@ -986,18 +1379,27 @@ func runConfCall[T Float](g *Group, s *confSession, c confCall, limit time.Durat
 		fail("hang", "hang: the ranks did not return within %v; goroutines:\n%s", limit+10*time.Second, out.hung)
 		return out
 	}
-	nerr := 0
+	want := c.wantErr(s.G)
 	for r, err := range out.errs {
-		if err != nil {
-			nerr++
-			if !c.unsupportedOK(s.G) || !errors.Is(err, ErrUnsupported) {
-				fail("error "+errKind(err), "rank %d: %v", r, err)
-			}
+		switch {
+		case err == nil && want != nil:
+			fail("no error, want "+sentinelName(want), "rank %d succeeded; want %s on every rank", r, sentinelName(want))
+		case err != nil && want == nil:
+			fail("error "+errKind(err), "rank %d: %v", r, err)
+		case err != nil && !errors.Is(err, want):
+			fail("error "+errKind(err)+", want "+sentinelName(want), "rank %d: %v; want %s", r, err, sentinelName(want))
 		}
 	}
-	if nerr > 0 {
-		if nerr != ranks && len(out.failures) == 0 {
-			fail("ErrUnsupported on some ranks", "%d of %d ranks failed with ErrUnsupported, the others succeeded", nerr, ranks)
+	if len(out.failures) > 0 {
+		return out
+	}
+	if want != nil {
+		// Rejected before any data moved: the buffers are as they were
+		// and the group is intact.
+		out.rejected = true
+		out.failures = append(out.failures, checkUntouched(c, in, bufs)...)
+		if err := g.Err(); err != nil {
+			fail("group broken by a rejected call", "after a call every rank rejected with %s, the group is broken: %v", sentinelName(want), err)
 		}
 		return out
 	}
@@ -1005,10 +1407,76 @@ func runConfCall[T Float](g *Group, s *confSession, c confCall, limit time.Durat
 	return out
 }
 
+// sentinelName names a sentinel error.
+func sentinelName(err error) string {
+	switch err {
+	case ErrInvalidArgument:
+		return "ErrInvalidArgument"
+	case ErrUnsupported:
+		return "ErrUnsupported"
+	}
+	return err.Error()
+}
+
+// checkUntouched checks the buffers of a rejected call: every send still
+// holds the input, every recv apart from it still the poison.
+func checkUntouched[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T]) []confFail {
+	var fails []confFail
+	for r, b := range bufs {
+		if b.send != nil && !equalBits(elemBits(b.send), in[r]) {
+			fails = append(fails, confFail{"rejected call wrote its buffers", fmt.Sprintf("rank %d: the send buffer of a rejected call changed", r)})
+		}
+		if b.extra != nil && !equalBits(elemBits(b.extra), in[r]) {
+			fails = append(fails, confFail{"rejected call wrote its buffers", fmt.Sprintf("rank %d: the asynchronous buffer of a rejected call changed", r)})
+		}
+		if b.recv == nil || c.inPlace() {
+			continue
+		}
+		for i, v := range elemBits(b.recv) {
+			if v != c.Type.poison() {
+				fails = append(fails, confFail{"rejected call wrote its buffers", fmt.Sprintf("rank %d: recv[%d] of a rejected call was written (%s)", r, i, c.Type.format(v))})
+				break
+			}
+		}
+	}
+	return fails
+}
+
+func equalBits(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// diffBits describes the first element where got and want differ, "" if
+// none.
+func diffBits(t confType, got, want []uint64) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("lengths %d and %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			note := ""
+			if got[i] == t.poison() {
+				note = " (never written)"
+			}
+			return fmt.Sprintf("element %d: %s vs %s%s", i, t.format(got[i]), t.format(want[i]), note)
+		}
+	}
+	return ""
+}
+
 // checkResults checks the buffers of the ranks whose call succeeded (ok[r],
 // or every rank when ok is nil) against the reference of inputs in.
-func checkResults[T Float](c confCall, in [][]float64, bufs []*confBufs[T], ok []bool) []confFail {
+func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []bool) []confFail {
 	ranks := len(bufs)
+	t := c.Type
 	var fails []confFail
 	fail := func(kind, format string, a ...any) {
 		fails = append(fails, confFail{kind, fmt.Sprintf(format, a...)})
@@ -1026,100 +1494,199 @@ func checkResults[T Float](c confCall, in [][]float64, bufs []*confBufs[T], ok [
 	}
 	// Out-of-place send buffers are never written.
 	for r, b := range bufs {
-		if good(r) && b.keep != nil && !bitsEqual(b.send, b.keep) {
-			fail("send buffer written", "rank %d: the send buffer of an out-of-place call was written", r)
+		if good(r) && b.keep != nil && !sameBits(b.send, b.keep) {
+			fail("send buffer written", "rank %d: the send buffer of an out-of-place call was written (%s)", r, diffBits(t, elemBits(b.send), elemBits(b.keep)))
+		}
+	}
+	// moved checks data that moves bit for bit.
+	moved := func(r int, got, want []uint64, what string) {
+		if d := diffBits(t, got, want); d != "" {
+			fail("wrong result", "rank %d: %s differs (%s)", r, what, d)
+		}
+	}
+	// unwritten checks that a recv the call does not use still holds the
+	// poison.
+	unwritten := func(r int, got []uint64, kind string) {
+		for i, v := range got {
+			if v != t.poison() {
+				fail(kind, "rank %d (not the root): recv[%d] was written (%s)", r, i, t.format(v))
+				return
+			}
 		}
 	}
 	switch c.Coll {
 	case cAllReduce:
-		ref, abs := confRef(in, c.Op)
-		for r, b := range bufs {
-			if !good(r) || r > first && bitsEqual(b.recv, bufs[first].recv) {
-				continue // checked as the first rank's
-			}
-			if r > first {
-				fail("ranks differ", "rank %d's result differs bitwise from rank %d's (%s)", r, first, firstDiff(b.recv, bufs[first].recv))
-			}
-			if kind, bad := checkReduced(b.recv, ref, abs, c.Op, ranks, c.exact()); kind != "" {
-				fail(kind, "rank %d: %s", r, bad)
-			}
-		}
-		for r, b := range bufs {
-			if !good(r) || b.extra == nil || r > first && bitsEqual(b.extra, bufs[first].extra) {
+		refs := refsOf(c, in)
+		for _, res := range []struct {
+			what string
+			get  func(b *confBufs[T]) []T
+		}{
+			{"", func(b *confBufs[T]) []T { return b.recv }},
+			{" (async)", func(b *confBufs[T]) []T { return b.extra }}, // async+sync: the asynchronous call's
+		} {
+			if res.get(bufs[first]) == nil {
 				continue
 			}
-			if r > first {
-				fail("ranks differ", "rank %d's asynchronous result differs bitwise from rank %d's (%s)", r, first, firstDiff(b.extra, bufs[first].extra))
-			}
-			if kind, bad := checkReduced(b.extra, ref, abs, c.Op, ranks, c.exact()); kind != "" {
-				fail(kind+" (async)", "rank %d, asynchronous call: %s", r, bad)
+			firstBits := elemBits(res.get(bufs[first]))
+			for r, b := range bufs {
+				if !good(r) {
+					continue
+				}
+				got := elemBits(res.get(b))
+				if r > first {
+					if equalBits(got, firstBits) {
+						continue // checked as the first rank's
+					}
+					fail("ranks differ"+res.what, "rank %d's result%s differs bitwise from rank %d's (%s)", r, res.what, first, diffBits(t, got, firstBits))
+				}
+				if kind, bad := checkReduction(c, ranks, refs, 0, len(got), got); kind != "" {
+					fail(kind+res.what, "rank %d%s: %s", r, res.what, bad)
+				}
 			}
 		}
 	case cReduceScatter:
-		ref, abs := confRef(in, c.Op)
+		refs := refsOf(c, in)
 		for r, b := range bufs {
 			lo, hi := r*c.N, (r+1)*c.N
 			if !good(r) {
 				continue
 			}
-			if kind, bad := checkReduced(b.recv, ref[lo:hi], abs[lo:hi], c.Op, ranks, c.exact()); kind != "" {
+			if kind, bad := checkReduction(c, ranks, refs, lo, hi, elemBits(b.recv)); kind != "" {
 				fail(kind, "rank %d (chunk [%d, %d)): %s", r, lo, hi, bad)
 			}
 		}
 	case cReduce:
-		ref, abs := confRef(in, c.Op)
+		refs := refsOf(c, in)
 		if good(c.Root) {
-			if kind, bad := checkReduced(bufs[c.Root].recv, ref, abs, c.Op, ranks, c.exact()); kind != "" {
+			if kind, bad := checkReduction(c, ranks, refs, 0, c.N, elemBits(bufs[c.Root].recv)); kind != "" {
 				fail(kind, "root %d: %s", c.Root, bad)
 			}
 		}
 		for r, b := range bufs {
-			if !good(r) || r == c.Root || b.recv == nil || c.Path.inPlace() {
-				continue
-			}
-			for i, v := range b.recv {
-				if float64(v) != confPoison {
-					fail("non-root recv written", "rank %d (not the root): recv[%d] was written (%v)", r, i, v)
-					break
-				}
+			if good(r) && r != c.Root && b.recv != nil && !c.inPlace() {
+				unwritten(r, elemBits(b.recv), "non-root recv written")
 			}
 		}
 	case cAllGather:
-		want := make([]T, 0, c.N*ranks)
+		var want []uint64
 		for r := range in {
-			for _, v := range in[r] {
-				want = append(want, T(v))
-			}
+			want = append(want, in[r]...)
 		}
 		for r, b := range bufs {
-			if good(r) && !bitsEqual(b.recv, want) {
-				fail("wrong result", "rank %d: gathered data differs (%s)", r, firstDiff(b.recv, want))
+			if good(r) {
+				moved(r, elemBits(b.recv), want, "gathered data")
 			}
 		}
 	case cShift:
 		k := c.shift(ranks)
 		for r, b := range bufs {
 			from := (r - k + ranks) % ranks
-			want := make([]T, c.N)
-			for i, v := range in[from] {
-				want[i] = T(v)
-			}
-			if good(r) && !bitsEqual(b.recv, want) {
-				fail("wrong result", "rank %d: received data differs from rank %d's input (%s)", r, from, firstDiff(b.recv, want))
+			if good(r) {
+				moved(r, elemBits(b.recv), in[from], fmt.Sprintf("data received from rank %d", from))
 			}
 		}
 	case cBroadcast:
-		want := make([]T, c.N)
-		for i, v := range in[c.Root] {
-			want[i] = T(v)
+		for r, b := range bufs {
+			if good(r) {
+				moved(r, elemBits(b.send), in[c.Root], fmt.Sprintf("data broadcast from root %d", c.Root))
+			}
+		}
+	case cAllToAll:
+		m := c.N
+		for r, b := range bufs {
+			if !good(r) {
+				continue
+			}
+			var want []uint64
+			for q := range in {
+				want = append(want, in[q][r*m:(r+1)*m]...)
+			}
+			moved(r, elemBits(b.recv), want, "data exchanged")
+		}
+	case cGather:
+		var want []uint64
+		for q := range in {
+			want = append(want, in[q]...)
 		}
 		for r, b := range bufs {
-			if good(r) && !bitsEqual(b.send, want) {
-				fail("wrong result", "rank %d: broadcast data differs from root %d's (%s)", r, c.Root, firstDiff(b.send, want))
+			switch {
+			case !good(r):
+			case r == c.Root:
+				moved(r, elemBits(b.recv), want, "gathered data")
+			case b.recv != nil:
+				unwritten(r, elemBits(b.recv), "non-root recv written")
+			}
+		}
+	case cScatter:
+		m := c.N
+		for r, b := range bufs {
+			if !good(r) {
+				continue
+			}
+			moved(r, elemBits(b.recv), in[c.Root][r*m:(r+1)*m], fmt.Sprintf("data scattered from root %d", c.Root))
+			if r == c.Root && c.inPlace() && !equalBits(elemBits(b.send), in[r]) {
+				fail("send buffer written", "root %d: its send changed in place (%s)", r, diffBits(t, elemBits(b.send), in[r]))
+			}
+		}
+	case cAllToAllV, cAllGatherV:
+		l := c.layout(ranks)
+		for j, b := range bufs {
+			if !good(j) {
+				continue
+			}
+			// Every received range, and the poison elsewhere.
+			want := make([]uint64, l.rlen[j])
+			for k := range want {
+				want[k] = t.poison()
+			}
+			for i := range in {
+				copy(want[l.rd[j][i]:l.rd[j][i]+l.rc[j][i]], in[i][l.sd[i][j]:l.sd[i][j]+l.cnt[i][j]])
+			}
+			got := elemBits(b.recv)
+			if d := diffBits(t, got, want); d != "" {
+				kind := "wrong result"
+				for k := range got {
+					if got[k] != want[k] {
+						if want[k] == t.poison() && !l.covered(j, k) {
+							kind = "recv written outside the received ranges"
+						}
+						break
+					}
+				}
+				fail(kind, "rank %d (receiving %v elements at %v): received data differs (%s)", j, l.rc[j], l.rd[j], d)
+			}
+		}
+	case cReduceScatterV:
+		l := c.layout(ranks)
+		vals := make([]uint64, ranks)
+		for j, b := range bufs {
+			if !good(j) {
+				continue
+			}
+			want := make([]uint64, l.counts[j])
+			for k := range want {
+				for i := range in {
+					vals[i] = in[i][l.displs[j]+k]
+				}
+				want[k] = rankOrderRef(t, c.Op, vals)
+			}
+			if kind, bad := checkBits(t, elemBits(b.recv), want, !t.isInt()); kind != "" {
+				fail(kind, "rank %d (range [%d, +%d), reduced in rank order): %s", j, l.displs[j], l.counts[j], bad)
 			}
 		}
 	}
 	return fails
+}
+
+// covered reports whether element k of rank j's recv lies in a range it
+// receives.
+func (l *confLayout) covered(j, k int) bool {
+	for i, d := range l.rd[j] {
+		if k >= d && k < d+l.rc[j][i] {
+			return true
+		}
+	}
+	return false
 }
 
 // shift is a Shift's distance on ranks ranks.
@@ -1161,7 +1728,8 @@ type confFailure struct {
 }
 
 // runConfSession runs one session and returns its failures (the first
-// failing call stops it). fatal is set when a hang left ranks running.
+// failing call stops it; a call rejected as it must be does not). fatal is
+// set when a hang left ranks running.
 func runConfSession(t *testing.T, s *confSession, haveVulkan bool) (failures []confFail, fatal bool) {
 	if s.G.Backend == "vulkan" && !haveVulkan {
 		s.G.Backend = "host"
@@ -1172,13 +1740,16 @@ func runConfSession(t *testing.T, s *confSession, haveVulkan bool) (failures []c
 	if err != nil {
 		return []confFail{{"NewGroup: " + errKind(err), fmt.Sprintf("NewGroup: %v", err)}}, false
 	}
+	if s.G.NoTypeKernels {
+		g.kernels &= backend.F32.Bit() | backend.F64.Bit()
+	}
 	limit := 120 * time.Second
 	for i, c := range s.Calls {
-		var out confOutcome
-		if c.F64 {
-			out = runConfCall[float64](g, s, c, limit)
-		} else {
-			out = runConfCall[float32](g, s, c, limit)
+		out := runConfCallOf(g, s, c, limit)
+		if out.rejected && len(out.failures) == 0 && i == len(s.Calls)-1 {
+			// The group stays usable after a rejected call: the next call
+			// shows it, or else a barrier.
+			out.failures = append(out.failures, barrierAfterRejected(g, limit)...)
 		}
 		for _, f := range out.failures {
 			failures = append(failures, confFail{confKind(c, f.kind), fmt.Sprintf("call %d (%s): %s", i, c, f.msg)})
@@ -1186,7 +1757,7 @@ func runConfSession(t *testing.T, s *confSession, haveVulkan bool) (failures []c
 		if out.hung != "" {
 			return failures, true
 		}
-		if len(out.failures) > 0 || anyErr(out.errs) {
+		if len(out.failures) > 0 {
 			break
 		}
 	}
@@ -1199,13 +1770,45 @@ func runConfSession(t *testing.T, s *confSession, haveVulkan bool) (failures []c
 	return failures, false
 }
 
-func anyErr(errs []error) bool {
-	for _, e := range errs {
-		if e != nil {
-			return true
+// runConfCallOf runs c with its element type.
+func runConfCallOf(g *Group, s *confSession, c confCall, limit time.Duration) confOutcome {
+	switch c.Type {
+	case tF64:
+		return runConfCall[float64](g, s, c, limit)
+	case tI8:
+		return runConfCall[int8](g, s, c, limit)
+	case tU8:
+		return runConfCall[uint8](g, s, c, limit)
+	case tI32:
+		return runConfCall[int32](g, s, c, limit)
+	case tU32:
+		return runConfCall[uint32](g, s, c, limit)
+	case tI64:
+		return runConfCall[int64](g, s, c, limit)
+	case tU64:
+		return runConfCall[uint64](g, s, c, limit)
+	case tF16:
+		return runConfCall[Float16](g, s, c, limit)
+	case tBF16:
+		return runConfCall[BFloat16](g, s, c, limit)
+	}
+	return runConfCall[float32](g, s, c, limit)
+}
+
+// barrierAfterRejected checks that a barrier passes on every rank.
+func barrierAfterRejected(g *Group, limit time.Duration) []confFail {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	errs, hung := runRanksWithin(g, limit+10*time.Second, func(cm *Comm) error { return Barrier(ctx, cm) })
+	if hung != "" {
+		return []confFail{{"hang", "barrier after a rejected call: the ranks did not return; goroutines:\n" + hung}}
+	}
+	for r, err := range errs {
+		if err != nil {
+			return []confFail{{"barrier after a rejected call: " + errKind(err), fmt.Sprintf("barrier after a rejected call, rank %d: %v", r, err)}}
 		}
 	}
-	return false
+	return nil
 }
 
 // haveVulkan reports whether the vulkan backend runs here (in CI it must).
@@ -1258,7 +1861,7 @@ func confSummary(t *testing.T, test, flagPrefix string, fails []confFailure) {
 
 // confKind is the summary key of a failure of call c.
 func confKind(c confCall, kind string) string {
-	desc := fmt.Sprintf("%s/%s", c.Coll, c.Path)
+	desc := fmt.Sprintf("%s/%s/%s", c.Coll, c.Path, c.Type)
 	if c.Coll == cAllReduce {
 		desc += "/" + c.Strategy.String()
 	}
@@ -1278,8 +1881,15 @@ func TestConformance(t *testing.T) {
 	spent := map[string]time.Duration{}
 	count := map[string]int{}
 	defer func() { t.Logf("time by backend: %v over %v sessions", spent, count) }()
+	byColl, byType, byPath := map[string]int{}, map[string]int{}, map[string]int{}
+	defer func() { t.Logf("calls drawn by collective: %v; by type: %v; by path: %v", byColl, byType, byPath) }()
 	for i := 0; i < n; i++ {
 		s := drawSession(seed+uint64(i), lim)
+		for _, c := range s.Calls {
+			byColl[c.Coll.String()]++
+			byType[c.Type.String()]++
+			byPath[c.Path.String()]++
+		}
 		// A crash kills the process before the test can report: name the
 		// session first (shown only when the package fails, or with -v).
 		fmt.Fprintf(os.Stderr, "conformance: session seed=%d\n", s.Seed)
