@@ -7,6 +7,10 @@
 #                                     results.json, results.md (gocoll-devbench: ceilings, T1-T7, verdicts),
 #                                     torch.json (bench/torch_peer.py), allreduce-perf.json + .png (the sweep
 #                                     and its plot), bench-h200.txt (benchstat-ready go test -bench), run.log
+#   bench/device-bench.sh colls       (there, like run) the collectives beyond all-reduce: same-run ceilings
+#                                     (ceilings.md/json, engine pairings for both PCIe directions included),
+#                                     go test -bench of every collective, slice and tensor forms, and of the
+#                                     element types (colls-h200.txt), the allreduce-perf type sweep (types.json)
 #   bench/device-bench.sh lavapipe    (here) the same go test -bench selection on lavapipe -> bench/lavapipe.txt,
 #                                     and a small gocoll-devbench run -> bench/out/
 #
@@ -127,6 +131,35 @@ run_there() {
 	log "done in $((SECONDS - t0))s"
 }
 
+# colls_there: the "colls" mode (see the top of this file).
+colls_there() {
+	[ -n "${OUT:-}" ] || die "colls: \$OUT is not set (this mode runs inside a device tool call)"
+	[ -x "$D/gocoll-devbench" ] || die "colls: $D/ is missing: run bench/device-bench.sh here first, and carry $D"
+	exec > >(tee -a "$OUT/run.log") 2>&1
+	local t0=$SECONDS bt=${BENCHTIME:-10x} n=${BENCH_COUNT:-3}
+	for f in .gl/*.deb; do dpkg -x "$f" /; done
+	ldconfig
+	export GOCOLL_VULKAN_VALIDATION=0
+	export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+	nvidia-smi --query-gpu=name,driver_version --format=csv || true
+	"$D/gocoll-info" | grep -i nvidia || die "gocoll-info lists no NVIDIA device"
+	step ceilings 120 "$D/gocoll-devbench" -skip t1,t2a,t2b,t3,t6,t7 -json "$OUT/ceilings.json" -md "$OUT/ceilings.md" \
+		-command "bash bench/device-bench.sh colls (device tool, nvidia-h200; carry .devbench .gl)"
+	local o="$OUT/colls-h200.txt"
+	: >"$o"
+	(cd collective && step collectives 150 "../$D/collective.test" -test.run '^$' -test.bench '^BenchmarkCollectives$/^vulkan$/' \
+		-test.benchtime "$bt" -test.count "$n") >>"$o"
+	(cd collective && step tensor-collectives 150 "../$D/collective.test" -test.run '^$' -test.bench '^BenchmarkTensorCollectives$/^vulkan$/' \
+		-test.benchtime "$bt" -test.count "$n") >>"$o"
+	(cd collective && step element-types 90 "../$D/collective.test" -test.run '^$' -test.bench '^BenchmarkElementTypes$/^vulkan$/' \
+		-test.benchtime "$bt" -test.count "$n") >>"$o"
+	step types 90 "$D/allreduce-perf" -g 2 --devices 0,0 --backend vulkan -b 4K -e 64M -f 4 \
+		-d float,int8,uint8,int32,uint32,int64,uint64,half,bfloat16 -o sum -n 5 -w 2 -J "$OUT/types.json" >"$OUT/types.txt"
+	# COLLS_EXTRA: more commands for the same call (diagnostics), run last.
+	if [ -n "${COLLS_EXTRA:-}" ]; then step extra 200 bash -c "$COLLS_EXTRA"; fi
+	log "done in $((SECONDS - t0))s"
+}
+
 # bench_selection FILE BENCHTIME SECONDS: the T5 selection, appended to FILE.
 bench_selection() {
 	local out=$1 bt=$2 secs=$3
@@ -154,6 +187,7 @@ case "${1:-}" in
 	if [ -n "${OUT:-}" ] && [ -z "${1:-}" ]; then run_there; else prepare; fi
 	;;
 run) run_there ;;
+colls) colls_there ;;
 lavapipe) lavapipe ;;
-*) die "usage: bench/device-bench.sh [prepare|run|lavapipe]" ;;
+*) die "usage: bench/device-bench.sh [prepare|run|colls|lavapipe]" ;;
 esac

@@ -3,6 +3,8 @@ package collective
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
@@ -119,10 +121,11 @@ func BenchmarkStrategies(b *testing.B) {
 // Broadcast and Reduce).
 func BenchmarkCollectives(b *testing.B) {
 	for _, bk := range backendsUnderTest(b) {
-		for _, coll := range []string{"ReduceScatter", "AllGather", "Broadcast", "Reduce", "AllToAll", "Gather", "Scatter"} {
+		for _, coll := range []string{"ReduceScatter", "AllGather", "Broadcast", "Reduce", "AllToAll", "Gather", "Scatter",
+			"AllToAllV", "AllGatherV", "ReduceScatterV"} {
 			for _, size := range []int{64 << 10, 4 << 20} {
 				b.Run(fmt.Sprintf("%s/%s/bytes=%d", bk, coll, size), func(b *testing.B) {
-					g := openGroup(b, bk, 4)
+					g := openGroup(b, bk, 4, benchOptions(b))
 					n := size / 4
 					full := make([][]float32, 4)
 					part := make([][]float32, 4)
@@ -132,10 +135,18 @@ func BenchmarkCollectives(b *testing.B) {
 						part[r] = make([]float32, n/4)
 						out[r] = make([]float32, n)
 					}
+					m := n / 4
+					cnt, dsp := []int{m, m, m, m}, []int{0, m, 2 * m, 3 * m}
 					run := func(c *Comm) error {
 						ctx := context.Background()
 						r := c.Rank()
 						switch coll {
+						case "AllToAllV":
+							return AllToAllV(ctx, c, full[r], cnt, dsp, out[r], cnt, dsp)
+						case "AllGatherV":
+							return AllGatherV(ctx, c, part[r], full[r], cnt, dsp)
+						case "ReduceScatterV":
+							return ReduceScatterV(ctx, c, full[r], part[r], cnt, dsp, Sum)
 						case "ReduceScatter":
 							return ReduceScatter(ctx, c, full[r], part[r], Sum)
 						case "AllGather":
@@ -163,7 +174,8 @@ func BenchmarkCollectives(b *testing.B) {
 					}
 					defer l.stop()
 					factor := map[string]float64{"ReduceScatter": 3.0 / 4, "AllGather": 3.0 / 4, "Broadcast": 1, "Reduce": 1,
-						"AllToAll": 3.0 / 4, "Gather": 3.0 / 4, "Scatter": 3.0 / 4}[coll]
+						"AllToAll": 3.0 / 4, "Gather": 3.0 / 4, "Scatter": 3.0 / 4,
+						"AllToAllV": 3.0 / 4, "AllGatherV": 3.0 / 4, "ReduceScatterV": 3.0 / 4}[coll]
 					benchLoop(b, l, func() error { return run(g.Comm(0)) }, int64(size), factor)
 				})
 			}
@@ -276,4 +288,20 @@ func benchTensorLatency(b *testing.B, bk string, perRank bool) {
 	b.Run("gpu-scale", func(b *testing.B) {
 		gpu(b, func() error { return st.Scale(backend.F32, own, own, 1) })
 	})
+}
+
+// benchOptions lets a benchmark run compare layouts without a rebuild:
+// GOCOLL_BENCH_CHUNK (bytes, e.g. 1048576) sets Options.ChunkBytes and
+// GOCOLL_BENCH_FUSE=off turns the fused ring and tree steps off.
+func benchOptions(b *testing.B) func(*Options) {
+	chunk, _ := strconv.Atoi(os.Getenv("GOCOLL_BENCH_CHUNK"))
+	if os.Getenv("GOCOLL_BENCH_FUSE") == "off" {
+		fuseOff = true
+		b.Cleanup(func() { fuseOff = false })
+	}
+	return func(o *Options) {
+		if chunk > 0 {
+			o.ChunkBytes = chunk
+		}
+	}
 }

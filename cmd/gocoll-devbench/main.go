@@ -131,7 +131,7 @@ func run(args []string) int {
 	fs.IntVar(&p.AllocWindows, "alloc-windows", 5, "windows of -calls small all-reduces per T3 strategy over which T4 counts mallocs (the first is the timed one; T4 judges the last)")
 	depths := fs.String("depths", "2,4,8", "pipeline depths to try in T2")
 	inputs := fs.String("inputs", "2,8", "reduce input counts (T1)")
-	fs.StringVar(&p.Skip, "skip", "", "comma-separated sections to skip: ceilings,t1,t2a,t2b,t3,t6,t7 (t6: T3b and T6)")
+	fs.StringVar(&p.Skip, "skip", "", "comma-separated sections to skip: ceilings,mixed,t1,t2a,t2b,t3,t6,t7 (t6: T3b and T6; mixed: engine pairings for the two PCIe directions, part of ceilings)")
 	p.T6Size = 256 << 20
 	fs.Var(sizeFlag{&p.T6Size}, "t6-size", "bytes of each rank's tensor in T6")
 	torchFile := fs.String("torch", "", "bench/torch_peer.py's JSON from the same run (adds PyTorch figures and T2b/T3 comparisons)")

@@ -253,6 +253,9 @@ func (r *Results) markdown() string {
 	w("| pinned H2D + D2H at once (two queues), both directions | %s GB/s | |\n", f1(c.BidirPinned.GBps))
 	w("| one dispatch reading host memory and writing host memory (the duplex ceiling), both directions | %s GB/s | %s GB/s (H2D and D2H on two streams) |\n", f1(c.Duplex.GBps), f1(tt.DuplexPinned))
 	w("| pageable H2D / D2H | (Go slices: see T2b) | %s / %s GB/s |\n", f1(tt.H2DPageable), f1(tt.D2HPageable))
+	for _, m := range r.Mixed {
+		w("| %s, %d MiB each way | %s GB/s | |\n", m.Name, p.Size>>20, f1(m.BW.GBps))
+	}
 	lat := func(l Lat) string {
 		if l.N == 0 {
 			return "-"

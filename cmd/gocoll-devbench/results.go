@@ -19,6 +19,7 @@ type Results struct {
 	Params    params     `json:"params"`
 
 	Ceilings Ceilings    `json:"ceilings"`
+	Mixed    []MixedFig  `json:"mixed_duplex,omitempty"`
 	T1       []ReduceFig `json:"t1_reduce"`
 	T2a      []ARFig     `json:"t2a_allreduce_pinned"`
 	T2b      []ARFig     `json:"t2b_allreduce_slices"`

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
@@ -166,6 +165,11 @@ func shimBench(ctx context.Context, bk backend.Backend, p params, res *Results, 
 		// Pinned copies: imported host memory <-> device-local, one copy per submit.
 		if err := copyCeilings(ctx, bk, dev, p, res); err != nil {
 			res.errorf("ceiling copies", "%v", err)
+		}
+		if !skip["mixed"] {
+			if err := mixedDuplex(ctx, bk, p, res); err != nil {
+				res.errorf("mixed duplex", "%v", err)
+			}
 		}
 
 		// Latency: a tiny copy; a 1-element dispatch; a small round trip.
@@ -370,34 +374,21 @@ func copyCeilings(ctx context.Context, bk backend.Backend, dev backend.Device, p
 	}
 	defer dl2.Close()
 	s2 := dev2.Stream()
-	var times []float64
-	for i := 0; i < p.Warmup+p.Reps; i++ {
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		t0 := time.Now()
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			if errs[0] = s.Copy(dr, hr); errs[0] == nil {
-				errs[0] = submitWait(ctx, s)
+	h2, d2 := backend.Region{Buf: host2, Len: p.Size}, backend.Region{Buf: dl2, Len: p.Size}
+	times, err := timeConcurrent(p.Warmup, p.Reps, 2, func(i int) error {
+		if i == 0 {
+			if err := s.Copy(dr, hr); err != nil {
+				return err
 			}
-		}()
-		go func() {
-			defer wg.Done()
-			if errs[1] = s2.Copy(backend.Region{Buf: host2, Len: p.Size}, backend.Region{Buf: dl2, Len: p.Size}); errs[1] == nil {
-				errs[1] = submitWait(ctx, s2)
-			}
-		}()
-		wg.Wait()
-		el := time.Since(t0).Seconds()
-		for _, e := range errs {
-			if e != nil {
-				return e
-			}
+			return submitWait(ctx, s)
 		}
-		if i >= p.Warmup {
-			times = append(times, el)
+		if err := s2.Copy(h2, d2); err != nil {
+			return err
 		}
+		return submitWait(ctx, s2)
+	})
+	if err != nil {
+		return err
 	}
 	c.BidirPinned = newBW(int64(2*p.Size), times)
 	logf("ceiling: pinned H2D + D2H at once on two queues, %d MiB each: %.1f GB/s both directions (best %.1f)", p.Size>>20, c.BidirPinned.GBps, c.BidirPinned.BestGBps)
