@@ -29,10 +29,14 @@ type costModel struct {
 	Reduce     float64 // bytes/s written by a 2-input reduce kernel in device memory
 	HostReduce float64 // bytes/s read by a reduce kernel whose inputs are in host memory
 	CPUReduce  float64 // bytes/s read by the CPU reducing two f32 inputs (strategy Host), one core
-	Handoff    float64 // seconds: one rank-to-rank handoff (a barrier)
-	Err        error   // a failed measurement falls back to ring
-	Measured   time.Duration
-	SlotBytes  int
+	// CPUByType is CPUReduce for each element type (the 16-bit floats'
+	// conversions and the 8-bit types' per-byte loop make them several
+	// times slower per byte than float32); 0 where not measured.
+	CPUByType [backend.NumDTypes]float64
+	Handoff   float64 // seconds: one rank-to-rank handoff (a barrier)
+	Err       error   // a failed measurement falls back to ring
+	Measured  time.Duration
+	SlotBytes int
 	// Links says how a received slot reaches the receiver's device: read
 	// in place from device memory (ranks sharing memory), read in place
 	// from host memory both devices import, or copied on the CPU into the
@@ -222,6 +226,20 @@ func measureDevice(ctx context.Context, dev backend.Device, m *costModel) error 
 		return nil
 	})
 	m.CPUReduce = cpuBytes / math.Max(t, 1e-9)
+	// The same for every other element type, on smaller inputs.
+	const typeBytes = 64 << 10
+	for dt := backend.DType(0); dt < backend.NumDTypes; dt++ {
+		if dt == backend.F32 {
+			m.CPUByType[dt] = m.CPUReduce
+			continue
+		}
+		cnt := typeBytes / 2 / dt.Size()
+		t, _ = timeIt(3, func() error {
+			reduceHost(dt, big[:typeBytes/2], big[typeBytes:2*typeBytes], cnt, 0, 2, cnt, Sum, 1)
+			return nil
+		})
+		m.CPUByType[dt] = typeBytes / math.Max(t, 1e-9)
+	}
 	// A handoff between two goroutines through a channel, as a barrier does.
 	ping, pong := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -235,8 +253,9 @@ func measureDevice(ctx context.Context, dev backend.Device, m *costModel) error 
 	return nil
 }
 
-// predict returns the modelled time of strategy s for bytes bytes on n ranks.
-func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
+// predict returns the modelled time of strategy s for bytes bytes of dt on n
+// ranks.
+func (m *costModel) predict(s Strategy, dt backend.DType, bytes, n, depth, local int) float64 {
 	B := float64(bytes)
 	N := float64(n)
 	slot := float64(m.SlotBytes)
@@ -272,7 +291,11 @@ func (m *costModel) predict(s Strategy, bytes, n, depth, local int) float64 {
 		// Two rendezvous; each rank copies its 1/N slice from every rank
 		// (B bytes), reduces it on one core and writes it into every
 		// rank's output (B bytes).
-		return 2*N*m.Handoff + memcpy(B) + B/m.CPUReduce + memcpy(B)
+		cpu := m.CPUReduce
+		if dt.Valid() && m.CPUByType[dt] > 0 {
+			cpu = m.CPUByType[dt]
+		}
+		return 2*N*m.Handoff + memcpy(B) + B/cpu + memcpy(B)
 	case Direct, Pipelined:
 		// Two rendezvous; each rank gathers its 1/N slice from every rank
 		// (B bytes), the kernel reads them from host memory, and the
@@ -337,7 +360,7 @@ func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy,
 		if s == Host && !slices {
 			continue
 		}
-		if t := m.predict(s, bytes, g.n, g.cfg.PipelineDepth, g.cfg.LocalGroupSize); t < bestT {
+		if t := m.predict(s, dt, bytes, g.n, g.cfg.PipelineDepth, g.cfg.LocalGroupSize); t < bestT {
 			best, bestT = s, t
 		}
 	}
@@ -373,7 +396,7 @@ func (c *Comm) autoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]t
 	s, _ := c.autoStrategy(bytes, dt, true)
 	if m.Err == nil {
 		for _, st := range autoCandidates {
-			t := m.predict(st, bytes, g.n, g.cfg.PipelineDepth, g.cfg.LocalGroupSize)
+			t := m.predict(st, dt, bytes, g.n, g.cfg.PipelineDepth, g.cfg.LocalGroupSize)
 			if !math.IsInf(t, 0) {
 				out[st] = time.Duration(t * 1e9)
 			}

@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
@@ -291,6 +292,44 @@ func TestAutoIsMeasuredAndAgreed(t *testing.T) {
 		t.Logf("%s: auto picks %s for 64 B and %s for 64 MiB (model: %v)", bk, small, big, times)
 		inputs := [][]float64{{1, 2}, {3, 4}, {5, 6}, {7, 8}}
 		checkResult(t, runWith[float32](t, g, inputs, Sum, Auto, false), []float64{16, 20}, Sum, 0)
+	}
+}
+
+// TestAutoHostRatePerType: the CPU reduction rate of strategy Host is
+// measured for every element type, and the model charges each type its own
+// rate (a 16-bit float's conversions make the CPU several times slower per
+// byte than float32, and Auto must not pick Host for it on float32's rate).
+func TestAutoHostRatePerType(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 2)
+		m := g.measure(g.comms[0])
+		if m.Err != nil {
+			t.Fatalf("%s: %v", bk, m.Err)
+		}
+		for dt := backend.DType(0); dt < backend.NumDTypes; dt++ {
+			if !(m.CPUByType[dt] > 0) {
+				t.Errorf("%s: %v: CPU reduce rate %v not measured", bk, dt, m.CPUByType[dt])
+			}
+		}
+		if m.CPUByType[backend.F32] != m.CPUReduce {
+			t.Errorf("%s: float32 rate %v, CPUReduce %v", bk, m.CPUByType[backend.F32], m.CPUReduce)
+		}
+		t.Logf("%s: CPU reduce bytes/s by type: %.3g", bk, m.CPUByType)
+		// The model itself: a type reduced 10x slower per byte costs 10x
+		// the reduction time, the other terms unchanged.
+		mm := costModel{Memcpy: 1e10, ParMemcpy: 1e10, Handoff: 1e-6}
+		mm.CPUReduce = 1e9
+		mm.CPUByType[backend.F32] = 1e9
+		mm.CPUByType[backend.Half] = 1e8
+		const B = 1 << 20
+		f32 := mm.predict(Host, backend.F32, B, 2, 2, 2)
+		half := mm.predict(Host, backend.Half, B, 2, 2, 2)
+		if want := f32 + 9*float64(B)/1e9; math.Abs(half-want) > 1e-9 {
+			t.Errorf("model: Host for half %v s, want %v (float32 %v)", half, want, f32)
+		}
+		if i32 := mm.predict(Host, backend.I32, B, 2, 2, 2); i32 != f32 {
+			t.Errorf("model: a type not measured uses CPUReduce: %v, want %v", i32, f32)
+		}
 	}
 }
 
