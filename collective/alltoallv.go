@@ -206,12 +206,10 @@ func (c *Comm) vCountBuf(n int) []float64 {
 // and displs are the same on every rank and describe ranges of send (whose
 // length is the same on every rank). The blocks travel as in AllToAllV
 // (counts agreed first) and each rank reduces the N blocks it receives in
-// rank order on the CPU, with the kernels' arithmetic (bitwise what
-// ReduceScatter gives with Config.Deterministic, except Mean of Float16 and
-// BFloat16: ReduceScatterV divides before its one rounding to 16 bits,
-// the deterministic ReduceScatter on a device with kernels for the type
-// rounds the sum, then the quotient; both are within the bound of two
-// roundings).
+// rank order on the CPU, with the kernels' arithmetic: bitwise what
+// ReduceScatter gives with Config.Deterministic, for every element type
+// and op (Mean of Float16 and BFloat16 included: both divide the float32
+// sum by N before the one rounding to 16 bits).
 func ReduceScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) error {
 	if c == nil {
 		return invalidArg("nil Comm")

@@ -305,10 +305,11 @@ type confLimits struct {
 	maxCalls  int
 	vulkanPct int // share of sessions drawn on vulkan
 	// every: draw every element type and collective (TestConformance).
-	// Without it a session draws f32 and f64 and the first six collectives,
-	// from the same random stream as before they were added (the
-	// fault-injection test's sessions).
+	// Without it a session draws the first six collectives, from the same
+	// random stream as before the others were added (the fault-injection
+	// test's sessions), and f32 and f64 only unless types is set.
 	every bool
+	types bool // draw every element type (every implies it)
 }
 
 func confLimitsFor() confLimits {
@@ -489,7 +490,7 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 				c.Path = pPinned
 			}
 		}
-		if lim.every {
+		if lim.every || lim.types {
 			// Half the calls on f32 and f64, the other half on the eight
 			// other types, the 16-bit floats (whose checks have the most
 			// cases) twice as often as each integer type.
@@ -511,13 +512,7 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		if rng.IntN(4) > 0 {
 			c.Strategy = Strategy(1 + rng.IntN(int(Host)))
 		}
-		es := 4
-		if c.F64 {
-			es = 8
-		}
-		if lim.every {
-			es = c.Type.size()
-		}
+		es := c.Type.size()
 		ml := maxLen
 		switch c.Coll {
 		case cReduceScatter, cAllGather, cAllToAll, cGather, cScatter, cAllToAllV, cAllGatherV, cReduceScatterV:
@@ -552,11 +547,13 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 
 // roundSteps bounds the number of times call c on g rounds a reduced
 // element to a 16-bit type: once where one kernel (or the host) reduces
-// every rank's element (the direct, pipelined and host all-reduce, the
-// rank-ordered reductions of deterministic mode and of ReduceScatter with
-// the Direct strategy, ReduceScatterV, the host paths of types without
-// kernels), else once per step of a ring or tree, at most ranks-1 along
-// any element's path (every step merges two or more partial results).
+// every rank's element, Mean's division included (the direct, pipelined
+// and host all-reduce, the rank-ordered reductions of deterministic mode
+// and of ReduceScatter with the Direct strategy, ReduceScatterV, the host
+// paths of types without kernels), else once per step of a ring or tree,
+// at most ranks-1 along any element's path (every step merges two or more
+// partial results), and for Mean once more: the last step rounds the sum,
+// the scale then the quotient.
 func roundSteps(c confCall, g confGroup) int {
 	if g.Deterministic || g.noKernels(c.Type) || c.Coll == cReduceScatterV {
 		return 1
@@ -580,6 +577,9 @@ func roundSteps(c confCall, g confGroup) int {
 	}
 	if one {
 		return 1
+	}
+	if c.Op == Mean && g.Ranks > 1 {
+		return g.Ranks
 	}
 	return max(1, g.Ranks-1)
 }
@@ -1745,7 +1745,7 @@ func runConfSession(t *testing.T, s *confSession, haveVulkan bool) (failures []c
 	}
 	limit := 120 * time.Second
 	for i, c := range s.Calls {
-		out := runConfCallOf(g, s, c, limit)
+		out := confElems[c.Type].runConf(g, s, c, limit)
 		if out.rejected && len(out.failures) == 0 && i == len(s.Calls)-1 {
 			// The group stays usable after a rejected call: the next call
 			// shows it, or else a barrier.
@@ -1770,30 +1770,24 @@ func runConfSession(t *testing.T, s *confSession, haveVulkan bool) (failures []c
 	return failures, false
 }
 
-// runConfCallOf runs c with its element type.
-func runConfCallOf(g *Group, s *confSession, c confCall, limit time.Duration) confOutcome {
-	switch c.Type {
-	case tF64:
-		return runConfCall[float64](g, s, c, limit)
-	case tI8:
-		return runConfCall[int8](g, s, c, limit)
-	case tU8:
-		return runConfCall[uint8](g, s, c, limit)
-	case tI32:
-		return runConfCall[int32](g, s, c, limit)
-	case tU32:
-		return runConfCall[uint32](g, s, c, limit)
-	case tI64:
-		return runConfCall[int64](g, s, c, limit)
-	case tU64:
-		return runConfCall[uint64](g, s, c, limit)
-	case tF16:
-		return runConfCall[Float16](g, s, c, limit)
-	case tBF16:
-		return runConfCall[BFloat16](g, s, c, limit)
-	}
-	return runConfCall[float32](g, s, c, limit)
+// confElem runs the tests' generic functions instantiated at one element
+// type (elemOf[T]), so that a call's confType picks them.
+type confElem interface {
+	runConf(g *Group, s *confSession, c confCall, limit time.Duration) confOutcome // runConfCall
+	runFault(fr *faultRun, i int, c confCall) (groupState, bool)                   // runFaultCall
 }
+
+// elemOf is the confElem of element type T.
+type elemOf[T Elem] struct{}
+
+// runConf is runConfCall at the element type T.
+func (elemOf[T]) runConf(g *Group, s *confSession, c confCall, limit time.Duration) confOutcome {
+	return runConfCall[T](g, s, c, limit)
+}
+
+// confElems are the element types, by confType.
+var confElems = [numConfTypes]confElem{elemOf[float32]{}, elemOf[float64]{}, elemOf[int8]{}, elemOf[uint8]{},
+	elemOf[int32]{}, elemOf[uint32]{}, elemOf[int64]{}, elemOf[uint64]{}, elemOf[Float16]{}, elemOf[BFloat16]{}}
 
 // barrierAfterRejected checks that a barrier passes on every rank.
 func barrierAfterRejected(g *Group, limit time.Duration) []confFail {

@@ -418,8 +418,8 @@ func inputs16(c confCall, ls []int) [][]uint64 {
 type confRefs struct {
 	f, abs []float64
 	bits   []uint64
-	// ord: 16-bit floats reduced in one rounding step (c.Steps == 1),
-	// except Mean: the rank-order result (rankOrderRef), which the call
+	// ord: 16-bit floats reduced in one rounding step (c.Steps == 1,
+	// Mean included): the rank-order result (rankOrderRef), which the call
 	// must give bit for bit.
 	ord []uint64
 }
@@ -445,7 +445,7 @@ func refsOf(c confCall, in [][]uint64) *confRefs {
 	}
 	ref, abs := confRef(f, c.Op)
 	refs := &confRefs{f: ref, abs: abs}
-	if c.Type.is16() && c.Steps == 1 && c.Op != Mean {
+	if c.Type.is16() && c.Steps == 1 {
 		refs.ord = make([]uint64, len(ref))
 		vals := make([]uint64, len(in))
 		for i := range refs.ord {
@@ -559,8 +559,9 @@ func failKind(wrong, unwritten, meanUlp, n int, bad []string) (kind, desc string
 // Otherwise within the bound of the arithmetic: every step of a reduction
 // accumulates its inputs in float32 and rounds its result once to the
 // 16-bit type; steps (c.Steps, roundSteps) such roundings lie on an
-// element's path and at most ranks-1 float32 additions or products (Mean:
-// one more of each, the scale). A rounding to the type is a relative error
+// element's path (Mean's division on a ring or tree included) and at most
+// ranks-1 float32 additions or products (Mean: one more float32 rounding,
+// the division). A rounding to the type is a relative error
 // of at most u16 = 2^-11 (binary16) or 2^-8 (bfloat16), half an ulp, plus
 // eta = 2^-25 or 2^-134 absolute (half the smallest subnormal) among the
 // subnormals; a float32 rounding at most u32 = 2^-24. So, with s16 and s32
@@ -575,8 +576,8 @@ func failKind(wrong, unwritten, meanUlp, n int, bad []string) (kind, desc string
 // Where one step reduces every element (steps == 1: one kernel in rank
 // order, or two ranks, whose order does not matter), the result is
 // exactly determined: ord, the rank-order reduction with float32
-// accumulation and one rounding (not for Mean, whose scale is a second
-// rounding on some of those paths), must match bit for bit.
+// accumulation and one rounding (Mean: the float32 sum divided by ranks
+// before that rounding), must match bit for bit.
 func checkReduced16(t confType, got []uint64, ref, abs []float64, ord []uint64, op Op, ranks, steps int, exact bool) (kind, desc string) {
 	u16, eta := 0x1p-11, 0x1p-25
 	if t == tBF16 {
@@ -585,7 +586,7 @@ func checkReduced16(t confType, got []uint64, ref, abs []float64, ord []uint64, 
 	const u32 = 0x1p-24
 	s16, s32 := steps, ranks-1
 	if op == Mean {
-		s16, s32 = steps+1, ranks
+		s32 = ranks
 	}
 	grow := math.Pow(1+u16, float64(s16))*math.Pow(1+u32, float64(s32)) - 1
 	refErr := gamma(ranks-1, 0x1p-53)

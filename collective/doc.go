@@ -104,7 +104,11 @@
 // ReduceScatterV, and their tensor forms, which stage the blocks through
 // the comm's pooled host-visible memory); an AllReduce of such a type
 // across processes, and a tensor all-reduce, is ErrUnsupported. Mean is the sum divided by N, correctly rounded (for the
-// 16-bit types: rounded to float32, then to the type). NaN and Inf propagate;
+// 16-bit types: rounded to float32, then to the type). Where one step
+// reduces every rank's element (the direct strategies, deterministic mode,
+// ReduceScatterV, the host paths) a 16-bit Mean divides that step's float32
+// sum before its one rounding, so these paths give the same bits; a ring
+// or tree rounds its last step's sum, then the quotient. NaN and Inf propagate;
 // max and min follow IEEE 754-2019 (NaN wins, -0 < +0). Every rank ends with
 // bitwise identical data.
 //

@@ -18,6 +18,9 @@ type call struct {
 	// (ring only; see wire.go).
 	wire backend.WireFormat
 	comp backend.Compressor
+	// scaled is set once the reduction itself applied the scale (see
+	// detReduceScatter); scaleOwned then leaves the chunk as it is.
+	scaled bool
 }
 
 func (k *call) region(lo, hi int) backend.Region {
@@ -152,11 +155,25 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 // (and of the direct algorithm on device buffers): for each round, every
 // member sends its slice of chunk c to member c, which reduces the k slices
 // in member order with one kernel. Member i ends owning chunk i.
+//
+// For Float16 and BFloat16 that kernel also applies the call's scale (a
+// mean's division by N) to its float32 accumulator before the one rounding
+// to 16 bits, as the direct all-reduce, ReduceScatterV and the host paths
+// do, and marks the call scaled, so scaleOwned does not round the chunk a
+// second time. Reduce does this for more than 8 sources too: the partial
+// results stay float32 (the _out32 and _in32 kernels) and the last pass,
+// which writes the 16-bit result, divides. float32 and float64 keep the
+// separate scaleOwned pass: their stored sum is the accumulator itself, so
+// that pass rounds only the quotient, as a fused one would.
 func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, chunkLen int) error {
 	km := len(members)
 	i := c.position(members)
 	slice := c.g.slotBytes / k.es
 	pend, srcs := c.pendings(km), c.regions(km)
+	scale := 1.0
+	if k.dt.Is16() && k.scale != 1 {
+		scale, k.scaled = k.scale, true
+	}
 	for j := 0; j*slice < chunkLen; j++ {
 		// Send my slice of every other member's chunk.
 		st := c.dev.Stream()
@@ -206,7 +223,7 @@ func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, 
 			}
 			srcs[q] = in
 		}
-		if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), srcs[:km], 1)); err != nil {
+		if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), srcs[:km], scale)); err != nil {
 			return err
 		}
 		if err := c.flush(ctx); err != nil {
@@ -216,9 +233,10 @@ func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, 
 	return nil
 }
 
-// scaleOwned applies the final scale (mean) to the chunk this member owns.
+// scaleOwned applies the final scale (mean) to the chunk this member owns,
+// unless the reduction already did (k.scaled).
 func (c *Comm) scaleOwned(ctx context.Context, k *call, lo, hi int) error {
-	if k.scale == 1 || hi <= lo {
+	if k.scale == 1 || k.scaled || hi <= lo {
 		return nil
 	}
 	r := k.region(lo, hi)

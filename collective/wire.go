@@ -83,6 +83,9 @@ func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backen
 		return c.failAfter(err, nil, nil)
 	}
 	lo, hi := chunkRange(n, chunkLen, mod(i+off, km))
+	// The chunk was reduced in float32 (only the exchange is 16-bit), so
+	// scaling the stored sum rounds only the quotient before the rounding
+	// to the format below.
 	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
