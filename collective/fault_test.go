@@ -134,7 +134,7 @@ func drawFaultSession(seed uint64) *faultSession {
 	default:
 		kind = faultAbort
 	}
-	lim := confLimits{maxLen: 20000, maxCalls: 3, vulkanPct: 15}
+	lim := confLimits{maxLen: 20000, maxCalls: 3, vulkanPct: 15, types: true}
 	if kind.timed() && !raceEnabled {
 		lim.maxLen = 200000 // calls long enough to be interrupted in flight
 	}
@@ -326,10 +326,12 @@ func (tr *trigger) hasFired() bool {
 
 // runFaultCall runs call i of the session with the fault's cancellation
 // (if any), poisons the callers' buffers as each call returns, and checks
-// errors and the results of the ranks that succeeded. It returns the state
-// the call left the group in, and false in ok when the session must stop
-// (a hang).
-func runFaultCall[T Float](fr *faultRun, i int, c confCall) (state groupState, ok bool) {
+// errors and the results of the ranks that succeeded. A call every rank
+// must reject (wantErr, such as Mean of an integer type) leaves the
+// buffers of the ranks that reject it untouched and the group intact. It
+// returns the state the call left the group in, and false in ok when the
+// session must stop (a hang).
+func runFaultCall[T Elem](fr *faultRun, i int, c confCall) (state groupState, ok bool) {
 	s, g := fr.s, fr.g
 	ranks := g.Size()
 	in, bufs, err := setupCall[T](c, ranks)
@@ -435,9 +437,16 @@ func runFaultCall[T Float](fr *faultRun, i int, c confCall) (state groupState, o
 			fmt.Fprintf(os.Stderr, "  rank %d: %v\n", r, err)
 		}
 	}
-	anyFailed, unsupported := false, false
+	anyFailed, unsupported, rejected := false, false, false
 	okRanks := make([]bool, ranks)
+	want := c.wantErr(s.G)
+	untouched := make([]*confBufs[T], ranks) // the rejecting ranks' buffers
 	for r, err := range errs {
+		untouched[r] = &confBufs[T]{}
+		if err == nil && want != nil {
+			fr.fail("no error, want "+sentinelName(want), "call %d (%s) rank %d succeeded; want %s on every rank", i, c, r, sentinelName(want))
+			continue
+		}
 		if err == nil {
 			okRanks[r] = true
 			continue
@@ -445,6 +454,13 @@ func runFaultCall[T Float](fr *faultRun, i int, c confCall) (state groupState, o
 		if c.unsupportedOK(s.G) && errors.Is(err, ErrUnsupported) {
 			unsupported = true
 			continue // an unsupported call leaves the group intact
+		}
+		if want != nil && errors.Is(err, want) {
+			// Rejected before any data moved: the group stays intact.
+			rejected = true
+			fr.checkError(i, c, r, err, cancelled[r])
+			untouched[r] = snaps[r]
+			continue
 		}
 		anyFailed = true
 		fr.checkError(i, c, r, err, cancelled[r])
@@ -461,13 +477,21 @@ func runFaultCall[T Float](fr *faultRun, i int, c confCall) (state groupState, o
 	for _, f := range checkResults(c, in, snaps, okRanks) {
 		fr.fail(f.kind, "call %d (%s): %s", i, c, f.msg)
 	}
+	for _, f := range checkUntouched(c, in, untouched) {
+		fr.fail(f.kind, "call %d (%s): %s", i, c, f.msg)
+	}
 	switch {
 	case anyFailed || aborted:
 		return groupBroken, true
-	case unsupported && cancelledInCall:
+	case (unsupported || rejected) && cancelledInCall:
 		return groupUnknown, true
 	}
 	return groupIntact, true
+}
+
+// runFault is runFaultCall at the element type T.
+func (elemOf[T]) runFault(fr *faultRun, i int, c confCall) (groupState, bool) {
+	return runFaultCall[T](fr, i, c)
 }
 
 // barrierAfter checks the group's state after a call: if any rank failed
@@ -553,13 +577,7 @@ func runFaultOnce(t *testing.T, s *faultSession, fi *faultinject.Backend, inj *f
 		}
 	}
 	for i, c := range s.Calls {
-		var state groupState
-		var ok bool
-		if c.F64 {
-			state, ok = runFaultCall[float64](fr, i, c)
-		} else {
-			state, ok = runFaultCall[float32](fr, i, c)
-		}
+		state, ok := confElems[c.Type].runFault(fr, i, c)
 		if !ok {
 			return fr.fails, inj.Fired(), true
 		}
@@ -642,12 +660,16 @@ func TestFaultInjection(t *testing.T) {
 	hangs := 0
 	defer func() { confSummary(t, "TestFaultInjection", "fault", fails) }()
 	firedBy := map[string][2]int{}
+	byType := map[string]int{}
 	for i := 0; i < n; i++ {
 		s := drawFaultSession(seed + uint64(i))
 		if *faultOnly != "" && s.Kind.String() != *faultOnly {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "fault injection: session seed=%d\n", s.Seed)
+		for _, c := range s.Calls {
+			byType[c.Type.String()]++
+		}
 		failures, fired, fatal := runFaultSession(t, s, vk)
 		st := firedBy[s.Kind.String()]
 		st[1]++
@@ -671,5 +693,5 @@ func TestFaultInjection(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("faults fired / sessions by kind: %v", firedBy)
+	t.Logf("faults fired / sessions by kind: %v; calls by element type: %v", firedBy, byType)
 }

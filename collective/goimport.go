@@ -304,22 +304,7 @@ func (c *Comm) unhold(e *pinnedEntry) {
 // pinned set, then unpins it, unless a device that imported it was declared
 // lost or could not drain (then it stays pinned for good).
 func releaseEntry(e *pinnedEntry) {
-	e.mu.Lock()
-	imps := e.imports
-	e.imports = nil
-	leak := e.leaked
-	e.mu.Unlock()
-	for _, imp := range imps {
-		imp.c.forget(e)
-		if imp.c.isLost() {
-			leak = true
-			continue
-		}
-		if err := imp.buf.Close(); err != nil {
-			leak = true
-		}
-	}
-	if leak {
+	if leak, err := e.closeImports(); leak || err != nil {
 		leakedImports.Lock()
 		leakedImports.e = append(leakedImports.e, e)
 		leakedImports.Unlock()

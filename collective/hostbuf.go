@@ -59,26 +59,7 @@ func (h *HostBuffer[T]) Close() error {
 	for e.users.Load() > 0 {
 		time.Sleep(100 * time.Microsecond)
 	}
-	e.mu.Lock()
-	imps := e.imports
-	e.imports = nil
-	e.mu.Unlock()
-	var first error
-	leak := false
-	for _, imp := range imps {
-		imp.c.forget(e)
-		if imp.c.isLost() {
-			leak = true
-			continue
-		}
-		if err := imp.buf.Close(); err != nil {
-			if errors.Is(err, ErrDeviceLost) {
-				leak = true // the device may still write it
-			} else if first == nil {
-				first = err
-			}
-		}
-	}
+	leak, first := e.closeImports()
 	if leak {
 		return fmt.Errorf("collective: HostBuffer.Close: a device that imported it was declared lost; the memory is leaked: %w", ErrDeviceLost)
 	}
@@ -103,6 +84,35 @@ type pinnedEntry struct {
 	holders int
 	pin     runtime.Pinner
 	leaked  bool
+}
+
+// closeImports closes every device's import of e and drops e from the
+// import cache of each comm that imported it. leak reports that a device
+// may still use the memory, which must then never be freed or unpinned: e
+// is marked leaked, a device that imported it was declared lost, or its
+// import failed to close with ErrDeviceLost. err is the first other
+// failure to close an import.
+func (e *pinnedEntry) closeImports() (leak bool, err error) {
+	e.mu.Lock()
+	imps := e.imports
+	e.imports = nil
+	leak = e.leaked
+	e.mu.Unlock()
+	for _, imp := range imps {
+		imp.c.forget(e)
+		if imp.c.isLost() {
+			leak = true
+			continue
+		}
+		if cerr := imp.buf.Close(); cerr != nil {
+			if errors.Is(cerr, ErrDeviceLost) {
+				leak = true
+			} else if err == nil {
+				err = cerr
+			}
+		}
+	}
+	return leak, err
 }
 
 // usePinned counts a call as a user of the HostBuffers that hold p and q

@@ -9,11 +9,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/backend/backendtest"
 	"github.com/gocoll/gocoll/host"
 )
 
@@ -28,21 +27,6 @@ var featureTypes = []backend.DType{backend.I64, backend.U64, backend.I8, backend
 // seedEnv fixes the seed of the random cases (a decimal uint64); without it
 // the seed comes from the clock. It is logged either way.
 const seedEnv = "GOCOLL_VULKAN_TEST_SEED"
-
-func testSeed(t *testing.T) uint64 {
-	t.Helper()
-	if v := os.Getenv(seedEnv); v != "" {
-		seed, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", seedEnv, v, err)
-		}
-		t.Logf("seed %d (%s)", seed, seedEnv)
-		return seed
-	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d (%s=%d repeats the random cases)", seed, seedEnv, seed)
-	return seed
-}
 
 // needType fails (in CI, on lavapipe, which has every feature) or skips the
 // test when d has no kernels for dt.
@@ -153,7 +137,7 @@ func (tw *twin) region(dst bool, n, misal int, v []uint64) [2]backend.Region {
 	if *at > arenaBytes {
 		tw.t.Fatalf("arena of %d bytes full", arenaBytes)
 	}
-	p := encode(tw.dt, v)
+	p := backendtest.EncodeElems(tw.dt, v)
 	var out [2]backend.Region
 	for i, b := range bufs {
 		out[i] = backend.Region{Buf: b, Off: off, Len: n * es}
@@ -164,48 +148,9 @@ func (tw *twin) region(dst bool, n, misal int, v []uint64) [2]backend.Region {
 	return out
 }
 
-func encode(dt backend.DType, v []uint64) []byte {
-	es := dt.Size()
-	p := make([]byte, len(v)*es)
-	for i, x := range v {
-		switch es {
-		case 1:
-			p[i] = byte(x)
-		case 2:
-			binary.NativeEndian.PutUint16(p[2*i:], uint16(x))
-		default:
-			binary.NativeEndian.PutUint64(p[8*i:], x)
-		}
-	}
-	return p
-}
-
-func decode(dt backend.DType, p []byte) []uint64 {
-	es := dt.Size()
-	v := make([]uint64, len(p)/es)
-	for i := range v {
-		switch es {
-		case 1:
-			v[i] = uint64(p[i])
-		case 2:
-			v[i] = uint64(binary.NativeEndian.Uint16(p[2*i:]))
-		default:
-			v[i] = binary.NativeEndian.Uint64(p[8*i:])
-		}
-	}
-	return v
-}
-
 // inputs draws k sources of n elements.
 func (tw *twin) inputs(r *rand.Rand, k, n int) [][]uint64 {
-	in := make([][]uint64, k)
-	for i := range in {
-		in[i] = make([]uint64, n)
-		for j := range in[i] {
-			in[i][j] = drawElem(r, tw.dt)
-		}
-	}
-	return in
+	return backendtest.DrawInputs(r, tw.dt, k, n, drawElem)
 }
 
 // reduce records a reduction (ReduceMulti when m > 0) of in on both
@@ -288,20 +233,20 @@ func (tw *twin) run() {
 			if err := reg.Buf.Read(reg.Off, p); err != nil {
 				t.Fatal(err)
 			}
-			got[i] = decode(tw.dt, p)
+			got[i] = backendtest.DecodeElems(tw.dt, p)
 		}
 		for e := range got[1] {
 			g, w := got[0][e], got[1][e]
-			if g == w || !c.exact && tw.dt.Is16() && isNaN16(tw.dt, g) && isNaN16(tw.dt, w) {
+			if g == w || !c.exact && tw.dt.Is16() && backendtest.IsNaN16(tw.dt, uint16(g)) && backendtest.IsNaN16(tw.dt, uint16(w)) {
 				continue
 			}
 			tw.mismatch++
 			if tw.mismatch <= 10 {
 				args := make([]string, len(c.in))
 				for s := range c.in {
-					args[s] = fmtElem(tw.dt, c.in[s][e])
+					args[s] = backendtest.FmtElem(tw.dt, c.in[s][e])
 				}
-				t.Errorf("%v %s: element %d of %d: vulkan %s, host %s; inputs %v", tw.dt, c.what, e, len(got[1]), fmtElem(tw.dt, g), fmtElem(tw.dt, w), args)
+				t.Errorf("%v %s: element %d of %d: vulkan %s, host %s; inputs %v", tw.dt, c.what, e, len(got[1]), backendtest.FmtElem(tw.dt, g), backendtest.FmtElem(tw.dt, w), args)
 			}
 		}
 	}
@@ -310,26 +255,6 @@ func (tw *twin) run() {
 	if tw.mismatch > 10 {
 		t.Fatalf("%d mismatches", tw.mismatch)
 	}
-}
-
-func isNaN16(dt backend.DType, h uint64) bool {
-	if dt == backend.BFloat16 {
-		return h&0x7f80 == 0x7f80 && h&0x7f != 0
-	}
-	return h&0x7c00 == 0x7c00 && h&0x3ff != 0
-}
-
-func fmtElem(dt backend.DType, x uint64) string {
-	switch {
-	case dt == backend.Half:
-		return fmt.Sprintf("%v(%#04x)", host.F16ToF32(uint16(x)), x)
-	case dt == backend.BFloat16:
-		return fmt.Sprintf("%v(%#04x)", math.Float32frombits(uint32(x)<<16), x)
-	case dt.Signed():
-		w := 64 - 8*dt.Size()
-		return strconv.FormatInt(int64(x<<w)>>w, 10)
-	}
-	return strconv.FormatUint(x, 10)
 }
 
 // dtypeSizes are the element counts of the random cases: empty, one, odd,
@@ -354,7 +279,7 @@ func scales16(k int) []float64 {
 // int64 and uint64), ReduceMulti (M = 1, 3, 9) and Scale.
 func TestDTypeKernels(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
-	seed := testSeed(t)
+	seed := backendtest.RandomSeed(t, seedEnv)
 	for _, dt := range featureTypes {
 		t.Run(dt.String(), func(t *testing.T) {
 			needType(t, d, dt)
@@ -448,7 +373,7 @@ func TestDTypeOneRounding(t *testing.T) {
 					t.Fatal(err)
 				}
 				if got := uint64(binary.NativeEndian.Uint16(p)); got != c.want {
-					t.Errorf("M=%d: %s, want %s", m, fmtElem(c.dt, got), fmtElem(c.dt, c.want))
+					t.Errorf("M=%d: %s, want %s", m, backendtest.FmtElem(c.dt, got), backendtest.FmtElem(c.dt, c.want))
 				}
 			}
 		})

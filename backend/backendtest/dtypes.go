@@ -49,20 +49,21 @@ var newDTypes = []backend.DType{
 // blocks and a tail.
 var dtypeSizes = []int{0, 1, 2, 7, 255, 256, 257, 1023, 1024, 1025, 4099}
 
-// dtypeSeed returns the seed of the random cases (SeedEnv, else the clock)
-// and logs it.
-func dtypeSeed(t *testing.T) uint64 {
+// RandomSeed returns the seed of a test's random cases: the decimal uint64
+// in the environment variable env, else one drawn from the clock. It logs
+// the seed either way, so that a failure can be repeated.
+func RandomSeed(t *testing.T, env string) uint64 {
 	t.Helper()
-	if v := os.Getenv(SeedEnv); v != "" {
+	if v := os.Getenv(env); v != "" {
 		seed, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			t.Fatalf("%s=%q: %v", SeedEnv, v, err)
+			t.Fatalf("%s=%q: %v", env, v, err)
 		}
-		t.Logf("random cases from seed %d (%s)", seed, SeedEnv)
+		t.Logf("random cases from seed %d (%s)", seed, env)
 		return seed
 	}
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("random cases from seed %d (%s=%d repeats them)", seed, SeedEnv, seed)
+	t.Logf("random cases from seed %d (%s=%d repeats them)", seed, env, seed)
 	return seed
 }
 
@@ -72,7 +73,7 @@ func dtypeSeed(t *testing.T) uint64 {
 // refusal of an integer scale other than 1, and the split of a kernel under
 // a lowered MaxBindingBytes with its counters.
 func (s *suite) testDTypes(t *testing.T) {
-	seed := dtypeSeed(t)
+	seed := RandomSeed(t, SeedEnv)
 	for _, dt := range newDTypes {
 		t.Run(dt.String(), func(t *testing.T) {
 			if !hasKernels(s.info, dt) {
@@ -194,8 +195,8 @@ func to32(dt backend.DType, h uint16) float32 {
 	return float32(sign * math.Ldexp(1024+f, e-25))
 }
 
-// isNaN16 reports whether h is a NaN of dt.
-func isNaN16(dt backend.DType, h uint16) bool {
+// IsNaN16 reports whether h is a NaN of the 16-bit type dt.
+func IsNaN16(dt backend.DType, h uint16) bool {
 	if dt == backend.BFloat16 {
 		return h&0x7f80 == 0x7f80 && h&0x7f != 0
 	}
@@ -265,14 +266,14 @@ func refElem(dt backend.DType, op backend.Op, in [][]uint64, i int, scale float6
 // sameElem reports whether got is want: the same bits, or for a 16-bit type
 // both NaN (payloads are not compared).
 func sameElem(dt backend.DType, got, want uint64) bool {
-	if dt.Is16() && isNaN16(dt, uint16(want)) {
-		return isNaN16(dt, uint16(got))
+	if dt.Is16() && IsNaN16(dt, uint16(want)) {
+		return IsNaN16(dt, uint16(got))
 	}
 	return got == want
 }
 
-// fmtElem formats the element bits x of dt.
-func fmtElem(dt backend.DType, x uint64) string {
+// FmtElem formats the element bits x of dt.
+func FmtElem(dt backend.DType, x uint64) string {
 	switch {
 	case dt.Is16():
 		return fmt.Sprintf("%v (%#04x)", to32(dt, uint16(x)), x)
@@ -282,8 +283,9 @@ func fmtElem(dt backend.DType, x uint64) string {
 	return strconv.FormatUint(x, 10)
 }
 
-// encode returns the elements v of dt as memory, in the host's byte order.
-func encode(dt backend.DType, v []uint64) []byte {
+// EncodeElems returns the elements v of dt (the bits of each, zero-extended
+// to a uint64) as memory, in the host's byte order.
+func EncodeElems(dt backend.DType, v []uint64) []byte {
 	es := dt.Size()
 	p := make([]byte, len(v)*es)
 	for i, x := range v {
@@ -301,8 +303,8 @@ func encode(dt backend.DType, v []uint64) []byte {
 	return p
 }
 
-// decode is the inverse of encode.
-func decode(dt backend.DType, p []byte) []uint64 {
+// DecodeElems is the inverse of EncodeElems.
+func DecodeElems(dt backend.DType, p []byte) []uint64 {
 	es := dt.Size()
 	v := make([]uint64, len(p)/es)
 	for i := range v {
@@ -323,7 +325,7 @@ func decode(dt backend.DType, p []byte) []uint64 {
 // writeElems writes the elements v of dt into b at byte offset off.
 func writeElems(t *testing.T, b backend.Buffer, off int, dt backend.DType, v []uint64) {
 	t.Helper()
-	if err := b.Write(off, encode(dt, v)); err != nil {
+	if err := b.Write(off, EncodeElems(dt, v)); err != nil {
 		t.Fatalf("Write(%d, %d bytes): %v", off, len(v)*dt.Size(), err)
 	}
 }
@@ -335,7 +337,7 @@ func readElems(t *testing.T, r backend.Region, dt backend.DType) []uint64 {
 	if err := r.Buf.Read(r.Off, p); err != nil {
 		t.Fatalf("Read(%d, %d bytes): %v", r.Off, r.Len, err)
 	}
-	return decode(dt, p)
+	return DecodeElems(dt, p)
 }
 
 // Random inputs.
@@ -398,13 +400,14 @@ func drawIn(r *rand.Rand, dt backend.DType) uint64 {
 	return uint64(sign | uint16(int(one)+e<<mant) | uint16(r.IntN(1<<mant)))
 }
 
-// drawInputs returns k sources of n random elements of dt.
-func drawInputs(r *rand.Rand, dt backend.DType, k, n int) [][]uint64 {
+// DrawInputs returns k sources of n elements of dt, each the bits draw
+// returns.
+func DrawInputs(r *rand.Rand, dt backend.DType, k, n int, draw func(*rand.Rand, backend.DType) uint64) [][]uint64 {
 	in := make([][]uint64, k)
 	for i := range in {
 		in[i] = make([]uint64, n)
 		for j := range in[i] {
-			in[i][j] = drawIn(r, dt)
+			in[i][j] = draw(r, dt)
 		}
 	}
 	return in
@@ -508,7 +511,7 @@ func testDTypeTable(t *testing.T, dev backend.Device, dt backend.DType) {
 	st := dev.Stream()
 	for j, row := range rows {
 		if row.want != refElem(dt, row.op, columns(row.in), 0, row.scale) {
-			t.Errorf("%v %v%v: the reference gives %s, the table %s (%s)", dt, row.op, fmtElems(dt, row.in), fmtElem(dt, refElem(dt, row.op, columns(row.in), 0, row.scale)), fmtElem(dt, row.want), row.why)
+			t.Errorf("%v %v%v: the reference gives %s, the table %s (%s)", dt, row.op, fmtElems(dt, row.in), FmtElem(dt, refElem(dt, row.op, columns(row.in), 0, row.scale)), FmtElem(dt, row.want), row.why)
 		}
 		srcs := make([]backend.Region, len(row.in))
 		for i, x := range row.in {
@@ -521,7 +524,7 @@ func testDTypeTable(t *testing.T, dev backend.Device, dt backend.DType) {
 	got := readElems(t, backend.Region{Buf: dst, Len: len(rows) * es}, dt)
 	for j, row := range rows {
 		if !sameElem(dt, got[j], row.want) {
-			t.Errorf("%v %v%v * %.6g: got %s, want %s (%s)", dt, row.op, fmtElems(dt, row.in), row.scale, fmtElem(dt, got[j]), fmtElem(dt, row.want), row.why)
+			t.Errorf("%v %v%v * %.6g: got %s, want %s (%s)", dt, row.op, fmtElems(dt, row.in), row.scale, FmtElem(dt, got[j]), FmtElem(dt, row.want), row.why)
 		}
 	}
 }
@@ -538,7 +541,7 @@ func columns(v []uint64) [][]uint64 {
 func fmtElems(dt backend.DType, v []uint64) string {
 	s := make([]string, len(v))
 	for i, x := range v {
-		s[i] = fmtElem(dt, x)
+		s[i] = FmtElem(dt, x)
 	}
 	return "(" + strings.Join(s, ", ") + ")"
 }
@@ -640,7 +643,7 @@ func testDTypeMulti(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 // untouched, and the counters.
 func runDTCase(t *testing.T, dev backend.Device, dt backend.DType, r *rand.Rand, c dtCase) {
 	es := dt.Size()
-	in := drawInputs(r, dt, c.k, c.n)
+	in := DrawInputs(r, dt, c.k, c.n, drawIn)
 	srcs := make([]backend.Region, c.k)
 	for i := range srcs {
 		b := alloc(t, dev, (c.off+c.n)*es, alternate(i))
@@ -656,7 +659,7 @@ func runDTCase(t *testing.T, dev backend.Device, dt backend.DType, r *rand.Rand,
 		}
 		b := alloc(t, dev, (c.off+c.n)*es, alternate(j+1))
 		dsts[j] = backend.Region{Buf: b, Off: c.off * es, Len: c.n * es}
-		writeElems(t, b, dsts[j].Off, dt, drawInputs(r, dt, 1, c.n)[0]) // old contents
+		writeElems(t, b, dsts[j].Off, dt, DrawInputs(r, dt, 1, c.n, drawIn)[0]) // old contents
 	}
 	st := dev.Stream()
 	before := dev.Counters().Snapshot()
@@ -681,7 +684,7 @@ func runDTCase(t *testing.T, dev backend.Device, dt backend.DType, r *rand.Rand,
 				for s := range in {
 					args[s] = in[s][i]
 				}
-				mis.add("dsts[%d][%d] = %s, want %s, from %s", j, i, fmtElem(dt, out[i]), fmtElem(dt, want[i]), fmtElems(dt, args))
+				mis.add("dsts[%d][%d] = %s, want %s, from %s", j, i, FmtElem(dt, out[i]), FmtElem(dt, want[i]), fmtElems(dt, args))
 			}
 		}
 	}
@@ -692,7 +695,7 @@ func runDTCase(t *testing.T, dev backend.Device, dt backend.DType, r *rand.Rand,
 		out := readElems(t, srcs[i], dt)
 		for j := range out {
 			if out[j] != in[i][j] {
-				mis.add("source %d element %d was overwritten: %s, was %s", i, j, fmtElem(dt, out[j]), fmtElem(dt, in[i][j]))
+				mis.add("source %d element %d was overwritten: %s, was %s", i, j, FmtElem(dt, out[j]), FmtElem(dt, in[i][j]))
 				break
 			}
 		}
@@ -736,7 +739,7 @@ func testDTypeScale(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 	needDType(t, dev, dt)
 	es := dt.Size()
 	const n = 1031
-	in := drawInputs(r, dt, 1, n)[0]
+	in := DrawInputs(r, dt, 1, n, drawIn)[0]
 	src := alloc(t, dev, n*es, backend.HostVisible)
 	writeElems(t, src, 0, dt, in)
 	whole := func(b backend.Buffer) backend.Region { return backend.Region{Buf: b, Len: n * es} }
@@ -774,7 +777,7 @@ func testDTypeScale(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 				want = uint64(from32(dt, scaleRef(to32(dt, uint16(x)), o.scale)))
 			}
 			if !sameElem(dt, got[i], want) {
-				mis.add("element %d (%s): got %s, want %s", i, fmtElem(dt, x), fmtElem(dt, got[i]), fmtElem(dt, want))
+				mis.add("element %d (%s): got %s, want %s", i, FmtElem(dt, x), FmtElem(dt, got[i]), FmtElem(dt, want))
 			}
 		}
 		mis.done()
@@ -818,7 +821,7 @@ func testIntScaleRefused(t *testing.T, dev backend.Device, dt backend.DType) {
 	sum, copied := readElems(t, reg(1), dt), readElems(t, reg(2), dt)
 	for i, x := range in {
 		if want := refInt(dt, backend.Sum, x, x); sum[i] != want || copied[i] != x {
-			t.Errorf("element %d (%s): sum %s, copy %s; want %s, %s", i, fmtElem(dt, x), fmtElem(dt, sum[i]), fmtElem(dt, copied[i]), fmtElem(dt, want), fmtElem(dt, x))
+			t.Errorf("element %d (%s): sum %s, copy %s; want %s, %s", i, FmtElem(dt, x), FmtElem(dt, sum[i]), FmtElem(dt, copied[i]), FmtElem(dt, want), FmtElem(dt, x))
 		}
 	}
 }
