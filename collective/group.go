@@ -149,13 +149,14 @@ type Group struct {
 	groupOf   []int
 	leaders   []int
 	sendOf    [][]byte         // each rank's buffers of the current call (zero-copy direct)
-	tensorOf  []backend.Region // each rank's tensor of the current call (shared memory)
+	tensorOf  []backend.Region // each rank's tensor (send) of the current call (shared memory)
+	tRecvOf   []backend.Region // each rank's recv tensor of the current call (shared memory)
 	// sharedMem: one process, and every rank's device can use every other
 	// rank's buffers (one shared logical device, or the host backend):
 	// device-resident collectives exchange through device memory.
 	sharedMem bool
-	// sharedDone is the number of the last shared-memory all-reduce whose
-	// device work completed (the leader stores it; sharedAllReduce).
+	// sharedDone is the number of the last shared-memory collective whose
+	// device work completed (the leader stores it; sharedRun).
 	sharedDone atomic.Uint64
 	recvOf     [][]byte
 	model      costModel
@@ -203,7 +204,7 @@ type Comm struct {
 	last             backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
 	unsubmitted bool
-	sharedCalls uint64 // shared-memory all-reduces this comm started (sharedAllReduce)
+	sharedCalls uint64 // shared-memory collectives this comm started (sharedRun)
 	lost        error  // the device was declared lost (guarded by g.brokenMu)
 	links       map[int64]*link
 
@@ -358,6 +359,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	g.all = make([]int, g.n)
 	g.sendOf = make([][]byte, g.n)
 	g.tensorOf = make([]backend.Region, g.n)
+	g.tRecvOf = make([]backend.Region, g.n)
 	g.sharedMem = g.tr == nil && g.nl > 1
 	for _, d := range g.devs {
 		g.sharedMem = g.sharedMem && backend.SharesMemory(g.devs[0], d) && backend.SharesMemory(d, g.devs[0])

@@ -78,19 +78,11 @@ func TestSharedTensorNoHostBytes(t *testing.T) {
 				}
 				ts[r] = x
 			}
-			hostBytes := func() int64 {
-				var s int64
-				for r := 0; r < ranks; r++ {
-					ct := g.Comm(r).Device().Counters()
-					s += ct.BytesFromHost.Load() + ct.BytesToHost.Load() + ct.BytesWritten.Load() + ct.BytesRead.Load()
-				}
-				return s
-			}
-			before := hostBytes()
+			before := groupHostBytes(g)
 			noErrors(t, onRanks(g, func(c *Comm) error {
 				return AllReduceTensor(context.Background(), c, ts[c.Rank()], Sum, Auto)
 			}))
-			moved := hostBytes() - before
+			moved := groupHostBytes(g) - before
 			if (moved > 0) != tc.host {
 				t.Errorf("%s DevicePerRank=%v ranks=%d: %d host bytes moved", tc.bk, tc.perRank, ranks, moved)
 			}

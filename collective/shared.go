@@ -27,6 +27,18 @@ import (
 // sharedAllReduce all-reduces rank tensors of n elements in place through
 // device memory. The caller claimed the comm (enter).
 func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, dt backend.DType, op Op, s Strategy, why string) error {
+	c.g.tensorOf[c.rank] = own
+	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: s, path: pathTensor}
+	return c.sharedRun(ctx, "AllReduceTensor", "AllReduceTensor fingerprint check", fp, why, sharedJob{kind: sharedAllReduce, m: n})
+}
+
+// sharedRun is the protocol of a device-resident collective among ranks
+// sharing memory: the caller claimed the comm and published its regions
+// (g.tensorOf, g.tRecvOf); every rank's earlier work is made complete, the
+// ranks meet once (fingerprint fp, phase naming the rendezvous), and the leader runs job (recorded,
+// submitted and waited for: sharedWork) while the others wait for its
+// signal.
+func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint, why string, job sharedJob) error {
 	g := c.g
 	// Inputs ready: this rank's recorded and submitted work is done before
 	// another rank's queue reads the tensor.
@@ -43,12 +55,10 @@ func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, d
 		}
 	}
 	leader := c.local == 0
-	g.tensorOf[c.rank] = own
 	if leader {
 		c.enterAccess()
 	}
-	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: s, path: pathTensor}
-	if err := c.arrive(ctx, fp, "AllReduceTensor fingerprint check"); err != nil {
+	if err := c.arrive(ctx, fp, phase); err != nil {
 		if leader {
 			c.leaveAccess()
 		}
@@ -62,10 +72,10 @@ func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, d
 	c.sharedCalls++
 	call := c.sharedCalls
 	if g.logCalls {
-		c.logCall(ctx, "AllReduceTensor", n, dt, op, s, why+" (shared device memory)")
+		c.logCall(ctx, name, int(fp.count), fp.dt, fp.op, fp.strategy, why+" (shared device memory)")
 	}
 	if !leader {
-		if err := c.awaitShared(ctx, call); err != nil {
+		if err := c.awaitShared(ctx, name, call); err != nil {
 			if werr := c.waitAccess(); werr != nil {
 				return werr
 			}
@@ -73,10 +83,8 @@ func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, d
 		}
 		return nil
 	}
-	if n > 0 {
-		if err := c.sharedReduce(ctx, dt, op); err != nil {
-			return c.failDirect(err, nil, nil)
-		}
+	if err := c.sharedWork(ctx, fp, job); err != nil {
+		return c.failDirect(err, nil, nil)
 	}
 	c.leaveAccess()
 	g.sharedDone.Store(call)
@@ -86,8 +94,8 @@ func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, d
 	return nil
 }
 
-// awaitShared waits until the leader signals that shared-memory all-reduce
-// number call completed: where cores are spare (spinBarrier) it polls for
+// awaitShared waits until the leader signals that shared-memory collective
+// number call (name) completed: where cores are spare (spinBarrier) it polls for
 // up to deviceSpin, as long as the leader's own fence wait spins (a rank
 // woken from a channel arrives at the next call tens of microseconds late,
 // and the leader waits for it there), then blocks; it ends early when the
@@ -95,7 +103,7 @@ func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, d
 // CommunicationTimeout and drains it for up to the drain limit, breaking
 // the group with the cause; only past both does this rank give up on it
 // (breaking the group).
-func (c *Comm) awaitShared(ctx context.Context, call uint64) error {
+func (c *Comm) awaitShared(ctx context.Context, name string, call uint64) error {
 	g := c.g
 	if spinBarrier {
 		for start, k := time.Now(), 0; time.Since(start) < deviceSpin; k++ {
@@ -151,7 +159,7 @@ func (c *Comm) awaitShared(ctx context.Context, call uint64) error {
 		if ctxErr == nil {
 			ctxErr = ctx.Err()
 		}
-		te := &TimeoutError{Seq: c.seq, Phase: "AllReduceTensor completion (waiting for local rank 0's device)", Ctx: ctxErr}
+		te := &TimeoutError{Seq: c.seq, Phase: name + " completion (waiting for local rank 0's device)", Ctx: ctxErr}
 		c.breakWith(te)
 		return te
 	}

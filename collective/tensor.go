@@ -187,7 +187,11 @@ func BroadcastTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root in
 		return c.invalidCall(ctx, "BroadcastTensor", invalidArg("root %d out of range", root))
 	}
 	dt := dtypeOf[T]()
-	owned, err := c.begin(ctx, "BroadcastTensor", fingerprint{kind: collBroadcast, dt: dt, count: int64(t.n), root: int32(root), strategy: Tree, path: pathTensor}, "BroadcastTensor fingerprint check")
+	fp := fingerprint{kind: collBroadcast, dt: dt, count: int64(t.n), root: int32(root), strategy: Tree, path: pathTensor}
+	if ok, err := c.tryShared(ctx, "BroadcastTensor", "BroadcastTensor fingerprint check", fp, sharedBroadcast, whole(t, true), backend.Region{}, t.n, root); ok {
+		return err
+	}
+	owned, err := c.begin(ctx, "BroadcastTensor", fp, "BroadcastTensor fingerprint check")
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,17 @@ import (
 // undefined: a DataError with Touched set). Send is never written, except
 // where recv overlaps it (the in-place layouts the slice forms allow).
 //
+// Where the ranks share device memory (one process, one logical device or
+// the host backend: the default layout of ranks on one GPU), the fixed-size
+// forms (ReduceScatterTensor, AllGatherTensor, ReduceTensor, AllToAllTensor,
+// GatherTensor, ScatterTensor, and BroadcastTensor) skip the exchange: one
+// rank records the whole collective, device copies and rank-ordered reduce
+// kernels reading the peers' tensors in place, as one submission
+// (sharedcoll.go); the reductions then give the deterministic mode's
+// result whatever the strategy. A device error during that submission
+// leaves the recv tensors undefined. A rank's tensors must not share memory
+// with another rank's.
+//
 // A type some rank's device has no kernels for (noKernels) moves like any
 // other. Where its slice form then reduces on the CPU (ReduceScatter,
 // Reduce, ReduceScatterV), the tensor form does too: the blocks land by
@@ -38,15 +49,14 @@ import (
 // recv. send is copied into the comm's work buffer on the device, where the
 // ring (or, in deterministic mode and with the Direct strategy, the
 // rank-ordered reduction) runs as in ReduceScatter; chunk r is then copied
-// into recv. A type without kernels on some rank's device is reduced
-// exactly on the host, as ReduceScatter does.
+// into recv. Ranks sharing device memory instead reduce every chunk in
+// rank order in one submission, reading the peers' send tensors in place.
+// A type without kernels on some rank's device is reduced exactly on the
+// host, as ReduceScatter does.
 func ReduceScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) (err error) {
 	const name = "ReduceScatterTensor"
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if err := checkTensors(c, name, send, recv); err != nil {
-		return c.invalidCall(ctx, name, err)
+	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+		return err
 	}
 	N := c.g.n
 	if send.n != recv.n*N {
@@ -61,7 +71,11 @@ func ReduceScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tenso
 		return reduceScatterVTensor(ctx, c, name, send, recv, cnt, dsp, op)
 	}
 	s := c.collStrategy(Auto)
-	owned, err := c.begin(ctx, name, fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(recv.n), strategy: s, path: pathTensor}, "ReduceScatterTensor fingerprint check")
+	fp := fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(recv.n), strategy: s, path: pathTensor}
+	if ok, err := c.tryShared(ctx, name, "ReduceScatterTensor fingerprint check", fp, sharedReduceScatter, whole(send, true), whole(recv, true), recv.n, 0); ok {
+		return err
+	}
+	owned, err := c.begin(ctx, name, fp, "ReduceScatterTensor fingerprint check")
 	if err != nil {
 		return err
 	}
@@ -105,18 +119,19 @@ func ReduceScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tenso
 // every device (no kernels run).
 func AllGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) (err error) {
 	const name = "AllGatherTensor"
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if err := checkTensors(c, name, send, recv); err != nil {
-		return c.invalidCall(ctx, name, err)
+	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+		return err
 	}
 	N := c.g.n
 	if recv.n != send.n*N {
 		return c.invalidCall(ctx, name, invalidArg("recv.Len()=%d, want send.Len()*%d=%d", recv.n, N, send.n*N))
 	}
 	dt := dtypeOf[T]()
-	owned, err := c.begin(ctx, name, fingerprint{kind: collAllGather, dt: dt, count: int64(send.n), strategy: Ring, path: pathTensor}, "AllGatherTensor fingerprint check")
+	fp := fingerprint{kind: collAllGather, dt: dt, count: int64(send.n), strategy: Ring, path: pathTensor}
+	if ok, err := c.tryShared(ctx, name, "AllGatherTensor fingerprint check", fp, sharedAllGather, whole(send, true), whole(recv, true), send.n, 0); ok {
+		return err
+	}
+	owned, err := c.begin(ctx, name, fp, "AllGatherTensor fingerprint check")
 	if err != nil {
 		return err
 	}
@@ -149,28 +164,18 @@ func AllGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]
 // is reduced with op into root's recv (send.Len() elements; other ranks'
 // recv is not used and may be nil), along a binary tree rooted at root (in
 // deterministic mode in rank order) in the comm's work buffer on the
-// device, then copied into recv. A type without kernels on some rank's
-// device is gathered at root and reduced there exactly on the host, in rank
-// order, as Reduce does.
+// device, then copied into recv; ranks sharing device memory instead reduce
+// in rank order in one submission, straight into root's recv. A type
+// without kernels on some rank's device is gathered at root and reduced
+// there exactly on the host, in rank order, as Reduce does.
 func ReduceTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op, root int) (err error) {
 	const name = "ReduceTensor"
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if err := send.check(c, name); err != nil {
-		return c.invalidCall(ctx, name, err)
+	if err := checkRootedTensorCall(ctx, c, name, send, recv, root); err != nil {
+		return err
 	}
 	N := c.g.n
-	if root < 0 || root >= N {
-		return c.invalidCall(ctx, name, invalidArg("root %d out of range [0, %d)", root, N))
-	}
-	if c.rank == root {
-		if err := recv.check(c, name); err != nil {
-			return c.invalidCall(ctx, name, err)
-		}
-		if recv.n != send.n {
-			return c.invalidCall(ctx, name, invalidArg("root's recv.Len()=%d != send.Len()=%d", recv.n, send.n))
-		}
+	if c.rank == root && recv.n != send.n {
+		return c.invalidCall(ctx, name, invalidArg("root's recv.Len()=%d != send.Len()=%d", recv.n, send.n))
 	}
 	dt := dtypeOf[T]()
 	if err := checkOp(op, dt); err != nil {
@@ -179,7 +184,11 @@ func ReduceTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], o
 	if c.noKernels(dt) {
 		return reduceGatherTensor(ctx, c, send, recv, op, root)
 	}
-	owned, err := c.begin(ctx, name, fingerprint{kind: collReduce, op: op, dt: dt, count: int64(send.n), root: int32(root), strategy: Tree, path: pathTensor}, "ReduceTensor fingerprint check")
+	fp := fingerprint{kind: collReduce, op: op, dt: dt, count: int64(send.n), root: int32(root), strategy: Tree, path: pathTensor}
+	if ok, err := c.tryShared(ctx, name, "ReduceTensor fingerprint check", fp, sharedReduce, whole(send, true), whole(recv, c.rank == root), send.n, root); ok {
+		return err
+	}
+	owned, err := c.begin(ctx, name, fp, "ReduceTensor fingerprint check")
 	if err != nil {
 		return err
 	}
@@ -285,11 +294,8 @@ func reduceGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor
 // the device, pairwise as in AllToAll, then copied into recv.
 func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) (err error) {
 	const name = "AllToAllTensor"
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if err := checkTensors(c, name, send, recv); err != nil {
-		return c.invalidCall(ctx, name, err)
+	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+		return err
 	}
 	N := c.g.n
 	if send.n != recv.n || send.n%N != 0 {
@@ -300,7 +306,11 @@ func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T])
 	}
 	dt := dtypeOf[T]()
 	m := send.n / N
-	owned, err := c.begin(ctx, name, fingerprint{kind: collAllToAll, dt: dt, count: int64(m), strategy: Direct, path: pathTensor}, "AllToAllTensor fingerprint check")
+	fp := fingerprint{kind: collAllToAll, dt: dt, count: int64(m), strategy: Direct, path: pathTensor}
+	if ok, err := c.tryShared(ctx, name, "AllToAllTensor fingerprint check", fp, sharedAllToAll, whole(send, true), whole(recv, true), m, 0); ok {
+		return err
+	}
+	owned, err := c.begin(ctx, name, fp, "AllToAllTensor fingerprint check")
 	if err != nil {
 		return err
 	}
@@ -334,27 +344,20 @@ func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T])
 // the comm's work buffer on the device, then copies it into recv.
 func GatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) (err error) {
 	const name = "GatherTensor"
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if err := send.check(c, name); err != nil {
-		return c.invalidCall(ctx, name, err)
+	if err := checkRootedTensorCall(ctx, c, name, send, recv, root); err != nil {
+		return err
 	}
 	N := c.g.n
-	if root < 0 || root >= N {
-		return c.invalidCall(ctx, name, invalidArg("root %d out of range [0, %d)", root, N))
-	}
-	if c.rank == root {
-		if err := recv.check(c, name); err != nil {
-			return c.invalidCall(ctx, name, err)
-		}
-		if recv.n != send.n*N {
-			return c.invalidCall(ctx, name, invalidArg("root's recv.Len()=%d, want send.Len()*%d=%d", recv.n, N, send.n*N))
-		}
+	if c.rank == root && recv.n != send.n*N {
+		return c.invalidCall(ctx, name, invalidArg("root's recv.Len()=%d, want send.Len()*%d=%d", recv.n, N, send.n*N))
 	}
 	dt := dtypeOf[T]()
 	m := send.n
-	owned, err := c.begin(ctx, name, fingerprint{kind: collGather, dt: dt, count: int64(m), root: int32(root), strategy: Direct, path: pathTensor}, "GatherTensor fingerprint check")
+	fp := fingerprint{kind: collGather, dt: dt, count: int64(m), root: int32(root), strategy: Direct, path: pathTensor}
+	if ok, err := c.tryShared(ctx, name, "GatherTensor fingerprint check", fp, sharedGather, whole(send, true), whole(recv, c.rank == root), m, root); ok {
+		return err
+	}
+	owned, err := c.begin(ctx, name, fp, "GatherTensor fingerprint check")
 	if err != nil {
 		return err
 	}
@@ -398,28 +401,21 @@ func GatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], r
 // work buffer on the device, then copy into recv.
 func ScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) (err error) {
 	const name = "ScatterTensor"
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if err := recv.check(c, name); err != nil {
-		return c.invalidCall(ctx, name, err)
+	if err := checkRootedTensorCall(ctx, c, name, recv, send, root); err != nil {
+		return err
 	}
 	N := c.g.n
-	if root < 0 || root >= N {
-		return c.invalidCall(ctx, name, invalidArg("root %d out of range [0, %d)", root, N))
-	}
-	if c.rank == root {
-		if err := send.check(c, name); err != nil {
-			return c.invalidCall(ctx, name, err)
-		}
-		if send.n != recv.n*N {
-			return c.invalidCall(ctx, name, invalidArg("root's send.Len()=%d, want recv.Len()*%d=%d", send.n, N, recv.n*N))
-		}
+	if c.rank == root && send.n != recv.n*N {
+		return c.invalidCall(ctx, name, invalidArg("root's send.Len()=%d, want recv.Len()*%d=%d", send.n, N, recv.n*N))
 	}
 	dt := dtypeOf[T]()
 	es := dt.Size()
 	m := recv.n
-	owned, err := c.begin(ctx, name, fingerprint{kind: collScatter, dt: dt, count: int64(m), root: int32(root), strategy: Direct, path: pathTensor}, "ScatterTensor fingerprint check")
+	fp := fingerprint{kind: collScatter, dt: dt, count: int64(m), root: int32(root), strategy: Direct, path: pathTensor}
+	if ok, err := c.tryShared(ctx, name, "ScatterTensor fingerprint check", fp, sharedScatter, whole(send, c.rank == root), whole(recv, true), m, root); ok {
+		return err
+	}
+	owned, err := c.begin(ctx, name, fp, "ScatterTensor fingerprint check")
 	if err != nil {
 		return err
 	}
@@ -484,11 +480,8 @@ func ScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], 
 // copied into recv, whose other elements are not written.
 func AllToAllVTensor[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scounts, sdispls []int, recv *Tensor[T], rcounts, rdispls []int) error {
 	const name = "AllToAllVTensor"
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if err := checkTensors(c, name, send, recv); err != nil {
-		return c.invalidCall(ctx, name, err)
+	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+		return err
 	}
 	return vTensor(ctx, c, name, collAllToAllV, Sum, send, scounts, sdispls, recv, recv.n, rcounts, rdispls)
 }
@@ -500,11 +493,8 @@ func AllToAllVTensor[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scou
 // and moved as AllToAllVTensor.
 func AllGatherVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int) error {
 	const name = "AllGatherVTensor"
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if err := checkTensors(c, name, send, recv); err != nil {
-		return c.invalidCall(ctx, name, err)
+	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+		return err
 	}
 	N := c.g.n
 	if len(counts) != N {
@@ -527,11 +517,8 @@ func AllGatherVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T
 // some rank's device is reduced on the host, as ReduceScatterV does.
 func ReduceScatterVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int, op Op) error {
 	const name = "ReduceScatterVTensor"
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if err := checkTensors(c, name, send, recv); err != nil {
-		return c.invalidCall(ctx, name, err)
+	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+		return err
 	}
 	N := c.g.n
 	if err := checkOp(op, dtypeOf[T]()); err != nil {
@@ -831,12 +818,43 @@ func (t *Tensor[T]) region(lo, hi int) backend.Region {
 	return backend.Region{Buf: t.buf, Off: t.off + lo*es, Len: (hi - lo) * es}
 }
 
-// checkTensors checks a call's send and recv tensors.
-func checkTensors[T Elem](c *Comm, name string, send, recv *Tensor[T]) error {
-	if err := send.check(c, name); err != nil {
-		return err
+// checkTensorCall checks the comm and the send and recv tensors of tensor
+// collective name, which every rank passes. A nil comm is an invalid
+// argument; a bad tensor fails the call as an invalid call (invalidCall).
+func checkTensorCall[T Elem](ctx context.Context, c *Comm, name string, send, recv *Tensor[T]) error {
+	if c == nil {
+		return invalidArg("nil Comm")
 	}
-	return recv.check(c, name)
+	err := send.check(c, name)
+	if err == nil {
+		err = recv.check(c, name)
+	}
+	if err != nil {
+		return c.invalidCall(ctx, name, err)
+	}
+	return nil
+}
+
+// checkRootedTensorCall checks the comm, the tensors and the root of rooted
+// tensor collective name: every rank's tensor (mine), root, then root's
+// other tensor (atRoot, which the other ranks do not use), as
+// checkTensorCall does.
+func checkRootedTensorCall[T Elem](ctx context.Context, c *Comm, name string, mine, atRoot *Tensor[T], root int) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	if err := mine.check(c, name); err != nil {
+		return c.invalidCall(ctx, name, err)
+	}
+	if N := c.g.n; root < 0 || root >= N {
+		return c.invalidCall(ctx, name, invalidArg("root %d out of range [0, %d)", root, N))
+	}
+	if c.rank == root {
+		if err := atRoot.check(c, name); err != nil {
+			return c.invalidCall(ctx, name, err)
+		}
+	}
+	return nil
 }
 
 // overlaps reports whether two regions share a byte.

@@ -519,21 +519,27 @@ func runTensorCase[T Elem](t *testing.T, gs []*Group, rng *rand.Rand, tc typeCas
 // any order), summed and averaged by the tensor reductions: within
 // 2N eps * sum|x| of the float64 reference (the rounding of N-1 partial
 // sums and of the reference itself), and bitwise equal to the slice
-// forms, which run the same algorithms.
+// forms, which run the same algorithms, or, where the ranks share device
+// memory, to the rank-ordered reduction; in both layouts.
 func TestTensorReduceRandom(t *testing.T) {
 	seed := tensorTestSeed(t)
 	for _, bk := range backendsUnderTest(t) {
 		for _, ranks := range []int{3, 5} {
-			t.Run(fmt.Sprintf("%s/%d", bk, ranks), func(t *testing.T) {
-				g := openGroup(t, bk, ranks, func(o *Options) { o.ChunkBytes = 2048 })
-				rng := rand.New(rand.NewPCG(seed, 100+uint64(ranks)))
-				for _, m := range []int{1, 257, 1500} {
-					for _, op := range []Op{Sum, Mean} {
-						randomReduce[float32](t, g, rng, m, op, 0x1p-24)
-						randomReduce[float64](t, g, rng, m, op, 0x1p-53)
-					}
+			for _, perRank := range []bool{false, true} {
+				if perRank && bk != "vulkan" {
+					continue
 				}
-			})
+				t.Run(fmt.Sprintf("%s/%d/perRank=%v", bk, ranks, perRank), func(t *testing.T) {
+					g := openGroup(t, bk, ranks, func(o *Options) { o.ChunkBytes = 2048; o.DevicePerRank = perRank })
+					rng := rand.New(rand.NewPCG(seed, 100+uint64(ranks)))
+					for _, m := range []int{1, 257, 1500} {
+						for _, op := range []Op{Sum, Mean} {
+							randomReduce[float32](t, g, rng, m, op, 0x1p-24)
+							randomReduce[float64](t, g, rng, m, op, 0x1p-53)
+						}
+					}
+				})
+			}
 		}
 	}
 }
@@ -604,15 +610,36 @@ func randomReduce[T float32 | float64](t *testing.T, g *Group, rng *rand.Rand, m
 	bitwise := func(what string, r int, a, b []T) {
 		t.Helper()
 		if !slices.Equal(a, b) {
-			t.Fatalf("%s %s: rank %d: the tensor form differs from the slice form", where, what, r)
+			t.Fatalf("%s %s: rank %d: the tensor form differs from the slice form (or, ranks sharing memory, from the rank-ordered reduction)", where, what, r)
 		}
 	}
 
+	// Where the ranks share device memory the tensor reductions run in
+	// rank order in one pass (sharedcoll.go), whatever the strategy: they
+	// must then equal the rank-ordered sum in T's arithmetic, bit for bit;
+	// elsewhere they run the slice forms' algorithms.
+	rankOrder := func(off, n int) []T {
+		out := make([]T, n)
+		for i := range out {
+			acc := full[0][off+i]
+			for q := 1; q < N; q++ {
+				acc += full[q][off+i]
+			}
+			if op == Mean {
+				acc /= T(N)
+			}
+			out[i] = acc
+		}
+		return out
+	}
 	m1 := func(int) int { return m }
 	rs := viaTensor("ReduceScatterTensor", func(c *Comm, s, r *Tensor[T]) error { return ReduceScatterTensor(ctx, c, s, r, op) }, m1)
 	rsSlice := viaSlice("ReduceScatter", func(c *Comm, s, r []T) error { return ReduceScatter(ctx, c, s, r, op) }, m1)
 	for r := range rs {
 		within("ReduceScatterTensor", rs[r], r*m)
+		if g.sharedMem {
+			rsSlice[r] = rankOrder(r*m, m)
+		}
 		bitwise("ReduceScatterTensor", r, rs[r], rsSlice[r])
 	}
 
@@ -625,6 +652,9 @@ func randomReduce[T float32 | float64](t *testing.T, g *Group, rng *rand.Rand, m
 	rd := viaTensor("ReduceTensor", func(c *Comm, s, r *Tensor[T]) error { return ReduceTensor(ctx, c, s, r, op, root) }, atRoot)
 	rdSlice := viaSlice("Reduce", func(c *Comm, s, r []T) error { return Reduce(ctx, c, s, r, op, root) }, atRoot)
 	within("ReduceTensor", rd[root], 0)
+	if g.sharedMem {
+		rdSlice[root] = rankOrder(0, N*m)
+	}
 	bitwise("ReduceTensor", root, rd[root], rdSlice[root])
 
 	own := func(r int) int { return counts[r] }
