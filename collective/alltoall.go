@@ -28,6 +28,8 @@ func AllToAll[T Elem](ctx context.Context, c *Comm, send, recv []T) (err error) 
 		return err
 	}
 	defer c.leave(owned, &err)
+	c.adoptCall(asBytes(send), asBytes(recv))
+	defer c.releaseAdopted()
 	if m == 0 {
 		return nil
 	}
@@ -115,6 +117,8 @@ func gather[T Elem](ctx context.Context, c *Comm, name, phase string, fp fingerp
 		return err
 	}
 	defer c.leave(owned, &err)
+	c.adoptCall(asBytes(send), asBytes(recv))
+	defer c.releaseAdopted()
 	if m == 0 {
 		return nil
 	}
@@ -155,6 +159,8 @@ func Scatter[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) (er
 		return err
 	}
 	defer c.leave(owned, &err)
+	c.adoptCall(asBytes(send), asBytes(recv))
+	defer c.releaseAdopted()
 	if m == 0 {
 		return nil
 	}

@@ -94,6 +94,8 @@ func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind,
 		return err
 	}
 	defer c.leave(owned, &err)
+	c.adoptCall(asBytes(send), asBytes(recv))
+	defer c.releaseAdopted()
 	k := &c.k
 	i := c.rank
 	// The counts: every rank sends scounts[j] to rank j (a pairwise

@@ -96,6 +96,8 @@ func ReduceScatter[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) 
 		return err
 	}
 	defer c.leave(owned, &err)
+	c.adoptCall(asBytes(send), asBytes(recv))
+	defer c.releaseAdopted()
 	m := len(recv)
 	if m == 0 {
 		return nil
@@ -139,6 +141,8 @@ func AllGather[T Elem](ctx context.Context, c *Comm, send, recv []T) (err error)
 		return err
 	}
 	defer c.leave(owned, &err)
+	c.adoptCall(asBytes(send), asBytes(recv))
+	defer c.releaseAdopted()
 	m := len(send)
 	if m == 0 {
 		return nil
@@ -174,6 +178,8 @@ func Broadcast[T Elem](ctx context.Context, c *Comm, data []T, root int) (err er
 		return err
 	}
 	defer c.leave(owned, &err)
+	c.adoptCall(asBytes(data), nil)
+	defer c.releaseAdopted()
 	n := len(data)
 	if n == 0 || c.g.n == 1 {
 		return nil
@@ -222,6 +228,8 @@ func Reduce[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, root in
 		return err
 	}
 	defer c.leave(owned, &err)
+	c.adoptCall(asBytes(send), asBytes(recv))
+	defer c.releaseAdopted()
 	n := len(send)
 	if n == 0 {
 		return nil

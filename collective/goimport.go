@@ -11,12 +11,14 @@ import (
 
 // Plain Go slices imported in place.
 //
-// A large plain slice passed to an all-reduce is imported by the rank's
+// A large plain slice passed to a collective is imported by the rank's
 // device (VK_EXT_external_memory_host) the first time it is seen and kept
 // imported for later calls, so devices read and write it by DMA with no
-// staging copy, as they do a HostBuffer: both PCIe directions in one
-// dispatch, at the hardware's duplex rate. This is what MPI libraries call a
-// registration cache.
+// staging copy, as they do a HostBuffer: in an all-reduce both PCIe
+// directions in one dispatch, at the hardware's duplex rate; in the other
+// collectives (adoptCall) the upload into the device buffer and the download
+// of the result are DMA copies with no CPU copy. This is what MPI libraries
+// call a registration cache.
 //
 // Importing pins the pages in the kernel; the import must never outlive the
 // pages' meaning. So only Go heap memory is imported, never
@@ -320,6 +322,15 @@ func (c *Comm) releaseGoImports() {
 		c.dropImport(len(c.goImports) - 1)
 	}
 	c.importBytes = 0
+}
+
+// adoptCall adopts the large plain slices of a collective other than
+// all-reduce (whose upload and download then run as DMA copies from and to
+// the imported memory, as for HostBuffers); nothing for a group of one.
+func (c *Comm) adoptCall(send, recv []byte) {
+	if c.g.n > 1 {
+		c.adoptPair(send, recv)
+	}
 }
 
 // adoptPair adopts a call's send and recv slices and marks them in use

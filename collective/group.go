@@ -65,7 +65,7 @@ type Options struct {
 	// decide whether to log to stderr.
 	Logger *slog.Logger
 	// ImportCacheBytes bounds the plain Go slices each rank keeps imported
-	// by its device. An all-reduce of a large slice (4 MiB or more) of Go
+	// by its device. A collective of a large slice (4 MiB or more) of Go
 	// heap memory on a device that imports host memory pins the slice
 	// (runtime.Pinner) and imports it the first time, and reads and writes
 	// it in place from then on, with no staging copy (as HostBuffer does).
