@@ -10,7 +10,9 @@
 #   bench/device-bench.sh colls       (there, like run) the collectives beyond all-reduce: same-run ceilings
 #                                     (ceilings.md/json, engine pairings for both PCIe directions included),
 #                                     go test -bench of every collective, slice and tensor forms, and of the
-#                                     element types (colls-h200.txt), the allreduce-perf type sweep (types.json)
+#                                     element types (colls-h200.txt; staged-* lines: the 64 MiB calls with
+#                                     imports off), the newest paths' tests (checks.txt), the allreduce-perf
+#                                     type sweep (types.json)
 #   bench/device-bench.sh lavapipe    (here) the same go test -bench selection on lavapipe -> bench/lavapipe.txt,
 #                                     and a small gocoll-devbench run -> bench/out/
 #
@@ -126,7 +128,7 @@ run_there() {
 	# T5: benchstat-ready go test -bench output.
 	bench_selection "$OUT/bench-h200.txt" "${BENCHTIME:-20x}" 150
 	# AllToAll, Gather and Scatter (and the older collectives beside them, for scale): 4 ranks on the GPU.
-	(cd collective && step collectives 90 "../$D/collective.test" -test.run '^$' \
+	(cd collective && step collectives 150 "../$D/collective.test" -test.run '^$' \
 		-test.bench '^BenchmarkCollectives$/^vulkan$/' -test.benchtime "${BENCHTIME:-20x}" -test.count 3) >>"$OUT/bench-h200.txt"
 	log "done in $((SECONDS - t0))s"
 }
@@ -147,12 +149,18 @@ colls_there() {
 		-command "bash bench/device-bench.sh colls (device tool, nvidia-h200; carry .devbench .gl)"
 	local o="$OUT/colls-h200.txt"
 	: >"$o"
-	(cd collective && step collectives 150 "../$D/collective.test" -test.run '^$' -test.bench '^BenchmarkCollectives$/^vulkan$/' \
+	(cd collective && step collectives 240 "../$D/collective.test" -test.run '^$' -test.bench '^BenchmarkCollectives$/^vulkan$/' \
 		-test.benchtime "$bt" -test.count "$n") >>"$o"
 	(cd collective && step tensor-collectives 150 "../$D/collective.test" -test.run '^$' -test.bench '^BenchmarkTensorCollectives$/^vulkan$/' \
 		-test.benchtime "$bt" -test.count "$n") >>"$o"
 	(cd collective && step element-types 90 "../$D/collective.test" -test.run '^$' -test.bench '^BenchmarkElementTypes$/^vulkan$/' \
 		-test.benchtime "$bt" -test.count "$n") >>"$o"
+	# The same 64 MiB calls with every plain slice staged (no import), for comparison.
+	(cd collective && GOCOLL_BENCH_IMPORT=off step collectives-staged 90 "../$D/collective.test" -test.run '^$' \
+		-test.bench '^BenchmarkCollectives$/^vulkan$/.*/bytes=67108864$' -test.benchtime "$bt" -test.count 3) | sed 's/^Benchmark/staged-Benchmark/' >>"$o"
+	# Correctness of the newest paths on this device.
+	(cd collective && step checks 120 "../$D/collective.test" -test.run 'TestSharedTensorCollectives|TestGoSliceImportCollectives|TestMean16OneRounding|TestTensorReduceRandom|TestAutoHostRatePerType' -test.v) \
+		| grep -E '^(--- |PASS|FAIL|ok)|CPU reduce' >"$OUT/checks.txt"
 	step types 90 "$D/allreduce-perf" -g 2 --devices 0,0 --backend vulkan -b 4K -e 64M -f 4 \
 		-d float,int8,uint8,int32,uint32,int64,uint64,half,bfloat16 -o sum -n 5 -w 2 -J "$OUT/types.json" >"$OUT/types.txt"
 	# COLLS_EXTRA: more commands for the same call (diagnostics), run last.

@@ -118,12 +118,13 @@ func BenchmarkStrategies(b *testing.B) {
 
 // BenchmarkCollectives measures the other collectives on 4 ranks (bytes =
 // the full buffer: send of ReduceScatter, recv of AllGather, the data of
-// Broadcast and Reduce).
+// Broadcast and Reduce), from plain Go slices (imported in place from 4 MiB
+// up where the device imports host memory).
 func BenchmarkCollectives(b *testing.B) {
 	for _, bk := range backendsUnderTest(b) {
 		for _, coll := range []string{"ReduceScatter", "AllGather", "Broadcast", "Reduce", "AllToAll", "Gather", "Scatter",
 			"AllToAllV", "AllGatherV", "ReduceScatterV"} {
-			for _, size := range []int{64 << 10, 4 << 20} {
+			for _, size := range []int{64 << 10, 4 << 20, 64 << 20} {
 				b.Run(fmt.Sprintf("%s/%s/bytes=%d", bk, coll, size), func(b *testing.B) {
 					g := openGroup(b, bk, 4, benchOptions(b))
 					n := size / 4
@@ -292,9 +293,12 @@ func benchTensorLatency(b *testing.B, bk string, perRank bool) {
 
 // benchOptions lets a benchmark run compare layouts without a rebuild:
 // GOCOLL_BENCH_CHUNK (bytes, e.g. 1048576) sets Options.ChunkBytes and
-// GOCOLL_BENCH_FUSE=off turns the fused ring and tree steps off.
+// GOCOLL_BENCH_FUSE=off turns the fused ring and tree steps off;
+// GOCOLL_BENCH_IMPORT=off stages every plain slice (Options.ImportCacheBytes
+// negative).
 func benchOptions(b *testing.B) func(*Options) {
 	chunk, _ := strconv.Atoi(os.Getenv("GOCOLL_BENCH_CHUNK"))
+	noImport := os.Getenv("GOCOLL_BENCH_IMPORT") == "off"
 	if os.Getenv("GOCOLL_BENCH_FUSE") == "off" {
 		fuseOff = true
 		b.Cleanup(func() { fuseOff = false })
@@ -302,6 +306,9 @@ func benchOptions(b *testing.B) func(*Options) {
 	return func(o *Options) {
 		if chunk > 0 {
 			o.ChunkBytes = chunk
+		}
+		if noImport {
+			o.ImportCacheBytes = -1
 		}
 	}
 }
