@@ -2,7 +2,6 @@ package collective
 
 import (
 	"context"
-	"fmt"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
@@ -63,10 +62,10 @@ func checkV(name string, n, length int, counts, displs []int, what string) error
 
 // vPhases names the rendezvous of each V collective (static strings: no
 // allocation per call).
-var vPhases = map[collKind][2]string{
-	collAllToAllV:      {"AllToAllV fingerprint check", "AllToAllV counts check"},
-	collAllGatherV:     {"AllGatherV fingerprint check", "AllGatherV counts check"},
-	collReduceScatterV: {"ReduceScatterV fingerprint check", "ReduceScatterV counts check"},
+var vPhases = map[collKind][3]string{
+	collAllToAllV:      {"AllToAllV fingerprint check", "AllToAllV counts check", "AllToAllV counts exchange"},
+	collAllGatherV:     {"AllGatherV fingerprint check", "AllGatherV counts check", "AllGatherV counts exchange"},
+	collReduceScatterV: {"ReduceScatterV fingerprint check", "ReduceScatterV counts check", "ReduceScatterV counts exchange"},
 }
 
 func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind, op Op, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) (err error) {
@@ -98,48 +97,8 @@ func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind,
 	defer c.releaseAdopted()
 	k := &c.k
 	i := c.rank
-	// The counts: every rank sends scounts[j] to rank j (a pairwise
-	// exchange of one float64 each), and compares what it receives with
-	// its rcounts; the ranks agree before any data moves.
-	if err := c.prepare(k, backend.F64, Sum, 2*N, nil, 0); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	cnt := c.vCountBuf(2 * N)
-	for j := 0; j < N; j++ {
-		cnt[j] = float64(scounts[j])
-	}
-	if err := c.upload(k, 0, asBytes(cnt[:N])); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	if err := c.rec(c.dev.Stream().Copy(k.region(N+i, N+i+1), k.region(i, i+1))); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if err := c.pairwiseExchange(ctx, k, N, 1); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if err := c.flush(ctx); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if err := c.download(ctx, k, N, asBytes(cnt[N:2*N])); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	bad := -1
-	for j := 0; j < N; j++ {
-		if int(cnt[N+j]) != rcounts[j] {
-			bad = j
-			break
-		}
-	}
-	all, err := c.arriveFlag(ctx, fp, vPhases[kind][1], bad < 0)
-	if err != nil {
+	if err := c.agreeCounts(ctx, name, fp, vPhases[kind][2], vPhases[kind][1], scounts, rcounts); err != nil {
 		return err
-	}
-	if !all {
-		if bad >= 0 {
-			return &MismatchError{Seq: c.seq, Rank: i, Call: fmt.Sprintf("%s expecting %d elements from rank %d", name, rcounts[bad], bad),
-				Peer: bad, PeerCall: fmt.Sprintf("%s sending %d", name, int(cnt[N+bad]))}
-		}
-		return &MismatchError{Seq: c.seq, Rank: i, Call: name, Peer: -1, PeerCall: name + " with counts that disagree between other ranks"}
 	}
 	// The data: send in [0, S), recv in [S, S+R).
 	S, R := len(send), len(recv)
@@ -191,6 +150,44 @@ func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind,
 		}
 	}
 	return nil
+}
+
+// exchangeCounts sends scounts[j] to rank j through the devices (a pairwise
+// exchange of one float64 each, as the data moves) and leaves what each
+// rank j sends this one in cnt[N+j].
+func (c *Comm) exchangeCounts(ctx context.Context, k *call, scounts []int, cnt []float64) error {
+	N, i := c.g.n, c.rank
+	if err := c.prepare(k, backend.F64, Sum, 2*N, nil, 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	for j := 0; j < N; j++ {
+		cnt[j] = float64(scounts[j])
+	}
+	if err := c.upload(k, 0, asBytes(cnt[:N])); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	if err := c.rec(c.dev.Stream().Copy(k.region(N+i, N+i+1), k.region(i, i+1))); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.pairwiseExchange(ctx, k, N, 1); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.flush(ctx); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.download(ctx, k, N, asBytes(cnt[N:2*N])); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	return nil
+}
+
+// vPubBuf returns the comm's pooled copy of its send counts, which the
+// ranks of one process read (g.vCountsOf).
+func (c *Comm) vPubBuf(n int) []int {
+	if cap(c.vPub) < n {
+		c.vPub = make([]int, n)
+	}
+	return c.vPub[:n]
 }
 
 // vCountBuf returns the comm's pooled float64 scratch for the counts

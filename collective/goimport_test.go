@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -413,8 +412,9 @@ func TestGoSliceImportSuites(t *testing.T) {
 
 // The collectives other than all-reduce adopt large plain slices too: the
 // upload of send and the download into recv are DMA copies from and to the
-// imported memory (no Buffer.Write or Read at the seam, no staging buffer
-// after the first call), results exact, in place where allowed, every root.
+// imported memory (no Buffer.Write or Read at the seam: the V collectives'
+// counts do not cross it either in one process; no staging buffer after
+// the first call), results exact, every root.
 func TestGoSliceImportCollectives(t *testing.T) {
 	withImportMin(t, 64<<10)
 	seed := rand.Uint64()
@@ -527,13 +527,7 @@ func TestGoSliceImportCollectives(t *testing.T) {
 						if round == 0 {
 							continue
 						}
-						// The V collectives write and read their N counts
-						// (float64) through the seam; nothing else may.
-						counts := int64(0)
-						if strings.HasSuffix(coll, "V") {
-							counts = int64(8 * N)
-						}
-						if d := g.counters(r).Sub(before[r]); d.BytesWritten != counts || d.BytesRead != counts || d.Allocs != 0 {
+						if d := g.counters(r).Sub(before[r]); d.BytesWritten != 0 || d.BytesRead != 0 || d.Allocs != 0 {
 							t.Errorf("round %d: rank %d staged or allocated: %+v", round, r, d)
 						}
 						if c := g.Comm(r); c.importBytes == 0 || c.stage != nil {

@@ -151,6 +151,10 @@ type Group struct {
 	sendOf    [][]byte         // each rank's buffers of the current call (zero-copy direct)
 	tensorOf  []backend.Region // each rank's tensor (send) of the current call (shared memory)
 	tRecvOf   []backend.Region // each rank's recv tensor of the current call (shared memory)
+	vCountsOf [][]int          // each rank's published send counts of the current V call (one process)
+	vSDOf     [][]int          // and send offsets, receive counts and offsets (V tensor calls, shared memory)
+	vRCOf     [][]int
+	vRDOf     [][]int
 	// sharedMem: one process, and every rank's device can use every other
 	// rank's buffers (one shared logical device, or the host backend):
 	// device-resident collectives exchange through device memory.
@@ -197,6 +201,8 @@ type Comm struct {
 	// Pooled scratch of AllGatherV and AllToAllV (alltoallv.go).
 	vCounts, vDispls []int
 	vCnt             []float64
+	vPub             []int  // the send counts this rank publishes (vPubBuf)
+	vPubV            []int  // its send offsets, receive counts and offsets (publishV)
 	vBlocks          []byte // ReduceScatterV's received blocks, reduceGather's gathered ones
 	eqCnt, eqDsp     []int  // eqScratch
 	queue            opQueue
@@ -360,6 +366,8 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	g.sendOf = make([][]byte, g.n)
 	g.tensorOf = make([]backend.Region, g.n)
 	g.tRecvOf = make([]backend.Region, g.n)
+	g.vCountsOf = make([][]int, g.n)
+	g.vSDOf, g.vRCOf, g.vRDOf = make([][]int, g.n), make([][]int, g.n), make([][]int, g.n)
 	g.sharedMem = g.tr == nil && g.nl > 1
 	for _, d := range g.devs {
 		g.sharedMem = g.sharedMem && backend.SharesMemory(g.devs[0], d) && backend.SharesMemory(d, g.devs[0])

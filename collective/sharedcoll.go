@@ -38,6 +38,8 @@ const (
 	sharedAllToAll
 	sharedGather
 	sharedScatter
+	sharedAllToAllV      // AllToAllVTensor and AllGatherVTensor
+	sharedReduceScatterV // ReduceScatterVTensor
 )
 
 // sharedColl runs a tensor collective through shared device memory: send
@@ -122,7 +124,38 @@ func (c *Comm) sharedRecord(kind sharedKind, dt backend.DType, op Op, m, root in
 	}
 	scale := scaleFor(op, N)
 	srcs := c.regions(N)
+	// at returns n elements of r from element off.
+	at := func(r backend.Region, off, n int) backend.Region {
+		return backend.Region{Buf: r.Buf, Off: r.Off + off*es, Len: n * es}
+	}
 	switch kind {
+	case sharedAllToAllV:
+		// Rank j's range for rank i: scounts and sdispls of j, placed at
+		// rdispls of i (the counts agreed: rcounts of i say the same).
+		for i := range N {
+			for j := range N {
+				if n := g.vCountsOf[j][i]; n > 0 {
+					if err := cp(at(recvs[i], g.vRDOf[i][j], n), at(sends[j], g.vSDOf[j][i], n)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	case sharedReduceScatterV:
+		// Rank i's recv is the rank-ordered reduction of every rank's
+		// range for it.
+		for i := range N {
+			n := recvs[i].Len / es
+			if n == 0 {
+				continue
+			}
+			for q := range N {
+				srcs[q] = at(sends[q], g.vSDOf[q][i], n)
+			}
+			if err := st.Reduce(kernelOp(op), dt, recvs[i], srcs, scale); err != nil {
+				return c.rec(err)
+			}
+		}
 	case sharedReduceScatter:
 		for r := range N {
 			for p := range N {
@@ -219,4 +252,20 @@ func whole[T Elem](t *Tensor[T], use bool) backend.Region {
 		return backend.Region{}
 	}
 	return t.region(0, t.n)
+}
+
+// publishV publishes copies of a V tensor collective's send offsets and
+// receive counts and offsets for the leader (g.vSDOf, g.vRCOf, g.vRDOf;
+// the send counts are published by agreeCounts), before the rendezvous
+// that precedes its reads.
+func (c *Comm) publishV(sdispls, rcounts, rdispls []int) {
+	N := c.g.n
+	if cap(c.vPubV) < 3*N {
+		c.vPubV = make([]int, 3*N)
+	}
+	b := c.vPubV[:3*N]
+	copy(b, sdispls)
+	copy(b[N:], rcounts)
+	copy(b[2*N:], rdispls)
+	c.g.vSDOf[c.rank], c.g.vRCOf[c.rank], c.g.vRDOf[c.rank] = b[:N], b[N:2*N], b[2*N:]
 }

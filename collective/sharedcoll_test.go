@@ -10,10 +10,10 @@ import (
 
 // TestSharedTensorCollectives: where the ranks share device memory (the
 // default layout on host and lavapipe) every fixed-size tensor collective
-// runs as one pass of the leader's (sharedcoll.go): exact int32 results,
-// no byte through host memory (the backend-seam counters stay at 0; the
-// per-rank layout, which moves host bytes, runs the same calls as the
-// control), and sends that partly overlap their rank's recv (views of one
+// and the V forms run as one pass of the leader's (sharedcoll.go): exact
+// int32 results, no byte through host memory (the backend-seam counters
+// stay at 0; the per-rank layout, which moves host bytes, runs the same
+// calls as the control), and sends that partly overlap their rank's recv (views of one
 // buffer, shifted) give the results of separate tensors. Sizes are drawn
 // (seed printed), 2, 3 and 5 ranks, every root.
 func TestSharedTensorCollectives(t *testing.T) {
@@ -59,15 +59,20 @@ func sharedCase(t *testing.T, g *Group, m, root, shift int, perRank bool) {
 		want   func(r, i int) int32 // recv[r][i]
 		rooted int                  // 1: recv only at root; 2: send only at root
 	}
+	cnt, dsp := make([]int, N), make([]int, N)
+	for j := range cnt {
+		cnt[j], dsp[j] = m, j*m
+	}
+	rsWant := func(r, i int) int32 {
+		var acc int32
+		for p := 0; p < N; p++ {
+			acc += val(p, r*m+i)
+		}
+		return acc
+	}
 	cases := []tc{
 		{"ReduceScatterTensor", N * m, m, -1, func(c *Comm, s, r *Tensor[int32]) error { return ReduceScatterTensor(ctx, c, s, r, Sum) },
-			func(r, i int) int32 {
-				var acc int32
-				for p := 0; p < N; p++ {
-					acc += val(p, r*m+i)
-				}
-				return acc
-			}, 0},
+			rsWant, 0},
 		{"AllGatherTensor", m, N * m, -2, func(c *Comm, s, r *Tensor[int32]) error { return AllGatherTensor(ctx, c, s, r) },
 			func(r, i int) int32 { return val(i/m, i%m) }, 0},
 		{"AllToAllTensor", N * m, N * m, 1, func(c *Comm, s, r *Tensor[int32]) error { return AllToAllTensor(ctx, c, s, r) },
@@ -84,6 +89,13 @@ func sharedCase(t *testing.T, g *Group, m, root, shift int, perRank bool) {
 			func(r, i int) int32 { return val(i/m, i%m) }, 1},
 		{"ScatterTensor", N * m, m, -1, func(c *Comm, s, r *Tensor[int32]) error { return ScatterTensor(ctx, c, s, r, root) },
 			func(r, i int) int32 { return val(root, r*m+i) }, 2},
+		// The V forms with equal counts: the same results.
+		{"ReduceScatterVTensor", N * m, m, -1, func(c *Comm, s, r *Tensor[int32]) error { return ReduceScatterVTensor(ctx, c, s, r, cnt, dsp, Sum) },
+			rsWant, 0},
+		{"AllGatherVTensor", m, N * m, -2, func(c *Comm, s, r *Tensor[int32]) error { return AllGatherVTensor(ctx, c, s, r, cnt, dsp) },
+			func(r, i int) int32 { return val(i/m, i%m) }, 0},
+		{"AllToAllVTensor", N * m, N * m, 1, func(c *Comm, s, r *Tensor[int32]) error { return AllToAllVTensor(ctx, c, s, cnt, dsp, r, cnt, dsp) },
+			func(r, i int) int32 { return val(i/m, r*m+i%m) }, 0},
 	}
 	for _, k := range cases {
 		if shift >= 0 && k.inSend == 1 && shift == 0 {

@@ -25,13 +25,12 @@ import (
 // where recv overlaps it (the in-place layouts the slice forms allow).
 //
 // Where the ranks share device memory (one process, one logical device or
-// the host backend: the default layout of ranks on one GPU), the fixed-size
-// forms (ReduceScatterTensor, AllGatherTensor, ReduceTensor, AllToAllTensor,
-// GatherTensor, ScatterTensor, and BroadcastTensor) skip the exchange: one
-// rank records the whole collective, device copies and rank-ordered reduce
-// kernels reading the peers' tensors in place, as one submission
-// (sharedcoll.go); the reductions then give the deterministic mode's
-// result whatever the strategy. A device error during that submission
+// the host backend: the default layout of ranks on one GPU), the tensor
+// collectives skip the exchange: one rank records the whole collective,
+// device copies and rank-ordered reduce kernels reading the peers' tensors
+// in place, as one submission (sharedcoll.go; the V forms once the counts
+// agree); the reductions then give the deterministic mode's result
+// whatever the strategy. A device error during that submission
 // leaves the recv tensors undefined. A rank's tensors must not share memory
 // with another rank's.
 //
@@ -550,11 +549,11 @@ func reduceScatterVTensor[T Elem](ctx context.Context, c *Comm, name string, sen
 
 // vTensorPhases names the rendezvous of each V tensor collective (static
 // strings: no allocation per call).
-var vTensorPhases = map[string][2]string{
-	"AllToAllVTensor":      {"AllToAllVTensor fingerprint check", "AllToAllVTensor counts check"},
-	"AllGatherVTensor":     {"AllGatherVTensor fingerprint check", "AllGatherVTensor counts check"},
-	"ReduceScatterVTensor": {"ReduceScatterVTensor fingerprint check", "ReduceScatterVTensor counts check"},
-	"ReduceScatterTensor":  {"ReduceScatterTensor fingerprint check", "ReduceScatterTensor counts check"},
+var vTensorPhases = map[string][4]string{
+	"AllToAllVTensor":      {"AllToAllVTensor fingerprint check", "AllToAllVTensor counts check", "AllToAllVTensor counts exchange", "AllToAllVTensor shared data"},
+	"AllGatherVTensor":     {"AllGatherVTensor fingerprint check", "AllGatherVTensor counts check", "AllGatherVTensor counts exchange", "AllGatherVTensor shared data"},
+	"ReduceScatterVTensor": {"ReduceScatterVTensor fingerprint check", "ReduceScatterVTensor counts check", "ReduceScatterVTensor counts exchange", "ReduceScatterVTensor shared data"},
+	"ReduceScatterTensor":  {"ReduceScatterTensor fingerprint check", "ReduceScatterTensor counts check", "ReduceScatterTensor counts exchange", "ReduceScatterTensor shared data"},
 }
 
 // vTensor is the tensor forms' allToAllV: send's ranges go to their ranks
@@ -587,15 +586,30 @@ func vTensor[T Elem](ctx context.Context, c *Comm, name string, kind collKind, o
 		return err
 	}
 	defer c.leave(owned, &err)
-	if err := c.agreeCounts(ctx, name, fp, phases[1], scounts, rcounts); err != nil {
+	reduce := kind == collReduceScatterV
+	host := reduce && c.noKernels(dt)
+	// Ranks sharing device memory: the leader moves (or reduces) every
+	// range in one submission once the counts agree (sharedcoll.go).
+	shared := c.g.sharedMem && !host
+	if shared {
+		c.publishV(sdispls, rcounts, rdispls)
+	}
+	if err := c.agreeCounts(ctx, name, fp, phases[2], phases[1], scounts, rcounts); err != nil {
 		return err
+	}
+	if shared {
+		sk := sharedAllToAllV
+		if reduce {
+			sk = sharedReduceScatterV
+		}
+		c.g.tensorOf[c.rank], c.g.tRecvOf[c.rank] = send.region(0, send.n), recv.region(0, recv.n)
+		c.strat = fp.strategy
+		return c.sharedRun(ctx, name, phases[3], fp, "the ranks share device memory", sharedJob{kind: sk, m: 1})
 	}
 	S, i := send.n, c.rank
 	if S+R == 0 {
 		return nil
 	}
-	reduce := kind == collReduceScatterV
-	host := reduce && c.noKernels(dt)
 	size := R * es
 	if host {
 		size = 0
@@ -665,35 +679,30 @@ func vTensor[T Elem](ctx context.Context, c *Comm, name string, kind collKind, o
 	return nil
 }
 
-// agreeCounts is AllToAllV's counts check (alltoallv.go): every rank sends
-// scounts[j] to rank j and compares what it receives with its rcounts, and
-// the ranks agree on the outcome (one more rendezvous, phase) before any
-// data moves. A disagreement is a *MismatchError on every rank; the group
-// stays usable.
-func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, phase string, scounts, rcounts []int) error {
-	N, i := c.g.n, c.rank
-	k := &c.k
-	if err := c.prepare(k, backend.F64, Sum, 2*N, nil, 0); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
+// agreeCounts is the V collectives' counts check: every rank learns what
+// each rank j sends it (scounts[me] of rank j) and compares it with its
+// rcounts, and the ranks agree on the outcome (rendezvous check) before any
+// data moves. In one process each rank publishes a copy of its scounts and
+// the ranks meet once (rendezvous exchange) before reading the peers';
+// across processes the counts travel through the devices
+// (exchangeCounts). A disagreement is a *MismatchError on every rank; the
+// group stays usable.
+func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, exchange, check string, scounts, rcounts []int) error {
+	g := c.g
+	N, i := g.n, c.rank
 	cnt := c.vCountBuf(2 * N)
-	for j := 0; j < N; j++ {
-		cnt[j] = float64(scounts[j])
-	}
-	if err := c.upload(k, 0, asBytes(cnt[:N])); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	if err := c.rec(c.dev.Stream().Copy(k.region(N+i, N+i+1), k.region(i, i+1))); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if err := c.pairwiseExchange(ctx, k, N, 1); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if err := c.flush(ctx); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if err := c.download(ctx, k, N, asBytes(cnt[N:2*N])); err != nil {
-		return c.fail(err, false, nil, nil)
+	if g.tr == nil {
+		pub := c.vPubBuf(N)
+		copy(pub, scounts)
+		g.vCountsOf[i] = pub
+		if err := c.arrive(ctx, fp, exchange); err != nil {
+			return err
+		}
+		for j := 0; j < N; j++ {
+			cnt[N+j] = float64(g.vCountsOf[j][i])
+		}
+	} else if err := c.exchangeCounts(ctx, &c.k, scounts, cnt); err != nil {
+		return err
 	}
 	bad := -1
 	for j := 0; j < N; j++ {
@@ -702,7 +711,7 @@ func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, pha
 			break
 		}
 	}
-	all, err := c.arriveFlag(ctx, fp, phase, bad < 0)
+	all, err := c.arriveFlag(ctx, fp, check, bad < 0)
 	if err != nil {
 		return err
 	}
