@@ -17,7 +17,7 @@ import (
 // stays usable. recv elements outside the received ranges are not written.
 // Regions may not overlap within recv (send regions may).
 func AllToAllV[T Elem](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
-	return allToAllV(ctx, c, "AllToAllV", collAllToAllV, Sum, send, scounts, sdispls, recv, rcounts, rdispls)
+	return allToAllV(ctx, c, "AllToAllV", collAllToAllV, Sum, send, scounts, sdispls, recv, rcounts, rdispls, nil)
 }
 
 // AllGatherV gathers every rank's send into every rank's recv, rank j's at
@@ -36,7 +36,7 @@ func AllGatherV[T Elem](ctx context.Context, c *Comm, send []T, recv []T, counts
 	for j := range sc {
 		sc[j], sd[j] = len(send), 0
 	}
-	return allToAllV(ctx, c, "AllGatherV", collAllGatherV, Sum, send, sc, sd, recv, counts, displs)
+	return allToAllV(ctx, c, "AllGatherV", collAllGatherV, Sum, send, sc, sd, recv, counts, displs, nil)
 }
 
 // vScratch returns the comm's pooled count and offset slices for
@@ -68,7 +68,12 @@ var vPhases = map[collKind][3]string{
 	collReduceScatterV: {"ReduceScatterV fingerprint check", "ReduceScatterV counts check", "ReduceScatterV counts exchange"},
 }
 
-func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind, op Op, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) (err error) {
+// allToAllV moves send's ranges to their ranks and the ranges received into
+// recv. With red set (ReduceScatterV on a device with kernels), recv is not
+// used: the N blocks of len(red) received (rcounts and rdispls describe
+// them) stay in the device buffer, where one kernel reduces them in rank
+// order with op into red.
+func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind, op Op, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int, red []T) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
@@ -76,7 +81,11 @@ func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind,
 	if e := checkV(name, N, len(send), scounts, sdispls, "send"); e != nil {
 		return c.invalidCall(ctx, name, e)
 	}
-	if e := checkV(name, N, len(recv), rcounts, rdispls, "recv"); e != nil {
+	R := len(recv)
+	if red != nil {
+		R = N * len(red)
+	}
+	if e := checkV(name, N, R, rcounts, rdispls, "recv"); e != nil {
 		return c.invalidCall(ctx, name, e)
 	}
 	for a := 0; a < N; a++ {
@@ -93,19 +102,23 @@ func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind,
 		return err
 	}
 	defer c.leave(owned, &err)
-	c.adoptCall(asBytes(send), asBytes(recv))
+	out := recv
+	if red != nil {
+		out = red
+	}
+	c.adoptCall(asBytes(send), asBytes(out))
 	defer c.releaseAdopted()
 	k := &c.k
 	i := c.rank
 	if err := c.agreeCounts(ctx, name, fp, vPhases[kind][2], vPhases[kind][1], scounts, rcounts); err != nil {
 		return err
 	}
-	// The data: send in [0, S), recv in [S, S+R).
-	S, R := len(send), len(recv)
+	// The data: send in [0, S), recv in [S, S+R), red's result after it.
+	S, M := len(send), len(red)
 	if S+R == 0 {
 		return nil
 	}
-	if err := c.prepare(k, dt, Sum, S+R, asBytes(send), 0); err != nil {
+	if err := c.prepare(k, dt, Sum, S+R+M, asBytes(send), 0); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
 	st := c.dev.Stream()
@@ -140,6 +153,25 @@ func allToAllV[T Elem](ctx context.Context, c *Comm, name string, kind collKind,
 	}
 	if err := c.flush(ctx); err != nil {
 		return c.failAfter(err, nil, nil)
+	}
+	if red != nil {
+		if M == 0 {
+			return nil
+		}
+		srcs := c.regions(N)
+		for q := range srcs {
+			srcs[q] = k.region(S+rdispls[q], S+rdispls[q]+M)
+		}
+		if err := c.rec(st.Reduce(kernelOp(op), dt, k.region(S+R, S+R+M), srcs, scaleFor(op, N))); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+		if err := c.flush(ctx); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+		if err := c.download(ctx, k, S+R, asBytes(red)); err != nil {
+			return c.fail(err, true, nil, nil)
+		}
+		return nil
 	}
 	for j := 0; j < N; j++ {
 		if rcounts[j] == 0 {
@@ -205,7 +237,8 @@ func (c *Comm) vCountBuf(n int) []float64 {
 // and displs are the same on every rank and describe ranges of send (whose
 // length is the same on every rank). The blocks travel as in AllToAllV
 // (counts agreed first) and each rank reduces the N blocks it receives in
-// rank order on the CPU, with the kernels' arithmetic: bitwise what
+// rank order with one kernel on its device (on the CPU, with the kernels'
+// arithmetic, for a type some device has no kernels for): bitwise what
 // ReduceScatter gives with Config.Deterministic, for every element type
 // and op (Mean of Float16 and BFloat16 included: both divide the float32
 // sum by N before the one rounding to 16 bits).
@@ -228,12 +261,18 @@ func ReduceScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts
 	for q := range rc {
 		rc[q], rd[q] = m, q*m
 	}
+	if !c.noKernels(dtypeOf[T]()) {
+		if recv == nil {
+			recv = []T{}
+		}
+		return allToAllV(ctx, c, "ReduceScatterV", collReduceScatterV, op, send, counts, displs, nil, rc, rd, recv)
+	}
 	es := dtypeOf[T]().Size()
 	if cap(c.vBlocks) < N*m*es {
 		c.vBlocks = make([]byte, N*m*es)
 	}
 	blocks := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(c.vBlocks))), N*m)
-	if err := allToAllV(ctx, c, "ReduceScatterV", collReduceScatterV, op, send, counts, displs, blocks, rc, rd); err != nil {
+	if err := allToAllV(ctx, c, "ReduceScatterV", collReduceScatterV, op, send, counts, displs, blocks, rc, rd, nil); err != nil {
 		return err
 	}
 	if m == 0 {
