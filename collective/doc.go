@@ -40,12 +40,13 @@
 // until its Work is done.
 //
 // Imported Go slices. A large plain slice (4 MiB or more of Go heap memory)
-// passed to an all-reduce on a device that imports host memory is pinned
+// passed to a collective on a device that imports host memory is pinned
 // (runtime.Pinner) and imported the first time, and read and written in
-// place by DMA from then on, as a HostBuffer is: no staging copy, both PCIe
-// directions in one pass. The slice then stays alive until it is evicted
-// (least recently used first, past Options.ImportCacheBytes per rank,
-// default 4 GiB) or the group closes; ImportCacheBytes < 0 turns this off.
+// place by DMA from then on, as a HostBuffer is: no staging copy (in an
+// all-reduce, both PCIe directions in one pass). The slice then stays alive
+// until it is evicted (least recently used first, past
+// Options.ImportCacheBytes per rank, default 4 GiB) or the group closes;
+// ImportCacheBytes < 0 turns this off.
 // Memory outside the Go heap (C, mmap) is never imported this way (it could
 // be unmapped under the import): use a HostBuffer.
 //
