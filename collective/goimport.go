@@ -40,6 +40,10 @@ const goImportMin = 4 << 20
 // its multiples.
 const goRuntimePage = 8192
 
+// goMaxSmallObject is the Go heap's largest small object: an object larger
+// than this is a large object, with pages of its own.
+const goMaxSmallObject = 32 << 10
+
 // defaultImportCache is Options.ImportCacheBytes' default.
 const defaultImportCache = 4 << 30
 
@@ -107,7 +111,12 @@ func (c *Comm) adopt(b []byte) int {
 	if goImportMinHook > 0 {
 		min = goImportMinHook
 	}
-	if len(b) < min || c.importCap <= 0 {
+	// Only a slice whose capacity exceeds the largest small object lies in
+	// a large object, which starts and ends on runtime pages: rounding a
+	// small object's range out to pages would cover its neighbours, and the
+	// import's slice would point into free slots the collector must not
+	// see (a test hook may lower min below that).
+	if len(b) < min || cap(b) <= goMaxSmallObject || c.importCap <= 0 {
 		return -1
 	}
 	if i := c.holds(b); i >= 0 {

@@ -384,7 +384,8 @@ func TestGoSliceImportFails(t *testing.T) {
 }
 
 // The suites that hold the exchange to its contracts pass with every plain
-// slice imported (the import minimum lowered to one byte).
+// slice that can be imported imported (the import minimum lowered to one
+// byte: every slice in a large Go object, over 32 KiB).
 func TestGoSliceImportSuites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode")
