@@ -642,6 +642,7 @@ func (g *Group) Close() error {
 		lost := false
 		for _, c := range g.comms {
 			c.wctx.disarm()
+			c.wctx.release()
 			if c.lost != nil {
 				lost = true
 				continue // leaked: the device may still use it

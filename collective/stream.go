@@ -259,22 +259,31 @@ var (
 
 // waitCtx is the context device waits run under: it ends when the
 // operation's context ends, CommunicationTimeout passes, or the group
-// breaks. One per comm, reused: arming it allocates nothing unless the
-// operation's context can be cancelled. Its timer starts only when a wait
-// first asks for Done (a fence wait polls before it blocks): a short wait
-// touches no timer at all (a timer's Reset moves it into the current P's
-// heap, which grows now and then).
+// breaks. One per comm, reused: arming it allocates nothing in the steady
+// state. Its timer starts only when a wait first asks for Done (a fence
+// wait polls before it blocks): a short wait touches no timer at all (a
+// timer's Reset moves it into the current P's heap, which grows now and
+// then). It watches the operation's context through one registration
+// (context.AfterFunc) that outlives the wait: a comm's calls usually run
+// under one context (Group.Run's, or one a caller made before its loop),
+// so arming with a context of the same Done channel as the last registers
+// nothing. The registration ends when a context with another Done channel
+// is armed, when the context ends, or when the group closes (release).
 type waitCtx struct {
 	mu       sync.Mutex
 	ch       chan struct{}
 	err      error
 	armed    bool
-	timed    bool // the timer runs for this arming
+	timed    bool   // the timer runs for this arming
+	arming   uint64 // armings so far: a late callback of an earlier one fires nothing
 	parent   context.Context
+	done     <-chan struct{} // parent's Done
 	deadline time.Time
-	stop     func() bool
 	timer    *time.Timer
 	brokenCh chan struct{}
+	// The registration on a context's end, kept between waits.
+	watched <-chan struct{} // the Done channel it watches
+	stop    func() bool
 }
 
 func (w *waitCtx) init(brokenCh chan struct{}) {
@@ -309,13 +318,34 @@ func (w *waitCtx) Err() error {
 }
 
 func (w *waitCtx) arm(parent context.Context, d time.Duration) {
+	done := parent.Done()
 	w.mu.Lock()
 	if w.err != nil {
 		w.ch, w.err = make(chan struct{}), nil
 	}
-	w.armed, w.parent, w.timed = true, parent, false
+	w.arming++
+	w.armed, w.parent, w.done, w.timed = true, parent, done, false
 	w.deadline = time.Now().Add(d)
+	var old func() bool
+	rewatch := done != nil && done != w.watched
+	if rewatch {
+		old, w.stop, w.watched = w.stop, nil, done
+	}
 	w.mu.Unlock()
+	if old != nil {
+		old()
+	}
+	if rewatch {
+		stop := context.AfterFunc(parent, func() { w.parentDone(done) })
+		w.mu.Lock()
+		if w.watched == done && w.stop == nil {
+			w.stop, stop = stop, nil
+		}
+		w.mu.Unlock()
+		if stop != nil { // released meanwhile
+			stop()
+		}
+	}
 	select {
 	case <-w.brokenCh:
 		w.fire(errWaitBroken)
@@ -324,17 +354,40 @@ func (w *waitCtx) arm(parent context.Context, d time.Duration) {
 	}
 	if err := parent.Err(); err != nil {
 		w.fire(err)
+	}
+}
+
+// parentDone ends the armed wait whose context has Done channel done,
+// which was closed.
+func (w *waitCtx) parentDone(done <-chan struct{}) {
+	w.mu.Lock()
+	p, n := w.parent, w.arming
+	ours := w.armed && w.done == done
+	w.mu.Unlock()
+	if !ours {
 		return
 	}
-	if parent.Done() != nil {
-		w.stop = context.AfterFunc(parent, func() {
-			w.mu.Lock()
-			same := w.parent == parent
-			w.mu.Unlock()
-			if same {
-				w.fire(parent.Err())
-			}
-		})
+	err := p.Err()
+	if err == nil {
+		err = context.Canceled // a Context whose Done closes before its Err reports
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.armed && w.arming == n && w.err == nil {
+		w.err = err
+		close(w.ch)
+	}
+}
+
+// release ends the registration on the last context armed (the group
+// closes; the wait must be disarmed).
+func (w *waitCtx) release() {
+	w.mu.Lock()
+	stop := w.stop
+	w.stop, w.watched = nil, nil
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 }
 
@@ -347,13 +400,9 @@ func (w *waitCtx) disarm() error {
 	if timed {
 		w.timer.Stop()
 	}
-	if w.stop != nil {
-		w.stop()
-		w.stop = nil
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.armed, w.parent = false, nil
+	w.armed, w.parent, w.done = false, nil, nil
 	return w.err
 }
 

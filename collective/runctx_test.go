@@ -1,0 +1,231 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestRunCtxZeroAllocs: steady-state collectives allocate nothing under
+// the ctx Group.Run passes, nor under a ctx with a deadline made once
+// before the loop (every wait of a call is bounded by that ctx, with no
+// per-call registration on it).
+func TestRunCtxZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	type coll struct {
+		name string
+		call func(ctx context.Context, c *Comm, send, recv []float32) error
+	}
+	colls := []coll{
+		{"AllReduce", func(ctx context.Context, c *Comm, send, _ []float32) error {
+			return AllReduce(ctx, c, send, Sum)
+		}},
+		{"AllGather", func(ctx context.Context, c *Comm, send, recv []float32) error {
+			return AllGather(ctx, c, send, recv)
+		}},
+		{"ReduceScatter", func(ctx context.Context, c *Comm, send, recv []float32) error {
+			return ReduceScatter(ctx, c, recv, send, Sum)
+		}},
+		{"Broadcast", func(ctx context.Context, c *Comm, send, _ []float32) error {
+			return Broadcast(ctx, c, send, 1)
+		}},
+	}
+	const ranks = 4
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, ranks)
+		for _, size := range []int{16 << 10, 1 << 20} {
+			n := size / 4
+			send := make([][]float32, ranks)
+			recv := make([][]float32, ranks)
+			for r := range send {
+				send[r] = make([]float32, n)
+				recv[r] = make([]float32, n*ranks)
+			}
+			for _, cl := range colls {
+				for _, kind := range []string{"run", "deadline"} {
+					name := fmt.Sprintf("%s/%s/%dKiB/%s", bk, cl.name, size>>10, kind)
+					a := runCtxAllocs(t, g, kind, func(ctx context.Context, c *Comm) error {
+						return cl.call(ctx, c, send[c.Rank()], recv[c.Rank()])
+					})
+					if a != 0 {
+						t.Errorf("%s: %v allocations per call, want 0", name, a)
+					}
+				}
+			}
+		}
+	}
+}
+
+// runCtxAllocs measures the allocations of one call of every rank inside
+// g.Run: rank 0 measures while the others make the same calls. kind "run"
+// uses Run's ctx, "deadline" a ctx with a timeout each rank makes once
+// before its loop.
+func runCtxAllocs(t *testing.T, g *Group, kind string, call func(ctx context.Context, c *Comm) error) float64 {
+	t.Helper()
+	const warm, runs = 3, 20
+	var allocs float64
+	err := g.Run(context.Background(), func(ctx context.Context, c *Comm) error {
+		if kind == "deadline" {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+		}
+		for i := 0; i < warm; i++ {
+			if err := call(ctx, c); err != nil {
+				return err
+			}
+		}
+		if c.Rank() != 0 {
+			for i := 0; i < runs+1; i++ { // AllocsPerRun's warm-up, then runs
+				if err := call(ctx, c); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var err error
+		allocs = testing.AllocsPerRun(runs, func() {
+			if e := call(ctx, c); e != nil && err == nil {
+				err = e
+			}
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return allocs
+}
+
+// TestWaitCtxWatch: a comm's waitCtx registers once on a context and keeps
+// the registration across waits under contexts with the same Done channel;
+// the context's end ends only a wait armed under it, and Close releases
+// the registration.
+func TestWaitCtxWatch(t *testing.T) {
+	var w waitCtx
+	w.init(make(chan struct{}))
+	ended := func(what string, want error) {
+		t.Helper()
+		select {
+		case <-w.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Done did not close", what)
+		}
+		if err := w.disarm(); err != want {
+			t.Errorf("%s: %v, want %v", what, err, want)
+		}
+	}
+	open := func(what string) {
+		t.Helper()
+		if err := w.Err(); err != nil {
+			t.Errorf("%s: the wait ended: %v", what, err)
+		}
+		if err := w.disarm(); err != nil {
+			t.Errorf("%s: disarm: %v", what, err)
+		}
+	}
+
+	a, cancelA := context.WithCancel(context.Background())
+	w.arm(a, time.Hour)
+	open("a")
+	if w.watched != a.Done() || w.stop == nil {
+		t.Fatal("no registration on a")
+	}
+	// The same context again, and one deriving from it with only a value:
+	// no new registration.
+	if !raceEnabled {
+		type key struct{}
+		av := context.WithValue(a, key{}, 1)
+		if n := testing.AllocsPerRun(100, func() {
+			w.arm(a, time.Hour)
+			w.disarm()
+			w.arm(av, time.Hour)
+			w.disarm()
+		}); n != 0 {
+			t.Errorf("re-arming under the same context: %v allocations, want 0", n)
+		}
+	}
+	w.arm(a, time.Hour)
+	cancelA()
+	ended("a cancelled while armed", context.Canceled)
+	w.arm(a, time.Hour)
+	if err := w.Err(); err != context.Canceled {
+		t.Errorf("armed under a cancelled context: %v", err)
+	}
+	w.disarm()
+
+	// A context with another Done channel replaces the registration; the
+	// old context's end no longer reaches the wait.
+	b, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	c, cancelC := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancelC()
+	w.arm(b, time.Hour)
+	open("b")
+	w.arm(c, time.Hour)
+	cancelB()
+	time.Sleep(10 * time.Millisecond)
+	if err := w.Err(); err != nil {
+		t.Errorf("b's end reached a wait under c: %v", err)
+	}
+	ended("c's deadline", context.DeadlineExceeded)
+
+	// A wait under a context that cannot end keeps the last registration,
+	// but that context's end does not reach it.
+	d, cancelD := context.WithCancel(context.Background())
+	w.arm(d, time.Hour)
+	open("d")
+	w.arm(context.Background(), time.Hour)
+	cancelD()
+	time.Sleep(10 * time.Millisecond)
+	open("background after d ended")
+
+	e, cancelE := context.WithCancel(context.Background())
+	defer cancelE()
+	w.arm(e, time.Hour)
+	open("e")
+	w.release()
+	if w.stop != nil || w.watched != nil {
+		t.Error("release kept the registration")
+	}
+	// Armed again after the release: registered again.
+	w.arm(e, time.Hour)
+	cancelE()
+	ended("e after release", context.Canceled)
+}
+
+// TestCloseReleasesCtxWatch: after Group.Close no comm keeps a
+// registration on the context its calls ran under (it would keep the group
+// reachable from a long-lived context).
+func TestCloseReleasesCtxWatch(t *testing.T) {
+	g, err := NewGroup(context.Background(), Options{Ranks: 2, Backend: "host", Config: testConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		return AllReduce(ctx, c, make([]float32, 64<<10), Sum)
+	}))
+	for _, c := range g.comms {
+		if c.wctx.stop == nil {
+			// The calls' device waits did not block: arm as one does.
+			c.wctx.arm(ctx, time.Hour)
+			c.wctx.disarm()
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range g.comms {
+		c.wctx.mu.Lock()
+		stop := c.wctx.stop
+		c.wctx.mu.Unlock()
+		if stop != nil {
+			t.Errorf("rank %d keeps a registration on its context after Close", c.rank)
+		}
+	}
+}
