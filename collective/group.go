@@ -140,6 +140,11 @@ type Group struct {
 	log        *slog.Logger
 	logCalls   bool
 
+	// closingKids: the group closes; Split makes no sub-group from then on
+	// (splitMu). makingKids counts the sub-groups being made until then.
+	closingKids bool
+	makingKids  sync.WaitGroup
+
 	bar barrier
 
 	slotBytes int
@@ -624,10 +629,15 @@ func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) e
 // freed under it). It is idempotent.
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
-		childErrs := g.closeChildren()
+		// No sub-group is made from now on; the ones being made end
+		// promptly once the group is broken (a Split across processes
+		// waits for the parent's transport until then), and close with
+		// the others.
+		g.stopChildren()
 		clean := g.Err() == nil
 		g.breakGroup(errGroupClosed)
 		g.closed.Store(true)
+		childErrs := g.closeChildren()
 		for _, c := range g.comms {
 			c.closeQueue()
 			c.waitLane(context.Background()) // the broken group fails what is pending

@@ -47,7 +47,16 @@ type procSplit struct {
 // devices and Options as the parent, their own streams and logical
 // devices), so a rank's parent and child Comms are separate streams and
 // sub-groups run concurrently without interfering. They close with the
-// parent, or earlier with their own Close.
+// parent, or earlier with their own Close. A Split racing the parent's
+// Close either makes its sub-group before Close takes the children (Close
+// then waits for it and closes it with the others) or fails with ErrClosed:
+// no sub-group outlives its parent's Close.
+//
+// Every error is a *Error of this rank naming Split and the call's number
+// (that of its exchange of colors and keys): it matches ErrInvalidArgument
+// for a bad color, the context's error (and ErrTimeout for a deadline) when
+// ctx ended, ErrClosed or ErrGroupBroken, and the cause when the sub-group
+// could not be opened.
 //
 // In a group that spans processes (Options.Transport), a sub-group whose
 // members all live in one process is a Group of that process alone, with no
@@ -87,12 +96,12 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	all := make([]int64, 3*g.n)
 	if err := AllGather(ctx, c, []int64{int64(color), int64(key), splits}, all); err != nil {
-		return nil, err
+		return nil, c.splitErr(0, err)
 	}
 	seq := c.seq // the AllGather's number, the same on every rank
 	l, err := g.splitLayout(all)
 	if err != nil {
-		return nil, &Error{Rank: c.rank, Op: "Split", Seq: seq, Err: err}
+		return nil, c.splitErr(seq, err)
 	}
 	if g.tr != nil {
 		return c.splitProcesses(ctx, seq, color, l)
@@ -104,6 +113,10 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	me := slices.Index(members, c.rank)
 	k := splitKey{seq, color}
 	g.splitMu.Lock()
+	if g.closingKids {
+		g.splitMu.Unlock()
+		return nil, c.splitErr(seq, errGroupClosed)
+	}
 	e := g.splits[k]
 	if e == nil {
 		e = &splitEntry{done: make(chan struct{}), users: len(members)}
@@ -111,32 +124,84 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 			g.splits = map[splitKey]*splitEntry{}
 		}
 		g.splits[k] = e
+		g.makingKids.Add(1)
 		g.splitMu.Unlock()
-		// The first member here opens the sub-group for all.
-		e.sub, e.err = NewGroup(ctx, g.childOptions(members, nil))
-		if e.err == nil {
-			g.splitMu.Lock()
-			g.children = append(g.children, e.sub)
-			g.splitMu.Unlock()
+		// The first member here opens the sub-group for all, unless the
+		// group broke (a member may have failed the exchange: it would
+		// not pick up its Comm).
+		if g.isBroken.Load() {
+			g.makingKids.Done()
+			e.err = c.brokenErr()
+		} else {
+			e.sub, e.err = g.openChild(ctx, members)
 		}
 		close(e.done)
 	} else {
 		g.splitMu.Unlock()
 	}
+	var ctxErr error
 	select {
 	case <-e.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	default:
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+		}
 	}
 	g.splitMu.Lock()
 	if e.users--; e.users == 0 {
 		delete(g.splits, k)
 	}
 	g.splitMu.Unlock()
-	if e.err != nil {
-		return nil, fmt.Errorf("collective: Split: opening the sub-group of color %d: %w", color, e.err)
+	switch {
+	case ctxErr != nil:
+		return nil, c.splitErr(seq, &TimeoutError{Seq: seq, Phase: fmt.Sprintf("Split, waiting for the sub-group of color %d to open", color), Ctx: ctxErr})
+	case errors.Is(e.err, ErrGroupBroken):
+		return nil, c.splitErr(seq, e.err)
+	case isCtxErr(e.err):
+		return nil, c.splitErr(seq, &TimeoutError{Seq: seq, Phase: fmt.Sprintf("Split, opening the sub-group of color %d", color), Ctx: e.err})
+	case e.err != nil:
+		return nil, c.splitErr(seq, fmt.Errorf("opening the sub-group of color %d: %w", color, e.err))
 	}
 	return e.sub.Comm(me), nil
+}
+
+// splitErr makes err an *Error of this rank's Split call number seq. An
+// error of the Split's exchange (an *Error of the AllGather) keeps its
+// cause and call number.
+func (c *Comm) splitErr(seq uint64, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Rank == c.rank {
+		err = e.Err
+		if seq == 0 {
+			seq = e.Seq
+		}
+	}
+	return &Error{Rank: c.rank, Op: "Split", Seq: seq, Err: err}
+}
+
+// splitOpenHook, when set (tests), runs before Split opens an in-process
+// sub-group; an error fails the opening.
+var splitOpenHook func(ctx context.Context) error
+
+// openChild opens the in-process sub-group of members (counted in
+// makingKids) and adds it to the group's children.
+func (g *Group) openChild(ctx context.Context, members []int) (*Group, error) {
+	defer g.makingKids.Done()
+	if h := splitOpenHook; h != nil {
+		if err := h(ctx); err != nil {
+			return nil, err
+		}
+	}
+	sub, err := NewGroup(ctx, g.childOptions(members, nil))
+	if err != nil {
+		return nil, err
+	}
+	g.splitMu.Lock()
+	g.children = append(g.children, sub)
+	g.splitMu.Unlock()
+	return sub, nil
 }
 
 // childOptions are the Options of a sub-group whose ranks in this process
@@ -255,6 +320,10 @@ func procRuns(g *Group, members []int) string {
 func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *splitLayout) (*Comm, error) {
 	g := c.g
 	g.splitMu.Lock()
+	if g.closingKids {
+		g.splitMu.Unlock()
+		return nil, c.splitErr(seq, errGroupClosed)
+	}
 	e := g.procSplits[seq]
 	if e == nil {
 		e = &procSplit{done: make(chan struct{}), users: g.nl}
@@ -262,6 +331,7 @@ func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *spl
 			g.procSplits = map[uint64]*procSplit{}
 		}
 		g.procSplits[seq] = e
+		g.makingKids.Add(1)
 		g.splitMu.Unlock()
 		e.subs, e.err = g.makeChildren(ctx, l)
 		close(e.done)
@@ -333,6 +403,7 @@ func splitOutcome(err error) byte {
 // any failure, in this process or another, it closes what it made and every
 // process returns an error.
 func (g *Group) makeChildren(ctx context.Context, l *splitLayout) (map[int]*Group, error) {
+	defer g.makingKids.Done() // counted by splitProcesses
 	// The waits end with ctx, or when the parent breaks.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -551,11 +622,24 @@ type classed struct {
 func (e classed) Is(t error) bool { return t == e.class }
 func (e classed) Unwrap() error   { return e.error }
 
-// closeChildren closes the sub-groups Split made.
+// stopChildren makes every later Split of the group fail with ErrClosed
+// (Close, first).
+func (g *Group) stopChildren() {
+	g.splitMu.Lock()
+	g.closingKids = true
+	g.splitMu.Unlock()
+}
+
+// closeChildren closes the sub-groups Split made, once the ones being made
+// (before stopChildren) are done.
 func (g *Group) closeChildren() []error {
+	g.makingKids.Wait()
 	g.splitMu.Lock()
 	kids := g.children
 	g.children = nil
+	// Entries of Splits some members never reached (they failed the
+	// exchange, which broke the group).
+	g.splits, g.procSplits = nil, nil
 	g.splitMu.Unlock()
 	var errs []error
 	var mu sync.Mutex

@@ -50,6 +50,9 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 			return false, c.wrapErr(name, 0, te)
 		}
 		if !c.busy.CompareAndSwap(false, true) {
+			if c.g.closed.Load() {
+				return false, c.wrapErr(name, 0, errGroupClosed) // Close holds the comm
+			}
 			return false, c.wrapErr(name, 0, ErrConcurrentUse)
 		}
 		if c.queuedAsync() > 0 {
