@@ -6,10 +6,14 @@ package backend
 // newBufferWithBytesNoCopy) and then read and written by DMA and kernels.
 type Importer interface {
 	// Import wraps p as a HostVisible buffer. p must be page-aligned, a
-	// whole number of pages, and outlive the buffer at the same pages:
-	// memory from AllocHostMemory, or Go heap memory pinned with a
-	// runtime.Pinner while the buffer lives. Devices that cannot import, or only into memory that is
-	// not host-coherent, return an error wrapping ErrUnsupported.
+	// whole number of pages, and mapped at the same pages while the buffer
+	// lives: memory from AllocHostMemory, or Go heap memory (never
+	// unmapped), whose object the caller keeps alive while device work uses
+	// the buffer (collective's import cache: imported Go slices). The
+	// Vulkan and Metal buffers hold p's address, not a pointer: they do not
+	// keep a Go object alive. Devices that cannot import, or only into
+	// memory that is not host-coherent, return an error wrapping
+	// ErrUnsupported.
 	//
 	// The buffer's Close returns once no device work uses p any more (it
 	// waits for submitted work, up to the device's drain limit), so p may be

@@ -40,13 +40,18 @@
 // until its Work is done.
 //
 // Imported Go slices. A large plain slice (4 MiB or more of Go heap memory)
-// passed to a collective on a device that imports host memory is pinned
-// (runtime.Pinner) and imported the first time, and read and written in
-// place by DMA from then on, as a HostBuffer is: no staging copy (in an
-// all-reduce, both PCIe directions in one pass). The slice then stays alive
-// until it is evicted (least recently used first, past
-// Options.ImportCacheBytes per rank, default 4 GiB) or the group closes;
-// ImportCacheBytes < 0 turns this off.
+// passed to a collective on a device that imports host memory is imported
+// the first time and read and written in place by DMA from then on, as a
+// HostBuffer is: no staging copy (in an all-reduce, both PCIe directions in
+// one pass). The imports never keep a slice alive: a call holds its slices
+// while it runs; between calls an import refers to its slice weakly, and
+// the import of a slice the collector freed is closed (at the next call of
+// any rank, or Close). The bytes devices hold imported (ImportedBytes) stay
+// within one budget per process, across groups and sub-groups
+// (SetImportCacheBytes or GOCOLL_IMPORT_CACHE, default 4 GiB; least
+// recently used imports are closed first, and a slice that does not fit is
+// staged). Options.ImportCacheBytes < 0 turns importing off for a group.
+// Group.Close closes the group's imports.
 // Memory outside the Go heap (C, mmap) is never imported this way (it could
 // be unmapped under the import): use a HostBuffer.
 //

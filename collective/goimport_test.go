@@ -17,7 +17,7 @@ import (
 
 // importerGroup opens a vulkan group whose devices import host memory, or
 // skips.
-func importerGroup(t *testing.T, ranks int, mod ...func(*Options)) *Group {
+func importerGroup(t testing.TB, ranks int, mod ...func(*Options)) *Group {
 	t.Helper()
 	vk := false
 	for _, bk := range backendsUnderTest(t) {
@@ -37,6 +37,51 @@ func withImportMin(t *testing.T, n int) {
 	was := goImportMinHook
 	goImportMinHook = n
 	t.Cleanup(func() { goImportMinHook = was })
+}
+
+// withImportBudget sets the process's import budget for the test.
+func withImportBudget(t *testing.T, n int64) {
+	was := SetImportCacheBytes(n)
+	t.Cleanup(func() { SetImportCacheBytes(was) })
+}
+
+// goEntryOf returns the live import entry that holds b, or nil.
+func goEntryOf(b []byte) *goEntry {
+	goCache.mu.RLock()
+	defer goCache.mu.RUnlock()
+	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if i := goSearchLocked(a); i < len(goCache.live) {
+		if e := goCache.live[i]; e.base <= a && a+uintptr(len(b)) <= e.end {
+			return e
+		}
+	}
+	return nil
+}
+
+// goBytesOf returns the bytes of the live entries c imported, and how many.
+func goBytesOf(c *Comm) (bytes int64, n int) {
+	goCache.mu.RLock()
+	defer goCache.mu.RUnlock()
+	for _, e := range goCache.live {
+		if e.importOf(c) != nil {
+			bytes += e.size()
+			n++
+		}
+	}
+	return bytes, n
+}
+
+// goEntriesOf returns the live entries ranks of g imported.
+func goEntriesOf(g *Group) []*goEntry {
+	goCache.mu.RLock()
+	defer goCache.mu.RUnlock()
+	var es []*goEntry
+	for _, e := range goCache.live {
+		if e.importedBy(g) {
+			es = append(es, e)
+		}
+	}
+	return es
 }
 
 // Large plain slices are imported on first use and then read and written in
@@ -85,7 +130,7 @@ func TestGoSliceImport(t *testing.T) {
 						d := g.counters(0).Sub(before)
 						checkResult(t, recv, refReduce(inputs, Sum), Sum, 0)
 						for r := 0; r < ranks; r++ {
-							if g.Comm(r).importBytes == 0 {
+							if b, _ := goBytesOf(g.Comm(r)); b == 0 {
 								t.Fatalf("round %d: rank %d imported nothing", round, r)
 							}
 						}
@@ -102,48 +147,64 @@ func TestGoSliceImport(t *testing.T) {
 	}
 }
 
-// The imports of a rank stay within ImportCacheBytes: older slices are
-// evicted (and unpinned) as new ones come, and every result stays exact.
+// The imports stay within the process's budget, and within a group's own
+// bound (the deprecated Options.ImportCacheBytes): older slices are evicted
+// (their imports closed) as new ones come, and every result stays exact.
 func TestGoSliceImportEviction(t *testing.T) {
 	withImportMin(t, 64<<10)
 	const ranks, n = 2, 400 << 10 // 1.6 MB per slice
-	g := importerGroup(t, ranks, func(o *Options) { o.ImportCacheBytes = 4 << 20 })
-	bufs := make([][][]float32, 5)
-	for i := range bufs {
-		bufs[i] = make([][]float32, ranks)
-		for r := range bufs[i] {
-			bufs[i][r] = make([]float32, n)
-		}
-	}
-	for round := 0; round < 12; round++ {
-		b := bufs[(round*3)%len(bufs)]
-		for r := range b {
-			for i := range b[r] {
-				b[r][i] = float32(r + i%7 + round)
+	for _, groupBound := range []bool{false, true} {
+		t.Run(fmt.Sprintf("groupBound=%v", groupBound), func(t *testing.T) {
+			var g *Group
+			if groupBound {
+				withImportBudget(t, 1<<30)
+				g = importerGroup(t, ranks, func(o *Options) { o.ImportCacheBytes = 4 << 20 })
+			} else {
+				withImportBudget(t, 4<<20)
+				g = importerGroup(t, ranks)
 			}
-		}
-		noErrors(t, onRanks(g, func(c *Comm) error {
-			return AllReduceWith(context.Background(), c, b[c.Rank()], b[c.Rank()], Sum, Direct)
-		}))
-		for r := range b {
-			for i, v := range b[r] {
-				if want := float32(1 + 2*(i%7+round)); v != want {
-					t.Fatalf("round %d rank %d element %d: %v, want %v", round, r, i, v, want)
+			bufs := make([][][]float32, 5)
+			for i := range bufs {
+				bufs[i] = make([][]float32, ranks)
+				for r := range bufs[i] {
+					bufs[i][r] = make([]float32, n)
 				}
 			}
-		}
-		for r := 0; r < ranks; r++ {
-			c := g.Comm(r)
-			if c.importBytes > 4<<20 || c.importBytes == 0 {
-				t.Fatalf("round %d rank %d: %d bytes imported (cap 4 MiB)", round, r, c.importBytes)
+			for round := 0; round < 12; round++ {
+				b := bufs[(round*3)%len(bufs)]
+				for r := range b {
+					for i := range b[r] {
+						b[r][i] = float32(r + i%7 + round)
+					}
+				}
+				noErrors(t, onRanks(g, func(c *Comm) error {
+					return AllReduceWith(context.Background(), c, b[c.Rank()], b[c.Rank()], Sum, Direct)
+				}))
+				for r := range b {
+					for i, v := range b[r] {
+						if want := float32(1 + 2*(i%7+round)); v != want {
+							t.Fatalf("round %d rank %d element %d: %v, want %v", round, r, i, v, want)
+						}
+					}
+				}
+				var sum int64
+				for _, e := range goEntriesOf(g) {
+					sum += e.size()
+				}
+				if sum > 4<<20 || sum == 0 {
+					t.Fatalf("round %d: the group's entries hold %d bytes (bound 4 MiB)", round, sum)
+				}
+				if !groupBound && ImportedBytes() > 4<<20 {
+					t.Fatalf("round %d: %d bytes imported (budget 4 MiB)", round, ImportedBytes())
+				}
+				for r := 0; r < ranks; r++ {
+					if _, k := goBytesOf(g.Comm(r)); k > 2 || k == 0 {
+						t.Fatalf("round %d rank %d: %d imports", round, r, k)
+					}
+				}
 			}
-			if len(c.goImports) > 2 {
-				t.Fatalf("round %d rank %d: %d imports", round, r, len(c.goImports))
-			}
-		}
+		})
 	}
-	runtime.GC() // an evicted entry left pinned would panic here
-	runtime.GC()
 }
 
 // Memory outside the Go heap is never imported (it could be unmapped and its
@@ -179,7 +240,7 @@ func TestGoSliceImportOnlyGoHeap(t *testing.T) {
 		}
 	}
 	for r := 0; r < ranks; r++ {
-		if b := g.Comm(r).importBytes; b != 0 {
+		if b, _ := goBytesOf(g.Comm(r)); b != 0 {
 			t.Fatalf("rank %d imported %d bytes of memory outside the Go heap", r, b)
 		}
 	}
@@ -187,7 +248,7 @@ func TestGoSliceImportOnlyGoHeap(t *testing.T) {
 	// so later calls on it allocate nothing.
 	c0 := g.Comm(0)
 	mb := asBytes(mm[0])
-	if c0.adopt(mb) >= 0 {
+	if c0.adopt(mb) {
 		t.Fatal("mmap memory adopted")
 	}
 	if a := testing.AllocsPerRun(20, func() { c0.adopt(mb) }); a != 0 {
@@ -206,7 +267,7 @@ func TestGoSliceImportOnlyGoHeap(t *testing.T) {
 		return AllReduceWith(context.Background(), c, data[c.Rank()], data[c.Rank()], Sum, Direct)
 	}))
 	for r := 0; r < ranks; r++ {
-		if b := off.Comm(r).importBytes; b != 0 {
+		if b, _ := goBytesOf(off.Comm(r)); b != 0 {
 			t.Fatalf("importing off: rank %d imported %d bytes", r, b)
 		}
 	}
@@ -255,26 +316,23 @@ func TestGoSliceImportOverlapAndClose(t *testing.T) {
 			}
 		}
 	}
-	var owned []*pinnedEntry
-	for r := 0; r < ranks; r++ {
-		for _, h := range g.Comm(r).goImports {
-			owned = append(owned, h.e)
-		}
-	}
+	owned := goEntriesOf(g)
 	if len(owned) == 0 {
 		t.Fatal("nothing imported")
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
+	goCache.mu.RLock()
 	for _, e := range owned {
-		if pinned.lookup(e.mem[:1]) == e {
-			t.Fatal("an imported slice is still in the pinned set after Close")
+		if e.live {
+			t.Error("an imported slice is still in the cache after Close")
 		}
 		if len(e.imports) != 0 {
-			t.Fatal("an import survived Close")
+			t.Error("an import survived Close")
 		}
 	}
+	goCache.mu.RUnlock()
 	runtime.GC()
 	runtime.GC()
 }
@@ -317,21 +375,28 @@ func TestGoSliceImportTwoGroups(t *testing.T) {
 			t.Errorf("round %d: staged %+v", round, d)
 		}
 	}
-	e := pinned.lookup(asBytes(data[0]))
-	if e == nil || !e.goSlice || e.holders != 2 {
-		t.Fatalf("entry %+v, want one entry held by both groups' rank 0", e)
+	e := goEntryOf(asBytes(data[0]))
+	goCache.mu.RLock()
+	both := e != nil && e.importOf(g1.Comm(0)) != nil && e.importOf(g2.Comm(0)) != nil
+	goCache.mu.RUnlock()
+	if !both {
+		t.Fatalf("entry %+v, want one entry imported by both groups' rank 0", e)
 	}
 	if err := g1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if pinned.lookup(asBytes(data[0])) != e || e.holders != 1 {
-		t.Fatal("the entry did not survive the first group's Close")
+	now := goEntryOf(asBytes(data[0]))
+	goCache.mu.RLock()
+	kept := now == e && !e.importedBy(g1) && e.importedBy(g2)
+	goCache.mu.RUnlock()
+	if !kept {
+		t.Fatal("the entry did not survive the first group's Close, or kept its imports")
 	}
 	run(g2, 9)
 	if err := g2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if pinned.lookup(asBytes(data[0])) != nil || len(e.imports) != 0 {
+	if goEntryOf(asBytes(data[0])) != nil || len(e.imports) != 0 {
 		t.Fatal("the entry survived both groups' Close")
 	}
 	runtime.GC()
@@ -534,8 +599,10 @@ func TestGoSliceImportCollectives(t *testing.T) {
 						if d := g.counters(r).Sub(before[r]); d.BytesWritten != 0 || d.BytesRead != 0 || d.Allocs != 0 {
 							t.Errorf("round %d: rank %d staged or allocated: %+v", round, r, d)
 						}
-						if c := g.Comm(r); c.importBytes == 0 || c.stage != nil {
-							t.Errorf("round %d: rank %d: %d bytes imported, staging buffer %v", round, r, c.importBytes, c.stage != nil)
+						if c := g.Comm(r); c.stage != nil {
+							t.Errorf("round %d: rank %d: staging buffer allocated", round, r)
+						} else if b, _ := goBytesOf(c); b == 0 {
+							t.Errorf("round %d: rank %d imported nothing", round, r)
 						}
 					}
 				}

@@ -64,15 +64,19 @@ type Options struct {
 	// Logger receives debug logs; nil uses GOCOLL_DEBUG (INFO or TRACE) to
 	// decide whether to log to stderr.
 	Logger *slog.Logger
-	// ImportCacheBytes bounds the plain Go slices each rank keeps imported
-	// by its device. A collective of a large slice (4 MiB or more) of Go
-	// heap memory on a device that imports host memory pins the slice
-	// (runtime.Pinner) and imports it the first time, and reads and writes
-	// it in place from then on, with no staging copy (as HostBuffer does).
-	// An imported slice stays alive, pinned, until it is evicted (least
-	// recently used first, once the imports of the rank exceed this many
-	// bytes) or the group closes. 0 means 4 GiB; negative turns importing
-	// off (every plain slice is staged).
+	// ImportCacheBytes: negative turns importing plain Go slices off for
+	// the group (every plain slice is staged). A collective of a large slice
+	// (4 MiB or more) of Go heap memory on a device that imports host memory
+	// imports it the first time and reads and writes it in place from then
+	// on, with no staging copy (as HostBuffer does); the imports are kept
+	// within one budget per process (SetImportCacheBytes) and never keep a
+	// slice alive. 0 (the default) leaves the group to that budget alone;
+	// a positive value (at least 4 MiB) also bounds the imports the group's
+	// ranks keep, all together.
+	//
+	// Deprecated: it bounded each rank's imports; set the process's budget
+	// with SetImportCacheBytes or GOCOLL_IMPORT_CACHE instead. Negative
+	// values keep turning importing off.
 	ImportCacheBytes int64
 	// DrainLimit bounds how long a failing call, Close and HostBuffer.Close
 	// wait for a device to finish work that still uses a caller's memory;
@@ -244,16 +248,9 @@ type Comm struct {
 	rot       []int
 
 	importMu sync.Mutex
-	imported []importedMem // pinned HostBuffers and Go slices this rank's device imported
-	// Plain Go slices this rank imported (goimport.go); the rank's
-	// goroutine only.
-	goImports    []holding
-	importBytes  int64
-	importCap    int64
-	importTick   uint64
-	importFailAt int        // the size of a slice whose import failed (larger ones are staged)
-	notHeap      [8]uintptr // recent slice addresses found outside the Go heap
-	notHeapAt    int
+	imported []importedMem // pinned HostBuffers this rank's device imported
+	// The rank's side of the cache of imported Go slices (goimport.go).
+	goImp goImportState
 
 	fences  [MaxPipelineDepth]backend.Fence // the direct algorithm's chunks in flight
 	copyWG  sync.WaitGroup                  // parallel host copies in flight
@@ -292,7 +289,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	if opts.ChunkBytes < 0 || (opts.ChunkBytes > 0 && opts.ChunkBytes < 64) {
 		return nil, &ConfigError{Field: "ChunkBytes", Reason: fmt.Sprintf("must be 0 (default) or >= 64, got %d", opts.ChunkBytes)}
 	}
-	importCap, err := importCapOf(opts)
+	goImp, err := importOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -399,9 +396,9 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	}
 	for r := 0; r < g.nl; r++ {
 		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1),
-			links: map[int64]*link{}, importCap: importCap}
+			links: map[int64]*link{}, goImp: goImp}
 		if g.bk == "host" {
-			c.importCap = 0 // its buffers are host memory: nothing to import
+			c.goImp.off = true // its buffers are host memory: nothing to import
 		}
 		c.timer = time.NewTimer(time.Hour)
 		c.timer.Stop()
@@ -671,6 +668,7 @@ func (g *Group) Close() error {
 		for _, c := range g.comms {
 			c.releaseGoImports()
 		}
+		g.dropCallRefs()
 		for _, l := range g.linkMap {
 			g.finishSends(l, clean)
 		}

@@ -223,8 +223,11 @@ func (p *pinnedSet) lookupHost(b []byte) *pinnedEntry {
 // that holds it; ok is false for other plain slices or devices that cannot
 // import.
 func (c *Comm) pinnedRegion(b []byte) (backend.Region, bool) {
-	if e := pinned.lookup(b); e != nil && e.goSlice && c.holds(b) < 0 {
-		return backend.Region{}, false // an imported slice this rank does not hold
+	if r, ok := c.goRegion(b); ok {
+		return r, true // a Go slice the call adopted (goimport.go)
+	}
+	if pinned.lookup(b) == nil {
+		return backend.Region{}, false // a plain slice the call did not adopt
 	}
 	r, ok, _ := c.importRegion(b)
 	return r, ok
@@ -240,7 +243,7 @@ func (c *Comm) importRegion(b []byte) (backend.Region, bool, error) {
 	}
 	e := pinned.lookup(b)
 	if e == nil {
-		return backend.Region{}, false, nil
+		return c.goImportRegion(b) // an imported Go slice (goimport.go)
 	}
 	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - e.base)
 	c.importMu.Lock()

@@ -686,6 +686,11 @@ type Buffer struct {
 	size   int64
 	mem    backend.Memory
 	mapped unsafe.Pointer
+	// host is the address of imported host memory (ImportHost), held as a
+	// number, not a pointer: an import does not keep the Go object the
+	// memory may belong to reachable (the importer keeps it alive while the
+	// device uses it).
+	host   uintptr
 	closed atomic.Bool
 }
 
@@ -728,7 +733,7 @@ func (d *Device) ImportHost(mem []byte) (*Buffer, error) {
 	if r.status != C.GC_OK {
 		return nil, d.fail("buffer_import", r)
 	}
-	return d.track(&Buffer{d: d, h: C.gc_buffer(r.p0), size: int64(len(mem)), mem: backend.HostVisible, mapped: p}), nil
+	return d.track(&Buffer{d: d, h: C.gc_buffer(r.p0), size: int64(len(mem)), mem: backend.HostVisible, host: uintptr(p)}), nil
 }
 
 func (d *Device) track(b *Buffer) *Buffer {
@@ -747,7 +752,20 @@ func (b *Buffer) Memory() backend.Memory { return b.mem }
 // Bytes returns the host mapping of a host-visible or imported buffer, nil
 // for device-local memory. It is valid until Close.
 func (b *Buffer) Bytes() []byte {
-	if b.mapped == nil || b.size == 0 {
+	if b.size == 0 {
+		return nil
+	}
+	if b.host != 0 {
+		// Built by hand from the address (see host).
+		var s []byte
+		h := (*struct {
+			data     uintptr
+			len, cap int
+		})(unsafe.Pointer(&s))
+		h.data, h.len, h.cap = b.host, int(b.size), int(b.size)
+		return s
+	}
+	if b.mapped == nil {
 		return nil
 	}
 	return unsafe.Slice((*byte)(b.mapped), b.size)
