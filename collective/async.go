@@ -132,7 +132,7 @@ func (c *Comm) runQueue(idle chan struct{}) {
 			// Posted, not waited for: the operation completes w when it
 			// meets its peer's.
 			if o.ctx.Done() != nil {
-				o.stop = context.AfterFunc(o.ctx, c.pokeLane)
+				o.stop = context.AfterFunc(o.ctx, func() { c.attendP2P(o) })
 			}
 			c.postP2P(o)
 			a.mu.Lock()

@@ -45,8 +45,12 @@ func BatchBroadcast[T Elem](b *Batch, data []T, root int) {
 
 // Run posts the batch (point-to-point first, then the collectives in the
 // order added), waits for every operation within ctx, empties the batch
-// and returns the first error (each operation's error names it). When it
-// returns, no operation of the batch touches its memory any more.
+// and returns the first error: an *Error naming the rank and the
+// operation that failed (its name and number: the sends and receives are
+// numbered as point-to-point calls, the collectives as collectives). When
+// ctx ends first, that is the operation's own *TimeoutError (ErrTimeout
+// after a deadline, and the context's error). When it returns, no
+// operation of the batch touches its memory any more.
 func (b *Batch) Run(ctx context.Context) error {
 	b.works = b.works[:0]
 	for _, f := range b.p2p {
@@ -57,16 +61,16 @@ func (b *Batch) Run(ctx context.Context) error {
 	}
 	var first error
 	for _, w := range b.works {
-		if err := w.Wait(ctx); err != nil && first == nil {
-			first = err
+		err := w.Wait(ctx)
+		if err != nil && err == ctx.Err() {
+			// ctx ended first. Every operation was started with ctx and
+			// ends on it (or on CommunicationTimeout), failing with its
+			// own typed error: wait for that, so the memory is free on
+			// return.
+			err = w.Wait(context.Background())
 		}
-	}
-	if first != nil {
-		// A Wait cut short by ctx leaves its operation running: wait for
-		// all of them without a deadline (each is bounded by its own ctx
-		// and CommunicationTimeout), so the memory is free on return.
-		for _, w := range b.works {
-			_ = w.Wait(context.Background())
+		if err != nil && first == nil {
+			first = err
 		}
 	}
 	clear(b.p2p)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestBatch: on 3 ranks every rank sends to the next and receives from the
@@ -62,5 +63,39 @@ func TestBatch(t *testing.T) {
 			}
 		}
 		noErrors(t, onRanks(g, func(c *Comm) error { return AllReduce(ctx, c, make([]float32, 4), Sum) }))
+	}
+}
+
+// A Batch.Run whose ctx ends (a receive no rank sends, an all-reduce the
+// other rank skips) returns the failed operation's *Error, naming the rank
+// and the operation with its number: ErrTimeout and
+// context.DeadlineExceeded after a deadline, context.Canceled and not
+// ErrTimeout after a cancellation.
+func TestBatchRunErrorTyped(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		for _, cancelled := range []bool{false, true} {
+			g := openGroup(t, bk, 2)
+			c := g.Comm(0)
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			if cancelled {
+				ctx, cancel = context.WithCancel(context.Background())
+				time.AfterFunc(100*time.Millisecond, cancel)
+			}
+			b := c.Batch()
+			BatchRecv(b, make([]float32, 3), 1)
+			BatchAllReduce(b, []float32{1}, Sum)
+			err := b.Run(ctx)
+			cancel()
+			var e *Error
+			if !errors.As(err, &e) || e.Rank != 0 || e.Op != "RecvAsync" || e.Seq != 1 || !e.P2P {
+				t.Errorf("%s, cancelled %v: %v, want an *Error of rank 0's RecvAsync, point-to-point call #1", bk, cancelled, err)
+			}
+			if cancelled && (!errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout)) {
+				t.Errorf("%s: cancelled Run: %v, want context.Canceled and not ErrTimeout", bk, err)
+			}
+			if !cancelled && (!errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded)) {
+				t.Errorf("%s: Run past its deadline: %v, want ErrTimeout and context.DeadlineExceeded", bk, err)
+			}
+		}
 	}
 }

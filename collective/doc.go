@@ -57,8 +57,14 @@
 //
 // Failures. The first failure of any rank breaks the group; Abort breaks
 // it on purpose. Every call blocked on any rank then returns promptly, and
-// every later call fails at once. Every error is an *Error naming the rank,
-// the operation and the call's sequence number. Only a rank whose own
+// every later call fails at once. Every error, of a synchronous call or of
+// a Work, point-to-point or in a Batch, is an *Error naming the rank, the
+// operation and the call's sequence number: collectives are numbered from
+// 1 in one sequence per rank, point-to-point calls (Send, Recv, SendRecv,
+// SendAsync, RecvAsync, each send and receive of a Batch) in another, also
+// from 1 (Error.P2P; an asynchronous one takes its number in call order).
+// A failed point-to-point operation breaks the group naming itself, with
+// its number. Only a rank whose own
 // context ended matches context.Canceled or context.DeadlineExceeded
 // (a deadline also matches ErrTimeout, a cancellation does not); the other
 // ranks get a *BrokenError (ErrGroupBroken) that names the first failure's

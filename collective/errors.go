@@ -46,26 +46,40 @@ var (
 	ErrAborted = errors.New("aborted")
 )
 
-// Error is what every collective call returns on failure: which rank, which
-// operation and which call of the rank (Seq counts the rank's collectives;
-// point-to-point calls carry the number of the last collective) failed, and
-// why. Err is one of the typed errors below or a backend error.
+// Error is what every call returns on failure, synchronous or
+// asynchronous (Work.Wait), point-to-point or batched: which rank, which
+// operation and which call of the rank failed, and why. Seq numbers the
+// rank's collectives from 1; point-to-point calls (Send, Recv, SendRecv,
+// SendAsync, RecvAsync, and each send and receive of a Batch) are numbered
+// in their own sequence, also from 1, and have P2P set. Seq 0: the call
+// failed before it was numbered (a bad argument, a closed group, the comm
+// in use). Err is one of the typed errors below or a backend error.
 type Error struct {
 	Rank int
 	Op   string
 	Seq  uint64
+	P2P  bool // Seq is the call's number among the rank's point-to-point calls
 	Err  error
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("collective: rank %d: %s (call #%d): %v", e.Rank, e.Op, e.Seq, e.Err)
+	return fmt.Sprintf("collective: rank %d: %s (%s #%d): %v", e.Rank, e.Op, callKind(e.P2P), e.Seq, e.Err)
+}
+
+// callKind names the sequence a call number belongs to.
+func callKind(p2p bool) string {
+	if p2p {
+		return "point-to-point call"
+	}
+	return "call"
 }
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
 // MismatchError says that two ranks made different calls at the same
-// sequence number. Nothing was moved.
+// sequence number (Seq; 0 for point-to-point calls, which pair by
+// direction, not by number). Nothing was moved.
 type MismatchError struct {
 	Seq      uint64
 	Rank     int
@@ -75,8 +89,12 @@ type MismatchError struct {
 }
 
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("call #%d: rank %d called %s but rank %d called %s (nothing was moved)",
-		e.Seq, e.Rank, e.Call, e.Peer, e.PeerCall)
+	s := fmt.Sprintf("rank %d called %s but rank %d called %s (nothing was moved)", e.Rank, e.Call, e.Peer, e.PeerCall)
+	if e.Seq == 0 {
+		// Point-to-point calls: each rank's *Error names its own number.
+		return s
+	}
+	return fmt.Sprintf("call #%d: %s", e.Seq, s)
 }
 
 // Is makes errors.Is(err, ErrMismatch) true.
@@ -134,13 +152,15 @@ func (e *TimeoutError) Unwrap() error { return e.Ctx }
 // BrokenError is returned by every call on a group that a failure (or
 // Abort, or Close) broke, except the call that failed first. It names the
 // first failure: the rank, operation and call number where it happened
-// (Rank -1: Abort or Close) and its cause. errors.Is(err, cause) holds, but
+// (Rank -1: Abort or Close; P2P: a point-to-point call's number, as in
+// Error) and its cause. errors.Is(err, cause) holds, but
 // a context error of the rank that failed first is not passed on: only that
 // rank's own error matches context.Canceled or context.DeadlineExceeded.
 type BrokenError struct {
 	Rank  int
 	Op    string
 	Seq   uint64
+	P2P   bool
 	Cause error
 	// hideCtx keeps the cause's context errors from unwrapping.
 	hideCtx bool
@@ -152,7 +172,7 @@ func (e *BrokenError) Error() string {
 	if e.Rank < 0 {
 		return fmt.Sprintf("group broken by %s: %v", e.Op, e.Cause)
 	}
-	return fmt.Sprintf("group broken by rank %d's %s (call #%d): %v", e.Rank, e.Op, e.Seq, e.Cause)
+	return fmt.Sprintf("group broken by rank %d's %s (%s #%d): %v", e.Rank, e.Op, callKind(e.P2P), e.Seq, e.Cause)
 }
 
 // Is makes errors.Is(err, ErrGroupBroken) true.

@@ -66,13 +66,19 @@ type link struct {
 
 	// Point-to-point. Between local ranks: the operations posted on this
 	// link and not yet matched, in order (guarded by pmu). To or from
-	// another process: the comm's operations on this link in order (guarded
-	// by the comm's laneMu) and their staging.
-	pmu    sync.Mutex
-	psend  []*p2pOp
-	precv  []*p2pOp
-	pq     []*p2pOp
-	pstage [linkSlots][]byte
+	// another process: the comm's operations on this link in order, and
+	// whether the link is on the lane's list (guarded by the comm's
+	// laneMu); the transfer of the first (xop: its pieces and their
+	// requests) and the staging (the lane only).
+	pmu                          sync.Mutex
+	psend                        opList
+	precv                        opList
+	pq                           opList
+	active                       bool
+	xop                          *p2pOp
+	xposted, xcompleted, xpieces int
+	preqs                        [linkSlots]backend.Request
+	pstage                       [linkSlots][]byte
 }
 
 func newLink(from, to int, remote bool) *link {

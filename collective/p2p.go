@@ -28,6 +28,19 @@ import (
 //     transfer), when their context ends and when the group breaks. It runs
 //     while operations are pending.
 //
+// Every step costs O(1) per operation, however many are outstanding: the
+// queues are lists linked through the operations (opList), so matching,
+// completing and failing one never scans the others; the lane keeps the
+// local operations in posting order, which is deadline order, and looks
+// only at the expired ones, at those whose context ended (queued for it by
+// a context watch), at the synchronous call's (at most two) and at the head
+// of each remote link's queue.
+//
+// Point-to-point calls are numbered in their own sequence per comm (lane.seq:
+// a synchronous call when it starts, an asynchronous one when it is
+// posted, which is call order), apart from the collectives' numbers; a
+// failed operation's error, and the group's break, name its number.
+//
 // Posting never blocks, so asynchronous operations started back to back
 // (SendAsync then RecvAsync on both ranks of a pair) always meet. Stream
 // order: a point-to-point operation is posted after the comm's earlier
@@ -40,11 +53,13 @@ const p2pHeader = 16
 
 // p2pOp is one posted operation. It is never reused: the lane may still
 // hold a finished operation in its scratch list, so only fields that do not
-// change after posting are read without the locks.
+// change after posting are read without the locks. The transfer of an
+// operation with another process is its link's (only the head of a link's
+// queue moves).
 type p2pOp struct {
 	c     *Comm
 	name  string
-	send  bool
+	seq   uint64 // the call's number among the comm's point-to-point calls
 	peer  int
 	l     *link
 	data  []byte
@@ -53,32 +68,105 @@ type p2pOp struct {
 	ctx   context.Context
 
 	deadline time.Time
-	// Local matching (guarded by l.pmu).
-	matched bool
-	// Completion (guarded by c.lane.mu).
+	send     bool
+	// Local matching (guarded by l.pmu): taken off its link's queue, by
+	// the peer's matching operation or by a failure.
+	taken bool
+	// Completion (guarded by c.laneMu).
+	live bool // posted
+	attn bool // queued on lane.attn
 	done bool
 	err  error
-	sig  chan struct{} // synchronous operations: completion signal
-	work *Work         // asynchronous operations
-	stop func() bool   // stops the context watch of an asynchronous operation
-
-	// Transfer to or from another process (the lane only).
-	posted, completed, pieces int
-	reqs                      [linkSlots]backend.Request
-	hdr                       [p2pHeader]byte
+	// ql links o in its link's queue (psend or precv, guarded by l.pmu; pq,
+	// guarded by laneMu), ll in the lane's list of local operations.
+	ql, ll opLinks
+	sig    chan struct{} // synchronous operations: completion signal
+	work   *Work         // asynchronous operations
+	stop   func() bool   // stops the context watch of an asynchronous operation
 }
 
-// lane holds a comm's pending point-to-point operations.
+// opLinks are an operation's links in one opList.
+type opLinks struct{ prev, next *p2pOp }
+
+// opList is a FIFO of operations linked through their own opLinks (ll when
+// lane is set, else ql): push, pop and removal are O(1) and allocate
+// nothing.
+type opList struct {
+	head, tail *p2pOp
+	lane       bool
+}
+
+func (q *opList) links(o *p2pOp) *opLinks {
+	if q.lane {
+		return &o.ll
+	}
+	return &o.ql
+}
+
+func (q *opList) push(o *p2pOp) {
+	k := q.links(o)
+	k.prev, k.next = q.tail, nil
+	if q.tail != nil {
+		q.links(q.tail).next = o
+	} else {
+		q.head = o
+	}
+	q.tail = o
+}
+
+// remove takes o out of q; it reports whether o was in it.
+func (q *opList) remove(o *p2pOp) bool {
+	k := q.links(o)
+	if k.prev == nil && q.head != o {
+		return false
+	}
+	if k.prev != nil {
+		q.links(k.prev).next = k.next
+	} else {
+		q.head = k.next
+	}
+	if k.next != nil {
+		q.links(k.next).prev = k.prev
+	} else {
+		q.tail = k.prev
+	}
+	*k = opLinks{}
+	return true
+}
+
+// pop removes and returns the first operation (nil: q is empty).
+func (q *opList) pop() *p2pOp {
+	o := q.head
+	if o != nil {
+		q.remove(o)
+	}
+	return o
+}
+
+// lane holds a comm's pending point-to-point operations (guarded by
+// laneMu).
 type lane struct {
-	ops     []*p2pOp
-	scratch []*p2pOp
+	local   opList        // operations with a rank of this process, in posting order
+	rlinks  []*link       // links to other processes with operations queued
+	sync    [2]*p2pOp     // the synchronous call's pending operations
+	attn    []*p2pOp      // asynchronous operations whose context ended
+	scratch []*p2pOp      // the lane's pass
+	pending int           // pending operations
 	async   int           // pending asynchronous operations
 	idle    chan struct{} // closed when no operation is pending; nil when none is
 	wake    chan struct{}
 	timer   *time.Timer
+	// The lane's work: operations visited, and passes (tests check that
+	// the work per operation is bounded).
+	visits, passes uint64
+
+	// Not guarded by laneMu: owned by the comm's running operation.
+	seq   uint64 // point-to-point calls numbered so far
+	inP2P bool   // the running synchronous call is point-to-point
 }
 
 func (c *Comm) initLane() {
+	c.lane.local.lane = true
 	c.lane.wake = make(chan struct{}, 1)
 	c.lane.timer = time.NewTimer(time.Hour)
 	c.lane.timer.Stop()
@@ -99,28 +187,51 @@ func (c *Comm) pokeLane() {
 // one is waiting, or it waits on the lane. It never blocks.
 func (c *Comm) postP2P(o *p2pOp) {
 	g := c.g
-	o.c, o.done, o.err, o.matched = c, false, nil, false
-	o.posted, o.completed, o.pieces = 0, 0, 0
-	o.deadline = time.Now().Add(g.cfg.CommunicationTimeout)
+	o.c, o.done, o.err, o.taken = c, false, nil, false
+	if o.work != nil {
+		// An asynchronous call is numbered when it is posted, in queue
+		// order (a synchronous one in enterOp).
+		c.lane.seq++
+	}
+	o.seq = c.lane.seq
 	if o.send {
 		o.l = c.link(c.rank, o.peer)
 	} else {
 		o.l = c.link(o.peer, c.rank)
 	}
+	l, ln := o.l, &c.lane
+	// One goroutine posts a comm's operations at a time (its caller, or
+	// its worker), so the local list is in deadline order.
+	o.deadline = time.Now().Add(g.cfg.CommunicationTimeout)
 	c.laneMu.Lock()
-	c.lane.ops = append(c.lane.ops, o)
+	o.live = true
+	ln.pending++
 	if o.work != nil {
-		c.lane.async++
+		ln.async++
+	} else if ln.sync[0] == nil {
+		ln.sync[0] = o
+	} else {
+		ln.sync[1] = o
 	}
-	if c.lane.idle == nil {
-		c.lane.idle = make(chan struct{})
-		go c.runLane(c.lane.idle)
+	if ln.idle == nil {
+		ln.idle = make(chan struct{})
+		go c.runLane(ln.idle)
 	}
-	if o.l.remote {
-		o.l.pq = append(o.l.pq, o)
+	if l.remote {
+		l.pq.push(o)
+		if !l.active {
+			l.active = true
+			ln.rlinks = append(ln.rlinks, l)
+		}
+	} else {
+		ln.local.push(o)
 	}
 	c.laneMu.Unlock()
-	if o.l.remote {
+	if o.work != nil && o.ctx.Err() != nil {
+		// Its context watch may have fired before it was posted.
+		c.attendP2P(o)
+	}
+	if l.remote {
 		c.pokeLane() // the lane fails it if the group is broken
 		return
 	}
@@ -136,24 +247,23 @@ func (c *Comm) postP2P(o *p2pOp) {
 func (c *Comm) matchLocal(o *p2pOp) {
 	l := o.l
 	l.pmu.Lock()
+	if o.taken {
+		// The lane failed it since it was posted.
+		l.pmu.Unlock()
+		return
+	}
 	var m *p2pOp
 	if o.send {
-		if len(l.precv) > 0 {
-			m = l.precv[0]
-			l.precv = popFront(l.precv)
-		} else {
-			l.psend = append(l.psend, o)
+		if m = l.precv.pop(); m == nil {
+			l.psend.push(o)
 		}
 	} else {
-		if len(l.psend) > 0 {
-			m = l.psend[0]
-			l.psend = popFront(l.psend)
-		} else {
-			l.precv = append(l.precv, o)
+		if m = l.psend.pop(); m == nil {
+			l.precv.push(o)
 		}
 	}
 	if m != nil {
-		m.matched, o.matched = true, true
+		m.taken, o.taken = true, true
 	}
 	l.pmu.Unlock()
 	if m == nil {
@@ -166,7 +276,7 @@ func (c *Comm) matchLocal(o *p2pOp) {
 	if s.dt != r.dt || s.count != r.count {
 		rerr := &MismatchError{Rank: r.c.rank, Call: r.String(), Peer: s.c.rank, PeerCall: s.String()}
 		serr := &MismatchError{Rank: s.c.rank, Call: s.String(), Peer: r.c.rank, PeerCall: r.String()}
-		r.c.breakWith(rerr)
+		r.c.breakP2P(r, rerr)
 		s.c.finish(s, serr)
 		r.c.finish(r, rerr)
 		return
@@ -174,12 +284,6 @@ func (c *Comm) matchLocal(o *p2pOp) {
 	copy(r.data, s.data)
 	s.c.finish(s, nil)
 	r.c.finish(r, nil)
-}
-
-func popFront(q []*p2pOp) []*p2pOp {
-	copy(q, q[1:])
-	q[len(q)-1] = nil
-	return q[:len(q)-1]
 }
 
 func (o *p2pOp) String() string {
@@ -192,33 +296,39 @@ func (o *p2pOp) String() string {
 
 // finish completes o with err (once).
 func (c *Comm) finish(o *p2pOp, err error) {
+	ln := &c.lane
 	c.laneMu.Lock()
 	if o.done {
 		c.laneMu.Unlock()
 		return
 	}
 	o.done, o.err = true, err
-	ops := c.lane.ops
-	for i, p := range ops {
+	if o.l.remote {
+		o.l.pq.remove(o)
+	} else {
+		ln.local.remove(o)
+	}
+	ln.pending--
+	if o.work != nil {
+		ln.async--
+	}
+	for i, p := range ln.sync {
 		if p == o {
-			ops[i] = ops[len(ops)-1]
-			ops[len(ops)-1] = nil
-			c.lane.ops = ops[:len(ops)-1]
-			break
+			ln.sync[i] = nil
 		}
 	}
-	if o.work != nil {
-		c.lane.async--
-	}
+	last := ln.pending == 0
 	c.laneMu.Unlock()
-	c.pokeLane()
+	if last {
+		c.pokeLane() // the lane ends
+	}
 	if o.stop != nil {
 		o.stop()
 		o.stop = nil
 	}
 	if w := o.work; w != nil {
 		if err != nil {
-			w.err = c.wrapErr(o.name, 0, err)
+			w.err = c.wrapP2P(o.name, o.seq, err)
 		}
 		releasePinned(w.pin, nil)
 		w.pin, w.op = nil, nil
@@ -228,45 +338,56 @@ func (c *Comm) finish(o *p2pOp, err error) {
 	o.sig <- struct{}{}
 }
 
-// failP2P fails o unless a local peer already took it (then the peer
-// completes it). It reports whether o failed.
+// failP2P fails o unless it already ended or a local peer already took it
+// (then the peer completes it). It reports whether o failed.
 func (c *Comm) failP2P(o *p2pOp, err error) bool {
 	l := o.l
 	if l.remote {
-		c.cancelRemote(o)
+		// Only the lane fails remote operations.
 		c.laneMu.Lock()
-		for i, p := range l.pq {
-			if p == o {
-				copy(l.pq[i:], l.pq[i+1:])
-				l.pq[len(l.pq)-1] = nil
-				l.pq = l.pq[:len(l.pq)-1]
-				break
-			}
-		}
+		done := o.done
 		c.laneMu.Unlock()
+		if done {
+			return false
+		}
+		c.cancelRemote(o)
 		c.finish(o, err)
 		return true
 	}
 	l.pmu.Lock()
-	if o.matched {
+	if o.taken {
 		l.pmu.Unlock()
 		return false
 	}
-	q := &l.precv
+	o.taken = true
 	if o.send {
-		q = &l.psend
-	}
-	for i, p := range *q {
-		if p == o {
-			copy((*q)[i:], (*q)[i+1:])
-			(*q)[len(*q)-1] = nil
-			*q = (*q)[:len(*q)-1]
-			break
-		}
+		l.psend.remove(o)
+	} else {
+		l.precv.remove(o)
 	}
 	l.pmu.Unlock()
 	c.finish(o, err)
 	return true
+}
+
+// attendP2P asks the lane to look at o: its context ended. It runs on the
+// context watch of an asynchronous operation.
+func (c *Comm) attendP2P(o *p2pOp) {
+	c.laneMu.Lock()
+	add := o.live && !o.done && !o.attn
+	if add {
+		o.attn = true
+		c.lane.attn = append(c.lane.attn, o)
+	}
+	c.laneMu.Unlock()
+	if add {
+		c.pokeLane()
+	}
+}
+
+// breakP2P breaks the group with o's failure, naming o.
+func (c *Comm) breakP2P(o *p2pOp, err error) {
+	c.g.breakGroup(&BrokenError{Rank: c.rank, Op: o.name, Seq: o.seq, P2P: true, Cause: err, hideCtx: true})
 }
 
 // expired returns why o must fail now, or nil, and whether that failure
@@ -311,8 +432,9 @@ func (c *Comm) deadlockHint(o *p2pOp) string {
 	}
 	back.pmu.Lock()
 	defer back.pmu.Unlock()
-	for _, p := range back.psend {
-		if p.work == nil && !p.matched {
+	// Once per failing Send: a walk of the peer's queue is fine here.
+	for p := back.psend.head; p != nil; p = p.ql.next {
+		if p.work == nil {
 			return fmt.Sprintf("; rank %d is itself blocked in a Send to rank %d: both ranks Send before they Recv "+
 				"(use SendRecv, or SendAsync and RecvAsync)", o.peer, c.rank)
 		}
@@ -321,41 +443,93 @@ func (c *Comm) deadlockHint(o *p2pOp) string {
 }
 
 // runLane progresses and times out the comm's pending operations until none
-// is pending.
+// is pending. A pass visits only the operations that must fail or progress
+// (see the top of the file), so its work is O(1) per operation over the
+// operations' lives, plus one visit per remote link with operations queued.
 func (c *Comm) runLane(idle chan struct{}) {
 	ln := &c.lane
 	lastProgress := time.Now()
 	for {
 		c.laneMu.Lock()
-		if len(ln.ops) == 0 {
+		if ln.pending == 0 {
 			ln.idle = nil
-			clear(ln.scratch)
+			clear(ln.attn)
+			ln.attn = ln.attn[:0]
 			c.laneMu.Unlock()
 			close(idle)
 			return
 		}
-		ln.scratch = append(ln.scratch[:0], ln.ops...)
-		c.laneMu.Unlock()
 		now := time.Now()
-		remote := false
 		next := now.Add(time.Hour)
-		for _, o := range ln.scratch {
+		s := ln.scratch[:0]
+		if c.g.isBroken.Load() {
+			// Every pending operation fails, once.
+			for o := ln.local.head; o != nil; o = o.ll.next {
+				s = append(s, o)
+			}
+			for _, l := range ln.rlinks {
+				for o := l.pq.head; o != nil; o = o.ql.next {
+					s = append(s, o)
+				}
+			}
+		} else {
+			for _, o := range ln.attn {
+				if !o.done {
+					s = append(s, o)
+				}
+			}
+			for _, o := range ln.sync {
+				if o != nil && o.ctx.Err() != nil {
+					s = append(s, o)
+				}
+			}
+			// Posting order is deadline order: the expired ones lead.
+			for o := ln.local.head; o != nil; o = o.ll.next {
+				if o.deadline.After(now) {
+					next = o.deadline
+					break
+				}
+				s = append(s, o)
+			}
+		}
+		clear(ln.attn)
+		ln.attn = ln.attn[:0]
+		// The heads of the remote links' queues progress.
+		remote := false
+		j := 0
+		for _, l := range ln.rlinks {
+			if l.pq.head == nil {
+				l.active = false
+				continue
+			}
+			ln.rlinks[j] = l
+			j++
+			s = append(s, l.pq.head)
+			remote = true
+		}
+		clear(ln.rlinks[j:])
+		ln.rlinks = ln.rlinks[:j]
+		ln.visits += uint64(len(s))
+		ln.passes++
+		c.laneMu.Unlock()
+		for _, o := range s {
+			if o.l.remote && o.l.xop != o {
+				// Queued behind another message to the same peer: its
+				// deadline starts when it reaches the head.
+				o.deadline = now.Add(c.g.cfg.CommunicationTimeout)
+			}
 			if err, brk := c.expired(o, now); err != nil {
 				if c.failP2P(o, err) && brk {
-					c.g.breakGroup(&BrokenError{Rank: c.rank, Op: o.name, Cause: err, hideCtx: true})
+					c.breakP2P(o, err)
 				}
 				continue
 			}
-			if o.l.remote {
-				remote = true
-				if c.progressRemote(o) {
-					lastProgress = now
-				}
-			}
-			if o.deadline.Before(next) {
-				next = o.deadline
+			if o.l.remote && c.progressRemote(o) {
+				lastProgress = now
 			}
 		}
+		clear(s)
+		ln.scratch = s[:0]
 		if remote {
 			// Poll the transport: spin for 2 ms after progress, then
 			// back off.
@@ -424,24 +598,22 @@ func (c *Comm) pstage(l *link, i int) []byte {
 func (c *Comm) progressRemote(o *p2pOp) bool {
 	l := o.l
 	c.laneMu.Lock()
-	head := len(l.pq) > 0 && l.pq[0] == o
+	head := l.pq.head == o && !o.done
 	c.laneMu.Unlock()
 	if !head {
-		// Queued behind another message to the same peer: its deadline
-		// starts when it reaches the head.
-		o.deadline = time.Now().Add(c.g.cfg.CommunicationTimeout)
 		return false
 	}
 	g := c.g
-	if o.pieces == 0 {
-		o.pieces = c.pieceCount(len(o.data))
+	if l.xop != o {
+		// It reached the head: its transfer starts.
+		l.xop, l.xposted, l.xcompleted, l.xpieces = o, 0, 0, c.pieceCount(len(o.data))
 	}
 	proc, tag := g.procOf(o.peer), g.p2pTag(l.from, l.to)
 	progressed := false
 	for {
 		// Post pieces while slots are free.
-		for o.posted < o.pieces && o.posted-o.completed < linkSlots {
-			j := o.posted
+		for l.xposted < l.xpieces && l.xposted-l.xcompleted < linkSlots {
+			j := l.xposted
 			buf := c.pstage(l, j%linkSlots)
 			off, n := c.pieceRange(o, j)
 			hn := 0
@@ -464,24 +636,24 @@ func (c *Comm) progressRemote(o *p2pOp) bool {
 				c.failRemote(o, fmt.Errorf("%s with rank %d (process %d): %w", o.name, o.peer, proc, err))
 				return progressed
 			}
-			o.reqs[j%linkSlots] = req
-			o.posted++
+			l.preqs[j%linkSlots] = req
+			l.xposted++
 		}
-		if o.completed == o.posted {
+		if l.xcompleted == l.xposted {
 			break
 		}
-		j := o.completed
-		done, err := o.reqs[j%linkSlots].Test()
+		j := l.xcompleted
+		done, err := l.preqs[j%linkSlots].Test()
 		if err != nil {
-			o.reqs[j%linkSlots] = nil
+			l.preqs[j%linkSlots] = nil
 			c.failRemote(o, fmt.Errorf("%s with rank %d (process %d) (sizes or types differ?): %w", o.name, o.peer, proc, err))
 			return progressed
 		}
 		if !done {
 			break
 		}
-		o.reqs[j%linkSlots] = nil
-		o.completed++
+		l.preqs[j%linkSlots] = nil
+		l.xcompleted++
 		progressed = true
 		o.deadline = time.Now().Add(g.cfg.CommunicationTimeout)
 		if !o.send {
@@ -501,31 +673,35 @@ func (c *Comm) progressRemote(o *p2pOp) bool {
 			copy(o.data[off:off+n], buf[hn:hn+n])
 		}
 	}
-	if o.completed == o.pieces {
-		c.laneMu.Lock()
-		l.pq = popFront(l.pq)
-		c.laneMu.Unlock()
-		c.finish(o, nil)
+	if l.xcompleted == l.xpieces {
+		l.xop = nil
+		c.finish(o, nil) // and takes it off the link's queue
 	}
 	return progressed
 }
 
 // failRemote fails o with err and breaks the group.
 func (c *Comm) failRemote(o *p2pOp, err error) {
-	c.g.breakGroup(&BrokenError{Rank: c.rank, Op: o.name, Cause: err, hideCtx: true})
+	c.breakP2P(o, err)
 	c.failP2P(o, err)
 }
 
-// cancelRemote cancels o's pieces in flight. A piece the transport cannot
-// give back keeps its staging slot: the link stops using it.
+// cancelRemote cancels o's pieces in flight, if its transfer started. A
+// piece the transport cannot give back keeps its staging slot: the link
+// stops using it.
 func (c *Comm) cancelRemote(o *p2pOp) {
-	for i, r := range o.reqs {
+	l := o.l
+	if l.xop != o {
+		return
+	}
+	l.xop = nil
+	for i, r := range l.preqs {
 		if r == nil {
 			continue
 		}
-		o.reqs[i] = nil
+		l.preqs[i] = nil
 		if r.Cancel() != nil {
-			o.l.pstage[i] = nil
+			l.pstage[i] = nil
 		}
 	}
 }

@@ -520,3 +520,108 @@ func closedDups(net []*loopTr) int {
 	}
 	return k
 }
+
+// A point-to-point mismatch between ranks of one process breaks the group
+// naming the failed operation (its name and point-to-point number), not the
+// comm's last collective: a third rank, blocked in a collective, sees that;
+// the two ranks' own errors name their calls.
+func TestP2PMismatchAttribution(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 3)
+		ctx := context.Background()
+		errs := onRanks(g, func(c *Comm) error {
+			if err := AllReduce(ctx, c, []float32{1}, Sum); err != nil { // call #1
+				return err
+			}
+			switch c.Rank() {
+			case 0:
+				if err := Send(ctx, c, []float32{1, 2}, 1); err != nil { // point-to-point #1
+					return err
+				}
+				return SendAsync(ctx, c, make([]float32, 4), 1).Wait(ctx) // #2
+			case 1:
+				if err := Recv(ctx, c, make([]float32, 2), 0); err != nil {
+					return err
+				}
+				return RecvAsync(ctx, c, make([]float32, 5), 0).Wait(ctx)
+			}
+			return AllReduce(ctx, c, []float32{1}, Sum) // call #2
+		})
+		for r, op := range []string{"SendAsync", "RecvAsync"} {
+			var e *Error
+			var me *MismatchError
+			if !errors.As(errs[r], &e) || e.Rank != r || e.Op != op || e.Seq != 2 || !e.P2P || !errors.As(errs[r], &me) {
+				t.Errorf("%s: rank %d: %v, want an *Error of its %s (point-to-point call #2) with a *MismatchError", bk, r, errs[r], op)
+			}
+		}
+		var e *Error
+		var be *BrokenError
+		if !errors.As(errs[2], &e) || e.Rank != 2 || e.Op != "AllReduce" || e.Seq != 2 || e.P2P || !errors.As(errs[2], &be) {
+			t.Fatalf("%s: rank 2: %v, want an *Error of its AllReduce (call #2) with a *BrokenError", bk, errs[2])
+		}
+		if want := [2]string{"SendAsync", "RecvAsync"}; be.Rank < 0 || be.Rank > 1 || be.Op != want[be.Rank] || be.Seq != 2 || !be.P2P ||
+			!strings.Contains(be.Error(), want[be.Rank]+" (point-to-point call #2)") {
+			t.Errorf("%s: rank 2 sees %v (rank %d, %s, #%d, P2P %v), want rank 0's SendAsync or rank 1's RecvAsync, point-to-point call #2",
+				bk, be, be.Rank, be.Op, be.Seq, be.P2P)
+		}
+	}
+}
+
+// Point-to-point calls are numbered in their own sequence, synchronous and
+// asynchronous alike, apart from the collectives: after three all-reduces
+// and three point-to-point calls, a RecvAsync whose context ends fails as
+// point-to-point call #4 and breaks the group naming itself; its peer's
+// blocking Recv (#4) fails with that break. In one process and across
+// processes.
+func TestP2PErrorNumbering(t *testing.T) {
+	body := func(c *Comm) error {
+		ctx := context.Background()
+		r := c.Rank()
+		peer := r ^ 2
+		x, y := make([]float32, 4), make([]float32, 4)
+		for i := 0; i < 3; i++ {
+			if err := AllReduce(ctx, c, x, Sum); err != nil {
+				return err
+			}
+		}
+		s, v := SendAsync(ctx, c, x, peer), RecvAsync(ctx, c, y, peer)
+		if err := errors.Join(s.Wait(ctx), v.Wait(ctx)); err != nil {
+			return err
+		}
+		if err := SendRecv(ctx, c, x, peer, y, peer); err != nil {
+			return err
+		}
+		if r < 2 {
+			ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			return RecvAsync(ctx, c, y, peer).Wait(context.Background())
+		}
+		return Recv(ctx, c, y, peer) // rank r^2 never sends
+	}
+	for _, w := range p2pWorlds(t) {
+		errs := make([]error, 4)
+		w.run(func(c *Comm) error {
+			errs[c.Rank()] = body(c)
+			return nil
+		})
+		for r, err := range errs {
+			op := "RecvAsync"
+			if r >= 2 {
+				op = "Recv"
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Rank != r || e.Op != op || e.Seq != 4 || !e.P2P ||
+				!strings.Contains(err.Error(), op+" (point-to-point call #4)") {
+				t.Errorf("%s: rank %d: %v, want an *Error of its %s, point-to-point call #4", w.name, r, err, op)
+				continue
+			}
+			var be *BrokenError
+			if errors.As(err, &be) && be.Rank >= 0 && (be.Op != "RecvAsync" || be.Seq != 4 || !be.P2P) {
+				t.Errorf("%s: rank %d: the group broke by %v, want a RecvAsync, point-to-point call #4", w.name, r, be)
+			}
+			if r < 2 && be == nil && (!errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded)) {
+				t.Errorf("%s: rank %d: %v, want ErrTimeout and context.DeadlineExceeded", w.name, r, err)
+			}
+		}
+	}
+}

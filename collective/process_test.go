@@ -150,7 +150,7 @@ func (t *loopTr) Allgather(ctx context.Context, mine, all []byte) error {
 
 // openProcesses opens one group per simulated process, concurrently (the
 // groups meet while opening).
-func openProcesses(t *testing.T, bk string, procs, local int, mod ...func(*Options)) []*Group {
+func openProcesses(t testing.TB, bk string, procs, local int, mod ...func(*Options)) []*Group {
 	t.Helper()
 	trs := newLoopNet(procs)
 	gs := make([]*Group, procs)

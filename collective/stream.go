@@ -22,8 +22,9 @@ import (
 //     the count to fall to zero before it returns.
 
 // enter starts operation name on the comm. numbered operations (the
-// collectives) take the next sequence number. The result says whether the
-// caller must release the comm (leave) with that ownership.
+// collectives) take the next sequence number; point-to-point calls take
+// the next number of their own sequence (enterOp). The result says
+// whether the caller must release the comm (leave) with that ownership.
 func (c *Comm) enter(ctx context.Context, name string, numbered bool) (bool, error) {
 	return c.enterOp(ctx, name, numbered, false)
 }
@@ -73,13 +74,16 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 	if numbered {
 		c.seq++
 	}
-	c.op = name
+	if p2p {
+		c.lane.seq++
+	}
+	c.op, c.lane.inP2P = name, p2p
 	c.strat = Auto
 	if c.g.Err() != nil {
 		if owned {
 			c.busy.Store(false)
 		}
-		return false, c.wrapErr(name, c.seq, c.brokenErr())
+		return false, c.callErr(c.brokenErr())
 	}
 	return owned, nil
 }
@@ -88,7 +92,7 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 // the comm.
 func (c *Comm) leave(owned bool, errp *error) {
 	if *errp != nil {
-		*errp = c.wrapErr(c.op, c.seq, *errp)
+		*errp = c.callErr(*errp)
 	}
 	if owned {
 		c.busy.Store(false)
@@ -101,6 +105,23 @@ func (c *Comm) wrapErr(name string, seq uint64, err error) error {
 		return err
 	}
 	return &Error{Rank: c.rank, Op: name, Seq: seq, Err: err}
+}
+
+// wrapP2P makes err an *Error of this rank's point-to-point call number
+// seq (once).
+func (c *Comm) wrapP2P(name string, seq uint64, err error) error {
+	if e, ok := err.(*Error); ok && e.Rank == c.rank {
+		return err
+	}
+	return &Error{Rank: c.rank, Op: name, Seq: seq, P2P: true, Err: err}
+}
+
+// callErr makes err an *Error of the running call.
+func (c *Comm) callErr(err error) error {
+	if c.lane.inP2P {
+		return c.wrapP2P(c.op, c.lane.seq, err)
+	}
+	return c.wrapErr(c.op, c.seq, err)
 }
 
 // breakWith breaks the group with a failure of this rank's current
