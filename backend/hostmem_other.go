@@ -26,3 +26,11 @@ func AllocHostMemory(n int) ([]byte, error) {
 
 // FreeHostMemory releases memory from AllocHostMemory.
 func FreeHostMemory(p []byte) error { return nil }
+
+// RetireReleases reports whether RetireHostMemory returns the pages to the
+// system (else they stay until FreeHostMemory).
+const RetireReleases = false
+
+// RetireHostMemory ends the use of memory from AllocHostMemory; here it is
+// Go memory, which stays valid while referenced.
+func RetireHostMemory(p []byte) error { return nil }

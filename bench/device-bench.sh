@@ -13,6 +13,11 @@
 #                                     element types (colls-h200.txt; staged-* lines: the 64 MiB calls with
 #                                     imports off), the newest paths' tests (checks.txt), the allreduce-perf
 #                                     type sweep (types.json)
+#   bench/device-bench.sh compare REV (here) build REV's binaries into .devbench-old/ beside the current ones, then
+#                                     print the call for the mode below
+#   bench/device-bench.sh compare-run (there) the T5 selection, BenchmarkCollectives and BenchmarkSmallHost of
+#                                     both builds, interleaved old/new (COMPARE_ROUNDS, default 3), and the
+#                                     allreduce-perf sweep of each: old.txt/new.txt for benchstat, sweep-*.json
 #   bench/device-bench.sh lavapipe    (here) the same go test -bench selection on lavapipe -> bench/lavapipe.txt,
 #                                     and a small gocoll-devbench run -> bench/out/
 #
@@ -182,6 +187,60 @@ bench_selection() {
 	log "$(grep -c '^Benchmark' "$out") benchmark lines in $out"
 }
 
+# compare_prepare REV: the current tree's binaries in $D, REV's in $D-old (a temporary worktree; the benchmark
+# files of the current tree are copied in, so both builds run the same benchmarks).
+compare_prepare() {
+	local rev=${1:?usage: bench/device-bench.sh compare REV}
+	prepare >/dev/null
+	local wt
+	wt=$(mktemp -d)
+	git worktree add -f --detach "$wt" "$rev" >/dev/null || die "worktree of $rev"
+	cp collective/bench_test.go collective/bench_small_test.go "$wt/collective/" 2>/dev/null || true
+	rm -rf "$D-old"
+	mkdir -p "$D-old"
+	local ld=(-trimpath -ldflags "-s -w")
+	(cd "$wt" && go test -c "${ld[@]}" -o "$OLDPWD/$D-old/collective.test" ./collective &&
+		go test -c "${ld[@]}" -o "$OLDPWD/$D-old/vulkan.test" ./vulkan &&
+		go build "${ld[@]}" -o "$OLDPWD/$D-old/allreduce-perf" ./cmd/allreduce-perf) || die "build of $rev"
+	git worktree remove --force "$wt"
+	grep -qxF "/$D-old/" .git/info/exclude 2>/dev/null || echo "/$D-old/" >>.git/info/exclude
+	printf '%s\n' '' 'Now make ONE device tool call (nvidia-h200), from the repository root:' '' \
+		'  run  kind: nvidia-h200   timeout_s: 600' '       carry: [".devbench", ".devbench-old", ".gl"]' \
+		'       command: bash bench/device-bench.sh compare-run' '' 'Then: benchstat old.txt new.txt (files from $OUT).'
+}
+
+# compare_there: both builds' benchmarks, interleaved (see the top of this file).
+compare_there() {
+	[ -n "${OUT:-}" ] || die "compare-run: \$OUT is not set (this mode runs inside a device tool call)"
+	for f in .gl/*.deb; do dpkg -x "$f" /; done
+	ldconfig
+	export GOCOLL_VULKAN_VALIDATION=0
+	export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+	exec > >(tee -a "$OUT/run.log") 2>&1
+	local t0=$SECONDS bt=${BENCHTIME:-20x} i which dir pat
+	: >"$OUT/old.txt"
+	: >"$OUT/new.txt"
+	for i in $(seq "${COMPARE_ROUNDS:-3}"); do
+		for which in old new; do
+			dir=$D
+			[ "$which" = old ] && dir=$D-old
+			(cd vulkan && step "$which-vulkan-$i" 60 "../$dir/vulkan.test" -test.run '^$' -test.bench "$BENCH_VULKAN" \
+				-test.benchtime "$bt" -test.count 1) >>"$OUT/$which.txt"
+			for pat in "$BENCH_COLL1" "$BENCH_COLL2" '^BenchmarkCollectives$/^vulkan$/' '^BenchmarkSmallHost$'; do
+				(cd collective && step "$which-collective-$i" 150 "../$dir/collective.test" -test.run '^$' -test.bench "$pat" \
+					-test.benchtime "$bt" -test.count 1) >>"$OUT/$which.txt"
+			done
+		done
+	done
+	for which in old new; do
+		dir=$D
+		[ "$which" = old ] && dir=$D-old
+		step "$which-allreduce-perf" 60 "$dir/allreduce-perf" -g 2 --devices 0,0 --backend vulkan -b 4K -e 256M -f 4 -n 5 -w 2 \
+			-J "$OUT/sweep-$which.json" >"$OUT/sweep-$which.txt"
+	done
+	log "done in $((SECONDS - t0))s"
+}
+
 lavapipe() {
 	[ -x "$D/gocoll-devbench" ] || prepare >/dev/null
 	mkdir -p bench/out
@@ -196,6 +255,8 @@ case "${1:-}" in
 	;;
 run) run_there ;;
 colls) colls_there ;;
+compare) compare_prepare "${2:-}" ;;
+compare-run) compare_there ;;
 lavapipe) lavapipe ;;
-*) die "usage: bench/device-bench.sh [prepare|run|colls|lavapipe]" ;;
+*) die "usage: bench/device-bench.sh [prepare|run|colls|compare REV|compare-run|lavapipe]" ;;
 esac

@@ -128,6 +128,14 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(send, recv); err != nil {
+		return c.invalidCall(ctx, name, err)
+	}
+	if err := checkSliceAlias(name, send, recv, sameMem, 0); err != nil {
+		return c.invalidCall(ctx, name, err)
+	}
 	if err := checkOp(op, dt); err != nil {
 		return c.invalidCall(ctx, name, err)
 	}
@@ -153,10 +161,6 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 	}
 	c.strat = strat
 	path := slicePath(send[:n*es], recv[:n*es])
-	if path == pathPinned {
-		pa, pb := usePinned(send, recv)
-		defer releasePinned(pa, pb)
-	}
 	hostF64 := c.noKernels(dt) // reduced exactly on the host
 	// A large plain slice is imported in place (goimport.go).
 	imported := false

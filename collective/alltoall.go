@@ -14,12 +14,19 @@ func AllToAll[T Elem](ctx context.Context, c *Comm, send, recv []T) (err error) 
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.invalidCall(ctx, "AllToAll", err)
+	}
 	N := c.g.n
 	if len(send) != len(recv) || len(send)%N != 0 {
 		return c.invalidCall(ctx, "AllToAll", invalidArg("len(send)=%d and len(recv)=%d, want equal multiples of %d ranks", len(send), len(recv), N))
 	}
-	if len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0] {
-		return c.invalidCall(ctx, "AllToAll", invalidArg("send and recv are the same slice (AllToAll is out of place)"))
+	// In place (send == recv, MPI_IN_PLACE) works as it is: send is copied
+	// into the device buffer before recv is written.
+	if err := checkSliceAlias("AllToAll", asBytes(send), asBytes(recv), sameMem, 0); err != nil {
+		return c.invalidCall(ctx, "AllToAll", err)
 	}
 	dt := dtypeOf[T]()
 	m := len(send) / N
@@ -100,8 +107,19 @@ func Gather[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) (err
 	if root < 0 || root >= N {
 		return c.invalidCall(ctx, "Gather", invalidArg("root %d out of range [0, %d)", root, N))
 	}
+	if c.rank != root {
+		recv = nil // not used
+	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.invalidCall(ctx, "Gather", err)
+	}
 	if c.rank == root && len(recv) != len(send)*N {
 		return c.invalidCall(ctx, "Gather", invalidArg("root's len(recv)=%d, want len(send)*%d=%d", len(recv), N, len(send)*N))
+	}
+	if err := checkSliceAlias("Gather", asBytes(send), asBytes(recv), sendInRecv, root*len(asBytes(send))); err != nil {
+		return c.invalidCall(ctx, "Gather", err)
 	}
 	return gather(ctx, c, "Gather", "Gather fingerprint check", fingerprint{kind: collGather, dt: dtypeOf[T](), count: int64(len(send)), root: int32(root), strategy: Direct}, send, recv, root)
 }
@@ -149,8 +167,19 @@ func Scatter[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) (er
 	if root < 0 || root >= N {
 		return c.invalidCall(ctx, "Scatter", invalidArg("root %d out of range [0, %d)", root, N))
 	}
+	if c.rank != root {
+		send = nil // not used
+	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.invalidCall(ctx, "Scatter", err)
+	}
 	if c.rank == root && len(send) != len(recv)*N {
 		return c.invalidCall(ctx, "Scatter", invalidArg("root's len(send)=%d, want len(recv)*%d=%d", len(send), N, len(recv)*N))
+	}
+	if err := checkSliceAlias("Scatter", asBytes(send), asBytes(recv), recvInSend, root*len(asBytes(recv))); err != nil {
+		return c.invalidCall(ctx, "Scatter", err)
 	}
 	dt := dtypeOf[T]()
 	m := len(recv)

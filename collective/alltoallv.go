@@ -16,7 +16,21 @@ import (
 // every rank with a *MismatchError before any data moves, and the group
 // stays usable. recv elements outside the received ranges are not written.
 // Regions may not overlap within recv (send regions may).
+//
+// send and recv may be the same slice (MPI_IN_PLACE): the ranges sent are
+// what it holds when the call starts. Any other overlap is refused.
 func AllToAllV[T Elem](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.invalidCall(ctx, "AllToAllV", err)
+	}
+	if err := checkSliceAlias("AllToAllV", asBytes(send), asBytes(recv), sameMem, 0); err != nil {
+		return c.invalidCall(ctx, "AllToAllV", err)
+	}
 	return allToAllV(ctx, c, "AllToAllV", collAllToAllV, Sum, send, scounts, sdispls, recv, rcounts, rdispls, nil)
 }
 
@@ -28,9 +42,17 @@ func AllGatherV[T Elem](ctx context.Context, c *Comm, send []T, recv []T, counts
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.invalidCall(ctx, "AllGatherV", err)
+	}
 	N := c.g.n
-	if len(counts) != N {
-		return c.invalidCall(ctx, "AllGatherV", invalidArg("len(counts)=%d, want %d ranks", len(counts), N))
+	if len(counts) != N || len(displs) != N {
+		return c.invalidCall(ctx, "AllGatherV", invalidArg("len(counts)=%d and len(displs)=%d, want %d ranks", len(counts), len(displs), N))
+	}
+	if err := checkSliceAlias("AllGatherV", asBytes(send), asBytes(recv), sendInRecv, displs[c.rank]*dtypeOf[T]().Size()); err != nil {
+		return c.invalidCall(ctx, "AllGatherV", err)
 	}
 	sc, sd := c.vScratch(N)
 	for j := range sc {
@@ -246,6 +268,22 @@ func ReduceScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.invalidCall(ctx, "ReduceScatterV", err)
+	}
+	if len(displs) == c.g.n {
+		if err := checkSliceAlias("ReduceScatterV", asBytes(send), asBytes(recv), recvInSend, displs[c.rank]*dtypeOf[T]().Size()); err != nil {
+			return c.invalidCall(ctx, "ReduceScatterV", err)
+		}
+	}
+	return reduceScatterV(ctx, c, send, recv, counts, displs, op)
+}
+
+// reduceScatterV is ReduceScatterV after the memory is resolved (also
+// ReduceScatter's path for types without kernels).
+func reduceScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) error {
 	N := c.g.n
 	if err := checkOp(op, dtypeOf[T]()); err != nil {
 		return c.invalidCall(ctx, "ReduceScatterV", err)

@@ -12,7 +12,7 @@ type Work struct {
 	err  error
 	ctx  context.Context
 	fn   func(ctx context.Context) error
-	pin  *pinnedEntry
+	mem  memUse // the memory it resolved (resolve.go), released when done
 	op   *p2pOp // a point-to-point operation: posted, then completed by its peer
 }
 
@@ -68,26 +68,32 @@ type opQueue struct {
 // workerKey marks the context of an operation that the comm's worker runs.
 type workerKey struct{}
 
-// submit queues fn as the comm's next operation. mem, when it lies in a
-// HostBuffer, is counted as in use until the operation ends, so
-// HostBuffer.Close waits for it.
-func (c *Comm) submit(ctx context.Context, name string, mem []byte, fn func(ctx context.Context) error) *Work {
-	return c.enqueue(ctx, name, mem, fn, nil)
+// submit queues fn as the comm's next operation, holding the memory u
+// resolved until the operation ends (so closing that memory waits for it).
+// A resolution that failed (err) still queues the operation, in order, as
+// the argument failure of collective name on every rank.
+func (c *Comm) submit(ctx context.Context, name string, u *memUse, err error, fn func(ctx context.Context) error) *Work {
+	if err != nil && c != nil {
+		fn = func(ctx context.Context) error { return c.invalidCall(ctx, name, err) }
+	}
+	return c.enqueue(ctx, name, u, fn, nil)
 }
 
 // submitOp queues the point-to-point operation o.
-func (c *Comm) submitOp(ctx context.Context, name string, o *p2pOp) *Work {
-	return c.enqueue(ctx, name, o.data, nil, o)
+func (c *Comm) submitOp(ctx context.Context, name string, u *memUse, o *p2pOp) *Work {
+	return c.enqueue(ctx, name, u, nil, o)
 }
 
-func (c *Comm) enqueue(ctx context.Context, name string, mem []byte, fn func(ctx context.Context) error, o *p2pOp) *Work {
+func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx context.Context) error, o *p2pOp) *Work {
 	if c == nil {
+		u.release()
 		return failedWork(invalidArg("nil Comm"))
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	if !c.busy.CompareAndSwap(false, true) {
+		u.release()
 		return failedWork(c.wrapErr(name, 0, ErrConcurrentUse))
 	}
 	defer c.busy.Store(false)
@@ -95,10 +101,10 @@ func (c *Comm) enqueue(ctx context.Context, name string, mem []byte, fn func(ctx
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed || c.g.closed.Load() {
+		u.release()
 		return failedWork(c.wrapErr(name, 0, errGroupClosed))
 	}
-	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, op: o}
-	w.pin, _ = usePinned(mem, nil)
+	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, op: o, mem: u.take()}
 	if o != nil {
 		o.work = w
 	}
@@ -140,9 +146,11 @@ func (c *Comm) runQueue(idle chan struct{}) {
 			a.mu.Unlock()
 			continue
 		}
+		c.running.Store(w)
 		w.err = w.fn(w.ctx)
-		releasePinned(w.pin, nil)
-		w.fn, w.ctx, w.pin = nil, nil, nil
+		c.running.Store(nil)
+		w.mem.release()
+		w.fn, w.ctx = nil, nil
 		a.mu.Lock()
 		a.pending--
 		a.mu.Unlock()
@@ -211,17 +219,23 @@ func (c *Comm) PendingAsync() int {
 // ctx bounds the operation. Every rank must start the same sequence of
 // collectives.
 func AllReduceAsync[T Elem](ctx context.Context, c *Comm, data []T, op Op) *Work {
-	return c.submit(ctx, "AllReduce", asBytes(data), func(ctx context.Context) error { return AllReduce(ctx, c, data, op) })
+	var u memUse
+	err := u.slice(asBytes(data))
+	return c.submit(ctx, "AllReduce", &u, err, func(ctx context.Context) error { return AllReduce(ctx, c, data, op) })
 }
 
 // AllReduceTensorAsync starts AllReduceTensor and returns at once.
 func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) *Work {
-	return c.submit(ctx, "AllReduceTensor", nil, func(ctx context.Context) error { return AllReduceTensor(ctx, c, t, op, s) })
+	var u memUse
+	err := u.tensor(t.life())
+	return c.submit(ctx, "AllReduceTensor", &u, err, func(ctx context.Context) error { return AllReduceTensor(ctx, c, t, op, s) })
 }
 
 // BroadcastAsync starts Broadcast and returns at once.
 func BroadcastAsync[T Elem](ctx context.Context, c *Comm, data []T, root int) *Work {
-	return c.submit(ctx, "Broadcast", asBytes(data), func(ctx context.Context) error { return Broadcast(ctx, c, data, root) })
+	var u memUse
+	err := u.slice(asBytes(data))
+	return c.submit(ctx, "Broadcast", &u, err, func(ctx context.Context) error { return Broadcast(ctx, c, data, root) })
 }
 
 // SendAsync starts Send and returns at once; data must not be modified
@@ -249,6 +263,10 @@ func p2pAsync[T Elem](ctx context.Context, c *Comm, name string, send bool, data
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	var u memUse
+	if err := u.slice(asBytes(data)); err != nil {
+		return failedWork(c.wrapErr(name, 0, err))
+	}
 	o := &p2pOp{name: name, send: send, peer: peer, data: asBytes(data), dt: dtypeOf[T](), count: int64(len(data)), ctx: ctx}
-	return c.submitOp(ctx, name, o)
+	return c.submitOp(ctx, name, &u, o)
 }

@@ -316,11 +316,12 @@ func (b *barrier) compare(gen uint64) *MismatchError {
 			*m = MismatchError{Rank: 0, Peer: r}
 			m.Call = b.fps[0].String()
 			m.PeerCall = b.fps[r].String()
+			m.invalid = b.fps[0].kind == collInvalid
 			// A rank with invalid arguments is the one to name first.
 			if b.fps[0].kind != collInvalid {
 				for q := 0; q < b.n; q++ {
 					if b.fps[q].kind == collInvalid {
-						m.Rank, m.Peer = q, 0
+						m.Rank, m.Peer, m.invalid = q, 0, true
 						m.Call, m.PeerCall = b.fps[q].String(), b.fps[0].String()
 						break
 					}

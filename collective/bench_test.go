@@ -138,41 +138,8 @@ func BenchmarkCollectives(b *testing.B) {
 					}
 					m := n / 4
 					cnt, dsp := []int{m, m, m, m}, []int{0, m, 2 * m, 3 * m}
-					run := func(c *Comm) error {
-						ctx := context.Background()
-						r := c.Rank()
-						switch coll {
-						case "AllToAllV":
-							return AllToAllV(ctx, c, full[r], cnt, dsp, out[r], cnt, dsp)
-						case "AllGatherV":
-							return AllGatherV(ctx, c, part[r], full[r], cnt, dsp)
-						case "ReduceScatterV":
-							return ReduceScatterV(ctx, c, full[r], part[r], cnt, dsp, Sum)
-						case "ReduceScatter":
-							return ReduceScatter(ctx, c, full[r], part[r], Sum)
-						case "AllGather":
-							return AllGather(ctx, c, part[r], full[r])
-						case "Broadcast":
-							return Broadcast(ctx, c, full[r], 0)
-						case "AllToAll":
-							return AllToAll(ctx, c, full[r], out[r])
-						case "Gather":
-							return Gather(ctx, c, part[r], full[r], 0)
-						case "Scatter":
-							return Scatter(ctx, c, full[r], part[r], 0)
-						}
-						return Reduce(ctx, c, full[r], full[r], Sum, 0)
-					}
-					l := &rankLoop{g: g, done: make(chan error, 4)}
-					for r := 1; r < 4; r++ {
-						ch := make(chan struct{})
-						l.go_ = append(l.go_, ch)
-						go func(r int, ch chan struct{}) {
-							for range ch {
-								l.done <- run(g.Comm(r))
-							}
-						}(r, ch)
-					}
+					run := benchCollCall(coll, full, part, out, cnt, dsp)
+					l := loopRanks(g, run)
 					defer l.stop()
 					factor := map[string]float64{"ReduceScatter": 3.0 / 4, "AllGather": 3.0 / 4, "Broadcast": 1, "Reduce": 1,
 						"AllToAll": 3.0 / 4, "Gather": 3.0 / 4, "Scatter": 3.0 / 4,
@@ -182,6 +149,57 @@ func BenchmarkCollectives(b *testing.B) {
 			}
 		}
 	}
+}
+
+// benchCollCall returns a rank's call of collective coll (or SendRecv
+// along a ring) over the benchmarks' buffers: full and out of N*m elements,
+// part of m, cnt and dsp the V forms' equal counts.
+func benchCollCall(coll string, full, part, out [][]float32, cnt, dsp []int) func(c *Comm) error {
+	return func(c *Comm) error {
+		ctx := context.Background()
+		r, N := c.Rank(), c.Size()
+		switch coll {
+		case "AllReduce":
+			return AllReduce(ctx, c, full[r], Sum)
+		case "SendRecv":
+			return SendRecv(ctx, c, full[r], (r+1)%N, out[r], (r+N-1)%N)
+		case "AllToAllV":
+			return AllToAllV(ctx, c, full[r], cnt, dsp, out[r], cnt, dsp)
+		case "AllGatherV":
+			return AllGatherV(ctx, c, part[r], full[r], cnt, dsp)
+		case "ReduceScatterV":
+			return ReduceScatterV(ctx, c, full[r], part[r], cnt, dsp, Sum)
+		case "ReduceScatter":
+			return ReduceScatter(ctx, c, full[r], part[r], Sum)
+		case "AllGather":
+			return AllGather(ctx, c, part[r], full[r])
+		case "Broadcast":
+			return Broadcast(ctx, c, full[r], 0)
+		case "AllToAll":
+			return AllToAll(ctx, c, full[r], out[r])
+		case "Gather":
+			return Gather(ctx, c, part[r], full[r], 0)
+		case "Scatter":
+			return Scatter(ctx, c, full[r], part[r], 0)
+		}
+		return Reduce(ctx, c, full[r], full[r], Sum, 0)
+	}
+}
+
+// loopRanks starts ranks 1.. of g, each running run once per step of the
+// returned loop (rank 0's call is the step's).
+func loopRanks(g *Group, run func(c *Comm) error) *rankLoop {
+	l := &rankLoop{g: g, done: make(chan error, g.Size())}
+	for r := 1; r < g.Size(); r++ {
+		ch := make(chan struct{})
+		l.go_ = append(l.go_, ch)
+		go func(r int, ch chan struct{}) {
+			for range ch {
+				l.done <- run(g.Comm(r))
+			}
+		}(r, ch)
+	}
+	return l
 }
 
 // benchLoop times steps of l, reporting algbw through SetBytes and busbw

@@ -76,10 +76,18 @@ func ReduceScatter[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) 
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.invalidCall(ctx, "ReduceScatter", err)
+	}
 	if len(send) != len(recv)*c.g.n {
 		return c.invalidCall(ctx, "ReduceScatter", invalidArg("len(send)=%d, want len(recv)*%d=%d", len(send), c.g.n, len(recv)*c.g.n))
 	}
 	dt := dtypeOf[T]()
+	if err := checkSliceAlias("ReduceScatter", asBytes(send), asBytes(recv), recvInSend, c.rank*len(recv)*dt.Size()); err != nil {
+		return c.invalidCall(ctx, "ReduceScatter", err)
+	}
 	if err := checkOp(op, dt); err != nil {
 		return c.invalidCall(ctx, "ReduceScatter", err)
 	}
@@ -88,7 +96,7 @@ func ReduceScatter[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) 
 		// ReduceScatterV and each rank reduces its own on the CPU, exactly,
 		// in rank order.
 		cnt, dsp := c.eqScratch(c.g.n, len(recv))
-		return ReduceScatterV(ctx, c, send, recv, cnt, dsp, op)
+		return reduceScatterV(ctx, c, send, recv, cnt, dsp, op)
 	}
 	s := c.collStrategy(Auto)
 	owned, err := c.begin(ctx, "ReduceScatter", fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(len(recv)), strategy: s}, "ReduceScatter fingerprint check")
@@ -132,10 +140,18 @@ func AllGather[T Elem](ctx context.Context, c *Comm, send, recv []T) (err error)
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.invalidCall(ctx, "AllGather", err)
+	}
 	if len(recv) != len(send)*c.g.n {
 		return c.invalidCall(ctx, "AllGather", invalidArg("len(recv)=%d, want len(send)*%d=%d", len(recv), c.g.n, len(send)*c.g.n))
 	}
 	dt := dtypeOf[T]()
+	if err := checkSliceAlias("AllGather", asBytes(send), asBytes(recv), sendInRecv, c.rank*len(send)*dt.Size()); err != nil {
+		return c.invalidCall(ctx, "AllGather", err)
+	}
 	owned, err := c.begin(ctx, "AllGather", fingerprint{kind: collAllGather, dt: dt, count: int64(len(send)), strategy: Ring}, "AllGather fingerprint check")
 	if err != nil {
 		return err
@@ -168,6 +184,11 @@ func AllGather[T Elem](ctx context.Context, c *Comm, send, recv []T) (err error)
 func Broadcast[T Elem](ctx context.Context, c *Comm, data []T, root int) (err error) {
 	if c == nil {
 		return invalidArg("nil Comm")
+	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slice(asBytes(data)); err != nil {
+		return c.invalidCall(ctx, "Broadcast", err)
 	}
 	if root < 0 || root >= c.g.n {
 		return c.invalidCall(ctx, "Broadcast", invalidArg("root %d out of range [0, %d)", root, c.g.n))
@@ -213,8 +234,19 @@ func Reduce[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, root in
 	if root < 0 || root >= c.g.n {
 		return c.invalidCall(ctx, "Reduce", invalidArg("root %d out of range [0, %d)", root, c.g.n))
 	}
+	if c.rank != root {
+		recv = nil // not used
+	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.invalidCall(ctx, "Reduce", err)
+	}
 	if c.rank == root && len(recv) != len(send) {
 		return c.invalidCall(ctx, "Reduce", invalidArg("root's len(recv)=%d != len(send)=%d", len(recv), len(send)))
+	}
+	if err := checkSliceAlias("Reduce", asBytes(send), asBytes(recv), sameMem, 0); err != nil {
+		return c.invalidCall(ctx, "Reduce", err)
 	}
 	dt := dtypeOf[T]()
 	if err := checkOp(op, dt); err != nil {
@@ -321,12 +353,30 @@ func SendRecv[T Elem](ctx context.Context, c *Comm, send []T, to int, recv []T, 
 // sendRecv is Send, Recv and SendRecv: peers checked by the caller, -1 for
 // no peer. It posts the operations and waits for them.
 func sendRecv[T Elem](ctx context.Context, c *Comm, name string, send []T, to int, recv []T, from int) (err error) {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
+		return c.wrapErr(name, 0, err)
+	}
+	if err := checkSliceAlias(name, asBytes(send), asBytes(recv), sameMem, 0); err != nil {
+		return c.wrapErr(name, 0, err)
+	}
 	owned, err := c.enterOp(ctx, name, false, true)
 	if err != nil {
 		return err
 	}
 	defer c.leave(owned, &err)
 	dt := dtypeOf[T]()
+	if sameSlice(asBytes(send), asBytes(recv)) {
+		// One buffer (MPI_Sendrecv_replace): send what it holds now, from
+		// the comm's pooled copy, while the peer's data lands in it.
+		b := asBytes(send)
+		if cap(c.p2pStage) < len(b) {
+			c.p2pStage = make([]byte, len(b))
+		}
+		copy(c.p2pStage[:len(b)], b)
+		send = viewAs[T](c.p2pStage[:len(b)])
+	}
 	var ops [2]*p2pOp
 	if to >= 0 {
 		ops[0] = &p2pOp{name: name, send: true, peer: to, data: asBytes(send), dt: dt, count: int64(len(send)), ctx: ctx, sig: c.sigs[0]}

@@ -1761,6 +1761,14 @@ func runConfSession(t *testing.T, s *confSession, haveVulkan bool) (failures []c
 			break
 		}
 	}
+	// One ownership draw per session: a collective racing Close of a
+	// rank's HostBuffer, or aliased arguments (ownership_test.go).
+	if len(failures) == 0 && g.Err() == nil && g.Size() >= 2 {
+		oc := drawOwnCase(s.Seed, g.Size())
+		for _, f := range runOwnCase(g, oc, limit, false) {
+			failures = append(failures, confFail{f.kind, fmt.Sprintf("%s: %s", oc, f.msg)})
+		}
+	}
 	if err := g.Close(); err != nil {
 		failures = append(failures, confFail{"Close: " + errKind(err), fmt.Sprintf("Close: %v", err)})
 	}

@@ -35,9 +35,31 @@
 // peers to stop touching its buffers. A device that does not drain within
 // Options.DrainLimit (default 10 s) is declared lost (ErrDeviceLost): its
 // memory, and host memory it imported, is leaked, never freed or unmapped
-// under it. HostBuffer.Close, Tensor.Close and Group.Close wait for every
-// user of the memory they free. An asynchronous operation owns its buffers
-// until its Work is done.
+// under it. An asynchronous operation owns its buffers until its Work is
+// done.
+//
+// Closing memory. Every entry point first resolves its arguments: each
+// piece of memory the library could free under it (a HostBuffer's pages, so
+// a ddp Arena's, and a Tensor) counts the call as a user until the call
+// drained, or, for an asynchronous form, until its Work is done. Close of a
+// HostBuffer, Tensor or Arena waits for the calls that resolved it before
+// Close (each bounded by its context, CommunicationTimeout and the drain
+// limit); a call handed it after Close fails with ErrClosed (the error also
+// matches ErrInvalidArgument) before touching it, on every rank of a
+// collective. A closed HostBuffer's addresses stay reserved while a record
+// of the latest closed ranges (4096, on Linux) holds them, so a stale slice
+// of it is refused rather than read. Group.Close breaks the calls in flight
+// and waits for them. Comm.Go and Comm.Exec take the memory they use as
+// arguments (Mem, a HostBuffer, a Tensor); code above the package that
+// reads or writes memory itself between collectives holds it with Hold.
+//
+// Aliasing. A rank's send and recv may overlap only in the in-place
+// layouts: send == recv (AllReduceInto, Reduce at its root, AllToAll,
+// AllToAllV and SendRecv with one buffer, as MPI_IN_PLACE), AllGather(V)'s
+// send as recv's own block, ReduceScatter(V)'s recv as send's own block,
+// Gather's root send as its own block of recv, Scatter's root recv as its
+// own block of send; tensors likewise, by buffer and offset. Any other
+// overlap is ErrInvalidArgument on every rank before data moves.
 //
 // Imported Go slices. A large plain slice (4 MiB or more of Go heap memory)
 // passed to a collective on a device that imports host memory is imported

@@ -86,6 +86,7 @@ type MismatchError struct {
 	Call     string
 	Peer     int
 	PeerCall string
+	invalid  bool // Rank's own arguments were invalid
 }
 
 func (e *MismatchError) Error() string {
@@ -97,8 +98,12 @@ func (e *MismatchError) Error() string {
 	return fmt.Sprintf("call #%d: %s", e.Seq, s)
 }
 
-// Is makes errors.Is(err, ErrMismatch) true.
-func (e *MismatchError) Is(t error) bool { return t == ErrMismatch }
+// Is makes errors.Is(err, ErrMismatch) true, and errors.Is(err,
+// ErrInvalidArgument) too where the rank named first refused its own
+// arguments (every rank of a collective then matches ErrInvalidArgument).
+func (e *MismatchError) Is(t error) bool {
+	return t == ErrMismatch || (t == ErrInvalidArgument && e.invalid)
+}
 
 // TimeoutError says which ranks did not arrive at a collective in time, or
 // that the caller's context ended while it waited.

@@ -14,12 +14,52 @@ import (
 // layer above collective (ddp's asynchronous gradient steps) makes a
 // sequence of collectives one stream operation. The Work reports fn's
 // error, wrapped with the rank and name like a collective's.
-func (c *Comm) Go(ctx context.Context, name string, fn func(ctx context.Context) error) *Work {
+//
+// uses names the memory fn touches outside the collectives it calls
+// (HostBuffers, Tensors, slices through Mem): it is resolved now, so
+// closing it waits until fn returned, and memory closed already fails the
+// Work with ErrClosed. The collectives fn calls resolve their own
+// arguments; memory named here counts as theirs too.
+func (c *Comm) Go(ctx context.Context, name string, fn func(ctx context.Context) error, uses ...Memory) *Work {
 	if fn == nil {
 		return failedWork(invalidArg("Comm.Go: nil function"))
 	}
-	return c.submit(ctx, name, nil, fn)
+	var u memUse
+	for _, m := range uses {
+		if err := m.resolveInto(&u); err != nil {
+			u.release()
+			if c == nil {
+				return failedWork(err)
+			}
+			return failedWork(c.wrapErr(name, 0, err))
+		}
+	}
+	return c.enqueue(ctx, name, &u, fn, nil)
 }
+
+// Memory is memory a Comm.Go or Comm.Exec operation uses: a *HostBuffer, a
+// *Tensor, or a slice through Mem. Naming it makes its Close wait for the
+// operation.
+type Memory interface {
+	resolveInto(u *memUse) error
+}
+
+// Mem names a slice for Comm.Go and Comm.Exec (a slice of a HostBuffer
+// resolves to that HostBuffer; other slices have no owner to wait for).
+func Mem[T Elem](s []T) Memory { return sliceMem(asBytes(s)) }
+
+type sliceMem []byte
+
+func (s sliceMem) resolveInto(u *memUse) error { return u.slice(s) }
+
+func (h *HostBuffer[T]) resolveInto(u *memUse) error {
+	if h == nil || h.ent == nil {
+		return nil
+	}
+	return u.add(&h.ent.own, "the HostBuffer")
+}
+
+func (t *Tensor[T]) resolveInto(u *memUse) error { return u.tensor(t.life()) }
 
 // Exec records device work on the comm's stream in order with its
 // collectives: record adds commands to the stream (copies, kernels, the
@@ -28,10 +68,22 @@ func (c *Comm) Go(ctx context.Context, name string, fn func(ctx context.Context)
 // returns, the device no longer uses any memory the commands touched: on a
 // timeout or a lost device it drains first, and a failure after the
 // submission breaks the group as a failed collective does. An error from
-// record is returned as is. record must not keep the stream.
-func (c *Comm) Exec(ctx context.Context, name string, record func(s backend.Stream) error) (err error) {
+// record is returned as is. record must not keep the stream. uses names the
+// memory the commands touch, as for Go: closing it waits until Exec
+// returned, and memory closed already fails Exec with ErrClosed.
+func (c *Comm) Exec(ctx context.Context, name string, record func(s backend.Stream) error, uses ...Memory) (err error) {
 	if record == nil {
 		return invalidArg("Comm.Exec: nil function")
+	}
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	u := c.uses(ctx)
+	defer u.release()
+	for _, m := range uses {
+		if err := m.resolveInto(&u); err != nil {
+			return c.wrapErr(name, 0, err)
+		}
 	}
 	owned, err := c.enter(ctx, name, false)
 	if err != nil {

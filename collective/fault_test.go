@@ -588,6 +588,14 @@ func runFaultOnce(t *testing.T, s *faultSession, fi *faultinject.Backend, inj *f
 			break
 		}
 	}
+	// One ownership draw per session, under the same faults: a collective
+	// racing Close of a rank's HostBuffer, or aliased arguments.
+	if g.Err() == nil && g.Size() >= 2 && len(fr.fails) == 0 {
+		oc := drawOwnCase(s.Seed, g.Size())
+		for _, f := range runOwnCase(g, oc, 30*time.Second, true) {
+			fr.fail(f.kind, "%s: %s", oc, f.msg)
+		}
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- g.Close() }()
 	select {

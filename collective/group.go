@@ -207,6 +207,13 @@ type Comm struct {
 	timer *time.Timer
 	bell  doorbell // see doorbell
 	wake  chan struct{}
+
+	// running is the queued operation the comm's worker runs now: the
+	// memory it resolved counts as held by the calls it makes (resolve.go).
+	running atomic.Pointer[Work]
+	// p2pStage holds the send of a SendRecv with one buffer.
+	p2pStage []byte
+
 	// Pooled scratch of AllGatherV and AllToAllV (alltoallv.go).
 	vCounts, vDispls []int
 	vCnt             []float64

@@ -7,8 +7,6 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
@@ -27,10 +25,10 @@ type HostBuffer[T Elem] struct {
 
 // NewHostBuffer allocates n elements of pinned host memory, zeroed.
 func NewHostBuffer[T Elem](n int) (*HostBuffer[T], error) {
-	if n < 0 {
-		return nil, invalidArg("NewHostBuffer: negative length %d", n)
-	}
 	es := dtypeOf[T]().Size()
+	if n < 0 || n > maxAlloc/es {
+		return nil, invalidArg("NewHostBuffer: length %d out of range [0, %d]", n, maxAlloc/es)
+	}
 	mem, err := backend.AllocHostMemory(n * es)
 	if err != nil {
 		return nil, fmt.Errorf("collective: NewHostBuffer(%d): %w", n, err)
@@ -42,31 +40,55 @@ func NewHostBuffer[T Elem](n int) (*HostBuffer[T], error) {
 	return &HostBuffer[T]{Data: data, ent: e}, nil
 }
 
-// Close releases the memory and every device's import of it. No collective
-// may be using it (collectives never do after they return). If a device
-// that imported it was declared lost (ErrDeviceLost), the memory is leaked
+// maxAlloc bounds the bytes of one allocation (a HostBuffer, a Tensor, a
+// pooled buffer): sizes past it are ErrInvalidArgument, never an
+// overflowed product.
+const maxAlloc = 1 << 48
+
+// Close releases the memory and every device's import of it. A call that
+// resolved the memory before Close (any collective, point-to-point or
+// asynchronous form, queued or running, given Data or a sub-slice of it)
+// is waited for first; each is bounded by its context,
+// CommunicationTimeout and the drain limit. A call handed the memory after
+// Close fails with ErrClosed without touching it. If a device that
+// imported it was declared lost (ErrDeviceLost), the memory is leaked
 // instead of freed, since that device may still write it, and Close says
-// so. Idempotent.
+// so. Idempotent; safe to call from any goroutine.
 func (h *HostBuffer[T]) Close() error {
 	if h.ent == nil {
 		return nil
 	}
 	e := h.ent
-	h.ent, h.Data = nil, nil
-	pinned.remove(e)
-	// Wait for the calls that use it (queued asynchronous ones too); each
-	// is bounded by its context and CommunicationTimeout.
-	for e.users.Load() > 0 {
-		time.Sleep(100 * time.Microsecond)
+	// The entry stays in the pinned set, closed, until its memory is
+	// retired: a call resolving it meanwhile gets ErrClosed.
+	pinned.mu.Lock()
+	first := e.own.close()
+	pinned.mu.Unlock()
+	if !first {
+		return nil
 	}
-	leak, first := e.closeImports()
+	e.own.wait()
+	h.Data = nil
+	leak, cerr := e.closeImports()
 	if leak {
 		return fmt.Errorf("collective: HostBuffer.Close: a device that imported it was declared lost; the memory is leaked: %w", ErrDeviceLost)
 	}
-	if err := backend.FreeHostMemory(e.mem); err != nil && first == nil {
-		first = err
+	// Retired, the addresses stay reserved while the record of closed
+	// ranges holds them (resolve.go): a stale slice of this buffer is
+	// refused, never read, and no other mapping can be mistaken for it.
+	rerr := backend.RetireHostMemory(e.mem)
+	pinned.mu.Lock()
+	pinned.removeLocked(e)
+	if rerr == nil {
+		pinned.addClosedLocked(e.base, e.end, e.mem)
 	}
-	return first
+	pinned.mu.Unlock()
+	if rerr != nil {
+		if err := backend.FreeHostMemory(e.mem); err != nil && cerr == nil {
+			cerr = err
+		}
+	}
+	return cerr
 }
 
 // pinnedEntry is one HostBuffer's memory and the devices that imported it.
@@ -75,28 +97,18 @@ type pinnedEntry struct {
 	base, end uintptr
 	mu        sync.Mutex
 	imports   []pinnedImport
-	users     atomic.Int64 // calls (running or queued) that use the memory
-
-	// An imported plain Go slice (goimport.go), not a HostBuffer: pin keeps
-	// the Go object in place while ranks hold it (holders, guarded by
-	// pinned.mu); leaked: a device may still use it, never unpin.
-	goSlice bool
-	holders int
-	pin     runtime.Pinner
-	leaked  bool
+	own       owner // the calls (running or queued) that resolved the memory
 }
 
 // closeImports closes every device's import of e and drops e from the
 // import cache of each comm that imported it. leak reports that a device
-// may still use the memory, which must then never be freed or unpinned: e
-// is marked leaked, a device that imported it was declared lost, or its
-// import failed to close with ErrDeviceLost. err is the first other
-// failure to close an import.
+// may still use the memory, which must then never be freed: a device that
+// imported it was declared lost, or its import failed to close with
+// ErrDeviceLost. err is the first other failure to close an import.
 func (e *pinnedEntry) closeImports() (leak bool, err error) {
 	e.mu.Lock()
 	imps := e.imports
 	e.imports = nil
-	leak = e.leaked
 	e.mu.Unlock()
 	for _, imp := range imps {
 		imp.c.forget(e)
@@ -115,27 +127,6 @@ func (e *pinnedEntry) closeImports() (leak bool, err error) {
 	return leak, err
 }
 
-// usePinned counts a call as a user of the HostBuffers that hold p and q
-// (either may be a plain slice); release with the returned entries.
-func usePinned(p, q []byte) (a, b *pinnedEntry) {
-	if a = pinned.lookupHost(p); a != nil {
-		a.users.Add(1)
-	}
-	if b = pinned.lookupHost(q); b != nil {
-		b.users.Add(1)
-	}
-	return a, b
-}
-
-func releasePinned(a, b *pinnedEntry) {
-	if a != nil {
-		a.users.Add(-1)
-	}
-	if b != nil {
-		b.users.Add(-1)
-	}
-}
-
 type pinnedImport struct {
 	c   *Comm
 	buf backend.Buffer
@@ -145,6 +136,10 @@ type pinnedImport struct {
 type pinnedSet struct {
 	mu      sync.RWMutex
 	entries []*pinnedEntry // sorted by base
+	closed  []span         // ranges of closed HostBuffers (resolve.go)
+	// closedBytes sums the closed ranges; closedAge numbers them.
+	closedBytes int
+	closedAge   uint64
 }
 
 var pinned pinnedSet
@@ -156,6 +151,7 @@ func (p *pinnedSet) add(e *pinnedEntry) {
 }
 
 func (p *pinnedSet) addLocked(e *pinnedEntry) {
+	p.dropClosedLocked(e.base, e.end)
 	i := sort.Search(len(p.entries), func(i int) bool { return p.entries[i].base >= e.base })
 	p.entries = append(p.entries, nil)
 	copy(p.entries[i+1:], p.entries[i:])
@@ -210,13 +206,8 @@ func (p *pinnedSet) lookupLocked(b []byte) *pinnedEntry {
 	return nil
 }
 
-// lookupHost is lookup for HostBuffers only (not imported Go slices).
-func (p *pinnedSet) lookupHost(b []byte) *pinnedEntry {
-	if e := p.lookup(b); e != nil && !e.goSlice {
-		return e
-	}
-	return nil
-}
+// lookupHost is lookup (the set holds HostBuffers only).
+func (p *pinnedSet) lookupHost(b []byte) *pinnedEntry { return p.lookup(b) }
 
 // pinnedRegion returns b as a region of this rank's import of its
 // HostBuffer, importing it on first use, or of the rank's imported Go slice

@@ -330,8 +330,8 @@ func (c *Comm) finish(o *p2pOp, err error) {
 		if err != nil {
 			w.err = c.wrapP2P(o.name, o.seq, err)
 		}
-		releasePinned(w.pin, nil)
-		w.pin, w.op = nil, nil
+		w.mem.release()
+		w.op = nil
 		close(w.done)
 		return
 	}

@@ -21,6 +21,15 @@ type Tensor[T Elem] struct {
 	off   int // byte offset of element 0 in buf
 	n     int
 	owned bool
+	own   *owner // the calls that resolved the tensor (resolve.go)
+}
+
+// life returns the tensor's owner (nil for a nil or zero Tensor).
+func (t *Tensor[T]) life() *owner {
+	if t == nil {
+		return nil
+	}
+	return t.own
 }
 
 // NewTensor allocates a tensor of n elements on c's device.
@@ -28,15 +37,15 @@ func NewTensor[T Elem](c *Comm, n int) (*Tensor[T], error) {
 	if c == nil {
 		return nil, invalidArg("nil Comm")
 	}
-	if n < 0 {
-		return nil, invalidArg("rank %d: NewTensor: negative length %d", c.rank, n)
-	}
 	es := dtypeOf[T]().Size()
+	if n < 0 || n > maxAlloc/es {
+		return nil, invalidArg("rank %d: NewTensor: length %d out of range [0, %d]", c.rank, n, maxAlloc/es)
+	}
 	b, err := c.dev.Alloc(n*es, backend.DeviceLocal)
 	if err != nil {
 		return nil, fmt.Errorf("collective: rank %d: NewTensor(%d): %w", c.rank, n, err)
 	}
-	return &Tensor[T]{c: c, buf: b, n: n, owned: true}, nil
+	return &Tensor[T]{c: c, buf: b, n: n, owned: true, own: new(owner)}, nil
 }
 
 // WrapTensor makes a tensor of n elements of T at byte offset off of a
@@ -48,10 +57,10 @@ func WrapTensor[T Elem](c *Comm, buf backend.Buffer, off, n int) (*Tensor[T], er
 		return nil, invalidArg("nil Comm")
 	}
 	es := dtypeOf[T]().Size()
-	if buf == nil || off < 0 || n < 0 || off%es != 0 || off+n*es > buf.Len() {
+	if buf == nil || off < 0 || n < 0 || n > maxAlloc/es || off%es != 0 || off > buf.Len() || n*es > buf.Len()-off {
 		return nil, invalidArg("rank %d: WrapTensor: %d elements at byte %d do not fit the buffer", c.rank, n, off)
 	}
-	return &Tensor[T]{c: c, buf: buf, off: off, n: n}, nil
+	return &Tensor[T]{c: c, buf: buf, off: off, n: n, own: new(owner)}, nil
 }
 
 // Len returns the number of elements.
@@ -85,18 +94,25 @@ func (t *Tensor[T]) Download(dst []T) error {
 	return t.buf.Read(t.off, asBytes(dst))
 }
 
-// Close frees the tensor's memory if NewTensor allocated it, after the
-// operations queued on its Comm (which may use it) have ended. Idempotent.
+// Close frees the tensor's memory if NewTensor allocated it. A call that
+// resolved the tensor before Close (any tensor collective, synchronous or
+// queued) is waited for first, as are the operations queued on its Comm
+// (Comm.Go work may use it); each is bounded by its context,
+// CommunicationTimeout and the drain limit. A call handed the tensor after
+// Close fails with ErrClosed. Idempotent; safe to call from any goroutine.
 func (t *Tensor[T]) Close() error {
+	if t == nil || t.own == nil || !t.own.close() {
+		return nil
+	}
+	t.own.wait()
 	if t.c != nil {
 		_ = t.c.waitQueue(context.Background())
 	}
-	if t.owned && t.buf != nil {
-		err := t.buf.Close()
-		t.buf = nil
-		return err
-	}
+	buf := t.buf
 	t.buf = nil
+	if t.owned && buf != nil {
+		return buf.Close()
+	}
 	return nil
 }
 
@@ -104,9 +120,10 @@ func (t *Tensor[T]) check(c *Comm, name string) error {
 	if c == nil || t == nil {
 		return invalidArg("%s: nil Comm or Tensor", name)
 	}
-	if t.buf == nil {
-		return invalidArg("rank %d: %s: closed tensor", c.rank, name)
+	if t.own == nil {
+		return invalidArg("rank %d: %s: a Tensor not made by NewTensor or WrapTensor", c.rank, name)
 	}
+
 	if t.c != c {
 		return invalidArg("rank %d: %s: the tensor belongs to rank %d", c.rank, name, t.c.rank)
 	}
@@ -117,7 +134,13 @@ func (t *Tensor[T]) check(c *Comm, name string) error {
 // (Auto: the group's). The data stays on the device; exchange slices cross
 // host memory between ranks.
 func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) (err error) {
-	if err := t.check(c, "AllReduceTensor"); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	err = u.tensor(t.life())
+	if err == nil {
+		err = t.check(c, "AllReduceTensor")
+	}
+	if err != nil {
 		if c == nil {
 			return err
 		}
@@ -177,7 +200,13 @@ func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, 
 
 // BroadcastTensor copies root's tensor to every rank's tensor.
 func BroadcastTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root int) (err error) {
-	if err := t.check(c, "BroadcastTensor"); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	err = u.tensor(t.life())
+	if err == nil {
+		err = t.check(c, "BroadcastTensor")
+	}
+	if err != nil {
 		if c == nil {
 			return err
 		}

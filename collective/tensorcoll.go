@@ -54,12 +54,17 @@ import (
 // host, as ReduceScatter does.
 func ReduceScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) (err error) {
 	const name = "ReduceScatterTensor"
-	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
 		return err
 	}
 	N := c.g.n
 	if send.n != recv.n*N {
 		return c.invalidCall(ctx, name, invalidArg("send.Len()=%d, want recv.Len()*%d=%d", send.n, N, recv.n*N))
+	}
+	if err := tensorAlias(name, send, recv, recvInSend, c.rank*recv.n); err != nil {
+		return c.invalidCall(ctx, name, err)
 	}
 	dt := dtypeOf[T]()
 	if err := checkOp(op, dt); err != nil {
@@ -118,12 +123,17 @@ func ReduceScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tenso
 // every device (no kernels run).
 func AllGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) (err error) {
 	const name = "AllGatherTensor"
-	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
 		return err
 	}
 	N := c.g.n
 	if recv.n != send.n*N {
 		return c.invalidCall(ctx, name, invalidArg("recv.Len()=%d, want send.Len()*%d=%d", recv.n, N, send.n*N))
+	}
+	if err := tensorAlias(name, send, recv, sendInRecv, c.rank*send.n); err != nil {
+		return c.invalidCall(ctx, name, err)
 	}
 	dt := dtypeOf[T]()
 	fp := fingerprint{kind: collAllGather, dt: dt, count: int64(send.n), strategy: Ring, path: pathTensor}
@@ -169,12 +179,19 @@ func AllGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]
 // there exactly on the host, in rank order, as Reduce does.
 func ReduceTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op, root int) (err error) {
 	const name = "ReduceTensor"
-	if err := checkRootedTensorCall(ctx, c, name, send, recv, root); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := checkRootedTensorCall(ctx, c, name, &u, send, recv, root); err != nil {
 		return err
 	}
 	N := c.g.n
 	if c.rank == root && recv.n != send.n {
 		return c.invalidCall(ctx, name, invalidArg("root's recv.Len()=%d != send.Len()=%d", recv.n, send.n))
+	}
+	if c.rank == root {
+		if err := tensorAlias(name, send, recv, sameMem, 0); err != nil {
+			return c.invalidCall(ctx, name, err)
+		}
 	}
 	dt := dtypeOf[T]()
 	if err := checkOp(op, dt); err != nil {
@@ -293,15 +310,17 @@ func reduceGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor
 // the device, pairwise as in AllToAll, then copied into recv.
 func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) (err error) {
 	const name = "AllToAllTensor"
-	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
 		return err
 	}
 	N := c.g.n
 	if send.n != recv.n || send.n%N != 0 {
 		return c.invalidCall(ctx, name, invalidArg("send.Len()=%d and recv.Len()=%d, want equal multiples of %d ranks", send.n, recv.n, N))
 	}
-	if send.n > 0 && send.buf == recv.buf && send.off == recv.off {
-		return c.invalidCall(ctx, name, invalidArg("send and recv are the same tensor (AllToAllTensor is out of place)"))
+	if err := tensorAlias(name, send, recv, sameMem, 0); err != nil {
+		return c.invalidCall(ctx, name, err)
 	}
 	dt := dtypeOf[T]()
 	m := send.n / N
@@ -343,12 +362,19 @@ func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T])
 // the comm's work buffer on the device, then copies it into recv.
 func GatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) (err error) {
 	const name = "GatherTensor"
-	if err := checkRootedTensorCall(ctx, c, name, send, recv, root); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := checkRootedTensorCall(ctx, c, name, &u, send, recv, root); err != nil {
 		return err
 	}
 	N := c.g.n
 	if c.rank == root && recv.n != send.n*N {
 		return c.invalidCall(ctx, name, invalidArg("root's recv.Len()=%d, want send.Len()*%d=%d", recv.n, N, send.n*N))
+	}
+	if c.rank == root {
+		if err := tensorAlias(name, send, recv, sendInRecv, root*send.n); err != nil {
+			return c.invalidCall(ctx, name, err)
+		}
 	}
 	dt := dtypeOf[T]()
 	m := send.n
@@ -400,12 +426,19 @@ func GatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], r
 // work buffer on the device, then copy into recv.
 func ScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) (err error) {
 	const name = "ScatterTensor"
-	if err := checkRootedTensorCall(ctx, c, name, recv, send, root); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := checkRootedTensorCall(ctx, c, name, &u, recv, send, root); err != nil {
 		return err
 	}
 	N := c.g.n
 	if c.rank == root && send.n != recv.n*N {
 		return c.invalidCall(ctx, name, invalidArg("root's send.Len()=%d, want recv.Len()*%d=%d", send.n, N, recv.n*N))
+	}
+	if c.rank == root {
+		if err := tensorAlias(name, send, recv, recvInSend, root*recv.n); err != nil {
+			return c.invalidCall(ctx, name, err)
+		}
 	}
 	dt := dtypeOf[T]()
 	es := dt.Size()
@@ -479,8 +512,13 @@ func ScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], 
 // copied into recv, whose other elements are not written.
 func AllToAllVTensor[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scounts, sdispls []int, recv *Tensor[T], rcounts, rdispls []int) error {
 	const name = "AllToAllVTensor"
-	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
 		return err
+	}
+	if err := tensorAlias(name, send, recv, sameMem, 0); err != nil {
+		return c.invalidCall(ctx, name, err)
 	}
 	return vTensor(ctx, c, name, collAllToAllV, Sum, send, scounts, sdispls, recv, recv.n, rcounts, rdispls)
 }
@@ -492,12 +530,17 @@ func AllToAllVTensor[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scou
 // and moved as AllToAllVTensor.
 func AllGatherVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int) error {
 	const name = "AllGatherVTensor"
-	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
 		return err
 	}
 	N := c.g.n
-	if len(counts) != N {
-		return c.invalidCall(ctx, name, invalidArg("len(counts)=%d, want %d ranks", len(counts), N))
+	if len(counts) != N || len(displs) != N {
+		return c.invalidCall(ctx, name, invalidArg("len(counts)=%d and len(displs)=%d, want %d ranks", len(counts), len(displs), N))
+	}
+	if err := tensorAlias(name, send, recv, sendInRecv, displs[c.rank]); err != nil {
+		return c.invalidCall(ctx, name, err)
 	}
 	sc, sd := c.vScratch(N)
 	for j := range sc {
@@ -516,7 +559,9 @@ func AllGatherVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T
 // some rank's device is reduced on the host, as ReduceScatterV does.
 func ReduceScatterVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int, op Op) error {
 	const name = "ReduceScatterVTensor"
-	if err := checkTensorCall(ctx, c, name, send, recv); err != nil {
+	u := c.uses(ctx)
+	defer u.release()
+	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
 		return err
 	}
 	N := c.g.n
@@ -528,6 +573,9 @@ func ReduceScatterVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tens
 	}
 	if m := counts[c.rank]; m < 0 || recv.n != m {
 		return c.invalidCall(ctx, name, invalidArg("recv.Len()=%d, want counts[%d]=%d", recv.n, c.rank, m))
+	}
+	if err := tensorAlias(name, send, recv, recvInSend, displs[c.rank]); err != nil {
+		return c.invalidCall(ctx, name, err)
 	}
 	return reduceScatterVTensor(ctx, c, name, send, recv, counts, displs, op)
 }
@@ -827,14 +875,19 @@ func (t *Tensor[T]) region(lo, hi int) backend.Region {
 	return backend.Region{Buf: t.buf, Off: t.off + lo*es, Len: (hi - lo) * es}
 }
 
-// checkTensorCall checks the comm and the send and recv tensors of tensor
-// collective name, which every rank passes. A nil comm is an invalid
-// argument; a bad tensor fails the call as an invalid call (invalidCall).
-func checkTensorCall[T Elem](ctx context.Context, c *Comm, name string, send, recv *Tensor[T]) error {
+// checkTensorCall resolves (into u) and checks the comm and the send and
+// recv tensors of tensor collective name.
+func checkTensorCall[T Elem](ctx context.Context, c *Comm, name string, u *memUse, send, recv *Tensor[T]) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
-	err := send.check(c, name)
+	err := u.tensor(send.life())
+	if err == nil {
+		err = u.tensor(recv.life())
+	}
+	if err == nil {
+		err = send.check(c, name)
+	}
 	if err == nil {
 		err = recv.check(c, name)
 	}
@@ -844,26 +897,41 @@ func checkTensorCall[T Elem](ctx context.Context, c *Comm, name string, send, re
 	return nil
 }
 
-// checkRootedTensorCall checks the comm, the tensors and the root of rooted
-// tensor collective name: every rank's tensor (mine), root, then root's
-// other tensor (atRoot, which the other ranks do not use), as
+// checkRootedTensorCall resolves and checks the comm, the tensors and the
+// root of rooted tensor collective name: every rank's tensor (mine), root,
+// then root's other tensor (atRoot, which the other ranks do not use), as
 // checkTensorCall does.
-func checkRootedTensorCall[T Elem](ctx context.Context, c *Comm, name string, mine, atRoot *Tensor[T], root int) error {
+func checkRootedTensorCall[T Elem](ctx context.Context, c *Comm, name string, u *memUse, mine, atRoot *Tensor[T], root int) error {
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
-	if err := mine.check(c, name); err != nil {
+	err := u.tensor(mine.life())
+	if err == nil {
+		err = mine.check(c, name)
+	}
+	if err != nil {
 		return c.invalidCall(ctx, name, err)
 	}
 	if N := c.g.n; root < 0 || root >= N {
 		return c.invalidCall(ctx, name, invalidArg("root %d out of range [0, %d)", root, N))
 	}
 	if c.rank == root {
-		if err := atRoot.check(c, name); err != nil {
+		err := u.tensor(atRoot.life())
+		if err == nil {
+			err = atRoot.check(c, name)
+		}
+		if err != nil {
 			return c.invalidCall(ctx, name, err)
 		}
 	}
 	return nil
+}
+
+// tensorAlias is checkAlias of two tensors (at: the block's element
+// offset).
+func tensorAlias[T Elem](name string, send, recv *Tensor[T], allow layout, at int) error {
+	es := dtypeOf[T]().Size()
+	return checkAlias(name, regionArea(send.region(0, send.n)), regionArea(recv.region(0, recv.n)), allow, at*es)
 }
 
 // overlaps reports whether two regions share a byte.

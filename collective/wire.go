@@ -43,6 +43,11 @@ func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backen
 	if c == nil {
 		return invalidArg("nil Comm")
 	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slice(asBytes(data)); err != nil {
+		return c.invalidCall(ctx, "AllReduceWire", err)
+	}
 	if f != backend.F16 && f != backend.BF16 {
 		return c.invalidCall(ctx, "AllReduceWire", invalidArg("unknown wire format %d", int(f)))
 	}

@@ -108,9 +108,10 @@ type Sync[T collective.Float] struct {
 	g        *collective.Group
 	opts     Options
 	log      *slog.Logger
-	adaptive bool          // the selector runs
-	fixed    bool          // every strategy reduces in rank order (Config.Deterministic)
-	dt       backend.DType // T's
+	hold     collective.Holding // SyncAll's hold on its tensors
+	adaptive bool               // the selector runs
+	fixed    bool               // every strategy reduces in rank order (Config.Deterministic)
+	dt       backend.DType      // T's
 
 	mu       sync.Mutex // guards the fields below (async steps run on the comm's worker)
 	mon      *monitor
@@ -269,7 +270,13 @@ func (s *Sync[T]) SyncAsync(ctx context.Context, grads []T) *collective.Work {
 	if closed {
 		return s.c.Go(ctx, "ddp.SyncAsync", func(context.Context) error { return ErrClosed })
 	}
-	w := s.c.Go(ctx, "ddp.SyncAsync", func(ctx context.Context) error { return s.stepOne(ctx, grads) })
+	// grads is named so that closing the HostBuffer or Arena holding it
+	// waits for the step.
+	w := s.c.Go(ctx, "ddp.SyncAsync", func(ctx context.Context) error { return s.stepOne(ctx, grads) }, collective.Mem(grads))
+	if w.Done() && errors.Is(w.Wait(ctx), collective.ErrClosed) {
+		// grads was closed: the step fails in its turn on every rank.
+		w = s.c.Go(ctx, "ddp.SyncAsync", func(ctx context.Context) error { return s.refuse(ctx, grads) })
+	}
 	s.pendMu.Lock()
 	s.pending = append(pruneDone(s.pending), w)
 	s.pendMu.Unlock()
@@ -328,6 +335,15 @@ func pruneDone(ws []*collective.Work) []*collective.Work {
 func (s *Sync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
 	if err := s.settle(ctx); err != nil {
 		return err
+	}
+	// The step copies the tensors itself (fused buckets, top-k): hold
+	// them, so that closing their HostBuffers or Arena waits for it.
+	h := &s.hold
+	defer h.Release()
+	for _, t := range tensors {
+		if err := collective.Hold(ctx, s.c, h, t); err != nil {
+			return s.refuse(ctx, t)
+		}
 	}
 	s.mu.Lock()
 	s.step++
@@ -482,6 +498,13 @@ func (s *Sync[T]) Stats() Stats {
 }
 
 func (s *Sync[T]) stepOne(ctx context.Context, grads []T) error {
+	// The step reads and writes grads itself (top-k): hold it, so that
+	// closing its HostBuffer or Arena waits for the step.
+	var h collective.Holding
+	defer h.Release()
+	if err := collective.Hold(ctx, s.c, &h, grads); err != nil {
+		return s.refuse(ctx, grads)
+	}
 	s.mu.Lock()
 	s.step++
 	s.mu.Unlock()
@@ -503,6 +526,14 @@ func (s *Sync[T]) stepOne(ctx context.Context, grads []T) error {
 	}
 	s.afterStep(ctx)
 	return s.evaluate(ctx, bytes)
+}
+
+// refuse fails a step handed closed memory on every rank: the all-reduce
+// of that memory is refused (ErrClosed) before it touches it, and the
+// peers learn of it at the same rendezvous instead of waiting for a
+// timeout.
+func (s *Sync[T]) refuse(ctx context.Context, closed []T) error {
+	return collective.AllReduce(ctx, s.c, closed, collective.Sum)
 }
 
 // strategyForStep is the strategy this step runs: a probe, the current
