@@ -167,6 +167,22 @@ type DeviceInfo struct {
 	APIVersion    string
 	Float64       bool // the device reduces f64 in f64 kernels
 	Float64Reason string
+	// DenormPreserveFloat16, 32 and 64 report whether a kernel that asks
+	// (the SPIR-V execution mode DenormPreserve, which every gocoll kernel
+	// with float arithmetic declares where the device takes it) keeps
+	// subnormals of that width instead of flushing them to zero: the
+	// device's shaderDenormPreserveFloat16/32/64 (Vulkan 1.2 float
+	// controls, or VK_KHR_shader_float_controls) where its
+	// denormBehaviorIndependence lets a kernel ask for that width alone;
+	// false where the device reports none, on Metal, and on the host
+	// backend, which needs no kernels. Where DenormPreserveFloat32 is false the float32 reductions run
+	// kernels that compute on the values' bits, exact whatever the device
+	// does with subnormals (as the float16 and bfloat16 kernels always do),
+	// so the results are the same bits either way; float64 kernels rely on
+	// the device's arithmetic.
+	DenormPreserveFloat16 bool
+	DenormPreserveFloat32 bool
+	DenormPreserveFloat64 bool
 	// Kernels is the set of element types the device's Reduce and Scale
 	// take (F32 always; F64 when Float64). Collectives of a type outside
 	// it take an exact host path where one exists, else ErrUnsupported.

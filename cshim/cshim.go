@@ -221,13 +221,14 @@ import (
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/kernels"
 )
 
 // Limits of the ABI (shim.h; a test keeps them in step).
 const (
 	MaxBindings  = 16  // GC_MAX_BINDINGS: bindings one kernel may have
 	MaxPushBytes = 128 // GC_MAX_PUSH_BYTES: push-constant bytes one kernel may have
-	ABIVersion   = 5   // GC_ABI_VERSION
+	ABIVersion   = 6   // GC_ABI_VERSION
 )
 
 // errClosed is returned by every call on a closed Device, Buffer or Kernel.
@@ -375,6 +376,19 @@ type DeviceInfo struct {
 	PushDescriptor     bool // VK_KHR_push_descriptor
 	// ExternalMemoryHost reports VK_EXT_external_memory_host (ImportHost).
 	ExternalMemoryHost bool
+	// FloatControls reports VkPhysicalDeviceFloatControlsProperties
+	// (Vulkan 1.2 or VK_KHR_shader_float_controls, which Open enables where
+	// needed); DenormIndependence is its denormBehaviorIndependence
+	// (VkShaderFloatControlsIndependence: 0 32-bit only, 1 all, 2 none) and
+	// DenormPreserveFloat16/32/64 its shaderDenormPreserveFloat16/32/64: a
+	// kernel declaring the SPIR-V execution mode DenormPreserve for that
+	// width keeps subnormals. All zero on Metal. The kernels' view of them
+	// is KernelFloatControls.
+	FloatControls         bool
+	DenormIndependence    uint32
+	DenormPreserveFloat16 bool
+	DenormPreserveFloat32 bool
+	DenormPreserveFloat64 bool
 	// Usable is false when Open cannot succeed; UnusableReason says why.
 	Usable         bool
 	UnusableReason string
@@ -395,6 +409,25 @@ type DeviceInfo struct {
 	Heaps                           []backend.Heap
 }
 
+// KernelFloatControls returns the device's float controls as the kernels take
+// them (kernels.AdaptFloatControls): none where it reports none.
+func (i DeviceInfo) KernelFloatControls() kernels.FloatControls {
+	if !i.FloatControls {
+		return kernels.FloatControls{}
+	}
+	fc := kernels.FloatControls{DenormPreserve16: i.DenormPreserveFloat16, DenormPreserve32: i.DenormPreserveFloat32,
+		DenormPreserve64: i.DenormPreserveFloat64}
+	switch i.DenormIndependence {
+	case 0: // VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_32_BIT_ONLY
+		fc.Independence = kernels.Independence32BitOnly
+	case 1: // VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_ALL
+		fc.Independence = kernels.IndependenceAll
+	default: // VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_NONE
+		fc.Independence = kernels.IndependenceNone
+	}
+	return fc
+}
+
 func deviceInfo(index int, c *C.gc_device_info) DeviceInfo {
 	in := DeviceInfo{
 		Index:                           index,
@@ -412,6 +445,11 @@ func deviceInfo(index int, c *C.gc_device_info) DeviceInfo {
 		StorageBuffer16Bit:              c.storage_buffer_16bit != 0,
 		PushDescriptor:                  c.push_descriptor != 0,
 		ExternalMemoryHost:              c.external_memory_host != 0,
+		FloatControls:                   c.float_controls != 0,
+		DenormIndependence:              uint32(c.denorm_independence),
+		DenormPreserveFloat16:           c.denorm_preserve_float16 != 0,
+		DenormPreserveFloat32:           c.denorm_preserve_float32 != 0,
+		DenormPreserveFloat64:           c.denorm_preserve_float64 != 0,
 		Usable:                          c.usable != 0,
 		UnusableReason:                  C.GoString(&c.unusable_reason[0]),
 		MaxStorageBufferRange:           uint64(c.max_storage_buffer_range),

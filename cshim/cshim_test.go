@@ -73,6 +73,11 @@ func scaleKernel(t testing.TB, d *Device, scale bool) *Kernel {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// DenormPreserve only where the device takes it.
+	spirv, err = kernels.AdaptFloatControls(spirv, d.Info().KernelFloatControls())
+	if err != nil {
+		t.Fatal(err)
+	}
 	sc := uint32(0)
 	if scale {
 		sc = 1

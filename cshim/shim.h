@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 /* GC_ABI_VERSION changes whenever a struct or the table changes. */
-#define GC_ABI_VERSION 5
+#define GC_ABI_VERSION 6
 
 typedef int32_t gc_status;
 enum {
@@ -131,6 +131,21 @@ typedef struct gc_device_info {
 	int32_t storage_buffer_16bit;
 	int32_t push_descriptor;     /* VK_KHR_push_descriptor */
 	int32_t external_memory_host; /* VK_EXT_external_memory_host */
+	/* Float controls (Vulkan 1.2, or VK_KHR_shader_float_controls, which
+	 * open enables where the device needs it): float_controls is whether
+	 * the device reports them; denorm_independence its
+	 * denormBehaviorIndependence (VkShaderFloatControlsIndependence: 0
+	 * 32-bit only, 1 all, 2 none), which widths a kernel may declare a
+	 * denormal mode for alone; denorm_preserve_float16/32/64 its
+	 * shaderDenormPreserveFloat16/32/64, whether a kernel that declares the
+	 * SPIR-V execution mode DenormPreserve for floats of that width may
+	 * (and then does) keep their subnormals. All 0 on Metal. */
+	int32_t float_controls;
+	int32_t denorm_independence;
+	int32_t denorm_preserve_float16;
+	int32_t denorm_preserve_float32;
+	int32_t denorm_preserve_float64;
+	int32_t reserved_float_controls;
 	int32_t usable;              /* open can succeed; else unusable_reason says why */
 	char unusable_reason[GC_NAME_MAX];
 	uint64_t max_storage_buffer_range;

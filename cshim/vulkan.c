@@ -252,6 +252,7 @@ typedef struct phys {
 	int portability_subset;
 	int timeline; /* timelineSemaphore (enabled for the stall test hook) */
 	int ext_8bit; /* storage_buffer_8bit needs VK_KHR_8bit_storage enabled (before Vulkan 1.2) */
+	int ext_float_controls; /* float controls need VK_KHR_shader_float_controls enabled (before Vulkan 1.2) */
 } phys;
 
 static struct {
@@ -405,6 +406,8 @@ static void query_phys(phys *p) {
 	/* Vulkan 1.2 features need the instance at 1.2 too. */
 	int v12 = props.apiVersion >= VK_API_VERSION_1_2 && g.api_version >= VK_API_VERSION_1_2;
 	p->ext_8bit = !v12 && has_extension(exts, next, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+	p->ext_float_controls = !v12 && has_extension(exts, next, VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);
+	in->float_controls = v12 || p->ext_float_controls;
 	free(exts);
 
 	int v11 = props.apiVersion >= VK_API_VERSION_1_1;
@@ -417,7 +420,12 @@ static void query_phys(phys *p) {
 			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
 		VkPhysicalDevicePushDescriptorPropertiesKHR push = {
 			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
+		VkPhysicalDeviceFloatControlsProperties fc = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
 		void *chain = &m3;
+		if (in->float_controls) {
+			fc.pNext = chain;
+			chain = &fc;
+		}
 		if (driver_props) {
 			drv.pNext = chain;
 			chain = &drv;
@@ -443,6 +451,12 @@ static void query_phys(phys *p) {
 		}
 		if (in->push_descriptor) {
 			in->max_push_descriptors = push.maxPushDescriptors;
+		}
+		if (in->float_controls) {
+			in->denorm_independence = (int32_t)fc.denormBehaviorIndependence;
+			in->denorm_preserve_float16 = fc.shaderDenormPreserveFloat16 ? 1 : 0;
+			in->denorm_preserve_float32 = fc.shaderDenormPreserveFloat32 ? 1 : 0;
+			in->denorm_preserve_float64 = fc.shaderDenormPreserveFloat64 ? 1 : 0;
 		}
 	}
 
@@ -1155,7 +1169,7 @@ static gc_status retire(gc_device d, int kind, void *obj, uint64_t last, gc_erro
 static gc_status make_device(const phys *p, int float64, uint32_t nqueues, VkDevice *out, device_fns *fn, gc_error *err) {
 	*out = VK_NULL_HANDLE;
 	memset(fn, 0, sizeof *fn);
-	const char *exts[4];
+	const char *exts[5];
 	uint32_t nexts = 0;
 	exts[nexts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
 	if (p->info.external_memory_host) {
@@ -1166,6 +1180,10 @@ static gc_status make_device(const phys *p, int float64, uint32_t nqueues, VkDev
 	}
 	if (p->info.storage_buffer_8bit && p->ext_8bit) {
 		exts[nexts++] = VK_KHR_8BIT_STORAGE_EXTENSION_NAME;
+	}
+	if (p->ext_float_controls) {
+		/* The kernels' SPIR-V declares DenormPreserve (SPV_KHR_float_controls). */
+		exts[nexts++] = VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME;
 	}
 	VkPhysicalDeviceFeatures feats = {0};
 	if (float64) {

@@ -64,7 +64,8 @@ func TestTable(t *testing.T) {
 		ReduceI32, ReduceU32, Reduce4I32, Reduce4U32, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32,
 		ReduceI64, ReduceU64, Reduce4I64, Reduce4U64, ReduceMI64, ReduceMU64, ReduceM4I64, ReduceM4U64, ReduceI8, ReduceU8, ReduceMI8, ReduceMU8,
 		ReduceF16, ReduceF16In32, ReduceF16Out32, ReduceF16In32Out32, ReduceMF16, ReduceMF16In32,
-		ReduceBF16, ReduceBF16In32, ReduceBF16Out32, ReduceBF16In32Out32, ReduceMBF16, ReduceMBF16In32} {
+		ReduceBF16, ReduceBF16In32, ReduceBF16Out32, ReduceBF16In32Out32, ReduceMBF16, ReduceMBF16In32,
+		ReduceF32FTZ, Reduce4F32FTZ, ReduceMF32FTZ, ReduceM4F32FTZ, ScaleF32FTZ, Scale4F32FTZ} {
 		info, err := Lookup(n)
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +98,9 @@ func TestTable(t *testing.T) {
 		{ReduceMF32, ReduceMI64}, {ReduceMF32, ReduceMU64}, {ReduceMF32, ReduceM4I64}, {ReduceMF32, ReduceM4U64}, {ReduceMF32, ReduceMI8}, {ReduceMF32, ReduceMU8},
 		{ReduceF32, ReduceF16}, {ReduceF32, ReduceF16In32}, {ReduceF32, ReduceF16Out32}, {ReduceF32, ReduceF16In32Out32},
 		{ReduceF32, ReduceBF16}, {ReduceF32, ReduceBF16In32}, {ReduceF32, ReduceBF16Out32}, {ReduceF32, ReduceBF16In32Out32},
-		{ReduceMF32, ReduceMF16}, {ReduceMF32, ReduceMF16In32}, {ReduceMF32, ReduceMBF16}, {ReduceMF32, ReduceMBF16In32}} {
+		{ReduceMF32, ReduceMF16}, {ReduceMF32, ReduceMF16In32}, {ReduceMF32, ReduceMBF16}, {ReduceMF32, ReduceMBF16In32},
+		{ReduceF32, ReduceF32FTZ}, {Reduce4F32, Reduce4F32FTZ}, {ReduceMF32, ReduceMF32FTZ}, {ReduceM4F32, ReduceM4F32FTZ},
+		{ScaleF32, ScaleF32FTZ}, {Scale4F32, Scale4F32FTZ}} {
 		a, _ := Lookup(p[0])
 		b, _ := Lookup(p[1])
 		if a.Bindings != b.Bindings || a.PushConstantBytes != b.PushConstantBytes || len(a.Spec) != len(b.Spec) {
@@ -105,7 +108,8 @@ func TestTable(t *testing.T) {
 		}
 	}
 	for _, n := range []string{ReduceMF32, ReduceMF64, ReduceM4F32, ReduceM4F64, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32,
-		ReduceMI64, ReduceMU64, ReduceM4I64, ReduceM4U64, ReduceMI8, ReduceMU8, ReduceMF16, ReduceMF16In32, ReduceMBF16, ReduceMBF16In32} {
+		ReduceMI64, ReduceMU64, ReduceM4I64, ReduceM4U64, ReduceMI8, ReduceMU8, ReduceMF16, ReduceMF16In32, ReduceMBF16, ReduceMBF16In32,
+		ReduceMF32FTZ, ReduceM4F32FTZ} {
 		m, err := Lookup(n)
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +133,8 @@ func TestTable(t *testing.T) {
 	for _, n := range []string{ReduceI32, ReduceU32, Reduce4I32, Reduce4U32, ReduceMI32, ReduceMU32, ReduceM4I32, ReduceM4U32,
 		ReduceI64, ReduceU64, Reduce4I64, Reduce4U64, ReduceMI64, ReduceMU64, ReduceM4I64, ReduceM4U64, ReduceI8, ReduceU8, ReduceMI8, ReduceMU8,
 		ReduceF16, ReduceF16In32, ReduceF16Out32, ReduceF16In32Out32, ReduceMF16, ReduceMF16In32,
-		ReduceBF16, ReduceBF16In32, ReduceBF16Out32, ReduceBF16In32Out32, ReduceMBF16, ReduceMBF16In32} {
+		ReduceBF16, ReduceBF16In32, ReduceBF16Out32, ReduceBF16In32Out32, ReduceMBF16, ReduceMBF16In32,
+		ReduceF32FTZ, Reduce4F32FTZ, ReduceMF32FTZ, ReduceM4F32FTZ, ScaleF32FTZ, Scale4F32FTZ} {
 		if info, _ := Lookup(n); !info.HasMSL {
 			t.Errorf("%s has no MSL", n)
 		}

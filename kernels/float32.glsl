@@ -2,14 +2,19 @@
 // 754 rounds to nearest even with subnormals, whatever the device does with
 // subnormals: included by reduce.comp for the 16-bit float kernels
 // (reduce_f16, reduce_bf16), whose results must be the host backend's bit for
-// bit (host/exec.go reduce16: float32 in Go, subnormals kept).
+// bit (host/exec.go reduce16: float32 in Go, subnormals kept), and by
+// reduce.comp and scale.comp for the float32 kernels of devices that do not
+// promise to keep subnormals (the _ftz variants: reduce_f32_ftz and the
+// others; devices with shaderDenormPreserveFloat32 run reduce_f32 and the
+// others, which declare DenormPreserve and use the hardware's arithmetic).
 // kernels/float32_test.go models every function here in Go and checks the
 // model against Go's float32 arithmetic; keep the two in step.
 //
 // Vulkan lets a device flush subnormal inputs and results of float
 // instructions to zero unless the kernel declares DenormPreserve, which not
-// every device takes (lavapipe does not); an H200 flushes (in reduce_f32,
-// 2^-100 * 2^-30 and 2^-140 + 2^-140 came out 0), lavapipe keeps them. And
+// every device takes (neither the H200 nor lavapipe does); an H200 flushes
+// (in reduce_f32, 2^-100 * 2^-30 and 2^-140 + 2^-140 came out 0), lavapipe
+// keeps them. And
 // bfloat16 values, partial sums and products are subnormal in float32 often
 // enough to matter. So every operation runs
 // on the hardware only where its inputs and result are normal, finite and
@@ -182,31 +187,12 @@ uint f32_min(uint a, uint b) {
 // backend.Divisor accepts (N <= 2^20): NaN, infinities and zeros as they
 // are; a quotient of at least the least normal by divide (divide.glsl, exact
 // on devices that flush too); a smaller one (a subnormal, or rounding up
-// to the least normal) by integer long division in units of 2^-149.
+// to the least normal) by integer long division (divide_small_f32).
 uint f32_div(uint x, uint div, float r) {
     uint ax = x & F32_ABS;
     if (ax >= F32_INF || ax == 0u) return x;
-    float n = float(div);
-    if (ax >= floatBitsToUint(n * DIV_MIN_NORMAL)) {
-        return floatBitsToUint(divide(uintBitsToFloat(x), div, r));
-    }
-    // |x| < N * 2^-126 <= 2^-106: x = m * 2^s units of 2^-149, s <= 19.
-    uint e = ax >> 23, m = ax & 0x7FFFFFu, s = 0u;
-    if (e != 0u) {
-        m |= 0x800000u;
-        s = e - 1u;
-    }
-    uint q = m / div, rem = m % div;
-    for (uint i = 0u; i < s; i++) {
-        rem <<= 1;
-        q <<= 1;
-        if (rem >= div) {
-            rem -= div;
-            q |= 1u;
-        }
-    }
-    if (2u * rem > div || (2u * rem == div && (q & 1u) != 0u)) q += 1u;
-    return (x & F32_SIGN) | q; // 2^23 units encode as the least normal
+    if (div_small_f32(x, div)) return divide_small_f32(x, div);
+    return floatBitsToUint(divide(uintBitsToFloat(x), div, r));
 }
 
 // f16_to_f32 widens binary16 bits to binary32 bits, exactly; a NaN keeps its

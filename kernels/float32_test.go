@@ -239,28 +239,10 @@ func f32Div(m divideModel[float32], x, div uint32, r float32) uint32 {
 	if ax >= f32Inf || ax == 0 {
 		return x
 	}
-	n := float32(div)
-	if ax >= math.Float32bits(m.mul(n, float32(math.Ldexp(1, -126)))) {
-		return math.Float32bits(m.divide(math.Float32frombits(x), int(div), r))
+	if divSmallF32(m, x, div) {
+		return divideSmallF32(x, div)
 	}
-	e, mant, s := ax>>23, ax&0x7FFFFF, uint32(0)
-	if e != 0 {
-		mant |= 0x800000
-		s = e - 1
-	}
-	q, rem := mant/div, mant%div
-	for i := uint32(0); i < s; i++ {
-		rem <<= 1
-		q <<= 1
-		if rem >= div {
-			rem -= div
-			q |= 1
-		}
-	}
-	if 2*rem > div || 2*rem == div && q&1 != 0 {
-		q++
-	}
-	return x&f32Sign | q
+	return math.Float32bits(m.divide(math.Float32frombits(x), int(div), r))
 }
 
 func f16ToF32(h uint32) uint32 {

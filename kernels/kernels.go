@@ -105,6 +105,17 @@ const (
 	ReduceMF64  = "reducem_f64"
 	ReduceM4F32 = "reducem4_f32"
 	ReduceM4F64 = "reducem4_f64"
+	// The float32 kernels of a device that does not report
+	// shaderDenormPreserveFloat32 and so may flush subnormals: the
+	// interfaces of the kernels above, elements handled as their bits and
+	// reduced and scaled with exact integer float32 arithmetic where a value
+	// or result is subnormal (float32.glsl).
+	ReduceF32FTZ   = "reduce_f32_ftz"
+	Reduce4F32FTZ  = "reduce4_f32_ftz"
+	ReduceMF32FTZ  = "reducem_f32_ftz"
+	ReduceM4F32FTZ = "reducem4_f32_ftz"
+	ScaleF32FTZ    = "scale_f32_ftz"
+	Scale4F32FTZ   = "scale4_f32_ftz"
 
 	// 32-bit integer variants of reduce (int and uint; ivec4 and uvec4 in
 	// the 16-byte ones) with the float kernels' interface: wrapping sum

@@ -9,6 +9,22 @@
 // Inputs of more than 8 sources are reduced in passes by the backend, the
 // previous partial result being src0 of the next pass.
 //
+// Subnormals: every kernel that computes in floating point declares the
+// SPIR-V execution mode DenormPreserve for its width (denorm.glsl: 32, or 64
+// in the f64 kernels), so a device that reports shaderDenormPreserveFloat32
+// (Float64) keeps subnormal inputs and results as IEEE 754 does; the backend
+// removes the declaration for a device that does not take it
+// (kernels.AdaptFloatControls). Such a device may flush float32 subnormals
+// to zero (Vulkan allows it; NVIDIA's driver does), so it runs the _ftz
+// variants instead (-DGOCOLL_FTZ: reduce_f32_ftz, reduce4_f32_ftz,
+// reducem_f32_ftz, reducem4_f32_ftz), which hold float32 elements as their
+// bits (uint, uvec4) and reduce them with float32.glsl's arithmetic, exact
+// on every device, as the 16-bit kernels do. A mean divides with
+// divide_exact (divide.glsl), correctly rounded for subnormal quotients too.
+// The f64 kernels keep the device's float64 arithmetic: a device that does
+// not report shaderDenormPreserveFloat64 keeps float64 subnormals only if
+// its hardware does (lavapipe's does).
+//
 // With -DGOCOLL_I32 (S = int, reduce_i32; T = ivec4, reduce4_i32) or
 // -DGOCOLL_U32 (S = uint, reduce_u32; T = uvec4, reduce4_u32) the elements
 // are 32-bit integers: sum and prod wrap (two's complement; computed on uint
@@ -45,12 +61,28 @@
 #version 450
 #if defined(GOCOLL_F16) || defined(GOCOLL_BF16)
 #define GOCOLL_16
+#define GOCOLL_BITS
 #extension GL_EXT_shader_16bit_storage : require
 // Accumulated as float32 bits; S and T are float for divide.glsl.
 #define S float
 #define T float
 #define E uint16_t
 #define A uint
+#elif defined(GOCOLL_FTZ)
+// float32 elements as their bits, reduced with float32.glsl's arithmetic;
+// S and T are float for divide.glsl (scalar: the 16-byte form divides per
+// component).
+#define GOCOLL_BITS
+#define S float
+#define T float
+#ifdef GOCOLL_VEC
+#define E uvec4
+#define A uvec4
+#define W 4
+#else
+#define E uint
+#define A uint
+#endif
 #elif defined(GOCOLL_I64) || defined(GOCOLL_U64)
 #define GOCOLL_INT
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -111,18 +143,28 @@
 #ifdef GOCOLL_VEC
 #define T dvec2
 #define W 2
+#define DIV_VEC 2
 #endif
 #else
 #define S float
 #ifdef GOCOLL_VEC
 #define T vec4
 #define W 4
+#define DIV_VEC 4
 #endif
 #endif
 #ifndef GOCOLL_VEC
 #ifndef T
 #define T S
 #endif
+#endif
+#ifndef GOCOLL_INT
+#ifdef GOCOLL_F64
+#define DENORM_WIDTH 64
+#else
+#define DENORM_WIDTH 32
+#endif
+#include "denorm.glsl"
 #endif
 // E is the type of an element in memory (T unless narrower); A the type of
 // the accumulator (T, or float32 bits for the 16-bit types).
@@ -196,9 +238,41 @@ layout(push_constant) uniform Params {
 } pc;
 #endif
 
-#ifdef GOCOLL_16
+#ifdef GOCOLL_BITS
 #include "divide.glsl"
 #include "float32.glsl"
+
+// The f32 kernels' operators, on float32 bits (float32.glsl), and the scale
+// step: divide by N, or multiply by the scale.
+uint combine1(uint a, uint b) {
+    if (OP == 0u) return f32_add(a, b);
+    if (OP == 1u) return f32_mul(a, b);
+    if (OP == 2u) return f32_max(a, b);
+    return f32_min(a, b);
+}
+
+uint scale1(uint x) {
+    return pc.div != 0u ? f32_div(x, pc.div, pc.scale) : f32_mul(x, floatBitsToUint(pc.scale));
+}
+
+#ifdef GOCOLL_VEC
+A combine(A a, A b) {
+    A r;
+    for (int c = 0; c < W; c++) r[c] = combine1(a[c], b[c]);
+    return r;
+}
+
+A scale_acc(A x) {
+    A r;
+    for (int c = 0; c < W; c++) r[c] = scale1(x[c]);
+    return r;
+}
+#else
+A combine(A a, A b) { return combine1(a, b); }
+A scale_acc(A x) { return scale1(x); }
+#endif
+
+#ifdef GOCOLL_16
 #ifdef GOCOLL_BF16
 #define WIDEN(h) bf16_to_f32(uint(h))
 #define NARROW(x) f32_to_bf16(x)
@@ -206,14 +280,6 @@ layout(push_constant) uniform Params {
 #define WIDEN(h) f16_to_f32(uint(h))
 #define NARROW(x) f32_to_f16(x)
 #endif
-
-// The f32 kernels' operators, on float32 bits (float32.glsl).
-A combine(A a, A b) {
-    if (OP == 0u) return f32_add(a, b);
-    if (OP == 1u) return f32_mul(a, b);
-    if (OP == 2u) return f32_max(a, b);
-    return f32_min(a, b);
-}
 
 // LOAD reads a source element as an A, LOAD0 src0's; STORE makes the
 // result's bits (a RES_T), TO_DST a DST_E of them.
@@ -232,6 +298,7 @@ A combine(A a, A b) {
 #define TO_DST(x) DST_E(x)
 #if !defined(GOCOLL_IN32) && !defined(GOCOLL_OUT32) && !defined(GOCOLL_MULTI)
 #define GOCOLL_COPY // K = 0 copies the bits
+#endif
 #endif
 #elif defined(GOCOLL_INT)
 // Sum and product of the bits as uint (wrapping), max and min of the values:
@@ -293,6 +360,8 @@ T combine(T a, T b) {
 #endif
 
 #include "divide.glsl"
+
+T scale_acc(T x) { return pc.div != 0u ? divide_exact(x, pc.div, pc.scale) : x * pc.scale; }
 #endif
 
 #ifndef LOAD
@@ -322,12 +391,8 @@ void main() {
         if (K > 5u) acc = combine(acc, LOAD(s5.d[pc.src_off[5] + i]));
         if (K > 6u) acc = combine(acc, LOAD(s6.d[pc.src_off[6] + i]));
         if (K > 7u) acc = combine(acc, LOAD(s7.d[pc.src_off[7] + i]));
-#if defined(GOCOLL_16)
-#ifndef GOCOLL_OUT32
-        if (SCALE) acc = pc.div != 0u ? f32_div(acc, pc.div, pc.scale) : f32_mul(acc, floatBitsToUint(pc.scale));
-#endif
-#elif !defined(GOCOLL_INT)
-        if (SCALE) acc = pc.div != 0u ? divide(acc, pc.div, pc.scale) : acc * pc.scale;
+#if !defined(GOCOLL_INT) && !defined(GOCOLL_OUT32)
+        if (SCALE) acc = scale_acc(acc);
 #endif
 #ifdef STORE
         RES_T res = STORE(acc); // rounded once, stored to every destination

@@ -40,8 +40,10 @@ func setup() error {
 
 // kernelCode returns a kernel's MSL (kernels.MSL) as metal.m's kernel_create
 // takes it (cshim.MetalKernel), compiled by Metal at run time, once per
-// device (newLibraryWithSource).
-func kernelCode(info kernels.Info) ([]byte, string, error) {
+// device (newLibraryWithSource). MSL carries no float controls: Metal
+// reports no DenormPreserveFloat32, so its float32 reductions run the _ftz
+// kernels, exact whatever the GPU does with subnormals.
+func kernelCode(info kernels.Info, _ cshim.DeviceInfo) ([]byte, string, error) {
 	msl, err := kernels.MSL(info.Name)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", err, backend.ErrUnsupported)

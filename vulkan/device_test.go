@@ -454,6 +454,10 @@ func TestValidationCatches(t *testing.T) {
 	defer dev.Close()
 	info, _ := kernels.Lookup(kernels.ScaleF32)
 	spirv, _ := kernels.SPIRV(kernels.ScaleF32)
+	spirv, err = kernels.AdaptFloatControls(spirv, dev.Info().KernelFloatControls())
+	if err != nil {
+		t.Fatal(err)
+	}
 	k, err := dev.NewKernel(cshim.KernelDesc{SPIRV: spirv, PushBytes: info.PushConstantBytes, Bindings: info.Bindings,
 		Spec: []cshim.SpecConstant{{ID: kernels.SpecWorkGroupSize, Value: 64}}})
 	if err != nil {

@@ -24,8 +24,13 @@ var inst = shimdev.NewInstance(shimdev.API{
 	Name:  "vulkan",
 	Title: "Vulkan",
 	Info:  deviceInfo,
-	Code: func(info kernels.Info) ([]byte, string, error) {
+	Code: func(info kernels.Info, dev cshim.DeviceInfo) ([]byte, string, error) {
 		spirv, err := kernels.SPIRV(info.Name)
+		if err != nil {
+			return nil, "", err
+		}
+		// DenormPreserve only for the widths the device takes.
+		spirv, err = kernels.AdaptFloatControls(spirv, dev.KernelFloatControls())
 		return spirv, "", err
 	},
 	ValidationLog: true, // and the default SpinGPU
@@ -89,23 +94,26 @@ func ValidationMessages() []string { return inst.Messages() }
 // deviceInfo converts a physical device's description, applying opts.
 func deviceInfo(c cshim.DeviceInfo, opts backend.OpenOptions) backend.DeviceInfo {
 	in := backend.DeviceInfo{
-		Backend:          "vulkan",
-		Index:            c.Index,
-		Name:             c.Name,
-		VendorID:         c.VendorID,
-		DeviceID:         c.DeviceID,
-		Type:             c.Type.String(),
-		Driver:           strings.TrimSpace(c.DriverName + " " + c.DriverInfo),
-		APIVersion:       c.APIVersion.String(),
-		Float64:          c.ShaderFloat64 && !opts.DisableFloat64,
-		MaxBindingBytes:  shimdev.MaxBinding(c, opts),
-		MaxAllocBytes:    int64(c.MaxMemoryAllocationSize),
-		SubgroupSize:     int(c.SubgroupSize),
-		TimestampPeriod:  float64(c.TimestampPeriod),
-		HostImport:       c.ExternalMemoryHost,
-		Heaps:            c.Heaps,
-		UnifiedMemory:    c.Type == cshim.DeviceCPU || c.Type == cshim.DeviceIntegrated,
-		MaxWorkGroupSize: int(min(c.MaxComputeWorkGroupInvocations, c.MaxComputeWorkGroupSize[0])),
+		Backend:               "vulkan",
+		Index:                 c.Index,
+		Name:                  c.Name,
+		VendorID:              c.VendorID,
+		DeviceID:              c.DeviceID,
+		Type:                  c.Type.String(),
+		Driver:                strings.TrimSpace(c.DriverName + " " + c.DriverInfo),
+		APIVersion:            c.APIVersion.String(),
+		Float64:               c.ShaderFloat64 && !opts.DisableFloat64,
+		DenormPreserveFloat16: c.KernelFloatControls().Keeps(16),
+		DenormPreserveFloat32: c.KernelFloatControls().Keeps(32),
+		DenormPreserveFloat64: c.KernelFloatControls().Keeps(64),
+		MaxBindingBytes:       shimdev.MaxBinding(c, opts),
+		MaxAllocBytes:         int64(c.MaxMemoryAllocationSize),
+		SubgroupSize:          int(c.SubgroupSize),
+		TimestampPeriod:       float64(c.TimestampPeriod),
+		HostImport:            c.ExternalMemoryHost,
+		Heaps:                 c.Heaps,
+		UnifiedMemory:         c.Type == cshim.DeviceCPU || c.Type == cshim.DeviceIntegrated,
+		MaxWorkGroupSize:      int(min(c.MaxComputeWorkGroupInvocations, c.MaxComputeWorkGroupSize[0])),
 	}
 	if in.Driver == "" {
 		in.Driver = fmt.Sprintf("driver version %#x", c.DriverVersion)

@@ -8,7 +8,9 @@
 // (DeviceInfo.Kernels) are checked against references of their own: exact,
 // wrapping integer arithmetic, and for Half and BFloat16 a reduction in
 // float32 rounded once to the 16-bit type, bit for bit; the types it does
-// not take must be refused. It also checks memory (allocation, Write/Read,
+// not take must be refused. Subnormal inputs and results of float32,
+// float64, float16 and bfloat16 must come out as the host's bits too
+// (RunSubnormals): a device or kernel that flushes them to zero fails. It also checks memory (allocation, Write/Read,
 // Bytes, Copy between memory kinds), the split of kernels under a lowered MaxBindingBytes and the
 // counters that report it, fences (several submissions in flight, waits in
 // any order, cancellation), argument checking (errors that wrap
@@ -106,6 +108,7 @@ func RunOptions(t *testing.T, open OpenFunc, o Options) {
 		t.Run("f32", func(t *testing.T) { testMean[float32](t, s) })
 		t.Run("f64", func(t *testing.T) { testMean[float64](t, s) })
 	})
+	t.Run("Subnormals", s.testSubnormals)
 	t.Run("Alias", func(t *testing.T) {
 		t.Run("f32", func(t *testing.T) { testAlias[float32](t, s) })
 		t.Run("f64", func(t *testing.T) { testAlias[float64](t, s) })

@@ -19,8 +19,9 @@ import (
 // mean is normal but its ulp (and the kernels' remainders) subnormal, so
 // that a device flushing subnormals must still get them right, and sums a
 // multiply by the rounded 1/N gets more than 1 ulp wrong. Where a larger N
-// makes the exact mean subnormal, a device may flush it: it must be 0 or
-// within 1 ulp (the least subnormal). Lengths 1024 (whole 16-byte vectors:
+// makes the exact mean subnormal, it must be the correctly rounded
+// subnormal too, also on a device that flushes subnormals (a kernel that
+// flushes it to 0 fails). Lengths 1024 (whole 16-byte vectors:
 // the 16-byte kernels, where a backend has them) and 1023 (the scalar
 // kernels).
 func testMean[T float](t *testing.T, s *suite) {
@@ -97,9 +98,9 @@ func testMean[T float](t *testing.T, s *suite) {
 				m := &mismatches{t: t, what: fmt.Sprintf("%v %s by 1/%d", dt, o.what, o.N)}
 				s := sum[min(o.N, maxN)-1]
 				for i := range n {
-					if sub, ok := subnormalMean(float64(got[i]), s[i], exp[i], o.N, dt); sub {
-						if !ok {
-							m.add("element %d: got %v, neither 0 nor within 1 ulp of the exact subnormal mean %v", i, got[i], math.Ldexp(float64(s[i]), exp[i])/float64(o.N))
+					if sub, want := subnormalMean(s[i], exp[i], o.N, dt); sub {
+						if float64(got[i]) != want || math.Signbit(float64(got[i])) != math.Signbit(want) {
+							m.add("element %d: got %v, the exact subnormal mean %v rounds to %v", i, got[i], math.Ldexp(float64(s[i]), exp[i])/float64(o.N), want)
 						}
 						continue
 					}
@@ -180,9 +181,10 @@ func MeanValues[T float](in MeanInputs, j int) []T {
 }
 
 // subnormalMean reports whether the exact mean m*2^e/n is nonzero and below
-// the least normal value of dt, and if so whether got is 0 (flushed) or
-// within one ulp, the least subnormal, of it.
-func subnormalMean(got float64, m int64, e, n int, dt backend.DType) (sub, ok bool) {
+// the least normal value of dt, and if so returns it rounded to nearest
+// even in units of the least subnormal (a subnormal, or the least normal
+// where it rounds up to it): the host's quotient.
+func subnormalMean(m int64, e, n int, dt backend.DType) (sub bool, want float64) {
 	prec, minNormalExp := 24, -126
 	if dt == backend.F64 {
 		prec, minNormalExp = 53, -1022
@@ -191,16 +193,21 @@ func subnormalMean(got float64, m int64, e, n int, dt backend.DType) (sub, ok bo
 	exact.Mul(exact, pow2(e))
 	abs := new(big.Rat).Abs(exact)
 	if exact.Sign() == 0 || abs.Cmp(pow2(minNormalExp)) >= 0 {
-		return false, false
+		return false, 0
 	}
-	if got == 0 {
-		return true, true
+	// |exact| / least subnormal = num/den, rounded to nearest even.
+	least := minNormalExp - prec + 1
+	units := new(big.Rat).Mul(abs, pow2(-least))
+	q, r := new(big.Int).QuoRem(units.Num(), units.Denom(), new(big.Int))
+	switch c := new(big.Int).Lsh(r, 1).Cmp(units.Denom()); {
+	case c > 0, c == 0 && q.Bit(0) == 1:
+		q.Add(q, big.NewInt(1))
 	}
-	if math.IsNaN(got) || math.IsInf(got, 0) {
-		return true, false
+	want = math.Ldexp(float64(q.Int64()), least)
+	if exact.Sign() < 0 {
+		want = -want
 	}
-	diff := new(big.Rat).Sub(new(big.Rat).SetFloat64(got), exact)
-	return true, diff.Abs(diff).Cmp(pow2(minNormalExp-prec+1)) <= 0
+	return true, want
 }
 
 // pow2 returns 2^e.

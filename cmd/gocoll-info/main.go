@@ -184,6 +184,15 @@ func writeDevice(w io.Writer, d backend.DeviceInfo) {
 		f64 += " (f64 is reduced exactly on the host path)"
 	}
 	row("float64", "%s", f64)
+	if d.Backend != "host" {
+		// Subnormals in kernels: shaderDenormPreserveFloat16/32/64.
+		f32 := "float32 kernels use the hardware's arithmetic"
+		if !d.DenormPreserveFloat32 {
+			f32 = "float32 kernels compute on the bits"
+		}
+		row("denorm preserve", "f16 %s, f32 %s, f64 %s (%s)", yesNo(d.DenormPreserveFloat16), yesNo(d.DenormPreserveFloat32),
+			yesNo(d.DenormPreserveFloat64), f32)
+	}
 	row("max binding", "%s", bytesString(d.MaxBindingBytes))
 	row("max allocation", "%s", bytesString(d.MaxAllocBytes))
 	row("subgroup size", "%d", d.SubgroupSize)

@@ -60,7 +60,11 @@ const (
 // kindSpec says what a kernel kind is.
 type kindSpec struct {
 	name string
-	dt   backend.DType
+	// ftz is the kernel of a float32 kind on a device that does not keep
+	// float32 subnormals (no DenormPreserveFloat32): the same interface, exact
+	// on the bits (kernels/float32.glsl).
+	ftz string
+	dt  backend.DType
 	// scale is the size of the scale push constant: 4 (float), 8
 	// (double), or 0 for a kind that is never scaled (the integers, and
 	// the 16-bit kinds that write partial results).
@@ -73,13 +77,13 @@ type kindSpec struct {
 }
 
 var kinds = [numKinds]kindSpec{
-	kindReduceF32:           {name: kernels.ReduceF32, dt: backend.F32, scale: 4, vec: kindReduce4F32},
+	kindReduceF32:           {name: kernels.ReduceF32, ftz: kernels.ReduceF32FTZ, dt: backend.F32, scale: 4, vec: kindReduce4F32},
 	kindReduceF64:           {name: kernels.ReduceF64, dt: backend.F64, scale: 8, vec: kindReduce4F64},
-	kindScaleF32:            {name: kernels.ScaleF32, dt: backend.F32, scale: 4, isScale: true, vec: kindScale4F32},
+	kindScaleF32:            {name: kernels.ScaleF32, ftz: kernels.ScaleF32FTZ, dt: backend.F32, scale: 4, isScale: true, vec: kindScale4F32},
 	kindScaleF64:            {name: kernels.ScaleF64, dt: backend.F64, scale: 8, isScale: true, vec: kindScale4F64},
-	kindReduce4F32:          {name: kernels.Reduce4F32, dt: backend.F32, scale: 4, vec: -1},
+	kindReduce4F32:          {name: kernels.Reduce4F32, ftz: kernels.Reduce4F32FTZ, dt: backend.F32, scale: 4, vec: -1},
 	kindReduce4F64:          {name: kernels.Reduce4F64, dt: backend.F64, scale: 8, vec: -1},
-	kindScale4F32:           {name: kernels.Scale4F32, dt: backend.F32, scale: 4, isScale: true, vec: -1},
+	kindScale4F32:           {name: kernels.Scale4F32, ftz: kernels.Scale4F32FTZ, dt: backend.F32, scale: 4, isScale: true, vec: -1},
 	kindScale4F64:           {name: kernels.Scale4F64, dt: backend.F64, scale: 8, isScale: true, vec: -1},
 	kindReduceI32:           {name: kernels.ReduceI32, dt: backend.I32, vec: kindReduce4I32},
 	kindReduceU32:           {name: kernels.ReduceU32, dt: backend.U32, vec: kindReduce4U32},
@@ -147,6 +151,10 @@ type Device struct {
 	stream   Stream
 	fences   [fenceRing]Fence
 	done     atomic.Uint64 // every ticket <= done is known complete
+
+	// ftz means the float32 kinds run their ftz kernels (the device does
+	// not keep float32 subnormals; or a test said so, Float32Kernels).
+	ftz bool
 
 	// Dispatch geometry, fixed at Open.
 	align     int64  // minStorageBufferOffsetAlignment
@@ -231,17 +239,33 @@ func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 	for i := range d.fences {
 		d.fences[i].d = d
 	}
-	for k := range kinds {
-		if d.kinfo[k], err = kernels.Lookup(kinds[k].name); err != nil {
-			cd.Close()
-			return nil, d.errorf("%w", err)
-		}
+	if err := d.lookKernels(!d.info.DenormPreserveFloat32); err != nil {
+		cd.Close()
+		return nil, err
 	}
 	d.syncObjects()
 	if d.validation {
 		d.msgSeen.Store(in.impl.MessageCount())
 	}
 	return d, nil
+}
+
+// lookKernels fills kinfo with each kind's kernel: with ftz, the ftz
+// kernels of the float32 kinds (and, when the multi-destination kernels are
+// looked up, theirs).
+func (d *Device) lookKernels(ftz bool) error {
+	d.ftz = ftz
+	for k := range kinds {
+		name := kinds[k].name
+		if ftz && kinds[k].ftz != "" {
+			name = kinds[k].ftz
+		}
+		var err error
+		if d.kinfo[k], err = kernels.Lookup(name); err != nil {
+			return d.errorf("%w", err)
+		}
+	}
+	return nil
 }
 
 // kernelTypes is DeviceInfo.Kernels: the element types the reduce and scale

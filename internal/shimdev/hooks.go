@@ -111,3 +111,39 @@ func (d *Device) DropKernels(set backend.DTypeSet) {
 		d.info.Float64Reason = "dropped by a test (DropKernels)"
 	}
 }
+
+// Float32Kernels makes the float32 reductions and scales run the kernels
+// that use the device's float32 arithmetic (hardware true: reduce_f32 and
+// the others, declaring DenormPreserve only where the device takes it) or
+// the ftz kernels, exact on the bits (false), whatever the device reports
+// (test hook; call it before the device is used).
+func (d *Device) Float32Kernels(hardware bool) error {
+	for kind := range numKinds {
+		if kinds[kind].ftz != "" {
+			d.pipes[kind] = [backend.NumOps][kernels.MaxSources + 1][2]*cshim.Kernel{}
+		}
+	}
+	for mk := range numMultiKinds {
+		if multiKinds[mk].ftz != "" {
+			d.multi.pipes[mk] = [backend.NumOps][kernels.MaxSources][kernels.MaxDestinations][2]*cshim.Kernel{}
+		}
+	}
+	d.multi.looked = false
+	return d.lookKernels(!hardware)
+}
+
+// FTZKernels reports whether the float32 reductions and scales run the ftz
+// kernels (test hook).
+func (d *Device) FTZKernels() bool { return d.ftz }
+
+// DropFloatControls makes every kernel the device creates from now on
+// declare no DenormPreserve, as on a device without float controls, while
+// Info() still reports what the device has (test hook; call it before the
+// device is used, then Float32Kernels to pick the float32 kernels).
+func (d *Device) DropFloatControls() {
+	d.raw.FloatControls = false
+	d.raw.DenormPreserveFloat16, d.raw.DenormPreserveFloat32, d.raw.DenormPreserveFloat64 = false, false, false
+	d.code = nil
+	d.pipes = [numKinds][backend.NumOps][kernels.MaxSources + 1][2]*cshim.Kernel{}
+	d.multi.pipes = [numMultiKinds][backend.NumOps][kernels.MaxSources][kernels.MaxDestinations][2]*cshim.Kernel{}
+}

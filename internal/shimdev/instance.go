@@ -28,11 +28,11 @@ type API struct {
 	Title string
 	// Info converts a physical device's description, applying opts.
 	Info func(c cshim.DeviceInfo, opts backend.OpenOptions) backend.DeviceInfo
-	// Code returns a kernel's code for cshim.KernelDesc and its entry point
-	// ("" for the implementation's default): SPIR-V for Vulkan, MSL for
-	// Metal. It returns an error wrapping backend.ErrUnsupported for a kernel
-	// the API has no code for.
-	Code func(info kernels.Info) (code []byte, entry string, err error)
+	// Code returns a kernel's code for cshim.KernelDesc on the physical
+	// device dev and its entry point ("" for the implementation's default):
+	// SPIR-V for Vulkan, MSL for Metal. It returns an error wrapping
+	// backend.ErrUnsupported for a kernel the API has no code for.
+	Code func(info kernels.Info, dev cshim.DeviceInfo) (code []byte, entry string, err error)
 	// ValidationLog means the implementation's messages (message_count,
 	// take_message) are validation-layer reports: with the layer on, a call
 	// that sees a new one fails with backend.ErrValidation.

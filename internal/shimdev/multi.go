@@ -37,29 +37,30 @@ const (
 // type, and the 16-byte kind of a scalar one (-1: none).
 type multiSpec struct {
 	name string
+	ftz  string // as kindSpec.ftz
 	dt   backend.DType
 	vec  int
 }
 
 var multiKinds = [numMultiKinds]multiSpec{
-	multiF32:      {kernels.ReduceMF32, backend.F32, multi4F32},
-	multiF64:      {kernels.ReduceMF64, backend.F64, multi4F64},
-	multiI32:      {kernels.ReduceMI32, backend.I32, multi4I32},
-	multiU32:      {kernels.ReduceMU32, backend.U32, multi4U32},
-	multiI64:      {kernels.ReduceMI64, backend.I64, multi4I64},
-	multiU64:      {kernels.ReduceMU64, backend.U64, multi4U64},
-	multiI8:       {kernels.ReduceMI8, backend.I8, -1},
-	multiU8:       {kernels.ReduceMU8, backend.U8, -1},
-	multiF16:      {kernels.ReduceMF16, backend.Half, -1},
-	multiF16In32:  {kernels.ReduceMF16In32, backend.Half, -1},
-	multiBF16:     {kernels.ReduceMBF16, backend.BFloat16, -1},
-	multiBF16In32: {kernels.ReduceMBF16In32, backend.BFloat16, -1},
-	multi4F32:     {kernels.ReduceM4F32, backend.F32, -1},
-	multi4F64:     {kernels.ReduceM4F64, backend.F64, -1},
-	multi4I32:     {kernels.ReduceM4I32, backend.I32, -1},
-	multi4U32:     {kernels.ReduceM4U32, backend.U32, -1},
-	multi4I64:     {kernels.ReduceM4I64, backend.I64, -1},
-	multi4U64:     {kernels.ReduceM4U64, backend.U64, -1},
+	multiF32:      {name: kernels.ReduceMF32, ftz: kernels.ReduceMF32FTZ, dt: backend.F32, vec: multi4F32},
+	multiF64:      {name: kernels.ReduceMF64, dt: backend.F64, vec: multi4F64},
+	multiI32:      {name: kernels.ReduceMI32, dt: backend.I32, vec: multi4I32},
+	multiU32:      {name: kernels.ReduceMU32, dt: backend.U32, vec: multi4U32},
+	multiI64:      {name: kernels.ReduceMI64, dt: backend.I64, vec: multi4I64},
+	multiU64:      {name: kernels.ReduceMU64, dt: backend.U64, vec: multi4U64},
+	multiI8:       {name: kernels.ReduceMI8, dt: backend.I8, vec: -1},
+	multiU8:       {name: kernels.ReduceMU8, dt: backend.U8, vec: -1},
+	multiF16:      {name: kernels.ReduceMF16, dt: backend.Half, vec: -1},
+	multiF16In32:  {name: kernels.ReduceMF16In32, dt: backend.Half, vec: -1},
+	multiBF16:     {name: kernels.ReduceMBF16, dt: backend.BFloat16, vec: -1},
+	multiBF16In32: {name: kernels.ReduceMBF16In32, dt: backend.BFloat16, vec: -1},
+	multi4F32:     {name: kernels.ReduceM4F32, ftz: kernels.ReduceM4F32FTZ, dt: backend.F32, vec: -1},
+	multi4F64:     {name: kernels.ReduceM4F64, dt: backend.F64, vec: -1},
+	multi4I32:     {name: kernels.ReduceM4I32, dt: backend.I32, vec: -1},
+	multi4U32:     {name: kernels.ReduceM4U32, dt: backend.U32, vec: -1},
+	multi4I64:     {name: kernels.ReduceM4I64, dt: backend.I64, vec: -1},
+	multi4U64:     {name: kernels.ReduceM4U64, dt: backend.U64, vec: -1},
 }
 
 // multiKind returns the scalar multi-destination kind of a scalar reduce
@@ -376,7 +377,11 @@ func (d *Device) multiPipeline(mk int, op backend.Op, k, m int, scale bool) (*cs
 	}
 	if !ms.looked {
 		for i, m := range multiKinds {
-			info, err := kernels.Lookup(m.name)
+			name := m.name
+			if d.ftz && m.ftz != "" {
+				name = m.ftz
+			}
+			info, err := kernels.Lookup(name)
 			if err != nil {
 				return nil, d.errorf("%w", err)
 			}

@@ -515,7 +515,7 @@ func (d *Device) specialized(info *kernels.Info, values map[int]uint32) (*cshim.
 func (d *Device) newKernel(info *kernels.Info, spec []cshim.SpecConstant) (*cshim.Kernel, error) {
 	c, ok := d.code[info.Name]
 	if !ok {
-		code, entry, err := d.in.api.Code(*info)
+		code, entry, err := d.in.api.Code(*info, d.raw)
 		if err != nil {
 			return nil, err
 		}

@@ -81,12 +81,9 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _893 = (OP == 0u);
-constant bool _902 = (OP == 1u);
-constant bool _911 = (OP == 2u);
-constant uint _934_tmp [[function_constant(0)]];
-constant uint _934 = is_function_constant_defined(_934_tmp) ? _934_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_934, 1u, 1u);
+constant bool _935 = (OP == 0u);
+constant bool _944 = (OP == 1u);
+constant bool _953 = (OP == 2u);
 
 struct Params
 {
@@ -98,9 +95,12 @@ struct Params
     uint div;
 };
 
+constant uint _1022_tmp [[function_constant(0)]];
+constant uint _1022 = is_function_constant_defined(_1022_tmp) ? _1022_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1022, 1u, 1u);
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _958 = (K == 0u);
+constant bool _1040 = (K == 0u);
 
 struct Dst
 {
@@ -112,49 +112,49 @@ struct Src0
     ushort d[1];
 };
 
-constant bool _994 = (K > 1u);
+constant bool _1076 = (K > 1u);
 
 struct Src1
 {
     ushort d[1];
 };
 
-constant bool _1014 = (K > 2u);
+constant bool _1096 = (K > 2u);
 
 struct Src2
 {
     ushort d[1];
 };
 
-constant bool _1035 = (K > 3u);
+constant bool _1117 = (K > 3u);
 
 struct Src3
 {
     ushort d[1];
 };
 
-constant bool _1055 = (K > 4u);
+constant bool _1137 = (K > 4u);
 
 struct Src4
 {
     ushort d[1];
 };
 
-constant bool _1077 = (K > 5u);
+constant bool _1158 = (K > 5u);
 
 struct Src5
 {
     ushort d[1];
 };
 
-constant bool _1099 = (K > 6u);
+constant bool _1180 = (K > 6u);
 
 struct Src6
 {
     ushort d[1];
 };
 
-constant bool _1120 = (K > 7u);
+constant bool _1201 = (K > 7u);
 
 struct Src7
 {
@@ -185,17 +185,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _174 = ab == 2139095040u;
-        bool _184;
-        if (_174)
+        bool _297 = ab == 2139095040u;
+        bool _305;
+        if (_297)
         {
-            _184 = ((a ^ b) & 2147483648u) != 0u;
+            _305 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _184 = _174;
+            _305 = _297;
         }
-        return _184 ? 4290772992u : a;
+        return _305 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -203,16 +203,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _201;
+        uint _322;
         if (aa == 0u)
         {
-            _201 = a & b;
+            _322 = a & b;
         }
         else
         {
-            _201 = a;
+            _322 = a;
         }
-        return _201;
+        return _322;
     }
     if (aa == 0u)
     {
@@ -285,27 +285,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _348 = rem > 4u;
-    bool _360;
-    if (!_348)
+    bool _463 = rem > 4u;
+    bool _475;
+    if (!_463)
     {
-        bool _353 = rem == 4u;
-        bool _359;
-        if (_353)
+        bool _468 = rem == 4u;
+        bool _474;
+        if (_468)
         {
-            _359 = (m & 1u) != 0u;
+            _474 = (m & 1u) != 0u;
         }
         else
         {
-            _359 = _353;
+            _474 = _468;
         }
-        _360 = _359;
+        _475 = _474;
     }
     else
     {
-        _360 = _348;
+        _475 = _463;
     }
-    if (_360)
+    if (_475)
     {
         m++;
     }
@@ -317,17 +317,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _389 = (ea - 25u) <= 228u;
-    bool _395;
-    if (_389)
+    bool _504 = (ea - 25u) <= 228u;
+    bool _510;
+    if (_504)
     {
-        _395 = (eb - 25u) <= 228u;
+        _510 = (eb - 25u) <= 228u;
     }
     else
     {
-        _395 = _389;
+        _510 = _504;
     }
-    if (_395)
+    if (_510)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -335,8 +335,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _417 = f32_add_soft(param, param_1);
-    return _417;
+    uint _532 = f32_add_soft(param, param_1);
+    return _532;
 }
 
 static inline __attribute__((always_inline))
@@ -355,29 +355,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _451;
+        uint _566;
         if (ab == 0u)
         {
-            _451 = 4290772992u;
+            _566 = 4290772992u;
         }
         else
         {
-            _451 = _sign | 2139095040u;
+            _566 = _sign | 2139095040u;
         }
-        return _451;
+        return _566;
     }
     if (ab == 2139095040u)
     {
-        uint _465;
+        uint _580;
         if (aa == 0u)
         {
-            _465 = 4290772992u;
+            _580 = 4290772992u;
         }
         else
         {
-            _465 = _sign | 2139095040u;
+            _580 = _sign | 2139095040u;
         }
-        return _465;
+        return _580;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -407,11 +407,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _535;
-    _535._m0 = ma * mb;
-    _535._m1 = mulhi(ma, mb);
-    uint lo = _535._m0;
-    uint hi = _535._m1;
+    ResType _650;
+    _650._m0 = ma * mb;
+    _650._m1 = mulhi(ma, mb);
+    uint lo = _650._m0;
+    uint hi = _650._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -430,41 +430,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _597;
+        uint _712;
         if (sh >= 32u)
         {
-            _597 = 1u;
+            _712 = 1u;
         }
         else
         {
-            _597 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _712 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _597;
+        m = _712;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _621 = rem > 128u;
-    bool _633;
-    if (!_621)
+    bool _736 = rem > 128u;
+    bool _748;
+    if (!_736)
     {
-        bool _626 = rem == 128u;
-        bool _632;
-        if (_626)
+        bool _741 = rem == 128u;
+        bool _747;
+        if (_741)
         {
-            _632 = (m & 1u) != 0u;
+            _747 = (m & 1u) != 0u;
         }
         else
         {
-            _632 = _626;
+            _747 = _741;
         }
-        _633 = _632;
+        _748 = _747;
     }
     else
     {
-        _633 = _621;
+        _748 = _736;
     }
-    if (_633)
+    if (_748)
     {
         m++;
     }
@@ -476,26 +476,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _660 = (ea - 1u) < 254u;
-    bool _666;
-    if (_660)
+    bool _775 = (ea - 1u) < 254u;
+    bool _781;
+    if (_775)
     {
-        _666 = (eb - 1u) < 254u;
+        _781 = (eb - 1u) < 254u;
     }
     else
     {
-        _666 = _660;
+        _781 = _775;
     }
-    bool _675;
-    if (_666)
+    bool _790;
+    if (_781)
     {
-        _675 = ((ea + eb) - 128u) <= 251u;
+        _790 = ((ea + eb) - 128u) <= 251u;
     }
     else
     {
-        _675 = _666;
+        _790 = _781;
     }
-    if (_675)
+    if (_790)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -508,16 +508,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _697;
+    uint _812;
     if ((x & 2147483648u) != 0u)
     {
-        _697 = ~x;
+        _812 = ~x;
     }
     else
     {
-        _697 = x | 2147483648u;
+        _812 = x | 2147483648u;
     }
-    return _697;
+    return _812;
 }
 
 static inline __attribute__((always_inline))
@@ -553,21 +553,21 @@ uint f32_min(thread const uint& a, thread const uint& b)
 }
 
 static inline __attribute__((always_inline))
-uint combine(thread const uint& a, thread const uint& b)
+uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_893)
+    if (_935)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_902)
+    if (_944)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_911)
+    if (_953)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -576,6 +576,82 @@ uint combine(thread const uint& a, thread const uint& b)
     uint param_6 = a;
     uint param_7 = b;
     return f32_min(param_6, param_7);
+}
+
+static inline __attribute__((always_inline))
+uint combine(thread const uint& a, thread const uint& b)
+{
+    uint param = a;
+    uint param_1 = b;
+    return combine1(param, param_1);
+}
+
+static inline __attribute__((always_inline))
+bool div_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    bool _258 = ax != 0u;
+    bool _267;
+    if (_258)
+    {
+        _267 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+    }
+    else
+    {
+        _267 = _258;
+    }
+    return _267;
+}
+
+static inline __attribute__((always_inline))
+uint divide_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    uint e = ax >> uint(23);
+    uint m = ax & 8388607u;
+    uint s = 0u;
+    if (e != 0u)
+    {
+        m |= 8388608u;
+        s = e - 1u;
+    }
+    uint q = m / div;
+    uint rem = m % div;
+    for (uint i = 0u; i < s; i++)
+    {
+        rem = rem << uint(1);
+        q = q << uint(1);
+        if (rem >= div)
+        {
+            rem -= div;
+            q |= 1u;
+        }
+    }
+    bool _228 = (2u * rem) > div;
+    bool _242;
+    if (!_228)
+    {
+        bool _235 = (2u * rem) == div;
+        bool _241;
+        if (_235)
+        {
+            _241 = (q & 1u) != 0u;
+        }
+        else
+        {
+            _241 = _235;
+        }
+        _242 = _241;
+    }
+    else
+    {
+        _242 = _228;
+    }
+    if (_242)
+    {
+        q++;
+    }
+    return (x & 2147483648u) | q;
 }
 
 static inline __attribute__((always_inline))
@@ -612,59 +688,45 @@ uint f32_div(thread const uint& x, thread const uint& div, thread const float& r
     {
         return x;
     }
-    float n = float(div);
-    if (ax >= as_type<uint>(n * 1.1754943508222875079687365372222e-38))
+    uint param = x;
+    uint param_1 = div;
+    if (div_small_f32(param, param_1))
     {
-        float param = as_type<float>(x);
-        uint param_1 = div;
-        float param_2 = r;
-        return as_type<uint>(divide(param, param_1, param_2));
+        uint param_2 = x;
+        uint param_3 = div;
+        return divide_small_f32(param_2, param_3);
     }
-    uint e = ax >> uint(23);
-    uint m = ax & 8388607u;
-    uint s = 0u;
-    if (e != 0u)
+    float param_4 = as_type<float>(x);
+    uint param_5 = div;
+    float param_6 = r;
+    return as_type<uint>(divide(param_4, param_5, param_6));
+}
+
+static inline __attribute__((always_inline))
+uint scale1(thread const uint& x, constant Params& pc)
+{
+    uint _979;
+    if (pc.div != 0u)
     {
-        m |= 8388608u;
-        s = e - 1u;
-    }
-    uint q = m / div;
-    uint rem = m % div;
-    for (uint i = 0u; i < s; i++)
-    {
-        rem = rem << uint(1);
-        q = q << uint(1);
-        if (rem >= div)
-        {
-            rem -= div;
-            q |= 1u;
-        }
-    }
-    bool _844 = (2u * rem) > div;
-    bool _858;
-    if (!_844)
-    {
-        bool _851 = (2u * rem) == div;
-        bool _857;
-        if (_851)
-        {
-            _857 = (q & 1u) != 0u;
-        }
-        else
-        {
-            _857 = _851;
-        }
-        _858 = _857;
+        uint param = x;
+        uint param_1 = pc.div;
+        float param_2 = pc.scale;
+        _979 = f32_div(param, param_1, param_2);
     }
     else
     {
-        _858 = _844;
+        uint param_3 = x;
+        uint param_4 = as_type<uint>(pc.scale);
+        _979 = f32_mul(param_3, param_4);
     }
-    if (_858)
-    {
-        q++;
-    }
-    return (x & 2147483648u) | q;
+    return _979;
+}
+
+static inline __attribute__((always_inline))
+uint scale_acc(thread const uint& x, constant Params& pc)
+{
+    uint param = x;
+    return scale1(param, pc);
 }
 
 static inline __attribute__((always_inline))
@@ -679,60 +741,59 @@ uint f32_to_bf16(thread const uint& b)
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _937 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    uint _1147;
-    for (uint stride = _937, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _1025 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _1025, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
-        if (_958)
+        if (_1040)
         {
             dst.d[pc.dst_off + i] = s0.d[pc.src_off[0] + i];
             continue;
         }
         uint param = uint(s0.d[pc.src_off[0] + i]);
         uint acc = bf16_to_f32(param);
-        if (_994)
+        if (_1076)
         {
             uint param_1 = uint(s1.d[pc.src_off[1] + i]);
             uint param_2 = acc;
             uint param_3 = bf16_to_f32(param_1);
             acc = combine(param_2, param_3);
         }
-        if (_1014)
+        if (_1096)
         {
             uint param_4 = uint(s2.d[pc.src_off[2] + i]);
             uint param_5 = acc;
             uint param_6 = bf16_to_f32(param_4);
             acc = combine(param_5, param_6);
         }
-        if (_1035)
+        if (_1117)
         {
             uint param_7 = uint(s3.d[pc.src_off[3] + i]);
             uint param_8 = acc;
             uint param_9 = bf16_to_f32(param_7);
             acc = combine(param_8, param_9);
         }
-        if (_1055)
+        if (_1137)
         {
             uint param_10 = uint(s4.d[pc.src_off[4] + i]);
             uint param_11 = acc;
             uint param_12 = bf16_to_f32(param_10);
             acc = combine(param_11, param_12);
         }
-        if (_1077)
+        if (_1158)
         {
             uint param_13 = uint(s5.d[pc.src_off[5] + i]);
             uint param_14 = acc;
             uint param_15 = bf16_to_f32(param_13);
             acc = combine(param_14, param_15);
         }
-        if (_1099)
+        if (_1180)
         {
             uint param_16 = uint(s6.d[pc.src_off[6] + i]);
             uint param_17 = acc;
             uint param_18 = bf16_to_f32(param_16);
             acc = combine(param_17, param_18);
         }
-        if (_1120)
+        if (_1201)
         {
             uint param_19 = uint(s7.d[pc.src_off[7] + i]);
             uint param_20 = acc;
@@ -741,23 +802,11 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)
         }
         if (SCALE)
         {
-            if (pc.div != 0u)
-            {
-                uint param_22 = acc;
-                uint param_23 = pc.div;
-                float param_24 = pc.scale;
-                _1147 = f32_div(param_22, param_23, param_24);
-            }
-            else
-            {
-                uint param_25 = acc;
-                uint param_26 = as_type<uint>(pc.scale);
-                _1147 = f32_mul(param_25, param_26);
-            }
-            acc = _1147;
+            uint param_22 = acc;
+            acc = scale_acc(param_22, pc);
         }
-        uint param_27 = acc;
-        uint res = f32_to_bf16(param_27);
+        uint param_23 = acc;
+        uint res = f32_to_bf16(param_23);
         dst.d[pc.dst_off + i] = ushort(res);
     }
 }

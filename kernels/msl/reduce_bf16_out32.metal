@@ -75,12 +75,12 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _666 = (OP == 0u);
-constant bool _675 = (OP == 1u);
-constant bool _685 = (OP == 2u);
-constant uint _708_tmp [[function_constant(0)]];
-constant uint _708 = is_function_constant_defined(_708_tmp) ? _708_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_708, 1u, 1u);
+constant bool _670 = (OP == 0u);
+constant bool _679 = (OP == 1u);
+constant bool _689 = (OP == 2u);
+constant uint _719_tmp [[function_constant(0)]];
+constant uint _719 = is_function_constant_defined(_719_tmp) ? _719_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_719, 1u, 1u);
 
 struct Params
 {
@@ -99,49 +99,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _749 = (K > 1u);
+constant bool _760 = (K > 1u);
 
 struct Src1
 {
     ushort d[1];
 };
 
-constant bool _769 = (K > 2u);
+constant bool _780 = (K > 2u);
 
 struct Src2
 {
     ushort d[1];
 };
 
-constant bool _790 = (K > 3u);
+constant bool _801 = (K > 3u);
 
 struct Src3
 {
     ushort d[1];
 };
 
-constant bool _810 = (K > 4u);
+constant bool _821 = (K > 4u);
 
 struct Src4
 {
     ushort d[1];
 };
 
-constant bool _832 = (K > 5u);
+constant bool _843 = (K > 5u);
 
 struct Src5
 {
     ushort d[1];
 };
 
-constant bool _854 = (K > 6u);
+constant bool _865 = (K > 6u);
 
 struct Src6
 {
     ushort d[1];
 };
 
-constant bool _875 = (K > 7u);
+constant bool _886 = (K > 7u);
 
 struct Src7
 {
@@ -177,17 +177,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _73 = ab == 2139095040u;
-        bool _83;
-        if (_73)
+        bool _77 = ab == 2139095040u;
+        bool _87;
+        if (_77)
         {
-            _83 = ((a ^ b) & 2147483648u) != 0u;
+            _87 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _83 = _73;
+            _87 = _77;
         }
-        return _83 ? 4290772992u : a;
+        return _87 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -195,16 +195,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _100;
+        uint _104;
         if (aa == 0u)
         {
-            _100 = a & b;
+            _104 = a & b;
         }
         else
         {
-            _100 = a;
+            _104 = a;
         }
-        return _100;
+        return _104;
     }
     if (aa == 0u)
     {
@@ -277,27 +277,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _247 = rem > 4u;
-    bool _259;
-    if (!_247)
+    bool _251 = rem > 4u;
+    bool _263;
+    if (!_251)
     {
-        bool _252 = rem == 4u;
-        bool _258;
-        if (_252)
+        bool _256 = rem == 4u;
+        bool _262;
+        if (_256)
         {
-            _258 = (m & 1u) != 0u;
+            _262 = (m & 1u) != 0u;
         }
         else
         {
-            _258 = _252;
+            _262 = _256;
         }
-        _259 = _258;
+        _263 = _262;
     }
     else
     {
-        _259 = _247;
+        _263 = _251;
     }
-    if (_259)
+    if (_263)
     {
         m++;
     }
@@ -309,17 +309,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _288 = (ea - 25u) <= 228u;
-    bool _294;
-    if (_288)
+    bool _292 = (ea - 25u) <= 228u;
+    bool _298;
+    if (_292)
     {
-        _294 = (eb - 25u) <= 228u;
+        _298 = (eb - 25u) <= 228u;
     }
     else
     {
-        _294 = _288;
+        _298 = _292;
     }
-    if (_294)
+    if (_298)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -327,8 +327,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _318 = f32_add_soft(param, param_1);
-    return _318;
+    uint _322 = f32_add_soft(param, param_1);
+    return _322;
 }
 
 static inline __attribute__((always_inline))
@@ -347,29 +347,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _352;
+        uint _356;
         if (ab == 0u)
         {
-            _352 = 4290772992u;
+            _356 = 4290772992u;
         }
         else
         {
-            _352 = _sign | 2139095040u;
+            _356 = _sign | 2139095040u;
         }
-        return _352;
+        return _356;
     }
     if (ab == 2139095040u)
     {
-        uint _366;
+        uint _370;
         if (aa == 0u)
         {
-            _366 = 4290772992u;
+            _370 = 4290772992u;
         }
         else
         {
-            _366 = _sign | 2139095040u;
+            _370 = _sign | 2139095040u;
         }
-        return _366;
+        return _370;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -399,11 +399,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _436;
-    _436._m0 = ma * mb;
-    _436._m1 = mulhi(ma, mb);
-    uint lo = _436._m0;
-    uint hi = _436._m1;
+    ResType _440;
+    _440._m0 = ma * mb;
+    _440._m1 = mulhi(ma, mb);
+    uint lo = _440._m0;
+    uint hi = _440._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -422,41 +422,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _498;
+        uint _502;
         if (sh >= 32u)
         {
-            _498 = 1u;
+            _502 = 1u;
         }
         else
         {
-            _498 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _502 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _498;
+        m = _502;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _522 = rem > 128u;
-    bool _534;
-    if (!_522)
+    bool _526 = rem > 128u;
+    bool _538;
+    if (!_526)
     {
-        bool _527 = rem == 128u;
-        bool _533;
-        if (_527)
+        bool _531 = rem == 128u;
+        bool _537;
+        if (_531)
         {
-            _533 = (m & 1u) != 0u;
+            _537 = (m & 1u) != 0u;
         }
         else
         {
-            _533 = _527;
+            _537 = _531;
         }
-        _534 = _533;
+        _538 = _537;
     }
     else
     {
-        _534 = _522;
+        _538 = _526;
     }
-    if (_534)
+    if (_538)
     {
         m++;
     }
@@ -468,26 +468,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _561 = (ea - 1u) < 254u;
-    bool _567;
-    if (_561)
+    bool _565 = (ea - 1u) < 254u;
+    bool _571;
+    if (_565)
     {
-        _567 = (eb - 1u) < 254u;
+        _571 = (eb - 1u) < 254u;
     }
     else
     {
-        _567 = _561;
+        _571 = _565;
     }
-    bool _576;
-    if (_567)
+    bool _580;
+    if (_571)
     {
-        _576 = ((ea + eb) - 128u) <= 251u;
+        _580 = ((ea + eb) - 128u) <= 251u;
     }
     else
     {
-        _576 = _567;
+        _580 = _571;
     }
-    if (_576)
+    if (_580)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -500,16 +500,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _598;
+    uint _602;
     if ((x & 2147483648u) != 0u)
     {
-        _598 = ~x;
+        _602 = ~x;
     }
     else
     {
-        _598 = x | 2147483648u;
+        _602 = x | 2147483648u;
     }
-    return _598;
+    return _602;
 }
 
 static inline __attribute__((always_inline))
@@ -545,21 +545,21 @@ uint f32_min(thread const uint& a, thread const uint& b)
 }
 
 static inline __attribute__((always_inline))
-uint combine(thread const uint& a, thread const uint& b)
+uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_666)
+    if (_670)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_675)
+    if (_679)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_685)
+    if (_689)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -570,56 +570,64 @@ uint combine(thread const uint& a, thread const uint& b)
     return f32_min(param_6, param_7);
 }
 
+static inline __attribute__((always_inline))
+uint combine(thread const uint& a, thread const uint& b)
+{
+    uint param = a;
+    uint param_1 = b;
+    return combine1(param, param_1);
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _711 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _711, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _722 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _722, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         uint param = uint(s0.d[pc.src_off[0] + i]);
         uint acc = bf16_to_f32(param);
-        if (_749)
+        if (_760)
         {
             uint param_1 = uint(s1.d[pc.src_off[1] + i]);
             uint param_2 = acc;
             uint param_3 = bf16_to_f32(param_1);
             acc = combine(param_2, param_3);
         }
-        if (_769)
+        if (_780)
         {
             uint param_4 = uint(s2.d[pc.src_off[2] + i]);
             uint param_5 = acc;
             uint param_6 = bf16_to_f32(param_4);
             acc = combine(param_5, param_6);
         }
-        if (_790)
+        if (_801)
         {
             uint param_7 = uint(s3.d[pc.src_off[3] + i]);
             uint param_8 = acc;
             uint param_9 = bf16_to_f32(param_7);
             acc = combine(param_8, param_9);
         }
-        if (_810)
+        if (_821)
         {
             uint param_10 = uint(s4.d[pc.src_off[4] + i]);
             uint param_11 = acc;
             uint param_12 = bf16_to_f32(param_10);
             acc = combine(param_11, param_12);
         }
-        if (_832)
+        if (_843)
         {
             uint param_13 = uint(s5.d[pc.src_off[5] + i]);
             uint param_14 = acc;
             uint param_15 = bf16_to_f32(param_13);
             acc = combine(param_14, param_15);
         }
-        if (_854)
+        if (_865)
         {
             uint param_16 = uint(s6.d[pc.src_off[6] + i]);
             uint param_17 = acc;
             uint param_18 = bf16_to_f32(param_16);
             acc = combine(param_17, param_18);
         }
-        if (_875)
+        if (_886)
         {
             uint param_19 = uint(s7.d[pc.src_off[7] + i]);
             uint param_20 = acc;

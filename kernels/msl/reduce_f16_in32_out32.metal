@@ -75,12 +75,12 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _726 = (OP == 0u);
-constant bool _735 = (OP == 1u);
-constant bool _745 = (OP == 2u);
-constant uint _768_tmp [[function_constant(0)]];
-constant uint _768 = is_function_constant_defined(_768_tmp) ? _768_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_768, 1u, 1u);
+constant bool _730 = (OP == 0u);
+constant bool _739 = (OP == 1u);
+constant bool _749 = (OP == 2u);
+constant uint _779_tmp [[function_constant(0)]];
+constant uint _779 = is_function_constant_defined(_779_tmp) ? _779_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_779, 1u, 1u);
 
 struct Params
 {
@@ -99,49 +99,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _805 = (K > 1u);
+constant bool _816 = (K > 1u);
 
 struct Src1
 {
     ushort d[1];
 };
 
-constant bool _827 = (K > 2u);
+constant bool _838 = (K > 2u);
 
 struct Src2
 {
     ushort d[1];
 };
 
-constant bool _848 = (K > 3u);
+constant bool _859 = (K > 3u);
 
 struct Src3
 {
     ushort d[1];
 };
 
-constant bool _868 = (K > 4u);
+constant bool _879 = (K > 4u);
 
 struct Src4
 {
     ushort d[1];
 };
 
-constant bool _890 = (K > 5u);
+constant bool _901 = (K > 5u);
 
 struct Src5
 {
     ushort d[1];
 };
 
-constant bool _912 = (K > 6u);
+constant bool _923 = (K > 6u);
 
 struct Src6
 {
     ushort d[1];
 };
 
-constant bool _933 = (K > 7u);
+constant bool _944 = (K > 7u);
 
 struct Src7
 {
@@ -193,17 +193,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _73 = ab == 2139095040u;
-        bool _83;
-        if (_73)
+        bool _77 = ab == 2139095040u;
+        bool _87;
+        if (_77)
         {
-            _83 = ((a ^ b) & 2147483648u) != 0u;
+            _87 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _83 = _73;
+            _87 = _77;
         }
-        return _83 ? 4290772992u : a;
+        return _87 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -211,16 +211,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _100;
+        uint _104;
         if (aa == 0u)
         {
-            _100 = a & b;
+            _104 = a & b;
         }
         else
         {
-            _100 = a;
+            _104 = a;
         }
-        return _100;
+        return _104;
     }
     if (aa == 0u)
     {
@@ -293,27 +293,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _247 = rem > 4u;
-    bool _259;
-    if (!_247)
+    bool _251 = rem > 4u;
+    bool _263;
+    if (!_251)
     {
-        bool _252 = rem == 4u;
-        bool _258;
-        if (_252)
+        bool _256 = rem == 4u;
+        bool _262;
+        if (_256)
         {
-            _258 = (m & 1u) != 0u;
+            _262 = (m & 1u) != 0u;
         }
         else
         {
-            _258 = _252;
+            _262 = _256;
         }
-        _259 = _258;
+        _263 = _262;
     }
     else
     {
-        _259 = _247;
+        _263 = _251;
     }
-    if (_259)
+    if (_263)
     {
         m++;
     }
@@ -325,17 +325,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _288 = (ea - 25u) <= 228u;
-    bool _294;
-    if (_288)
+    bool _292 = (ea - 25u) <= 228u;
+    bool _298;
+    if (_292)
     {
-        _294 = (eb - 25u) <= 228u;
+        _298 = (eb - 25u) <= 228u;
     }
     else
     {
-        _294 = _288;
+        _298 = _292;
     }
-    if (_294)
+    if (_298)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -343,8 +343,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _318 = f32_add_soft(param, param_1);
-    return _318;
+    uint _322 = f32_add_soft(param, param_1);
+    return _322;
 }
 
 static inline __attribute__((always_inline))
@@ -363,29 +363,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _352;
+        uint _356;
         if (ab == 0u)
         {
-            _352 = 4290772992u;
+            _356 = 4290772992u;
         }
         else
         {
-            _352 = _sign | 2139095040u;
+            _356 = _sign | 2139095040u;
         }
-        return _352;
+        return _356;
     }
     if (ab == 2139095040u)
     {
-        uint _366;
+        uint _370;
         if (aa == 0u)
         {
-            _366 = 4290772992u;
+            _370 = 4290772992u;
         }
         else
         {
-            _366 = _sign | 2139095040u;
+            _370 = _sign | 2139095040u;
         }
-        return _366;
+        return _370;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -415,11 +415,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _436;
-    _436._m0 = ma * mb;
-    _436._m1 = mulhi(ma, mb);
-    uint lo = _436._m0;
-    uint hi = _436._m1;
+    ResType _440;
+    _440._m0 = ma * mb;
+    _440._m1 = mulhi(ma, mb);
+    uint lo = _440._m0;
+    uint hi = _440._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -438,41 +438,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _498;
+        uint _502;
         if (sh >= 32u)
         {
-            _498 = 1u;
+            _502 = 1u;
         }
         else
         {
-            _498 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _502 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _498;
+        m = _502;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _522 = rem > 128u;
-    bool _534;
-    if (!_522)
+    bool _526 = rem > 128u;
+    bool _538;
+    if (!_526)
     {
-        bool _527 = rem == 128u;
-        bool _533;
-        if (_527)
+        bool _531 = rem == 128u;
+        bool _537;
+        if (_531)
         {
-            _533 = (m & 1u) != 0u;
+            _537 = (m & 1u) != 0u;
         }
         else
         {
-            _533 = _527;
+            _537 = _531;
         }
-        _534 = _533;
+        _538 = _537;
     }
     else
     {
-        _534 = _522;
+        _538 = _526;
     }
-    if (_534)
+    if (_538)
     {
         m++;
     }
@@ -484,26 +484,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _561 = (ea - 1u) < 254u;
-    bool _567;
-    if (_561)
+    bool _565 = (ea - 1u) < 254u;
+    bool _571;
+    if (_565)
     {
-        _567 = (eb - 1u) < 254u;
+        _571 = (eb - 1u) < 254u;
     }
     else
     {
-        _567 = _561;
+        _571 = _565;
     }
-    bool _576;
-    if (_567)
+    bool _580;
+    if (_571)
     {
-        _576 = ((ea + eb) - 128u) <= 251u;
+        _580 = ((ea + eb) - 128u) <= 251u;
     }
     else
     {
-        _576 = _567;
+        _580 = _571;
     }
-    if (_576)
+    if (_580)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -516,16 +516,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _598;
+    uint _602;
     if ((x & 2147483648u) != 0u)
     {
-        _598 = ~x;
+        _602 = ~x;
     }
     else
     {
-        _598 = x | 2147483648u;
+        _602 = x | 2147483648u;
     }
-    return _598;
+    return _602;
 }
 
 static inline __attribute__((always_inline))
@@ -561,21 +561,21 @@ uint f32_min(thread const uint& a, thread const uint& b)
 }
 
 static inline __attribute__((always_inline))
-uint combine(thread const uint& a, thread const uint& b)
+uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_726)
+    if (_730)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_735)
+    if (_739)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_745)
+    if (_749)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -586,55 +586,63 @@ uint combine(thread const uint& a, thread const uint& b)
     return f32_min(param_6, param_7);
 }
 
+static inline __attribute__((always_inline))
+uint combine(thread const uint& a, thread const uint& b)
+{
+    uint param = a;
+    uint param_1 = b;
+    return combine1(param, param_1);
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _771 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _771, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _782 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _782, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         uint acc = s0.d[pc.src_off[0] + i];
-        if (_805)
+        if (_816)
         {
             uint param = uint(s1.d[pc.src_off[1] + i]);
             uint param_1 = acc;
             uint param_2 = f16_to_f32(param);
             acc = combine(param_1, param_2);
         }
-        if (_827)
+        if (_838)
         {
             uint param_3 = uint(s2.d[pc.src_off[2] + i]);
             uint param_4 = acc;
             uint param_5 = f16_to_f32(param_3);
             acc = combine(param_4, param_5);
         }
-        if (_848)
+        if (_859)
         {
             uint param_6 = uint(s3.d[pc.src_off[3] + i]);
             uint param_7 = acc;
             uint param_8 = f16_to_f32(param_6);
             acc = combine(param_7, param_8);
         }
-        if (_868)
+        if (_879)
         {
             uint param_9 = uint(s4.d[pc.src_off[4] + i]);
             uint param_10 = acc;
             uint param_11 = f16_to_f32(param_9);
             acc = combine(param_10, param_11);
         }
-        if (_890)
+        if (_901)
         {
             uint param_12 = uint(s5.d[pc.src_off[5] + i]);
             uint param_13 = acc;
             uint param_14 = f16_to_f32(param_12);
             acc = combine(param_13, param_14);
         }
-        if (_912)
+        if (_923)
         {
             uint param_15 = uint(s6.d[pc.src_off[6] + i]);
             uint param_16 = acc;
             uint param_17 = f16_to_f32(param_15);
             acc = combine(param_16, param_17);
         }
-        if (_933)
+        if (_944)
         {
             uint param_18 = uint(s7.d[pc.src_off[7] + i]);
             uint param_19 = acc;

@@ -68,15 +68,12 @@ template<typename T>
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _47 = (OP == 0u);
-constant bool _55 = (OP == 1u);
-constant bool _82 = (OP == 2u);
-constant bool _100 = (OP == 2u);
-constant bool _118 = (OP == 0u);
-constant bool _125 = (OP == 1u);
-constant uint _256_tmp [[function_constant(0)]];
-constant uint _256 = is_function_constant_defined(_256_tmp) ? _256_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_256, 1u, 1u);
+constant bool _71 = (OP == 0u);
+constant bool _79 = (OP == 1u);
+constant bool _106 = (OP == 2u);
+constant bool _124 = (OP == 2u);
+constant bool _142 = (OP == 0u);
+constant bool _149 = (OP == 1u);
 
 struct Params
 {
@@ -89,6 +86,10 @@ struct Params
     uint div;
 };
 
+constant uint _468_tmp [[function_constant(0)]];
+constant uint _468 = is_function_constant_defined(_468_tmp) ? _468_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_468, 1u, 1u);
+
 struct Src0
 {
     float4 d[1];
@@ -96,49 +97,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _294 = (K > 1u);
+constant bool _499 = (K > 1u);
 
 struct Src1
 {
     float4 d[1];
 };
 
-constant bool _311 = (K > 2u);
+constant bool _516 = (K > 2u);
 
 struct Src2
 {
     float4 d[1];
 };
 
-constant bool _329 = (K > 3u);
+constant bool _534 = (K > 3u);
 
 struct Src3
 {
     float4 d[1];
 };
 
-constant bool _348 = (K > 4u);
+constant bool _552 = (K > 4u);
 
 struct Src4
 {
     float4 d[1];
 };
 
-constant bool _366 = (K > 5u);
+constant bool _570 = (K > 5u);
 
 struct Src5
 {
     float4 d[1];
 };
 
-constant bool _385 = (K > 6u);
+constant bool _589 = (K > 6u);
 
 struct Src6
 {
     float4 d[1];
 };
 
-constant bool _404 = (K > 7u);
+constant bool _608 = (K > 7u);
 
 struct Src7
 {
@@ -155,49 +156,49 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _458 = (M > 1u);
+constant bool _643 = (M > 1u);
 
 struct Dst1
 {
     float4 d[1];
 };
 
-constant bool _471 = (M > 2u);
+constant bool _656 = (M > 2u);
 
 struct Dst2
 {
     float4 d[1];
 };
 
-constant bool _484 = (M > 3u);
+constant bool _669 = (M > 3u);
 
 struct Dst3
 {
     float4 d[1];
 };
 
-constant bool _497 = (M > 4u);
+constant bool _682 = (M > 4u);
 
 struct Dst4
 {
     float4 d[1];
 };
 
-constant bool _510 = (M > 5u);
+constant bool _695 = (M > 5u);
 
 struct Dst5
 {
     float4 d[1];
 };
 
-constant bool _523 = (M > 6u);
+constant bool _708 = (M > 6u);
 
 struct Dst6
 {
     float4 d[1];
 };
 
-constant bool _536 = (M > 7u);
+constant bool _721 = (M > 7u);
 
 struct Dst7
 {
@@ -213,11 +214,11 @@ bool negative(thread const float& x)
 static inline __attribute__((always_inline))
 float combine1(thread const float& a, thread const float& b)
 {
-    if (_47)
+    if (_71)
     {
         return a + b;
     }
-    if (_55)
+    if (_79)
     {
         return a * b;
     }
@@ -231,21 +232,21 @@ float combine1(thread const float& a, thread const float& b)
     }
     if (a == b)
     {
-        bool _83;
-        if (_82)
+        bool _107;
+        if (_106)
         {
             float param = a;
-            _83 = !negative(param);
+            _107 = !negative(param);
         }
         else
         {
             float param_1 = a;
-            _83 = negative(param_1);
+            _107 = negative(param_1);
         }
-        bool pick_a = _83;
+        bool pick_a = _107;
         return pick_a ? a : b;
     }
-    if (_100)
+    if (_124)
     {
         return (a > b) ? a : b;
     }
@@ -255,11 +256,11 @@ float combine1(thread const float& a, thread const float& b)
 static inline __attribute__((always_inline))
 float4 combine(thread const float4& a, thread const float4& b)
 {
-    if (_118)
+    if (_142)
     {
         return a + b;
     }
-    if (_125)
+    if (_149)
     {
         return a * b;
     }
@@ -299,50 +300,172 @@ float4 divide(thread const float4& x, thread const uint& div, thread const float
     return res;
 }
 
+static inline __attribute__((always_inline))
+bool div_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    bool _361 = ax != 0u;
+    bool _370;
+    if (_361)
+    {
+        _370 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+    }
+    else
+    {
+        _370 = _361;
+    }
+    return _370;
+}
+
+static inline __attribute__((always_inline))
+uint divide_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    uint e = ax >> uint(23);
+    uint m = ax & 8388607u;
+    uint s = 0u;
+    if (e != 0u)
+    {
+        m |= 8388608u;
+        s = e - 1u;
+    }
+    uint q = m / div;
+    uint rem = m % div;
+    for (uint i = 0u; i < s; i++)
+    {
+        rem = rem << uint(1);
+        q = q << uint(1);
+        if (rem >= div)
+        {
+            rem -= div;
+            q |= 1u;
+        }
+    }
+    bool _331 = (2u * rem) > div;
+    bool _345;
+    if (!_331)
+    {
+        bool _338 = (2u * rem) == div;
+        bool _344;
+        if (_338)
+        {
+            _344 = (q & 1u) != 0u;
+        }
+        else
+        {
+            _344 = _338;
+        }
+        _345 = _344;
+    }
+    else
+    {
+        _345 = _331;
+    }
+    if (_345)
+    {
+        q++;
+    }
+    return (x & 2147483648u) | q;
+}
+
+static inline __attribute__((always_inline))
+float divide_exact1(thread const float& x, thread const float& q, thread const uint& div)
+{
+    uint b = as_type<uint>(x);
+    uint param = b;
+    uint param_1 = div;
+    float _381;
+    if (div_small_f32(param, param_1))
+    {
+        uint param_2 = b;
+        uint param_3 = div;
+        _381 = as_type<float>(divide_small_f32(param_2, param_3));
+    }
+    else
+    {
+        _381 = q;
+    }
+    return _381;
+}
+
+static inline __attribute__((always_inline))
+float4 divide_exact(thread const float4& x, thread const uint& div, thread const float& r)
+{
+    float4 param = x;
+    uint param_1 = div;
+    float param_2 = r;
+    float4 q = divide(param, param_1, param_2);
+    for (int c = 0; c < 4; c++)
+    {
+        float param_3 = x[c];
+        float param_4 = q[c];
+        uint param_5 = div;
+        q[c] = divide_exact1(param_3, param_4, param_5);
+    }
+    return q;
+}
+
+static inline __attribute__((always_inline))
+float4 scale_acc(thread const float4& x, constant Params& pc)
+{
+    float4 _439;
+    if (pc.div != 0u)
+    {
+        float4 param = x;
+        uint param_1 = pc.div;
+        float param_2 = pc.scale;
+        _439 = divide_exact(param, param_1, param_2);
+    }
+    else
+    {
+        _439 = x * pc.scale;
+    }
+    return _439;
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _259 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    float4 _428;
-    for (uint stride = _259, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _471 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _471, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         float4 acc = s0.d[pc.src_off[0] + i];
-        if (_294)
+        if (_499)
         {
             float4 param = acc;
             float4 param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_311)
+        if (_516)
         {
             float4 param_2 = acc;
             float4 param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_329)
+        if (_534)
         {
             float4 param_4 = acc;
             float4 param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_348)
+        if (_552)
         {
             float4 param_6 = acc;
             float4 param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_366)
+        if (_570)
         {
             float4 param_8 = acc;
             float4 param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_385)
+        if (_589)
         {
             float4 param_10 = acc;
             float4 param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_404)
+        if (_608)
         {
             float4 param_12 = acc;
             float4 param_13 = s7.d[pc.src_off[7] + i];
@@ -350,45 +473,35 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)
         }
         if (SCALE)
         {
-            if (pc.div != 0u)
-            {
-                float4 param_14 = acc;
-                uint param_15 = pc.div;
-                float param_16 = pc.scale;
-                _428 = divide(param_14, param_15, param_16);
-            }
-            else
-            {
-                _428 = acc * pc.scale;
-            }
-            acc = _428;
+            float4 param_14 = acc;
+            acc = scale_acc(param_14, pc);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_458)
+        if (_643)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_471)
+        if (_656)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_484)
+        if (_669)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_497)
+        if (_682)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_510)
+        if (_695)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_523)
+        if (_708)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_536)
+        if (_721)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

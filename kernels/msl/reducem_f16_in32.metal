@@ -81,12 +81,9 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _1071 = (OP == 0u);
-constant bool _1080 = (OP == 1u);
-constant bool _1089 = (OP == 2u);
-constant uint _1112_tmp [[function_constant(0)]];
-constant uint _1112 = is_function_constant_defined(_1112_tmp) ? _1112_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1112, 1u, 1u);
+constant bool _1113 = (OP == 0u);
+constant bool _1122 = (OP == 1u);
+constant bool _1131 = (OP == 2u);
 
 struct Params
 {
@@ -99,6 +96,10 @@ struct Params
     uint div;
 };
 
+constant uint _1201_tmp [[function_constant(0)]];
+constant uint _1201 = is_function_constant_defined(_1201_tmp) ? _1201_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1201, 1u, 1u);
+
 struct Src0
 {
     uint d[1];
@@ -106,49 +107,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _1150 = (K > 1u);
+constant bool _1232 = (K > 1u);
 
 struct Src1
 {
     ushort d[1];
 };
 
-constant bool _1172 = (K > 2u);
+constant bool _1254 = (K > 2u);
 
 struct Src2
 {
     ushort d[1];
 };
 
-constant bool _1193 = (K > 3u);
+constant bool _1275 = (K > 3u);
 
 struct Src3
 {
     ushort d[1];
 };
 
-constant bool _1213 = (K > 4u);
+constant bool _1295 = (K > 4u);
 
 struct Src4
 {
     ushort d[1];
 };
 
-constant bool _1235 = (K > 5u);
+constant bool _1316 = (K > 5u);
 
 struct Src5
 {
     ushort d[1];
 };
 
-constant bool _1257 = (K > 6u);
+constant bool _1338 = (K > 6u);
 
 struct Src6
 {
     ushort d[1];
 };
 
-constant bool _1278 = (K > 7u);
+constant bool _1359 = (K > 7u);
 
 struct Src7
 {
@@ -165,49 +166,49 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _1343 = (M > 1u);
+constant bool _1402 = (M > 1u);
 
 struct Dst1
 {
     ushort d[1];
 };
 
-constant bool _1357 = (M > 2u);
+constant bool _1416 = (M > 2u);
 
 struct Dst2
 {
     ushort d[1];
 };
 
-constant bool _1371 = (M > 3u);
+constant bool _1430 = (M > 3u);
 
 struct Dst3
 {
     ushort d[1];
 };
 
-constant bool _1385 = (M > 4u);
+constant bool _1444 = (M > 4u);
 
 struct Dst4
 {
     ushort d[1];
 };
 
-constant bool _1399 = (M > 5u);
+constant bool _1458 = (M > 5u);
 
 struct Dst5
 {
     ushort d[1];
 };
 
-constant bool _1413 = (M > 6u);
+constant bool _1472 = (M > 6u);
 
 struct Dst6
 {
     ushort d[1];
 };
 
-constant bool _1427 = (M > 7u);
+constant bool _1486 = (M > 7u);
 
 struct Dst7
 {
@@ -251,17 +252,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _174 = ab == 2139095040u;
-        bool _184;
-        if (_174)
+        bool _297 = ab == 2139095040u;
+        bool _305;
+        if (_297)
         {
-            _184 = ((a ^ b) & 2147483648u) != 0u;
+            _305 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _184 = _174;
+            _305 = _297;
         }
-        return _184 ? 4290772992u : a;
+        return _305 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -269,16 +270,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _201;
+        uint _322;
         if (aa == 0u)
         {
-            _201 = a & b;
+            _322 = a & b;
         }
         else
         {
-            _201 = a;
+            _322 = a;
         }
-        return _201;
+        return _322;
     }
     if (aa == 0u)
     {
@@ -351,27 +352,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _348 = rem > 4u;
-    bool _360;
-    if (!_348)
+    bool _463 = rem > 4u;
+    bool _475;
+    if (!_463)
     {
-        bool _353 = rem == 4u;
-        bool _359;
-        if (_353)
+        bool _468 = rem == 4u;
+        bool _474;
+        if (_468)
         {
-            _359 = (m & 1u) != 0u;
+            _474 = (m & 1u) != 0u;
         }
         else
         {
-            _359 = _353;
+            _474 = _468;
         }
-        _360 = _359;
+        _475 = _474;
     }
     else
     {
-        _360 = _348;
+        _475 = _463;
     }
-    if (_360)
+    if (_475)
     {
         m++;
     }
@@ -383,17 +384,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _389 = (ea - 25u) <= 228u;
-    bool _395;
-    if (_389)
+    bool _504 = (ea - 25u) <= 228u;
+    bool _510;
+    if (_504)
     {
-        _395 = (eb - 25u) <= 228u;
+        _510 = (eb - 25u) <= 228u;
     }
     else
     {
-        _395 = _389;
+        _510 = _504;
     }
-    if (_395)
+    if (_510)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -401,8 +402,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _417 = f32_add_soft(param, param_1);
-    return _417;
+    uint _532 = f32_add_soft(param, param_1);
+    return _532;
 }
 
 static inline __attribute__((always_inline))
@@ -421,29 +422,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _451;
+        uint _566;
         if (ab == 0u)
         {
-            _451 = 4290772992u;
+            _566 = 4290772992u;
         }
         else
         {
-            _451 = _sign | 2139095040u;
+            _566 = _sign | 2139095040u;
         }
-        return _451;
+        return _566;
     }
     if (ab == 2139095040u)
     {
-        uint _465;
+        uint _580;
         if (aa == 0u)
         {
-            _465 = 4290772992u;
+            _580 = 4290772992u;
         }
         else
         {
-            _465 = _sign | 2139095040u;
+            _580 = _sign | 2139095040u;
         }
-        return _465;
+        return _580;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -473,11 +474,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _535;
-    _535._m0 = ma * mb;
-    _535._m1 = mulhi(ma, mb);
-    uint lo = _535._m0;
-    uint hi = _535._m1;
+    ResType _650;
+    _650._m0 = ma * mb;
+    _650._m1 = mulhi(ma, mb);
+    uint lo = _650._m0;
+    uint hi = _650._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -496,41 +497,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _597;
+        uint _712;
         if (sh >= 32u)
         {
-            _597 = 1u;
+            _712 = 1u;
         }
         else
         {
-            _597 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _712 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _597;
+        m = _712;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _621 = rem > 128u;
-    bool _633;
-    if (!_621)
+    bool _736 = rem > 128u;
+    bool _748;
+    if (!_736)
     {
-        bool _626 = rem == 128u;
-        bool _632;
-        if (_626)
+        bool _741 = rem == 128u;
+        bool _747;
+        if (_741)
         {
-            _632 = (m & 1u) != 0u;
+            _747 = (m & 1u) != 0u;
         }
         else
         {
-            _632 = _626;
+            _747 = _741;
         }
-        _633 = _632;
+        _748 = _747;
     }
     else
     {
-        _633 = _621;
+        _748 = _736;
     }
-    if (_633)
+    if (_748)
     {
         m++;
     }
@@ -542,26 +543,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _660 = (ea - 1u) < 254u;
-    bool _666;
-    if (_660)
+    bool _775 = (ea - 1u) < 254u;
+    bool _781;
+    if (_775)
     {
-        _666 = (eb - 1u) < 254u;
+        _781 = (eb - 1u) < 254u;
     }
     else
     {
-        _666 = _660;
+        _781 = _775;
     }
-    bool _675;
-    if (_666)
+    bool _790;
+    if (_781)
     {
-        _675 = ((ea + eb) - 128u) <= 251u;
+        _790 = ((ea + eb) - 128u) <= 251u;
     }
     else
     {
-        _675 = _666;
+        _790 = _781;
     }
-    if (_675)
+    if (_790)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -574,16 +575,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _697;
+    uint _812;
     if ((x & 2147483648u) != 0u)
     {
-        _697 = ~x;
+        _812 = ~x;
     }
     else
     {
-        _697 = x | 2147483648u;
+        _812 = x | 2147483648u;
     }
-    return _697;
+    return _812;
 }
 
 static inline __attribute__((always_inline))
@@ -619,21 +620,21 @@ uint f32_min(thread const uint& a, thread const uint& b)
 }
 
 static inline __attribute__((always_inline))
-uint combine(thread const uint& a, thread const uint& b)
+uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_1071)
+    if (_1113)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_1080)
+    if (_1122)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_1089)
+    if (_1131)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -642,6 +643,82 @@ uint combine(thread const uint& a, thread const uint& b)
     uint param_6 = a;
     uint param_7 = b;
     return f32_min(param_6, param_7);
+}
+
+static inline __attribute__((always_inline))
+uint combine(thread const uint& a, thread const uint& b)
+{
+    uint param = a;
+    uint param_1 = b;
+    return combine1(param, param_1);
+}
+
+static inline __attribute__((always_inline))
+bool div_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    bool _258 = ax != 0u;
+    bool _267;
+    if (_258)
+    {
+        _267 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+    }
+    else
+    {
+        _267 = _258;
+    }
+    return _267;
+}
+
+static inline __attribute__((always_inline))
+uint divide_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    uint e = ax >> uint(23);
+    uint m = ax & 8388607u;
+    uint s = 0u;
+    if (e != 0u)
+    {
+        m |= 8388608u;
+        s = e - 1u;
+    }
+    uint q = m / div;
+    uint rem = m % div;
+    for (uint i = 0u; i < s; i++)
+    {
+        rem = rem << uint(1);
+        q = q << uint(1);
+        if (rem >= div)
+        {
+            rem -= div;
+            q |= 1u;
+        }
+    }
+    bool _228 = (2u * rem) > div;
+    bool _242;
+    if (!_228)
+    {
+        bool _235 = (2u * rem) == div;
+        bool _241;
+        if (_235)
+        {
+            _241 = (q & 1u) != 0u;
+        }
+        else
+        {
+            _241 = _235;
+        }
+        _242 = _241;
+    }
+    else
+    {
+        _242 = _228;
+    }
+    if (_242)
+    {
+        q++;
+    }
+    return (x & 2147483648u) | q;
 }
 
 static inline __attribute__((always_inline))
@@ -678,59 +755,45 @@ uint f32_div(thread const uint& x, thread const uint& div, thread const float& r
     {
         return x;
     }
-    float n = float(div);
-    if (ax >= as_type<uint>(n * 1.1754943508222875079687365372222e-38))
+    uint param = x;
+    uint param_1 = div;
+    if (div_small_f32(param, param_1))
     {
-        float param = as_type<float>(x);
-        uint param_1 = div;
-        float param_2 = r;
-        return as_type<uint>(divide(param, param_1, param_2));
+        uint param_2 = x;
+        uint param_3 = div;
+        return divide_small_f32(param_2, param_3);
     }
-    uint e = ax >> uint(23);
-    uint m = ax & 8388607u;
-    uint s = 0u;
-    if (e != 0u)
+    float param_4 = as_type<float>(x);
+    uint param_5 = div;
+    float param_6 = r;
+    return as_type<uint>(divide(param_4, param_5, param_6));
+}
+
+static inline __attribute__((always_inline))
+uint scale1(thread const uint& x, constant Params& pc)
+{
+    uint _1158;
+    if (pc.div != 0u)
     {
-        m |= 8388608u;
-        s = e - 1u;
-    }
-    uint q = m / div;
-    uint rem = m % div;
-    for (uint i = 0u; i < s; i++)
-    {
-        rem = rem << uint(1);
-        q = q << uint(1);
-        if (rem >= div)
-        {
-            rem -= div;
-            q |= 1u;
-        }
-    }
-    bool _844 = (2u * rem) > div;
-    bool _858;
-    if (!_844)
-    {
-        bool _851 = (2u * rem) == div;
-        bool _857;
-        if (_851)
-        {
-            _857 = (q & 1u) != 0u;
-        }
-        else
-        {
-            _857 = _851;
-        }
-        _858 = _857;
+        uint param = x;
+        uint param_1 = pc.div;
+        float param_2 = pc.scale;
+        _1158 = f32_div(param, param_1, param_2);
     }
     else
     {
-        _858 = _844;
+        uint param_3 = x;
+        uint param_4 = as_type<uint>(pc.scale);
+        _1158 = f32_mul(param_3, param_4);
     }
-    if (_858)
-    {
-        q++;
-    }
-    return (x & 2147483648u) | q;
+    return _1158;
+}
+
+static inline __attribute__((always_inline))
+uint scale_acc(thread const uint& x, constant Params& pc)
+{
+    uint param = x;
+    return scale1(param, pc);
 }
 
 static inline __attribute__((always_inline))
@@ -741,16 +804,16 @@ uint f32_to_f16(thread const uint& b)
     uint mant = b & 8388607u;
     if (_exp == 255u)
     {
-        uint _950;
+        uint _992;
         if (mant != 0u)
         {
-            _950 = (_sign | 32256u) | (mant >> uint(13));
+            _992 = (_sign | 32256u) | (mant >> uint(13));
         }
         else
         {
-            _950 = _sign | 31744u;
+            _992 = _sign | 31744u;
         }
-        return _950;
+        return _992;
     }
     int e = (int(_exp) - 127) + 15;
     if (e >= 31)
@@ -768,27 +831,27 @@ uint f32_to_f16(thread const uint& b)
         uint r = m >> shift;
         uint rem = m & ((1u << shift) - 1u);
         uint half_ = 1u << (shift - 1u);
-        bool _1013 = rem > half_;
-        bool _1026;
-        if (!_1013)
+        bool _1055 = rem > half_;
+        bool _1068;
+        if (!_1055)
         {
-            bool _1019 = rem == half_;
-            bool _1025;
-            if (_1019)
+            bool _1061 = rem == half_;
+            bool _1067;
+            if (_1061)
             {
-                _1025 = (r & 1u) != 0u;
+                _1067 = (r & 1u) != 0u;
             }
             else
             {
-                _1025 = _1019;
+                _1067 = _1061;
             }
-            _1026 = _1025;
+            _1068 = _1067;
         }
         else
         {
-            _1026 = _1013;
+            _1068 = _1055;
         }
-        if (_1026)
+        if (_1068)
         {
             r++;
         }
@@ -796,27 +859,27 @@ uint f32_to_f16(thread const uint& b)
     }
     uint r_1 = (uint(e) << uint(10)) | (mant >> uint(13));
     uint rem_1 = mant & 8191u;
-    bool _1048 = rem_1 > 4096u;
-    bool _1060;
-    if (!_1048)
+    bool _1090 = rem_1 > 4096u;
+    bool _1102;
+    if (!_1090)
     {
-        bool _1053 = rem_1 == 4096u;
-        bool _1059;
-        if (_1053)
+        bool _1095 = rem_1 == 4096u;
+        bool _1101;
+        if (_1095)
         {
-            _1059 = (r_1 & 1u) != 0u;
+            _1101 = (r_1 & 1u) != 0u;
         }
         else
         {
-            _1059 = _1053;
+            _1101 = _1095;
         }
-        _1060 = _1059;
+        _1102 = _1101;
     }
     else
     {
-        _1060 = _1048;
+        _1102 = _1090;
     }
-    if (_1060)
+    if (_1102)
     {
         r_1++;
     }
@@ -825,54 +888,53 @@ uint f32_to_f16(thread const uint& b)
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _1115 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    uint _1305;
-    for (uint stride = _1115, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _1204 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _1204, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         uint acc = s0.d[pc.src_off[0] + i];
-        if (_1150)
+        if (_1232)
         {
             uint param = uint(s1.d[pc.src_off[1] + i]);
             uint param_1 = acc;
             uint param_2 = f16_to_f32(param);
             acc = combine(param_1, param_2);
         }
-        if (_1172)
+        if (_1254)
         {
             uint param_3 = uint(s2.d[pc.src_off[2] + i]);
             uint param_4 = acc;
             uint param_5 = f16_to_f32(param_3);
             acc = combine(param_4, param_5);
         }
-        if (_1193)
+        if (_1275)
         {
             uint param_6 = uint(s3.d[pc.src_off[3] + i]);
             uint param_7 = acc;
             uint param_8 = f16_to_f32(param_6);
             acc = combine(param_7, param_8);
         }
-        if (_1213)
+        if (_1295)
         {
             uint param_9 = uint(s4.d[pc.src_off[4] + i]);
             uint param_10 = acc;
             uint param_11 = f16_to_f32(param_9);
             acc = combine(param_10, param_11);
         }
-        if (_1235)
+        if (_1316)
         {
             uint param_12 = uint(s5.d[pc.src_off[5] + i]);
             uint param_13 = acc;
             uint param_14 = f16_to_f32(param_12);
             acc = combine(param_13, param_14);
         }
-        if (_1257)
+        if (_1338)
         {
             uint param_15 = uint(s6.d[pc.src_off[6] + i]);
             uint param_16 = acc;
             uint param_17 = f16_to_f32(param_15);
             acc = combine(param_16, param_17);
         }
-        if (_1278)
+        if (_1359)
         {
             uint param_18 = uint(s7.d[pc.src_off[7] + i]);
             uint param_19 = acc;
@@ -881,49 +943,37 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)
         }
         if (SCALE)
         {
-            if (pc.div != 0u)
-            {
-                uint param_21 = acc;
-                uint param_22 = pc.div;
-                float param_23 = pc.scale;
-                _1305 = f32_div(param_21, param_22, param_23);
-            }
-            else
-            {
-                uint param_24 = acc;
-                uint param_25 = as_type<uint>(pc.scale);
-                _1305 = f32_mul(param_24, param_25);
-            }
-            acc = _1305;
+            uint param_21 = acc;
+            acc = scale_acc(param_21, pc);
         }
-        uint param_26 = acc;
-        uint res = f32_to_f16(param_26);
+        uint param_22 = acc;
+        uint res = f32_to_f16(param_22);
         d0.d[pc.dst_off[0] + i] = ushort(res);
-        if (_1343)
+        if (_1402)
         {
             d1.d[pc.dst_off[1] + i] = ushort(res);
         }
-        if (_1357)
+        if (_1416)
         {
             d2.d[pc.dst_off[2] + i] = ushort(res);
         }
-        if (_1371)
+        if (_1430)
         {
             d3.d[pc.dst_off[3] + i] = ushort(res);
         }
-        if (_1385)
+        if (_1444)
         {
             d4.d[pc.dst_off[4] + i] = ushort(res);
         }
-        if (_1399)
+        if (_1458)
         {
             d5.d[pc.dst_off[5] + i] = ushort(res);
         }
-        if (_1413)
+        if (_1472)
         {
             d6.d[pc.dst_off[6] + i] = ushort(res);
         }
-        if (_1427)
+        if (_1486)
         {
             d7.d[pc.dst_off[7] + i] = ushort(res);
         }

@@ -68,13 +68,10 @@ template<typename T>
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _40 = (OP == 0u);
-constant bool _48 = (OP == 1u);
-constant bool _75 = (OP == 2u);
-constant bool _93 = (OP == 2u);
-constant uint _197_tmp [[function_constant(0)]];
-constant uint _197 = is_function_constant_defined(_197_tmp) ? _197_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_197, 1u, 1u);
+constant bool _64 = (OP == 0u);
+constant bool _72 = (OP == 1u);
+constant bool _99 = (OP == 2u);
+constant bool _117 = (OP == 2u);
 
 struct Params
 {
@@ -87,6 +84,10 @@ struct Params
     uint div;
 };
 
+constant uint _394_tmp [[function_constant(0)]];
+constant uint _394 = is_function_constant_defined(_394_tmp) ? _394_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_394, 1u, 1u);
+
 struct Src0
 {
     float d[1];
@@ -94,49 +95,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _236 = (K > 1u);
+constant bool _426 = (K > 1u);
 
 struct Src1
 {
     float d[1];
 };
 
-constant bool _254 = (K > 2u);
+constant bool _443 = (K > 2u);
 
 struct Src2
 {
     float d[1];
 };
 
-constant bool _272 = (K > 3u);
+constant bool _461 = (K > 3u);
 
 struct Src3
 {
     float d[1];
 };
 
-constant bool _291 = (K > 4u);
+constant bool _479 = (K > 4u);
 
 struct Src4
 {
     float d[1];
 };
 
-constant bool _310 = (K > 5u);
+constant bool _497 = (K > 5u);
 
 struct Src5
 {
     float d[1];
 };
 
-constant bool _329 = (K > 6u);
+constant bool _516 = (K > 6u);
 
 struct Src6
 {
     float d[1];
 };
 
-constant bool _348 = (K > 7u);
+constant bool _535 = (K > 7u);
 
 struct Src7
 {
@@ -153,49 +154,49 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _402 = (M > 1u);
+constant bool _570 = (M > 1u);
 
 struct Dst1
 {
     float d[1];
 };
 
-constant bool _415 = (M > 2u);
+constant bool _583 = (M > 2u);
 
 struct Dst2
 {
     float d[1];
 };
 
-constant bool _428 = (M > 3u);
+constant bool _596 = (M > 3u);
 
 struct Dst3
 {
     float d[1];
 };
 
-constant bool _441 = (M > 4u);
+constant bool _609 = (M > 4u);
 
 struct Dst4
 {
     float d[1];
 };
 
-constant bool _454 = (M > 5u);
+constant bool _622 = (M > 5u);
 
 struct Dst5
 {
     float d[1];
 };
 
-constant bool _467 = (M > 6u);
+constant bool _635 = (M > 6u);
 
 struct Dst6
 {
     float d[1];
 };
 
-constant bool _480 = (M > 7u);
+constant bool _648 = (M > 7u);
 
 struct Dst7
 {
@@ -211,11 +212,11 @@ bool negative(thread const float& x)
 static inline __attribute__((always_inline))
 float combine(thread const float& a, thread const float& b)
 {
-    if (_40)
+    if (_64)
     {
         return a + b;
     }
-    if (_48)
+    if (_72)
     {
         return a * b;
     }
@@ -229,21 +230,21 @@ float combine(thread const float& a, thread const float& b)
     }
     if (a == b)
     {
-        bool _76;
-        if (_75)
+        bool _100;
+        if (_99)
         {
             float param = a;
-            _76 = !negative(param);
+            _100 = !negative(param);
         }
         else
         {
             float param_1 = a;
-            _76 = negative(param_1);
+            _100 = negative(param_1);
         }
-        bool pick_a = _76;
+        bool pick_a = _100;
         return pick_a ? a : b;
     }
-    if (_93)
+    if (_117)
     {
         return (a > b) ? a : b;
     }
@@ -276,50 +277,168 @@ float divide(thread const float& x, thread const uint& div, thread const float& 
     return res;
 }
 
+static inline __attribute__((always_inline))
+bool div_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    bool _303 = ax != 0u;
+    bool _312;
+    if (_303)
+    {
+        _312 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+    }
+    else
+    {
+        _312 = _303;
+    }
+    return _312;
+}
+
+static inline __attribute__((always_inline))
+uint divide_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    uint e = ax >> uint(23);
+    uint m = ax & 8388607u;
+    uint s = 0u;
+    if (e != 0u)
+    {
+        m |= 8388608u;
+        s = e - 1u;
+    }
+    uint q = m / div;
+    uint rem = m % div;
+    for (uint i = 0u; i < s; i++)
+    {
+        rem = rem << uint(1);
+        q = q << uint(1);
+        if (rem >= div)
+        {
+            rem -= div;
+            q |= 1u;
+        }
+    }
+    bool _273 = (2u * rem) > div;
+    bool _287;
+    if (!_273)
+    {
+        bool _280 = (2u * rem) == div;
+        bool _286;
+        if (_280)
+        {
+            _286 = (q & 1u) != 0u;
+        }
+        else
+        {
+            _286 = _280;
+        }
+        _287 = _286;
+    }
+    else
+    {
+        _287 = _273;
+    }
+    if (_287)
+    {
+        q++;
+    }
+    return (x & 2147483648u) | q;
+}
+
+static inline __attribute__((always_inline))
+float divide_exact1(thread const float& x, thread const float& q, thread const uint& div)
+{
+    uint b = as_type<uint>(x);
+    uint param = b;
+    uint param_1 = div;
+    float _323;
+    if (div_small_f32(param, param_1))
+    {
+        uint param_2 = b;
+        uint param_3 = div;
+        _323 = as_type<float>(divide_small_f32(param_2, param_3));
+    }
+    else
+    {
+        _323 = q;
+    }
+    return _323;
+}
+
+static inline __attribute__((always_inline))
+float divide_exact(thread const float& x, thread const uint& div, thread const float& r)
+{
+    float param = x;
+    uint param_1 = div;
+    float param_2 = r;
+    float q = divide(param, param_1, param_2);
+    float param_3 = x;
+    float param_4 = q;
+    uint param_5 = div;
+    return divide_exact1(param_3, param_4, param_5);
+}
+
+static inline __attribute__((always_inline))
+float scale_acc(thread const float& x, constant Params& pc)
+{
+    float _365;
+    if (pc.div != 0u)
+    {
+        float param = x;
+        uint param_1 = pc.div;
+        float param_2 = pc.scale;
+        _365 = divide_exact(param, param_1, param_2);
+    }
+    else
+    {
+        _365 = x * pc.scale;
+    }
+    return _365;
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _200 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    float _372;
-    for (uint stride = _200, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _397 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _397, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         float acc = s0.d[pc.src_off[0] + i];
-        if (_236)
+        if (_426)
         {
             float param = acc;
             float param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_254)
+        if (_443)
         {
             float param_2 = acc;
             float param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_272)
+        if (_461)
         {
             float param_4 = acc;
             float param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_291)
+        if (_479)
         {
             float param_6 = acc;
             float param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_310)
+        if (_497)
         {
             float param_8 = acc;
             float param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_329)
+        if (_516)
         {
             float param_10 = acc;
             float param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_348)
+        if (_535)
         {
             float param_12 = acc;
             float param_13 = s7.d[pc.src_off[7] + i];
@@ -327,45 +446,35 @@ kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)
         }
         if (SCALE)
         {
-            if (pc.div != 0u)
-            {
-                float param_14 = acc;
-                uint param_15 = pc.div;
-                float param_16 = pc.scale;
-                _372 = divide(param_14, param_15, param_16);
-            }
-            else
-            {
-                _372 = acc * pc.scale;
-            }
-            acc = _372;
+            float param_14 = acc;
+            acc = scale_acc(param_14, pc);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_402)
+        if (_570)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_415)
+        if (_583)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_428)
+        if (_596)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_441)
+        if (_609)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_454)
+        if (_622)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_467)
+        if (_635)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_480)
+        if (_648)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

@@ -66,10 +66,6 @@ template<typename T>
     return fma(T(-1), r, l);
 }
 
-constant uint _119_tmp [[function_constant(0)]];
-constant uint _119 = is_function_constant_defined(_119_tmp) ? _119_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_119, 1u, 1u);
-
 struct Params
 {
     uint n;
@@ -78,6 +74,10 @@ struct Params
     uint div;
     float scale;
 };
+
+constant uint _335_tmp [[function_constant(0)]];
+constant uint _335 = is_function_constant_defined(_335_tmp) ? _335_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_335, 1u, 1u);
 
 struct Src
 {
@@ -118,27 +118,139 @@ float4 divide(thread const float4& x, thread const uint& div, thread const float
     return res;
 }
 
+static inline __attribute__((always_inline))
+bool div_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    bool _228 = ax != 0u;
+    bool _237;
+    if (_228)
+    {
+        _237 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+    }
+    else
+    {
+        _237 = _228;
+    }
+    return _237;
+}
+
+static inline __attribute__((always_inline))
+uint divide_small_f32(thread const uint& x, thread const uint& div)
+{
+    uint ax = x & 2147483647u;
+    uint e = ax >> uint(23);
+    uint m = ax & 8388607u;
+    uint s = 0u;
+    if (e != 0u)
+    {
+        m |= 8388608u;
+        s = e - 1u;
+    }
+    uint q = m / div;
+    uint rem = m % div;
+    for (uint i = 0u; i < s; i++)
+    {
+        rem = rem << uint(1);
+        q = q << uint(1);
+        if (rem >= div)
+        {
+            rem -= div;
+            q |= 1u;
+        }
+    }
+    bool _198 = (2u * rem) > div;
+    bool _212;
+    if (!_198)
+    {
+        bool _205 = (2u * rem) == div;
+        bool _211;
+        if (_205)
+        {
+            _211 = (q & 1u) != 0u;
+        }
+        else
+        {
+            _211 = _205;
+        }
+        _212 = _211;
+    }
+    else
+    {
+        _212 = _198;
+    }
+    if (_212)
+    {
+        q++;
+    }
+    return (x & 2147483648u) | q;
+}
+
+static inline __attribute__((always_inline))
+float divide_exact1(thread const float& x, thread const float& q, thread const uint& div)
+{
+    uint b = as_type<uint>(x);
+    uint param = b;
+    uint param_1 = div;
+    float _248;
+    if (div_small_f32(param, param_1))
+    {
+        uint param_2 = b;
+        uint param_3 = div;
+        _248 = as_type<float>(divide_small_f32(param_2, param_3));
+    }
+    else
+    {
+        _248 = q;
+    }
+    return _248;
+}
+
+static inline __attribute__((always_inline))
+float4 divide_exact(thread const float4& x, thread const uint& div, thread const float& r)
+{
+    float4 param = x;
+    uint param_1 = div;
+    float param_2 = r;
+    float4 q = divide(param, param_1, param_2);
+    for (int c = 0; c < 4; c++)
+    {
+        float param_3 = x[c];
+        float param_4 = q[c];
+        uint param_5 = div;
+        q[c] = divide_exact1(param_3, param_4, param_5);
+    }
+    return q;
+}
+
+static inline __attribute__((always_inline))
+float4 scale_elem(thread const float4& x, constant Params& pc)
+{
+    float4 _307;
+    if (pc.div != 0u)
+    {
+        float4 param = x;
+        uint param_1 = pc.div;
+        float param_2 = pc.scale;
+        _307 = divide_exact(param, param_1, param_2);
+    }
+    else
+    {
+        _307 = x * pc.scale;
+    }
+    return _307;
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src& src [[buffer(1)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _123 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    float4 _163;
-    for (uint stride = _123, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _338 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _338, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         float4 v = src.d[pc.src_off + i];
         if (SCALE)
         {
-            if (pc.div != 0u)
-            {
-                float4 param = v;
-                uint param_1 = pc.div;
-                float param_2 = pc.scale;
-                _163 = divide(param, param_1, param_2);
-            }
-            else
-            {
-                _163 = v * pc.scale;
-            }
-            v = _163;
+            float4 param = v;
+            v = scale_elem(param, pc);
         }
         dst.d[pc.dst_off + i] = v;
     }

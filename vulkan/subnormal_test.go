@@ -1,0 +1,134 @@
+//go:build cgo && !novulkan
+
+package vulkan
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/backend/backendtest"
+	"github.com/gocoll/gocoll/kernels"
+)
+
+// TestSubnormalKernels runs the conformance suite's subnormal checks
+// (backendtest.RunSubnormals: float32, float64, float16 and bfloat16
+// subnormal inputs and results, bit for bit the host's) on device 0 with
+// each set of float32 kernels: the one its float controls select (the
+// kernels declaring DenormPreserve where DenormPreserveFloat32, else the
+// _ftz ones) and, by the test hook, the other, so a device that keeps
+// subnormals without promising it (lavapipe) checks both. On a device
+// without DenormPreserveFloat32 the hardware kernels may flush, and that
+// run is skipped unless the device is a CPU (lavapipe's arithmetic keeps
+// subnormals).
+func TestSubnormalKernels(t *testing.T) {
+	requireVulkan(t)
+	for _, hardware := range []bool{false, true} {
+		name := "ftz"
+		if hardware {
+			name = "hardware"
+		}
+		t.Run(name, func(t *testing.T) {
+			backendtest.RunSubnormals(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
+				d := openDevice(t, opts)
+				info := d.Info()
+				t.Logf("%s: float controls %v, DenormPreserveFloat16/32/64 %v/%v/%v", info.Name, d.Raw().FloatControls,
+					info.DenormPreserveFloat16, info.DenormPreserveFloat32, info.DenormPreserveFloat64)
+				if hardware && !info.DenormPreserveFloat32 && info.Type != "cpu" {
+					t.Skipf("%s does not keep float32 subnormals in kernels (no shaderDenormPreserveFloat32): its hardware kernels may flush", info.Name)
+				}
+				if err := d.Float32Kernels(hardware); err != nil {
+					t.Fatal(err)
+				}
+				return d
+			})
+		})
+	}
+}
+
+// TestFloatControls: DeviceInfo reports the shim's float controls, and the
+// float32 kernels follow them: the _ftz kernels exactly where the device
+// does not keep float32 subnormals; reduce_f32 declares DenormPreserve on
+// the device exactly where it keeps them. (That no kernel declares a width
+// the device does not keep, the validation layer, under which every test
+// here runs, checks for every kernel the tests create.)
+func TestFloatControls(t *testing.T) {
+	d := openDevice(t, backend.OpenOptions{})
+	info, raw := d.Info(), d.Raw()
+	fc := raw.KernelFloatControls()
+	if info.DenormPreserveFloat16 != fc.Keeps(16) || info.DenormPreserveFloat32 != fc.Keeps(32) || info.DenormPreserveFloat64 != fc.Keeps(64) {
+		t.Errorf("DeviceInfo DenormPreserveFloat16/32/64 %v/%v/%v, the shim read %+v", info.DenormPreserveFloat16,
+			info.DenormPreserveFloat32, info.DenormPreserveFloat64, fc)
+	}
+	if !raw.FloatControls && (raw.DenormPreserveFloat16 || raw.DenormPreserveFloat32 || raw.DenormPreserveFloat64) {
+		t.Error("DenormPreserve reported without float controls")
+	}
+	if d.FTZKernels() == info.DenormPreserveFloat32 {
+		t.Errorf("ftz kernels %v with DenormPreserveFloat32 %v", d.FTZKernels(), info.DenormPreserveFloat32)
+	}
+	t.Logf("%s (Vulkan %v): float controls %v, denormBehaviorIndependence %d, shaderDenormPreserveFloat16/32/64 %v/%v/%v; "+
+		"DeviceInfo.DenormPreserveFloat16/32/64 %v/%v/%v, ftz kernels %v", info.Name, raw.APIVersion, raw.FloatControls,
+		raw.DenormIndependence, raw.DenormPreserveFloat16, raw.DenormPreserveFloat32, raw.DenormPreserveFloat64,
+		info.DenormPreserveFloat16, info.DenormPreserveFloat32, info.DenormPreserveFloat64, d.FTZKernels())
+	spv, err := kernels.SPIRV(kernels.ReduceF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapted, err := kernels.AdaptFloatControls(spv, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	widths, _ := kernels.DenormPreserveWidths(adapted)
+	if want := info.DenormPreserveFloat32; (len(widths) == 1 && widths[0] == 32) != want {
+		t.Errorf("reduce_f32 on this device declares DenormPreserve for %v; DenormPreserveFloat32 %v", widths, want)
+	}
+}
+
+// TestSubnormalsWithoutDenormPreserve: with every kernel's DenormPreserve
+// removed (the test hook), as on a device that does not take it, the _ftz
+// float32 kernels and the 16-bit kernels still pass the subnormal checks:
+// on a GPU that flushes subnormals without the mode (an H200), this is the
+// path of a device without float controls, run on flushing hardware. It
+// also logs how many of backendtest.SubnormalCases the float32 hardware
+// kernels get wrong there (the device's flushing: none on lavapipe).
+func TestSubnormalsWithoutDenormPreserve(t *testing.T) {
+	requireVulkan(t)
+	backendtest.RunSubnormals(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
+		d := openDevice(t, opts)
+		d.DropFloatControls()
+		if err := d.Float32Kernels(false); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	})
+
+	d := openDevice(t, backend.OpenOptions{})
+	d.DropFloatControls()
+	if err := d.Float32Kernels(true); err != nil {
+		t.Fatal(err)
+	}
+	st := d.Stream()
+	cases := backendtest.SubnormalCases
+	outs := make([]backend.Buffer, len(cases))
+	for c, sc := range cases {
+		srcs := make([]backend.Region, len(sc.In))
+		for j, v := range sc.In {
+			srcs[j] = backend.Region{Buf: alloc(t, d, 4, backend.HostVisible), Len: 4}
+			put(t, srcs[j].Buf, 0, []float32{v})
+		}
+		outs[c] = alloc(t, d, 4, backend.HostVisible)
+		if err := st.Reduce(sc.Op, backend.F32, backend.Region{Buf: outs[c], Len: 4}, srcs, sc.Scale); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait(t, st)
+	wrong := 0
+	for c, sc := range cases {
+		got := get[float32](t, outs[c], 0, 1)[0]
+		if math.Float32bits(got) != math.Float32bits(sc.Want) {
+			wrong++
+			t.Logf("hardware kernel without DenormPreserve: %v of %v scaled by %v = %v, the host gives %v", sc.Op, sc.In, sc.Scale, got, sc.Want)
+		}
+	}
+	t.Logf("%s: the float32 hardware kernels without DenormPreserve get %d of %d subnormal cases wrong", d.Info().Name, wrong, len(cases))
+}
