@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
@@ -61,10 +63,7 @@ func (h *HostBuffer[T]) Close() error {
 	e := h.ent
 	// The entry stays in the pinned set, closed, until its memory is
 	// retired: a call resolving it meanwhile gets ErrClosed.
-	pinned.mu.Lock()
-	first := e.own.close()
-	pinned.mu.Unlock()
-	if !first {
+	if !e.own.close() {
 		return nil
 	}
 	e.own.wait()
@@ -77,11 +76,15 @@ func (h *HostBuffer[T]) Close() error {
 	// ranges holds them (resolve.go): a stale slice of this buffer is
 	// refused, never read, and no other mapping can be mistaken for it.
 	rerr := backend.RetireHostMemory(e.mem)
+	// One snapshot drops the entry and records its range: a call finds
+	// either, never neither.
 	pinned.mu.Lock()
-	pinned.removeLocked(e)
+	sn := pinned.edit()
+	removeEntry(sn, e)
 	if rerr == nil {
-		pinned.addClosedLocked(e.base, e.end, e.mem)
+		pinned.addClosed(sn, e.base, e.end, e.mem)
 	}
+	pinned.snap.Store(sn)
 	pinned.mu.Unlock()
 	if rerr != nil {
 		if err := backend.FreeHostMemory(e.mem); err != nil && cerr == nil {
@@ -132,73 +135,75 @@ type pinnedImport struct {
 	buf backend.Buffer
 }
 
-// pinnedSet finds the HostBuffer that holds an address.
+// pinnedSet finds the HostBuffer that holds an address. Readers (every
+// call resolving its arguments) load an immutable snapshot, with no lock;
+// writers (NewHostBuffer, HostBuffer.Close) publish a new one under mu.
 type pinnedSet struct {
-	mu      sync.RWMutex
-	entries []*pinnedEntry // sorted by base
-	closed  []span         // ranges of closed HostBuffers (resolve.go)
-	// closedBytes sums the closed ranges; closedAge numbers them.
+	mu   sync.Mutex
+	snap atomic.Pointer[pinSnap]
+	// closedBytes sums the closed ranges; closedAge numbers them (mu).
 	closedBytes int
 	closedAge   uint64
+	// retiring: reservations of ranges evicted from the record, released
+	// at the next change (a reader may still search the snapshot that
+	// held them).
+	retiring [][]byte
+}
+
+// pinSnap is one published state of the set.
+type pinSnap struct {
+	entries []*pinnedEntry // sorted by base
+	closed  []span         // ranges of closed HostBuffers, sorted by lo (resolve.go)
 }
 
 var pinned pinnedSet
 
+// load returns the current snapshot (never nil).
+func (p *pinnedSet) load() *pinSnap {
+	if s := p.snap.Load(); s != nil {
+		return s
+	}
+	return &pinSnap{}
+}
+
+// edit returns a copy of the current snapshot to change and publish (with
+// mu held).
+func (p *pinnedSet) edit() *pinSnap {
+	for i, mem := range p.retiring {
+		_ = backend.FreeHostMemory(mem)
+		p.retiring[i] = nil
+	}
+	p.retiring = p.retiring[:0]
+	s := p.load()
+	return &pinSnap{entries: slices.Clone(s.entries), closed: slices.Clone(s.closed)}
+}
+
 func (p *pinnedSet) add(e *pinnedEntry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.addLocked(e)
+	s := p.edit()
+	p.dropClosed(s, e.base, e.end)
+	i := sort.Search(len(s.entries), func(i int) bool { return s.entries[i].base >= e.base })
+	s.entries = slices.Insert(s.entries, i, e)
+	p.snap.Store(s)
 }
 
-func (p *pinnedSet) addLocked(e *pinnedEntry) {
-	p.dropClosedLocked(e.base, e.end)
-	i := sort.Search(len(p.entries), func(i int) bool { return p.entries[i].base >= e.base })
-	p.entries = append(p.entries, nil)
-	copy(p.entries[i+1:], p.entries[i:])
-	p.entries[i] = e
-}
-
-func (p *pinnedSet) remove(e *pinnedEntry) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.removeLocked(e)
-}
-
-func (p *pinnedSet) removeLocked(e *pinnedEntry) {
-	for i, x := range p.entries {
-		if x == e {
-			p.entries = append(p.entries[:i], p.entries[i+1:]...)
-			return
-		}
+// removeEntry drops e from s.
+func removeEntry(s *pinSnap, e *pinnedEntry) {
+	if i := slices.Index(s.entries, e); i >= 0 {
+		s.entries = slices.Delete(s.entries, i, i+1)
 	}
-}
-
-// overlapsLocked reports whether an entry overlaps [lo, hi).
-func (p *pinnedSet) overlapsLocked(lo, hi uintptr) bool {
-	for _, e := range p.entries {
-		if e.base < hi && lo < e.end {
-			return true
-		}
-	}
-	return false
 }
 
 // lookup returns the entry that holds b entirely, or nil.
-func (p *pinnedSet) lookup(b []byte) *pinnedEntry {
-	if len(b) == 0 {
-		return nil
-	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return p.lookupLocked(b)
-}
+func (p *pinnedSet) lookup(b []byte) *pinnedEntry { return p.load().find(b) }
 
-func (p *pinnedSet) lookupLocked(b []byte) *pinnedEntry {
-	if len(b) == 0 {
+func (s *pinSnap) find(b []byte) *pinnedEntry {
+	es := s.entries
+	if len(b) == 0 || len(es) == 0 {
 		return nil
 	}
 	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	es := p.entries
 	i := sort.Search(len(es), func(i int) bool { return es[i].end > a })
 	if i < len(es) && es[i].base <= a && a+uintptr(len(b)) <= es[i].end {
 		return es[i]

@@ -470,9 +470,7 @@ func TestAliasingTable(t *testing.T) {
 // TestSizeOverflow: sizes whose byte count overflows are ErrInvalidArgument,
 // with nothing left in the pinned set.
 func TestSizeOverflow(t *testing.T) {
-	pinned.mu.RLock()
-	before := len(pinned.entries)
-	pinned.mu.RUnlock()
+	before := len(pinned.load().entries)
 	for _, n := range []int{1 << 62, 1<<63 - 1, -1} {
 		if _, err := NewHostBuffer[float32](n); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("NewHostBuffer[float32](%d): %v, want ErrInvalidArgument", n, err)
@@ -481,9 +479,7 @@ func TestSizeOverflow(t *testing.T) {
 			t.Errorf("NewHostBuffer[float64](%d): %v, want ErrInvalidArgument", n, err)
 		}
 	}
-	pinned.mu.RLock()
-	after := len(pinned.entries)
-	pinned.mu.RUnlock()
+	after := len(pinned.load().entries)
 	if after != before {
 		t.Errorf("pinned set grew from %d to %d entries", before, after)
 	}

@@ -114,10 +114,11 @@ type memUse struct {
 // operation resolved when it was queued counts as held: a Close since then
 // waits for it rather than failing it.
 func (c *Comm) uses(ctx context.Context) memUse {
-	if c != nil && ctx != nil && ctx.Value(workerKey{}) == c {
-		if w := c.running.Load(); w != nil {
-			return memUse{parent: &w.mem}
-		}
+	if c == nil || ctx == nil {
+		return memUse{}
+	}
+	if w := c.running.Load(); w != nil && ctx.Value(workerKey{}) == c {
+		return memUse{parent: &w.mem}
 	}
 	return memUse{}
 }
@@ -177,16 +178,14 @@ func (m *memUse) slice(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	pinned.mu.RLock()
-	e := pinned.lookupLocked(b)
-	if e != nil {
-		err := m.add(&e.own, "the HostBuffer")
-		pinned.mu.RUnlock()
-		return err
+	sn := pinned.snap.Load()
+	if sn == nil {
+		return nil // no HostBuffer was ever made
 	}
-	closed := e == nil && pinned.closedLocked(b)
-	pinned.mu.RUnlock()
-	if closed && !goHeap(unsafe.Pointer(unsafe.SliceData(b))) {
+	if e := sn.find(b); e != nil {
+		return m.add(&e.own, "the HostBuffer")
+	}
+	if sn.isClosed(b) && !goHeap(unsafe.Pointer(unsafe.SliceData(b))) {
 		return errClosedMem("the HostBuffer holding this slice")
 	}
 	return nil
@@ -240,50 +239,51 @@ type span struct {
 	age    uint64
 }
 
-// addClosedLocked records [lo, hi), whose retired memory is mem. The
-// record is sorted by address (lookups are a binary search on every call
-// given a plain slice); eviction scans it, at Close only.
-func (p *pinnedSet) addClosedLocked(lo, hi uintptr, mem []byte) {
+// addClosed records [lo, hi), whose retired memory is mem, in s (mu
+// held). The record is sorted by address (lookups are a binary search on
+// every call given a plain slice); eviction scans it, at Close only.
+func (p *pinnedSet) addClosed(s *pinSnap, lo, hi uintptr, mem []byte) {
 	p.closedAge++
-	i := sort.Search(len(p.closed), func(i int) bool { return p.closed[i].lo >= lo })
-	p.closed = slices.Insert(p.closed, i, span{lo, hi, mem, p.closedAge})
+	i := sort.Search(len(s.closed), func(i int) bool { return s.closed[i].lo >= lo })
+	s.closed = slices.Insert(s.closed, i, span{lo, hi, mem, p.closedAge})
 	p.closedBytes += int(hi - lo)
-	for len(p.closed) > closedSpans || (!backend.RetireReleases && p.closedBytes > closedBytes && len(p.closed) > 1) {
+	for len(s.closed) > closedSpans || (!backend.RetireReleases && p.closedBytes > closedBytes && len(s.closed) > 1) {
 		old := 0
-		for j, s := range p.closed {
-			if s.age < p.closed[old].age {
+		for j, x := range s.closed {
+			if x.age < s.closed[old].age {
 				old = j
 			}
 		}
-		_ = backend.FreeHostMemory(p.closed[old].mem)
-		p.removeClosedLocked(old)
+		// Readers of older snapshots may still find the range: release the
+		// reservation only once no snapshot can (after the next change).
+		p.retiring = append(p.retiring, s.closed[old].mem)
+		p.removeClosed(s, old)
 	}
 }
 
-func (p *pinnedSet) removeClosedLocked(i int) {
-	p.closedBytes -= int(p.closed[i].hi - p.closed[i].lo)
-	p.closed = slices.Delete(p.closed, i, i+1)
+func (p *pinnedSet) removeClosed(s *pinSnap, i int) {
+	p.closedBytes -= int(s.closed[i].hi - s.closed[i].lo)
+	s.closed = slices.Delete(s.closed, i, i+1)
 }
 
-// dropClosedLocked forgets closed ranges that [lo, hi) reuses (memory
-// that is not retired, as on platforms where host memory is Go memory).
-func (p *pinnedSet) dropClosedLocked(lo, hi uintptr) {
-	for i := len(p.closed) - 1; i >= 0; i-- {
-		if s := p.closed[i]; s.lo < hi && lo < s.hi {
-			p.removeClosedLocked(i)
+// dropClosed forgets closed ranges of s that [lo, hi) reuses (memory that
+// is not retired, as on platforms where host memory is Go memory).
+func (p *pinnedSet) dropClosed(s *pinSnap, lo, hi uintptr) {
+	for i := len(s.closed) - 1; i >= 0; i-- {
+		if x := s.closed[i]; x.lo < hi && lo < x.hi {
+			p.removeClosed(s, i)
 		}
 	}
 }
 
-// closedLocked reports whether b starts in the range of a closed
-// HostBuffer.
-func (p *pinnedSet) closedLocked(b []byte) bool {
-	if len(p.closed) == 0 {
+// isClosed reports whether b starts in the range of a closed HostBuffer.
+func (s *pinSnap) isClosed(b []byte) bool {
+	if len(s.closed) == 0 {
 		return false
 	}
 	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	i := sort.Search(len(p.closed), func(i int) bool { return p.closed[i].hi > a })
-	return i < len(p.closed) && p.closed[i].lo <= a
+	i := sort.Search(len(s.closed), func(i int) bool { return s.closed[i].hi > a })
+	return i < len(s.closed) && s.closed[i].lo <= a
 }
 
 // layout is the overlap of a rank's send and recv that a collective

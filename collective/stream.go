@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -360,7 +361,15 @@ func (w *waitCtx) arm(parent context.Context, d time.Duration) {
 		old()
 	}
 	if rewatch {
-		stop := context.AfterFunc(parent, func() { w.parentDone(done) })
+		// The context reaches the comm only through a weak pointer: a
+		// long-lived context must not keep a group dropped without Close
+		// alive (its cleanup closes what it holds).
+		wp := weak.Make(w)
+		stop := context.AfterFunc(parent, func() {
+			if w := wp.Value(); w != nil {
+				w.parentDone(done)
+			}
+		})
 		w.mu.Lock()
 		if w.watched == done && w.stop == nil {
 			w.stop, stop = stop, nil
