@@ -46,7 +46,7 @@ commands:
   kernels     regenerate kernels (go generate ./kernels)
   build       go build and go vet of both modules (library and cmd), bin/allreduce-perf and bin/gocoll-info
   test        deps, gofmt check, go vet, the lean-module check (GOWORK=off go list -m all), CGO_ENABLED=0 /
-              novulkan / darwin builds, go test and go test -race of both modules, then go vet and
+              novulkan / darwin builds, go test and go test -race -short of both modules, then go vet and
               go test -tags mpi of ./mpi and ./cmd/allreduce-perf (under mpirun)
   tidy        go mod tidy of the library module and of the cmd module
   test-full   as test, with GOCOLL_TEST_FULL=1 (run every case on lavapipe), then go test -asan of
@@ -209,11 +209,15 @@ cmd_test() {
 	GOOS=darwin CGO_ENABLED=0 go vet "${PKGS[@]}"
 	# The full matrix runs without the race detector; the race run checks
 	# synchronisation on a trimmed matrix (the race detector checks
-	# concurrency, not arithmetic, and slows element loops tenfold).
+	# concurrency, not arithmetic, and slows element loops tenfold): -short
+	# also trims the backend suites' size matrix and the repeated races
+	# (test-full runs them whole).
 	log "go test -count=1 ${PKGS[*]}"
 	go test -count=1 -timeout 25m "${PKGS[@]}"
-	log "go test -race -count=1 ${PKGS[*]}"
-	go test -race -count=1 -timeout 25m "${PKGS[@]}"
+	local short=(-short)
+	[ -n "${GOCOLL_TEST_FULL:-}" ] && short=()
+	log "go test -race ${short[*]} -count=1 ${PKGS[*]}"
+	go test -race "${short[@]}" -count=1 -timeout 25m "${PKGS[@]}"
 	examples_test
 	mpi_test
 }

@@ -222,6 +222,9 @@ func TestCloseHostBufferRacesEveryForm(t *testing.T) {
 			if bk == "host" {
 				wait, tries = time.Second, 6
 			}
+			if testing.Short() || raceEnabled {
+				tries = 1
+			}
 			short := func(o *Options) { o.Config.CommunicationTimeout = wait }
 			g := openGroup(t, bk, ownRanks, short)
 			N := g.Size()
