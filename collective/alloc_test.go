@@ -21,17 +21,9 @@ func startRankLoop[T Elem](g *Group, data [][]T, op Op) *rankLoop {
 }
 
 func startRankLoopWith[T Elem](g *Group, data [][]T, op Op, s Strategy) *rankLoop {
-	l := &rankLoop{g: g, done: make(chan error, g.Size())}
-	for r := 1; r < g.Size(); r++ {
-		ch := make(chan struct{})
-		l.go_ = append(l.go_, ch)
-		go func(r int, ch chan struct{}) {
-			for range ch {
-				l.done <- AllReduceWith(context.Background(), g.Comm(r), data[r], data[r], op, s)
-			}
-		}(r, ch)
-	}
-	return l
+	return loopRanks(g, func(c *Comm) error {
+		return AllReduceWith(context.Background(), c, data[c.Rank()], data[c.Rank()], op, s)
+	})
 }
 
 func (l *rankLoop) step(f func() error) error {
