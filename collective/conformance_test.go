@@ -1873,7 +1873,7 @@ func confKind(c confCall, kind string) string {
 // TestConformance is the randomized differential test of every collective
 // on host and lavapipe.
 func TestConformance(t *testing.T) {
-	seed, n := confBudget(t, confSeedFlag, confCasesFlag, "GOCOLL_CONFORMANCE", 3000, 300)
+	seed, n := confBudget(t, confSeedFlag, confCasesFlag, "GOCOLL_CONFORMANCE", 3000, 100)
 	vk := haveVulkan(t)
 	lim := confLimitsFor()
 	t.Logf("conformance: %d sessions from seed %d (vulkan %v); replay one with %s", n, seed, vk, confReplay("TestConformance", "conformance", seed))

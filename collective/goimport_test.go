@@ -467,8 +467,16 @@ func TestGoSliceImportSuites(t *testing.T) {
 		{"DirectCancelledRankNotWrittenAfterReturn", TestDirectCancelledRankNotWrittenAfterReturn},
 		{"HostBufferPinned", TestHostBufferPinned},
 		{"Abort", TestAbort},
-		{"FaultInjection", TestFaultInjection},
-		{"Conformance", TestConformance},
+		// The randomized suites on budgets of their own, from other seeds
+		// than their own runs (full runs: their full budgets).
+		{"FaultInjection", func(t *testing.T) {
+			withSessions(t, faultSeedFlag, faultCasesFlag, "GOCOLL_FAULT", confCISeed+1<<32, 16)
+			TestFaultInjection(t)
+		}},
+		{"Conformance", func(t *testing.T) {
+			withSessions(t, confSeedFlag, confCasesFlag, "GOCOLL_CONFORMANCE", confCISeed+1<<32, 40)
+			TestConformance(t)
+		}},
 	} {
 		if tc.name == "Conformance" && raceEnabled {
 			continue // the race run has TestConformance itself; CI time

@@ -16,6 +16,23 @@ import (
 // representative subset on lavapipe.
 func fullRun() bool { return os.Getenv("GOCOLL_TEST_FULL") != "" }
 
+// withSessions runs a randomized suite (TestConformance, TestFaultInjection)
+// inside another test on a budget of its own: n sessions from seed (fresh
+// sessions, not a repeat of the suite's own run), unless the flags or the
+// environment name a budget or this is a full run (which keeps the suite's
+// full budget and random seeds). Under the race detector a quarter. It sets
+// the suite's flags for the rest of t.
+func withSessions(t *testing.T, seedFlag *uint64, casesFlag *int, env string, seed uint64, n int) {
+	if fullRun() || *seedFlag != 0 || *casesFlag != 0 || os.Getenv(env+"_SEED") != "" || os.Getenv(env+"_CASES") != "" {
+		return
+	}
+	if raceEnabled {
+		n = max(1, n/4)
+	}
+	*seedFlag, *casesFlag = seed, n
+	t.Cleanup(func() { *seedFlag, *casesFlag = 0, 0 })
+}
+
 // backendsUnderTest returns the backends the tests run on: host always,
 // vulkan when available (in CI it must be: lavapipe is installed by
 // build.sh deps).

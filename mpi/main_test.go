@@ -45,10 +45,11 @@ func insideJob() bool {
 var testJobs = []struct {
 	np     int
 	thread string // GOCOLL_MPI_THREAD
+	light  bool   // GOCOLL_MPI_LIGHT: the trimmed matrix, unless GOCOLL_TEST_FULL is set
 }{
-	{2, ""}, {3, ""}, {4, ""},
-	{2, "funneled"},   // every call on MPI's main thread
-	{3, "serialized"}, // every call behind one mutex
+	{2, "", false}, {3, "", false}, {4, "", true},
+	{2, "funneled", false},   // every call on MPI's main thread
+	{3, "serialized", false}, // every call behind one mutex
 }
 
 func TestMain(m *testing.M) {
@@ -65,6 +66,9 @@ func TestMain(m *testing.M) {
 	for _, j := range testJobs {
 		start := time.Now()
 		env := []string{"GOCOLL_MPI_THREAD=" + j.thread}
+		if j.light && os.Getenv("GOCOLL_TEST_FULL") == "" {
+			env = append(env, "GOCOLL_MPI_LIGHT=1")
+		}
 		out, err := l.run(j.np, env, childArgs())
 		status := "ok"
 		if err != nil {

@@ -3,17 +3,30 @@
 package vulkan
 
 import (
+	"os"
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/backend/backendtest"
 )
 
+// fullRun reports whether the suites run whole (./build.sh test-full sets
+// GOCOLL_TEST_FULL). The default run (./build.sh test, CI) samples the
+// multi-destination matrices, and runs the largest cases once, on the
+// unshared device.
+func fullRun() bool { return os.Getenv("GOCOLL_TEST_FULL") != "" }
+
+// suiteOptions are the conformance suite's options for this run: short
+// under -short, the multi-destination matrices sampled unless full.
+func suiteOptions() backendtest.Options {
+	return backendtest.Options{Short: testing.Short(), Sample: testing.Short() || !fullRun()}
+}
+
 // TestConformance runs the backend conformance suite on Vulkan device 0,
 // under the validation layer.
 func TestConformance(t *testing.T) {
 	requireVulkan(t)
-	backendtest.Run(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
+	backendtest.RunOptions(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
 		return openDevice(t, opts)
-	})
+	}, suiteOptions())
 }

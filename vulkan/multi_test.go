@@ -15,9 +15,9 @@ import (
 // 0 under the validation layer.
 func TestReduceMulti(t *testing.T) {
 	requireVulkan(t)
-	backendtest.RunMulti(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
+	backendtest.RunMultiOptions(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
 		return openDevice(t, opts)
-	})
+	}, suiteOptions())
 }
 
 // TestReduceMultiVec checks that aligned regions run the 16-byte reducem

@@ -174,16 +174,19 @@ func sharedRankWork(dev backend.Device, rank, n, rounds int) error {
 }
 
 // TestShareDeviceConformance runs the conformance suite on devices that
-// share one logical device with another open rank.
+// share one logical device with another open rank (without its largest
+// cases, which TestConformance runs, unless full).
 func TestShareDeviceConformance(t *testing.T) {
 	requireVulkan(t)
 	other := openDevice(t, shareOpts)
-	backendtest.Run(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
+	o := suiteOptions()
+	o.Short = o.Short || !fullRun()
+	backendtest.RunOptions(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
 		opts.ShareDevice = true
 		d := openDevice(t, opts)
 		if !opts.DisableFloat64 && vkDevice(t, d) != vkDevice(t, other) {
 			t.Error("conformance device does not share the VkDevice")
 		}
 		return d
-	})
+	}, o)
 }

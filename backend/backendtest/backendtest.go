@@ -56,13 +56,19 @@ type Options struct {
 	// from testing.Short(). (The 1M+3 case is also left out under the race
 	// detector.)
 	Short bool
+	// Sample runs a fixed sample of the source and destination counts of
+	// the multi-destination reductions (M and K in 1..3 and 8..9: 25 of the
+	// 81 pairs) instead of all of them. Run sets it from testing.Short(); a
+	// backend's tests may also set it for their default run and leave the
+	// whole matrix to a longer one.
+	Sample bool
 }
 
 // Run runs the conformance suite on the devices open returns, with Short set
 // from testing.Short().
 func Run(t *testing.T, open OpenFunc) {
 	t.Helper()
-	RunOptions(t, open, Options{Short: testing.Short()})
+	RunOptions(t, open, Options{Short: testing.Short(), Sample: testing.Short()})
 }
 
 // RunOptions runs the conformance suite with explicit options. Subtests run

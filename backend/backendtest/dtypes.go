@@ -81,7 +81,7 @@ func (s *suite) testDTypes(t *testing.T) {
 			}
 			t.Run("Table", func(t *testing.T) { testDTypeTable(t, s.dev, dt) })
 			t.Run("Reduce", func(t *testing.T) { testDTypeReduce(t, s, dt, newRand(seed+uint64(dt))) })
-			t.Run("ReduceMulti", func(t *testing.T) { testDTypeMulti(t, s.dev, dt, newRand(seed^uint64(dt)<<32)) })
+			t.Run("ReduceMulti", func(t *testing.T) { testDTypeMulti(t, s.dev, dt, newRand(seed^uint64(dt)<<32), s.opts.Sample) })
 			t.Run("Scale", func(t *testing.T) { testDTypeScale(t, s.dev, dt, newRand(seed+uint64(dt)<<40)) })
 			if dt.IsInt() {
 				t.Run("ScaleRefused", func(t *testing.T) { testIntScaleRefused(t, s.dev, dt) })
@@ -615,8 +615,9 @@ func testDTypeReduce(t *testing.T, s *suite, dt backend.DType, r *rand.Rand) {
 
 // testDTypeMulti runs random multi-destination reductions of dt (when the
 // stream is a backend.MultiReducer): M = 1..9 destinations and K = 1..9
-// sources, sizes and ops cycling, in place (dsts[j] == srcs[j]) or not.
-func testDTypeMulti(t *testing.T, dev backend.Device, dt backend.DType, r *rand.Rand) {
+// sources (sample: Options.Sample's pairs), sizes and ops cycling, in place
+// (dsts[j] == srcs[j]) or not.
+func testDTypeMulti(t *testing.T, dev backend.Device, dt backend.DType, r *rand.Rand, sample bool) {
 	needDType(t, dev, dt)
 	if _, ok := dev.Stream().(backend.MultiReducer); !ok {
 		t.Skipf("%s streams have no ReduceMulti", dev.Info().Backend)
@@ -625,7 +626,7 @@ func testDTypeMulti(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 	for m := 1; m <= 9; m++ {
 		for k := 1; k <= 9; k++ {
 			c++
-			if testing.Short() && (m > 3 && m < 8 || k > 3 && k < 8) {
+			if sample && (m > 3 && m < 8 || k > 3 && k < 8) {
 				continue
 			}
 			dc := dtCase{

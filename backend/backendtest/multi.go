@@ -66,12 +66,18 @@ var multiCases = []multiCase{
 // repeated ReduceMulti+Submit+Wait creates no API object and allocates
 // nothing.
 func RunMulti(t *testing.T, open OpenFunc) {
+	RunMultiOptions(t, open, Options{Short: testing.Short(), Sample: testing.Short()})
+}
+
+// RunMultiOptions runs RunMulti's checks with explicit options (Sample: M
+// and K in 1..3 and 8..9 only).
+func RunMultiOptions(t *testing.T, open OpenFunc, o Options) {
 	dev := open(t, backend.OpenOptions{MaxBindingBytes: MultiBindingBytes})
 	if _, ok := dev.Stream().(backend.MultiReducer); !ok {
 		t.Skipf("%s streams have no ReduceMulti", dev.Info().Backend)
 	}
-	t.Run("f32", func(t *testing.T) { testMulti[float32](t, dev) })
-	t.Run("f64", func(t *testing.T) { testMulti[float64](t, dev) })
+	t.Run("f32", func(t *testing.T) { testMulti[float32](t, dev, o.Sample) })
+	t.Run("f64", func(t *testing.T) { testMulti[float64](t, dev, o.Sample) })
 	t.Run("Errors", func(t *testing.T) { testMultiErrors(t, dev) })
 	t.Run("SteadyState", func(t *testing.T) { testMultiSteady(t, dev) })
 }
@@ -116,7 +122,7 @@ type multiBufs struct {
 	ref        backend.Buffer
 }
 
-func testMulti[T float](t *testing.T, dev backend.Device) {
+func testMulti[T float](t *testing.T, dev backend.Device, sample bool) {
 	dt := dtypeOf[T]()
 	needDType(t, dev, dt)
 	es := dt.Size()
@@ -133,7 +139,7 @@ func testMulti[T float](t *testing.T, dev backend.Device) {
 		for m := 1; m <= 9; m++ {
 			for k := 1; k <= 9; k++ {
 				c++
-				if testing.Short() && (m > 3 && m < 8 || k > 3 && k < 8) {
+				if sample && (m > 3 && m < 8 || k > 3 && k < 8) {
 					continue
 				}
 				n := multiSizes[c%len(multiSizes)]
