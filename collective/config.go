@@ -94,54 +94,79 @@ func ParseStrategy(name string) (Strategy, error) {
 	return 0, fmt.Errorf("collective: unknown strategy %q (want auto, ring, tree, hierarchical, pipelined or direct): %w", name, ErrInvalidArgument)
 }
 
-// Config holds the tuning of a Group's collectives (the seed's
-// MultiGpuConfig, less the rank and GPU count, which are Options.Ranks and
-// Options.Devices, and less the training settings, compression, adaptive
-// selection, asynchronous steps and the monitor, which are ddp.Options).
+// Config holds the tuning of a Group's collectives. The rank count and the
+// devices are Options.Ranks and Options.Devices; training settings
+// (compression, adaptive strategy choice, asynchronous steps, the
+// performance monitor) are ddp.Options.
+//
+// A zero field means its default (DefaultConfig's value), so the zero Config
+// is the default configuration: Options{Ranks: 4} needs no Config at all.
 type Config struct {
-	// Strategy is the all-reduce algorithm (Auto by default).
+	// Strategy is the all-reduce algorithm (Auto, the zero value, by
+	// default).
 	Strategy Strategy
-	// PipelineDepth is the number of chunks in flight (>= 1).
+	// PipelineDepth is the number of chunks in flight: 1 to
+	// MaxPipelineDepth, 0 for the default (2).
 	PipelineDepth int
-	// LocalGroupSize is the group size of the hierarchical strategy (>= 1).
+	// LocalGroupSize is the group size of the hierarchical strategy: >= 1,
+	// 0 for the default (4).
 	LocalGroupSize int
-	// CommunicationTimeout bounds every blocking wait of a collective (> 0).
+	// CommunicationTimeout bounds every blocking wait of a collective:
+	// > 0, 0 for the default (5 s).
 	CommunicationTimeout time.Duration
 	// Deterministic fixes the reduction order (rank 0 + rank 1 + ...).
 	Deterministic bool
 }
 
-// DefaultConfig returns the seed's defaults. The zero Config is not valid.
-func DefaultConfig() Config {
-	return Config{
-		Strategy:             Auto,
-		PipelineDepth:        2,
-		LocalGroupSize:       4,
-		CommunicationTimeout: 5 * time.Second,
+// Defaults of the Config fields whose zero value means "the default".
+const (
+	DefaultPipelineDepth        = 2
+	DefaultLocalGroupSize       = 4
+	DefaultCommunicationTimeout = 5 * time.Second
+)
+
+// DefaultConfig returns the default configuration, every field set: the same
+// configuration as the zero Config.
+func DefaultConfig() Config { return Config{}.WithDefaults() }
+
+// WithDefaults returns c with every zero field set to its default. NewGroup
+// applies it, and Group.Config returns the result.
+func (c Config) WithDefaults() Config {
+	if c.PipelineDepth == 0 {
+		c.PipelineDepth = DefaultPipelineDepth
 	}
+	if c.LocalGroupSize == 0 {
+		c.LocalGroupSize = DefaultLocalGroupSize
+	}
+	if c.CommunicationTimeout == 0 {
+		c.CommunicationTimeout = DefaultCommunicationTimeout
+	}
+	return c
 }
 
 // MaxPipelineDepth bounds Config.PipelineDepth.
 const MaxPipelineDepth = 64
 
 // Validate checks every field that is later used as a divisor, an index
-// bound or a duration. Each error is a *ConfigError naming the field and
+// bound or a duration (a zero field is valid: it means the default). Each
+// error is a *ConfigError naming the field, saying how to fix it, and
 // satisfies errors.Is(err, ErrInvalidConfig).
 func (c Config) Validate() error {
 	bad := func(field, format string, a ...any) error {
 		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
 	}
+	c = c.WithDefaults()
 	if c.Strategy < Auto || c.Strategy > Host {
-		return bad("Strategy", "unknown strategy %d", int(c.Strategy))
+		return bad("Strategy", "unknown strategy %d: use one of the Strategy constants (Auto, the zero value, picks per call)", int(c.Strategy))
 	}
 	if c.PipelineDepth < 1 || c.PipelineDepth > MaxPipelineDepth {
-		return bad("PipelineDepth", "must be in [1, %d], got %d", MaxPipelineDepth, c.PipelineDepth)
+		return bad("PipelineDepth", "must be in [1, %d] (0 for the default, %d), got %d", MaxPipelineDepth, DefaultPipelineDepth, c.PipelineDepth)
 	}
 	if c.LocalGroupSize < 1 {
-		return bad("LocalGroupSize", "must be >= 1, got %d", c.LocalGroupSize)
+		return bad("LocalGroupSize", "must be >= 1 (0 for the default, %d), got %d", DefaultLocalGroupSize, c.LocalGroupSize)
 	}
 	if c.CommunicationTimeout <= 0 {
-		return bad("CommunicationTimeout", "must be > 0, got %v", c.CommunicationTimeout)
+		return bad("CommunicationTimeout", "must be > 0 (0 for the default, %v), got %v", DefaultCommunicationTimeout, c.CommunicationTimeout)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -16,8 +17,8 @@ func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("DefaultConfig invalid: %v", err)
 	}
-	if err := (Config{}).Validate(); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("zero Config: got %v, want ErrInvalidConfig", err)
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatalf("zero Config: %v, want valid (the defaults)", err)
 	}
 	cases := []struct {
 		field string
@@ -25,10 +26,10 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"Strategy", func(c *Config) { c.Strategy = Strategy(99) }},
 		{"Strategy", func(c *Config) { c.Strategy = Strategy(-1) }},
-		{"PipelineDepth", func(c *Config) { c.PipelineDepth = 0 }},
+		{"PipelineDepth", func(c *Config) { c.PipelineDepth = -1 }},
 		{"PipelineDepth", func(c *Config) { c.PipelineDepth = MaxPipelineDepth + 1 }},
-		{"LocalGroupSize", func(c *Config) { c.LocalGroupSize = 0 }},
-		{"CommunicationTimeout", func(c *Config) { c.CommunicationTimeout = 0 }},
+		{"LocalGroupSize", func(c *Config) { c.LocalGroupSize = -2 }},
+		{"CommunicationTimeout", func(c *Config) { c.CommunicationTimeout = -time.Nanosecond }},
 		{"CommunicationTimeout", func(c *Config) { c.CommunicationTimeout = -time.Second }},
 	}
 	for _, tc := range cases {
@@ -42,9 +43,62 @@ func TestConfigValidate(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("error %q does not name %s", err, tc.field)
 		}
+		if err != nil && tc.field != "Strategy" && !strings.Contains(err.Error(), "0 for the default") {
+			t.Errorf("error %q does not say how to fix %s", err, tc.field)
+		}
 		// NewGroup refuses it too.
 		if _, err := NewGroup(context.Background(), Options{Ranks: 2, Backend: "host", Config: c}); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("NewGroup with bad %s: got %v", tc.field, err)
+		}
+	}
+}
+
+// TestZeroConfig: the zero Config, and any zero field of a Config, mean the
+// defaults: a group made with no Config at all runs, and Group.Config
+// reports the values it runs with.
+func TestZeroConfig(t *testing.T) {
+	ctx := context.Background()
+	def := DefaultConfig()
+	if def.PipelineDepth != DefaultPipelineDepth || def.LocalGroupSize != DefaultLocalGroupSize ||
+		def.CommunicationTimeout != DefaultCommunicationTimeout || def.Strategy != Auto || def.Deterministic {
+		t.Fatalf("DefaultConfig() = %+v", def)
+	}
+	if got := (Config{}).WithDefaults(); got != def {
+		t.Fatalf("Config{}.WithDefaults() = %+v, want %+v", got, def)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want Config
+	}{
+		{"zero", Config{}, def},
+		{"depth only", Config{PipelineDepth: 7}, Config{PipelineDepth: 7, LocalGroupSize: 4, CommunicationTimeout: 5 * time.Second}},
+		{"timeout only", Config{CommunicationTimeout: time.Minute, Deterministic: true},
+			Config{PipelineDepth: 2, LocalGroupSize: 4, CommunicationTimeout: time.Minute, Deterministic: true}},
+		{"strategy only", Config{Strategy: Ring, LocalGroupSize: 1}, Config{Strategy: Ring, PipelineDepth: 2, LocalGroupSize: 1, CommunicationTimeout: 5 * time.Second}},
+	} {
+		g, err := NewGroup(ctx, Options{Ranks: 3, Backend: "host", Config: tc.cfg})
+		if err != nil {
+			t.Fatalf("%s: NewGroup: %v", tc.name, err)
+		}
+		if got := g.Config(); got != tc.want {
+			t.Errorf("%s: Group.Config() = %+v, want %+v", tc.name, got, tc.want)
+		}
+		err = g.Run(ctx, func(ctx context.Context, c *Comm) error {
+			x := []float64{float64(c.Rank()), 0.5}
+			if err := AllReduce(ctx, c, x, Sum); err != nil {
+				return err
+			}
+			if x[0] != 3 || x[1] != 1.5 {
+				return fmt.Errorf("rank %d: got %v, want [3 1.5]", c.Rank(), x)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if err := g.Close(); err != nil {
+			t.Errorf("%s: Close: %v", tc.name, err)
 		}
 	}
 }

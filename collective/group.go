@@ -290,6 +290,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
+	opts.Config = opts.Config.WithDefaults()
 	if opts.MaxBindingBytes < 0 {
 		return nil, &ConfigError{Field: "MaxBindingBytes", Reason: "must be >= 0"}
 	}
