@@ -393,6 +393,11 @@ type OpenOptions struct {
 // Backend opens devices of one compute API.
 type Backend interface {
 	Name() string
+	// Priority orders the automatic choice of a backend (a Group given no
+	// backend name): the available backends are tried from the highest
+	// priority down (ties by name), and a negative priority is never chosen
+	// automatically, only by name. gocoll's: metal 30, vulkan 20, host 0.
+	Priority() int
 	// Available returns nil when the backend can open devices, else why not
 	// (an error wrapping ErrUnavailable).
 	Available() error
@@ -415,13 +420,27 @@ var (
 	ErrValidation      = errors.New("validation layer message")
 )
 
+// Priorities of gocoll's backends (Backend.Priority).
+const (
+	PriorityMetal  = 30
+	PriorityVulkan = 20
+	PriorityHost   = 0
+)
+
+// omission is a backend left out of this build.
+type omission struct {
+	why      string
+	priority int
+}
+
 var (
 	regMu    sync.Mutex
 	registry = map[string]Backend{}
-	omitted  = map[string]string{}
+	omitted  = map[string]omission{}
 )
 
-// Register makes a backend selectable by name. Backends call it from init.
+// Register makes a backend selectable by name, and by the automatic choice
+// when its Priority is not negative. Backends call it from init.
 func Register(b Backend) {
 	regMu.Lock()
 	defer regMu.Unlock()
@@ -429,11 +448,13 @@ func Register(b Backend) {
 }
 
 // RegisterOmitted records that a backend was left out of this build and why
-// (for example the build tag that leaves it out), so selection can say so.
-func RegisterOmitted(name, why string) {
+// (for example the build tag that leaves it out), so selection can say so:
+// priority is the Priority it would have had here (negative where it could
+// not run on this system at all: the automatic choice does not mention it).
+func RegisterOmitted(name, why string, priority int) {
 	regMu.Lock()
 	defer regMu.Unlock()
-	omitted[name] = why
+	omitted[name] = omission{why, priority}
 }
 
 // Lookup returns the backend registered under name, or an error wrapping
@@ -444,8 +465,8 @@ func Lookup(name string) (Backend, error) {
 	if b, ok := registry[name]; ok {
 		return b, nil
 	}
-	if why, ok := omitted[name]; ok {
-		return nil, fmt.Errorf("backend %q: %s: %w", name, why, ErrUnavailable)
+	if o, ok := omitted[name]; ok {
+		return nil, fmt.Errorf("backend %q: %s: %w", name, o.why, ErrUnavailable)
 	}
 	return nil, fmt.Errorf("backend %q is not known: %w", name, ErrUnavailable)
 }
@@ -460,6 +481,47 @@ func Names() []string {
 	}
 	sort.Strings(n)
 	return n
+}
+
+// Known lists every backend this build knows of, registered or left out
+// (RegisterOmitted), by priority from the highest down, ties by name.
+func Known() []string { return byPriority(true) }
+
+// Preference lists the backends the automatic choice tries, in its order:
+// those registered or left out with a priority of 0 or more, from the
+// highest priority down, ties by name. (Lookup says why one left out is
+// unavailable.)
+func Preference() []string { return byPriority(false) }
+
+func byPriority(all bool) []string {
+	regMu.Lock()
+	type entry struct {
+		name string
+		prio int
+	}
+	var es []entry
+	for n, b := range registry {
+		es = append(es, entry{n, b.Priority()})
+	}
+	for n, o := range omitted {
+		if _, ok := registry[n]; !ok {
+			es = append(es, entry{n, o.priority})
+		}
+	}
+	regMu.Unlock()
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].prio != es[j].prio {
+			return es[i].prio > es[j].prio
+		}
+		return es[i].name < es[j].name
+	})
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		if all || e.prio >= 0 {
+			out = append(out, e.name)
+		}
+	}
+	return out
 }
 
 // CheckRegion reports whether r lies inside its buffer.

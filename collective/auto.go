@@ -374,16 +374,16 @@ func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy,
 // slices).
 var autoCandidates = []Strategy{Host, Direct, Pipelined, Ring, Tree, Hierarchical}
 
-// autoChoice returns the strategy Auto picks for an all-reduce of bytes
-// bytes of dt in this group, and the modelled time of each strategy, with
-// the model measured, if it is not yet, as an operation of c (call it from
-// c's goroutine, or inside a function queued with c.Go once the model
-// exists). The model is the group's (one measurement, shared by its
-// ranks), so every rank of one process gets the same answer; across
-// processes Auto does not use the model (the choice is the same on every
-// rank, the modelled times are each process's own). diag.AutoChoice
-// exposes it.
-func (c *Comm) autoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]time.Duration) {
+// AutoChoice returns the strategy Auto picks for an all-reduce of bytes
+// bytes of dt in c's group, and the cost model's time for each strategy
+// (none where the model could not be measured), with the model measured, if
+// it is not yet, as an operation of c: call it from c's goroutine, or inside
+// a function queued with c.Go once the model exists (while c is in use the
+// measurement fails over to Ring). The model is the group's (one
+// measurement, shared by its ranks), so every rank of one process gets the
+// same answer; across processes Auto does not use the model (the choice is
+// the same on every rank, the modelled times are each process's own).
+func (c *Comm) AutoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]time.Duration) {
 	g := c.g
 	out := map[Strategy]time.Duration{}
 	m := &g.model

@@ -420,7 +420,7 @@ func TestModelClaimsComm(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 20; i++ {
-			g.comms[0].autoChoice(1<<16, 0)
+			g.comms[0].AutoChoice(1<<16, 0)
 		}
 	}()
 	err := g.Run(context.Background(), func(ctx context.Context, c *Comm) error {

@@ -450,8 +450,8 @@ func newLogger(l *slog.Logger) (*slog.Logger, bool) {
 	return nil, false
 }
 
-// selectBackend applies the order: explicit name, GOCOLL_BACKEND, then
-// metal (darwin), vulkan, host.
+// selectBackend applies the order: explicit name, GOCOLL_BACKEND, then the
+// backends by priority (backend.Preference: metal on macOS, vulkan, host).
 func selectBackend(name string) (backend.Backend, []Skip, error) {
 	if name == "" {
 		name = os.Getenv("GOCOLL_BACKEND")
@@ -468,7 +468,7 @@ func selectBackend(name string) (backend.Backend, []Skip, error) {
 		return b, nil, nil
 	}
 	var skipped []Skip
-	for _, n := range autoOrder() {
+	for _, n := range backend.Preference() {
 		b, err := backend.Lookup(n)
 		if err == nil {
 			err = b.Available()
@@ -487,13 +487,6 @@ func selectBackend(name string) (backend.Backend, []Skip, error) {
 		return b, skipped, nil
 	}
 	return nil, skipped, fmt.Errorf("collective: no backend available (%v): %w", skipped, ErrBackendUnavailable)
-}
-
-func autoOrder() []string {
-	if runtime.GOOS == "darwin" {
-		return []string{"metal", "vulkan", "host"}
-	}
-	return []string{"vulkan", "host"}
 }
 
 // Size returns the number of ranks (of every process).

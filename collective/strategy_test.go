@@ -292,8 +292,8 @@ func TestAutoIsMeasuredAndAgreed(t *testing.T) {
 				t.Errorf("%s: %s constant %v not measured", bk, name, v)
 			}
 		}
-		small, _ := g.comms[0].autoChoice(64, 0)
-		big, times := g.comms[0].autoChoice(64<<20, 0)
+		small, _ := g.comms[0].AutoChoice(64, 0)
+		big, times := g.comms[0].AutoChoice(64<<20, 0)
 		t.Logf("%s: auto picks %s for 64 B and %s for 64 MiB (model: %v)", bk, small, big, times)
 		inputs := [][]float64{{1, 2}, {3, 4}, {5, 6}, {7, 8}}
 		checkResult(t, runWith[float32](t, g, inputs, Sum, Auto, false), []float64{16, 20}, Sum, 0)

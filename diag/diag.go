@@ -11,7 +11,6 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
-	"github.com/gocoll/gocoll/internal/hooks"
 )
 
 // BackendReport describes one backend known to this build.
@@ -26,8 +25,7 @@ type BackendReport struct {
 func Probe() []BackendReport {
 	var out []BackendReport
 	seen := map[string]bool{}
-	names := append([]string{"metal", "vulkan"}, backend.Names()...)
-	for _, n := range names {
+	for _, n := range backend.Known() {
 		if seen[n] {
 			continue
 		}
@@ -64,11 +62,7 @@ func Counters(g *collective.Group, rank int) backend.CounterSnapshot {
 // The group's cost model is measured, if it has not been yet, as an
 // operation of c: call it from c's goroutine (it fails over to Ring while c
 // is in use). Every rank of one process gets the same answer.
+// (The same as c.AutoChoice.)
 func AutoChoice(c *collective.Comm, bytes int, dt backend.DType) (collective.Strategy, map[collective.Strategy]time.Duration) {
-	s, est := hooks.AutoChoice(c, bytes, dt)
-	out := make(map[collective.Strategy]time.Duration, len(est))
-	for k, v := range est {
-		out[collective.Strategy(k)] = v
-	}
-	return collective.Strategy(s), out
+	return c.AutoChoice(bytes, dt)
 }

@@ -50,6 +50,10 @@ type Backend struct{}
 // Name returns "host".
 func (Backend) Name() string { return Name }
 
+// Priority returns backend.PriorityHost: the fallback, chosen when no GPU
+// backend is available.
+func (Backend) Priority() int { return backend.PriorityHost }
+
 // Available returns nil: the host backend can always open its device.
 func (Backend) Available() error { return nil }
 

@@ -54,6 +54,9 @@ func kernelCode(info kernels.Info, _ cshim.DeviceInfo) ([]byte, string, error) {
 // Name returns "metal".
 func (Backend) Name() string { return "metal" }
 
+// Priority returns backend.PriorityMetal: on macOS the first choice.
+func (Backend) Priority() int { return backend.PriorityMetal }
+
 // Available enumerates the Metal devices and returns nil when one can be
 // opened, else an error wrapping backend.ErrUnavailable that says why (no
 // device, or each device's reason: a GPU that cannot compile or run the

@@ -9,9 +9,10 @@ import (
 )
 
 func init() {
-	why := "left out of this build (built with -tags nometal or CGO_ENABLED=0)"
+	why, prio := "left out of this build (built with -tags nometal or CGO_ENABLED=0)", backend.PriorityMetal
 	if runtime.GOOS != "darwin" {
-		why = "Metal exists only on macOS (this build is for " + runtime.GOOS + ")"
+		// Never a candidate here: the automatic choice does not mention it.
+		why, prio = "Metal exists only on macOS (this build is for "+runtime.GOOS+")", -1
 	}
-	backend.RegisterOmitted("metal", why)
+	backend.RegisterOmitted("metal", why, prio)
 }

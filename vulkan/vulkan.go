@@ -49,6 +49,9 @@ func setup(validation bool) error {
 // Name returns "vulkan".
 func (Backend) Name() string { return "vulkan" }
 
+// Priority returns backend.PriorityVulkan: chosen before host, after Metal.
+func (Backend) Priority() int { return backend.PriorityVulkan }
+
 // Available loads Vulkan (dlopen, vkCreateInstance) and returns nil when at
 // least one device can be opened, else an error wrapping
 // backend.ErrUnavailable that says why (the library path that failed to

@@ -172,6 +172,10 @@ func New(name string, inner backend.Backend) *Backend {
 // Name returns the name the wrapper was created with.
 func (b *Backend) Name() string { return b.name }
 
+// Priority returns -1: the wrapper is chosen by name only, never instead of
+// the backend it wraps.
+func (b *Backend) Priority() int { return -1 }
+
 // Inner returns the wrapped backend.
 func (b *Backend) Inner() backend.Backend { return b.inner }
 
