@@ -1,5 +1,7 @@
 module github.com/gocoll/gocoll
 
-go 1.26
+go 1.26.0
 
 require go.uber.org/goleak v1.3.0
+
+require golang.org/x/sys v0.50.0

@@ -2,8 +2,9 @@ package backend
 
 import (
 	"fmt"
-	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // RetireReleases reports whether RetireHostMemory returns the pages to the
@@ -20,10 +21,10 @@ func RetireHostMemory(p []byte) error {
 		return nil
 	}
 	p = p[:cap(p)]
-	_, _, errno := syscall.Syscall6(syscall.SYS_MMAP, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)),
-		syscall.PROT_NONE, syscall.MAP_ANON|syscall.MAP_PRIVATE|syscall.MAP_FIXED|syscall.MAP_NORESERVE, ^uintptr(0), 0)
-	if errno != 0 {
-		return fmt.Errorf("host memory: retiring %d bytes: %v", len(p), errno)
+	_, err := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(p)), uintptr(len(p)),
+		unix.PROT_NONE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_FIXED|unix.MAP_NORESERVE)
+	if err != nil {
+		return fmt.Errorf("host memory: retiring %d bytes: %v", len(p), err)
 	}
 	return nil
 }

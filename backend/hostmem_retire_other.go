@@ -2,7 +2,7 @@
 
 package backend
 
-import "syscall"
+import "golang.org/x/sys/unix"
 
 // RetireReleases reports whether RetireHostMemory returns the pages to the
 // system (else they stay until FreeHostMemory).
@@ -16,5 +16,5 @@ func RetireHostMemory(p []byte) error {
 	if cap(p) == 0 {
 		return nil
 	}
-	return syscall.Mprotect(p[:cap(p)], syscall.PROT_NONE)
+	return unix.Mprotect(p[:cap(p)], unix.PROT_NONE)
 }

@@ -5,7 +5,8 @@ package backend
 import (
 	"fmt"
 	"os"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // PageSize is the host's memory page size.
@@ -23,7 +24,7 @@ func AllocHostMemory(n int) ([]byte, error) {
 	if size == 0 {
 		size = ps
 	}
-	p, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	p, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		return nil, fmt.Errorf("host memory: mmap %d bytes: %v: %w", size, err, ErrOutOfMemory)
 	}
@@ -36,5 +37,5 @@ func FreeHostMemory(p []byte) error {
 	if p == nil {
 		return nil
 	}
-	return syscall.Munmap(p[:cap(p)])
+	return unix.Munmap(p[:cap(p)])
 }

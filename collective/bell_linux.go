@@ -4,9 +4,10 @@ package collective
 
 import (
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 const futexAvailable = true
@@ -19,11 +20,11 @@ const (
 // futexWait sleeps while *addr == val, for d at most (a blocking system
 // call: the runtime hands the P to other goroutines meanwhile).
 func futexWait(addr *atomic.Uint32, val uint32, d time.Duration) {
-	ts := syscall.NsecToTimespec(int64(d))
-	_, _, _ = syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitPrivate, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	ts := unix.NsecToTimespec(int64(d))
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitPrivate, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
 // futexWake wakes every sleeper on addr.
 func futexWake(addr *atomic.Uint32) {
-	_, _, _ = syscall.RawSyscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakePrivate, 1<<31-1, 0, 0, 0)
+	_, _, _ = unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakePrivate, 1<<31-1, 0, 0, 0)
 }

@@ -1,6 +1,6 @@
 module github.com/gocoll/gocoll/examples/gorgonia
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/gocoll/gocoll v0.0.0
@@ -20,6 +20,7 @@ require (
 	github.com/leesper/go_rng v0.0.0-20190531154944-a612b043e353 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/xtgo/set v1.0.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect
 	gonum.org/v1/gonum v0.11.0 // indirect
 	google.golang.org/protobuf v1.28.0 // indirect
