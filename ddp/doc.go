@@ -22,7 +22,9 @@
 //   - Asynchronous steps (SyncAsync) that overlap the next step's compute.
 //   - An optional adaptive selector (Options.Adaptive, off by default) that
 //     probes the strategies the cost model rates close to the best and
-//     switches, the same way on every rank, when one is measurably faster.
+//     switches, the same way on every rank, when one is measurably faster
+//     than the current strategy (Auto's own steps included), and switches
+//     back if the new one then measures slower than the one it left.
 //   - Quiet: nothing is logged unless Options.Logger or GOCOLL_DEBUG is set.
 //
 // Every rank creates its own Sync over its own Comm and makes the same

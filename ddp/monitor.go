@@ -1,9 +1,11 @@
 package ddp
 
 import (
-	"github.com/gocoll/gocoll/collective"
 	"math/bits"
+	"slices"
 	"time"
+
+	"github.com/gocoll/gocoll/collective"
 )
 
 // sizeClass buckets a transfer by its size: one class per power of four
@@ -23,12 +25,15 @@ type sample struct {
 
 // window keeps the last len(buf) samples.
 type window struct {
-	buf  []sample
-	next int
-	n    int
+	buf     []sample
+	next    int
+	n       int
+	total   int64     // samples ever added
+	scratch []float64 // for the median
 }
 
 func (w *window) add(s sample) {
+	w.total++
 	w.buf[w.next] = s
 	w.next = (w.next + 1) % len(w.buf)
 	if w.n < len(w.buf) {
@@ -36,22 +41,31 @@ func (w *window) add(s sample) {
 	}
 }
 
-// secsPerByte is the window's mean time per byte (0 when empty).
+// secsPerByte is the median over the window of the samples' times per
+// byte (0 when empty). The median, not the mean: one slow sample (a
+// strategy's first run at a size, which builds its pipelines and imports
+// its memory, or a pause of the process) does not decide a comparison.
 func (w *window) secsPerByte() float64 {
-	var b, t float64
+	x := w.scratch[:0]
 	for i := 0; i < w.n; i++ {
-		b += float64(w.buf[i].bytes)
-		t += w.buf[i].secs
+		if b := w.buf[i].bytes; b > 0 {
+			x = append(x, w.buf[i].secs/float64(b))
+		}
 	}
-	if b == 0 {
+	if len(x) == 0 {
 		return 0
 	}
-	return t / b
+	slices.Sort(x)
+	if len(x)%2 == 1 {
+		return x[len(x)/2]
+	}
+	return (x[len(x)/2-1] + x[len(x)/2]) / 2
 }
 
 // monitor records the time and size of every collective a Sync runs,
-// per strategy and size class, over a window of recent samples (the seed's
-// CommunicationPerformanceMonitor, with the window actually used).
+// per strategy and size class, over a window of recent samples. Steps that
+// followed Auto are recorded under Auto (whatever it picked), so that Auto
+// is compared with the candidates step for step.
 type monitor struct {
 	window     int
 	perClass   map[[2]int]*window // (strategy, size class)
@@ -77,20 +91,29 @@ func (m *monitor) record(s collective.Strategy, bytes int, d time.Duration, ops 
 	key := [2]int{int(s), sizeClass(bytes)}
 	w := m.perClass[key]
 	if w == nil {
-		w = &window{buf: make([]sample, m.window)}
+		w = &window{buf: make([]sample, m.window), scratch: make([]float64, 0, m.window)}
 		m.perClass[key] = w
 	}
 	w.add(sample{bytes: bytes, secs: d.Seconds()})
 }
 
-// secsPerByte returns strategy s's recent time per byte at size class cls,
-// and how many samples back it.
+// secsPerByte returns strategy s's recent time per byte at size class cls
+// (the median over its window), and how many samples back it.
 func (m *monitor) secsPerByte(s collective.Strategy, cls int) (float64, int) {
 	w := m.perClass[[2]int{int(s), cls}]
 	if w == nil {
 		return 0, 0
 	}
 	return w.secsPerByte(), w.n
+}
+
+// count returns how many samples of strategy s at size class cls were ever
+// recorded (the window keeps the last of them).
+func (m *monitor) count(s collective.Strategy, cls int) int64 {
+	if w := m.perClass[[2]int{int(s), cls}]; w != nil {
+		return w.total
+	}
+	return 0
 }
 
 // averageBandwidth is bytes per second over every recorded operation.

@@ -48,8 +48,16 @@ type Options struct {
 	AnyOrder bool
 	// Adaptive turns on the performance monitor's strategy selection: every
 	// SwitchCooldown steps it probes the candidate strategies for ProbeSteps
-	// steps each, the ranks agree on the measurements, and all switch
-	// together when one is faster than the current one by SwitchThreshold.
+	// steps each, then the current one (with the group's strategy Auto:
+	// Auto itself, whatever it picks), the ranks agree on the measurements,
+	// and all switch together when a candidate's time (the median over its
+	// window of recent samples) beats the current one's by SwitchThreshold.
+	// A switch is checked before the next probe round: once the new
+	// strategy has run EvaluationWindow steps of the size it was chosen at,
+	// its time over them is compared with the time it beat, and if it is
+	// slower all ranks switch back. So the selector never keeps a strategy
+	// that measured slower than the one it left, over the windows it
+	// compares; Sync.Decisions lists what it compared.
 	// Off by default: the cost model's choice is already measured on the
 	// machine, probing costs steps at the slower strategies, and the choice
 	// can differ from run to run.
@@ -59,7 +67,8 @@ type Options struct {
 	// steps.
 	SwitchCooldown int
 	// EvaluationWindow is the number of recent samples per strategy and
-	// size class the monitor keeps and compares (0: 20).
+	// size class the monitor keeps and compares, and the number of steps a
+	// switch runs before it is checked (0: 20).
 	EvaluationWindow int
 	// SwitchThreshold is the least measured speed-up (current time / best
 	// time) that makes the selector switch (0: 1.2).
@@ -90,12 +99,44 @@ type Stats struct {
 	AverageBandwidth float64 // bytes per second over every collective run
 	Operations       int64   // collectives run (buckets and top-k exchanges included)
 	BytesMoved       int64   // bytes of gradient data reduced
-	CurrentStrategy  collective.Strategy
-	Steps            int64 // Sync/SyncAll calls
-	ProbeSteps       int64 // steps run on a probed strategy (Adaptive)
-	Switches         int   // strategy switches the selector made
-	LastSwitchStep   int64
+	// CurrentStrategy is the strategy the last all-reduce of a step outside
+	// the selector's probes ran: with the group's strategy Auto, the one
+	// Auto picked for its size (never Auto itself once a step has run).
+	// Before the first step: the group's strategy.
+	CurrentStrategy collective.Strategy
+	// ByStrategy counts the all-reduces run with each strategy (probes
+	// included), each bucket of SyncAll under the strategy that reduced it.
+	ByStrategy     map[collective.Strategy]int64
+	Steps          int64 // Sync/SyncAll calls
+	ProbeSteps     int64 // steps run on a probed strategy (Adaptive)
+	Switches       int   // strategy switches the selector made (switches back included)
+	LastSwitchStep int64
 }
+
+// A Decision is one comparison the adaptive selector made, on times every
+// rank agreed on (each the slowest rank's): at the end of a probe round,
+// between the strategy it ran and the fastest other candidate; or, when
+// Check is set, between the strategy it switched to, after it ran a window
+// of steps, and the one it left.
+type Decision struct {
+	Step  int64 // the step it was made after
+	Bytes int   // that step's size; the times are for a step of this size
+	Check bool  // the check of the last switch
+	// Current is the strategy the selector ran (Auto: the steps Auto
+	// chose for, measured as one strategy); Other the fastest other
+	// candidate, or, at a check, the strategy it left.
+	Current, Other collective.Strategy
+	// CurrentTime and OtherTime are the step times compared: the median
+	// over each one's window of recent samples at this size class.
+	CurrentTime, OtherTime time.Duration
+	// Switched: the selector switched from Current to Other (at a probe
+	// round: Other beat Current by SwitchThreshold; at a check: Current
+	// was slower than Other, so it switched back).
+	Switched bool
+}
+
+// maxDecisions is how many recent decisions a Sync keeps.
+const maxDecisions = 32
 
 // Sync averages gradients across the ranks of one rank's Comm (the seed's
 // MultiGpuSync).
@@ -115,16 +156,20 @@ type Sync[T collective.Float] struct {
 
 	mu       sync.Mutex // guards the fields below (async steps run on the comm's worker)
 	mon      *monitor
-	cur      collective.Strategy
+	cur      collective.Strategy // the selector's strategy (Auto: Auto's pick per all-reduce)
+	ran      collective.Strategy // the last non-probe all-reduce's (Stats.CurrentStrategy)
+	byStrat  map[collective.Strategy]int64
+	chk      switchCheck // the last switch, until it is checked
+	history  []Decision  // the last maxDecisions decisions, oldest first
 	step     int64
 	probed   int64
 	lastEval int64
 	lastSw   int64
 	switches int
-	probe    []collective.Strategy // strategies still to probe, one per step, in order
-	vec      []float64             // agreement vector (pooled)
-	cands    []collective.Strategy // candidates of the probe round under way
-	pick     map[int]collective.Strategy
+	probe    []collective.Strategy       // strategies still to probe, one per step, in order
+	vec      []float64                   // agreement vector (pooled)
+	cands    []collective.Strategy       // candidates of the probe round under way
+	pick     map[int]collective.Strategy // Auto's pick per all-reduce size
 	closed   bool
 	residual []T // error feedback of top-k
 	acc      []T
@@ -142,6 +187,17 @@ type Sync[T collective.Float] struct {
 
 	pendMu  sync.Mutex
 	pending []*collective.Work
+}
+
+// switchCheck is a switch waiting for its check: the strategy left, its
+// agreed time per byte, the size class of the switch and how many samples
+// the new strategy had there when it switched.
+type switchCheck struct {
+	on       bool
+	from     collective.Strategy
+	fromSecs float64
+	cls      int
+	n0       int64
 }
 
 func dtypeOf[T collective.Float]() backend.DType {
@@ -224,12 +280,13 @@ func New[T collective.Float](c *collective.Comm, opts Options) (*Sync[T], error)
 		}
 	}
 	s := &Sync[T]{c: c, g: g, opts: opts, log: l, dt: dt, mon: newMonitor(opts.EvaluationWindow), cur: cfg.Strategy,
-		fixed: cfg.Deterministic, pick: map[int]collective.Strategy{},
+		fixed: cfg.Deterministic, pick: map[int]collective.Strategy{}, byStrat: map[collective.Strategy]int64{},
 		adaptive: opts.Adaptive && g.Size() > 1 && opts.TopK == 0 && opts.Wire == 0}
 	if opts.Wire != 0 {
 		s.cur = collective.Ring
 	}
-	s.vec = make([]float64, len(opts.Candidates))
+	s.ran = s.cur
+	s.vec = make([]float64, len(opts.Candidates)+1) // the candidates', then the current strategy's
 	s.cands = make([]collective.Strategy, 0, len(opts.Candidates))
 	// Measure the group's cost model now, from the caller's goroutine (an
 	// operation of c), so the steps' choices never have to.
@@ -378,7 +435,7 @@ func (s *Sync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
 // their own, in place) with this step's strategy, and records the step as
 // one sample.
 func (s *Sync[T]) fused(ctx context.Context, tensors [][]T, total int) error {
-	st := s.strategyForStep(total)
+	st, probe := s.strategyForStep()
 	per := s.opts.FusionBytes / s.dt.Size()
 	if cap(s.bucket) < per {
 		s.bucket = make([]T, per)
@@ -389,7 +446,7 @@ func (s *Sync[T]) fused(ctx context.Context, tensors [][]T, total int) error {
 	bytes, ops := 0, 0
 	reduce := func(data []T) error {
 		t0 := time.Now()
-		if err := s.reduce(ctx, data, st); err != nil {
+		if err := s.reduce(ctx, data, st, probe); err != nil {
 			return err
 		}
 		spent += time.Since(t0)
@@ -485,16 +542,29 @@ func (s *Sync[T]) Close(ctx context.Context) error {
 func (s *Sync[T]) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	by := make(map[collective.Strategy]int64, len(s.byStrat))
+	for st, n := range s.byStrat {
+		by[st] = n
+	}
 	return Stats{
 		AverageBandwidth: s.mon.averageBandwidth(),
 		Operations:       s.mon.ops,
 		BytesMoved:       s.mon.totalBytes,
-		CurrentStrategy:  s.cur,
+		CurrentStrategy:  s.ran,
+		ByStrategy:       by,
 		Steps:            s.step,
 		ProbeSteps:       s.probed,
 		Switches:         s.switches,
 		LastSwitchStep:   s.lastSw,
 	}
+}
+
+// Decisions returns the adaptive selector's most recent decisions (up to
+// 32), oldest first: the same on every rank.
+func (s *Sync[T]) Decisions() []Decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Decision(nil), s.history...)
 }
 
 func (s *Sync[T]) stepOne(ctx context.Context, grads []T) error {
@@ -513,9 +583,9 @@ func (s *Sync[T]) stepOne(ctx context.Context, grads []T) error {
 	if s.opts.TopK > 0 {
 		err = s.topK(ctx, grads)
 	} else {
-		st := s.strategyForStep(bytes)
+		st, probe := s.strategyForStep()
 		start := time.Now()
-		if err = s.reduce(ctx, grads, st); err == nil {
+		if err = s.reduce(ctx, grads, st, probe); err == nil {
 			s.mu.Lock()
 			s.mon.record(st, bytes, time.Since(start), 1)
 			s.mu.Unlock()
@@ -536,21 +606,27 @@ func (s *Sync[T]) refuse(ctx context.Context, closed []T) error {
 	return collective.AllReduce(ctx, s.c, closed, collective.Sum)
 }
 
-// strategyForStep is the strategy this step runs: a probe, the current
-// one, or, for Auto restricted to rank order, the cost model's best
-// rank-order strategy for the step's size.
-func (s *Sync[T]) strategyForStep(bytes int) collective.Strategy {
+// strategyForStep is the strategy this step runs, and whether it is a
+// probe: the next probe of a probe round, or the current one. The step is
+// measured under it, Auto included (each of its all-reduces runs Auto's
+// pick for its size).
+func (s *Sync[T]) strategyForStep() (collective.Strategy, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.probe) > 0 {
 		st := s.probe[0]
 		s.probe = s.probe[1:]
 		s.probed++
-		return st
+		return st, true
 	}
-	if s.cur != collective.Auto || s.rankOrder(collective.Ring) {
-		return s.cur
-	}
+	return s.cur, false
+}
+
+// autoPick is the strategy Auto runs for an all-reduce of bytes: the cost
+// model's choice (what collective.AllReduce would run), restricted to rank
+// order unless AnyOrder. Resolving it here, rather than in the collective,
+// is how the Sync knows what ran. s.mu held.
+func (s *Sync[T]) autoPick(bytes int) collective.Strategy {
 	if st, ok := s.pick[bytes]; ok {
 		return st
 	}
@@ -583,14 +659,33 @@ func (s *Sync[T]) bestRankOrder(bytes int) collective.Strategy {
 	return best
 }
 
-// reduce runs one mean all-reduce of data in place with strategy st (with a
-// Wire format: the compressed ring).
-func (s *Sync[T]) reduce(ctx context.Context, data []T, st collective.Strategy) error {
-	if s.opts.Wire != 0 {
-		f32 := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), len(data))
-		return collective.AllReduceWire(ctx, s.c, f32, collective.Mean, s.opts.Wire)
+// reduce runs one mean all-reduce of data in place with strategy st (Auto:
+// its pick for the size; with a Wire format: the compressed ring) and
+// counts the strategy that ran.
+func (s *Sync[T]) reduce(ctx context.Context, data []T, st collective.Strategy, probe bool) error {
+	s.mu.Lock()
+	if st == collective.Auto {
+		st = s.autoPick(len(data) * s.dt.Size())
 	}
-	return collective.AllReduceWith(ctx, s.c, data, data, collective.Mean, st)
+	s.mu.Unlock()
+	var err error
+	if s.opts.Wire != 0 {
+		st = collective.Ring
+		f32 := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), len(data))
+		err = collective.AllReduceWire(ctx, s.c, f32, collective.Mean, s.opts.Wire)
+	} else {
+		err = collective.AllReduceWith(ctx, s.c, data, data, collective.Mean, st)
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.byStrat[st]++
+	if !probe {
+		s.ran = st
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *Sync[T]) afterStep(ctx context.Context) {
@@ -600,7 +695,7 @@ func (s *Sync[T]) afterStep(ctx context.Context) {
 	var st Stats
 	if step%every == 0 {
 		st = Stats{AverageBandwidth: s.mon.averageBandwidth(), Operations: s.mon.ops, BytesMoved: s.mon.totalBytes,
-			CurrentStrategy: s.cur, Steps: step, ProbeSteps: s.probed, Switches: s.switches}
+			CurrentStrategy: s.ran, Steps: step, ProbeSteps: s.probed, Switches: s.switches}
 	}
 	s.mu.Unlock()
 	if step%every == 0 {
@@ -637,63 +732,32 @@ func (s *Sync[T]) probeCandidates(bytes int) {
 }
 
 // evaluate is the adaptive selector: SwitchCooldown steps after the last
-// evaluation it probes every other candidate for ProbeSteps steps, then all
-// ranks agree on the measurements (the maximum over ranks of each
-// strategy's recent time per byte: a collective is as slow as its slowest
-// rank) and switch together, at the same step, if the best candidate is
-// faster than the current strategy by SwitchThreshold.
+// evaluation it probes every other candidate for ProbeSteps steps, then the
+// current strategy; all ranks agree on the measurements (the maximum over
+// ranks of each strategy's time per byte, the median over its window: a
+// collective is as slow as its slowest rank) and switch together, at the
+// same step, if the best candidate beats the current strategy by
+// SwitchThreshold. A switch is then checked (checkSwitch) before the next
+// probe round.
 func (s *Sync[T]) evaluate(ctx context.Context, bytes int) error {
 	if !s.adaptive {
 		return nil
 	}
 	s.mu.Lock()
 	step := s.step
-	if len(s.probe) > 0 {
+	cls := sizeClass(bytes)
+	switch {
+	case len(s.probe) > 0:
 		s.mu.Unlock()
 		return nil
-	}
-	if s.lastEval < 0 {
-		// A probe round just ended: compare now. Every candidate's slot is
-		// filled (+Inf where this round did not probe it), so the ranks'
-		// vectors line up.
-		s.lastEval = step
-		cls := sizeClass(bytes)
-		for i := range s.vec {
-			s.vec[i] = math.Inf(1)
+	case s.lastEval < 0:
+		return s.compare(ctx, step, bytes)
+	case s.chk.on:
+		if cls == s.chk.cls && s.mon.count(s.cur, cls)-s.chk.n0 >= int64(s.opts.EvaluationWindow) {
+			return s.checkSwitch(ctx, step, bytes)
 		}
-		for i, st := range s.opts.Candidates {
-			if !contains(s.cands, st) {
-				continue
-			}
-			if v, n := s.mon.secsPerByte(st, cls); n > 0 {
-				s.vec[i] = v
-			}
-		}
+		// No probe round until the switch is checked.
 		s.mu.Unlock()
-		// Agreement: every rank gets the same vector.
-		if err := collective.AllReduceWith(ctx, s.c, s.vec, s.vec, collective.Max, collective.Direct); err != nil {
-			return err
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		best, cur := -1, math.Inf(1)
-		for i, st := range s.opts.Candidates {
-			if best < 0 || s.vec[i] < s.vec[best] {
-				best = i
-			}
-			if st == s.cur {
-				cur = s.vec[i]
-			}
-		}
-		if best >= 0 && !math.IsInf(s.vec[best], 1) && s.opts.Candidates[best] != s.cur &&
-			(s.cur == collective.Auto || cur/s.vec[best] >= s.opts.SwitchThreshold) {
-			from := s.cur
-			s.cur = s.opts.Candidates[best]
-			s.lastSw = step
-			s.switches++
-			s.log.InfoContext(ctx, "gocoll: strategy switched", "rank", s.c.Rank(), "step", step, "from", from.String(),
-				"to", s.cur.String(), "speedup", cur/s.vec[best])
-		}
 		return nil
 	}
 	s.probeCandidates(bytes)
@@ -704,8 +768,8 @@ func (s *Sync[T]) evaluate(ctx context.Context, bytes int) error {
 	cooldown := int64(max(s.opts.SwitchCooldown, 9*round)) // probing <= a tenth of the steps
 	if len(s.cands) > 0 && step-s.lastEval >= cooldown && step-s.lastSw >= cooldown {
 		// A probe round: each other candidate runs ProbeSteps steps, then
-		// the current strategy, so it is compared on samples as fresh as
-		// the others'.
+		// the current strategy (Auto included), so it is compared on
+		// samples as fresh as the others'.
 		s.probe = s.probe[:0]
 		for _, st := range s.cands {
 			if st == s.cur {
@@ -715,18 +779,116 @@ func (s *Sync[T]) evaluate(ctx context.Context, bytes int) error {
 				s.probe = append(s.probe, st)
 			}
 		}
-		if s.cur != collective.Auto {
-			if !contains(s.cands, s.cur) {
-				s.cands = append(s.cands, s.cur)
-			}
-			for i := 0; i < s.opts.ProbeSteps; i++ {
-				s.probe = append(s.probe, s.cur)
-			}
+		for i := 0; i < s.opts.ProbeSteps; i++ {
+			s.probe = append(s.probe, s.cur)
 		}
 		s.lastEval = -1
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// compare ends a probe round: the ranks agree on each candidate's time and
+// the current strategy's, and switch if the fastest candidate beats the
+// current one by SwitchThreshold. Every slot of the agreement vector is
+// filled (+Inf where this round did not probe the candidate), so the
+// ranks' vectors line up. Called with s.mu held; releases it.
+func (s *Sync[T]) compare(ctx context.Context, step int64, bytes int) error {
+	s.lastEval = step
+	cls := sizeClass(bytes)
+	n := len(s.opts.Candidates)
+	for i := range s.vec {
+		s.vec[i] = math.Inf(1)
+	}
+	for i, st := range s.opts.Candidates {
+		if st == s.cur || !contains(s.cands, st) {
+			continue
+		}
+		if v, k := s.mon.secsPerByte(st, cls); k > 0 {
+			s.vec[i] = v
+		}
+	}
+	if v, k := s.mon.secsPerByte(s.cur, cls); k > 0 {
+		s.vec[n] = v
+	}
+	s.mu.Unlock()
+	// Agreement: every rank gets the same vector.
+	if err := collective.AllReduceWith(ctx, s.c, s.vec, s.vec, collective.Max, collective.Direct); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	best := -1
+	for i := range n {
+		if !math.IsInf(s.vec[i], 1) && (best < 0 || s.vec[i] < s.vec[best]) {
+			best = i
+		}
+	}
+	cur := s.vec[n]
+	if best < 0 || math.IsInf(cur, 1) {
+		return nil // nothing measured to compare: keep the current strategy
+	}
+	d := Decision{Step: step, Bytes: bytes, Current: s.cur, Other: s.opts.Candidates[best],
+		CurrentTime: perStep(cur, bytes), OtherTime: perStep(s.vec[best], bytes)}
+	if cur/s.vec[best] >= s.opts.SwitchThreshold {
+		d.Switched = true
+		s.chk = switchCheck{on: true, from: s.cur, fromSecs: cur, cls: cls, n0: s.mon.count(d.Other, cls)}
+		s.switchTo(ctx, step, d.Other, cur/s.vec[best])
+	}
+	s.note(d)
+	return nil
+}
+
+// checkSwitch checks the last switch once the new strategy has run a
+// window of steps at the size class it was chosen at: the ranks agree on
+// its time over them, and if that is slower than the time of the strategy
+// it left (the one it beat), all switch back. Called with s.mu
+// held; releases it.
+func (s *Sync[T]) checkSwitch(ctx context.Context, step int64, bytes int) error {
+	chk := s.chk
+	s.chk = switchCheck{}
+	s.lastEval = step // the next probe round a cooldown from now
+	v, _ := s.mon.secsPerByte(s.cur, chk.cls)
+	agreed := s.vec[:1]
+	agreed[0] = v
+	s.mu.Unlock()
+	if err := collective.AllReduceWith(ctx, s.c, agreed, agreed, collective.Max, collective.Direct); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := Decision{Step: step, Bytes: bytes, Check: true, Current: s.cur, Other: chk.from,
+		CurrentTime: perStep(agreed[0], bytes), OtherTime: perStep(chk.fromSecs, bytes)}
+	if agreed[0] > chk.fromSecs {
+		d.Switched = true
+		s.switchTo(ctx, step, chk.from, agreed[0]/chk.fromSecs)
+	}
+	s.note(d)
+	return nil
+}
+
+// switchTo makes st the current strategy at step. s.mu held.
+func (s *Sync[T]) switchTo(ctx context.Context, step int64, st collective.Strategy, speedup float64) {
+	from := s.cur
+	s.cur = st
+	s.lastSw = step
+	s.switches++
+	s.log.InfoContext(ctx, "gocoll: strategy switched", "rank", s.c.Rank(), "step", step, "from", from.String(),
+		"to", st.String(), "speedup", speedup)
+}
+
+// note keeps decision d among the last maxDecisions. s.mu held.
+func (s *Sync[T]) note(d Decision) {
+	if len(s.history) == maxDecisions {
+		copy(s.history, s.history[1:])
+		s.history = s.history[:maxDecisions-1]
+	}
+	s.history = append(s.history, d)
+}
+
+// perStep is a time per byte as the time of a step of bytes.
+func perStep(secsPerByte float64, bytes int) time.Duration {
+	return time.Duration(secsPerByte * float64(bytes) * 1e9)
 }
 
 func contains(ss []collective.Strategy, st collective.Strategy) bool {
