@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
-	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -607,80 +605,3 @@ func (c *Comm) fail(err error, touched bool, send, recv []byte) error {
 	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: touched, Strategy: c.strat}
 }
 
-// reduceHostF64 reduces k slices of cnt float64s (slice p starting at
-// element p*stride+off of src) into dst exactly, in rank order: the path
-// for devices without f64 kernels. Same semantics as the kernels.
-func reduceHostF64(dst, src []byte, stride, off, k, cnt int, op Op, scale float64) {
-	d := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(dst))), cnt)
-	s := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/8)
-	kop := kernelOp(op)
-	for i := 0; i < cnt; i++ {
-		acc := s[off+i]
-		for p := 1; p < k; p++ {
-			acc = combine64(kop, acc, s[p*stride+off+i])
-		}
-		if scale != 1 {
-			acc = backend.ApplyScale64(acc, scale)
-		}
-		d[i] = acc
-	}
-}
-
-// reduceHostF32 is reduceHostF64 for float32, in float32 arithmetic as the
-// kernels do (bitwise the kernels' result).
-func reduceHostF32(dst, src []byte, stride, off, k, cnt int, op Op, scale float64) {
-	d := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(dst))), cnt)
-	s := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/4)
-	kop := kernelOp(op)
-	for i := 0; i < cnt; i++ {
-		acc := s[off+i]
-		for p := 1; p < k; p++ {
-			b := s[p*stride+off+i]
-			switch kop {
-			case backend.Sum:
-				acc += b
-			case backend.Prod:
-				acc *= b
-			default:
-				acc = float32(combine64(kop, float64(acc), float64(b)))
-			}
-		}
-		if scale != 1 {
-			acc = backend.ApplyScale32(acc, scale)
-		}
-		d[i] = acc
-	}
-}
-
-// combine64 is the kernels' operator in float64 (IEEE 754-2019 max/min).
-func combine64(op backend.Op, a, b float64) float64 {
-	switch op {
-	case backend.Sum:
-		return a + b
-	case backend.Prod:
-		return a * b
-	}
-	if math.IsNaN(a) {
-		return a
-	}
-	if math.IsNaN(b) {
-		return b
-	}
-	if a == b {
-		neg := math.Signbit(a)
-		if (op == backend.Max) != neg {
-			return a
-		}
-		return b
-	}
-	if op == backend.Max {
-		if a > b {
-			return a
-		}
-		return b
-	}
-	if a < b {
-		return a
-	}
-	return b
-}

@@ -222,7 +222,7 @@ func measureDevice(ctx context.Context, dev backend.Device, m *costModel) error 
 	// The CPU reduction of strategy Host: two 256 KiB f32 inputs.
 	const cpuBytes = 256 << 10
 	t, _ = timeIt(5, func() error {
-		reduceHostF32(big[:cpuBytes/2], big[cpuBytes:2*cpuBytes], cpuBytes/8, 0, 2, cpuBytes/8, Sum, 1)
+		reduceHost(backend.F32, big[:cpuBytes/2], big[cpuBytes:2*cpuBytes], cpuBytes/8, 0, 2, cpuBytes/8, Sum, 1)
 		return nil
 	})
 	m.CPUReduce = cpuBytes / math.Max(t, 1e-9)

@@ -1,12 +1,11 @@
 package collective
 
 import (
-	"math"
 	"reflect"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
-	"github.com/gocoll/gocoll/host"
+	"github.com/gocoll/gocoll/internal/hostmath"
 )
 
 // Float is the floating-point element types of host slices and tensors
@@ -41,17 +40,17 @@ type BFloat16 uint16
 
 // Float16From rounds f to the nearest binary16 (ties to even); beyond
 // +-65504 it gives +-Inf, NaN stays NaN.
-func Float16From(f float32) Float16 { return Float16(host.F32ToF16(f)) }
+func Float16From(f float32) Float16 { return Float16(hostmath.F32ToF16(f)) }
 
 // Float32 returns h exactly.
-func (h Float16) Float32() float32 { return host.F16ToF32(uint16(h)) }
+func (h Float16) Float32() float32 { return hostmath.F16ToF32(uint16(h)) }
 
 // BFloat16From rounds f to the nearest bfloat16 (ties to even); NaN stays
 // NaN.
-func BFloat16From(f float32) BFloat16 { return BFloat16(host.F32ToBF16(f)) }
+func BFloat16From(f float32) BFloat16 { return BFloat16(hostmath.F32ToBF16(f)) }
 
 // Float32 returns b exactly.
-func (b BFloat16) Float32() float32 { return math.Float32frombits(uint32(b) << 16) }
+func (b BFloat16) Float32() float32 { return hostmath.BF16ToF32(uint16(b)) }
 
 // dtypeOf returns the backend type of T.
 func dtypeOf[T Elem]() backend.DType {
@@ -112,78 +111,10 @@ func checkOp(op Op, dt backend.DType) error {
 }
 
 // reduceHost reduces k inputs in rank order into dst[0:cnt]: input p's
-// elements [off, off+cnt) are at element p*stride+off of src. The
-// arithmetic is the kernels': floats in their own type, integers wrapping,
-// 16-bit floats accumulated in float32 and rounded once.
+// elements [off, off+cnt) are at element p*stride+off of src; dst may be
+// input 0's elements. The arithmetic is the kernels' (hostmath: floats in
+// their own type, integers wrapping, 16-bit floats accumulated in float32
+// and rounded once), the host backend's bit for bit.
 func reduceHost(dt backend.DType, dst, src []byte, stride, off, k, cnt int, op Op, scale float64) {
-	kop := kernelOp(op)
-	switch dt {
-	case backend.F64:
-		reduceHostF64(dst, src, stride, off, k, cnt, op, scale)
-	case backend.F32:
-		reduceHostF32(dst, src, stride, off, k, cnt, op, scale)
-	case backend.I32:
-		reduceHostInt[int32](dst, src, stride, off, k, cnt, kop)
-	case backend.U32:
-		reduceHostInt[uint32](dst, src, stride, off, k, cnt, kop)
-	case backend.I64:
-		reduceHostInt[int64](dst, src, stride, off, k, cnt, kop)
-	case backend.U64:
-		reduceHostInt[uint64](dst, src, stride, off, k, cnt, kop)
-	case backend.I8:
-		reduceHostInt[int8](dst, src, stride, off, k, cnt, kop)
-	case backend.U8:
-		reduceHostInt[uint8](dst, src, stride, off, k, cnt, kop)
-	case backend.Half:
-		reduceHost16(dst, src, stride, off, k, cnt, kop, scale, host.F16ToF32, host.F32ToF16)
-	case backend.BFloat16:
-		reduceHost16(dst, src, stride, off, k, cnt, kop, scale, bf16ToF32, host.F32ToBF16)
-	}
-}
-
-func bf16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
-func reduceHostInt[T int8 | uint8 | int32 | uint32 | int64 | uint64](dst, src []byte, stride, off, k, cnt int, op backend.Op) {
-	d := viewAs[T](dst)[:cnt]
-	s := viewAs[T](src)
-	for i := range d {
-		acc := s[off+i]
-		for p := 1; p < k; p++ {
-			b := s[p*stride+off+i]
-			switch op {
-			case backend.Sum:
-				acc += b
-			case backend.Prod:
-				acc *= b
-			case backend.Max:
-				acc = max(acc, b)
-			case backend.Min:
-				acc = min(acc, b)
-			}
-		}
-		d[i] = acc
-	}
-}
-
-func reduceHost16(dst, src []byte, stride, off, k, cnt int, op backend.Op, scale float64, to32 func(uint16) float32, from32 func(float32) uint16) {
-	d := viewAs[uint16](dst)[:cnt]
-	s := viewAs[uint16](src)
-	for i := range d {
-		acc := to32(s[off+i])
-		for p := 1; p < k; p++ {
-			b := to32(s[p*stride+off+i])
-			switch op {
-			case backend.Sum:
-				acc += b
-			case backend.Prod:
-				acc *= b
-			default:
-				acc = float32(combine64(op, float64(acc), float64(b)))
-			}
-		}
-		if scale != 1 {
-			acc = backend.ApplyScale32(acc, scale)
-		}
-		d[i] = from32(acc)
-	}
+	hostmath.ReduceStrided(dt, kernelOp(op), dst, src, stride, off, k, cnt, scale)
 }

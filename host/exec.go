@@ -1,11 +1,11 @@
 package host
 
 import (
-	"math"
 	"runtime"
 	"sync"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/hostmath"
 )
 
 const (
@@ -143,28 +143,11 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 // scaleRange is kernels/scale.comp: dst[i] = src[i] scaled as c says, or a
 // copy. dst and src are the same length and may be the same memory.
 func scaleRange[T float](dst, src []T, c *command) {
-	if !c.useScale {
+	if c.sc.Identity() {
 		copy(dst, src) // bit for bit, NaN payloads included
 		return
 	}
-	applyScale(dst[:len(src)], src, c)
-}
-
-// applyScale sets dst[i] = src[i] * c.scale in T, or, when the scale is
-// 1/c.div, the quotient src[i] / c.div correctly rounded to T: exact in
-// float64, and for f32 rounded twice, which for a quotient is the same as
-// once (float64 has more than 2*24+2 bits). dst may be src.
-func applyScale[T float](dst, src []T, c *command) {
-	if div := c.div; div != 0 {
-		for i, v := range src {
-			dst[i] = T(float64(v) / div)
-		}
-		return
-	}
-	s := T(c.scale)
-	for i, v := range src {
-		dst[i] = T(v * s) // the conversion forbids fusing with anything else
-	}
+	hostmath.Apply(c.sc, dst[:len(src)], src)
 }
 
 // reduceRange is kernels/reduce.comp over elements [lo, hi):
@@ -180,37 +163,14 @@ func reduceRange[T float](op backend.Op, dst []T, more, srcs [][]byte, lo, hi in
 		acc := buf[:e-b]
 		copy(acc, view[T](srcs[0])[b:e])
 		for _, src := range srcs[1:] {
-			combine(op, acc, view[T](src)[b:e])
+			hostmath.Combine(op, acc, view[T](src)[b:e])
 		}
-		if c.useScale {
-			applyScale(acc, acc, c)
+		if !c.sc.Identity() {
+			hostmath.Apply(c.sc, acc, acc)
 		}
 		copy(dst[b:e], acc)
 		for _, m := range more {
 			copy(view[T](m)[b:e], acc)
-		}
-	}
-}
-
-// combine sets acc[i] = op(acc[i], x[i]) as reduce.comp's combine does.
-func combine[T float](op backend.Op, acc, x []T) {
-	x = x[:len(acc)]
-	switch op {
-	case backend.Sum:
-		for i, v := range x {
-			acc[i] = T(acc[i] + v)
-		}
-	case backend.Prod:
-		for i, v := range x {
-			acc[i] = T(acc[i] * v)
-		}
-	case backend.Max:
-		for i, v := range x {
-			acc[i] = maximum(acc[i], v)
-		}
-	case backend.Min:
-		for i, v := range x {
-			acc[i] = minimum(acc[i], v)
 		}
 	}
 }
@@ -226,34 +186,11 @@ func reduceInt[T integer](op backend.Op, dst []T, more, srcs [][]byte, lo, hi in
 		acc := buf[:e-b]
 		copy(acc, view[T](srcs[0])[b:e])
 		for _, src := range srcs[1:] {
-			combineInt(op, acc, view[T](src)[b:e])
+			hostmath.CombineInt(op, acc, view[T](src)[b:e])
 		}
 		copy(dst[b:e], acc)
 		for _, m := range more {
 			copy(view[T](m)[b:e], acc)
-		}
-	}
-}
-
-// combineInt sets acc[i] = op(acc[i], x[i]) for integers, wrapping.
-func combineInt[T integer](op backend.Op, acc, x []T) {
-	x = x[:len(acc)]
-	switch op {
-	case backend.Sum:
-		for i, v := range x {
-			acc[i] += v
-		}
-	case backend.Prod:
-		for i, v := range x {
-			acc[i] *= v
-		}
-	case backend.Max:
-		for i, v := range x {
-			acc[i] = max(acc[i], v)
-		}
-	case backend.Min:
-		for i, v := range x {
-			acc[i] = min(acc[i], v)
 		}
 	}
 }
@@ -272,17 +209,17 @@ func reduce16(op backend.Op, dst []uint16, more, srcs [][]byte, lo, hi int, c *c
 	for b := lo; b < hi; b += block {
 		e := min(b+block, hi)
 		acc := buf[:e-b]
-		widen(bf, acc, view[uint16](srcs[0])[b:e])
+		hostmath.Widen(bf, acc, view[uint16](srcs[0])[b:e])
 		for _, src := range srcs[1:] {
 			v := x[:e-b]
-			widen(bf, v, view[uint16](src)[b:e])
-			combine(op, acc, v)
+			hostmath.Widen(bf, v, view[uint16](src)[b:e])
+			hostmath.Combine(op, acc, v)
 		}
-		if c.useScale {
-			applyScale(acc, acc, c)
+		if !c.sc.Identity() {
+			hostmath.Apply(c.sc, acc, acc)
 		}
 		// Every source of the block has been read: dst may be one of them.
-		narrow(bf, dst[b:e], acc)
+		hostmath.Narrow(bf, dst[b:e], acc)
 		for _, m := range more {
 			copy(view[uint16](m)[b:e], dst[b:e])
 		}
@@ -293,7 +230,7 @@ func reduce16(op backend.Op, dst []uint16, more, srcs [][]byte, lo, hi int, c *c
 // scale is 1, else each element converted to float32, scaled as f32 is
 // (applyScale) and rounded once to the 16-bit type. dst may be src.
 func scaleRange16(dst, src []uint16, c *command) {
-	if !c.useScale {
+	if c.sc.Identity() {
 		copy(dst, src)
 		return
 	}
@@ -302,80 +239,8 @@ func scaleRange16(dst, src []uint16, c *command) {
 	for b := 0; b < len(src); b += block {
 		e := min(b+block, len(src))
 		v := buf[:e-b]
-		widen(bf, v, src[b:e])
-		applyScale(v, v, c)
-		narrow(bf, dst[b:e], v)
+		hostmath.Widen(bf, v, src[b:e])
+		hostmath.Apply(c.sc, v, v)
+		hostmath.Narrow(bf, dst[b:e], v)
 	}
-}
-
-// widen sets dst[i] to src[i], bfloat16 (bf) or binary16 bits, as float32:
-// exact.
-func widen(bf bool, dst []float32, src []uint16) {
-	src = src[:len(dst)]
-	if bf {
-		for i, h := range src {
-			dst[i] = math.Float32frombits(uint32(h) << 16)
-		}
-		return
-	}
-	for i, h := range src {
-		dst[i] = F16ToF32(h)
-	}
-}
-
-// narrow sets dst[i] to src[i] rounded to bfloat16 (bf) or binary16, to
-// nearest even.
-func narrow(bf bool, dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	if bf {
-		for i, v := range src {
-			dst[i] = F32ToBF16(v)
-		}
-		return
-	}
-	for i, v := range src {
-		dst[i] = F32ToF16(v)
-	}
-}
-
-// maximum is IEEE 754-2019 maximum as reduce.comp computes it: a if a is NaN,
-// else b if b is NaN; of equal values (+0 and -0) the non-negative one.
-func maximum[T float](a, b T) T {
-	if a != a {
-		return a
-	}
-	if b != b {
-		return b
-	}
-	if a == b {
-		if math.Signbit(float64(a)) {
-			return b
-		}
-		return a
-	}
-	if a > b {
-		return a
-	}
-	return b
-}
-
-// minimum is IEEE 754-2019 minimum as reduce.comp computes it: a if a is NaN,
-// else b if b is NaN; of equal values (+0 and -0) the negative one.
-func minimum[T float](a, b T) T {
-	if a != a {
-		return a
-	}
-	if b != b {
-		return b
-	}
-	if a == b {
-		if math.Signbit(float64(a)) {
-			return a
-		}
-		return b
-	}
-	if a < b {
-		return a
-	}
-	return b
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/hostmath"
 )
 
 // maxKernelDestinations is how many destinations one dispatch of the reducem
@@ -75,7 +76,7 @@ func (s *stream) ReduceMulti(op backend.Op, dt backend.DType, dsts []backend.Reg
 		b.srcs = append(b.srcs, r.Buf.(*buffer).data[r.Off:r.Off+n:r.Off+n])
 	}
 	b.cmds = append(b.cmds, command{
-		kind: cmdReduceMulti, op: op, dt: dt, useScale: scale != 1, scale: scale, div: float64(backend.Divisor(scale)),
+		kind: cmdReduceMulti, op: op, dt: dt, sc: hostmath.NewScale(scale),
 		dst: db, srcLo: lo, srcHi: len(b.srcs), ndst: len(dsts) - 1,
 	})
 	passes := reducePasses(len(srcs))

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/hostmath"
 )
 
 // maxKernelSources is how many sources one dispatch of reduce.comp reads.
@@ -36,20 +37,18 @@ const (
 // command is one recorded command. Regions are resolved to byte slices when
 // the command is recorded, so execution needs no checks.
 type command struct {
-	kind     cmdKind
-	op       backend.Op
-	dt       backend.DType
-	useScale bool
-	scale    float64
-	div      float64 // when scale is 1/div (backend.Divisor): divide by div
-	dst      []byte
-	src      []byte // copy and scale
-	srcLo    int    // reduce: the sources are batch.srcs[srcLo:srcHi]
-	srcHi    int
-	ndst     int                // reduce multi: the last ndst of the sources are further destinations
-	wire     backend.WireFormat // pack, unpack
-	idx      []byte             // topk: the indices out
-	k        int                // topk
+	kind  cmdKind
+	op    backend.Op
+	dt    backend.DType
+	sc    hostmath.Scale
+	dst   []byte
+	src   []byte // copy and scale
+	srcLo int    // reduce: the sources are batch.srcs[srcLo:srcHi]
+	srcHi int
+	ndst  int                // reduce multi: the last ndst of the sources are further destinations
+	wire  backend.WireFormat // pack, unpack
+	idx   []byte             // topk: the indices out
+	k     int                // topk
 }
 
 // batch is the work of one submission. Batches are recycled through the
@@ -169,7 +168,7 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 		return nil
 	}
 	b.cmds = append(b.cmds, command{
-		kind: cmdReduce, op: op, dt: dt, useScale: scale != 1, scale: scale, div: float64(backend.Divisor(scale)),
+		kind: cmdReduce, op: op, dt: dt, sc: hostmath.NewScale(scale),
 		dst: db, srcLo: lo, srcHi: len(b.srcs),
 	})
 	passes := reducePasses(len(srcs))
@@ -214,7 +213,7 @@ func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64)
 	if dst.Len == 0 {
 		return nil
 	}
-	s.cur.cmds = append(s.cur.cmds, command{kind: cmdScale, dt: dt, useScale: scale != 1, scale: scale, div: float64(backend.Divisor(scale)), dst: db, src: sb})
+	s.cur.cmds = append(s.cur.cmds, command{kind: cmdScale, dt: dt, sc: hostmath.NewScale(scale), dst: db, src: sb})
 	d.counters.Dispatches.Add(s.pieces(dst.Len, dt))
 	d.counters.BytesReduced.Add(int64(dst.Len))
 	return nil

@@ -1,0 +1,268 @@
+// Package hostmath is the one home of gocoll's element arithmetic on the CPU:
+// the reduction operators of every element type as the kernels compute them
+// (floats in their own type with IEEE 754-2019 maximum and minimum, integers
+// wrapping, float16 and bfloat16 widened exactly to float32, reduced there
+// and rounded once), the mean's scaling, and the 16-bit conversions. The host
+// backend's device and collective's CPU reductions both run it, so the two
+// give the same bits by construction (and the kernels are tested against
+// it).
+package hostmath
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// Float is a floating-point element type reduced in its own arithmetic.
+type Float interface{ ~float32 | ~float64 }
+
+// Integer is an integer element type (Sum and Prod wrap).
+type Integer interface {
+	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64
+}
+
+// Maximum is IEEE 754-2019 maximum as reduce.comp computes it: a if a is
+// NaN, else b if b is NaN; of equal values (+0 and -0) the positive one.
+func Maximum[T Float](a, b T) T {
+	if a != a {
+		return a
+	}
+	if b != b {
+		return b
+	}
+	if a == b {
+		if math.Signbit(float64(a)) {
+			return b
+		}
+		return a
+	}
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Minimum is IEEE 754-2019 minimum as reduce.comp computes it: a if a is
+// NaN, else b if b is NaN; of equal values (+0 and -0) the negative one.
+func Minimum[T Float](a, b T) T {
+	if a != a {
+		return a
+	}
+	if b != b {
+		return b
+	}
+	if a == b {
+		if math.Signbit(float64(a)) {
+			return a
+		}
+		return b
+	}
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// Combine sets acc[i] = op(acc[i], x[i]) in T, as reduce.comp's combine
+// does. op is Sum, Prod, Max or Min (a mean is a Sum, then Scale).
+func Combine[T Float](op backend.Op, acc, x []T) {
+	x = x[:len(acc)]
+	switch op {
+	case backend.Sum:
+		for i, v := range x {
+			acc[i] = T(acc[i] + v) // the conversion forbids fusing
+		}
+	case backend.Prod:
+		for i, v := range x {
+			acc[i] = T(acc[i] * v)
+		}
+	case backend.Max:
+		for i, v := range x {
+			acc[i] = Maximum(acc[i], v)
+		}
+	case backend.Min:
+		for i, v := range x {
+			acc[i] = Minimum(acc[i], v)
+		}
+	}
+}
+
+// CombineInt sets acc[i] = op(acc[i], x[i]) for integers, Sum and Prod
+// wrapping as Go's integer arithmetic does.
+func CombineInt[T Integer](op backend.Op, acc, x []T) {
+	x = x[:len(acc)]
+	switch op {
+	case backend.Sum:
+		for i, v := range x {
+			acc[i] += v
+		}
+	case backend.Prod:
+		for i, v := range x {
+			acc[i] *= v
+		}
+	case backend.Max:
+		for i, v := range x {
+			acc[i] = max(acc[i], v)
+		}
+	case backend.Min:
+		for i, v := range x {
+			acc[i] = min(acc[i], v)
+		}
+	}
+}
+
+// Scale is a scale factor as the kernels apply it: none when it is 1, the
+// quotient by N correctly rounded when it is 1/N (backend.Divisor), else a
+// multiplication in the element type.
+type Scale struct {
+	factor float64
+	div    float64 // N where the factor is 1/N, else 0
+	use    bool
+}
+
+// NewScale returns the Scale of factor.
+func NewScale(factor float64) Scale {
+	return Scale{factor: factor, div: float64(backend.Divisor(factor)), use: factor != 1}
+}
+
+// Identity reports whether s leaves values unchanged (a factor of 1).
+func (s Scale) Identity() bool { return !s.use }
+
+// Apply sets dst[i] = src[i] scaled by s in T: unchanged (bit for bit, NaN
+// payloads included) for a factor of 1; src[i] / N correctly rounded to T
+// for 1/N (exact in float64, and for float32 rounded twice, which for a
+// quotient is the same as once: float64 has more than 2*24+2 bits); else
+// src[i] * T(factor). dst may be src.
+func Apply[T Float](s Scale, dst, src []T) {
+	dst = dst[:len(src)]
+	switch {
+	case !s.use:
+		copy(dst, src)
+	case s.div != 0:
+		for i, v := range src {
+			dst[i] = T(float64(v) / s.div)
+		}
+	default:
+		f := T(s.factor)
+		for i, v := range src {
+			dst[i] = T(v * f) // the conversion forbids fusing with anything else
+		}
+	}
+}
+
+// Widen sets dst[i] to src[i], bfloat16 (bf) or binary16 bits, as float32:
+// exact.
+func Widen(bf bool, dst []float32, src []uint16) {
+	src = src[:len(dst)]
+	if bf {
+		for i, h := range src {
+			dst[i] = BF16ToF32(h)
+		}
+		return
+	}
+	t := f16Table()
+	for i, h := range src {
+		dst[i] = t[h]
+	}
+}
+
+// Narrow sets dst[i] to src[i] rounded to bfloat16 (bf) or binary16, to
+// nearest even.
+func Narrow(bf bool, dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	if bf {
+		for i, v := range src {
+			dst[i] = F32ToBF16(v)
+		}
+		return
+	}
+	for i, v := range src {
+		dst[i] = F32ToF16(v)
+	}
+}
+
+// block is the number of elements ReduceStrided works on at a time (its
+// float32 accumulators for the 16-bit types live on the stack).
+const block = 256
+
+// ReduceStrided reduces k inputs in order (input 0 op input 1 op ...) into
+// dst's first cnt elements of dt, then scales them: input p's elements are
+// src's elements [p*stride+off, p*stride+off+cnt). Floats reduce in their
+// own type, integers wrap, the 16-bit floats reduce in float32 and round
+// once; op is Sum, Prod, Max or Min (a mean: Sum and the scale 1/N). dst
+// may be input 0's elements. Integers are not scaled.
+func ReduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off, k, cnt int, scale float64) {
+	if cnt <= 0 || k <= 0 {
+		return
+	}
+	s := NewScale(scale)
+	switch dt {
+	case backend.F32:
+		reduceFloat[float32](op, dst, src, stride, off, k, cnt, s)
+	case backend.F64:
+		reduceFloat[float64](op, dst, src, stride, off, k, cnt, s)
+	case backend.I32:
+		reduceInt[int32](op, dst, src, stride, off, k, cnt)
+	case backend.U32:
+		reduceInt[uint32](op, dst, src, stride, off, k, cnt)
+	case backend.I64:
+		reduceInt[int64](op, dst, src, stride, off, k, cnt)
+	case backend.U64:
+		reduceInt[uint64](op, dst, src, stride, off, k, cnt)
+	case backend.I8:
+		reduceInt[int8](op, dst, src, stride, off, k, cnt)
+	case backend.U8:
+		reduceInt[uint8](op, dst, src, stride, off, k, cnt)
+	case backend.Half, backend.BFloat16:
+		reduce16(dt == backend.BFloat16, op, dst, src, stride, off, k, cnt, s)
+	}
+}
+
+// View returns b as a slice of T (len(b)/size elements; b's memory holds
+// T's alignment).
+func View[T any](b []byte) []T {
+	var z T
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
+}
+
+func reduceFloat[T Float](op backend.Op, dst, src []byte, stride, off, k, cnt int, s Scale) {
+	d := View[T](dst)[:cnt]
+	in := View[T](src)
+	copy(d, in[off:off+cnt])
+	for p := 1; p < k; p++ {
+		b := p*stride + off
+		Combine(op, d, in[b:b+cnt])
+	}
+	Apply(s, d, d)
+}
+
+func reduceInt[T Integer](op backend.Op, dst, src []byte, stride, off, k, cnt int) {
+	d := View[T](dst)[:cnt]
+	in := View[T](src)
+	copy(d, in[off:off+cnt])
+	for p := 1; p < k; p++ {
+		b := p*stride + off
+		CombineInt(op, d, in[b:b+cnt])
+	}
+}
+
+func reduce16(bf bool, op backend.Op, dst, src []byte, stride, off, k, cnt int, s Scale) {
+	d := View[uint16](dst)[:cnt]
+	in := View[uint16](src)
+	var acc, x [block]float32
+	for lo := 0; lo < cnt; lo += block {
+		n := min(block, cnt-lo)
+		a := acc[:n]
+		Widen(bf, a, in[off+lo:off+lo+n])
+		for p := 1; p < k; p++ {
+			b := p*stride + off + lo
+			v := x[:n]
+			Widen(bf, v, in[b:b+n])
+			Combine(op, a, v)
+		}
+		Apply(s, a, a)
+		Narrow(bf, d[lo:lo+n], a)
+	}
+}
