@@ -137,11 +137,11 @@ func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n 
 	if err := checkOp(op, dt); err != nil {
 		return c.invalidCall(ctx, name, err)
 	}
-	if strat < Auto || strat > Host {
+	if !strat.valid() {
 		return c.invalidCall(ctx, name, invalidArg("unknown strategy %d", int(strat)))
 	}
 	if strat == Host && c.g.tr != nil {
-		return c.invalidCall(ctx, name, fmt.Errorf("strategy host reduces in one process; this group spans %d processes: %w", c.g.nproc, ErrUnsupported))
+		return c.invalidCall(ctx, name, fmt.Errorf("strategy host reduces in one process; this group runs over a Transport (%s): %w", plural(c.g.nproc, "process", "processes"), ErrUnsupported))
 	}
 	owned, err := c.enter(ctx, name, true)
 	if err != nil {
@@ -604,4 +604,3 @@ func (c *Comm) fail(err error, touched bool, send, recv []byte) error {
 	inPlace := len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0]
 	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: touched, Strategy: c.strat}
 }
-

@@ -370,10 +370,6 @@ func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy,
 	return best, "cost model"
 }
 
-// autoCandidates are the strategies Auto chooses among (Host only for host
-// slices).
-var autoCandidates = []Strategy{Host, Direct, Pipelined, Ring, Tree, Hierarchical}
-
 // AutoChoice returns the strategy Auto picks for an all-reduce of bytes
 // bytes of dt in c's group, and the cost model's time for each strategy
 // (none where the model could not be measured), with the model measured, if

@@ -58,14 +58,11 @@ func (c *Comm) prepare(k *call, dt backend.DType, op Op, n int, src []byte, at i
 	return nil
 }
 
-func (c *Comm) collStrategy(s Strategy) Strategy {
-	if s == Auto {
-		s = c.g.cfg.Strategy
-	}
-	if s == Auto {
-		s = Ring
-	}
-	return s
+// collStrategy returns the strategy collective runs under the group's
+// Config.Strategy (the algorithm table: the configured one where the table
+// lists it for the collective, else the collective's default).
+func (c *Comm) collStrategy(collective string) Strategy {
+	return strategyFor(collective, c.g.cfg.Strategy)
 }
 
 // ReduceScatter reduces send (len(recv) * N elements on every rank) with op
@@ -98,7 +95,7 @@ func ReduceScatter[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) 
 		cnt, dsp := c.eqScratch(c.g.n, len(recv))
 		return reduceScatterV(ctx, c, send, recv, cnt, dsp, op)
 	}
-	s := c.collStrategy(Auto)
+	s := c.collStrategy("ReduceScatter")
 	owned, err := c.begin(ctx, "ReduceScatter", fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(len(recv)), strategy: s}, "ReduceScatter fingerprint check")
 	if err != nil {
 		return err

@@ -75,25 +75,6 @@ const (
 	Host
 )
 
-var strategyNames = [...]string{Auto: "auto", Ring: "ring", Tree: "tree", Hierarchical: "hierarchical", Pipelined: "pipelined", Direct: "direct", Host: "host"}
-
-func (s Strategy) String() string {
-	if s >= 0 && int(s) < len(strategyNames) {
-		return strategyNames[s]
-	}
-	return fmt.Sprintf("Strategy(%d)", int(s))
-}
-
-// ParseStrategy accepts the names String returns.
-func ParseStrategy(name string) (Strategy, error) {
-	for i, n := range strategyNames {
-		if strings.EqualFold(name, n) {
-			return Strategy(i), nil
-		}
-	}
-	return 0, fmt.Errorf("collective: unknown strategy %q (want auto, ring, tree, hierarchical, pipelined or direct): %w", name, ErrInvalidArgument)
-}
-
 // Config holds the tuning of a Group's collectives. The rank count and the
 // devices are Options.Ranks and Options.Devices; training settings
 // (compression, adaptive strategy choice, asynchronous steps, the
@@ -156,7 +137,7 @@ func (c Config) Validate() error {
 		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, a...)}
 	}
 	c = c.WithDefaults()
-	if c.Strategy < Auto || c.Strategy > Host {
+	if !c.Strategy.valid() {
 		return bad("Strategy", "unknown strategy %d: use one of the Strategy constants (Auto, the zero value, picks per call)", int(c.Strategy))
 	}
 	if c.PipelineDepth < 1 || c.PipelineDepth > MaxPipelineDepth {

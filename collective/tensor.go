@@ -147,7 +147,7 @@ func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, 
 		return c.invalidCall(ctx, "AllReduceTensor", err)
 	}
 	dt := dtypeOf[T]()
-	if s < Auto || s > Host {
+	if !s.valid() {
 		return c.invalidCall(ctx, "AllReduceTensor", invalidArg("unknown strategy %d", int(s)))
 	}
 	if err := checkOp(op, dt); err != nil {

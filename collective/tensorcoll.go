@@ -74,7 +74,7 @@ func ReduceScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tenso
 		cnt, dsp := c.eqScratch(N, recv.n)
 		return reduceScatterVTensor(ctx, c, name, send, recv, cnt, dsp, op)
 	}
-	s := c.collStrategy(Auto)
+	s := c.collStrategy("ReduceScatter")
 	fp := fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(recv.n), strategy: s, path: pathTensor}
 	if ok, err := c.tryShared(ctx, name, "ReduceScatterTensor fingerprint check", fp, sharedReduceScatter, whole(send, true), whole(recv, true), recv.n, 0); ok {
 		return err
@@ -317,7 +317,7 @@ func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T])
 	}
 	N := c.g.n
 	if send.n != recv.n || send.n%N != 0 {
-		return c.invalidCall(ctx, name, invalidArg("send.Len()=%d and recv.Len()=%d, want equal multiples of %d ranks", send.n, recv.n, N))
+		return c.invalidCall(ctx, name, invalidArg("send.Len()=%d and recv.Len()=%d, want equal multiples of the group size (%d)", send.n, recv.n, N))
 	}
 	if err := tensorAlias(name, send, recv, sameMem, 0); err != nil {
 		return c.invalidCall(ctx, name, err)
@@ -537,7 +537,7 @@ func AllGatherVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T
 	}
 	N := c.g.n
 	if len(counts) != N || len(displs) != N {
-		return c.invalidCall(ctx, name, invalidArg("len(counts)=%d and len(displs)=%d, want %d ranks", len(counts), len(displs), N))
+		return c.invalidCall(ctx, name, invalidArg("len(counts)=%d and len(displs)=%d, want one per rank (%d)", len(counts), len(displs), N))
 	}
 	if err := tensorAlias(name, send, recv, sendInRecv, displs[c.rank]); err != nil {
 		return c.invalidCall(ctx, name, err)

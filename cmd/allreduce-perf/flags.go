@@ -219,26 +219,35 @@ func (c coll) busFactor(n int) float64 {
 	return 1
 }
 
-// algorithms are the strategies the collective can honour, the first
-// being what it runs under -a auto. All-reduce honours every strategy.
-func (c coll) algorithms() []collective.Strategy {
-	switch c {
-	case collReduceScatter:
-		return []collective.Strategy{collective.Ring, collective.Direct}
-	case collAllGather:
-		return []collective.Strategy{collective.Ring}
-	case collBroadcast, collReduce:
-		return []collective.Strategy{collective.Tree}
-	case collAllToAll, collGather, collScatter:
-		return []collective.Strategy{collective.Direct}
-	}
-	return nil
+// entryPoints are the collectives' entry points in the library, as its
+// algorithm table names them.
+var entryPoints = [...]string{
+	collAllReduce: "AllReduce", collReduceScatter: "ReduceScatter", collAllGather: "AllGather",
+	collBroadcast: "Broadcast", collReduce: "Reduce", collAllToAll: "AllToAll", collGather: "Gather",
+	collScatter: "Scatter",
 }
 
-// allStrategies is what -a all sweeps, in this order.
-var allStrategies = []collective.Strategy{
-	collective.Auto, collective.Direct, collective.Pipelined, collective.Ring, collective.Tree, collective.Hierarchical,
-}
+// algorithms are the strategies the collective can honour (the library's
+// algorithm table), the first being what it runs under -a auto (for
+// all-reduce: auto, which picks among the others).
+func (c coll) algorithms() []collective.Strategy { return collective.Strategies(entryPoints[c]) }
+
+// allStrategies is what -a all sweeps, in this order: auto and the
+// all-reduce strategies of the library's algorithm table, but for those
+// that run only in one process (host), which -a names alone.
+var allStrategies = func() []collective.Strategy {
+	one := map[collective.Strategy]bool{}
+	for _, a := range collective.Algorithms() {
+		one[a.Strategy] = a.OneProcess
+	}
+	var out []collective.Strategy
+	for _, s := range collAllReduce.algorithms() {
+		if !one[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}()
 
 // allColls is what --coll all runs, in this order.
 var allColls = []coll{collAllReduce, collReduceScatter, collAllGather, collBroadcast, collReduce, collAllToAll, collGather, collScatter}

@@ -1,0 +1,134 @@
+package collective
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestAlgorithmTable: every strategy but Auto has one entry; the names
+// round-trip; validation, Auto's candidates and each collective's
+// strategies read the table.
+func TestAlgorithmTable(t *testing.T) {
+	seen := map[Strategy]bool{}
+	for _, a := range Algorithms() {
+		if a.Strategy == Auto || seen[a.Strategy] || !a.Strategy.valid() {
+			t.Errorf("entry %v: Auto, repeated or invalid", a.Strategy)
+		}
+		seen[a.Strategy] = true
+		if len(a.Collectives) == 0 || a.Summary == "" {
+			t.Errorf("entry %v lists no collective or has no summary", a.Strategy)
+		}
+		if s, err := ParseStrategy(strings.ToUpper(a.Strategy.String())); err != nil || s != a.Strategy {
+			t.Errorf("ParseStrategy(%q) = %v, %v", a.Strategy, s, err)
+		}
+		if a.Candidate != slices.Contains(autoCandidates, a.Strategy) {
+			t.Errorf("%v: Candidate %v, but Auto's candidates are %v", a.Strategy, a.Candidate, autoCandidates)
+		}
+	}
+	for _, s := range []Strategy{Ring, Tree, Hierarchical, Pipelined, Direct, Host} {
+		if !seen[s] {
+			t.Errorf("strategy %v has no entry", s)
+		}
+	}
+	for _, bad := range []Strategy{-1, Host + 1, 99} {
+		if bad.valid() {
+			t.Errorf("Strategy(%d) valid", int(bad))
+		}
+		var ce *ConfigError
+		if err := (Config{Strategy: bad}).Validate(); !errors.As(err, &ce) || ce.Field != "Strategy" {
+			t.Errorf("Config{Strategy: %d}.Validate() = %v", int(bad), err)
+		}
+	}
+	// Each copy is the caller's.
+	a := Algorithms()
+	a[0].Collectives[0] = "changed"
+	if Algorithms()[0].Collectives[0] == "changed" {
+		t.Error("Algorithms returns the table itself")
+	}
+	for _, tc := range []struct {
+		coll string
+		want []Strategy
+	}{
+		{"AllReduce", []Strategy{Auto, Direct, Pipelined, Ring, Tree, Hierarchical, Host}},
+		{"ReduceScatter", []Strategy{Ring, Direct}},
+		{"AllGather", []Strategy{Ring}},
+		{"Broadcast", []Strategy{Tree}},
+		{"Reduce", []Strategy{Tree}},
+		{"AllToAll", []Strategy{Direct}},
+		{"Gather", []Strategy{Direct}},
+		{"ReduceScatterV", []Strategy{Direct}},
+		{"NoSuchCollective", nil},
+	} {
+		if got := Strategies(tc.coll); !slices.Equal(got, tc.want) {
+			t.Errorf("Strategies(%s) = %v, want %v", tc.coll, got, tc.want)
+		}
+	}
+}
+
+// TestConfigStrategyAppliesWhereListed: Config.Strategy applies to a
+// collective whose table entry lists it; another collective runs its
+// default, and says so in its log line (a ReduceScatter of a group
+// configured for Tree runs the ring, as before, where it named "tree").
+func TestConfigStrategyAppliesWhereListed(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cfg  Strategy
+		want string
+	}{{Tree, "ring"}, {Direct, "direct"}, {Ring, "ring"}, {Hierarchical, "ring"}} {
+		var buf lockedBuffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		g, err := NewGroup(ctx, Options{Ranks: 3, Backend: "host", Logger: log, Config: Config{Strategy: tc.cfg}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = g.Run(ctx, func(ctx context.Context, c *Comm) error {
+			send := []float64{1, 2, 3, 4, 5, 6}
+			recv := make([]float64, 2)
+			if err := ReduceScatter(ctx, c, send, recv, Sum); err != nil {
+				return err
+			}
+			if want := []float64{3 * float64(2*c.Rank()+1), 3 * float64(2*c.Rank()+2)}; !slices.Equal(recv, want) {
+				t.Errorf("rank %d: %v, want %v", c.Rank(), recv, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Close()
+		out := buf.String()
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "gocoll: ReduceScatter") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "strategy="+tc.want) {
+			t.Errorf("configured %v: ReduceScatter logged %q, want strategy=%s", tc.cfg, line, tc.want)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that ranks may log into at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
