@@ -21,7 +21,7 @@ func AllToAll[T Elem](ctx context.Context, c *Comm, send, recv []T) (err error) 
 	}
 	N := c.g.n
 	if len(send) != len(recv) || len(send)%N != 0 {
-		return c.invalidCall(ctx, "AllToAll", invalidArg("len(send)=%d and len(recv)=%d, want equal multiples of %d ranks", len(send), len(recv), N))
+		return c.invalidCall(ctx, "AllToAll", invalidArg("len(send)=%d and len(recv)=%d, want equal multiples of the group size (%d)", len(send), len(recv), N))
 	}
 	// In place (send == recv, MPI_IN_PLACE) works as it is: send is copied
 	// into the device buffer before recv is written.

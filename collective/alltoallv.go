@@ -49,7 +49,7 @@ func AllGatherV[T Elem](ctx context.Context, c *Comm, send []T, recv []T, counts
 	}
 	N := c.g.n
 	if len(counts) != N || len(displs) != N {
-		return c.invalidCall(ctx, "AllGatherV", invalidArg("len(counts)=%d and len(displs)=%d, want %d ranks", len(counts), len(displs), N))
+		return c.invalidCall(ctx, "AllGatherV", invalidArg("len(counts)=%d and len(displs)=%d, want one per rank (%d)", len(counts), len(displs), N))
 	}
 	if err := checkSliceAlias("AllGatherV", asBytes(send), asBytes(recv), sendInRecv, displs[c.rank]*dtypeOf[T]().Size()); err != nil {
 		return c.invalidCall(ctx, "AllGatherV", err)

@@ -86,12 +86,14 @@
 // SendAsync, RecvAsync, each send and receive of a Batch) in another, also
 // from 1 (Error.P2P; an asynchronous one takes its number in call order).
 // A failed point-to-point operation breaks the group naming itself, with
-// its number. Only a rank whose own
-// context ended matches context.Canceled or context.DeadlineExceeded
-// (a deadline also matches ErrTimeout, a cancellation does not); the other
-// ranks get a *BrokenError (ErrGroupBroken) that names the first failure's
-// rank, operation and cause and matches errors.Is(err, cause) except for
-// that rank's context errors. Group.Run runs one function per rank and
+// its number. Each error matches one of the sentinels of errors.go, except
+// where a rank's own context ended: only that rank's error matches
+// context.Canceled or context.DeadlineExceeded, a deadline also matches
+// ErrTimeout, and a cancellation matches context.Canceled alone, none of
+// the sentinels (Work.Wait whose own ctx ends first returns ctx.Err()
+// itself); the other ranks get a *BrokenError (ErrGroupBroken) that names
+// the first failure's rank, operation and cause and matches
+// errors.Is(err, cause) except for that rank's context errors. Group.Run runs one function per rank and
 // aborts the group on the first error (errgroup semantics). Ranks match
 // calls by sequence number and a fingerprint of everything that changes
 // what moves (collective, op, type, count, root, strategy, data path, f64

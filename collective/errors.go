@@ -10,10 +10,14 @@ import (
 )
 
 // Sentinel errors. Every error a collective returns is an *Error (rank,
-// operation, sequence number) that satisfies errors.Is with one of these.
-// The sentinels the backends share are the backend package's own values, so
-// errors.Is(err, collective.ErrClosed) and errors.Is(err, backend.ErrClosed)
-// are the same test.
+// operation, sequence number) that satisfies errors.Is with one of these,
+// with one exception: on the rank whose own context ended, a cancellation
+// matches context.Canceled and none of these (a deadline matches both
+// context.DeadlineExceeded and ErrTimeout); the other ranks get
+// ErrGroupBroken. Work.Wait returns its own ctx's error as it is when that
+// ctx ends before the operation. The sentinels the backends share are the
+// backend package's own values, so errors.Is(err, collective.ErrClosed)
+// and errors.Is(err, backend.ErrClosed) are the same test.
 var (
 	// ErrInvalidConfig: a Config or Options field is out of range (*ConfigError).
 	ErrInvalidConfig = errors.New("invalid config")
@@ -76,6 +80,14 @@ func callKind(p2p bool) string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// plural writes a count with its noun: "1 process", "2 processes".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
 
 // MismatchError says that two ranks made different calls at the same
 // sequence number (Seq; 0 for point-to-point calls, which pair by

@@ -415,3 +415,43 @@ func TestWaitCtxLazyTimer(t *testing.T) {
 		t.Errorf("cancelled parent: %v, want context.Canceled", err)
 	}
 }
+
+// TestCancelledRankMatchesNoSentinel pins what errors.go and the package
+// doc say of a cancellation: the cancelled rank's error is an *Error that
+// matches context.Canceled and none of the sentinels; a deadline matches
+// context.DeadlineExceeded and ErrTimeout; the other ranks' errors match
+// ErrGroupBroken and no context error.
+func TestCancelledRankMatchesNoSentinel(t *testing.T) {
+	sentinels := []error{ErrInvalidConfig, ErrInvalidArgument, ErrMismatch, ErrTimeout, ErrGroupBroken, ErrClosed,
+		ErrConcurrentUse, ErrBackendUnavailable, ErrUnsupported, ErrDeviceLost, ErrOutOfMemory, ErrValidation, ErrAborted}
+	for _, deadline := range []bool{false, true} {
+		g := openGroup(t, "host", 2)
+		ctx, cancel := context.WithCancel(context.Background())
+		if deadline {
+			cancel()
+			ctx, cancel = context.WithTimeout(context.Background(), time.Nanosecond)
+			<-ctx.Done()
+		}
+		cancel()
+		errs := onRanks(g, func(c *Comm) error {
+			cc := context.Background()
+			if c.Rank() == 1 {
+				cc = ctx
+			}
+			return AllReduce(cc, c, make([]float32, 10), Sum)
+		})
+		var e *Error
+		if !errors.As(errs[1], &e) || !errors.Is(errs[1], ctx.Err()) {
+			t.Fatalf("deadline=%v: the rank whose context ended: %v, want an *Error matching %v", deadline, errs[1], ctx.Err())
+		}
+		for _, s := range sentinels {
+			want := deadline && s == ErrTimeout
+			if errors.Is(errs[1], s) != want {
+				t.Errorf("deadline=%v: the rank whose context ended: %v: errors.Is(%v) = %v, want %v", deadline, errs[1], s, !want, want)
+			}
+		}
+		if !errors.Is(errs[0], ErrGroupBroken) || errors.Is(errs[0], context.Canceled) || errors.Is(errs[0], context.DeadlineExceeded) {
+			t.Errorf("deadline=%v: the other rank: %v, want ErrGroupBroken and no context error", deadline, errs[0])
+		}
+	}
+}

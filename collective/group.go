@@ -302,7 +302,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		return nil, err
 	}
 	if opts.Devices != nil && len(opts.Devices) != opts.Ranks {
-		return nil, &ConfigError{Field: "Devices", Reason: fmt.Sprintf("has %d entries for %d ranks", len(opts.Devices), opts.Ranks)}
+		return nil, &ConfigError{Field: "Devices", Reason: fmt.Sprintf("has %s for %s", plural(len(opts.Devices), "entry", "entries"), plural(opts.Ranks, "rank", "ranks"))}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

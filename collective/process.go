@@ -50,10 +50,10 @@ func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport, own boo
 		}()
 	}
 	if g.nproc < 1 || tr.Rank() < 0 || tr.Rank() >= g.nproc {
-		return &ConfigError{Field: "Transport", Reason: fmt.Sprintf("rank %d of %d processes", tr.Rank(), g.nproc)}
+		return &ConfigError{Field: "Transport", Reason: fmt.Sprintf("rank %d of %s", tr.Rank(), plural(g.nproc, "process", "processes"))}
 	}
 	if g.nl*g.nproc > 1<<14 {
-		return &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("%d ranks in %d processes exceed the 16384 supported", g.nl*g.nproc, g.nproc)}
+		return &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("%d ranks in %s exceed the 16384 supported", g.nl*g.nproc, plural(g.nproc, "process", "processes"))}
 	}
 	// Slot sizes must agree: messages between processes travel in slots.
 	slot := g.opts.ChunkBytes
@@ -71,7 +71,7 @@ func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport, own boo
 		if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
 			return &TimeoutError{Phase: "joining the processes (" + err.Error() + ")", Ctx: ctx.Err()}
 		}
-		return fmt.Errorf("collective: joining %d processes over %s: %w", g.nproc, tr.Name(), err)
+		return fmt.Errorf("collective: joining %s over %s: %w", plural(g.nproc, "process", "processes"), tr.Name(), err)
 	}
 	for p := 0; p < g.nproc; p++ {
 		if n := int(binary.LittleEndian.Uint64(all[16*p:])); n != g.nl {

@@ -138,8 +138,9 @@ type Decision struct {
 // maxDecisions is how many recent decisions a Sync keeps.
 const maxDecisions = 32
 
-// Sync averages gradients across the ranks of one rank's Comm (the seed's
-// MultiGpuSync).
+// Sync averages gradients across the ranks of one rank's Comm: each rank
+// of a data-parallel job creates one over its own Comm and calls it once
+// per training step.
 //
 // A step is a sequence of collectives on the Comm (the selector's probes
 // and its agreement included), so steps run one at a time in call order:

@@ -31,8 +31,8 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// TestInfo: what the device reports, as the issue asks: no f64 and why,
-// zero-copy host import, unified memory on Apple silicon.
+// TestInfo: what the device reports: no f64 and why, zero-copy host
+// import, unified memory on Apple silicon.
 func TestInfo(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
 	in := d.Info()

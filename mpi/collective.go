@@ -278,7 +278,7 @@ func (w *World) collective(ctx context.Context, r *request, post func(*request))
 func (w *World) Allgather(ctx context.Context, mine, all []byte) error {
 	const call = "MPI_Iallgather"
 	if len(all) != w.size*len(mine) {
-		return argError(call, "all holds %d bytes, want %d processes * %d", len(all), w.size, len(mine))
+		return argError(call, "all holds %d bytes, want %d (%d per process)", len(all), w.size*len(mine), len(mine))
 	}
 	seq, err := w.beginCollective(ctx, call)
 	if err != nil {

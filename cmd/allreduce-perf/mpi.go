@@ -395,7 +395,7 @@ func (m *mpiRun) run(ctx context.Context) (code int, inStep bool) {
 		}
 		fmt.Fprintln(m.out, "#")
 		if m.wrong > 0 && m.w.Rank() == 0 {
-			fmt.Fprintf(m.stderr, "%s: %d wrong value(s) across %d processes\n", m.prog, m.wrong, m.nprocs)
+			fmt.Fprintf(m.stderr, "%s: %d wrong value(s) across %d process(es)\n", m.prog, m.wrong, m.nprocs)
 		}
 		if code, err = m.agreeCode(ctx, code); err != nil {
 			m.failf("agreeing on the exit status: %s", oneLine(err))
@@ -506,7 +506,7 @@ func (m *mpiRun) sweepAll(ctx context.Context) error {
 				only = "; float and double only, N/A for the other types"
 			}
 		}
-		fmt.Fprintf(w, "# Baseline: MPI_Iallreduce across the %d processes on local rank 0's buffers, out of place (busbw factor 2(P-1)/P%s)\n", m.nprocs, only)
+		fmt.Fprintf(w, "# Baseline: MPI_Iallreduce across the %d process(es) on local rank 0's buffers, out of place (busbw factor 2(P-1)/P%s)\n", m.nprocs, only)
 	}
 	// Types the devices have no kernels for were refused (checkTypes).
 	for _, line := range typeNotes(o, backend.AllDTypes, g.Backend()) {

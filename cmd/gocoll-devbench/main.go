@@ -8,8 +8,8 @@
 // JSON and as a Markdown table. Nothing is hard-coded: every ceiling a ratio
 // uses is measured in the same run.
 //
-// The default sizes are the (1 GiB ceilings and all-reduces, 256 MiB
-// reduce inputs); small flags make it run on lavapipe:
+// The default sizes are 1 GiB for the ceilings and all-reduces and 256 MiB
+// for the reduce inputs; small flags make it run on lavapipe:
 //
 //	gocoll-devbench -size 64M -reduce-size 16M -ar-size 64M -lat-iters 200 -json out.json -md out.md
 //
