@@ -301,12 +301,18 @@ func (s *Sync[T]) rankOrder(st collective.Strategy) bool {
 	if s.fixed || s.opts.AnyOrder {
 		return true
 	}
-	switch st {
-	case collective.Direct, collective.Pipelined, collective.Host:
-		return true
-	}
-	return false
+	return rankOrderStrategies[st]
 }
+
+// rankOrderStrategies are the strategies that reduce in rank order: those
+// collective's algorithm table marks RankOrder.
+var rankOrderStrategies = func() map[collective.Strategy]bool {
+	m := map[collective.Strategy]bool{}
+	for _, a := range collective.Algorithms() {
+		m[a.Strategy] = a.RankOrder
+	}
+	return m
+}()
 
 // Sync all-reduces grads to their mean across ranks, in place, and counts
 // one step (with TopK: the top-k exchange). A gradient in an Arena (or any
