@@ -13,6 +13,12 @@
 #                                     element types (colls-h200.txt; staged-* lines: the 64 MiB calls with
 #                                     imports off), the newest paths' tests (checks.txt), the allreduce-perf
 #                                     type sweep (types.json)
+#   bench/device-bench.sh exact       (there, like run) exactness on the GPU, logs in $OUT/exact/: TestConformance
+#                                     with every session on vulkan (EXACT_CASES, default 600; EXACT_SEED; its log
+#                                     counts the GPU sessions and the calls of subnormal inputs), the vulkan
+#                                     package's Conformance and Subnormal tests, TestSubnormalAllReduce, and where
+#                                     collective.test has them TestDeterministicPinnedMeanRepeat (20 groups) and
+#                                     BenchmarkFreshSlice; at most 8 minutes
 #   bench/device-bench.sh compare REV (here) build REV's binaries into .devbench-old/ beside the current ones, then
 #                                     print the call for the mode below
 #   bench/device-bench.sh compare-run (there) the T5 selection, BenchmarkCollectives and BenchmarkSmallHost of
@@ -94,6 +100,18 @@ step() {
 	return $rc
 }
 
+# step_to FILE NAME SECONDS CMD...: step with the command's output, stdout and stderr, in FILE.
+step_to() {
+	local out=$1 name=$2 secs=$3
+	shift 3
+	log "$name (limit ${secs}s, output in $out): $*"
+	local t0=$SECONDS
+	timeout -k 10 "$secs" "$@" >"$out" 2>&1
+	local rc=$?
+	log "$name: rc=$rc after $((SECONDS - t0))s"
+	return $rc
+}
+
 run_there() {
 	[ -n "${OUT:-}" ] || die "run: \$OUT is not set (this mode runs inside a device tool call)"
 	[ -x "$D/gocoll-devbench" ] || die "run: $D/ is missing: run bench/device-bench.sh here first, and carry $D"
@@ -138,18 +156,26 @@ run_there() {
 	log "done in $((SECONDS - t0))s"
 }
 
+# nvidia_loader: unpack the Vulkan loader from .gl/, point it at the NVIDIA driver, no validation layer (figures
+# and checks of the code alone), and make sure gocoll sees the GPU. DEVBENCH_LOCAL=1 (a try here, on lavapipe)
+# keeps this machine's loader and driver.
+nvidia_loader() {
+	export GOCOLL_VULKAN_VALIDATION=0
+	[ -n "${DEVBENCH_LOCAL:-}" ] && return 0
+	for f in .gl/*.deb; do dpkg -x "$f" /; done
+	ldconfig
+	export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+	nvidia-smi --query-gpu=name,driver_version --format=csv || true
+	"$D/gocoll-info" | grep -i nvidia || die "gocoll-info lists no NVIDIA device"
+}
+
 # colls_there: the "colls" mode (see the top of this file).
 colls_there() {
 	[ -n "${OUT:-}" ] || die "colls: \$OUT is not set (this mode runs inside a device tool call)"
 	[ -x "$D/gocoll-devbench" ] || die "colls: $D/ is missing: run bench/device-bench.sh here first, and carry $D"
 	exec > >(tee -a "$OUT/run.log") 2>&1
 	local t0=$SECONDS bt=${BENCHTIME:-10x} n=${BENCH_COUNT:-3}
-	for f in .gl/*.deb; do dpkg -x "$f" /; done
-	ldconfig
-	export GOCOLL_VULKAN_VALIDATION=0
-	export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-	nvidia-smi --query-gpu=name,driver_version --format=csv || true
-	"$D/gocoll-info" | grep -i nvidia || die "gocoll-info lists no NVIDIA device"
+	nvidia_loader
 	step ceilings 120 "$D/gocoll-devbench" -skip t1,t2a,t2b,t3,t6,t7 -json "$OUT/ceilings.json" -md "$OUT/ceilings.md" \
 		-command "bash bench/device-bench.sh colls (device tool, nvidia-h200; carry .devbench .gl)"
 	local o="$OUT/colls-h200.txt"
@@ -170,6 +196,48 @@ colls_there() {
 		-d float,int8,uint8,int32,uint32,int64,uint64,half,bfloat16 -o sum -n 5 -w 2 -J "$OUT/types.json" >"$OUT/types.txt"
 	# COLLS_EXTRA: more commands for the same call (diagnostics), run last.
 	if [ -n "${COLLS_EXTRA:-}" ]; then step extra 200 bash -c "$COLLS_EXTRA"; fi
+	log "done in $((SECONDS - t0))s"
+}
+
+# exact_there: the "exact" mode (see the top of this file). The step limits add up to under 8 minutes; on the
+# H200 a conformance session took about 0.2 s, so 600 take about 2 of the 3.5 minutes allowed. A step cut short
+# by its limit leaves its log so far (TestConformance logs its counts every 100 sessions).
+exact_there() {
+	[ -n "${OUT:-}" ] || die "exact: \$OUT is not set (this mode runs inside a device tool call)"
+	[ -x "$D/collective.test" ] || die "exact: $D/ is missing: run bench/device-bench.sh here first, and carry $D"
+	local o="$OUT/exact"
+	mkdir -p "$o"
+	exec > >(tee -a "$o/run.log") 2>&1
+	local t0=$SECONDS seed=()
+	nvidia_loader
+	[ -n "${EXACT_SEED:-}" ] && seed=(-conformance.seed="$EXACT_SEED")
+	# Every session on vulkan (-conformance.vulkan=100): the calls draw their data, subnormal inputs included,
+	# as in CI.
+	(cd collective && step_to "$o/conformance.log" conformance 210 "../$D/collective.test" -test.run 'TestConformance$' \
+		-conformance.cases="${EXACT_CASES:-600}" -conformance.vulkan=100 "${seed[@]}" -test.v)
+	grep -E 'sessions run|failures by kind|^ +[0-9]+ +seed=|^(--- |PASS|FAIL|ok)' "$o/conformance.log"
+	(cd vulkan && step_to "$o/vulkan.log" vulkan-conformance 75 "../$D/vulkan.test" -test.run 'Conformance|Subnormal' -test.v)
+	grep -E '^(--- |PASS|FAIL|ok)' "$o/vulkan.log"
+	(cd collective && step_to "$o/subnormal.log" subnormal-allreduce 75 "../$D/collective.test" -test.run 'TestSubnormalAllReduce' -test.v)
+	grep -E 'seed [0-9]|^(--- |PASS|FAIL|ok)' "$o/subnormal.log"
+	# These two run where the binary has them (-test.list prints the names it has).
+	local names
+	names=$(cd collective && "../$D/collective.test" -test.list '^(TestDeterministicPinnedMeanRepeat|BenchmarkFreshSlice)$')
+	if grep -qx TestDeterministicPinnedMeanRepeat <<<"$names"; then
+		(cd collective && step_to "$o/repeat.log" pinned-mean-repeat 60 "../$D/collective.test" \
+			-test.run '^TestDeterministicPinnedMeanRepeat$' -test.count "${REPEAT_COUNT:-20}" -test.v)
+		grep -E '^(--- FAIL|PASS|FAIL|ok)' "$o/repeat.log"
+		log "TestDeterministicPinnedMeanRepeat passed $(grep -c -- '--- PASS' "$o/repeat.log") times"
+	else
+		log "collective.test has no TestDeterministicPinnedMeanRepeat: skipped"
+	fi
+	if grep -qx BenchmarkFreshSlice <<<"$names"; then
+		(cd collective && step_to "$o/fresh-slice.txt" fresh-slice 45 "../$D/collective.test" -test.run '^$' \
+			-test.bench '^BenchmarkFreshSlice$/^vulkan$/' -test.benchtime "${BENCHTIME:-10x}" -test.count 1)
+		log "BenchmarkFreshSlice: $(grep -c '^Benchmark' "$o/fresh-slice.txt") benchmark lines"
+	else
+		log "collective.test has no BenchmarkFreshSlice: skipped"
+	fi
 	log "done in $((SECONDS - t0))s"
 }
 
@@ -255,8 +323,9 @@ case "${1:-}" in
 	;;
 run) run_there ;;
 colls) colls_there ;;
+exact) exact_there ;;
 compare) compare_prepare "${2:-}" ;;
 compare-run) compare_there ;;
 lavapipe) lavapipe ;;
-*) die "usage: bench/device-bench.sh [prepare|run|colls|compare REV|compare-run|lavapipe]" ;;
+*) die "usage: bench/device-bench.sh [prepare|run|colls|exact|compare REV|compare-run|lavapipe]" ;;
 esac

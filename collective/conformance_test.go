@@ -35,22 +35,33 @@ import (
 // stated bound), the integer types exactly (wrapping sums and products,
 // signed and unsigned extrema; Mean must be rejected), the 16-bit floats
 // against a float64 reference of their inputs within a stated bound, with
-// NaN, Inf and overflow exact (checkReduced16). Data movement is checked
-// bit for bit. A session is a pure function of its seed: a failure prints
-// the seed and the session, and
+// NaN, Inf and overflow exact (checkReduced16); float32, float16 and
+// bfloat16 also on subnormal inputs whose results are exact, bit for bit
+// (subnormalInputs: a device that flushes subnormals fails). Data
+// movement is checked bit for bit. A session is a pure function of its
+// seed: a failure prints the seed and the session, and
 //
 //	go test ./collective/ -run 'TestConformance$' -conformance.seed=S -conformance.cases=1 -v
 //
 // replays it (GOCOLL_CONFORMANCE_SEED and GOCOLL_CONFORMANCE_CASES do the
 // same through ./build.sh). Session i of a run has seed S+i.
+// -conformance.vulkan=P draws P% of the sessions on vulkan instead of 20%
+// (bench/device-bench.sh exact: every session on the GPU).
 
 var (
 	confSeedFlag  = flag.Uint64("conformance.seed", 0, "seed of the first conformance session (0: the fixed CI seed, or a random one with GOCOLL_TEST_FULL)")
 	confCasesFlag = flag.Int("conformance.cases", 0, "number of conformance sessions (0: the budget of the mode)")
+	// A GPU run raises the vulkan share to spend its time on the device;
+	// the sessions then differ from the default's (a replay passes it too).
+	confVulkanFlag = flag.Int("conformance.vulkan", 0, "percent of conformance sessions drawn on vulkan (0: the default, 20)")
 )
 
 // confCISeed is the seed CI runs, so a CI failure is the same on every run.
 const confCISeed = 20250611
+
+// confCIBudget is TestConformance's number of sessions in CI (3,000 in full
+// mode).
+const confCIBudget = 100
 
 // confBudget returns the first seed and the number of sessions to run: the
 // flags, else the environment variables env_SEED and env_CASES, else the
@@ -182,9 +193,14 @@ const (
 	// finite, subnormal and zero values. Integer types: MinInt, MaxInt,
 	// 0, +-1 and full-range values mixed in.
 	inSpecial
+	// float32, float16 and bfloat16 (TestConformance only): subnormals,
+	// alone, mixed with normals and with signed zeros, such that every
+	// result is exact in any order (subnormalInputs) and checked bit for
+	// bit.
+	inSubnormal
 )
 
-var inputNames = [...]string{"exact-int", "exact-f64", "random", "special"}
+var inputNames = [...]string{"exact-int", "exact-f64", "random", "special", "subnormal"}
 
 func (k inputKind) String() string { return inputNames[k] }
 
@@ -238,6 +254,8 @@ type confSession struct {
 	Calls []confCall
 	// Fallback is set when the drawn backend is not available here.
 	Fallback string
+	// Device names the device the session ran on (its first rank's).
+	Device string
 }
 
 func (s *confSession) String() string {
@@ -316,6 +334,9 @@ func confLimitsFor() confLimits {
 	l := confLimits{maxLen: 300000, maxCalls: 4, vulkanPct: 20, every: true}
 	if raceEnabled {
 		l.maxLen = 40000
+	}
+	if *confVulkanFlag != 0 {
+		l.vulkanPct = *confVulkanFlag
 	}
 	return l
 }
@@ -535,6 +556,9 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		default:
 			c.Input = inSpecial
 		}
+		if lim.every && (c.Type == tF32 || c.Type.is16()) && rng.IntN(100) < confSubnormalPct {
+			c.Input = inSubnormal
+		}
 		c.Mag = 1 + rng.IntN(20)
 		c.Root = rng.IntN(g.Ranks)
 		c.NilRecv = rng.IntN(2) == 0
@@ -716,6 +740,8 @@ func confInputs(c confCall, ranks int) [][]uint64 {
 		ls[r], _ = c.lens(ranks, r)
 	}
 	switch {
+	case c.Input == inSubnormal:
+		return subnormalInputs(c, ls)
 	case c.Type.isInt():
 		return intInputs(c, ls)
 	case c.Type.is16():
@@ -1743,6 +1769,7 @@ func runConfSession(t *testing.T, s *confSession, haveVulkan bool) (failures []c
 	if s.G.NoTypeKernels {
 		g.kernels &= backend.F32.Bit() | backend.F64.Bit()
 	}
+	s.Device = g.infos[0].Name
 	limit := 120 * time.Second
 	for i, c := range s.Calls {
 		out := confElems[c.Type].runConf(g, s, c, limit)
@@ -1825,7 +1852,11 @@ func haveVulkan(t testing.TB) bool {
 
 // confReplay is the command that replays one session.
 func confReplay(test, flagPrefix string, seed uint64) string {
-	return fmt.Sprintf("go test ./collective/ -run '%s$' -%s.seed=%d -%s.cases=1 -v", test, flagPrefix, seed, flagPrefix)
+	s := fmt.Sprintf("go test ./collective/ -run '%s$' -%s.seed=%d -%s.cases=1 -v", test, flagPrefix, seed, flagPrefix)
+	if flagPrefix == "conformance" && *confVulkanFlag != 0 {
+		s += fmt.Sprintf(" -conformance.vulkan=%d", *confVulkanFlag)
+	}
+	return s
 }
 
 // confSummary logs the failures grouped by their first line, each with the
@@ -1873,7 +1904,7 @@ func confKind(c confCall, kind string) string {
 // TestConformance is the randomized differential test of every collective
 // on host and lavapipe.
 func TestConformance(t *testing.T) {
-	seed, n := confBudget(t, confSeedFlag, confCasesFlag, "GOCOLL_CONFORMANCE", 3000, 100)
+	seed, n := confBudget(t, confSeedFlag, confCasesFlag, "GOCOLL_CONFORMANCE", 3000, confCIBudget)
 	vk := haveVulkan(t)
 	lim := confLimitsFor()
 	t.Logf("conformance: %d sessions from seed %d (vulkan %v); replay one with %s", n, seed, vk, confReplay("TestConformance", "conformance", seed))
@@ -1885,7 +1916,20 @@ func TestConformance(t *testing.T) {
 	defer func() { t.Logf("time by backend: %v over %v sessions", spent, count) }()
 	byColl, byType, byPath := map[string]int{}, map[string]int{}, map[string]int{}
 	defer func() { t.Logf("calls drawn by collective: %v; by type: %v; by path: %v", byColl, byType, byPath) }()
+	// What ran on which device, and the calls of subnormal inputs (the
+	// count of their results checked that are subnormal: a device that
+	// flushes gets those wrong).
+	devices := map[string]int{}
+	sub := &confSubnormalCount{calls: map[string]int{}}
+	ran := 0
+	progress := func() {
+		t.Logf("conformance: %d of %d sessions run, %d on vulkan (by device: %v); subnormal inputs: %s", ran, n, count["vulkan"], devices, sub)
+	}
+	defer progress()
 	for i := 0; i < n; i++ {
+		if i > 0 && i%100 == 0 && testing.Verbose() {
+			progress()
+		}
 		s := drawSession(seed+uint64(i), lim)
 		for _, c := range s.Calls {
 			byColl[c.Coll.String()]++
@@ -1899,6 +1943,11 @@ func TestConformance(t *testing.T) {
 		failures, fatal := runConfSession(t, s, vk)
 		spent[s.G.Backend] += time.Since(start)
 		count[s.G.Backend]++
+		if s.G.Backend == "vulkan" {
+			devices[s.Device]++
+		}
+		sub.add(s)
+		ran++
 		if len(failures) > 0 {
 			var msgs []string
 			for _, f := range failures {

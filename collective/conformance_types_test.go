@@ -484,6 +484,10 @@ func intOp(t confType, op Op, a, b uint64) uint64 {
 // inputs on ranks ranks, against refs.
 func checkReduction(c confCall, ranks int, refs *confRefs, lo, hi int, got []uint64) (kind, desc string) {
 	switch t := c.Type; {
+	case t == tF32 && c.Input == inSubnormal:
+		// Exact in any order, Mean included (correctly rounded): bit for
+		// bit, the sign of zero too.
+		return checkBits(t, got, subnormalWant(c, ranks, refs, lo, hi), false)
 	case t == tF32:
 		g := make([]float32, len(got))
 		for i, v := range got {
@@ -678,19 +682,26 @@ func rankOrderRef(t confType, op Op, vals []uint64) uint64 {
 	}
 	acc := float32(t.float(vals[0]))
 	for _, v := range vals[1:] {
-		switch x := float32(t.float(v)); op {
-		case Sum, Mean:
-			acc += x
-		case Prod:
-			acc *= x
-		default:
-			acc = float32(minmax(float64(acc), float64(x)))
-		}
+		acc = refOp32(op, acc, float32(t.float(v)))
 	}
 	if op == Mean {
 		acc = float32(float64(acc) / n)
 	}
 	return t.encode(float64(acc))
+}
+
+// refOp32 is op in float32 as the kernels compute it (Mean: the sum; IEEE
+// max and min, NaN wins).
+func refOp32(op Op, a, b float32) float32 {
+	switch op {
+	case Sum, Mean:
+		return a + b
+	case Prod:
+		return a * b
+	case Max:
+		return float32(ieeeMax(float64(a), float64(b)))
+	}
+	return float32(ieeeMin(float64(a), float64(b)))
 }
 
 // TestConformanceFormat16 checks the conformance test's own binary16 and
