@@ -16,6 +16,17 @@ import (
 // unshared device.
 func fullRun() bool { return os.Getenv("GOCOLL_TEST_FULL") != "" }
 
+// arithmetic marks a test of the kernels' arithmetic alone: the race run
+// (./build.sh test runs it with -short; the race detector checks
+// synchronisation and slows the Go references tenfold) leaves it to the run
+// without the race detector, unless full.
+func arithmetic(t *testing.T) {
+	t.Helper()
+	if raceEnabled && testing.Short() && !fullRun() {
+		t.Skip("the kernels' arithmetic: checked by the run without the race detector (GOCOLL_TEST_FULL=1 runs it here)")
+	}
+}
+
 // suiteOptions are the conformance suite's options for this run: short
 // under -short, the multi-destination matrices sampled unless full.
 func suiteOptions() backendtest.Options {

@@ -278,6 +278,7 @@ func scales16(k int) []float64 {
 // and overflowing results); then aligned regions (the 16-byte kernels of
 // int64 and uint64), ReduceMulti (M = 1, 3, 9) and Scale.
 func TestDTypeKernels(t *testing.T) {
+	arithmetic(t)
 	d := openDevice(t, backend.OpenOptions{})
 	seed := backendtest.RandomSeed(t, seedEnv)
 	for _, dt := range featureTypes {

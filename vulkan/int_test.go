@@ -139,6 +139,7 @@ func btoi(b bool) int {
 // misaligned ones, and in place (dst the first or the last source), bit for
 // bit against Go's arithmetic; the same with the 16-byte kernels off.
 func TestIntReduce(t *testing.T) {
+	arithmetic(t)
 	d := openDevice(t, backend.OpenOptions{})
 	if k := d.Info().Kernels; !k.Has(backend.I32) || !k.Has(backend.U32) {
 		t.Fatalf("Info().Kernels = %b: no int32/uint32", k)
@@ -253,6 +254,7 @@ func intReduce[T int32s](t *testing.T, d *device) {
 // reducem kernels) and not, against Go's arithmetic; sources that are not
 // destinations stay untouched.
 func TestIntReduceMulti(t *testing.T) {
+	arithmetic(t)
 	d := openDevice(t, backend.OpenOptions{})
 	t.Run("int32", func(t *testing.T) { intReduceMulti[int32](t, d) })
 	t.Run("uint32", func(t *testing.T) { intReduceMulti[uint32](t, d) })
@@ -389,6 +391,7 @@ func TestIntScale(t *testing.T) {
 // pipeline the stream can ask for (the integer ones included), so that a
 // kernel the driver rejects fails by name.
 func TestEveryPipeline(t *testing.T) {
+	arithmetic(t)
 	if err := openDevice(t, backend.OpenOptions{}).EveryPipeline(); err != nil {
 		t.Fatal(err)
 	}

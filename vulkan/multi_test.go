@@ -14,6 +14,7 @@ import (
 // TestReduceMulti runs the ReduceMulti conformance checks on Vulkan device
 // 0 under the validation layer.
 func TestReduceMulti(t *testing.T) {
+	arithmetic(t)
 	requireVulkan(t)
 	backendtest.RunMultiOptions(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
 		return openDevice(t, opts)

@@ -59,6 +59,7 @@ func TestInfo(t *testing.T) {
 // and host-visible memory and destinations at odd element offsets, against
 // Go loops in the element type (bit for bit) and in float64 (exactly).
 func TestReduceExact(t *testing.T) {
+	arithmetic(t)
 	d := openDevice(t, backend.OpenOptions{})
 	t.Run("f32", func(t *testing.T) { reduceExact[float32](t, d) })
 	t.Run("f64", func(t *testing.T) {

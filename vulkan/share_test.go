@@ -177,6 +177,7 @@ func sharedRankWork(dev backend.Device, rank, n, rounds int) error {
 // share one logical device with another open rank (without its largest
 // cases, which TestConformance runs, unless full).
 func TestShareDeviceConformance(t *testing.T) {
+	arithmetic(t)
 	requireVulkan(t)
 	other := openDevice(t, shareOpts)
 	o := suiteOptions()

@@ -22,6 +22,7 @@ import (
 // run is skipped unless the device is a CPU (lavapipe's arithmetic keeps
 // subnormals).
 func TestSubnormalKernels(t *testing.T) {
+	arithmetic(t)
 	requireVulkan(t)
 	for _, hardware := range []bool{false, true} {
 		name := "ftz"

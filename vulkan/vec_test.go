@@ -83,6 +83,7 @@ func sameBytes[T float](t *testing.T, what string, a, b backend.Buffer, off, n i
 // every region is 16-byte aligned and whole vectors long; otherwise the
 // scalar kernel runs alone. Both take the same number of dispatches.
 func TestVecMatchesScalar(t *testing.T) {
+	arithmetic(t)
 	d := openDevice(t, backend.OpenOptions{})
 	t.Run("f32", func(t *testing.T) { vecMatches[float32](t, d) })
 	t.Run("f64", func(t *testing.T) {

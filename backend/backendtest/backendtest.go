@@ -54,7 +54,9 @@ type Options struct {
 	// Short leaves out the largest cases: the reduction of 1M+3 elements and
 	// the 65537-element reductions of more than three sources. Run sets it
 	// from testing.Short(). (The 1M+3 case is also left out under the race
-	// detector.)
+	// detector, and with Short there the element types beyond float32 and
+	// float64 are checked for int32 and half only, the subnormals for
+	// float only: the race detector checks synchronisation.)
 	Short bool
 	// Sample runs a fixed sample of the source and destination counts of
 	// the multi-destination reductions (M and K in 1..3 and 8..9: 25 of the

@@ -76,6 +76,12 @@ func (s *suite) testDTypes(t *testing.T) {
 	seed := RandomSeed(t, SeedEnv)
 	for _, dt := range newDTypes {
 		t.Run(dt.String(), func(t *testing.T) {
+			if raceEnabled && s.opts.Short && dt != backend.I32 && dt != backend.Half {
+				// The race detector checks synchronisation: one integer
+				// and one 16-bit type take every path; the run without it
+				// checks every type's arithmetic.
+				t.Skip("-short under the race detector: int32 and half only")
+			}
 			if !hasKernels(s.info, dt) {
 				t.Run("Refused", func(t *testing.T) { testRefused(t, s.dev, dt) })
 			}

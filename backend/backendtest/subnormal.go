@@ -78,6 +78,9 @@ func testSubnormals(t *testing.T, dev backend.Device) {
 	t.Run("Cases", func(t *testing.T) { testSubnormalCases(t, dev) })
 	for _, dt := range subnormalTypes {
 		t.Run(dt.String(), func(t *testing.T) {
+			if raceEnabled && testing.Short() && dt != backend.F32 {
+				t.Skip("-short under the race detector: float only (the race detector checks synchronisation)")
+			}
 			needDType(t, dev, dt)
 			testSubnormalType(t, dev, dt, newRand(0x5ab+uint64(dt)))
 		})

@@ -1,0 +1,5 @@
+//go:build !race
+
+package vulkan
+
+const raceEnabled = false
