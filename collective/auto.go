@@ -345,8 +345,8 @@ func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy,
 	if c.noKernels(dt) {
 		return Direct, dt.String() + " reduced on the host (a device has no " + dt.String() + " kernels)"
 	}
-	if g.tr != nil {
-		if g.nl > 1 && g.nproc > 1 {
+	if g.tr != nil { // 2 processes or more
+		if g.nl > 1 {
 			return Hierarchical, "spans processes: reduce inside each process, ring between processes"
 		}
 		return Ring, "spans processes"

@@ -63,7 +63,9 @@
 //
 // Imported Go slices. A large plain slice (4 MiB or more of Go heap memory)
 // passed to a collective on a device that imports host memory is imported
-// the first time and read and written in place by DMA from then on, as a
+// the second time its memory is seen (the first call stages it: a slice
+// used once, such as a gradient allocated every step, never pays for an
+// import) and read and written in place by DMA from then on, as a
 // HostBuffer is: no staging copy (in an all-reduce, both PCIe directions in
 // one pass). The imports never keep a slice alive: a call holds its slices
 // while it runs; between calls an import refers to its slice weakly, and

@@ -17,9 +17,9 @@ import (
 // Plain Go slices imported in place: the import cache.
 //
 // A large plain slice passed to a collective is imported by the rank's
-// device (VK_EXT_external_memory_host) the first time it is seen and kept
-// imported for later calls, so devices read and write it by DMA with no
-// staging copy, as they do a HostBuffer: in an all-reduce both PCIe
+// device (VK_EXT_external_memory_host) the second time its memory is seen
+// and kept imported for later calls, so devices read and write it by DMA
+// with no staging copy, as they do a HostBuffer: in an all-reduce both PCIe
 // directions in one dispatch, at the hardware's duplex rate; in the other
 // collectives (adoptCall) the upload into the device buffer and the download
 // of the result are DMA copies with no CPU copy. This is what MPI libraries
@@ -47,6 +47,21 @@ import (
 // (runtime.AddCleanup) then marks its entry dead, and the next operation of
 // the cache in the process (the adoption at the start of any rank's call,
 // Group.Close, SetImportCacheBytes) closes the entry's imports.
+//
+// When. A slice is imported when its memory comes back: the first call
+// that sees it stages the slice (copies it through the rank's staging
+// buffer) and records a sighting (goSighting: the pages an import would
+// cover and a weak pointer to the object); a later call, by any rank of
+// any group, whose slice's pages overlap a sighting whose object is alive
+// (so the same object) imports it. A driver
+// that imports host memory pins its pages and maps them for the device,
+// and unpins them when the import closes (17-27 ms per 256 MiB on an H200,
+// more than copying it), so a slice used once, such as a gradient
+// allocated anew every step, must not pay for an import it never reuses:
+// it costs what the staging copy costs. Memory that comes back pays the
+// import once and then runs zero-copy. Sightings are bounded
+// (maxSightings, dead ones dropped first, then the oldest) and keep
+// nothing alive.
 //
 // Never the wrong object. An entry is reused only after its weak pointer is
 // found pointing at a live object (goFindLocked): that object's pages hold
@@ -93,8 +108,17 @@ const defaultImportCache = 4 << 30
 // maxCallImports bounds the slices one call adopts.
 const maxCallImports = 4
 
+// maxSightings bounds the objects seen once and not imported that the
+// process remembers: as many as the default budget holds imports of the
+// smallest imported size.
+const maxSightings = defaultImportCache / goImportMin
+
 // goImportMinHook, when set (tests), replaces goImportMin.
 var goImportMinHook int
+
+// goImportFirstSightHook, when set (tests), imports a slice the first time
+// its object is seen.
+var goImportFirstSightHook bool
 
 // SetImportCacheBytes sets the process's budget for imported plain Go
 // slices, in bytes, and returns the previous budget. The budget bounds the
@@ -263,12 +287,20 @@ func markDead(d *goDeath) {
 // the last reap.
 var goDeaths, goReaped atomic.Uint64
 
+// goSighting is an object a call saw and staged: the pages an import of
+// the slice would have covered, inside the object, and the object, weakly.
+type goSighting struct {
+	base, end uintptr
+	obj       weak.Pointer[byte]
+}
+
 // goCache is the process's imported Go slices.
 var goCache struct {
 	mu          sync.RWMutex
-	live        []*goEntry // sorted by base, disjoint
-	dying       []*goEntry // out of live, imports not closed yet (flushGoCloses)
-	liveBytes   int64      // live entries, and imports being made
+	live        []*goEntry   // sorted by base, disjoint
+	seen        []goSighting // oldest first, at most maxSightings
+	dying       []*goEntry   // out of live, imports not closed yet (flushGoCloses)
+	liveBytes   int64        // live entries, and imports being made
 	dyingBytes  int64
 	leakedBytes int64
 	tick        uint64
@@ -289,7 +321,9 @@ type goImportState struct {
 	notHeap   [8]uintptr
 	notHeapAt int // recent slice addresses found outside the Go heap
 	call      [maxCallImports]callImport
-	n         int   // adopted by the current call: call[:n]
+	n         int // adopted by the current call: call[:n]
+	first     [maxCallImports]struct{ base, end uintptr }
+	nfirst    int   // objects the current call saw first: first[:nfirst]
 	reserved  int64 // bytes of the group's bound an import being made takes (goCache.mu)
 }
 
@@ -370,6 +404,43 @@ func goFindLocked(a, z uintptr) *goEntry {
 		i++
 	}
 	return nil
+}
+
+// sightedLocked reports whether the pages [lo, hi) of a live object were
+// seen before. A sighting whose pages overlap them and whose object is
+// alive is of the same object (a live large object's pages are its own);
+// one whose object died says nothing, even when a new object now occupies
+// its addresses.
+func sightedLocked(lo, hi uintptr) bool {
+	for _, s := range goCache.seen {
+		if s.base < hi && lo < s.end && s.obj.Value() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// sightLocked records a sighting of the object at p, whose pages
+// [lo, hi) the slice's import would cover; when the record is full, the
+// sightings of dead objects are dropped, then the oldest.
+func sightLocked(lo, hi uintptr, p unsafe.Pointer) {
+	if len(goCache.seen) >= maxSightings {
+		k := 0
+		for _, s := range goCache.seen {
+			if s.obj.Value() != nil {
+				goCache.seen[k] = s
+				k++
+			}
+		}
+		clear(goCache.seen[k:])
+		goCache.seen = goCache.seen[:k]
+		if k >= maxSightings {
+			n := copy(goCache.seen, goCache.seen[k-maxSightings+1:])
+			clear(goCache.seen[n:])
+			goCache.seen = goCache.seen[:n]
+		}
+	}
+	goCache.seen = append(goCache.seen, goSighting{base: lo, end: hi, obj: weak.Make((*byte)(p))})
 }
 
 // evictLocked unlinks the entry no call uses that is dead or least recently
@@ -516,8 +587,9 @@ func trimGoImports() {
 }
 
 // adopt imports b for the current call when it is a large plain Go slice
-// this rank's device can import, or finds its import; false when b is
-// staged. The call holds b until releaseAdopted.
+// this rank's device can import and its object was seen before, or finds
+// its import; false when b is staged. The call holds b until
+// releaseAdopted.
 func (c *Comm) adopt(b []byte) bool {
 	st := &c.goImp
 	min := goImportMin
@@ -637,7 +709,26 @@ func (c *Comm) importNew(b []byte, imp backend.Importer, page int) bool {
 	lo := a &^ uintptr(page-1)
 	hi := (a + uintptr(cap(b)) + uintptr(page-1)) &^ uintptr(page-1)
 	size := int64(hi - lo)
+	if size > goBudgetBytes() {
+		return false
+	}
+	// The first sighting is staged (see When, above), and so are the
+	// call's other slices over the same pages.
+	for _, f := range st.first[:st.nfirst] {
+		if f.base < hi && lo < f.end {
+			return false
+		}
+	}
 	goCache.mu.Lock()
+	if !goImportFirstSightHook && !sightedLocked(lo, hi) {
+		sightLocked(lo, hi, p)
+		unlockGoCache()
+		if st.nfirst < len(st.first) {
+			st.first[st.nfirst].base, st.first[st.nfirst].end = lo, hi
+			st.nfirst++
+		}
+		return false
+	}
 	// Entries over the range are of the same object (another slice of it,
 	// or a dead one's addresses): they make way, unless a call uses one.
 	for i := goSearchLocked(lo); i < len(goCache.live) && goCache.live[i].base < hi; i++ {
@@ -805,6 +896,7 @@ func (c *Comm) releaseAdopted() {
 		g.recvOf[c.rank] = nil
 	}
 	st := &c.goImp
+	st.nfirst = 0
 	if st.n == 0 {
 		return
 	}
@@ -847,7 +939,7 @@ func (c *Comm) keepIfLost() {
 func (c *Comm) releaseGoImports() {
 	st := &c.goImp
 	clear(st.call[:])
-	st.n = 0
+	st.n, st.nfirst = 0, 0
 	goClose.Lock()
 	var mine []goImport
 	var of []*goEntry

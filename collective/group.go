@@ -59,7 +59,11 @@ type Options struct {
 	// process, each with Ranks local ranks, the same number everywhere):
 	// global rank = process rank * Ranks + local index. The mpi package
 	// provides one over MPI. Collectives exchange between processes through
-	// it; the hierarchical strategy's groups are then the processes.
+	// it; the hierarchical strategy's groups are then the processes. A
+	// Transport of one process (Size 1: mpirun -np 1, an MPI singleton)
+	// makes a group of one process, which works exactly as one without a
+	// Transport (strategy Host, Auto's cost model, Split within the
+	// process) and never calls the transport.
 	Transport backend.Transport
 	// Logger receives debug logs; nil uses GOCOLL_DEBUG (INFO or TRACE) to
 	// decide whether to log to stderr.
@@ -85,9 +89,9 @@ type Options struct {
 	DrainLimit time.Duration
 }
 
-// defaultSlot is ChunkBytes' default.
-func defaultSlot(opts Options, infos []backend.DeviceInfo) int {
-	if opts.Transport != nil || len(infos) == 0 {
+// defaultSlot is ChunkBytes' default; spans: the group spans processes.
+func defaultSlot(spans bool, infos []backend.DeviceInfo) int {
+	if spans || len(infos) == 0 {
 		return 1 << 20 // the same on every process, whatever its devices
 	}
 	for _, inf := range infos {
@@ -123,9 +127,9 @@ type Group struct {
 	nl      int // ranks in this process
 	base    int // global rank of this process's first rank
 	tr      backend.Transport
-	trOwned bool  // tr is the group's own duplicate of Options.Transport
-	ctrl    *ctrl // control messages between the processes
-	nproc   int
+	trOwned bool   // tr is the group's own duplicate of Options.Transport
+	ctrl    *ctrl  // control messages between the processes
+	nproc   int    // >= 2 with tr; tr is nil in a group of one process, over a Transport of size 1 too
 	fpBuf   []byte // cross-process fingerprint exchange
 	fpAll   []byte
 	cfg     Config
@@ -317,9 +321,24 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	}
 	g.log, g.logCalls = newLogger(opts.Logger)
 	opened := false
-	if tr := opts.Transport; tr != nil {
+	tr := opts.Transport
+	if tr != nil && tr.Size() == 1 && tr.Rank() == 0 {
+		// A transport of one process (mpirun -np 1, an MPI singleton): the
+		// group is a group of one process, and works as one without a
+		// Transport. It never calls the transport; one it owns (a Split's)
+		// it closes with the outcome, as it would have.
+		if own {
+			defer func(tr backend.Transport) {
+				if err == nil {
+					tr.Close()
+				}
+			}(tr)
+		}
+		tr = nil
+	}
+	if tr != nil {
 		if opts.Config.Strategy == Host {
-			return nil, &ConfigError{Field: "Strategy", Reason: "host reduces in one process; a group with a Transport spans processes"}
+			return nil, &ConfigError{Field: "Strategy", Reason: fmt.Sprintf("host reduces in one process; a group over a Transport of %s spans processes", plural(tr.Size(), "process", "processes"))}
 		}
 		if err := g.joinProcesses(ctx, tr, own); err != nil {
 			return nil, err
@@ -369,7 +388,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	g.bar.init(g.nl)
 	g.slotBytes = opts.ChunkBytes
 	if g.slotBytes == 0 {
-		g.slotBytes = defaultSlot(opts, g.infos)
+		g.slotBytes = defaultSlot(g.tr != nil, g.infos)
 	}
 	g.slotBytes &^= 7 // whole f64 elements
 	g.all = make([]int, g.n)

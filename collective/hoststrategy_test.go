@@ -3,9 +3,14 @@ package collective
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"sync/atomic"
 	"testing"
+
+	"github.com/gocoll/gocoll/backend"
 )
 
 // Strategy Host reduces on the CPU with no device work, and its result is
@@ -106,9 +111,126 @@ func TestHostStrategyAcrossProcesses(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.Strategy = Host
-	_, err := NewGroup(context.Background(), Options{Ranks: 1, Backend: "host", Config: cfg, Transport: newLoopNet(1)[0]})
+	_, err := NewGroup(context.Background(), Options{Ranks: 1, Backend: "host", Config: cfg, Transport: newLoopNet(2)[0]})
 	var ce *ConfigError
 	if !errors.As(err, &ce) {
-		t.Errorf("NewGroup with strategy host and a transport: %v, want a *ConfigError", err)
+		t.Errorf("NewGroup with strategy host and a transport of 2 processes: %v, want a *ConfigError", err)
+	}
+}
+
+// countTr is a transport that counts the calls made on it.
+type countTr struct {
+	*loopTr
+	calls atomic.Int64
+}
+
+func (t *countTr) Isend(p []byte, peer, tag int) (backend.Request, error) {
+	t.calls.Add(1)
+	return t.loopTr.Isend(p, peer, tag)
+}
+
+func (t *countTr) Irecv(p []byte, peer, tag int) (backend.Request, error) {
+	t.calls.Add(1)
+	return t.loopTr.Irecv(p, peer, tag)
+}
+
+func (t *countTr) Allgather(ctx context.Context, mine, all []byte) error {
+	t.calls.Add(1)
+	return t.loopTr.Allgather(ctx, mine, all)
+}
+
+func (t *countTr) Dup(ctx context.Context) (backend.Transport, error) {
+	t.calls.Add(1)
+	return t.loopTr.Dup(ctx)
+}
+
+// A Transport of one process makes a group of one process, which works as
+// one without a Transport and never calls it: strategy Host configured and
+// per call, Auto, the device strategies, Split (its sub-groups in the one
+// process), each result exact; the group does not close the caller's
+// transport, and closes one it owns (a Split's) whatever the outcome.
+func TestTransportOfOneProcess(t *testing.T) {
+	ctx := context.Background()
+	tr := &countTr{loopTr: newLoopNet(1)[0]}
+	cfg := testConfig()
+	cfg.Strategy = Host
+	const n = 3
+	g, err := NewGroup(ctx, Options{Ranks: n, Backend: "host", Config: cfg, Transport: tr})
+	if err != nil {
+		t.Fatalf("NewGroup with strategy host over a transport of one process: %v", err)
+	}
+	if g.Processes() != 1 || g.Size() != n || g.LocalSize() != n {
+		t.Errorf("%d processes, %d ranks, %d local; want 1, %d, %d", g.Processes(), g.Size(), g.LocalSize(), n, n)
+	}
+	in := func(r, i int) float32 { return float32((r+1)*(i%5+1) + i) }
+	want := func(ranks []int, i int) float32 {
+		var s float32
+		for _, r := range ranks {
+			s += in(r, i)
+		}
+		return s
+	}
+	all := []int{0, 1, 2}
+	for _, s := range []Strategy{Auto, Host, Direct, Pipelined, Ring, Tree, Hierarchical} {
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			x := make([]float32, 1001)
+			for i := range x {
+				x[i] = in(c.Rank(), i)
+			}
+			if err := AllReduceWith(ctx, c, x, x, Sum, s); err != nil {
+				return err
+			}
+			for i, v := range x {
+				if v != want(all, i) {
+					return fmt.Errorf("%v: element %d = %v, want %v", s, i, v, want(all, i))
+				}
+			}
+			return nil
+		}))
+	}
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		sub, err := c.Split(ctx, c.Rank()%2, -c.Rank())
+		if err != nil {
+			return err
+		}
+		members := []int{2, 0}
+		if c.Rank()%2 == 1 {
+			members = []int{1}
+		}
+		if sub.Group().Processes() != 1 || sub.Size() != len(members) || sub.Rank() != slices.Index(members, c.Rank()) {
+			return fmt.Errorf("sub-group rank %d of %d in %d processes, want %d of %d in 1",
+				sub.Rank(), sub.Size(), sub.Group().Processes(), slices.Index(members, c.Rank()), len(members))
+		}
+		x := make([]float32, 1001)
+		for i := range x {
+			x[i] = in(c.Rank(), i)
+		}
+		if err := AllReduce(ctx, sub, x, Sum); err != nil {
+			return err
+		}
+		for i, v := range x {
+			if v != want(members, i) {
+				return fmt.Errorf("sub-group AllReduce: element %d = %v, want %v", i, v, want(members, i))
+			}
+		}
+		return nil
+	}))
+	if err := g.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if c := tr.calls.Load(); c != 0 || tr.closed.Load() {
+		t.Errorf("the group made %d calls on the transport, closed it: %v; want none, false", c, tr.closed.Load())
+	}
+	// A transport the group owns is closed with the group's outcome.
+	for _, ranks := range []int{1, 0} {
+		own := &countTr{loopTr: newLoopNet(1)[0]}
+		g, err := newGroup(ctx, Options{Ranks: ranks, Backend: "host", Config: testConfig(), Transport: own}, true)
+		if (err == nil) != (ranks == 1) || !own.closed.Load() || own.calls.Load() != 0 {
+			t.Errorf("newGroup of %d ranks owning a transport of one process: %v; transport closed: %v, %d calls; want it closed, no calls",
+				ranks, err, own.closed.Load(), own.calls.Load())
+		}
+		if g != nil {
+			g.Close()
+		}
 	}
 }

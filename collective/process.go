@@ -89,7 +89,7 @@ func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport, own boo
 }
 
 // Processes returns the number of processes the group spans (1 without a
-// Transport).
+// Transport, and over a Transport of one process).
 func (g *Group) Processes() int {
 	if g.tr == nil {
 		return 1

@@ -651,18 +651,8 @@ func TestGroupAbsentProcess(t *testing.T) {
 // others wait in the second: mpirun must end the job with a non-zero
 // status and say which process failed.
 func TestGroupProcessDeath(t *testing.T) {
-	if insideJob() {
-		t.Skip("starts its own job from outside one")
-	}
-	l, err := findLauncher()
-	if err != nil {
-		t.Skip("no MPI launcher:", err)
-	}
-	start := time.Now()
-	out, err := l.run(3, []string{"GOCOLL_MPI_TEST_DIE=group"}, []string{"-test.run=^TestHelperGroupDeath$", "-test.v=true"})
-	elapsed := time.Since(start)
-	t.Logf("mpirun -np 3 (process 1 exits with status 3 inside a group) ended after %v with %v:\n%s",
-		elapsed.Round(time.Millisecond), err, out)
+	j := ownJob(t, 3, []string{"GOCOLL_MPI_TEST_DIE=group"}, "^TestHelperGroupDeath$", "process 1 exits with status 3 inside a group")
+	l, out, err, elapsed := j.l, j.out, j.err, j.elapsed
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 		t.Fatalf("mpirun: %v; want a non-zero exit status", err)

@@ -225,10 +225,20 @@ func (l *launcher) run(np int, env, args []string) ([]byte, error) {
 	return out, err
 }
 
-// TestProcessDeath runs a job in which one process exits with status 3 in
-// the middle of the run, while the others wait in Allgather: mpirun must end
-// the job with a non-zero status and say which process failed.
-func TestProcessDeath(t *testing.T) {
+// jobResult is the outcome of a job a test started.
+type jobResult struct {
+	l       *launcher
+	out     []byte
+	err     error // mpirun's
+	elapsed time.Duration
+}
+
+// ownJob starts, from outside a job, np processes of this test binary that
+// run the tests matching run, with extra environment env, and logs the
+// output under what (what the job does). It skips inside a job and without
+// a launcher.
+func ownJob(t *testing.T, np int, env []string, run, what string) jobResult {
+	t.Helper()
 	if insideJob() {
 		t.Skip("starts its own job from outside one")
 	}
@@ -237,9 +247,19 @@ func TestProcessDeath(t *testing.T) {
 		t.Skip("no MPI launcher:", err)
 	}
 	start := time.Now()
-	out, err := l.run(3, []string{"GOCOLL_MPI_TEST_DIE=1"}, []string{"-test.run=^TestHelperDeath$", "-test.v=true"})
-	elapsed := time.Since(start)
-	t.Logf("mpirun -np 3 (process 1 exits with status 3) ended after %v with %v:\n%s", elapsed.Round(time.Millisecond), err, out)
+	j := jobResult{l: l}
+	j.out, j.err = l.run(np, env, []string{"-test.run=" + run, "-test.v=true"})
+	j.elapsed = time.Since(start)
+	t.Logf("mpirun -np %d (%s) ended after %v with %v:\n%s", np, what, j.elapsed.Round(time.Millisecond), j.err, j.out)
+	return j
+}
+
+// TestProcessDeath runs a job in which one process exits with status 3 in
+// the middle of the run, while the others wait in Allgather: mpirun must end
+// the job with a non-zero status and say which process failed.
+func TestProcessDeath(t *testing.T) {
+	j := ownJob(t, 3, []string{"GOCOLL_MPI_TEST_DIE=1"}, "^TestHelperDeath$", "process 1 exits with status 3")
+	l, out, err, elapsed := j.l, j.out, j.err, j.elapsed
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 		t.Fatalf("mpirun: %v; want a non-zero exit status", err)

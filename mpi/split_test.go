@@ -228,7 +228,7 @@ func TestGroupSplit(t *testing.T) {
 			}
 		}
 		if w.Rank() == 0 {
-			t.Logf("%d processes x %d ranks, color %s: split and collectives in %v", P, L, sc.name, time.Since(start).Round(time.Millisecond))
+			t.Logf("%d x %d ranks (processes x local), color %s: split and collectives in %v", P, L, sc.name, time.Since(start).Round(time.Millisecond))
 		}
 		agree(t, w, ok, "split "+sc.name)
 	}
@@ -489,20 +489,11 @@ func TestGroupSplitUnsupported(t *testing.T) {
 // TestGroupSplitEightProcesses runs TestGroupSplit in a job of 8
 // processes of 1 rank each (every sub-group spans processes).
 func TestGroupSplitEightProcesses(t *testing.T) {
-	if insideJob() {
-		t.Skip("starts its own job from outside one")
+	j := ownJob(t, 8, nil, "^TestGroupSplit$", "TestGroupSplit")
+	if j.err != nil {
+		t.Fatalf("mpirun -np 8: %v", j.err)
 	}
-	l, err := findLauncher()
-	if err != nil {
-		t.Skip("no MPI launcher:", err)
-	}
-	start := time.Now()
-	out, err := l.run(8, nil, []string{"-test.run=^TestGroupSplit$", "-test.v=true"})
-	t.Logf("mpirun -np 8 -test.run=^TestGroupSplit$: %v after %v:\n%s", err, time.Since(start).Round(time.Millisecond), out)
-	if err != nil {
-		t.Fatalf("mpirun -np 8: %v", err)
-	}
-	if !bytes.Contains(out, []byte("--- PASS: TestGroupSplit ")) {
+	if !bytes.Contains(j.out, []byte("--- PASS: TestGroupSplit ")) {
 		t.Errorf("the job did not pass TestGroupSplit")
 	}
 }

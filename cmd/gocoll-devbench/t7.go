@@ -34,8 +34,9 @@ var t7Strategies = []struct {
 }
 
 // t7Bench runs T7: for each rank count, both layouts and every strategy,
-// the median of p.Reps timed mean all-reduces (after one untimed) of plain
-// Go slices, each rank on its own goroutine; the result is checked.
+// the median of p.Reps timed mean all-reduces (after two untimed: a plain
+// slice is imported at its second call) of plain Go slices, each rank on
+// its own goroutine; the result is checked.
 func t7Bench(ctx context.Context, p params, res *Results) {
 	n := p.T7Size / 4
 	for _, ranks := range p.T7Ranks {
@@ -80,7 +81,8 @@ func t7Bench(ctx context.Context, p params, res *Results) {
 }
 
 // t7Run fills rank r's slice with r+1, then times reps mean all-reduces
-// after one untimed; every element must end at (N+1)/2 (exact in f32).
+// after two untimed (the first stages a plain slice, the second imports
+// it); every element must end at (N+1)/2 (exact in f32).
 func t7Run(ctx context.Context, g *collective.Group, bufs [][]float32, s collective.Strategy, reps int) (float64, error) {
 	for r, b := range bufs {
 		for i := range b {
@@ -88,7 +90,8 @@ func t7Run(ctx context.Context, g *collective.Group, bufs [][]float32, s collect
 		}
 	}
 	var times []float64
-	for i := 0; i < 1+reps; i++ {
+	const untimed = 2
+	for i := 0; i < untimed+reps; i++ {
 		var wg sync.WaitGroup
 		errs := make([]error, len(bufs))
 		t0 := time.Now()
@@ -104,7 +107,7 @@ func t7Run(ctx context.Context, g *collective.Group, bufs [][]float32, s collect
 		if err := rankErr(errs); err != nil {
 			return 0, err
 		}
-		if i > 0 {
+		if i >= untimed {
 			times = append(times, el)
 		}
 	}
