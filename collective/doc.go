@@ -114,16 +114,18 @@
 // the peer and the pattern. Between ranks of one process the data is copied
 // once, from the send slice to the receive slice.
 //
-// Processes. A Group given a Transport spans processes. A transport that
-// can duplicate itself (backend.Duplicator: the mpi package's World) gives
-// each Group its own communicator, so groups over one World never see each
-// other's traffic and may run at the same time; create them in the same
-// order on every process. The transport only ever sees Go memory the group
-// owns (staged copies), so a message it cannot give back never pins or
-// outlives device memory. A group that breaks in one process tells the
-// others (a control message), whose ranks fail at once with a
-// *RemoteError cause (ErrAborted after Abort, ErrTimeout after a timeout);
-// a process that dies ends the others' waits within CommunicationTimeout.
+// Processes. A Group given a Transport spans processes (one of Size 1 makes
+// a group of one process, which works as one without a Transport: code
+// written for several processes runs unchanged under mpirun -np 1). A
+// transport that can duplicate itself (backend.Duplicator: the mpi package's
+// World) gives each Group its own communicator, so groups over one World
+// never see each other's traffic and may run at the same time; create them
+// in the same order on every process. The transport only ever sees Go memory
+// the group owns (staged copies), so a message it cannot give back never
+// pins or outlives device memory. A group that breaks in one process tells
+// the others (a control message), whose ranks fail at once with a
+// *RemoteError cause (ErrAborted after Abort, ErrTimeout after a timeout); a
+// process that dies ends the others' waits within CommunicationTimeout.
 // Close ends the group's transport requests; a Group dropped without Close
 // releases its transport when collected (its devices only at exit).
 //
