@@ -268,14 +268,8 @@ func (w *World) collective(ctx context.Context, r *request, post func(*request))
 	return e
 }
 
-// Allgather gathers every process's mine (the same length on all) into all,
-// in process order (MPI_Iallgather of MPI_BYTE, then MPI_Test until done).
-// It honours ctx: when a process never calls, it returns an *Error matching
-// backend.ErrTimeout that lists, in Ranks, the processes not seen to arrive.
-// The data goes through C memory, so after any return MPI no longer touches
-// mine or all; a collective that timed out stays posted and completes, with
-// its result discarded, when the missing processes call Allgather.
-func (w *World) Allgather(ctx context.Context, mine, all []byte) error {
+// allgather is World.Allgather in the mpi build (api.go).
+func (w *World) allgather(ctx context.Context, mine, all []byte) error {
 	const call = "MPI_Iallgather"
 	if len(all) != w.size*len(mine) {
 		return argError(call, "all holds %d bytes, want %d (%d per process)", len(all), w.size*len(mine), len(mine))
@@ -326,21 +320,14 @@ func postAllgather(r *request) {
 	}
 }
 
-// AllreduceF32 sets recv[i] to op over every process's send[i]
-// (MPI_Iallreduce of MPI_FLOAT, then MPI_Test until done), for benchmarks
-// and baselines. send and recv have equal lengths; recv may be send itself
-// (MPI_IN_PLACE). op is backend.Sum, Prod, Max or Min, with MPI's semantics
-// (the order of a sum is MPI's; MPI_MAX and MPI_MIN do not promise to
-// propagate NaN). MPI works on the Go memory directly: when ctx ends first,
-// the returned error matches backend.ErrTimeout and recv stays pinned and may
-// still be written until every process has called the matching Allreduce.
-func (w *World) AllreduceF32(ctx context.Context, send, recv []float32, op backend.Op) error {
+// allreduceF32 is World.AllreduceF32 in the mpi build (api.go).
+func (w *World) allreduceF32(ctx context.Context, send, recv []float32, op backend.Op) error {
 	return w.allreduce(ctx, unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv)),
 		len(send), len(recv), backend.F32, op)
 }
 
-// AllreduceF64 is AllreduceF32 for float64 (MPI_DOUBLE).
-func (w *World) AllreduceF64(ctx context.Context, send, recv []float64, op backend.Op) error {
+// allreduceF64 is World.AllreduceF64 in the mpi build (api.go).
+func (w *World) allreduceF64(ctx context.Context, send, recv []float64, op backend.Op) error {
 	return w.allreduce(ctx, unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv)),
 		len(send), len(recv), backend.F64, op)
 }
@@ -401,9 +388,8 @@ func postAllreduce(r *request) {
 	}
 }
 
-// Barrier returns once every process has called it (MPI_Ibarrier, then
-// MPI_Test until done), or when ctx ends, with an error like Allgather's.
-func (w *World) Barrier(ctx context.Context) error {
+// barrier is World.Barrier in the mpi build (api.go).
+func (w *World) barrier(ctx context.Context) error {
 	const call = "MPI_Ibarrier"
 	seq, err := w.beginCollective(ctx, call)
 	if err != nil {

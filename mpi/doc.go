@@ -6,8 +6,11 @@
 // (Open MPI through pkg-config ompi-c), -tags mpi,mpich (MPICH through
 // pkg-config mpich) or -tags mpi,mpicustom (no pkg-config; CGO_CFLAGS and
 // CGO_LDFLAGS name the library, for example from mpicc --showme). Without the
-// mpi tag this package is empty, so go build ./... and go vet ./... need no
-// MPI. docs/MPI.md says how to run the programs under mpirun.
+// mpi tag (or without cgo) the package declares the same API over stubs, so
+// go build ./... and go vet ./... need no MPI, programs that use the package
+// build everywhere, and go doc lists it; Init then returns an error matching
+// backend.ErrUnsupported (collective.ErrUnsupported) that says how to build
+// with MPI. docs/MPI.md says how to run the programs under mpirun.
 //
 // A process calls [Init] once (later calls return the same [World]), uses the
 // World as a backend.Transport from any goroutine, and calls [Finalize]

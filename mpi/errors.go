@@ -1,5 +1,3 @@
-//go:build mpi && cgo
-
 package mpi
 
 import (
@@ -84,41 +82,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code != 0
 	case backend.ErrTimeout:
 		return errors.Is(e.Err, context.DeadlineExceeded)
-	case backend.ErrInvalidArgument:
-		switch e.Class {
-		case classBuffer, classCount, classType, classTag, classComm, classRank, classRoot, classOp, classArg:
-			return e.Code != 0
-		}
-	case backend.ErrOutOfMemory:
-		return e.Code != 0 && e.Class == classNoMem
-	case ErrMessageSize:
-		return e.Code != 0 && e.Class == classTruncate
+	case backend.ErrInvalidArgument, backend.ErrOutOfMemory, ErrMessageSize:
+		return e.Code != 0 && classSentinel(e.Class) == target
 	}
 	return false
-}
-
-// mpiError describes code, which call returned while doing what, with
-// MPI_Error_string and MPI_Error_class.
-func (w *World) mpiError(call string, code int, what string, ranks ...int) *Error {
-	e := &Error{Call: call, Code: code, Ranks: ranks}
-	var msg string
-	// MPI_Error_string and MPI_Error_class work after the World's
-	// communicators are freed, as long as MPI is not finalized.
-	w.cold(false, func() { msg, e.Class = cErrorString(code) })
-	if msg == "" {
-		msg = "MPI error"
-	}
-	if what != "" {
-		msg = what + ": " + msg
-	}
-	e.Msg = msg
-	return e
-}
-
-func closedError(call string) *Error {
-	return &Error{Call: call, Msg: "the World is closed", Err: backend.ErrClosed}
-}
-
-func argError(call, format string, args ...any) *Error {
-	return &Error{Call: call, Msg: fmt.Sprintf(format, args...), Err: backend.ErrInvalidArgument}
 }

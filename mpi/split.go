@@ -12,38 +12,8 @@ import (
 	"github.com/gocoll/gocoll/backend"
 )
 
-var _ backend.Splitter = (*World)(nil)
-
-// Split returns a new World (a *World, as a backend.Transport) over the
-// processes of w that pass the same color: MPI_Comm_split of w's two
-// communicators (the caller's traffic and the arrival notices), ranked by
-// key, then by rank in w. A process that passes a negative color
-// (MPI_UNDEFINED) gets nil, nil. The new World is isolated from w and from
-// every other World, like a duplicate: it has w's thread level, tag bound and
-// largest count per MPI call, its own rank and size, and its Close frees only
-// its own communicators (closing w does not close it; Finalize does). color
-// and key must fit in a C int.
-//
-// Split is a collective of w, like Dup: every process calls it, in the same
-// order as w's other collectives, from one goroutine at a time. MPI has no
-// nonblocking MPI_Comm_split, so Split first waits in an MPI_Ibarrier on w,
-// honouring ctx as Allgather does: when a process never calls, it returns an
-// *Error for MPI_Comm_split that matches backend.ErrTimeout and lists, in
-// Ranks, the processes not seen to arrive. Once the barrier completed, every
-// process has called Split, and the blocking MPI_Comm_split runs on a
-// goroutine of its own while the caller waits for it within ctx.
-//
-// When ctx ends first, the work is left to w, as a Dup that timed out is: a
-// barrier still posted completes when the missing processes call Split, and
-// then this process makes its MPI_Comm_split in the background (a process
-// whose barrier completed makes it in any case, so the others never wait for
-// it in vain) and frees what it made. Until then w's next collective waits
-// for it within its own ctx, and fails without being posted when ctx ends
-// first. The missing processes must therefore call Split next, or the job
-// should end. An MPI_Comm_split that never returns (a process stopped using
-// w) holds w's communicators, and under MPI_THREAD_FUNNELED or SERIALIZED
-// MPI's main thread or w's lock: Close then leaves them to MPI (ErrInFlight).
-func (w *World) Split(ctx context.Context, color, key int) (backend.Transport, error) {
+// split is World.Split in the mpi build (api.go).
+func (w *World) split(ctx context.Context, color, key int) (backend.Transport, error) {
 	const call = "MPI_Comm_split"
 	if color > maxInt || key > maxInt || key < -maxInt-1 {
 		return nil, argError(call, "color %d or key %d does not fit in a C int", color, key)
@@ -84,8 +54,8 @@ func (w *World) Split(ctx context.Context, color, key int) (backend.Transport, e
 	case res.comm == commNull:
 		return nil, nil // not a member
 	}
-	d := &World{exec: w.exec, mode: w.mode, level: w.level, version: w.version, rank: res.rank, size: res.size,
-		tagUB: w.tagUB, limit: w.limit, comm: res.comm, diag: res.diag}
+	d := &World{world{exec: w.exec, mode: w.mode, level: w.level, version: w.version, rank: res.rank, size: res.size,
+		tagUB: w.tagUB, limit: w.limit, comm: res.comm, diag: res.diag}}
 	d.seen = make([]uint64, d.size)
 	initMu.Lock()
 	defer initMu.Unlock()

@@ -40,13 +40,8 @@ var (
 // Finalize closes them.
 var dups = map[*World]struct{}{}
 
-// World is this process's view of MPI_COMM_WORLD: a backend.Transport over
-// a duplicate of it (or, for a World made by [World.Dup], over a duplicate
-// of another World's communicator), with MPI's collectives as baselines. Its
-// methods may be called from any goroutine; collectives (Allgather,
-// Allreduce*, Barrier, Dup) from one goroutine at a time, in the same order
-// on every process, as MPI requires.
-type World struct {
+// world is a World's state in the mpi build.
+type world struct {
 	exec    *executor
 	mode    mode
 	level   ThreadLevel
@@ -82,18 +77,8 @@ type World struct {
 	seen     []uint64 // seen[p]: the latest collective process p announced arriving at
 }
 
-// Init starts MPI and returns the World; later calls return the same World
-// until it is closed, then a new one over the same MPI. It calls
-// MPI_Init_thread once per process, asking for MPI_THREAD_MULTIPLE (or the
-// level in GOCOLL_MPI_THREAD: single, funneled, serialized, multiple), on a
-// dedicated OS thread that stays MPI's main thread until Finalize. When MPI
-// provides less than MPI_THREAD_MULTIPLE, the World serializes its calls
-// (MPI_THREAD_SERIALIZED) or makes all of them on that thread (FUNNELED,
-// SINGLE). It sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so failures come back
-// as errors, and duplicates MPI_COMM_WORLD (MPI_Comm_dup, collective: every
-// process must call Init). When something else initialized MPI already, Init
-// uses it (MPI_Query_thread) if it provides MPI_THREAD_SERIALIZED or more.
-func Init() (*World, error) {
+// initMPI is Init in the mpi build (api.go).
+func initMPI() (*World, error) {
 	initMu.Lock()
 	defer initMu.Unlock()
 	switch {
@@ -110,7 +95,7 @@ func Init() (*World, error) {
 			return nil, err
 		}
 	}
-	w := &World{exec: mainThread, mode: modeFor(provided), level: provided, limit: maxInt}
+	w := &World{world{exec: mainThread, mode: modeFor(provided), level: provided, limit: maxInt}}
 	var info worldInfo
 	w.cold(false, func() {
 		info = cWorld()
@@ -163,13 +148,8 @@ func startMPI() error {
 	return nil
 }
 
-// Finalize closes the open World and every World made by Dup that is still
-// open, then calls MPI_Finalize on MPI's main thread, if this package
-// initialized MPI. MPI cannot start again in this
-// process: later calls of every World method fail with backend.ErrClosed and
-// Init fails. MPI_Finalize is collective in practice: it returns once every
-// process has called it. Finalize is idempotent.
-func Finalize() error {
+// finalizeMPI is Finalize in the mpi build (api.go).
+func finalizeMPI() error {
 	initMu.Lock()
 	defer initMu.Unlock()
 	if finalized || mainThread == nil {
@@ -200,28 +180,8 @@ func Finalize() error {
 	return errors.Join(errs...)
 }
 
-// Name returns "mpi".
-func (w *World) Name() string { return "mpi" }
-
-// Rank is MPI_Comm_rank of the World's communicator.
-func (w *World) Rank() int { return w.rank }
-
-// Size is MPI_Comm_size of the World's communicator.
-func (w *World) Size() int { return w.size }
-
-// ThreadLevel is the thread level the World works under: what
-// MPI_Init_thread provided, capped at the level asked for.
-func (w *World) ThreadLevel() ThreadLevel { return w.level }
-
-// LibraryVersion is MPI_Get_library_version, such as "Open MPI v4.1.4, ...".
-func (w *World) LibraryVersion() string { return w.version }
-
-// Isend starts sending p to process peer with tag (MPI_Isend of MPI_BYTE on
-// the World's communicator; a message longer than MPI's int count goes as
-// several, matched in order by Irecv). MPI reads p until the request
-// completes: p stays pinned until then, and the caller must not modify it
-// before Test reports completion or Cancel returns nil.
-func (w *World) Isend(p []byte, peer, tag int) (backend.Request, error) {
+// isend is World.Isend in the mpi build (api.go).
+func (w *World) isend(p []byte, peer, tag int) (backend.Request, error) {
 	r, err := w.startP2P(kindSend, "MPI_Isend", p, peer, tag)
 	if err != nil {
 		return nil, err
@@ -229,11 +189,8 @@ func (w *World) Isend(p []byte, peer, tag int) (backend.Request, error) {
 	return r, nil
 }
 
-// Irecv starts receiving exactly len(p) bytes from process peer with tag
-// (MPI_Irecv of MPI_BYTE). MPI writes p until the request completes: p stays
-// pinned until then, and the caller must not read or modify it before Test
-// reports completion or Cancel returns nil.
-func (w *World) Irecv(p []byte, peer, tag int) (backend.Request, error) {
+// irecv is World.Irecv in the mpi build (api.go).
+func (w *World) irecv(p []byte, peer, tag int) (backend.Request, error) {
 	r, err := w.startP2P(kindRecv, "MPI_Irecv", p, peer, tag)
 	if err != nil {
 		return nil, err
@@ -338,19 +295,8 @@ func (w *World) takeLive() []*request {
 	return taken
 }
 
-// Close releases the World. It takes over the requests that Isend and Irecv
-// started and that their callers have not finished (Test did not report
-// completion, Cancel was not called), and cancels them (MPI_Cancel). It
-// waits up to half a second for them and for background work (requests that
-// Cancel or a timed-out collective left to MPI), frees what remains that MPI
-// allows to free, and frees the World's communicators (MPI_Comm_free). It
-// does not finalize MPI (Finalize does): a later Init returns a new World.
-// Requests still held by MPI keep their buffers pinned for the life of the
-// process, and Close reports them with an error matching ErrInFlight. A
-// request Close took over answers Test and Cancel with an error matching
-// backend.ErrClosed. Closing a World does not close the Worlds Dup made from
-// it. Close is idempotent.
-func (w *World) Close() error {
+// closeWorld is World.Close in the mpi build (api.go).
+func (w *World) closeWorld() error {
 	err := w.shutdown()
 	initMu.Lock()
 	if current == w {
@@ -545,11 +491,8 @@ func (w *World) background() int {
 	return n
 }
 
-// Wait polls req.Test until the request completes or fails, or ctx ends (a
-// short spin, then sleeps of 50 to 200 µs). When ctx ends first, Wait cancels
-// req (Request.Cancel) and returns an *Error that matches backend.ErrTimeout
-// when the deadline passed, wraps ctx's error, and names the peer.
-func Wait(ctx context.Context, req backend.Request) error {
+// waitMPI is Wait in the mpi build (api.go).
+func waitMPI(ctx context.Context, req backend.Request) error {
 	start := time.Now()
 	ended, err := poll(ctx, req.Test, nil)
 	if !ended {

@@ -5,7 +5,9 @@
 // TestAPI lists every exported declaration of each package (the files that
 // `go build` selects on linux/amd64 with cgo, _test.go files excluded), one
 // sorted line per declaration, and compares the listing with api/<pkg>.txt
-// at the module root. When an exported API changes on purpose, rewrite the
+// at the module root. A package that builds differently under tags (mpi,
+// with -tags mpi) must also list the same lines in each tagged build
+// (alsoTagged). When an exported API changes on purpose, rewrite the
 // golden files and check them in with the change:
 //
 //	go test ./internal/apicheck -update
@@ -31,7 +33,13 @@ import (
 
 // packages are the package directories, relative to the module root, whose
 // exported API is checked. A directory that does not exist is skipped.
-var packages = []string{"collective", "ddp", "diag", "backend", "host", "vulkan"}
+var packages = []string{"collective", "ddp", "diag", "backend", "host", "vulkan", "mpi"}
+
+// alsoTagged are packages built differently under build tags, with the tags
+// of each other build: its exported API must be the default build's, line
+// for line (mpi: the MPI binding with -tags mpi; the golden file holds the
+// default build's API, whose stubs fail without MPI).
+var alsoTagged = map[string][][]string{"mpi": {{"mpi"}, {"mpi", "mpich"}, {"mpi", "mpicustom"}}}
 
 var update = flag.Bool("update", false, "rewrite the golden files in api/ instead of comparing with them")
 
@@ -46,7 +54,7 @@ func TestAPI(t *testing.T) {
 				t.Logf("%s: no such package directory, skipped", pkg)
 				return
 			}
-			lines, err := apiLines(pkg, dir)
+			lines, err := apiLines(pkg, dir, nil)
 			var noGo *build.NoGoError
 			if errors.As(err, &noGo) {
 				t.Logf("%s: no Go files for linux/amd64 with cgo, skipped", pkg)
@@ -54,6 +62,26 @@ func TestAPI(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			for _, tags := range alsoTagged[pkg] {
+				tagged, err := apiLines(pkg, dir, tags)
+				if err != nil {
+					t.Fatalf("-tags %s: %v", strings.Join(tags, ","), err)
+				}
+				added, removed := diff(tagged, lines)
+				if len(added)+len(removed) == 0 {
+					continue
+				}
+				var b strings.Builder
+				fmt.Fprintf(&b, "exported API of package %s built with -tags %s differs from the default build's (+ only with the tags, - only without):\n", pkg, strings.Join(tags, ","))
+				for _, l := range removed {
+					fmt.Fprintf(&b, "\t- %s\n", l)
+				}
+				for _, l := range added {
+					fmt.Fprintf(&b, "\t+ %s\n", l)
+				}
+				b.WriteString("Every build must declare the same API (the mpi package: once, in api.go, over each build's implementation)")
+				t.Error(b.String())
 			}
 			got := strings.Join(lines, "\n") + "\n"
 			if len(lines) == 0 {
@@ -154,11 +182,11 @@ func diff(got, want []string) (added, removed []string) {
 }
 
 // apiLines returns the sorted, de-duplicated API lines of the package in dir,
-// named pkg in the lines.
-func apiLines(pkg, dir string) ([]string, error) {
+// named pkg in the lines, as built with tags.
+func apiLines(pkg, dir string, tags []string) ([]string, error) {
 	ctxt := build.Default
 	ctxt.GOOS, ctxt.GOARCH, ctxt.CgoEnabled = "linux", "amd64", true
-	ctxt.BuildTags = nil
+	ctxt.BuildTags = tags
 	bp, err := ctxt.ImportDir(dir, 0)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,203 @@
+package mpi
+
+// The package's API, the same in every build: the exported declarations
+// and their documentation. Each calls its implementation, which the mpi
+// build provides (world.go, collective.go, dup.go, split.go) and
+// mpi_omit.go, built without it, replaces with stubs that fail with an
+// error matching backend.ErrUnsupported (errNoMPI).
+
+import (
+	"context"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+var (
+	_ backend.Transport  = (*World)(nil)
+	_ backend.Duplicator = (*World)(nil)
+	_ backend.Splitter   = (*World)(nil)
+)
+
+// World is this process's view of MPI_COMM_WORLD: a backend.Transport over
+// a duplicate of it (or, for a World made by [World.Dup], over a duplicate
+// of another World's communicator), with MPI's collectives as baselines. Its
+// methods may be called from any goroutine; collectives (Allgather,
+// Allreduce*, Barrier, Dup) from one goroutine at a time, in the same order
+// on every process, as MPI requires.
+//
+// Built without -tags mpi, the package declares the same API, but no World
+// exists: Init returns an error matching backend.ErrUnsupported that says
+// how to build with MPI.
+type World struct {
+	world // the build's state: world.go with MPI, mpi_omit.go without
+}
+
+// Init starts MPI and returns the World; later calls return the same World
+// until it is closed, then a new one over the same MPI. It calls
+// MPI_Init_thread once per process, asking for MPI_THREAD_MULTIPLE (or the
+// level in GOCOLL_MPI_THREAD: single, funneled, serialized, multiple), on a
+// dedicated OS thread that stays MPI's main thread until Finalize. When MPI
+// provides less than MPI_THREAD_MULTIPLE, the World serializes its calls
+// (MPI_THREAD_SERIALIZED) or makes all of them on that thread (FUNNELED,
+// SINGLE). It sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so failures come back
+// as errors, and duplicates MPI_COMM_WORLD (MPI_Comm_dup, collective: every
+// process must call Init). When something else initialized MPI already, Init
+// uses it (MPI_Query_thread) if it provides MPI_THREAD_SERIALIZED or more.
+func Init() (*World, error) { return initMPI() }
+
+// Finalize closes the open World and every World made by Dup that is still
+// open, then calls MPI_Finalize on MPI's main thread, if this package
+// initialized MPI. MPI cannot start again in this
+// process: later calls of every World method fail with backend.ErrClosed and
+// Init fails. MPI_Finalize is collective in practice: it returns once every
+// process has called it. Finalize is idempotent.
+func Finalize() error { return finalizeMPI() }
+
+// Wait polls req.Test until the request completes or fails, or ctx ends (a
+// short spin, then sleeps of 50 to 200 µs). When ctx ends first, Wait cancels
+// req (Request.Cancel) and returns an *Error that matches backend.ErrTimeout
+// when the deadline passed, wraps ctx's error, and names the peer.
+func Wait(ctx context.Context, req backend.Request) error { return waitMPI(ctx, req) }
+
+// Name returns "mpi".
+func (w *World) Name() string { return "mpi" }
+
+// Rank is MPI_Comm_rank of the World's communicator.
+func (w *World) Rank() int { return w.rank }
+
+// Size is MPI_Comm_size of the World's communicator.
+func (w *World) Size() int { return w.size }
+
+// ThreadLevel is the thread level the World works under: what
+// MPI_Init_thread provided, capped at the level asked for.
+func (w *World) ThreadLevel() ThreadLevel { return w.level }
+
+// LibraryVersion is MPI_Get_library_version, such as "Open MPI v4.1.4, ...".
+func (w *World) LibraryVersion() string { return w.version }
+
+// Isend starts sending p to process peer with tag (MPI_Isend of MPI_BYTE on
+// the World's communicator; a message longer than MPI's int count goes as
+// several, matched in order by Irecv). MPI reads p until the request
+// completes: p stays pinned until then, and the caller must not modify it
+// before Test reports completion or Cancel returns nil.
+func (w *World) Isend(p []byte, peer, tag int) (backend.Request, error) { return w.isend(p, peer, tag) }
+
+// Irecv starts receiving exactly len(p) bytes from process peer with tag
+// (MPI_Irecv of MPI_BYTE). MPI writes p until the request completes: p stays
+// pinned until then, and the caller must not read or modify it before Test
+// reports completion or Cancel returns nil.
+func (w *World) Irecv(p []byte, peer, tag int) (backend.Request, error) { return w.irecv(p, peer, tag) }
+
+// Allgather gathers every process's mine (the same length on all) into all,
+// in process order (MPI_Iallgather of MPI_BYTE, then MPI_Test until done).
+// It honours ctx: when a process never calls, it returns an *Error matching
+// backend.ErrTimeout that lists, in Ranks, the processes not seen to arrive.
+// The data goes through C memory, so after any return MPI no longer touches
+// mine or all; a collective that timed out stays posted and completes, with
+// its result discarded, when the missing processes call Allgather.
+func (w *World) Allgather(ctx context.Context, mine, all []byte) error {
+	return w.allgather(ctx, mine, all)
+}
+
+// AllreduceF32 sets recv[i] to op over every process's send[i]
+// (MPI_Iallreduce of MPI_FLOAT, then MPI_Test until done), for benchmarks
+// and baselines. send and recv have equal lengths; recv may be send itself
+// (MPI_IN_PLACE). op is backend.Sum, Prod, Max or Min, with MPI's semantics
+// (the order of a sum is MPI's; MPI_MAX and MPI_MIN do not promise to
+// propagate NaN). MPI works on the Go memory directly: when ctx ends first,
+// the returned error matches backend.ErrTimeout and recv stays pinned and may
+// still be written until every process has called the matching Allreduce.
+func (w *World) AllreduceF32(ctx context.Context, send, recv []float32, op backend.Op) error {
+	return w.allreduceF32(ctx, send, recv, op)
+}
+
+// AllreduceF64 is AllreduceF32 for float64 (MPI_DOUBLE).
+func (w *World) AllreduceF64(ctx context.Context, send, recv []float64, op backend.Op) error {
+	return w.allreduceF64(ctx, send, recv, op)
+}
+
+// Barrier returns once every process has called it (MPI_Ibarrier, then
+// MPI_Test until done), or when ctx ends, with an error like Allgather's.
+func (w *World) Barrier(ctx context.Context) error { return w.barrier(ctx) }
+
+// Dup returns a new World (a *World, as a backend.Transport) over duplicates
+// of w's communicators: MPI_Comm_idup of the one that carries the caller's
+// traffic and of the one that carries arrival notices. The messages and
+// collectives of the duplicate never meet w's or another duplicate's, even
+// with the same peers and tags, so several duplicates may be used at the
+// same time from different goroutines, each with its own collective order.
+// The duplicate has w's thread level, rank, size, tag bound and largest count
+// per MPI call. Its Close frees only its own communicators; closing w does
+// not close it; Finalize closes it if it is still open.
+//
+// Dup is a collective of w, like Allgather: every process calls it, in the
+// same order as w's other collectives, from one goroutine at a time (a Dup
+// while another collective is in progress on w fails at once with
+// backend.ErrInvalidArgument). It honours ctx: when a process never calls, it
+// returns an *Error for MPI_Comm_idup that matches backend.ErrTimeout and
+// lists, in Ranks, the processes not seen to arrive. Dup of a closed World
+// fails with backend.ErrClosed.
+//
+// MPI cannot cancel MPI_Comm_idup, so a Dup that timed out stays posted on w,
+// as a timed-out Allgather does, and completes when the missing processes
+// call Dup on w; w then frees the communicators it made. Meanwhile a
+// collective of w (Allgather, Allreduce*, Barrier, Dup) first waits for it,
+// within its own ctx, and fails without being posted when ctx ends first:
+// Open MPI posts the steps of MPI_Comm_idup on w's communicator as they
+// come, so a collective posted in between would be matched out of order
+// (open-mpi/ompi#2025). The missing processes must therefore call Dup next,
+// or the job should end. In Open MPI 4.1 the unfinished MPI_Comm_idup also
+// holds up, in that process, every communicator creation that starts from a
+// communicator with a higher context id, which includes Dup of the Worlds
+// made after w: such a Dup times out on every process, although all arrive,
+// and completes in the background once the first one has. Closing w does
+// not lift that: the request stays in MPI, and Close reports it with
+// ErrInFlight.
+func (w *World) Dup(ctx context.Context) (backend.Transport, error) { return w.dup(ctx) }
+
+// Split returns a new World (a *World, as a backend.Transport) over the
+// processes of w that pass the same color: MPI_Comm_split of w's two
+// communicators (the caller's traffic and the arrival notices), ranked by
+// key, then by rank in w. A process that passes a negative color
+// (MPI_UNDEFINED) gets nil, nil. The new World is isolated from w and from
+// every other World, like a duplicate: it has w's thread level, tag bound and
+// largest count per MPI call, its own rank and size, and its Close frees only
+// its own communicators (closing w does not close it; Finalize does). color
+// and key must fit in a C int.
+//
+// Split is a collective of w, like Dup: every process calls it, in the same
+// order as w's other collectives, from one goroutine at a time. MPI has no
+// nonblocking MPI_Comm_split, so Split first waits in an MPI_Ibarrier on w,
+// honouring ctx as Allgather does: when a process never calls, it returns an
+// *Error for MPI_Comm_split that matches backend.ErrTimeout and lists, in
+// Ranks, the processes not seen to arrive. Once the barrier completed, every
+// process has called Split, and the blocking MPI_Comm_split runs on a
+// goroutine of its own while the caller waits for it within ctx.
+//
+// When ctx ends first, the work is left to w, as a Dup that timed out is: a
+// barrier still posted completes when the missing processes call Split, and
+// then this process makes its MPI_Comm_split in the background (a process
+// whose barrier completed makes it in any case, so the others never wait for
+// it in vain) and frees what it made. Until then w's next collective waits
+// for it within its own ctx, and fails without being posted when ctx ends
+// first. The missing processes must therefore call Split next, or the job
+// should end. An MPI_Comm_split that never returns (a process stopped using
+// w) holds w's communicators, and under MPI_THREAD_FUNNELED or SERIALIZED
+// MPI's main thread or w's lock: Close then leaves them to MPI (ErrInFlight).
+func (w *World) Split(ctx context.Context, color, key int) (backend.Transport, error) {
+	return w.split(ctx, color, key)
+}
+
+// Close releases the World. It takes over the requests that Isend and Irecv
+// started and that their callers have not finished (Test did not report
+// completion, Cancel was not called), and cancels them (MPI_Cancel). It
+// waits up to half a second for them and for background work (requests that
+// Cancel or a timed-out collective left to MPI), frees what remains that MPI
+// allows to free, and frees the World's communicators (MPI_Comm_free). It
+// does not finalize MPI (Finalize does): a later Init returns a new World.
+// Requests still held by MPI keep their buffers pinned for the life of the
+// process, and Close reports them with an error matching ErrInFlight. A
+// request Close took over answers Test and Cancel with an error matching
+// backend.ErrClosed. Closing a World does not close the Worlds Dup made from
+// it. Close is idempotent.
+func (w *World) Close() error { return w.closeWorld() }
