@@ -34,9 +34,10 @@ func checkShape(t *testing.T, c coll, n int, r row) {
 	}
 	switch c {
 	case collReduceScatter, collAllGather, collAllToAll, collGather, collScatter:
-		// size is the full buffer: count (per rank) * n elements.
-		if r.size != r.count*int64(n)*elt {
-			t.Errorf("%s row %+v: size != count*%d*%d", c, r, n, elt)
+		// size is the full buffer: count (per rank) * n elements, each
+		// rank's count in whole 16-byte groups.
+		if r.size != r.count*int64(n)*elt || r.count*elt%16 != 0 {
+			t.Errorf("%s row %+v: size != count*%d*%d, or count*%d not a multiple of 16", c, r, n, elt, elt)
 		}
 	default:
 		if r.size != r.count*elt {
@@ -88,9 +89,91 @@ func TestRootOtherThanZero(t *testing.T) {
 		}
 	}
 	// -r is meaningless for the collectives without a root: they print -1.
-	rows := wantCorrect(t, append([]string{"--backend", "host", "--coll", "allgather", "-g", "3", "-r", "2", "-b", "12", "-e", "12"}, fast...)...)
-	if rows[0].root != -1 || rows[0].count != 1 || rows[0].size != 12 {
-		t.Errorf("allgather row %+v: want root -1, count 1, size 12", rows[0])
+	rows := wantCorrect(t, append([]string{"--backend", "host", "--coll", "allgather", "-g", "3", "-r", "2", "-b", "48", "-e", "48"}, fast...)...)
+	if rows[0].root != -1 || rows[0].count != 4 || rows[0].size != 48 {
+		t.Errorf("allgather row %+v: want root -1, count 4, size 48", rows[0])
+	}
+}
+
+// ncclShape is a row's count and size(B) in nccl-tests.
+type ncclShape struct{ count, size int64 }
+
+// Counts and sizes as nccl-tests computes them (setupArgs: count = size /
+// wordSize; AllReduce, Broadcast and Reduce GetCollByteCount: paramcount =
+// count; ReduceScatter, AllGather, AlltoAll, Gather and Scatter: paramcount
+// = (count/nranks) & -(16/eltSize); the size column is max(sendBytes,
+// expectedBytes)), worked out by hand for each case.
+func TestShapeMatchesNcclTests(t *testing.T) {
+	split := []coll{collReduceScatter, collAllGather, collAllToAll, collGather, collScatter}
+	whole := []coll{collAllReduce, collBroadcast, collReduce}
+	for _, tc := range []struct {
+		colls       []coll
+		size, elt   int64
+		n           int64
+		count, want int64 // count and size(B)
+	}{
+		// 3 ranks, 1 KiB: 256 floats, 85 per rank -> 84 (1008 B), as nccl-tests prints.
+		{split, 1024, 4, 3, 84, 1008},
+		{split, 1024, 8, 3, 42, 1008},  // double: 128 / 3 = 42, in pairs
+		{split, 1024, 2, 3, 168, 1008}, // half, bfloat16: 512 / 3 = 170 -> 168, in eights
+		{split, 1024, 1, 3, 336, 1008}, // int8, uint8: 1024 / 3 = 341 -> 336, in sixteens
+		{split, 1024, 4, 4, 64, 1024},
+		{split, 1 << 20, 4, 5, 52428, 1048560},  // 262144 / 5 = 52428, a multiple of 4
+		{split, 1 << 20, 4, 6, 43688, 1048512},  // 262144 / 6 = 43690 -> 43688
+		{split, 1 << 20, 8, 7, 18724, 1048544},  // 131072 / 7 = 18724
+		{split, 1 << 20, 1, 7, 149792, 1048544}, // 1048576 / 7 = 149796 -> 149792
+		{split, 1000, 8, 6, 20, 960},            // 125 / 6 = 20
+		{split, 48, 4, 3, 4, 48},
+		{split, 100, 4, 7, 0, 0}, // 25 / 7 = 3 -> 0: less than one group per rank
+		{split, 12, 4, 3, 0, 0},
+		{split, 0, 4, 3, 0, 0},
+		{whole, 1024, 4, 3, 256, 1024},
+		{whole, 1020, 8, 3, 127, 1016}, // size / wordSize, no rounding per rank
+		{whole, 1000, 1, 7, 1000, 1000},
+		{whole, 6, 4, 4, 1, 4},
+	} {
+		for _, c := range tc.colls {
+			sh := shapeFor(c, tc.size, tc.elt, tc.n)
+			if sh.count != tc.count || sh.bytes != tc.want {
+				t.Errorf("%s, %d B of %d-byte elements, %d ranks: count %d, size %d; nccl-tests: %d, %d",
+					c, tc.size, tc.elt, tc.n, sh.count, sh.bytes, tc.count, tc.want)
+			}
+			if wantTotal := sh.bytes / tc.elt; sh.total != wantTotal {
+				t.Errorf("%s, %d B, %d ranks: %d elements in the full buffer, want %d", c, tc.size, tc.n, sh.total, wantTotal)
+			}
+		}
+	}
+}
+
+// The table, the JSON records and the plot's points carry nccl-tests'
+// counts and sizes: on 3 ranks, 1 KiB of float, count 84 and size 1008 in
+// every collective that splits the buffer among the ranks, with every
+// value checked; int8 and double alike.
+func TestRowsMatchNcclTests(t *testing.T) {
+	args := append([]string{"--backend", "host", "--coll", "reducescatter,allgather,alltoall,gather,scatter", "-g", "3",
+		"-d", "float,int8,double", "-b", "1K", "-e", "1K"}, fast...)
+	out, doc, _ := readJSON(t, 0, args...)
+	rows := parseTable(t, out)
+	want := map[string]ncclShape{"float": {84, 1008}, "int8": {336, 1008}, "double": {42, 1008}}
+	if len(rows) != 5*len(want) || len(doc.Results) != 2*len(rows) {
+		t.Fatalf("%d rows and %d records, want %d and %d:\n%s", len(rows), len(doc.Results), 5*len(want), 10*len(want), out)
+	}
+	for i, r := range rows {
+		if w := want[r.typ]; r.count != w.count || r.size != w.size || r.wrong != [2]int64{} {
+			t.Errorf("row %+v: want count %d, size %d, 0 wrong", r, w.count, w.size)
+		}
+		for mode := 0; mode < 2; mode++ {
+			if rec := doc.Results[2*i+mode]; rec.Count != r.count || rec.Size != r.size {
+				t.Errorf("record %+v: count %d, size %d, want the row's %d, %d", rec, rec.Count, rec.Size, r.count, r.size)
+			}
+		}
+	}
+	for _, s := range seriesOf(doc.Results) {
+		for _, p := range s.pts {
+			if p.X != math.Log2(1008) {
+				t.Errorf("plot series %q: a point at log2(size) %v, want log2(1008)", s.label, p.X)
+			}
+		}
 	}
 }
 

@@ -24,7 +24,11 @@
 // int64, uint64, half and bfloat16 (collective.Float16 and
 // collective.BFloat16), a comma list of them, or all (every one, in
 // nccl-tests' order); size(B) and count use the type's size (1, 2, 4 or 8
-// bytes). Every collective runs every type, and the inputs make each
+// bytes), and count is what nccl-tests prints: the elements of one rank's
+// call, which the collectives that split the buffer among the ranks
+// (reducescatter, allgather, alltoall, gather, scatter) round down to whole
+// 16-byte groups, their size(B) being the full buffer (3 ranks, -b 1K of
+// float: count 84, size 1008). Every collective runs every type, and the inputs make each
 // reference exact whatever the reduction order and the number of rounding
 // steps: the integer types take any odd value and are reduced in their own
 // wrapping arithmetic; the float types take small integers and powers of

@@ -124,14 +124,25 @@ type shape struct {
 }
 
 func (s *sweep[T]) shapeOf(size int64) shape {
-	elt, n := s.dt.size(), int64(len(s.comms))
-	switch s.t.coll {
+	return shapeFor(s.t.coll, size, s.dt.size(), int64(len(s.comms)))
+}
+
+// shapeFor is nccl-tests' setupArgs with the collective's GetCollByteCount,
+// for a size of size bytes, elements of elt bytes (1, 2, 4 or 8) and n
+// ranks: count = size/elt elements; the collectives that split the buffer
+// among the ranks give each rank count/n elements rounded down to whole
+// 16-byte groups ((count/nranks) & -(16/eltSize)), and their size column
+// is the full buffer (max(sendBytes, expectedBytes)). So rows match
+// nccl-tests' one to one: on 3 ranks, 1 KiB of float reduce-scatter is
+// count 84, size 1008.
+func shapeFor(c coll, size, elt, n int64) shape {
+	count := size / elt
+	switch c {
 	case collReduceScatter, collAllGather, collAllToAll, collGather, collScatter:
-		m := size / elt / n
+		m := count / n &^ (16/elt - 1)
 		return shape{count: m, bytes: m * n * elt, total: m * n}
 	}
-	c := size / elt
-	return shape{count: c, bytes: c * elt, total: c}
+	return shape{count: count, bytes: count * elt, total: count}
 }
 
 // onRanks runs f on every rank, each in its own goroutine, as the library
