@@ -41,7 +41,11 @@ func autoTable(ranks int) (string, []AutoRow, error) {
 }
 
 func writeAuto(w io.Writer, bk string, ranks int, rows []AutoRow) {
-	fmt.Fprintf(w, "auto strategy on %s, %d rank(s) (f32 all-reduce; modelled time per strategy):\n", bk, ranks)
+	unit := "ranks"
+	if ranks == 1 {
+		unit = "rank"
+	}
+	fmt.Fprintf(w, "auto strategy on %s, %d %s (f32 all-reduce; modelled time per strategy):\n", bk, ranks, unit)
 	for _, r := range rows {
 		names := make([]string, 0, len(r.Model))
 		for n := range r.Model {

@@ -83,6 +83,10 @@ func TestAutoTable(t *testing.T) {
 	if !strings.Contains(out.String(), "auto strategy on host, 3 ranks") || !strings.Contains(out.String(), "1 GiB") {
 		t.Fatalf("no auto table:\n%s", out.String())
 	}
+	out.Reset()
+	if code := run([]string{"-auto", "1"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "auto strategy on host, 1 rank (") {
+		t.Fatalf("-auto 1: exit %d:\n%s", code, out.String())
+	}
 	if code := run([]string{"-auto", "-1"}, &out, &errb); code != 2 {
 		t.Fatalf("-auto -1: exit %d", code)
 	}
