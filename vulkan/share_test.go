@@ -182,6 +182,7 @@ func TestShareDeviceConformance(t *testing.T) {
 	other := openDevice(t, shareOpts)
 	o := suiteOptions()
 	o.Short = o.Short || !fullRun()
+	o.SkipTypes = !fullRun() // TestConformance runs them on the device alone
 	backendtest.RunOptions(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
 		opts.ShareDevice = true
 		d := openDevice(t, opts)

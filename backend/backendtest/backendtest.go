@@ -64,6 +64,10 @@ type Options struct {
 	// backend's tests may also set it for their default run and leave the
 	// whole matrix to a longer one.
 	Sample bool
+	// SkipTypes leaves out the element-type matrices beyond float32 and
+	// float64 and the subnormal matrix: for a second run of the suite on
+	// another configuration of a device whose first run covers them.
+	SkipTypes bool
 }
 
 // Run runs the conformance suite on the devices open returns, with Short set
@@ -116,7 +120,12 @@ func RunOptions(t *testing.T, open OpenFunc, o Options) {
 		t.Run("f32", func(t *testing.T) { testMean[float32](t, s) })
 		t.Run("f64", func(t *testing.T) { testMean[float64](t, s) })
 	})
-	t.Run("Subnormals", s.testSubnormals)
+	t.Run("Subnormals", func(t *testing.T) {
+		if s.opts.SkipTypes {
+			t.Skip("Options.SkipTypes")
+		}
+		s.testSubnormals(t)
+	})
 	t.Run("Alias", func(t *testing.T) {
 		t.Run("f32", func(t *testing.T) { testAlias[float32](t, s) })
 		t.Run("f64", func(t *testing.T) { testAlias[float64](t, s) })
@@ -131,7 +140,12 @@ func RunOptions(t *testing.T, open OpenFunc, o Options) {
 		t.Run("f64", func(t *testing.T) { testSplit[float64](t, s, d) })
 	})
 	t.Run("DisableFloat64", s.testDisableFloat64)
-	t.Run("DTypes", s.testDTypes)
+	t.Run("DTypes", func(t *testing.T) {
+		if s.opts.SkipTypes {
+			t.Skip("Options.SkipTypes")
+		}
+		s.testDTypes(t)
+	})
 	t.Run("Fences", s.testFences)
 	t.Run("Cancel", s.testCancel)
 	t.Run("InvalidArguments", s.testInvalid)
