@@ -16,6 +16,18 @@ import (
 // representative subset on lavapipe.
 func fullRun() bool { return os.Getenv("GOCOLL_TEST_FULL") != "" }
 
+// arithmetic marks a test of rounding and bits alone (every strategy's
+// arithmetic, which the other tests' calls also take): the race run
+// (./build.sh test runs it with -short; the race detector checks
+// synchronisation and slows the Go references tenfold) leaves it to the run
+// without the race detector, unless full.
+func arithmetic(t *testing.T) {
+	t.Helper()
+	if raceEnabled && testing.Short() && !fullRun() {
+		t.Skip("rounding and bits: checked by the run without the race detector (GOCOLL_TEST_FULL=1 runs it here)")
+	}
+}
+
 // withSessions runs a randomized suite (TestConformance, TestFaultInjection)
 // inside another test on a budget of its own: n sessions from seed (fresh
 // sessions, not a repeat of the suite's own run), unless the flags or the

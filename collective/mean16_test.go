@@ -26,6 +26,7 @@ var mean16SeedFlag = flag.Uint64("mean16.seed", 0, "seed of TestMean16OneRoundin
 // test checks that its data has such elements wherever N is not a power
 // of two. A failure names the seed; -mean16.seed=S repeats it.
 func TestMean16OneRounding(t *testing.T) {
+	arithmetic(t)
 	seed := *mean16SeedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano()) & (1<<40 - 1)

@@ -18,6 +18,7 @@ import (
 // the same. On lavapipe 2, 3, 5 and 7 ranks with Auto, Direct and Ring run
 // outside ./build.sh test-full.
 func TestAllReduceMeanULP(t *testing.T) {
+	arithmetic(t)
 	const n = 1031 // several 4096-byte slots, not a multiple of any rank count
 	for _, bk := range backendsUnderTest(t) {
 		for ranks := 1; ranks <= 8; ranks++ {

@@ -96,6 +96,7 @@ func TestStrategiesMatrix(t *testing.T) {
 // TestDeterministicAcrossStrategies: in deterministic mode, random data gives
 // bitwise the same result under every strategy, slot size and depth.
 func TestDeterministicAcrossStrategies(t *testing.T) {
+	arithmetic(t)
 	for _, bk := range backendsUnderTest(t) {
 		for _, ranks := range []int{3, 5} {
 			inputs := make([][]float64, ranks)
