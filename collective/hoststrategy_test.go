@@ -17,6 +17,7 @@ import (
 // bitwise the device kernels' (strategy Direct) for every op, f32 and f64,
 // with NaN, Inf and signed zeros among the inputs.
 func TestHostStrategyMatchesKernels(t *testing.T) {
+	arithmetic(t)
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))

@@ -31,6 +31,7 @@ var subnormalSeedFlag = flag.Uint64("subnormal.seed", 0, "seed of TestSubnormalA
 // flushing reduction would get them wrong). A failure names the seed;
 // -subnormal.seed=S repeats it.
 func TestSubnormalAllReduce(t *testing.T) {
+	arithmetic(t)
 	seed := *subnormalSeedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano()) & (1<<40 - 1)
