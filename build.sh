@@ -220,7 +220,10 @@ cmd_test() {
 	# the generated-code check): the race run leaves it out, unless full.
 	local race_pkgs=("${PKGS[@]}")
 	if [ -z "${GOCOLL_TEST_FULL:-}" ]; then
-		mapfile -t race_pkgs < <(go list "${PKGS[@]}" | grep -v '/kernels$')
+		# (a plain loop: macOS's bash 3.2 has no mapfile)
+		race_pkgs=()
+		local p
+		while IFS= read -r p; do race_pkgs+=("$p"); done < <(go list "${PKGS[@]}" | grep -v '/kernels$')
 	fi
 	log "go test -race ${short[*]} -count=1 (${#race_pkgs[@]} packages: all but kernels unless full)"
 	go test -race "${short[@]}" -count=1 -timeout 25m "${race_pkgs[@]}"
