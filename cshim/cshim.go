@@ -671,10 +671,11 @@ func (d *Device) Counters() Counters {
 }
 
 // Close waits, within the drain limit, for the device's submissions to
-// complete and destroys everything it owns, buffers and kernels not yet
+// complete, and for those of devices sharing its memory that use its
+// buffers, and destroys everything it owns, buffers and kernels not yet
 // closed included, in reverse order of creation (vkWaitForFences,
 // vkDestroy*, vkDestroyDevice). Work that does not complete within the drain
-// limit declares the device lost: Close then frees nothing the GPU may still
+// limit declares its device lost: Close then frees nothing the GPU may still
 // use and returns an error wrapping backend.ErrDeviceLost. It is idempotent.
 func (d *Device) Close() error {
 	// Drain first with the device shared, so other goroutines' calls (a
@@ -810,13 +811,14 @@ func (b *Buffer) Bytes() []byte {
 }
 
 // Close frees the buffer once every submission that may use it has
-// completed (vkDestroyBuffer, vkFreeMemory): device memory later, without
-// waiting; imported host memory before Close returns (the recording is
-// submitted first if it uses the buffer), so the caller may free the memory
-// then. When that work does not complete within the drain limit the device
-// is declared lost, the buffer is leaked (still importing the memory, which
-// must then be leaked too) and the error wraps backend.ErrDeviceLost. It is
-// idempotent.
+// completed (vkDestroyBuffer, vkFreeMemory), those of every device that
+// shares memory with its own and used it included: device memory later,
+// without waiting; imported host memory before Close returns (a recording
+// that uses the buffer is submitted first), so the caller may free the
+// memory then. When that work does not complete within the drain limit its
+// device is declared lost, the buffer is leaked (still importing the
+// memory, which must then be leaked too) and the error wraps
+// backend.ErrDeviceLost. It is idempotent.
 func (b *Buffer) Close() error {
 	d := b.d
 	d.state.RLock()

@@ -255,8 +255,11 @@ typedef struct gc_backend {
 	/* open creates a logical device with its own compute queue, or with
 	 * share_device takes a queue of a shared logical device. */
 	gc_status (*open)(uint32_t index, const gc_open_options *opts, gc_device *out, gc_error *err);
-	/* close waits for the device to go idle and destroys everything it owns
-	 * (buffers and kernels not yet destroyed included), in reverse order. */
+	/* close waits for the device to go idle, and for other opens' work that
+	 * uses its buffers (share_device), and destroys everything it owns
+	 * (buffers and kernels not yet destroyed included), in reverse order. A
+	 * buffer that another open declared lost may still use is leaked: close
+	 * frees the rest and returns GC_DEVICE_LOST. */
 	gc_status (*close)(gc_device dev, gc_error *err);
 	gc_status (*counters)(gc_device dev, gc_counters *out, gc_error *err);
 
@@ -268,14 +271,18 @@ typedef struct gc_backend {
 	 * memory must outlive the buffer. GC_UNSUPPORTED without the extension. */
 	gc_status (*buffer_import)(gc_device dev, void *host, uint64_t size, gc_buffer *out, gc_error *err);
 	/* buffer_destroy frees the buffer once every submission that may use it
-	 * has completed (at once when none is pending). Device memory is freed
-	 * later, when that work is known to be done, and the call returns at
-	 * once. Imported host memory is released before the call returns, so
-	 * the caller may free it then: the call first submits the recording if
-	 * it uses the buffer, then waits for the last submission that uses it
-	 * (within the drain limit; past it the device is lost, the buffer stays
-	 * imported and the call returns GC_DEVICE_LOST: the memory must then be
-	 * leaked). */
+	 * has completed (at once when none is pending): its device's, and with
+	 * share_device those of every other open that used it in its commands
+	 * (each open counts its own tickets). Device memory is freed later, when
+	 * that work is known to be done, and the call returns at once. Imported
+	 * host memory is released before the call returns, so the caller may
+	 * free it then: the call first submits each recording (its device's or
+	 * another open's) that uses the buffer, then waits for the last
+	 * submission of each that uses it (within that device's drain limit;
+	 * past it that device is lost, the buffer stays imported and the call
+	 * returns GC_DEVICE_LOST: the memory must then be leaked). A buffer that
+	 * an open declared lost may still use is leaked, and the call returns
+	 * GC_DEVICE_LOST. */
 	gc_status (*buffer_destroy)(gc_buffer buf, gc_error *err);
 
 	gc_status (*kernel_create)(gc_device dev, const gc_kernel_desc *desc, gc_kernel *out, gc_error *err);

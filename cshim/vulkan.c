@@ -874,18 +874,34 @@ typedef struct retired {
 	struct retired *next;
 } retired;
 
+/* gc_use is a foreign use of a buffer: its use by another open of its
+ * shared logical device (check_range), whose tickets count apart from the
+ * owner's. Guarded by the shared device's use_mu. */
+typedef struct gc_use {
+	uint64_t user;   /* the using open's id (gc_device_s.id) */
+	uint64_t ticket; /* the last of the user's tickets whose work may use the buffer; 0: none */
+	int copying;     /* the user's copy_now uses it (left set if that did not complete) */
+	struct gc_use *next;
+} gc_use;
+
 struct gc_buffer_s {
 	gc_device dev;
 	VkBuffer buf;
 	VkDeviceMemory mem;
 	uint64_t size;
-	uint64_t last_use; /* the last ticket whose work may use it (recorded: submitted + 1) */
+	uint64_t last_use; /* the last ticket of dev whose work may use it (recorded: submitted + 1) */
 	void *mapped;
 	int imported;
 	int borrowed; /* gc_vk_wrap_buffer: the VkBuffer is the caller's */
 	struct gc_buffer_s *prev, *next;
+	/* uses: the foreign uses, one per using open; deferred: the next buffer
+	 * in the shared device's deferred list. Both guarded by its use_mu. */
+	gc_use *uses;
+	struct gc_buffer_s *deferred;
 };
 
+/* A kernel is only ever used by its own device (cmd_dispatch refuses
+ * another's), so its own tickets say when its last use completed. */
 struct gc_kernel_s {
 	gc_device dev;
 	uint64_t last_use; /* as gc_buffer_s's */
@@ -917,6 +933,22 @@ typedef struct shared_dev {
 	shared_queue queues[GC_MAX_SHARED_QUEUES];
 	uint32_t users; /* opens not yet closed; guarded by shared_devs.mu */
 	uint64_t opens; /* opens so far, to pick the next queue; guarded by shared_devs.mu */
+
+	/* Foreign uses (gc_use). use_mu guards members, deferred, every
+	 * member's pins and every buffer's uses and deferred link. It is taken
+	 * after a device's mu (never the other way round) and nothing blocks
+	 * while it is held but the wait for pins in leave_members. */
+	pthread_mutex_t use_mu;
+	pthread_cond_t use_cond; /* signalled when a member's pins drop to 0 */
+	gc_device members;       /* its opens, by member_next, until their close drained them */
+	/* deferred: destroyed buffers whose foreign uses had not all completed
+	 * (by gc_buffer_s.deferred), freed by reap_shared once they and the
+	 * owner's last use did; ndeferred (atomic) says whether there are any.
+	 * leaked: buffers of closed opens that an open declared lost may still
+	 * use (settle_owned), never freed, as the shared device is not. */
+	struct gc_buffer_s *deferred;
+	int ndeferred;
+	struct gc_buffer_s *leaked;
 } shared_dev;
 
 static struct {
@@ -926,6 +958,9 @@ static struct {
 
 /* object_gen counts destroyed buffers and kernels (see gc_device_s.rgen). */
 static uint64_t object_gen;
+
+/* device_ids numbers the shared opens (gc_device_s.id); never reused. */
+static uint64_t device_ids;
 
 struct gc_device_s {
 	const phys *phys;
@@ -937,8 +972,15 @@ struct gc_device_s {
 	int stuck; /* atomic: lost by the drain limit; the GPU may still use its memory */
 	char stuck_why[200]; /* written once, before stuck and lost are set */
 	/* shared is the shared logical device d uses (dev and queue are its),
-	 * NULL when d owns dev. */
+	 * NULL when d owns dev. id names d in the foreign uses of other opens'
+	 * buffers; member: d is in shared->members; pins: threads that use d
+	 * through members (guarded by shared->use_mu; d is not freed while
+	 * there are any). */
 	shared_dev *shared;
+	uint64_t id;
+	int member;
+	int pins;
+	gc_device member_next;
 	/* qmu externally synchronizes queue (vkQueueSubmit, vkQueueWaitIdle):
 	 * &own_qmu, or the shared queue's lock. Taken after mu, never held
 	 * across a wait on a fence. */
@@ -954,7 +996,7 @@ struct gc_device_s {
 	slot *ring;
 	uint32_t ring_size;
 	uint64_t submitted; /* last ticket submitted */
-	uint64_t completed; /* every ticket <= completed is done */
+	uint64_t completed; /* every ticket <= completed is done (written atomically: read without mu) */
 	int recording;      /* ring[(submitted+1) % ring_size] is being recorded */
 	VkPipeline bound;   /* pipeline bound in the recording */
 
@@ -1078,6 +1120,11 @@ static void destroy_buffer_now(gc_device d, struct gc_buffer_s *b) {
 		n++;
 	}
 	add_counter(&d->counters.objects_destroyed, n);
+	while (b->uses != NULL) {
+		gc_use *u = b->uses;
+		b->uses = u->next;
+		free(u);
+	}
 	free(b);
 }
 
@@ -1122,13 +1169,35 @@ static void reap(gc_device d) {
 	}
 }
 
+static void reap_shared(shared_dev *sd);
+
+/* completed returns d->completed without d->mu. */
+static uint64_t completed(gc_device d) {
+	return __atomic_load_n(&d->completed, __ATOMIC_ACQUIRE);
+}
+
+/* mark_completed records that every ticket <= ticket is done and frees what
+ * waited for it: d's retired objects, and the shared device's deferred
+ * buffers, which may wait for d's work. d->mu held. */
 static void mark_completed(gc_device d, uint64_t ticket) {
 	if (ticket > d->completed) {
-		d->completed = ticket;
+		__atomic_store_n(&d->completed, ticket, __ATOMIC_RELEASE);
 		if (d->retire != NULL) {
 			reap(d);
 		}
+		if (d->shared != NULL && __atomic_load_n(&d->shared->ndeferred, __ATOMIC_ACQUIRE)) {
+			reap_shared(d->shared);
+		}
 	}
+}
+
+/* own_last returns the last ticket of d whose work may use what d's ticket
+ * last was recorded for. d->mu held. */
+static uint64_t own_last(gc_device d, uint64_t last) {
+	if (last > d->submitted && !has_recording(d)) {
+		last = d->submitted; /* the recording that used it was never submitted */
+	}
+	return last;
 }
 
 /* retire destroys obj, whose last use is ticket last, now if no pending
@@ -1139,9 +1208,7 @@ static gc_status retire(gc_device d, int kind, void *obj, uint64_t last, gc_erro
 	if (is_stuck(d)) {
 		return lost_error(d, err);
 	}
-	if (last > d->submitted && !has_recording(d)) {
-		last = d->submitted; /* the recording that used it was never submitted */
-	}
+	last = own_last(d, last);
 	if (last <= d->completed || is_lost(d)) {
 		if (kind == RETIRE_BUFFER) {
 			destroy_buffer_now(d, obj);
@@ -1309,6 +1376,8 @@ static gc_status acquire_shared(uint32_t index, int float64, uint64_t key, share
 			sd->fn.vkGetDeviceQueue(sd->dev, p->info.compute_queue_family, i, &sd->queues[i].queue);
 			pthread_mutex_init(&sd->queues[i].mu, NULL);
 		}
+		pthread_mutex_init(&sd->use_mu, NULL);
+		pthread_cond_init(&sd->use_cond, NULL);
 		sd->next = shared_devs.list;
 		shared_devs.list = sd;
 	}
@@ -1320,7 +1389,8 @@ static gc_status acquire_shared(uint32_t index, int float64, uint64_t key, share
 }
 
 /* release_shared drops one user of sd and destroys it with the last. Every
- * user waited for its own submissions before, so the device is idle. */
+ * user waited for its own submissions before, so the device is idle, and
+ * freed its deferred buffers. */
 static void release_shared(shared_dev *sd) {
 	pthread_mutex_lock(&shared_devs.mu);
 	if (--sd->users > 0) {
@@ -1339,13 +1409,49 @@ static void release_shared(shared_dev *sd) {
 	for (uint32_t i = 0; i < sd->nqueues; i++) {
 		pthread_mutex_destroy(&sd->queues[i].mu);
 	}
+	pthread_mutex_destroy(&sd->use_mu);
+	pthread_cond_destroy(&sd->use_cond);
 	free(sd);
 }
 
 static void forget_stall(gc_device d);
 
+/* join_members makes the shared open d findable by the foreign uses it
+ * records (vk_open). */
+static void join_members(gc_device d) {
+	shared_dev *sd = d->shared;
+	d->id = __atomic_add_fetch(&device_ids, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&sd->use_mu);
+	d->member_next = sd->members;
+	sd->members = d;
+	d->member = 1;
+	pthread_mutex_unlock(&sd->use_mu);
+}
+
+/* leave_members removes d, drained, from its shared device's members, so
+ * its foreign uses count as completed, waits until no thread uses d through
+ * them, and frees the deferred buffers that waited only for d. */
+static void leave_members(gc_device d) {
+	shared_dev *sd = d->shared;
+	pthread_mutex_lock(&sd->use_mu);
+	gc_device *pp = &sd->members;
+	while (*pp != d) {
+		pp = &(*pp)->member_next;
+	}
+	*pp = d->member_next;
+	d->member = 0;
+	while (d->pins > 0) {
+		pthread_cond_wait(&sd->use_cond, &sd->use_mu);
+	}
+	pthread_mutex_unlock(&sd->use_mu);
+	reap_shared(sd);
+}
+
 static void destroy_device(gc_device d) {
 	uint64_t n = 0;
+	if (d->member) {
+		leave_members(d);
+	}
 	if (d->dev != VK_NULL_HANDLE) {
 		while (d->retire != NULL) {
 			retired *r = d->retire;
@@ -1558,16 +1664,24 @@ static gc_status vk_open(uint32_t index, const gc_open_options *opts, gc_device 
 		destroy_device(d);
 		return st;
 	}
+	if (d->shared != NULL) {
+		join_members(d);
+	}
 	*out = d;
 	return GC_OK;
 }
 
+static gc_status settle_owned(gc_device d, gc_error *err);
+
 /* vk_close waits, within the drain limit, for the device's own submissions
  * (on their fences: other ranks may share the device and the queue; copy_now
- * waits for its own), then destroys everything. A device lost by the driver
- * is freed too (destroying objects of a lost device is valid). A device
+ * waits for its own), and for other opens' work that uses its buffers
+ * (settle_owned), then destroys everything. A device lost by the driver is
+ * freed too (destroying objects of a lost device is valid). A device
  * declared lost by the drain limit, now or earlier, is leaked whole: the GPU
- * may still use its memory. */
+ * may still use its memory. A buffer that another open declared lost may
+ * still use is leaked alone: the rest is freed and close fails with
+ * GC_DEVICE_LOST. */
 static gc_status vk_close(gc_device d, gc_error *err) {
 	if (d == NULL) {
 		return GC_OK;
@@ -1601,8 +1715,9 @@ static gc_status vk_close(gc_device d, gc_error *err) {
 		return st;
 	}
 	pthread_mutex_unlock(&d->mu);
+	gc_status st = settle_owned(d, err);
 	destroy_device(d);
-	return GC_OK;
+	return st;
 }
 
 static gc_status vk_counters(gc_device d, gc_counters *out, gc_error *err) {
@@ -1859,17 +1974,128 @@ static gc_status wait_ticket(gc_device d, uint64_t ticket, uint64_t timeout_ns, 
 static gc_status submit_locked(gc_device d, uint64_t *ticket, gc_error *err);
 static void begin_next(gc_device d);
 
-/* release_imported frees an imported buffer before it returns, so that the
- * caller may free the host memory then: it submits the recording if that
- * uses the buffer, and waits (d->mu released, within the drain limit) for
- * the last submission that uses it. Past the drain limit the device is
- * declared lost and the buffer leaked, still importing the memory. d->mu
- * held; b unlinked. */
-static gc_status release_imported(gc_device d, struct gc_buffer_s *b, gc_error *err) {
+/* ---------------------------------------------------------- foreign uses
+ *
+ * The opens of one shared logical device use each other's buffers
+ * (check_range). Each open counts its own tickets, so a buffer's last_use
+ * (its owner's ticket) says nothing about another open's work: that use is
+ * recorded in the buffer's uses (the open's id and ticket) instead, and the
+ * buffer is freed, imported memory released, only once every such use
+ * completed too: device memory through the shared device's deferred list,
+ * imported memory and the buffers left at the owner's close by waiting
+ * (settle_uses). An open that closed drained its work first: it leaves the
+ * members and its uses count as over. An open declared lost by the drain
+ * limit stays a member: what it may still use is leaked. */
+
+/* member returns sd's open with id, NULL once it closed. use_mu held. */
+static gc_device member(shared_dev *sd, uint64_t id) {
+	gc_device m = sd->members;
+	while (m != NULL && m->id != id) {
+		m = m->member_next;
+	}
+	return m;
+}
+
+/* pending_uses drops b's foreign uses that are over and returns how many
+ * are left; *stuck is set to the open of one that may never complete (it
+ * was declared lost by the drain limit: b must be leaked), else NULL.
+ * use_mu held. */
+static int pending_uses(shared_dev *sd, struct gc_buffer_s *b, gc_device *stuck) {
+	int n = 0;
+	*stuck = NULL;
+	gc_use **pp = &b->uses;
+	while (*pp != NULL) {
+		gc_use *u = *pp;
+		gc_device m = member(sd, u->user);
+		int done = m == NULL || (is_stuck(m) ? !u->copying && u->ticket <= completed(m)
+						     : is_lost(m) || u->ticket <= completed(m));
+		if (done) {
+			*pp = u->next;
+			free(u);
+			continue;
+		}
+		if (is_stuck(m)) {
+			*stuck = m;
+		}
+		n++;
+		pp = &u->next;
+	}
+	return n;
+}
+
+/* used_by_lost fails for a buffer that stuck, an open declared lost by the
+ * drain limit, may still use: it is leaked. */
+static gc_status used_by_lost(gc_error *err, gc_device stuck) {
+	return fail(err, GC_DEVICE_LOST, (int32_t)VK_TIMEOUT,
+		    "buffer in use by another open of the shared device, declared lost (%s): the buffer is leaked",
+		    stuck_reason(stuck));
+}
+
+/* note_use records that d's work of ticket uses b, or with ticket 0 that
+ * d's copy_now is about to: b->last_use for d's own buffer (nothing for
+ * copy_now, which waits), else b's foreign use by d. d->mu held for a
+ * ticket. */
+static gc_status note_use(gc_device d, struct gc_buffer_s *b, uint64_t ticket, gc_error *err) {
+	if (b->dev == d) {
+		if (ticket != 0) {
+			b->last_use = ticket;
+		}
+		return GC_OK;
+	}
+	shared_dev *sd = d->shared;
+	pthread_mutex_lock(&sd->use_mu);
+	gc_use *u = b->uses;
+	while (u != NULL && u->user != d->id) {
+		u = u->next;
+	}
+	if (u == NULL) {
+		/* d's first use: take over the use of an open that closed, if
+		 * any, so a long-lived buffer keeps one use per live open. */
+		u = b->uses;
+		while (u != NULL && member(sd, u->user) != NULL) {
+			u = u->next;
+		}
+		if (u != NULL) {
+			*u = (gc_use){.user = d->id, .next = u->next};
+		} else if ((u = calloc(1, sizeof *u)) != NULL) {
+			u->user = d->id;
+			u->next = b->uses;
+			b->uses = u;
+		}
+	}
+	if (u != NULL && ticket != 0) {
+		u->ticket = ticket;
+	} else if (u != NULL) {
+		u->copying = 1;
+	}
+	pthread_mutex_unlock(&sd->use_mu);
+	return u != NULL ? GC_OK : fail(err, GC_OUT_OF_MEMORY, 0, "calloc: out of memory");
+}
+
+/* copied records that d's copy_now using b completed. */
+static void copied(gc_device d, struct gc_buffer_s *b) {
+	if (b->dev == d) {
+		return;
+	}
+	pthread_mutex_lock(&d->shared->use_mu);
+	for (gc_use *u = b->uses; u != NULL; u = u->next) {
+		if (u->user == d->id) {
+			u->copying = 0;
+		}
+	}
+	pthread_mutex_unlock(&d->shared->use_mu);
+}
+
+/* finish_use waits, within the drain limit and with d->mu released while it
+ * blocks, for d's work of ticket last, submitting the recording first when
+ * last is its ticket (so that nothing uses the memory the caller then
+ * frees). GC_OK when that work completed, or d is lost by the driver
+ * (nothing runs any more); past the drain limit d is declared lost (call
+ * names the wait) and what it uses must be leaked. d->mu held. */
+static gc_status finish_use(gc_device d, uint64_t last, const char *call, gc_error *err) {
 	if (is_stuck(d)) {
 		return lost_error(d, err);
 	}
-	uint64_t last = b->last_use;
 	gc_status st = GC_OK;
 	if (last > d->submitted && has_recording(d) && !is_lost(d)) {
 		uint64_t t;
@@ -1881,27 +2107,76 @@ static gc_status release_imported(gc_device d, struct gc_buffer_s *b, gc_error *
 	if (st == GC_OK && !is_lost(d)) {
 		st = wait_ticket(d, last, d->drain_ns, err);
 		if (st == GC_TIMEOUT) {
-			st = drain_failed(d, err, "vkWaitForFences (buffer_destroy of imported memory)", last);
+			st = drain_failed(d, err, call, last);
 		}
 	}
 	if (is_stuck(d)) {
 		return st != GC_OK ? st : lost_error(d, err);
 	}
-	if (st != GC_OK && !is_lost(d)) {
-		return st; /* the GPU may still use it: leak it */
-	}
-	/* Done, or lost by the driver (nothing runs any more): free it. */
-	destroy_buffer_now(d, b);
-	return GC_OK;
+	return st != GC_OK && !is_lost(d) ? st : GC_OK;
 }
 
-static gc_status vk_buffer_destroy(gc_buffer b, gc_error *err) {
-	if (b == NULL) {
-		return GC_OK;
+/* settle_uses waits until every foreign use of b completed: each user's
+ * work as finish_use waits for it, holding no device's mu but the user's
+ * (the caller holds none). GC_OK when they all did; else b must be leaked
+ * (a user declared lost: GC_DEVICE_LOST, or failed). Nobody else changes
+ * b's uses meanwhile: b is being destroyed and in no deferred list. */
+static gc_status settle_uses(shared_dev *sd, struct gc_buffer_s *b, gc_error *err) {
+	gc_status st = GC_OK;
+	pthread_mutex_lock(&sd->use_mu);
+	for (;;) {
+		gc_device m;
+		if (pending_uses(sd, b, &m) == 0) {
+			break;
+		}
+		if (m != NULL) {
+			st = used_by_lost(err, m);
+			break;
+		}
+		gc_use *u = b->uses; /* pending: its user is a member */
+		uint64_t ticket = u->ticket;
+		m = member(sd, u->user);
+		m->pins++; /* m is not freed until it drops */
+		pthread_mutex_unlock(&sd->use_mu);
+		pthread_mutex_lock(&m->mu);
+		st = finish_use(m, ticket, "vkWaitForFences (another open destroying a buffer this one uses)", err);
+		pthread_mutex_unlock(&m->mu);
+		pthread_mutex_lock(&sd->use_mu);
+		if (--m->pins == 0) {
+			pthread_cond_broadcast(&sd->use_cond);
+		}
+		if (st != GC_OK) {
+			break;
+		}
+		u->ticket = 0; /* its work completed */
 	}
-	gc_device d = b->dev;
-	__atomic_add_fetch(&object_gen, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&d->mu);
+	pthread_mutex_unlock(&sd->use_mu);
+	return st;
+}
+
+/* reap_shared frees sd's deferred buffers whose foreign uses and owner's
+ * last use completed. Their owners are alive: an owner takes its own out of
+ * the list before it is freed (settle_owned). */
+static void reap_shared(shared_dev *sd) {
+	pthread_mutex_lock(&sd->use_mu);
+	struct gc_buffer_s **pp = &sd->deferred;
+	while (*pp != NULL) {
+		struct gc_buffer_s *b = *pp;
+		gc_device o = b->dev, stuck;
+		int own = !is_stuck(o) && (is_lost(o) || b->last_use <= completed(o));
+		if (pending_uses(sd, b, &stuck) == 0 && own) {
+			*pp = b->deferred;
+			destroy_buffer_now(o, b);
+		} else {
+			pp = &b->deferred;
+		}
+	}
+	__atomic_store_n(&sd->ndeferred, sd->deferred != NULL, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&sd->use_mu);
+}
+
+/* unlink_buffer takes b out of d's buffers. d->mu held. */
+static void unlink_buffer(gc_device d, struct gc_buffer_s *b) {
 	if (b->prev != NULL) {
 		b->prev->next = b->next;
 	} else {
@@ -1910,7 +2185,127 @@ static gc_status vk_buffer_destroy(gc_buffer b, gc_error *err) {
 	if (b->next != NULL) {
 		b->next->prev = b->prev;
 	}
-	gc_status st = b->imported ? release_imported(d, b, err) : retire(d, RETIRE_BUFFER, b, b->last_use, err);
+}
+
+/* leak_buffer keeps b, which an open declared lost may still use, in sd's
+ * leaked list: never freed or touched again. */
+static void leak_buffer(shared_dev *sd, struct gc_buffer_s *b) {
+	pthread_mutex_lock(&sd->use_mu);
+	b->deferred = sd->leaked;
+	sd->leaked = b;
+	pthread_mutex_unlock(&sd->use_mu);
+}
+
+/* settle_owned, at d's close (d drained, d->mu not held), waits for the
+ * foreign uses of d's buffers, the live ones and the deferred ones, which it
+ * frees. One that an open declared lost may still use is leaked
+ * (leak_buffer) and the close fails with GC_DEVICE_LOST. */
+static gc_status settle_owned(gc_device d, gc_error *err) {
+	shared_dev *sd = d->shared;
+	gc_status st = GC_OK;
+	if (sd == NULL) {
+		return st;
+	}
+	for (;;) {
+		pthread_mutex_lock(&sd->use_mu);
+		struct gc_buffer_s **pp = &sd->deferred;
+		while (*pp != NULL && (*pp)->dev != d) {
+			pp = &(*pp)->deferred;
+		}
+		struct gc_buffer_s *b = *pp;
+		if (b != NULL) {
+			*pp = b->deferred;
+		}
+		__atomic_store_n(&sd->ndeferred, sd->deferred != NULL, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&sd->use_mu);
+		if (b == NULL) {
+			break;
+		}
+		gc_status bs = settle_uses(sd, b, st == GC_OK ? err : NULL);
+		if (bs == GC_OK) {
+			destroy_buffer_now(d, b);
+			continue;
+		}
+		leak_buffer(sd, b);
+		if (st == GC_OK) {
+			st = bs;
+		}
+	}
+	for (struct gc_buffer_s *b = d->buffers, *next; b != NULL; b = next) {
+		next = b->next;
+		pthread_mutex_lock(&sd->use_mu);
+		int used = b->uses != NULL;
+		pthread_mutex_unlock(&sd->use_mu);
+		gc_status bs = used ? settle_uses(sd, b, st == GC_OK ? err : NULL) : GC_OK;
+		if (bs != GC_OK) {
+			unlink_buffer(d, b);
+			leak_buffer(sd, b);
+			if (st == GC_OK) {
+				st = bs;
+			}
+		}
+	}
+	return st;
+}
+
+/* release_imported frees an imported buffer before it returns, so that the
+ * caller may free the host memory then: it submits the recording if that
+ * uses the buffer, and waits (d->mu released, within the drain limit) for
+ * the last submission that uses it. Past the drain limit the device is
+ * declared lost and the buffer leaked, still importing the memory. d->mu
+ * held; b unlinked; its foreign uses completed. */
+static gc_status release_imported(gc_device d, struct gc_buffer_s *b, gc_error *err) {
+	gc_status st = finish_use(d, b->last_use, "vkWaitForFences (buffer_destroy of imported memory)", err);
+	if (st == GC_OK) {
+		destroy_buffer_now(d, b); /* done, or lost by the driver */
+	}
+	return st;
+}
+
+/* retire_buffer retires b, d's unlinked device-memory buffer, as retire
+ * does; one that another open's pending work uses waits in the shared
+ * device's deferred list until that work and d's own use completed. d->mu
+ * held. */
+static gc_status retire_buffer(gc_device d, struct gc_buffer_s *b, gc_error *err) {
+	shared_dev *sd = d->shared;
+	if (sd != NULL && !is_stuck(d)) {
+		uint64_t last = is_lost(d) ? 0 : own_last(d, b->last_use);
+		gc_device stuck;
+		pthread_mutex_lock(&sd->use_mu);
+		int n = pending_uses(sd, b, &stuck);
+		if (n > 0 && stuck == NULL) {
+			b->last_use = last;
+			b->deferred = sd->deferred;
+			sd->deferred = b;
+			__atomic_store_n(&sd->ndeferred, 1, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&sd->use_mu);
+		if (stuck != NULL) {
+			return used_by_lost(err, stuck);
+		}
+		if (n > 0) {
+			return GC_OK;
+		}
+	}
+	return retire(d, RETIRE_BUFFER, b, b->last_use, err);
+}
+
+static gc_status vk_buffer_destroy(gc_buffer b, gc_error *err) {
+	if (b == NULL) {
+		return GC_OK;
+	}
+	gc_device d = b->dev;
+	__atomic_add_fetch(&object_gen, 1, __ATOMIC_RELAXED);
+	if (b->imported && d->shared != NULL) {
+		/* Other opens' work that uses it first (d->mu not held). */
+		gc_status st = settle_uses(d->shared, b, err);
+		if (st != GC_OK) {
+			return st; /* leaked, still imported: the device keeps it */
+		}
+	}
+	pthread_mutex_lock(&d->mu);
+	unlink_buffer(d, b);
+	gc_status st = b->imported ? release_imported(d, b, err) : retire_buffer(d, b, err);
 	if (st != GC_OK) {
 		link_buffer_locked(d, b); /* not freed: the device keeps it (and frees it at close, unless declared lost) */
 	}
@@ -2277,12 +2672,17 @@ static gc_status vk_cmd_copy(gc_device d, gc_buffer dst, uint64_t dst_off, gc_bu
 	VkCommandBuffer cb;
 	st = recording(d, &cb, err);
 	if (st == GC_OK) {
+		st = note_use(d, src, d->submitted + 1, err);
+	}
+	if (st == GC_OK) {
+		st = note_use(d, dst, d->submitted + 1, err);
+	}
+	if (st == GC_OK) {
 		VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = size};
 		d->fn.vkCmdCopyBuffer(cb, src->buf, dst->buf, 1, &region);
 		barrier(d, cb, 0);
 		d->rsingle = 0;
 		add_counter(&d->counters.copies, 1);
-		src->last_use = dst->last_use = d->submitted + 1;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return st;
@@ -2320,26 +2720,31 @@ static gc_status vk_cmd_dispatch(gc_device d, const gc_dispatch *x, gc_error *er
 	pthread_mutex_lock(&d->mu);
 	gc_status st = GC_OK;
 	int fresh = !has_recording(d);
-	if (fresh && d->rvalid && d->rgen == gen && d->rticket <= d->completed && !is_lost(d) && dispatch_equal(x, &d->rdisp)) {
+	int replay = fresh && d->rvalid && d->rgen == gen && d->rticket <= d->completed && !is_lost(d) &&
+		     dispatch_equal(x, &d->rdisp);
+	VkCommandBuffer cb = VK_NULL_HANDLE;
+	if (replay) {
 		d->rpending = 1; /* submit replays rcb */
 	} else {
-		VkCommandBuffer cb;
 		st = recording(d, &cb, err);
-		if (st == GC_OK) {
-			record_dispatch(d, cb, x, &d->bound);
-			d->rsingle = fresh;
-			if (fresh) {
-				d->rcand = *x;
-				d->rcand_gen = gen;
-			}
+	}
+	for (uint32_t i = 0; i < x->binding_count && st == GC_OK; i++) {
+		st = note_use(d, x->bindings[i].buffer, d->submitted + 1, err);
+	}
+	if (st != GC_OK && replay) {
+		d->rpending = 0; /* nothing recorded */
+	}
+	if (st == GC_OK && !replay) {
+		record_dispatch(d, cb, x, &d->bound);
+		d->rsingle = fresh;
+		if (fresh) {
+			d->rcand = *x;
+			d->rcand_gen = gen;
 		}
 	}
 	if (st == GC_OK) {
 		add_counter(&d->counters.dispatches, 1);
 		x->kernel->last_use = d->submitted + 1;
-		for (uint32_t i = 0; i < x->binding_count; i++) {
-			x->bindings[i].buffer->last_use = d->submitted + 1;
-		}
 	}
 	pthread_mutex_unlock(&d->mu);
 	return st;
@@ -2608,6 +3013,14 @@ static gc_status vk_copy_now(gc_device d, gc_buffer dst, uint64_t dst_off, gc_bu
 		pthread_mutex_unlock(&d->xmu);
 		return lost_error(d, err);
 	}
+	st = note_use(d, dst, 0, err);
+	if (st == GC_OK) {
+		st = note_use(d, src, 0, err);
+	}
+	if (st != GC_OK) {
+		pthread_mutex_unlock(&d->xmu);
+		return st;
+	}
 	VkResult r = d->fn.vkResetCommandBuffer(d->xcb, 0);
 	const char *call = "vkResetCommandBuffer";
 	if (r == VK_SUCCESS) {
@@ -2652,6 +3065,9 @@ static gc_status vk_copy_now(gc_device d, gc_buffer dst, uint64_t dst_off, gc_bu
 	}
 	if (r != VK_SUCCESS) {
 		st = devfail(d, err, r, call);
+	} else {
+		copied(d, dst);
+		copied(d, src);
 	}
 	pthread_mutex_unlock(&d->xmu);
 	return st;
