@@ -33,7 +33,7 @@ type Algorithm struct {
 // algorithms is the table, in the order Algorithms lists it. Auto is not an
 // entry: it picks among the candidates.
 var algorithms = []Algorithm{
-	{Strategy: Direct, Collectives: []string{"AllReduce", "ReduceScatter", "AllToAll", "AllToAllV", "Gather", "Scatter", "AllGatherV", "ReduceScatterV"},
+	{Strategy: Direct, Collectives: []string{"AllReduce", "ReduceScatter", "AllToAll", "AllToAllV", "Gather", "Scatter", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV"},
 		RankOrder: true, Candidate: true,
 		Summary: "one shot: each rank reduces (or moves) its own part from every rank's input, then every rank gathers the parts"},
 	{Strategy: Pipelined, Collectives: []string{"AllReduce"}, RankOrder: true, Candidate: true,
@@ -54,7 +54,7 @@ var algorithms = []Algorithm{
 var collectiveDefaults = map[string]Strategy{
 	"AllReduce": Auto, "ReduceScatter": Ring, "AllGather": Ring, "Broadcast": Tree, "Reduce": Tree,
 	"AllToAll": Direct, "AllToAllV": Direct, "Gather": Direct, "Scatter": Direct, "AllGatherV": Direct,
-	"ReduceScatterV": Direct,
+	"ReduceScatterV": Direct, "GatherV": Direct, "ScatterV": Direct,
 }
 
 // Algorithms returns the algorithm table: every strategy but Auto, with the

@@ -156,7 +156,7 @@ func TestAllToAllGatherScatterZeroAllocs(t *testing.T) {
 			recv[r] = make([]float32, ranks*m)
 		}
 		counts, displs := []int{m, m, m, m}, []int{0, m, 2 * m, 3 * m}
-		for _, coll := range []string{"AllToAll", "Gather", "Scatter", "ReduceScatterV", "AllGatherV", "AllToAllV"} {
+		for _, coll := range []string{"AllToAll", "Gather", "Scatter", "ReduceScatterV", "AllGatherV", "AllToAllV", "GatherV", "ScatterV"} {
 			run := func(c *Comm) error {
 				ctx, r := context.Background(), c.Rank()
 				switch coll {
@@ -170,6 +170,10 @@ func TestAllToAllGatherScatterZeroAllocs(t *testing.T) {
 					return AllGatherV(ctx, c, send[r][:m], recv[r], counts, displs)
 				case "AllToAllV":
 					return AllToAllV(ctx, c, send[r], counts, displs, recv[r], counts, displs)
+				case "GatherV":
+					return GatherV(ctx, c, send[r][:m], recv[r], counts, displs, 3)
+				case "ScatterV":
+					return ScatterV(ctx, c, send[r], recv[r][:m], counts, displs, 0)
 				}
 				return Scatter(ctx, c, send[r], recv[r][:m], 2)
 			}

@@ -2,6 +2,8 @@ package collective
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"sync"
 )
 
@@ -45,6 +47,76 @@ func (w *Work) Done() bool {
 	}
 }
 
+// Test reports whether the operation has finished and, if so, its error
+// (MPI_Test); it never blocks.
+func (w *Work) Test() (done bool, err error) {
+	select {
+	case <-w.done:
+		return true, w.err
+	default:
+		return false, nil
+	}
+}
+
+// WaitAll waits until every one of works finished (nil entries are
+// skipped) and returns their errors joined in the order of works (nil when
+// all succeeded), or ctx.Err() when ctx ends first (the operations go on).
+func WaitAll(ctx context.Context, works ...*Work) error {
+	var errs []error
+	for _, w := range works {
+		if w == nil {
+			continue
+		}
+		if err := w.Wait(ctx); err != nil {
+			if ctx.Err() != nil && !w.Done() {
+				return ctx.Err()
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// WaitAny waits until one of works finished and returns its index and
+// error; when several have, the first in works. It returns -1 and nil when
+// works holds no Work (nil entries are skipped), and -1 and ctx.Err() when
+// ctx ends first.
+func WaitAny(ctx context.Context, works ...*Work) (int, error) {
+	n := 0
+	for i, w := range works {
+		if w == nil {
+			continue
+		}
+		n++
+		if done, err := w.Test(); done {
+			return i, err
+		}
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	cases := make([]reflect.SelectCase, 0, n+1)
+	index := make([]int, 0, n)
+	for i, w := range works {
+		if w != nil {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.done)})
+			index = append(index, i)
+		}
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+	chosen, _, _ := reflect.Select(cases)
+	if chosen == n {
+		return -1, ctx.Err()
+	}
+	// The first of works that finished, as when it was already done.
+	for i, w := range works {
+		if w != nil && w.Done() {
+			return i, w.err
+		}
+	}
+	return index[chosen], works[index[chosen]].err
+}
+
 func failedWork(err error) *Work {
 	w := &Work{done: make(chan struct{}), err: err}
 	close(w.done)
@@ -77,6 +149,22 @@ func (c *Comm) submit(ctx context.Context, name string, u *memUse, err error, fn
 		fn = func(ctx context.Context) error { return c.invalidCall(ctx, name, err) }
 	}
 	return c.enqueue(ctx, name, u, fn, nil)
+}
+
+// start queues the call d (api.go's Async forms): its memory is resolved
+// now (the buffers a rooted kind uses on the root only are not, elsewhere),
+// and run when the comm's earlier operations are done.
+func (c *Comm) start(ctx context.Context, d desc) *Work {
+	if c == nil {
+		return failedWork(invalidArg("nil Comm"))
+	}
+	sp := &callSpecs[d.kind]
+	if sp.rooted {
+		d.rootOnly(c.rank)
+	}
+	var u memUse
+	err := u.slices(d.send, d.recv)
+	return c.submit(ctx, sp.name, &u, err, func(ctx context.Context) error { return c.run(ctx, &d) })
 }
 
 // submitOp queues the point-to-point operation o.
@@ -229,13 +317,6 @@ func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op
 	var u memUse
 	err := u.tensor(t.life())
 	return c.submit(ctx, "AllReduceTensor", &u, err, func(ctx context.Context) error { return AllReduceTensor(ctx, c, t, op, s) })
-}
-
-// BroadcastAsync starts Broadcast and returns at once.
-func BroadcastAsync[T Elem](ctx context.Context, c *Comm, data []T, root int) *Work {
-	var u memUse
-	err := u.slice(asBytes(data))
-	return c.submit(ctx, "Broadcast", &u, err, func(ctx context.Context) error { return Broadcast(ctx, c, data, root) })
 }
 
 // SendAsync starts Send and returns at once; data must not be modified

@@ -11,64 +11,6 @@ import (
 	"github.com/gocoll/gocoll/backend"
 )
 
-// collKind names a collective in fingerprints.
-type collKind uint8
-
-const (
-	collNone collKind = iota
-	collAllReduce
-	collBarrier
-	collInvalid // a rank whose own arguments were invalid
-	collReduceScatter
-	collAllGather
-	collBroadcast
-	collReduce
-	collSend
-	collRecv
-	collAllToAll
-	collGather
-	collScatter
-	collAllToAllV
-	collAllGatherV
-	collReduceScatterV
-)
-
-func (k collKind) String() string {
-	switch k {
-	case collAllReduce:
-		return "AllReduce"
-	case collBarrier:
-		return "Barrier"
-	case collInvalid:
-		return "a call with invalid arguments"
-	case collReduceScatter:
-		return "ReduceScatter"
-	case collAllGather:
-		return "AllGather"
-	case collBroadcast:
-		return "Broadcast"
-	case collReduce:
-		return "Reduce"
-	case collSend:
-		return "Send"
-	case collRecv:
-		return "Recv"
-	case collAllToAll:
-		return "AllToAll"
-	case collGather:
-		return "Gather"
-	case collScatter:
-		return "Scatter"
-	case collAllToAllV:
-		return "AllToAllV"
-	case collAllGatherV:
-		return "AllGatherV"
-	case collReduceScatterV:
-		return "ReduceScatterV"
-	}
-	return "nothing"
-}
-
 // fingerprint identifies a call; every rank's must match before data moves.
 type fingerprint struct {
 	kind     collKind

@@ -11,7 +11,7 @@ func BenchmarkSmallHost(b *testing.B) {
 	n := size / 4
 	m := n / ranks
 	for _, coll := range []string{"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce", "AllToAll", "Gather",
-		"Scatter", "AllToAllV", "AllGatherV", "ReduceScatterV", "SendRecv"} {
+		"Scatter", "AllToAllV", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV", "SendRecv"} {
 		b.Run(coll, func(b *testing.B) {
 			g := openGroup(b, "host", ranks)
 			full, part, out := make([][]float32, ranks), make([][]float32, ranks), make([][]float32, ranks)

@@ -183,6 +183,10 @@ func benchCollCall(coll string, full, part, out [][]float32, cnt, dsp []int) fun
 			return Gather(ctx, c, part[r], full[r], 0)
 		case "Scatter":
 			return Scatter(ctx, c, full[r], part[r], 0)
+		case "GatherV":
+			return GatherV(ctx, c, part[r], full[r], cnt, dsp, 0)
+		case "ScatterV":
+			return ScatterV(ctx, c, full[r], part[r], cnt, dsp, 0)
 		}
 		return Reduce(ctx, c, full[r], full[r], Sum, 0)
 	}

@@ -171,6 +171,27 @@
 // adaptive strategy choice) is package ddp; diagnostics (backends, counters,
 // what Auto picks) are package diag.
 //
+// The collectives on host slices beside all-reduce: ReduceScatter,
+// AllGather, Broadcast, Reduce, Gather, Scatter, AllToAll, and the forms
+// with per-rank counts and offsets AllToAllV, AllGatherV, ReduceScatterV,
+// GatherV and ScatterV; each has an Async form returning a Work (Wait,
+// Done, Test; WaitAll and WaitAny wait for several).
+//
+// # Adding a collective, an algorithm, a transport
+//
+// Every call on host slices takes one path (call.go): the entry point
+// builds a description of the call (desc: kind, type, op, root, buffers,
+// counts), and run checks its shape, resolves its memory and aliasing,
+// compares fingerprints, runs the kind's algorithm and releases. A
+// collective is a collKind with its callSpecs entry (name, rooted, op,
+// in-place layout) and its shape and exec cases (call.go), its entry point
+// and Async form (api.go), and the strategies that run it in the algorithm
+// table (algorithms.go): GatherV and ScatterV took those three files. An
+// algorithm is a Strategy, its table entry, its cost in the model
+// (auto.go) and its run over the exchange steps (sendSlice, take, the
+// reduce and copy kernels). A transport is a link kind of the exchange
+// layer (link.go) and, across processes, a backend.Transport.
+//
 // Device tensors (Tensor, of the calling rank's Comm) have their own forms
 // of the collectives: AllReduceTensor and BroadcastTensor (in place),
 // ReduceScatterTensor, AllGatherTensor, ReduceTensor, AllToAllTensor,

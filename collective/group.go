@@ -218,16 +218,16 @@ type Comm struct {
 	// p2pStage holds the send of a SendRecv with one buffer.
 	p2pStage []byte
 
-	// Pooled scratch of AllGatherV and AllToAllV (alltoallv.go).
-	vCounts, vDispls []int
-	vCnt             []float64
-	vPub             []int  // the send counts this rank publishes (vPubBuf)
-	vPubV            []int  // its send offsets, receive counts and offsets (publishV)
-	vBlocks          []byte // ReduceScatterV's received blocks, reduceGather's gathered ones
-	eqCnt, eqDsp     []int  // eqScratch
-	queue            opQueue
-	wctx             waitCtx
-	last             backend.Fence // the last submission (queues are FIFO)
+	// Pooled scratch of the V kinds (slicecoll.go, tensorcoll.go).
+	vInts        []int // vScratch
+	vCnt         []float64
+	vPub         []int  // the send counts this rank publishes (vPubBuf)
+	vPubV        []int  // its send offsets, receive counts and offsets (publishV)
+	vBlocks      []byte // ReduceScatterV's received blocks, reduceGather's gathered ones
+	eqCnt, eqDsp []int  // eqScratch
+	queue        opQueue
+	wctx         waitCtx
+	last         backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
 	unsubmitted bool
 	sharedCalls uint64 // shared-memory collectives this comm started (sharedRun)

@@ -542,7 +542,7 @@ func AllGatherVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T
 	if err := tensorAlias(name, send, recv, sendInRecv, displs[c.rank]); err != nil {
 		return c.invalidCall(ctx, name, err)
 	}
-	sc, sd := c.vScratch(N)
+	sc, sd, _, _ := c.vScratch(N)
 	for j := range sc {
 		sc[j], sd[j] = send.n, 0
 	}
@@ -588,7 +588,7 @@ func reduceScatterVTensor[T Elem](ctx context.Context, c *Comm, name string, sen
 	N, m := c.g.n, recv.n
 	es := dtypeOf[T]().Size()
 	stride := ((m*es + 15) &^ 15) / es
-	rc, rd := c.vScratch(N)
+	_, _, rc, rd := c.vScratch(N)
 	for q := range rc {
 		rc[q], rd[q] = m, q*stride
 	}
@@ -612,18 +612,11 @@ var vTensorPhases = map[string][4]string{
 // host (the comm's host-visible buffer is then the receive space).
 func vTensor[T Elem](ctx context.Context, c *Comm, name string, kind collKind, op Op, send *Tensor[T], scounts, sdispls []int, recv *Tensor[T], R int, rcounts, rdispls []int) (err error) {
 	N := c.g.n
-	if e := checkV(name, N, send.n, scounts, sdispls, "send"); e != nil {
+	if e := checkV(N, send.n, scounts, sdispls, "send"); e != nil {
 		return c.invalidCall(ctx, name, e)
 	}
-	if e := checkV(name, N, R, rcounts, rdispls, "recv"); e != nil {
+	if e := checkRecvV(N, R, rcounts, rdispls); e != nil {
 		return c.invalidCall(ctx, name, e)
-	}
-	for a := 0; a < N; a++ {
-		for b := a + 1; b < N; b++ {
-			if rcounts[a] > 0 && rcounts[b] > 0 && rdispls[a] < rdispls[b]+rcounts[b] && rdispls[b] < rdispls[a]+rcounts[a] {
-				return c.invalidCall(ctx, name, invalidArg("%s: recv ranges %d and %d overlap", name, a, b))
-			}
-		}
 	}
 	dt := dtypeOf[T]()
 	es := dt.Size()

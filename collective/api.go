@@ -1,0 +1,190 @@
+package collective
+
+import "context"
+
+// The entry points of the collectives on host slices other than all-reduce:
+// each describes its call and runs it through the pipeline (call.go); its
+// Async form queues the same description on the comm (start): the call
+// starts when the comm's earlier operations are done, and its slices
+// (counts and offsets included) must not be touched until its Work is
+// done.
+
+// ReduceScatter reduces send (len(recv) * N elements on every rank) with op
+// and leaves chunk r of the result (elements [r*len(recv), (r+1)*len(recv)))
+// in rank r's recv. Ring: N-1 steps; in deterministic mode (or with the
+// Direct strategy) each chunk is reduced at its owner in rank order. recv
+// may be send's chunk r (in place).
+func ReduceScatter[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	return c.run(ctx, &desc{kind: collReduceScatter, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// ReduceScatterAsync starts ReduceScatter and returns at once.
+func ReduceScatterAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) *Work {
+	return c.start(ctx, desc{kind: collReduceScatter, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// AllGather concatenates every rank's send (len(recv)/N elements each) in
+// rank order into every rank's recv, with a ring of N-1 steps. send may be
+// recv's block r (in place).
+func AllGather[T Elem](ctx context.Context, c *Comm, send, recv []T) error {
+	return c.run(ctx, &desc{kind: collAllGather, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv)})
+}
+
+// AllGatherAsync starts AllGather and returns at once.
+func AllGatherAsync[T Elem](ctx context.Context, c *Comm, send, recv []T) *Work {
+	return c.start(ctx, desc{kind: collAllGather, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv)})
+}
+
+// Broadcast copies root's data to every rank's data, down a binary tree
+// rooted at root, in slices.
+func Broadcast[T Elem](ctx context.Context, c *Comm, data []T, root int) error {
+	return c.run(ctx, &desc{kind: collBroadcast, dt: dtypeOf[T](), root: root, send: asBytes(data)})
+}
+
+// BroadcastAsync starts Broadcast and returns at once.
+func BroadcastAsync[T Elem](ctx context.Context, c *Comm, data []T, root int) *Work {
+	return c.start(ctx, desc{kind: collBroadcast, dt: dtypeOf[T](), root: root, send: asBytes(data)})
+}
+
+// Reduce reduces every rank's send with op into root's recv (len(send)
+// elements; other ranks' recv is not used and may be nil), along a binary
+// tree rooted at root. In deterministic mode the reduction is in rank
+// order. send and recv may be the same slice (in place).
+func Reduce[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
+	return c.run(ctx, &desc{kind: collReduce, dt: dtypeOf[T](), op: op, root: root, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// ReduceAsync starts Reduce and returns at once.
+func ReduceAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, root int) *Work {
+	return c.start(ctx, desc{kind: collReduce, dt: dtypeOf[T](), op: op, root: root, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// Gather collects every rank's send into root's recv, rank i's at
+// [i*len(send), (i+1)*len(send)) (len(recv) = N x len(send) on root; other
+// ranks' recv is not used and may be nil), as ncclGather / MPI_Gather.
+// Root's send may be its own block of recv (in place).
+func Gather[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	return c.run(ctx, &desc{kind: collGather, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// GatherAsync starts Gather and returns at once.
+func GatherAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+	return c.start(ctx, desc{kind: collGather, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// Scatter sends chunk i of root's send (len(send)/N elements from
+// i*len(send)/N) to rank i's recv (len(send) = N x len(recv) on root; other
+// ranks' send is not used and may be nil), as ncclScatter / MPI_Scatter.
+// Root's recv may be its own chunk of send (in place).
+func Scatter[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	return c.run(ctx, &desc{kind: collScatter, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// ScatterAsync starts Scatter and returns at once.
+func ScatterAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+	return c.start(ctx, desc{kind: collScatter, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// AllToAll sends chunk j of every rank's send (len(send)/N elements from
+// j*len(send)/N) to rank j, which stores it as chunk i of its recv (i the
+// sender's rank): a transpose of the ranks' chunks, as ncclAllToAll or
+// MPI_Alltoall with equal counts. len(send) = len(recv) = N x chunk on
+// every rank, the chunk length the same everywhere. The exchange is
+// pairwise: in step s (1..N-1) rank i sends to i+s and receives from i-s,
+// slice by slice, so every link carries one message at a time and no rank
+// waits on another's unrelated transfer. send and recv may be the same
+// slice (MPI_IN_PLACE); any other overlap is refused.
+func AllToAll[T Elem](ctx context.Context, c *Comm, send, recv []T) error {
+	return c.run(ctx, &desc{kind: collAllToAll, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv)})
+}
+
+// AllToAllAsync starts AllToAll and returns at once.
+func AllToAllAsync[T Elem](ctx context.Context, c *Comm, send, recv []T) *Work {
+	return c.start(ctx, desc{kind: collAllToAll, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv)})
+}
+
+// AllToAllV is AllToAll with per-peer counts and offsets (MPI_Alltoallv,
+// NCCL's grouped send/recv pattern): rank i sends
+// send[sdispls[j] : sdispls[j]+scounts[j]] to rank j, which stores it at
+// recv[rdispls[i] : rdispls[i]+rcounts[i]]. Every slice has one entry per
+// rank; scounts[j] on rank i must equal rcounts[i] on rank j. The ranks
+// first exchange their counts and check them: a disagreement fails on
+// every rank with a *MismatchError before any data moves, and the group
+// stays usable. recv elements outside the received ranges are not written.
+// Regions may not overlap within recv (send regions may).
+//
+// send and recv may be the same slice (MPI_IN_PLACE): the ranges sent are
+// what it holds when the call starts. Any other overlap is refused.
+func AllToAllV[T Elem](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
+	return c.run(ctx, &desc{kind: collAllToAllV, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv), scounts: scounts, sdispls: sdispls, counts: rcounts, displs: rdispls})
+}
+
+// AllToAllVAsync starts AllToAllV and returns at once.
+func AllToAllVAsync[T Elem](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) *Work {
+	return c.start(ctx, desc{kind: collAllToAllV, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv), scounts: scounts, sdispls: sdispls, counts: rcounts, displs: rdispls})
+}
+
+// AllGatherV gathers every rank's send into every rank's recv, rank j's at
+// recv[displs[j] : displs[j]+counts[j]] (MPI_Allgatherv): counts[j] is rank
+// j's len(send), and counts and displs are the same on every rank. Checked
+// as AllToAllV is. send may be recv's range r (in place).
+func AllGatherV[T Elem](ctx context.Context, c *Comm, send []T, recv []T, counts, displs []int) error {
+	return c.run(ctx, &desc{kind: collAllGatherV, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
+}
+
+// AllGatherVAsync starts AllGatherV and returns at once.
+func AllGatherVAsync[T Elem](ctx context.Context, c *Comm, send []T, recv []T, counts, displs []int) *Work {
+	return c.start(ctx, desc{kind: collAllGatherV, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
+}
+
+// ReduceScatterV reduces every rank's send with op and leaves elements
+// [displs[j], displs[j]+counts[j]) of the reduction in rank j's recv
+// (len(recv) = counts[j]): ReduceScatter with per-rank block sizes. counts
+// and displs are the same on every rank and describe ranges of send (whose
+// length is the same on every rank). The blocks travel as in AllToAllV
+// (counts agreed first) and each rank reduces the N blocks it receives in
+// rank order with one kernel on its device (on the CPU, with the kernels'
+// arithmetic, for a type some device has no kernels for): bitwise what
+// ReduceScatter gives with Config.Deterministic, for every element type
+// and op (Mean of Float16 and BFloat16 included: both divide the float32
+// sum by N before the one rounding to 16 bits). recv may be send's range r
+// (in place).
+func ReduceScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) error {
+	return c.run(ctx, &desc{kind: collReduceScatterV, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
+}
+
+// ReduceScatterVAsync starts ReduceScatterV and returns at once.
+func ReduceScatterVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) *Work {
+	return c.start(ctx, desc{kind: collReduceScatterV, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
+}
+
+// GatherV collects every rank's send into root's recv, rank j's at
+// recv[displs[j] : displs[j]+counts[j]] (MPI_Gatherv): counts[j] is rank
+// j's len(send). recv, counts and displs are used on root only (others may
+// pass nil). The ranks agree on the counts before any data moves: a rank
+// whose len(send) differs from root's counts fails every rank with a
+// *MismatchError, and the group stays usable. recv elements outside the
+// received ranges are not written; the ranges may not overlap. Root's send
+// may be its own range of recv (in place).
+func GatherV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
+	return c.run(ctx, &desc{kind: collGatherV, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
+}
+
+// GatherVAsync starts GatherV and returns at once.
+func GatherVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) *Work {
+	return c.start(ctx, desc{kind: collGatherV, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
+}
+
+// ScatterV sends send[displs[j] : displs[j]+counts[j]] of root's send to
+// rank j's recv (MPI_Scatterv): len(recv) on rank j must be counts[j].
+// send, counts and displs are used on root only (others may pass nil); the
+// counts are agreed as in GatherV. Root's recv may be its own range of
+// send (in place).
+func ScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) error {
+	return c.run(ctx, &desc{kind: collScatterV, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
+}
+
+// ScatterVAsync starts ScatterV and returns at once.
+func ScatterVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) *Work {
+	return c.start(ctx, desc{kind: collScatterV, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
+}

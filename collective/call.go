@@ -1,0 +1,381 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// The call pipeline of the collectives on host slices. Every public entry
+// point (api.go) describes its call as a desc and hands it to run, the one
+// path every call takes, stage by stage:
+//
+//  1. what one rank can check alone: the root, the lengths, counts and
+//     offsets the collective's kind requires (shape), the op for the type;
+//  2. memory: the owners of the slices are counted as users and the
+//     overlap of send and recv is checked against the kind's one in-place
+//     layout (resolve.go);
+//  3. the algorithm: the strategy the algorithm table gives the kind
+//     (algorithms.go), or the exact host path of a type some device has no
+//     kernels for;
+//  4. the fingerprint: every rank's call is compared before data moves
+//     (begin), the counts of the V kinds agreed (agreeCounts);
+//  5. execution over the exchange layer (the kind's exec below);
+//  6. drain and release (leave, releaseAdopted, the owners), the error
+//     wrapped once as an *Error naming the entry point the user called.
+//
+// A rank whose own arguments fail stage 1 or 2 tells its peers through the
+// rendezvous (invalidCall), so they fail at once instead of waiting. The
+// asynchronous form of each collective queues the same desc on the comm
+// (start): its memory resolved when it is started, run when its turn comes.
+//
+// Adding a collective: its collKind and callSpecs entry and its shape and
+// exec cases here, its entry points in api.go, its algorithms in the table
+// (algorithms.go).
+
+// collKind names a collective: the kind of a desc, and in fingerprints.
+type collKind uint8
+
+const (
+	collNone collKind = iota
+	collAllReduce
+	collBarrier
+	collInvalid // a rank whose own arguments were invalid
+	collReduceScatter
+	collAllGather
+	collBroadcast
+	collReduce
+	collSend
+	collRecv
+	collAllToAll
+	collGather
+	collScatter
+	collAllToAllV
+	collAllGatherV
+	collReduceScatterV
+	collGatherV
+	collScatterV
+	numCollKinds
+)
+
+func (k collKind) String() string {
+	if k < numCollKinds && callSpecs[k].name != "" {
+		return callSpecs[k].name
+	}
+	return "nothing"
+}
+
+// rootOnly says which buffer of a rooted collective only the root uses.
+type rootOnly uint8
+
+const (
+	bothBuffers rootOnly = iota
+	rootSend             // send is used on the root only (Scatter)
+	rootRecv             // recv is used on the root only (Reduce, Gather)
+)
+
+// callSpec is what the pipeline knows of a kind.
+type callSpec struct {
+	name    string    // the entry point, in errors and logs
+	phases  [3]string // rendezvous: fingerprint check, counts check, counts exchange
+	rooted  bool
+	only    rootOnly
+	reduces bool   // takes an op
+	layout  layout // the in-place layout allowed (resolve.go)
+}
+
+func phases(name string) [3]string {
+	return [3]string{name + " fingerprint check", name + " counts check", name + " counts exchange"}
+}
+
+var callSpecs = [numCollKinds]callSpec{
+	collAllReduce:      {name: "AllReduce", phases: phases("AllReduce"), reduces: true},
+	collBarrier:        {name: "Barrier"},
+	collInvalid:        {name: "a call with invalid arguments"},
+	collSend:           {name: "Send"},
+	collRecv:           {name: "Recv"},
+	collReduceScatter:  {name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: recvInSend},
+	collAllGather:      {name: "AllGather", phases: phases("AllGather"), layout: sendInRecv},
+	collBroadcast:      {name: "Broadcast", phases: phases("Broadcast"), rooted: true},
+	collReduce:         {name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: sameMem},
+	collAllToAll:       {name: "AllToAll", phases: phases("AllToAll"), layout: sameMem},
+	collGather:         {name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: sendInRecv},
+	collScatter:        {name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: recvInSend},
+	collAllToAllV:      {name: "AllToAllV", phases: phases("AllToAllV"), layout: sameMem},
+	collAllGatherV:     {name: "AllGatherV", phases: phases("AllGatherV"), layout: sendInRecv},
+	collReduceScatterV: {name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: recvInSend},
+	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: sendInRecv},
+	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: recvInSend},
+}
+
+// desc describes one call of a collective on host slices.
+type desc struct {
+	kind       collKind
+	dt         backend.DType
+	op         Op
+	root       int
+	send, recv []byte
+	// The V kinds: AllToAllV's four; AllGatherV's, ReduceScatterV's,
+	// GatherV's and ScatterV's counts and displs are counts and displs.
+	scounts, sdispls []int
+	counts, displs   []int
+}
+
+// rootOnly drops the buffer d's rooted kind uses on the root only, on
+// rank r when it is not the root.
+func (d *desc) rootOnly(r int) {
+	if r == d.root {
+		return
+	}
+	switch callSpecs[d.kind].only {
+	case rootSend:
+		d.send = nil
+	case rootRecv:
+		d.recv = nil
+	}
+}
+
+// run is the one path of a call described by d (the stages above).
+func (c *Comm) run(ctx context.Context, d *desc) (err error) {
+	if c == nil {
+		return invalidArg("nil Comm")
+	}
+	sp := &callSpecs[d.kind]
+	if sp.rooted {
+		if d.root < 0 || d.root >= c.g.n {
+			return c.invalidCall(ctx, sp.name, invalidArg("root %d out of range [0, %d)", d.root, c.g.n))
+		}
+		d.rootOnly(c.rank)
+	}
+	u := c.uses(ctx)
+	defer u.release()
+	if err := u.slices(d.send, d.recv); err != nil {
+		return c.invalidCall(ctx, sp.name, err)
+	}
+	at, err := c.shape(d)
+	if err == nil {
+		err = checkSliceAlias(sp.name, d.send, d.recv, sp.layout, at)
+	}
+	if err == nil && sp.reduces {
+		err = checkOp(d.op, d.dt)
+	}
+	if err != nil {
+		return c.invalidCall(ctx, sp.name, err)
+	}
+	return c.exec(ctx, d)
+}
+
+// shape checks d's lengths, counts and offsets against its kind, and
+// returns the byte offset of the in-place block the kind's layout allows.
+func (c *Comm) shape(d *desc) (at int, err error) {
+	N, r, es := c.g.n, c.rank, d.dt.Size()
+	ns, nr := len(d.send)/es, len(d.recv)/es
+	root := c.rank == d.root
+	switch d.kind {
+	case collReduceScatter:
+		if ns != nr*N {
+			return 0, invalidArg("len(send)=%d, want len(recv)*%d=%d", ns, N, nr*N)
+		}
+		return r * nr * es, nil
+	case collAllGather:
+		if nr != ns*N {
+			return 0, invalidArg("len(recv)=%d, want len(send)*%d=%d", nr, N, ns*N)
+		}
+		return r * ns * es, nil
+	case collReduce:
+		if root && nr != ns {
+			return 0, invalidArg("root's len(recv)=%d != len(send)=%d", nr, ns)
+		}
+	case collGather:
+		if root && nr != ns*N {
+			return 0, invalidArg("root's len(recv)=%d, want len(send)*%d=%d", nr, N, ns*N)
+		}
+		return d.root * ns * es, nil
+	case collScatter:
+		if root && ns != nr*N {
+			return 0, invalidArg("root's len(send)=%d, want len(recv)*%d=%d", ns, N, nr*N)
+		}
+		return d.root * nr * es, nil
+	case collAllToAll:
+		if ns != nr || ns%N != 0 {
+			return 0, invalidArg("len(send)=%d and len(recv)=%d, want equal multiples of the group size (%d)", ns, nr, N)
+		}
+	case collAllToAllV:
+		if err := checkV(N, ns, d.scounts, d.sdispls, "send"); err != nil {
+			return 0, err
+		}
+		return 0, checkRecvV(N, nr, d.counts, d.displs)
+	case collAllGatherV:
+		if err := checkRecvV(N, nr, d.counts, d.displs); err != nil {
+			return 0, err
+		}
+		return d.displs[r] * es, nil
+	case collReduceScatterV:
+		if err := checkV(N, ns, d.counts, d.displs, "send"); err != nil {
+			return 0, err
+		}
+		if nr != d.counts[r] {
+			return 0, invalidArg("len(recv)=%d, want counts[%d]=%d", nr, r, d.counts[r])
+		}
+		return d.displs[r] * es, nil
+	case collGatherV:
+		if root {
+			if err := checkRecvV(N, nr, d.counts, d.displs); err != nil {
+				return 0, err
+			}
+			return d.displs[r] * es, nil
+		}
+	case collScatterV:
+		if root {
+			if err := checkV(N, ns, d.counts, d.displs, "send"); err != nil {
+				return 0, err
+			}
+			return d.displs[r] * es, nil
+		}
+	}
+	return 0, nil
+}
+
+// checkV checks n ranges [displs[j], +counts[j]) of a length-element slice.
+func checkV(n, length int, counts, displs []int, what string) error {
+	if len(counts) != n || len(displs) != n {
+		return invalidArg("%d %s counts and %d offsets, want %d each", len(counts), what, len(displs), n)
+	}
+	for j := range counts {
+		if counts[j] < 0 || displs[j] < 0 || displs[j] > length || counts[j] > length-displs[j] {
+			return invalidArg("%s range %d [%d, +%d) outside the %d-element slice", what, j, displs[j], counts[j], length)
+		}
+	}
+	return nil
+}
+
+// checkRecvV is checkV of the ranges received, which may not overlap.
+func checkRecvV(n, length int, counts, displs []int) error {
+	if err := checkV(n, length, counts, displs, "recv"); err != nil {
+		return err
+	}
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			if counts[a] > 0 && counts[b] > 0 && displs[a] < displs[b]+counts[b] && displs[b] < displs[a]+counts[a] {
+				return invalidArg("recv ranges %d and %d overlap", a, b)
+			}
+		}
+	}
+	return nil
+}
+
+// exec runs d, checked: the fingerprint, the kind's algorithm (or its
+// exact host path), drain and release.
+func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
+	sp := &callSpecs[d.kind]
+	N, r, es := c.g.n, c.rank, d.dt.Size()
+	ns, nr := len(d.send)/es, len(d.recv)/es
+	s := strategyFor(sp.name, c.g.cfg.Strategy)
+	fp := fingerprint{kind: d.kind, op: d.op, dt: d.dt, root: int32(d.root), strategy: s}
+	if !sp.rooted {
+		fp.root = 0
+	}
+	if !sp.reduces {
+		fp.op = 0
+	}
+	switch d.kind {
+	case collReduceScatter:
+		if c.noKernels(d.dt) {
+			// No kernels for the type on some device: the blocks travel
+			// as in ReduceScatterV and each rank reduces its own on the
+			// CPU, exactly, in rank order.
+			cnt, dsp := c.eqScratch(N, nr)
+			fp.strategy = Direct
+			return c.vRun(ctx, d, fp, cnt, dsp, nil, nil, true)
+		}
+		fp.count = int64(nr)
+	case collAllGather, collReduce, collGather:
+		fp.count = int64(ns)
+		if d.kind == collReduce && c.noKernels(d.dt) {
+			fp.strategy, fp.noF64 = Direct, true
+		}
+	case collBroadcast:
+		fp.count = int64(ns)
+	case collScatter:
+		fp.count = int64(nr)
+	case collAllToAll:
+		fp.count = int64(ns / N)
+	case collAllToAllV:
+		return c.vRun(ctx, d, fp, d.scounts, d.sdispls, d.counts, d.displs, false)
+	case collAllGatherV:
+		sc, sd, _, _ := c.vScratch(N)
+		for j := range sc {
+			sc[j], sd[j] = ns, 0
+		}
+		return c.vRun(ctx, d, fp, sc, sd, d.counts, d.displs, false)
+	case collReduceScatterV:
+		return c.vRun(ctx, d, fp, d.counts, d.displs, nil, nil, true)
+	case collGatherV, collScatterV:
+		// GatherV: every rank sends its len(send) to root, which receives
+		// the ranges of counts and displs. ScatterV: root sends those
+		// ranges, every rank receives its len(recv) from root.
+		sc, sd, rc, rd := c.vScratch(N)
+		ranged, rangedD, one, oneD, own := rc, rd, sc, sd, ns
+		if d.kind == collScatterV {
+			ranged, rangedD, one, oneD, own = sc, sd, rc, rd, nr
+		}
+		rootRanges(ranged, rangedD, d, r)
+		clear(one)
+		clear(oneD)
+		one[d.root] = own
+		return c.vRun(ctx, d, fp, sc, sd, rc, rd, false)
+	}
+	if d.kind == collReduce && fp.noF64 {
+		return c.reduceGather(ctx, d, fp)
+	}
+	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
+	c.adoptCall(d.send, d.recv)
+	defer c.releaseAdopted()
+	if fp.count == 0 || (d.kind == collBroadcast && N == 1) {
+		return nil
+	}
+	switch d.kind {
+	case collReduceScatter:
+		return c.execReduceScatter(ctx, d, s)
+	case collAllGather:
+		return c.execAllGather(ctx, d)
+	case collBroadcast:
+		return c.execBroadcast(ctx, d)
+	case collReduce:
+		return c.execReduce(ctx, d)
+	case collGather:
+		return c.execGather(ctx, d)
+	case collScatter:
+		return c.execScatter(ctx, d)
+	case collAllToAll:
+		return c.execAllToAll(ctx, d)
+	}
+	return fmt.Errorf("collective: no algorithm for %s", sp.name)
+}
+
+// rootRanges fills cnt and dsp with d's counts and displs on d's root
+// (rank r), with zeros elsewhere.
+func rootRanges(cnt, dsp []int, d *desc, r int) {
+	if r == d.root {
+		copy(cnt, d.counts)
+		copy(dsp, d.displs)
+		return
+	}
+	clear(cnt)
+	clear(dsp)
+}
+
+// vScratch returns the comm's four pooled count and offset slices of n
+// entries for the V kinds (one goroutine per Comm uses them).
+func (c *Comm) vScratch(n int) (sc, sd, rc, rd []int) {
+	if cap(c.vInts) < 4*n {
+		c.vInts = make([]int, 4*n)
+	}
+	v := c.vInts[:4*n]
+	return v[:n:n], v[n : 2*n : 2*n], v[2*n : 3*n : 3*n], v[3*n:]
+}

@@ -1,0 +1,360 @@
+package collective
+
+import (
+	"context"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// The algorithms of the collectives on host slices other than all-reduce,
+// the execution stage of run (call.go): each is entered with d checked,
+// the fingerprint matched, the comm owned and d's counts non-zero. Host
+// slices are uploaded into the rank's device buffer, the algorithm runs
+// there over the exchange layer, and the result is downloaded.
+
+// move is the execution stage of a collective on host slices: n elements
+// of d's type in the comm's work buffer, src uploaded at element at, the
+// algorithm's steps over the exchange layer, then elements [from,
+// +len(dst)) downloaded into dst (none when dst is nil). A failure before
+// the download leaves the caller's memory untouched.
+func (c *Comm) move(ctx context.Context, d *desc, op Op, n int, src []byte, at int, steps func(k *call) error, dst []byte, from int) error {
+	k := &c.k
+	if err := c.prepare(k, d.dt, op, n, src, at); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	if err := steps(k); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if dst != nil {
+		if err := c.download(ctx, k, from, dst); err != nil {
+			return c.fail(err, true, nil, nil)
+		}
+	}
+	return nil
+}
+
+// atRoot returns b on d's root, nil elsewhere.
+func (c *Comm) atRoot(d *desc, b []byte) []byte {
+	if c.rank == d.root {
+		return b
+	}
+	return nil
+}
+
+// execReduceScatter: ring, N-1 steps; in deterministic mode (or with the
+// Direct strategy) each chunk is reduced at its owner in rank order.
+func (c *Comm) execReduceScatter(ctx context.Context, d *desc, s Strategy) error {
+	N, r := c.g.n, c.rank
+	m := len(d.recv) / d.dt.Size()
+	return c.move(ctx, d, d.op, N*m, d.send, 0, func(k *call) error {
+		if N > 1 {
+			var err error
+			if c.g.cfg.Deterministic || s == Direct {
+				err = c.detReduceScatter(ctx, k, c.g.all, N*m, m)
+			} else {
+				err = c.ringReduceScatter(ctx, k, c.g.all, N*m, m, 0, 0)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return c.scaleOwned(ctx, k, r*m, (r+1)*m)
+	}, d.recv, r*m)
+}
+
+// execAllGather: a ring of N-1 steps.
+func (c *Comm) execAllGather(ctx context.Context, d *desc) error {
+	N := c.g.n
+	m := len(d.send) / d.dt.Size()
+	return c.move(ctx, d, Sum, N*m, d.send, c.rank*m, func(k *call) error {
+		if N == 1 {
+			return nil
+		}
+		return c.ringAllGather(ctx, k, c.g.all, N*m, m, 0)
+	}, d.recv, 0)
+}
+
+// execBroadcast: down a binary tree rooted at root, in slices.
+func (c *Comm) execBroadcast(ctx context.Context, d *desc) error {
+	n := len(d.send) / d.dt.Size()
+	var dst []byte
+	if c.rank != d.root {
+		dst = d.send
+	}
+	return c.move(ctx, d, Sum, n, c.atRoot(d, d.send), 0, func(k *call) error {
+		return c.treeBroadcast(ctx, k, c.rotated(d.root), n)
+	}, dst, 0)
+}
+
+// execReduce: along a binary tree rooted at root; in deterministic mode a
+// reduce-scatter in rank order, then the chunks gathered at root.
+func (c *Comm) execReduce(ctx context.Context, d *desc) error {
+	n := len(d.send) / d.dt.Size()
+	if c.g.n == 1 {
+		copy(d.recv, d.send)
+		return nil
+	}
+	return c.move(ctx, d, d.op, n, d.send, 0, func(k *call) error {
+		if c.g.cfg.Deterministic {
+			chunkLen := ceilDiv(n, c.g.n)
+			if err := c.detReduceScatter(ctx, k, c.g.all, n, chunkLen); err != nil {
+				return err
+			}
+			if err := c.gatherTo(ctx, k, c.g.all, d.root, n, chunkLen); err != nil {
+				return err
+			}
+		} else if err := c.treeReduce(ctx, k, c.rotated(d.root), n); err != nil {
+			return err
+		}
+		if c.rank != d.root {
+			return nil
+		}
+		return c.scaleOwned(ctx, k, 0, n)
+	}, c.atRoot(d, d.recv), 0)
+}
+
+// execGather: every rank's block straight to root.
+func (c *Comm) execGather(ctx context.Context, d *desc) error {
+	N := c.g.n
+	m := len(d.send) / d.dt.Size()
+	return c.move(ctx, d, Sum, N*m, d.send, c.rank*m, func(k *call) error {
+		return c.gatherTo(ctx, k, c.g.all, d.root, N*m, m)
+	}, c.atRoot(d, d.recv), 0)
+}
+
+// reduceGather is Reduce for a type some device has no kernels for: every
+// rank's send is gathered at root, which reduces the N copies on the CPU in
+// rank order with the kernels' arithmetic (exact: bitwise what a
+// deterministic Reduce gives).
+func (c *Comm) reduceGather(ctx context.Context, d *desc, fp fingerprint) (err error) {
+	N, es := c.g.n, d.dt.Size()
+	n := len(d.send) / es
+	g := *d
+	g.recv = nil
+	if c.rank == d.root {
+		if cap(c.vBlocks) < N*n*es {
+			c.vBlocks = make([]byte, N*n*es)
+		}
+		g.recv = c.vBlocks[:N*n*es]
+	}
+	if err := c.gatherExec(ctx, &g, fp, callSpecs[collReduce].phases[0]); err != nil {
+		return err
+	}
+	if c.rank == d.root && n > 0 {
+		reduceHost(d.dt, d.recv, g.recv, n, 0, N, n, d.op, scaleFor(d.op, N))
+	}
+	return nil
+}
+
+// gatherExec is a Gather of d under fingerprint fp: begin, execGather,
+// leave.
+func (c *Comm) gatherExec(ctx context.Context, d *desc, fp fingerprint, phase string) (err error) {
+	name := callSpecs[d.kind].name
+	owned, err := c.begin(ctx, name, fp, phase)
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
+	c.adoptCall(d.send, d.recv)
+	defer c.releaseAdopted()
+	if len(d.send) == 0 {
+		return nil
+	}
+	return c.execGather(ctx, d)
+}
+
+// execScatter: root's blocks straight to their ranks.
+func (c *Comm) execScatter(ctx context.Context, d *desc) error {
+	N := c.g.n
+	m := len(d.recv) / d.dt.Size()
+	return c.move(ctx, d, Sum, N*m, c.atRoot(d, d.send), 0, func(k *call) error {
+		return c.scatterFrom(ctx, k, d.root, N*m, m)
+	}, d.recv, c.rank*m)
+}
+
+// execAllToAll: a pairwise exchange of N-1 shift steps; the work buffer
+// holds send in [0, n) and recv in [n, 2n). In place (send == recv,
+// MPI_IN_PLACE) works as it is: send is copied into the device buffer
+// before recv is written.
+func (c *Comm) execAllToAll(ctx context.Context, d *desc) error {
+	N, i := c.g.n, c.rank
+	m := len(d.send) / d.dt.Size() / N
+	n := N * m
+	return c.move(ctx, d, Sum, 2*n, d.send, 0, func(k *call) error {
+		if err := c.rec(c.dev.Stream().Copy(k.region(n+i*m, n+i*m+m), k.region(i*m, i*m+m))); err != nil {
+			return err
+		}
+		if err := c.pairwiseExchange(ctx, k, n, m); err != nil {
+			return err
+		}
+		return c.flush(ctx)
+	}, d.recv, n)
+}
+
+// vRun is the V kinds' exchange: send's ranges [sdispls[j], +scounts[j])
+// go to rank j, and the ranges each rank j sends here land at
+// recv[rdispls[j] : +rcounts[j]], after the ranks agreed on the counts.
+// With reduce (ReduceScatter, ReduceScatterV), recv is d.recv's block m
+// of the reduction: the N blocks of m received stay in the device buffer,
+// where one kernel reduces them in rank order with d.op (on the CPU, with
+// the kernels' arithmetic, for a type some device has no kernels for).
+func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdispls, rcounts, rdispls []int, reduce bool) (err error) {
+	sp := &callSpecs[d.kind]
+	N, es := c.g.n, d.dt.Size()
+	recv := d.recv
+	var red []byte
+	if reduce {
+		m := len(d.recv) / es
+		_, _, rcounts, rdispls = c.vScratch(N)
+		for q := range rcounts {
+			rcounts[q], rdispls[q] = m, q*m
+		}
+		red, recv = d.recv, nil
+		if c.noKernels(d.dt) {
+			if cap(c.vBlocks) < N*m*es {
+				c.vBlocks = make([]byte, N*m*es)
+			}
+			recv, red, reduce = c.vBlocks[:N*m*es], nil, false
+			defer func() {
+				if err == nil && m > 0 {
+					reduceHost(d.dt, d.recv, recv, m, 0, N, m, d.op, scaleFor(d.op, N))
+				}
+			}()
+		}
+	}
+	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
+	out := recv
+	if reduce {
+		out = red
+	}
+	c.adoptCall(d.send, out)
+	defer c.releaseAdopted()
+	if err := c.agreeCounts(ctx, sp.name, fp, sp.phases[2], sp.phases[1], scounts, rcounts); err != nil {
+		return err
+	}
+	k := &c.k
+	i := c.rank
+	// The data: send in [0, S), recv in [S, S+R), red's result after it.
+	S, R, M := len(d.send)/es, len(recv)/es, len(red)/es
+	if reduce {
+		R = N * M
+	}
+	if S+R == 0 {
+		return nil
+	}
+	if err := c.prepare(k, d.dt, Sum, S+R+M, d.send, 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	st := c.dev.Stream()
+	if scounts[i] > 0 {
+		if err := c.rec(st.Copy(k.region(S+rdispls[i], S+rdispls[i]+rcounts[i]), k.region(sdispls[i], sdispls[i]+scounts[i]))); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+	}
+	slice := c.g.slotBytes / k.es
+	for s := 1; s < N; s++ {
+		to, from := mod(i+s, N), mod(i-s, N)
+		for j := 0; j*slice < max(scounts[to], rcounts[from]); j++ {
+			a, b := sliceRange(sdispls[to], sdispls[to]+scounts[to], slice, j)
+			if err := c.sendSlice(ctx, k, to, a, b); err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+			a, b = sliceRange(rdispls[from], rdispls[from]+rcounts[from], slice, j)
+			if b <= a {
+				continue
+			}
+			in, _, err := c.take(ctx, from, 0, msgCollective, (b-a)*k.es)
+			if err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+			if err := c.rec(st.Copy(k.region(S+a, S+b), in)); err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+			if err := c.flush(ctx); err != nil {
+				return c.failAfter(err, nil, nil)
+			}
+		}
+	}
+	if err := c.flush(ctx); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if reduce {
+		if M == 0 {
+			return nil
+		}
+		srcs := c.regions(N)
+		for q := range srcs {
+			srcs[q] = k.region(S+rdispls[q], S+rdispls[q]+M)
+		}
+		if err := c.rec(st.Reduce(kernelOp(d.op), d.dt, k.region(S+R, S+R+M), srcs, scaleFor(d.op, N))); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+		if err := c.flush(ctx); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+		if err := c.download(ctx, k, S+R, red); err != nil {
+			return c.fail(err, true, nil, nil)
+		}
+		return nil
+	}
+	for j := 0; j < N; j++ {
+		if rcounts[j] == 0 {
+			continue
+		}
+		if err := c.download(ctx, k, S+rdispls[j], recv[rdispls[j]*es:(rdispls[j]+rcounts[j])*es]); err != nil {
+			return c.fail(err, true, nil, nil)
+		}
+	}
+	return nil
+}
+
+// exchangeCounts sends scounts[j] to rank j through the devices (a pairwise
+// exchange of one float64 each, as the data moves) and leaves what each
+// rank j sends this one in cnt[N+j].
+func (c *Comm) exchangeCounts(ctx context.Context, k *call, scounts []int, cnt []float64) error {
+	N, i := c.g.n, c.rank
+	if err := c.prepare(k, backend.F64, Sum, 2*N, nil, 0); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	for j := 0; j < N; j++ {
+		cnt[j] = float64(scounts[j])
+	}
+	if err := c.upload(k, 0, asBytes(cnt[:N])); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	if err := c.rec(c.dev.Stream().Copy(k.region(N+i, N+i+1), k.region(i, i+1))); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.pairwiseExchange(ctx, k, N, 1); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.flush(ctx); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	if err := c.download(ctx, k, N, asBytes(cnt[N:2*N])); err != nil {
+		return c.fail(err, false, nil, nil)
+	}
+	return nil
+}
+
+// vPubBuf returns the comm's pooled copy of its send counts, which the
+// ranks of one process read (g.vCountsOf).
+func (c *Comm) vPubBuf(n int) []int {
+	if cap(c.vPub) < n {
+		c.vPub = make([]int, n)
+	}
+	return c.vPub[:n]
+}
+
+// vCountBuf returns the comm's pooled float64 scratch for the counts
+// exchange.
+func (c *Comm) vCountBuf(n int) []float64 {
+	if cap(c.vCnt) < n {
+		c.vCnt = make([]float64, n)
+	}
+	return c.vCnt[:n]
+}
