@@ -188,3 +188,157 @@ func ScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, disp
 func ScatterVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) *Work {
 	return c.start(ctx, desc{kind: collScatterV, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
 }
+
+// The device-tensor forms of the same collectives (tensorcoll.go has their
+// algorithms): the same descriptions with tensors for buffers.
+
+// ReduceScatterTensor is ReduceScatter on device tensors (ncclReduceScatter):
+// send (recv.Len() * N elements on every rank) is reduced with op and chunk r
+// of the result, elements [r*recv.Len(), (r+1)*recv.Len()), lands in rank r's
+// recv. send is copied into the comm's work buffer on the device, where the
+// ring (or, in deterministic mode and with the Direct strategy, the
+// rank-ordered reduction) runs as in ReduceScatter; chunk r is then copied
+// into recv. Ranks sharing device memory instead reduce every chunk in
+// rank order in one submission, reading the peers' send tensors in place.
+// A type without kernels on some rank's device is reduced exactly on the
+// host, as ReduceScatter does.
+func ReduceScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) error {
+	return c.run(ctx, &desc{kind: collReduceScatter, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op})
+}
+
+// ReduceScatterTensorAsync starts ReduceScatterTensor and returns at once.
+func ReduceScatterTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) *Work {
+	return c.start(ctx, desc{kind: collReduceScatter, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op})
+}
+
+// AllGatherTensor is AllGather on device tensors (ncclAllGather): every
+// rank's send (recv.Len()/N elements each) is concatenated in rank order
+// into every rank's recv, with a ring of N-1 steps in the comm's work
+// buffer on the device, then copied into recv. Every element type works on
+// every device (no kernels run).
+func AllGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) error {
+	return c.run(ctx, &desc{kind: collAllGather, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core()})
+}
+
+// AllGatherTensorAsync starts AllGatherTensor and returns at once.
+func AllGatherTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) *Work {
+	return c.start(ctx, desc{kind: collAllGather, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core()})
+}
+
+// ReduceTensor is Reduce on device tensors (ncclReduce): every rank's send
+// is reduced with op into root's recv (send.Len() elements; other ranks'
+// recv is not used and may be nil), along a binary tree rooted at root (in
+// deterministic mode in rank order) in the comm's work buffer on the
+// device, then copied into recv; ranks sharing device memory instead reduce
+// in rank order in one submission, straight into root's recv. A type
+// without kernels on some rank's device is gathered at root and reduced
+// there exactly on the host, in rank order, as Reduce does.
+func ReduceTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op, root int) error {
+	return c.run(ctx, &desc{kind: collReduce, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op, root: root})
+}
+
+// ReduceTensorAsync starts ReduceTensor and returns at once.
+func ReduceTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op, root int) *Work {
+	return c.start(ctx, desc{kind: collReduce, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op, root: root})
+}
+
+// AllToAllTensor is AllToAll on device tensors (ncclAllToAll): chunk j of
+// every rank's send (send.Len()/N elements) goes to rank j, which stores it
+// as chunk i of its recv (i the sender). send.Len() = recv.Len() = N x
+// chunk on every rank; send and recv must not be the same tensor. Chunks
+// are sent straight from send and received into the comm's work buffer on
+// the device, pairwise as in AllToAll, then copied into recv.
+func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) error {
+	return c.run(ctx, &desc{kind: collAllToAll, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core()})
+}
+
+// AllToAllTensorAsync starts AllToAllTensor and returns at once.
+func AllToAllTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) *Work {
+	return c.start(ctx, desc{kind: collAllToAll, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core()})
+}
+
+// GatherTensor is Gather on device tensors (ncclGather): every rank's send
+// lands in root's recv, rank i's at [i*send.Len(), (i+1)*send.Len())
+// (recv.Len() = N x send.Len() on root; other ranks' recv is not used and
+// may be nil). Ranks send straight from their tensor; root receives into
+// the comm's work buffer on the device, then copies it into recv.
+func GatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) error {
+	return c.run(ctx, &desc{kind: collGather, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), root: root})
+}
+
+// GatherTensorAsync starts GatherTensor and returns at once.
+func GatherTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) *Work {
+	return c.start(ctx, desc{kind: collGather, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), root: root})
+}
+
+// ScatterTensor is Scatter on device tensors (ncclScatter): chunk i of
+// root's send (send.Len()/N elements) goes to rank i's recv (send.Len() = N
+// x recv.Len() on root; other ranks' send is not used and may be nil).
+// Root sends straight from its tensor; the others receive into the comm's
+// work buffer on the device, then copy into recv.
+func ScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) error {
+	return c.run(ctx, &desc{kind: collScatter, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), root: root})
+}
+
+// ScatterTensorAsync starts ScatterTensor and returns at once.
+func ScatterTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) *Work {
+	return c.start(ctx, desc{kind: collScatter, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), root: root})
+}
+
+// AllToAllVTensor is AllToAllV on device tensors (MPI_Alltoallv): rank i
+// sends send[sdispls[j] : sdispls[j]+scounts[j]] to rank j, which stores it
+// at recv[rdispls[i] : rdispls[i]+rcounts[i]]; the counts and offsets are
+// checked, and agreed between the ranks before any data moves, exactly as
+// in AllToAllV (a disagreement is a *MismatchError on every rank and the
+// group stays usable). Ranges are sent straight from send and received
+// into the comm's work buffer on the device; each received range is then
+// copied into recv, whose other elements are not written.
+func AllToAllVTensor[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scounts, sdispls []int, recv *Tensor[T], rcounts, rdispls []int) error {
+	return c.run(ctx, &desc{kind: collAllToAllV, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), scounts: scounts, sdispls: sdispls, counts: rcounts, displs: rdispls})
+}
+
+// AllToAllVTensorAsync starts AllToAllVTensor and returns at once.
+func AllToAllVTensorAsync[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scounts, sdispls []int, recv *Tensor[T], rcounts, rdispls []int) *Work {
+	return c.start(ctx, desc{kind: collAllToAllV, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), scounts: scounts, sdispls: sdispls, counts: rcounts, displs: rdispls})
+}
+
+// AllGatherVTensor is AllGatherV on device tensors (MPI_Allgatherv): every
+// rank's send lands in every rank's recv, rank j's at
+// recv[displs[j] : displs[j]+counts[j]]; counts[j] is rank j's
+// send.Len(), and counts and displs are the same on every rank. Checked
+// and moved as AllToAllVTensor.
+func AllGatherVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int) error {
+	return c.run(ctx, &desc{kind: collAllGatherV, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), counts: counts, displs: displs})
+}
+
+// AllGatherVTensorAsync starts AllGatherVTensor and returns at once.
+func AllGatherVTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int) *Work {
+	return c.start(ctx, desc{kind: collAllGatherV, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), counts: counts, displs: displs})
+}
+
+// ReduceScatterVTensor is ReduceScatterV on device tensors: every rank's
+// send is reduced with op and elements [displs[j], displs[j]+counts[j]) of
+// the reduction land in rank j's recv (recv.Len() = counts[j]); counts and
+// displs are the same on every rank and describe ranges of send. The
+// blocks travel as in AllToAllVTensor into the comm's work buffer, and
+// each rank reduces the N blocks it received in rank order with one kernel
+// into recv (bitwise what ReduceScatterV gives); a type without kernels on
+// some rank's device is reduced on the host, as ReduceScatterV does.
+func ReduceScatterVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int, op Op) error {
+	return c.run(ctx, &desc{kind: collReduceScatterV, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op, counts: counts, displs: displs})
+}
+
+// ReduceScatterVTensorAsync starts ReduceScatterVTensor and returns at once.
+func ReduceScatterVTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int, op Op) *Work {
+	return c.start(ctx, desc{kind: collReduceScatterV, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op, counts: counts, displs: displs})
+}
+
+// BroadcastTensor copies root's tensor to every rank's tensor.
+func BroadcastTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root int) error {
+	return c.run(ctx, &desc{kind: collBroadcast, dt: dtypeOf[T](), tensor: true, st: t.core(), root: root})
+}
+
+// BroadcastTensorAsync starts BroadcastTensor and returns at once.
+func BroadcastTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root int) *Work {
+	return c.start(ctx, desc{kind: collBroadcast, dt: dtypeOf[T](), tensor: true, st: t.core(), root: root})
+}

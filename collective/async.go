@@ -163,8 +163,8 @@ func (c *Comm) start(ctx context.Context, d desc) *Work {
 		d.rootOnly(c.rank)
 	}
 	var u memUse
-	err := u.slices(d.send, d.recv)
-	return c.submit(ctx, sp.name, &u, err, func(ctx context.Context) error { return c.run(ctx, &d) })
+	err := c.hold(&u, &d, false)
+	return c.submit(ctx, d.name(), &u, err, func(ctx context.Context) error { return c.run(ctx, &d) })
 }
 
 // submitOp queues the point-to-point operation o.

@@ -73,20 +73,33 @@ const (
 	bothBuffers rootOnly = iota
 	rootSend             // send is used on the root only (Scatter)
 	rootRecv             // recv is used on the root only (Reduce, Gather)
+	oneBuffer            // send only, in place (Broadcast)
 )
 
 // callSpec is what the pipeline knows of a kind.
 type callSpec struct {
 	name    string    // the entry point, in errors and logs
-	phases  [3]string // rendezvous: fingerprint check, counts check, counts exchange
+	phases  [4]string // rendezvous: fingerprint check, counts check, counts exchange, shared data
+	tname   string    // the tensor form's entry point
+	tphases [4]string // its rendezvous
+	shared  sharedKind
 	rooted  bool
 	only    rootOnly
 	reduces bool   // takes an op
 	layout  layout // the in-place layout allowed (resolve.go)
 }
 
-func phases(name string) [3]string {
-	return [3]string{name + " fingerprint check", name + " counts check", name + " counts exchange"}
+func phases(name string) [4]string {
+	return [4]string{name + " fingerprint check", name + " counts check", name + " counts exchange", name + " shared data"}
+}
+
+// withTensor fills sp's tensor form (the entry point's name + "Tensor"),
+// run in shared device memory as shared where the ranks share it.
+func withTensor(sp callSpec, shared sharedKind) callSpec {
+	sp.tname = sp.name + "Tensor"
+	sp.tphases = phases(sp.tname)
+	sp.shared = shared
+	return sp
 }
 
 var callSpecs = [numCollKinds]callSpec{
@@ -95,27 +108,30 @@ var callSpecs = [numCollKinds]callSpec{
 	collInvalid:        {name: "a call with invalid arguments"},
 	collSend:           {name: "Send"},
 	collRecv:           {name: "Recv"},
-	collReduceScatter:  {name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: recvInSend},
-	collAllGather:      {name: "AllGather", phases: phases("AllGather"), layout: sendInRecv},
-	collBroadcast:      {name: "Broadcast", phases: phases("Broadcast"), rooted: true},
-	collReduce:         {name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: sameMem},
-	collAllToAll:       {name: "AllToAll", phases: phases("AllToAll"), layout: sameMem},
-	collGather:         {name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: sendInRecv},
-	collScatter:        {name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: recvInSend},
-	collAllToAllV:      {name: "AllToAllV", phases: phases("AllToAllV"), layout: sameMem},
-	collAllGatherV:     {name: "AllGatherV", phases: phases("AllGatherV"), layout: sendInRecv},
-	collReduceScatterV: {name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: recvInSend},
+	collReduceScatter:  withTensor(callSpec{name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: recvInSend}, sharedReduceScatter),
+	collAllGather:      withTensor(callSpec{name: "AllGather", phases: phases("AllGather"), layout: sendInRecv}, sharedAllGather),
+	collBroadcast:      withTensor(callSpec{name: "Broadcast", phases: phases("Broadcast"), rooted: true, only: oneBuffer}, sharedBroadcast),
+	collReduce:         withTensor(callSpec{name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: sameMem}, sharedReduce),
+	collAllToAll:       withTensor(callSpec{name: "AllToAll", phases: phases("AllToAll"), layout: sameMem}, sharedAllToAll),
+	collGather:         withTensor(callSpec{name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: sendInRecv}, sharedGather),
+	collScatter:        withTensor(callSpec{name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: recvInSend}, sharedScatter),
+	collAllToAllV:      withTensor(callSpec{name: "AllToAllV", phases: phases("AllToAllV"), layout: sameMem}, sharedAllToAllV),
+	collAllGatherV:     withTensor(callSpec{name: "AllGatherV", phases: phases("AllGatherV"), layout: sendInRecv}, sharedAllToAllV),
+	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: recvInSend}, sharedReduceScatterV),
 	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: sendInRecv},
 	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: recvInSend},
 }
 
-// desc describes one call of a collective on host slices.
+// desc describes one call of a collective: on host slices (send, recv),
+// or on device tensors (tensor: st, rt).
 type desc struct {
 	kind       collKind
 	dt         backend.DType
 	op         Op
 	root       int
 	send, recv []byte
+	tensor     bool
+	st, rt     *tcore
 	// The V kinds: AllToAllV's four; AllGatherV's, ReduceScatterV's,
 	// GatherV's and ScatterV's counts and displs are counts and displs.
 	scounts, sdispls []int
@@ -130,10 +146,76 @@ func (d *desc) rootOnly(r int) {
 	}
 	switch callSpecs[d.kind].only {
 	case rootSend:
-		d.send = nil
+		d.send, d.st = nil, nil
 	case rootRecv:
-		d.recv = nil
+		d.recv, d.rt = nil, nil
 	}
+}
+
+// name is the entry point d's call came through.
+func (d *desc) name() string {
+	if d.tensor {
+		return callSpecs[d.kind].tname
+	}
+	return callSpecs[d.kind].name
+}
+
+// phase is rendezvous i of d's entry point (callSpec.phases).
+func (d *desc) phase(i int) string {
+	if d.tensor {
+		return callSpecs[d.kind].tphases[i]
+	}
+	return callSpecs[d.kind].phases[i]
+}
+
+// lens returns the element counts of d's send and recv.
+func (d *desc) lens() (ns, nr int) {
+	if !d.tensor {
+		es := d.dt.Size()
+		return len(d.send) / es, len(d.recv) / es
+	}
+	if d.st != nil {
+		ns = d.st.n
+	}
+	if d.rt != nil {
+		nr = d.rt.n
+	}
+	return ns, nr
+}
+
+// areas returns the memory of d's send and recv, for checkAlias.
+func (d *desc) areas() (s, r area) {
+	if !d.tensor {
+		return hostArea(d.send), hostArea(d.recv)
+	}
+	return regionArea(d.st.whole(true)), regionArea(d.rt.whole(true))
+}
+
+// hold counts d's memory as used by the call (u), and checks its tensors
+// belong to c: the second stage of run, and what an Async form resolves
+// when it is started.
+func (c *Comm) hold(u *memUse, d *desc, check bool) error {
+	if !d.tensor {
+		return u.slices(d.send, d.recv)
+	}
+	sp := &callSpecs[d.kind]
+	notRoot := sp.rooted && c.rank != d.root
+	needS := !(notRoot && sp.only == rootSend)
+	needR := !(notRoot && sp.only == rootRecv) && sp.only != oneBuffer
+	var err error
+	if needS {
+		err = u.tensor(d.st.life())
+	}
+	if err == nil && needR {
+		err = u.tensor(d.rt.life())
+	}
+	if check && err == nil && needS {
+		err = d.st.check(c, sp.tname)
+	}
+	if check && err == nil && needR {
+		err = d.rt.check(c, sp.tname)
+	}
+	return err
 }
 
 // run is the one path of a call described by d (the stages above).
@@ -142,26 +224,31 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 		return invalidArg("nil Comm")
 	}
 	sp := &callSpecs[d.kind]
+	name := d.name()
 	if sp.rooted {
 		if d.root < 0 || d.root >= c.g.n {
-			return c.invalidCall(ctx, sp.name, invalidArg("root %d out of range [0, %d)", d.root, c.g.n))
+			return c.invalidCall(ctx, name, invalidArg("root %d out of range [0, %d)", d.root, c.g.n))
 		}
 		d.rootOnly(c.rank)
 	}
 	u := c.uses(ctx)
 	defer u.release()
-	if err := u.slices(d.send, d.recv); err != nil {
-		return c.invalidCall(ctx, sp.name, err)
+	if err := c.hold(&u, d, true); err != nil {
+		return c.invalidCall(ctx, name, err)
 	}
 	at, err := c.shape(d)
 	if err == nil {
-		err = checkSliceAlias(sp.name, d.send, d.recv, sp.layout, at)
+		s, r := d.areas()
+		err = checkAlias(name, s, r, sp.layout, at)
 	}
 	if err == nil && sp.reduces {
 		err = checkOp(d.op, d.dt)
 	}
 	if err != nil {
-		return c.invalidCall(ctx, sp.name, err)
+		return c.invalidCall(ctx, name, err)
+	}
+	if d.tensor {
+		return c.execTensor(ctx, d)
 	}
 	return c.exec(ctx, d)
 }
@@ -170,36 +257,40 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 // returns the byte offset of the in-place block the kind's layout allows.
 func (c *Comm) shape(d *desc) (at int, err error) {
 	N, r, es := c.g.n, c.rank, d.dt.Size()
-	ns, nr := len(d.send)/es, len(d.recv)/es
+	ns, nr := d.lens()
+	ls, lr := "len(send)", "len(recv)"
+	if d.tensor {
+		ls, lr = "send.Len()", "recv.Len()"
+	}
 	root := c.rank == d.root
 	switch d.kind {
 	case collReduceScatter:
 		if ns != nr*N {
-			return 0, invalidArg("len(send)=%d, want len(recv)*%d=%d", ns, N, nr*N)
+			return 0, invalidArg("%s=%d, want %s*%d=%d", ls, ns, lr, N, nr*N)
 		}
 		return r * nr * es, nil
 	case collAllGather:
 		if nr != ns*N {
-			return 0, invalidArg("len(recv)=%d, want len(send)*%d=%d", nr, N, ns*N)
+			return 0, invalidArg("%s=%d, want %s*%d=%d", lr, nr, ls, N, ns*N)
 		}
 		return r * ns * es, nil
 	case collReduce:
 		if root && nr != ns {
-			return 0, invalidArg("root's len(recv)=%d != len(send)=%d", nr, ns)
+			return 0, invalidArg("root's %s=%d != %s=%d", lr, nr, ls, ns)
 		}
 	case collGather:
 		if root && nr != ns*N {
-			return 0, invalidArg("root's len(recv)=%d, want len(send)*%d=%d", nr, N, ns*N)
+			return 0, invalidArg("root's %s=%d, want %s*%d=%d", lr, nr, ls, N, ns*N)
 		}
 		return d.root * ns * es, nil
 	case collScatter:
 		if root && ns != nr*N {
-			return 0, invalidArg("root's len(send)=%d, want len(recv)*%d=%d", ns, N, nr*N)
+			return 0, invalidArg("root's %s=%d, want %s*%d=%d", ls, ns, lr, N, nr*N)
 		}
 		return d.root * nr * es, nil
 	case collAllToAll:
 		if ns != nr || ns%N != 0 {
-			return 0, invalidArg("len(send)=%d and len(recv)=%d, want equal multiples of the group size (%d)", ns, nr, N)
+			return 0, invalidArg("%s=%d and %s=%d, want equal multiples of the group size (%d)", ls, ns, lr, nr, N)
 		}
 	case collAllToAllV:
 		if err := checkV(N, ns, d.scounts, d.sdispls, "send"); err != nil {
@@ -216,7 +307,7 @@ func (c *Comm) shape(d *desc) (at int, err error) {
 			return 0, err
 		}
 		if nr != d.counts[r] {
-			return 0, invalidArg("len(recv)=%d, want counts[%d]=%d", nr, r, d.counts[r])
+			return 0, invalidArg("%s=%d, want counts[%d]=%d", lr, nr, r, d.counts[r])
 		}
 		return d.displs[r] * es, nil
 	case collGatherV:

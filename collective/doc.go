@@ -95,8 +95,11 @@
 // the sentinels (Work.Wait whose own ctx ends first returns ctx.Err()
 // itself); the other ranks get a *BrokenError (ErrGroupBroken) that names
 // the first failure's rank, operation and cause and matches
-// errors.Is(err, cause) except for that rank's context errors. Group.Run runs one function per rank and
-// aborts the group on the first error (errgroup semantics). Ranks match
+// errors.Is(err, cause) except for that rank's context errors. Group.Run runs one function per rank; a
+// function's error, or its panic (recovered into a *PanicError with the
+// rank, the value and the stack), breaks the group naming that rank, and
+// Run returns the root cause: the error of the rank whose own failure
+// first broke the group, never a *BrokenError derived from it. Ranks match
 // calls by sequence number and a fingerprint of everything that changes
 // what moves (collective, op, type, count, root, strategy, data path, f64
 // support); a difference fails every rank with ErrMismatch before any data
@@ -179,14 +182,17 @@
 //
 // # Adding a collective, an algorithm, a transport
 //
-// Every call on host slices takes one path (call.go): the entry point
-// builds a description of the call (desc: kind, type, op, root, buffers,
-// counts), and run checks its shape, resolves its memory and aliasing,
-// compares fingerprints, runs the kind's algorithm and releases. A
-// collective is a collKind with its callSpecs entry (name, rooted, op,
-// in-place layout) and its shape and exec cases (call.go), its entry point
-// and Async form (api.go), and the strategies that run it in the algorithm
-// table (algorithms.go): GatherV and ScatterV took those three files. An
+// Every call of a collective but all-reduce takes one path (call.go): the
+// entry point builds a description of the call (desc: kind, type, op,
+// root, buffers: host slices or device tensors, counts), and run checks
+// its shape, resolves its memory and aliasing, compares fingerprints, runs
+// the kind's algorithm (exec; execTensor for tensors, tensorcoll.go) and
+// releases. A collective is a collKind with its callSpecs entry (name,
+// rooted, op, in-place layout, shared-memory kind) and its shape and exec
+// cases (call.go), its entry point and Async form (api.go), and the
+// strategies that run it in the algorithm table (algorithms.go): GatherV
+// and ScatterV took those three files; a tensor form adds its entry point
+// and its execTensor case. An
 // algorithm is a Strategy, its table entry, its cost in the model
 // (auto.go) and its run over the exchange steps (sendSlice, take, the
 // reduce and copy kernels). A transport is a link kind of the exchange

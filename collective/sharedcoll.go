@@ -245,15 +245,6 @@ func (c *Comm) tryShared(ctx context.Context, name, phase string, fp fingerprint
 	return true, err
 }
 
-// whole returns all of t's elements as a region; nothing for a nil tensor
-// or where use is false (a tensor the collective does not use on this rank).
-func whole[T Elem](t *Tensor[T], use bool) backend.Region {
-	if t == nil || !use {
-		return backend.Region{}
-	}
-	return t.region(0, t.n)
-}
-
 // publishV publishes copies of a V tensor collective's send offsets and
 // receive counts and offsets for the leader (g.vSDOf, g.vRCOf, g.vRDOf;
 // the send counts are published by agreeCounts), before the rendezvous

@@ -16,20 +16,54 @@ import (
 // vulkan package exposes the Vulkan handles behind it. WrapTensor adopts a
 // buffer the framework allocated on the rank's device.
 type Tensor[T Elem] struct {
+	tcore
+}
+
+// tcore is a Tensor without its type parameter: what the call pipeline
+// (call.go) reads of it.
+type tcore struct {
 	c     *Comm
 	buf   backend.Buffer
 	off   int // byte offset of element 0 in buf
 	n     int
+	es    int // element size
 	owned bool
 	own   *owner // the calls that resolved the tensor (resolve.go)
 }
 
+// core returns t's tcore (nil for a nil Tensor).
+func (t *Tensor[T]) core() *tcore {
+	if t == nil {
+		return nil
+	}
+	return &t.tcore
+}
+
+// life and check of a nil *Tensor reach tcore's as a nil *tcore (a
+// promoted method would dereference the nil Tensor).
+func (t *Tensor[T]) life() *owner                     { return t.core().life() }
+func (t *Tensor[T]) check(c *Comm, name string) error { return t.core().check(c, name) }
+
 // life returns the tensor's owner (nil for a nil or zero Tensor).
-func (t *Tensor[T]) life() *owner {
+func (t *tcore) life() *owner {
 	if t == nil {
 		return nil
 	}
 	return t.own
+}
+
+// region returns elements [lo, hi) of t.
+func (t *tcore) region(lo, hi int) backend.Region {
+	return backend.Region{Buf: t.buf, Off: t.off + lo*t.es, Len: (hi - lo) * t.es}
+}
+
+// whole returns all of t's elements as a region; nothing for a nil tensor
+// or where use is false (a tensor the collective does not use on this rank).
+func (t *tcore) whole(use bool) backend.Region {
+	if t == nil || !use {
+		return backend.Region{}
+	}
+	return t.region(0, t.n)
 }
 
 // NewTensor allocates a tensor of n elements on c's device.
@@ -45,7 +79,7 @@ func NewTensor[T Elem](c *Comm, n int) (*Tensor[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("collective: rank %d: NewTensor(%d): %w", c.rank, n, err)
 	}
-	return &Tensor[T]{c: c, buf: b, n: n, owned: true, own: new(owner)}, nil
+	return &Tensor[T]{tcore{c: c, buf: b, n: n, es: es, owned: true, own: new(owner)}}, nil
 }
 
 // WrapTensor makes a tensor of n elements of T at byte offset off of a
@@ -60,7 +94,7 @@ func WrapTensor[T Elem](c *Comm, buf backend.Buffer, off, n int) (*Tensor[T], er
 	if buf == nil || off < 0 || n < 0 || n > maxAlloc/es || off%es != 0 || off > buf.Len() || n*es > buf.Len()-off {
 		return nil, invalidArg("rank %d: WrapTensor: %d elements at byte %d do not fit the buffer", c.rank, n, off)
 	}
-	return &Tensor[T]{c: c, buf: buf, off: off, n: n, own: new(owner)}, nil
+	return &Tensor[T]{tcore{c: c, buf: buf, off: off, n: n, es: dtypeOf[T]().Size(), own: new(owner)}}, nil
 }
 
 // Len returns the number of elements.
@@ -116,7 +150,7 @@ func (t *Tensor[T]) Close() error {
 	return nil
 }
 
-func (t *Tensor[T]) check(c *Comm, name string) error {
+func (t *tcore) check(c *Comm, name string) error {
 	if c == nil || t == nil {
 		return invalidArg("%s: nil Comm or Tensor", name)
 	}
@@ -193,47 +227,6 @@ func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, 
 	k := &c.k
 	*k = call{dt: dt, es: dt.Size(), op: kernelOp(op), scale: scaleFor(op, c.g.n), work: t.buf, base: t.off}
 	if err := c.runAllReduce(ctx, k, s, t.n); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	return nil
-}
-
-// BroadcastTensor copies root's tensor to every rank's tensor.
-func BroadcastTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root int) (err error) {
-	u := c.uses(ctx)
-	defer u.release()
-	err = u.tensor(t.life())
-	if err == nil {
-		err = t.check(c, "BroadcastTensor")
-	}
-	if err != nil {
-		if c == nil {
-			return err
-		}
-		return c.invalidCall(ctx, "BroadcastTensor", err)
-	}
-	if root < 0 || root >= c.g.n {
-		return c.invalidCall(ctx, "BroadcastTensor", invalidArg("root %d out of range", root))
-	}
-	dt := dtypeOf[T]()
-	fp := fingerprint{kind: collBroadcast, dt: dt, count: int64(t.n), root: int32(root), strategy: Tree, path: pathTensor}
-	if ok, err := c.tryShared(ctx, "BroadcastTensor", "BroadcastTensor fingerprint check", fp, sharedBroadcast, whole(t, true), backend.Region{}, t.n, root); ok {
-		return err
-	}
-	owned, err := c.begin(ctx, "BroadcastTensor", fp, "BroadcastTensor fingerprint check")
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	if t.n == 0 || c.g.n == 1 {
-		return nil
-	}
-	if err := c.ensureWork(0, dt); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	k := &c.k
-	*k = call{dt: dt, es: dt.Size(), op: backend.Sum, scale: 1, work: t.buf, base: t.off}
-	if err := c.treeBroadcast(ctx, k, c.rotated(root), t.n); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	return nil

@@ -3,17 +3,15 @@ package collective
 import (
 	"context"
 	"fmt"
-	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 )
 
-// Device-resident forms of the collectives that take host slices
-// (collectives.go, alltoall.go, alltoallv.go). Each checks its arguments as
-// its slice form does and runs the same algorithm under the same
-// fingerprint, with the tensor data path added: a rank passing tensors and
-// another passing slices fail with ErrMismatch on every rank before any
-// data moves.
+// The algorithms of the device-tensor forms of the collectives (entry
+// points in api.go): the execution stage of run (call.go), which has
+// checked them as their slice forms and fingerprints them with the tensor
+// data path: a rank passing tensors and another passing slices fail with
+// ErrMismatch on every rank before any data moves.
 //
 // The data stays on the device. A send tensor is read by device copies:
 // into the comm's work buffer where the algorithm reduces in place (ring,
@@ -42,213 +40,186 @@ import (
 // slice form's result), and the result is copied into recv. Pooled buffers
 // grow once; a steady-state call allocates nothing.
 
-// ReduceScatterTensor is ReduceScatter on device tensors (ncclReduceScatter):
-// send (recv.Len() * N elements on every rank) is reduced with op and chunk r
-// of the result, elements [r*recv.Len(), (r+1)*recv.Len()), lands in rank r's
-// recv. send is copied into the comm's work buffer on the device, where the
-// ring (or, in deterministic mode and with the Direct strategy, the
-// rank-ordered reduction) runs as in ReduceScatter; chunk r is then copied
-// into recv. Ranks sharing device memory instead reduce every chunk in
-// rank order in one submission, reading the peers' send tensors in place.
-// A type without kernels on some rank's device is reduced exactly on the
-// host, as ReduceScatter does.
-func ReduceScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) (err error) {
-	const name = "ReduceScatterTensor"
-	u := c.uses(ctx)
-	defer u.release()
-	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
+// execTensor runs d, a checked tensor call: the exact host path of a type
+// without kernels, the shared-memory path where the ranks share device
+// memory, else the fingerprint and the kind's algorithm on the device.
+func (c *Comm) execTensor(ctx context.Context, d *desc) (err error) {
+	sp := &callSpecs[d.kind]
+	N, r := c.g.n, c.rank
+	ns, nr := d.lens()
+	s := strategyFor(sp.name, c.g.cfg.Strategy)
+	fp := fingerprint{kind: d.kind, dt: d.dt, strategy: s, path: pathTensor}
+	if sp.rooted {
+		fp.root = int32(d.root)
+	}
+	if sp.reduces {
+		fp.op = d.op
+	}
+	m, root := 0, 0
+	switch d.kind {
+	case collReduceScatter:
+		if c.noKernels(d.dt) {
+			fp.strategy = Direct
+			return c.vRunT(ctx, d, fp, c.eqCounts(N, nr), true)
+		}
+		m = nr
+	case collAllGather, collReduce, collGather:
+		m, root = ns, d.root
+		if d.kind == collReduce && c.noKernels(d.dt) {
+			fp.strategy, fp.noF64, fp.count = Direct, true, int64(ns)
+			return c.reduceGatherTensor(ctx, d, fp)
+		}
+	case collBroadcast, collScatter:
+		m, root = nr, d.root
+		if d.kind == collBroadcast {
+			m = ns
+		}
+	case collAllToAll:
+		m = ns / N
+	case collAllToAllV:
+		return c.vRunT(ctx, d, fp, vCounts{d.scounts, d.sdispls, nr, d.counts, d.displs}, false)
+	case collAllGatherV:
+		sc, sd, _, _ := c.vScratch(N)
+		for j := range sc {
+			sc[j], sd[j] = ns, 0
+		}
+		return c.vRunT(ctx, d, fp, vCounts{sc, sd, nr, d.counts, d.displs}, false)
+	case collReduceScatterV:
+		return c.vRunT(ctx, d, fp, vCounts{d.counts, d.displs, 0, nil, nil}, true)
+	default:
+		return fmt.Errorf("collective: %s has no tensor form", sp.name)
+	}
+	fp.count = int64(m)
+	send, recv := d.st.whole(true), d.rt.whole(true)
+	if ok, err := c.tryShared(ctx, sp.tname, sp.tphases[0], fp, sp.shared, send, recv, m, root); ok {
 		return err
 	}
-	N := c.g.n
-	if send.n != recv.n*N {
-		return c.invalidCall(ctx, name, invalidArg("send.Len()=%d, want recv.Len()*%d=%d", send.n, N, recv.n*N))
-	}
-	if err := tensorAlias(name, send, recv, recvInSend, c.rank*recv.n); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	dt := dtypeOf[T]()
-	if err := checkOp(op, dt); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	if c.noKernels(dt) {
-		cnt, dsp := c.eqScratch(N, recv.n)
-		return reduceScatterVTensor(ctx, c, name, send, recv, cnt, dsp, op)
-	}
-	s := c.collStrategy("ReduceScatter")
-	fp := fingerprint{kind: collReduceScatter, op: op, dt: dt, count: int64(recv.n), strategy: s, path: pathTensor}
-	if ok, err := c.tryShared(ctx, name, "ReduceScatterTensor fingerprint check", fp, sharedReduceScatter, whole(send, true), whole(recv, true), recv.n, 0); ok {
-		return err
-	}
-	owned, err := c.begin(ctx, name, fp, "ReduceScatterTensor fingerprint check")
+	owned, err := c.begin(ctx, sp.tname, fp, sp.tphases[0])
 	if err != nil {
 		return err
 	}
 	defer c.leave(owned, &err)
-	m := recv.n
-	if m == 0 {
+	if m == 0 || (d.kind == collBroadcast && N == 1) {
 		return nil
 	}
-	n, me := m*N, c.rank*m
-	if err := c.ensureWork(n*dt.Size(), dt); err != nil {
+	switch d.kind {
+	case collReduceScatter:
+		return c.execReduceScatterT(ctx, d, s)
+	case collAllGather:
+		return c.execAllGatherT(ctx, d)
+	case collBroadcast:
+		return c.execBroadcastT(ctx, d)
+	case collReduce:
+		return c.execReduceT(ctx, d)
+	case collGather:
+		return c.execGatherT(ctx, d)
+	case collScatter:
+		return c.execScatterT(ctx, d)
+	}
+	return c.execAllToAllT(ctx, d, r)
+}
+
+// tmove is the execution stage of a tensor collective whose data runs in
+// the comm's work buffer: n elements there, send's elements [0, +cnt)
+// copied to element at, the algorithm's steps, then the result at element
+// from delivered into recv (none when recv is nil).
+func (c *Comm) tmove(ctx context.Context, d *desc, n, at, cnt int, steps func(k *call) error, from int) error {
+	es := d.dt.Size()
+	if err := c.ensureWork(n*es, d.dt); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
 	k := &c.k
-	*k = call{dt: dt, es: dt.Size(), op: kernelOp(op), scale: scaleFor(op, N), work: c.work}
-	if err := c.record(k.region(0, n), send.region(0, n)); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if N > 1 {
-		if c.g.cfg.Deterministic || s == Direct {
-			err = c.detReduceScatter(ctx, k, c.g.all, n, m)
-		} else {
-			err = c.ringReduceScatter(ctx, k, c.g.all, n, m, 0, 0)
-		}
-		if err != nil {
+	*k = call{dt: d.dt, es: es, op: kernelOp(d.op), scale: scaleFor(d.op, c.g.n), work: c.work}
+	if d.st != nil {
+		if err := c.record(k.region(at, at+cnt), d.st.region(0, cnt)); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
 	}
-	if err := c.scaleOwned(ctx, k, me, me+m); err != nil {
+	if err := steps(k); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.deliver(ctx, recv.region(0, m), k.region(me, me+m)); err != nil {
+	if d.rt == nil {
+		return nil
+	}
+	if err := c.deliver(ctx, d.rt.region(0, d.rt.n), k.region(from, from+d.rt.n)); err != nil {
 		return c.fail(err, true, nil, nil)
 	}
 	return nil
 }
 
-// AllGatherTensor is AllGather on device tensors (ncclAllGather): every
-// rank's send (recv.Len()/N elements each) is concatenated in rank order
-// into every rank's recv, with a ring of N-1 steps in the comm's work
-// buffer on the device, then copied into recv. Every element type works on
-// every device (no kernels run).
-func AllGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) (err error) {
-	const name = "AllGatherTensor"
-	u := c.uses(ctx)
-	defer u.release()
-	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
-		return err
-	}
-	N := c.g.n
-	if recv.n != send.n*N {
-		return c.invalidCall(ctx, name, invalidArg("recv.Len()=%d, want send.Len()*%d=%d", recv.n, N, send.n*N))
-	}
-	if err := tensorAlias(name, send, recv, sendInRecv, c.rank*send.n); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	dt := dtypeOf[T]()
-	fp := fingerprint{kind: collAllGather, dt: dt, count: int64(send.n), strategy: Ring, path: pathTensor}
-	if ok, err := c.tryShared(ctx, name, "AllGatherTensor fingerprint check", fp, sharedAllGather, whole(send, true), whole(recv, true), send.n, 0); ok {
-		return err
-	}
-	owned, err := c.begin(ctx, name, fp, "AllGatherTensor fingerprint check")
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	m := send.n
-	if m == 0 {
-		return nil
-	}
+// execReduceScatterT: send copied into the work buffer, where the ring
+// (or, in deterministic mode and with the Direct strategy, the rank-ordered
+// reduction) runs as in ReduceScatter; chunk r is then copied into recv.
+func (c *Comm) execReduceScatterT(ctx context.Context, d *desc, s Strategy) error {
+	N, m := c.g.n, d.rt.n
 	n, me := m*N, c.rank*m
-	if err := c.ensureWork(n*dt.Size(), dt); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	k := &c.k
-	*k = call{dt: dt, es: dt.Size(), op: backend.Sum, scale: 1, work: c.work}
-	if err := c.record(k.region(me, me+m), send.region(0, m)); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if N > 1 {
-		if err := c.ringAllGather(ctx, k, c.g.all, n, m, 0); err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-	}
-	if err := c.deliver(ctx, recv.region(0, n), k.region(0, n)); err != nil {
-		return c.fail(err, true, nil, nil)
-	}
-	return nil
-}
-
-// ReduceTensor is Reduce on device tensors (ncclReduce): every rank's send
-// is reduced with op into root's recv (send.Len() elements; other ranks'
-// recv is not used and may be nil), along a binary tree rooted at root (in
-// deterministic mode in rank order) in the comm's work buffer on the
-// device, then copied into recv; ranks sharing device memory instead reduce
-// in rank order in one submission, straight into root's recv. A type
-// without kernels on some rank's device is gathered at root and reduced
-// there exactly on the host, in rank order, as Reduce does.
-func ReduceTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op, root int) (err error) {
-	const name = "ReduceTensor"
-	u := c.uses(ctx)
-	defer u.release()
-	if err := checkRootedTensorCall(ctx, c, name, &u, send, recv, root); err != nil {
-		return err
-	}
-	N := c.g.n
-	if c.rank == root && recv.n != send.n {
-		return c.invalidCall(ctx, name, invalidArg("root's recv.Len()=%d != send.Len()=%d", recv.n, send.n))
-	}
-	if c.rank == root {
-		if err := tensorAlias(name, send, recv, sameMem, 0); err != nil {
-			return c.invalidCall(ctx, name, err)
-		}
-	}
-	dt := dtypeOf[T]()
-	if err := checkOp(op, dt); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	if c.noKernels(dt) {
-		return reduceGatherTensor(ctx, c, send, recv, op, root)
-	}
-	fp := fingerprint{kind: collReduce, op: op, dt: dt, count: int64(send.n), root: int32(root), strategy: Tree, path: pathTensor}
-	if ok, err := c.tryShared(ctx, name, "ReduceTensor fingerprint check", fp, sharedReduce, whole(send, true), whole(recv, c.rank == root), send.n, root); ok {
-		return err
-	}
-	owned, err := c.begin(ctx, name, fp, "ReduceTensor fingerprint check")
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	n := send.n
-	if n == 0 {
-		return nil
-	}
-	if err := c.ensureWork(n*dt.Size(), dt); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	k := &c.k
-	*k = call{dt: dt, es: dt.Size(), op: kernelOp(op), scale: scaleFor(op, N), work: c.work}
-	if err := c.record(k.region(0, n), send.region(0, n)); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if N > 1 {
-		if c.g.cfg.Deterministic {
-			chunkLen := ceilDiv(n, N)
-			if err = c.detReduceScatter(ctx, k, c.g.all, n, chunkLen); err == nil {
-				err = c.gatherTo(ctx, k, c.g.all, root, n, chunkLen)
+	return c.tmove(ctx, d, n, 0, n, func(k *call) error {
+		if N > 1 {
+			var err error
+			if c.g.cfg.Deterministic || s == Direct {
+				err = c.detReduceScatter(ctx, k, c.g.all, n, m)
+			} else {
+				err = c.ringReduceScatter(ctx, k, c.g.all, n, m, 0, 0)
 			}
-		} else {
-			err = c.treeReduce(ctx, k, c.rotated(root), n)
+			if err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return c.failAfter(err, nil, nil)
+		return c.scaleOwned(ctx, k, me, me+m)
+	}, me)
+}
+
+// execAllGatherT: a ring of N-1 steps in the work buffer, then copied into
+// recv.
+func (c *Comm) execAllGatherT(ctx context.Context, d *desc) error {
+	N, m := c.g.n, d.st.n
+	return c.tmove(ctx, d, m*N, c.rank*m, m, func(k *call) error {
+		if N == 1 {
+			return nil
 		}
+		return c.ringAllGather(ctx, k, c.g.all, m*N, m, 0)
+	}, 0)
+}
+
+// execBroadcastT: down a binary tree, in place in the tensor.
+func (c *Comm) execBroadcastT(ctx context.Context, d *desc) error {
+	if err := c.ensureWork(0, d.dt); err != nil {
+		return c.fail(err, false, nil, nil)
 	}
-	if c.rank != root {
-		// The copy of send ran with the first slice sent (flushed); settle
-		// makes sure before send is the caller's again.
-		if err := c.settle(ctx); err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-		return nil
-	}
-	if err := c.scaleOwned(ctx, k, 0, n); err != nil {
+	k := &c.k
+	*k = callAt(d.dt, d.st.buf, d.st.off, 0)
+	if err := c.treeBroadcast(ctx, k, c.rotated(d.root), d.st.n); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.deliver(ctx, recv.region(0, n), k.region(0, n)); err != nil {
-		return c.fail(err, true, nil, nil)
-	}
 	return nil
+}
+
+// execReduceT: along a binary tree rooted at root (in deterministic mode
+// in rank order) in the work buffer, then copied into root's recv.
+func (c *Comm) execReduceT(ctx context.Context, d *desc) error {
+	N, n, root := c.g.n, d.st.n, d.root
+	return c.tmove(ctx, d, n, 0, n, func(k *call) error {
+		if N > 1 {
+			var err error
+			if c.g.cfg.Deterministic {
+				chunkLen := ceilDiv(n, N)
+				if err = c.detReduceScatter(ctx, k, c.g.all, n, chunkLen); err == nil {
+					err = c.gatherTo(ctx, k, c.g.all, root, n, chunkLen)
+				}
+			} else {
+				err = c.treeReduce(ctx, k, c.rotated(root), n)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if c.rank != root {
+			// The copy of send ran with the first slice sent (flushed);
+			// settle makes sure before send is the caller's again.
+			return c.settle(ctx)
+		}
+		return c.scaleOwned(ctx, k, 0, n)
+	}, 0)
 }
 
 // reduceGatherTensor is ReduceTensor for a type some device has no kernels
@@ -256,13 +227,11 @@ func ReduceTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], o
 // and straight from the tensor, to root's pooled host-visible buffer; root
 // reduces the N blocks there in rank order on the CPU (in place, into block
 // 0) and copies the result into recv.
-func reduceGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op, root int) (err error) {
-	const name = "ReduceTensor"
-	N, n := c.g.n, send.n
-	dt := dtypeOf[T]()
+func (c *Comm) reduceGatherTensor(ctx context.Context, d *desc, fp fingerprint) (err error) {
+	sp := &callSpecs[d.kind]
+	N, n, root, dt := c.g.n, d.st.n, d.root, d.dt
 	es := dt.Size()
-	fp := fingerprint{kind: collReduce, op: op, dt: dt, count: int64(n), root: int32(root), strategy: Direct, path: pathTensor, noF64: true}
-	owned, err := c.begin(ctx, name, fp, "ReduceTensor fingerprint check")
+	owned, err := c.begin(ctx, sp.tname, fp, sp.tphases[0])
 	if err != nil {
 		return err
 	}
@@ -275,7 +244,7 @@ func reduceGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor
 	}
 	k := &c.k
 	if c.rank != root {
-		*k = callAt(dt, send.buf, send.off, c.rank*n)
+		*k = callAt(dt, d.st.buf, d.st.off, c.rank*n)
 		if err := c.gatherTo(ctx, k, c.g.all, root, N*n, n); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
@@ -285,7 +254,7 @@ func reduceGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor
 		return c.fail(err, false, nil, nil)
 	}
 	*k = callAt(dt, c.gather, 0, 0)
-	if err := c.record(k.region(root*n, root*n+n), send.region(0, n)); err != nil {
+	if err := c.record(k.region(root*n, root*n+n), d.st.region(0, n)); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	if err := c.gatherTo(ctx, k, c.g.all, root, N*n, n); err != nil {
@@ -295,197 +264,105 @@ func reduceGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor
 		return c.failAfter(err, nil, nil)
 	}
 	gb := c.gather.Bytes()
-	reduceHost(dt, gb[:n*es], gb[:N*n*es], n, 0, N, n, op, scaleFor(op, N))
-	if err := c.deliver(ctx, recv.region(0, n), k.region(0, n)); err != nil {
+	reduceHost(dt, gb[:n*es], gb[:N*n*es], n, 0, N, n, d.op, scaleFor(d.op, N))
+	if err := c.deliver(ctx, d.rt.region(0, n), k.region(0, n)); err != nil {
 		return c.fail(err, true, nil, nil)
 	}
 	return nil
 }
 
-// AllToAllTensor is AllToAll on device tensors (ncclAllToAll): chunk j of
-// every rank's send (send.Len()/N elements) goes to rank j, which stores it
-// as chunk i of its recv (i the sender). send.Len() = recv.Len() = N x
-// chunk on every rank; send and recv must not be the same tensor. Chunks
-// are sent straight from send and received into the comm's work buffer on
-// the device, pairwise as in AllToAll, then copied into recv.
-func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) (err error) {
-	const name = "AllToAllTensor"
-	u := c.uses(ctx)
-	defer u.release()
-	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
-		return err
-	}
+// execAllToAllT: chunks are sent straight from send and received into the
+// work buffer, pairwise as in AllToAll, then copied into recv.
+func (c *Comm) execAllToAllT(ctx context.Context, d *desc, r int) error {
 	N := c.g.n
-	if send.n != recv.n || send.n%N != 0 {
-		return c.invalidCall(ctx, name, invalidArg("send.Len()=%d and recv.Len()=%d, want equal multiples of the group size (%d)", send.n, recv.n, N))
-	}
-	if err := tensorAlias(name, send, recv, sameMem, 0); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	dt := dtypeOf[T]()
-	m := send.n / N
-	fp := fingerprint{kind: collAllToAll, dt: dt, count: int64(m), strategy: Direct, path: pathTensor}
-	if ok, err := c.tryShared(ctx, name, "AllToAllTensor fingerprint check", fp, sharedAllToAll, whole(send, true), whole(recv, true), m, 0); ok {
-		return err
-	}
-	owned, err := c.begin(ctx, name, fp, "AllToAllTensor fingerprint check")
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	if m == 0 {
-		return nil
-	}
-	n, me := N*m, c.rank*m
-	if err := c.ensureWork(n*dt.Size(), dt); err != nil {
+	m := d.st.n / N
+	n, me := N*m, r*m
+	if err := c.ensureWork(n*d.dt.Size(), d.dt); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
 	k := &c.k
-	*k = callAt(dt, c.work, 0, 0)
-	if err := c.record(k.region(me, me+m), send.region(me, me+m)); err != nil {
+	*k = callAt(d.dt, c.work, 0, 0)
+	if err := c.record(k.region(me, me+m), d.st.region(me, me+m)); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	cnt, dsp := c.eqScratch(N, m)
-	if err := c.pairwise(ctx, k, send.region(0, n), cnt, dsp, cnt, dsp); err != nil {
+	if err := c.pairwise(ctx, k, d.st.region(0, n), cnt, dsp, cnt, dsp); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.deliver(ctx, recv.region(0, n), k.region(0, n)); err != nil {
+	if err := c.deliver(ctx, d.rt.region(0, n), k.region(0, n)); err != nil {
 		return c.fail(err, true, nil, nil)
 	}
 	return nil
 }
 
-// GatherTensor is Gather on device tensors (ncclGather): every rank's send
-// lands in root's recv, rank i's at [i*send.Len(), (i+1)*send.Len())
-// (recv.Len() = N x send.Len() on root; other ranks' recv is not used and
-// may be nil). Ranks send straight from their tensor; root receives into
-// the comm's work buffer on the device, then copies it into recv.
-func GatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) (err error) {
-	const name = "GatherTensor"
-	u := c.uses(ctx)
-	defer u.release()
-	if err := checkRootedTensorCall(ctx, c, name, &u, send, recv, root); err != nil {
-		return err
-	}
-	N := c.g.n
-	if c.rank == root && recv.n != send.n*N {
-		return c.invalidCall(ctx, name, invalidArg("root's recv.Len()=%d, want send.Len()*%d=%d", recv.n, N, send.n*N))
-	}
-	if c.rank == root {
-		if err := tensorAlias(name, send, recv, sendInRecv, root*send.n); err != nil {
-			return c.invalidCall(ctx, name, err)
-		}
-	}
-	dt := dtypeOf[T]()
-	m := send.n
-	fp := fingerprint{kind: collGather, dt: dt, count: int64(m), root: int32(root), strategy: Direct, path: pathTensor}
-	if ok, err := c.tryShared(ctx, name, "GatherTensor fingerprint check", fp, sharedGather, whole(send, true), whole(recv, c.rank == root), m, root); ok {
-		return err
-	}
-	owned, err := c.begin(ctx, name, fp, "GatherTensor fingerprint check")
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	if m == 0 {
-		return nil
-	}
+// execGatherT: ranks send straight from their tensor; root receives into
+// the work buffer, then copies it into recv.
+func (c *Comm) execGatherT(ctx context.Context, d *desc) error {
+	N, m, root := c.g.n, d.st.n, d.root
 	n := N * m
 	size := 0
 	if c.rank == root {
-		size = n * dt.Size()
+		size = n * d.dt.Size()
 	}
-	if err := c.ensureWork(size, dt); err != nil {
+	if err := c.ensureWork(size, d.dt); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
 	k := &c.k
 	if c.rank != root {
-		*k = callAt(dt, send.buf, send.off, c.rank*m)
+		*k = callAt(d.dt, d.st.buf, d.st.off, c.rank*m)
 		if err := c.gatherTo(ctx, k, c.g.all, root, n, m); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
 		return nil
 	}
-	*k = callAt(dt, c.work, 0, 0)
-	if err := c.record(k.region(root*m, root*m+m), send.region(0, m)); err != nil {
+	*k = callAt(d.dt, c.work, 0, 0)
+	if err := c.record(k.region(root*m, root*m+m), d.st.region(0, m)); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	if err := c.gatherTo(ctx, k, c.g.all, root, n, m); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.deliver(ctx, recv.region(0, n), k.region(0, n)); err != nil {
+	if err := c.deliver(ctx, d.rt.region(0, n), k.region(0, n)); err != nil {
 		return c.fail(err, true, nil, nil)
 	}
 	return nil
 }
 
-// ScatterTensor is Scatter on device tensors (ncclScatter): chunk i of
-// root's send (send.Len()/N elements) goes to rank i's recv (send.Len() = N
-// x recv.Len() on root; other ranks' send is not used and may be nil).
-// Root sends straight from its tensor; the others receive into the comm's
-// work buffer on the device, then copy into recv.
-func ScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) (err error) {
-	const name = "ScatterTensor"
-	u := c.uses(ctx)
-	defer u.release()
-	if err := checkRootedTensorCall(ctx, c, name, &u, recv, send, root); err != nil {
-		return err
-	}
-	N := c.g.n
-	if c.rank == root && send.n != recv.n*N {
-		return c.invalidCall(ctx, name, invalidArg("root's send.Len()=%d, want recv.Len()*%d=%d", send.n, N, recv.n*N))
-	}
-	if c.rank == root {
-		if err := tensorAlias(name, send, recv, recvInSend, root*recv.n); err != nil {
-			return c.invalidCall(ctx, name, err)
-		}
-	}
-	dt := dtypeOf[T]()
-	es := dt.Size()
-	m := recv.n
-	fp := fingerprint{kind: collScatter, dt: dt, count: int64(m), root: int32(root), strategy: Direct, path: pathTensor}
-	if ok, err := c.tryShared(ctx, name, "ScatterTensor fingerprint check", fp, sharedScatter, whole(send, c.rank == root), whole(recv, true), m, root); ok {
-		return err
-	}
-	owned, err := c.begin(ctx, name, fp, "ScatterTensor fingerprint check")
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	if m == 0 {
-		return nil
-	}
+// execScatterT: root sends straight from its tensor; the others receive
+// into the work buffer, then copy into recv.
+func (c *Comm) execScatterT(ctx context.Context, d *desc) error {
+	N, m, root, es := c.g.n, d.rt.n, d.root, d.dt.Size()
 	n, me := N*m, c.rank*m
 	size := m * es
 	if c.rank == root {
 		size = 0
 	}
-	if err := c.ensureWork(size, dt); err != nil {
+	if err := c.ensureWork(size, d.dt); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
 	k := &c.k
 	if c.rank != root {
 		// Chunk me lands at element 0 of the work buffer.
-		*k = callAt(dt, c.work, 0, me)
+		*k = callAt(d.dt, c.work, 0, me)
 		if err := c.scatterFrom(ctx, k, root, n, m); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
-		if err := c.deliver(ctx, recv.region(0, m), k.region(me, me+m)); err != nil {
+		if err := c.deliver(ctx, d.rt.region(0, m), k.region(me, me+m)); err != nil {
 			return c.fail(err, true, nil, nil)
 		}
 		return nil
 	}
-	*k = callAt(dt, send.buf, send.off, 0)
+	*k = callAt(d.dt, d.st.buf, d.st.off, 0)
 	if err := c.scatterFrom(ctx, k, root, n, m); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	own, dst := send.region(me, me+m), recv.region(0, m)
+	own, dst := d.st.region(me, me+m), d.rt.region(0, m)
 	switch {
 	case own == dst: // in place: root's chunk is already there
 	case overlaps(own, dst):
 		// A partial overlap: through the work buffer (Copy needs disjoint
 		// regions).
-		if err := c.ensureWork(m*es, dt); err != nil {
+		if err := c.ensureWork(m*es, d.dt); err != nil {
 			return c.fail(err, false, nil, nil)
 		}
 		w := backend.Region{Buf: c.work, Len: m * es}
@@ -502,140 +379,63 @@ func ScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], 
 	return nil
 }
 
-// AllToAllVTensor is AllToAllV on device tensors (MPI_Alltoallv): rank i
-// sends send[sdispls[j] : sdispls[j]+scounts[j]] to rank j, which stores it
-// at recv[rdispls[i] : rdispls[i]+rcounts[i]]; the counts and offsets are
-// checked, and agreed between the ranks before any data moves, exactly as
-// in AllToAllV (a disagreement is a *MismatchError on every rank and the
-// group stays usable). Ranges are sent straight from send and received
-// into the comm's work buffer on the device; each received range is then
-// copied into recv, whose other elements are not written.
-func AllToAllVTensor[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scounts, sdispls []int, recv *Tensor[T], rcounts, rdispls []int) error {
-	const name = "AllToAllVTensor"
-	u := c.uses(ctx)
-	defer u.release()
-	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
-		return err
-	}
-	if err := tensorAlias(name, send, recv, sameMem, 0); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	return vTensor(ctx, c, name, collAllToAllV, Sum, send, scounts, sdispls, recv, recv.n, rcounts, rdispls)
+// vCounts are the ranges of a V exchange: send's [sdispls[j],
+// +scounts[j]) go to rank j, and rank j's land at [rdispls[j],
+// +rcounts[j]) of a receive space of R elements.
+type vCounts struct {
+	scounts, sdispls []int
+	R                int
+	rcounts, rdispls []int
 }
 
-// AllGatherVTensor is AllGatherV on device tensors (MPI_Allgatherv): every
-// rank's send lands in every rank's recv, rank j's at
-// recv[displs[j] : displs[j]+counts[j]]; counts[j] is rank j's
-// send.Len(), and counts and displs are the same on every rank. Checked
-// and moved as AllToAllVTensor.
-func AllGatherVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int) error {
-	const name = "AllGatherVTensor"
-	u := c.uses(ctx)
-	defer u.release()
-	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
-		return err
-	}
+// eqCounts is ReduceScatterTensor's exchange for a type without kernels,
+// as ReduceScatterVTensor with equal blocks of m.
+func (c *Comm) eqCounts(N, m int) vCounts {
+	cnt, dsp := c.eqScratch(N, m)
+	return vCounts{scounts: cnt, sdispls: dsp}
+}
+
+// vRunT is the tensor forms' V exchange: send's ranges go to their ranks
+// and the ranges received land in a receive space of v.R elements
+// described by v.rcounts and v.rdispls: the comm's work buffer, whose
+// ranges are then copied into recv (AllToAllV, AllGatherV), or with reduce
+// (ReduceScatterV, and ReduceScatter without kernels) N blocks of
+// recv.Len() elements, 16 bytes apart so that the kernel reads them
+// aligned, reduced into recv by a kernel or on the host (the comm's
+// host-visible buffer is then the receive space).
+func (c *Comm) vRunT(ctx context.Context, d *desc, fp fingerprint, v vCounts, reduce bool) (err error) {
 	N := c.g.n
-	if len(counts) != N || len(displs) != N {
-		return c.invalidCall(ctx, name, invalidArg("len(counts)=%d and len(displs)=%d, want one per rank (%d)", len(counts), len(displs), N))
-	}
-	if err := tensorAlias(name, send, recv, sendInRecv, displs[c.rank]); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	sc, sd, _, _ := c.vScratch(N)
-	for j := range sc {
-		sc[j], sd[j] = send.n, 0
-	}
-	return vTensor(ctx, c, name, collAllGatherV, Sum, send, sc, sd, recv, recv.n, counts, displs)
-}
-
-// ReduceScatterVTensor is ReduceScatterV on device tensors: every rank's
-// send is reduced with op and elements [displs[j], displs[j]+counts[j]) of
-// the reduction land in rank j's recv (recv.Len() = counts[j]); counts and
-// displs are the same on every rank and describe ranges of send. The
-// blocks travel as in AllToAllVTensor into the comm's work buffer, and
-// each rank reduces the N blocks it received in rank order with one kernel
-// into recv (bitwise what ReduceScatterV gives); a type without kernels on
-// some rank's device is reduced on the host, as ReduceScatterV does.
-func ReduceScatterVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int, op Op) error {
-	const name = "ReduceScatterVTensor"
-	u := c.uses(ctx)
-	defer u.release()
-	if err := checkTensorCall(ctx, c, name, &u, send, recv); err != nil {
-		return err
-	}
-	N := c.g.n
-	if err := checkOp(op, dtypeOf[T]()); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	if len(counts) != N || len(displs) != N {
-		return c.invalidCall(ctx, name, invalidArg("%d counts and %d offsets, want %d each", len(counts), len(displs), N))
-	}
-	if m := counts[c.rank]; m < 0 || recv.n != m {
-		return c.invalidCall(ctx, name, invalidArg("recv.Len()=%d, want counts[%d]=%d", recv.n, c.rank, m))
-	}
-	if err := tensorAlias(name, send, recv, recvInSend, displs[c.rank]); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	return reduceScatterVTensor(ctx, c, name, send, recv, counts, displs, op)
-}
-
-// reduceScatterVTensor is ReduceScatterVTensor after its checks (and
-// ReduceScatterTensor for a type without kernels): the N blocks of
-// recv.Len() elements land 16 bytes apart in the receive space, so the
-// reduction kernel reads them aligned.
-func reduceScatterVTensor[T Elem](ctx context.Context, c *Comm, name string, send, recv *Tensor[T], counts, displs []int, op Op) error {
-	N, m := c.g.n, recv.n
-	es := dtypeOf[T]().Size()
-	stride := ((m*es + 15) &^ 15) / es
-	_, _, rc, rd := c.vScratch(N)
-	for q := range rc {
-		rc[q], rd[q] = m, q*stride
-	}
-	return vTensor(ctx, c, name, collReduceScatterV, op, send, counts, displs, recv, N*stride, rc, rd)
-}
-
-// vTensorPhases names the rendezvous of each V tensor collective (static
-// strings: no allocation per call).
-var vTensorPhases = map[string][4]string{
-	"AllToAllVTensor":      {"AllToAllVTensor fingerprint check", "AllToAllVTensor counts check", "AllToAllVTensor counts exchange", "AllToAllVTensor shared data"},
-	"AllGatherVTensor":     {"AllGatherVTensor fingerprint check", "AllGatherVTensor counts check", "AllGatherVTensor counts exchange", "AllGatherVTensor shared data"},
-	"ReduceScatterVTensor": {"ReduceScatterVTensor fingerprint check", "ReduceScatterVTensor counts check", "ReduceScatterVTensor counts exchange", "ReduceScatterVTensor shared data"},
-	"ReduceScatterTensor":  {"ReduceScatterTensor fingerprint check", "ReduceScatterTensor counts check", "ReduceScatterTensor counts exchange", "ReduceScatterTensor shared data"},
-}
-
-// vTensor is the tensor forms' allToAllV: send's ranges go to their ranks
-// and the ranges received land in a receive space of R elements described
-// by rcounts and rdispls: the comm's work buffer, whose ranges are then
-// copied into recv (AllToAllV, AllGatherV), or for ReduceScatterV (kind)
-// N blocks of recv.Len() that are reduced into recv, by a kernel or on the
-// host (the comm's host-visible buffer is then the receive space).
-func vTensor[T Elem](ctx context.Context, c *Comm, name string, kind collKind, op Op, send *Tensor[T], scounts, sdispls []int, recv *Tensor[T], R int, rcounts, rdispls []int) (err error) {
-	N := c.g.n
-	if e := checkV(N, send.n, scounts, sdispls, "send"); e != nil {
-		return c.invalidCall(ctx, name, e)
-	}
-	if e := checkRecvV(N, R, rcounts, rdispls); e != nil {
-		return c.invalidCall(ctx, name, e)
-	}
-	dt := dtypeOf[T]()
+	dt := d.dt
 	es := dt.Size()
-	phases := vTensorPhases[name]
-	fp := fingerprint{kind: kind, op: op, dt: dt, strategy: Direct, path: pathTensor}
-	owned, err := c.begin(ctx, name, fp, phases[0])
+	m := d.rt.n
+	if reduce {
+		stride := ((m*es + 15) &^ 15) / es
+		_, _, rc, rd := c.vScratch(N)
+		for q := range rc {
+			rc[q], rd[q] = m, q*stride
+		}
+		v.R, v.rcounts, v.rdispls = N*stride, rc, rd
+	}
+	if e := checkV(N, d.st.n, v.scounts, v.sdispls, "send"); e != nil {
+		return c.invalidCall(ctx, d.name(), e)
+	}
+	if e := checkRecvV(N, v.R, v.rcounts, v.rdispls); e != nil {
+		return c.invalidCall(ctx, d.name(), e)
+	}
+	name := d.name()
+	owned, err := c.begin(ctx, name, fp, d.phase(0))
 	if err != nil {
 		return err
 	}
 	defer c.leave(owned, &err)
-	reduce := kind == collReduceScatterV
 	host := reduce && c.noKernels(dt)
 	// Ranks sharing device memory: the leader moves (or reduces) every
 	// range in one submission once the counts agree (sharedcoll.go).
 	shared := c.g.sharedMem && !host
 	if shared {
-		c.publishV(sdispls, rcounts, rdispls)
+		c.publishV(v.sdispls, v.rcounts, v.rdispls)
 	}
-	if err := c.agreeCounts(ctx, name, fp, phases[2], phases[1], scounts, rcounts); err != nil {
+	if err := c.agreeCounts(ctx, name, fp, d.phase(2), d.phase(1), v.scounts, v.rcounts); err != nil {
 		return err
 	}
 	if shared {
@@ -643,11 +443,11 @@ func vTensor[T Elem](ctx context.Context, c *Comm, name string, kind collKind, o
 		if reduce {
 			sk = sharedReduceScatterV
 		}
-		c.g.tensorOf[c.rank], c.g.tRecvOf[c.rank] = send.region(0, send.n), recv.region(0, recv.n)
+		c.g.tensorOf[c.rank], c.g.tRecvOf[c.rank] = d.st.whole(true), d.rt.whole(true)
 		c.strat = fp.strategy
-		return c.sharedRun(ctx, name, phases[3], fp, "the ranks share device memory", sharedJob{kind: sk, m: 1})
+		return c.sharedRun(ctx, name, d.phase(3), fp, "the ranks share device memory", sharedJob{kind: sk, m: 1})
 	}
-	S, i := send.n, c.rank
+	S, i, R := d.st.n, c.rank, v.R
 	if S+R == 0 {
 		return nil
 	}
@@ -667,24 +467,23 @@ func vTensor[T Elem](ctx context.Context, c *Comm, name string, kind collKind, o
 	} else {
 		*k = callAt(dt, c.work, 0, 0)
 	}
-	if scounts[i] > 0 {
-		if err := c.record(k.region(rdispls[i], rdispls[i]+rcounts[i]), send.region(sdispls[i], sdispls[i]+scounts[i])); err != nil {
+	if v.scounts[i] > 0 {
+		if err := c.record(k.region(v.rdispls[i], v.rdispls[i]+v.rcounts[i]), d.st.region(v.sdispls[i], v.sdispls[i]+v.scounts[i])); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
 	}
-	if err := c.pairwise(ctx, k, send.region(0, S), scounts, sdispls, rcounts, rdispls); err != nil {
+	if err := c.pairwise(ctx, k, d.st.region(0, S), v.scounts, v.sdispls, v.rcounts, v.rdispls); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	st := c.dev.Stream()
-	m := recv.n
 	switch {
 	case !reduce:
 		for j := 0; j < N; j++ {
-			if rcounts[j] == 0 {
+			if v.rcounts[j] == 0 {
 				continue
 			}
-			a, b := rdispls[j], rdispls[j]+rcounts[j]
-			if err := c.rec(st.Copy(recv.region(a, b), k.region(a, b))); err != nil {
+			a, b := v.rdispls[j], v.rdispls[j]+v.rcounts[j]
+			if err := c.rec(st.Copy(d.rt.region(a, b), k.region(a, b))); err != nil {
 				return c.fail(err, true, nil, nil)
 			}
 		}
@@ -699,17 +498,17 @@ func vTensor[T Elem](ctx context.Context, c *Comm, name string, kind collKind, o
 			return nil
 		}
 		gb := c.gather.Bytes()
-		reduceHost(dt, gb[:m*es], gb[:R*es], R/N, 0, N, m, op, scaleFor(op, N))
-		if err := c.deliver(ctx, recv.region(0, m), k.region(0, m)); err != nil {
+		reduceHost(dt, gb[:m*es], gb[:R*es], R/N, 0, N, m, d.op, scaleFor(d.op, N))
+		if err := c.deliver(ctx, d.rt.region(0, m), k.region(0, m)); err != nil {
 			return c.fail(err, true, nil, nil)
 		}
 	default:
 		if m > 0 {
 			srcs := c.regions(N)
 			for q := range srcs {
-				srcs[q] = k.region(rdispls[q], rdispls[q]+m)
+				srcs[q] = k.region(v.rdispls[q], v.rdispls[q]+m)
 			}
-			if err := c.rec(st.Reduce(kernelOp(op), dt, recv.region(0, m), srcs, scaleFor(op, N))); err != nil {
+			if err := c.rec(st.Reduce(kernelOp(d.op), dt, d.rt.region(0, m), srcs, scaleFor(d.op, N))); err != nil {
 				return c.fail(err, true, nil, nil)
 			}
 		}
@@ -859,72 +658,6 @@ func (c *Comm) deliver(ctx context.Context, dst, src backend.Region) error {
 func callAt(dt backend.DType, buf backend.Buffer, off, at int) call {
 	es := dt.Size()
 	return call{dt: dt, es: es, op: backend.Sum, scale: 1, work: buf, base: off - at*es}
-}
-
-// region returns elements [lo, hi) of t.
-func (t *Tensor[T]) region(lo, hi int) backend.Region {
-	var z T
-	es := int(unsafe.Sizeof(z))
-	return backend.Region{Buf: t.buf, Off: t.off + lo*es, Len: (hi - lo) * es}
-}
-
-// checkTensorCall resolves (into u) and checks the comm and the send and
-// recv tensors of tensor collective name.
-func checkTensorCall[T Elem](ctx context.Context, c *Comm, name string, u *memUse, send, recv *Tensor[T]) error {
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	err := u.tensor(send.life())
-	if err == nil {
-		err = u.tensor(recv.life())
-	}
-	if err == nil {
-		err = send.check(c, name)
-	}
-	if err == nil {
-		err = recv.check(c, name)
-	}
-	if err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	return nil
-}
-
-// checkRootedTensorCall resolves and checks the comm, the tensors and the
-// root of rooted tensor collective name: every rank's tensor (mine), root,
-// then root's other tensor (atRoot, which the other ranks do not use), as
-// checkTensorCall does.
-func checkRootedTensorCall[T Elem](ctx context.Context, c *Comm, name string, u *memUse, mine, atRoot *Tensor[T], root int) error {
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	err := u.tensor(mine.life())
-	if err == nil {
-		err = mine.check(c, name)
-	}
-	if err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	if N := c.g.n; root < 0 || root >= N {
-		return c.invalidCall(ctx, name, invalidArg("root %d out of range [0, %d)", root, N))
-	}
-	if c.rank == root {
-		err := u.tensor(atRoot.life())
-		if err == nil {
-			err = atRoot.check(c, name)
-		}
-		if err != nil {
-			return c.invalidCall(ctx, name, err)
-		}
-	}
-	return nil
-}
-
-// tensorAlias is checkAlias of two tensors (at: the block's element
-// offset).
-func tensorAlias[T Elem](name string, send, recv *Tensor[T], allow layout, at int) error {
-	es := dtypeOf[T]().Size()
-	return checkAlias(name, regionArea(send.region(0, send.n)), regionArea(recv.region(0, recv.n)), allow, at*es)
 }
 
 // overlaps reports whether two regions share a byte.
