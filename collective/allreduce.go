@@ -15,33 +15,21 @@ import (
 // ranks, a timeout waiting for peers) data is untouched.
 func AllReduce[T Elem](ctx context.Context, c *Comm, data []T, op Op) error {
 	b := asBytes(data)
-	return c.allReduce(ctx, "AllReduce", b, b, len(data), dtypeOf[T](), op, Auto)
+	return c.run(ctx, &desc{kind: collAllReduce, dt: dtypeOf[T](), op: op, send: b, recv: b})
 }
 
 // AllReduceWith is AllReduceInto with the strategy chosen for this call
 // (Auto: the group's Config.Strategy, and if that is Auto too, the cost
 // model). Every rank must pass the same strategy.
 func AllReduceWith[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, s Strategy) error {
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if len(send) != len(recv) {
-		return c.invalidCall(ctx, "AllReduceWith", invalidArg("len(send)=%d != len(recv)=%d", len(send), len(recv)))
-	}
-	return c.allReduce(ctx, "AllReduceWith", asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op, s)
+	return c.run(ctx, &desc{kind: collAllReduce, entry: "AllReduceWith", dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv), strategy: s})
 }
 
 // AllReduceInto reduces send across all ranks into recv (out of place); send
 // is never written. len(send) must equal len(recv); they may be the same
 // slice but must not partly overlap.
 func AllReduceInto[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) error {
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	if len(send) != len(recv) {
-		return c.invalidCall(ctx, "AllReduceInto", invalidArg("len(send)=%d != len(recv)=%d", len(send), len(recv)))
-	}
-	return c.allReduce(ctx, "AllReduceInto", asBytes(send), asBytes(recv), len(send), dtypeOf[T](), op, Auto)
+	return c.run(ctx, &desc{kind: collAllReduce, entry: "AllReduceInto", dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
 }
 
 // Barrier returns once every rank has called it.
@@ -122,27 +110,13 @@ func slicePath(send, recv []byte) dataPath {
 	return pathSlice
 }
 
-func (c *Comm) allReduce(ctx context.Context, name string, send, recv []byte, n int, dt backend.DType, op Op, strat Strategy) (err error) {
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	u := c.uses(ctx)
-	defer u.release()
-	if err := u.slices(send, recv); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	if err := checkSliceAlias(name, send, recv, sameMem, 0); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	if err := checkOp(op, dt); err != nil {
-		return c.invalidCall(ctx, name, err)
-	}
-	if !strat.valid() {
-		return c.invalidCall(ctx, name, invalidArg("unknown strategy %d", int(strat)))
-	}
-	if strat == Host && c.g.tr != nil {
-		return c.invalidCall(ctx, name, fmt.Errorf("strategy host reduces in one process; this group runs over a Transport (%s): %w", plural(c.g.nproc, "process", "processes"), ErrUnsupported))
-	}
+// allReduce is the execution stage of an all-reduce of host slices (run
+// checked d): the strategy (the call's, the group's, or Auto's choice),
+// the fingerprint, then the one-process direct paths through the ranks'
+// host memory, or the strategy on the device buffer.
+func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
+	name, send, recv, dt, op, strat := d.name(), d.send, d.recv, d.dt, d.op, d.strategy
+	n := len(send) / dt.Size()
 	owned, err := c.enter(ctx, name, true)
 	if err != nil {
 		return err

@@ -342,3 +342,25 @@ func BroadcastTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root in
 func BroadcastTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root int) *Work {
 	return c.start(ctx, desc{kind: collBroadcast, dt: dtypeOf[T](), tensor: true, st: t.core(), root: root})
 }
+
+// AllReduceAsync starts AllReduce on data and returns at once; data must
+// not be touched until the Work is done. A Comm is an ordered stream:
+// operations run in the order they were started, asynchronous or not, and
+// ctx bounds the operation. Every rank must start the same sequence of
+// collectives.
+func AllReduceAsync[T Elem](ctx context.Context, c *Comm, data []T, op Op) *Work {
+	b := asBytes(data)
+	return c.start(ctx, desc{kind: collAllReduce, dt: dtypeOf[T](), op: op, send: b, recv: b})
+}
+
+// AllReduceTensor all-reduces a device tensor in place with strategy s
+// (Auto: the group's). The data stays on the device; exchange slices cross
+// host memory between ranks.
+func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) error {
+	return c.run(ctx, &desc{kind: collAllReduce, dt: dtypeOf[T](), tensor: true, st: t.core(), op: op, strategy: s})
+}
+
+// AllReduceTensorAsync starts AllReduceTensor and returns at once.
+func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) *Work {
+	return c.start(ctx, desc{kind: collAllReduce, dt: dtypeOf[T](), tensor: true, st: t.core(), op: op, strategy: s})
+}

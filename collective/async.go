@@ -190,6 +190,9 @@ func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx 
 	defer a.mu.Unlock()
 	if a.closed || c.g.closed.Load() {
 		u.release()
+		if c.commClosed() && !c.g.closed.Load() {
+			return failedWork(c.wrapErr(name, 0, errCommClosed))
+		}
 		return failedWork(c.wrapErr(name, 0, errGroupClosed))
 	}
 	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, op: o, mem: u.take()}
@@ -299,24 +302,6 @@ func (c *Comm) PendingAsync() int {
 	n += c.lane.async
 	c.laneMu.Unlock()
 	return n
-}
-
-// AllReduceAsync starts AllReduce on data and returns at once; data must
-// not be touched until the Work is done. A Comm is an ordered stream:
-// operations run in the order they were started, asynchronous or not, and
-// ctx bounds the operation. Every rank must start the same sequence of
-// collectives.
-func AllReduceAsync[T Elem](ctx context.Context, c *Comm, data []T, op Op) *Work {
-	var u memUse
-	err := u.slice(asBytes(data))
-	return c.submit(ctx, "AllReduce", &u, err, func(ctx context.Context) error { return AllReduce(ctx, c, data, op) })
-}
-
-// AllReduceTensorAsync starts AllReduceTensor and returns at once.
-func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) *Work {
-	var u memUse
-	err := u.tensor(t.life())
-	return c.submit(ctx, "AllReduceTensor", &u, err, func(ctx context.Context) error { return AllReduceTensor(ctx, c, t, op, s) })
 }
 
 // SendAsync starts Send and returns at once; data must not be modified

@@ -73,7 +73,7 @@ const (
 	bothBuffers rootOnly = iota
 	rootSend             // send is used on the root only (Scatter)
 	rootRecv             // recv is used on the root only (Reduce, Gather)
-	oneBuffer            // send only, in place (Broadcast)
+	oneBuffer            // a tensor form takes one tensor, in place (Broadcast, AllReduce)
 )
 
 // callSpec is what the pipeline knows of a kind.
@@ -103,7 +103,7 @@ func withTensor(sp callSpec, shared sharedKind) callSpec {
 }
 
 var callSpecs = [numCollKinds]callSpec{
-	collAllReduce:      {name: "AllReduce", phases: phases("AllReduce"), reduces: true},
+	collAllReduce:      withTensor(callSpec{name: "AllReduce", phases: phases("AllReduce"), only: oneBuffer, reduces: true, layout: sameMem}, sharedAllReduce),
 	collBarrier:        {name: "Barrier"},
 	collInvalid:        {name: "a call with invalid arguments"},
 	collSend:           {name: "Send"},
@@ -132,6 +132,8 @@ type desc struct {
 	send, recv []byte
 	tensor     bool
 	st, rt     *tcore
+	strategy   Strategy // the call's own (AllReduceWith, AllReduceTensor); Auto: the group's
+	entry      string   // the entry point, where a kind has several (AllReduceInto, AllReduceWith)
 	// The V kinds: AllToAllV's four; AllGatherV's, ReduceScatterV's,
 	// GatherV's and ScatterV's counts and displs are counts and displs.
 	scounts, sdispls []int
@@ -154,6 +156,9 @@ func (d *desc) rootOnly(r int) {
 
 // name is the entry point d's call came through.
 func (d *desc) name() string {
+	if d.entry != "" {
+		return d.entry
+	}
 	if d.tensor {
 		return callSpecs[d.kind].tname
 	}
@@ -247,7 +252,12 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 	if err != nil {
 		return c.invalidCall(ctx, name, err)
 	}
-	if d.tensor {
+	switch {
+	case d.kind == collAllReduce && d.tensor:
+		return c.allReduceTensor(ctx, d)
+	case d.kind == collAllReduce:
+		return c.allReduce(ctx, d)
+	case d.tensor:
 		return c.execTensor(ctx, d)
 	}
 	return c.exec(ctx, d)
@@ -264,6 +274,16 @@ func (c *Comm) shape(d *desc) (at int, err error) {
 	}
 	root := c.rank == d.root
 	switch d.kind {
+	case collAllReduce:
+		if !d.tensor && ns != nr {
+			return 0, invalidArg("len(send)=%d != len(recv)=%d", ns, nr)
+		}
+		if !d.strategy.valid() {
+			return 0, invalidArg("unknown strategy %d", int(d.strategy))
+		}
+		if !d.tensor && d.strategy == Host && c.g.tr != nil {
+			return 0, fmt.Errorf("strategy host reduces in one process; this group runs over a Transport (%s): %w", plural(c.g.nproc, "process", "processes"), ErrUnsupported)
+		}
 	case collReduceScatter:
 		if ns != nr*N {
 			return 0, invalidArg("%s=%d, want %s*%d=%d", ls, ns, lr, N, nr*N)

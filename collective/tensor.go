@@ -164,29 +164,11 @@ func (t *tcore) check(c *Comm, name string) error {
 	return nil
 }
 
-// AllReduceTensor all-reduces a device tensor in place with strategy s
-// (Auto: the group's). The data stays on the device; exchange slices cross
-// host memory between ranks.
-func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) (err error) {
-	u := c.uses(ctx)
-	defer u.release()
-	err = u.tensor(t.life())
-	if err == nil {
-		err = t.check(c, "AllReduceTensor")
-	}
-	if err != nil {
-		if c == nil {
-			return err
-		}
-		return c.invalidCall(ctx, "AllReduceTensor", err)
-	}
-	dt := dtypeOf[T]()
-	if !s.valid() {
-		return c.invalidCall(ctx, "AllReduceTensor", invalidArg("unknown strategy %d", int(s)))
-	}
-	if err := checkOp(op, dt); err != nil {
-		return c.invalidCall(ctx, "AllReduceTensor", err)
-	}
+// allReduceTensor is the execution stage of AllReduceTensor (run checked
+// d): the strategy, then the ranks' shared device memory, or the strategy
+// in place in the tensor.
+func (c *Comm) allReduceTensor(ctx context.Context, d *desc) (err error) {
+	t, dt, op, s := d.st, d.dt, d.op, d.strategy
 	if c.noKernels(dt) {
 		return c.unsupportedType(ctx, "AllReduceTensor", dt)
 	}
