@@ -1,7 +1,6 @@
 package collective
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -30,7 +29,9 @@ import (
 // computed with plain loops, and all-reduce results for bitwise agreement
 // across ranks. Every collective (AllReduce, ReduceScatter, AllGather,
 // Broadcast, Reduce, send/recv shifts, AllToAll, Gather, Scatter,
-// AllToAllV, AllGatherV, ReduceScatterV) runs on every element type:
+// AllToAllV, AllGatherV, ReduceScatterV, GatherV, ScatterV) runs on every
+// element type, synchronously and through its asynchronous form (waited
+// for with Wait, WaitAll, WaitAny or by polling Test):
 // float32 and float64 against a float64 reference (exact or within a
 // stated bound), the integer types exactly (wrapping sums and products,
 // signed and unsigned extrema; Mean must be rejected), the 16-bit floats
@@ -124,10 +125,16 @@ const (
 	cAllToAllV
 	cAllGatherV
 	cReduceScatterV
+	// The rooted V collectives: counts, displs and the root's recv
+	// (GatherV) or send (ScatterV) are used on the root only; a non-root
+	// with NilRecv passes nil for them, else the root's counts and offsets
+	// and a buffer that must stay as it is.
+	cGatherV
+	cScatterV
 )
 
 var collNames = [...]string{"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce", "Shift",
-	"AllToAll", "Gather", "Scatter", "AllToAllV", "AllGatherV", "ReduceScatterV"}
+	"AllToAll", "Gather", "Scatter", "AllToAllV", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV"}
 
 func (k confColl) String() string { return collNames[k] }
 
@@ -138,7 +145,27 @@ func (k confColl) reduces() bool {
 
 // rooted reports whether the collective has a root.
 func (k confColl) rooted() bool {
-	return k == cBroadcast || k == cReduce || k == cGather || k == cScatter
+	return k == cBroadcast || k == cReduce || k == cGather || k == cScatter || k == cGatherV || k == cScatterV
+}
+
+// vCounts reports whether the collective takes counts and offsets
+// (confLayout).
+func (k confColl) vCounts() bool {
+	return k == cAllToAllV || k == cAllGatherV || k == cReduceScatterV || k == cGatherV || k == cScatterV
+}
+
+// hasTensor reports whether the collective has a tensor form.
+func (k confColl) hasTensor() bool { return k != cShift && k != cGatherV && k != cScatterV }
+
+// inPlaceLayout reports whether the test sets up an in-place layout of the
+// collective (setupBufs): the in-place paths and the asynchronous calls
+// use it.
+func (k confColl) inPlaceLayout() bool {
+	switch k {
+	case cAllReduce, cBroadcast, cReduceScatter, cAllGather, cReduce, cScatter, cGatherV, cScatterV:
+		return true
+	}
+	return false
 }
 
 // confPath is how a call hands its data over.
@@ -152,9 +179,19 @@ const (
 	// Device tensors: AllReduceTensor and BroadcastTensor in place, the
 	// other XxxTensor forms out of place (send and recv tensors).
 	pTensor
-	pAsync // AllReduceAsync / BroadcastAsync, then Wait
-	// AllReduceAsync in place on a copy of the input, then AllReduceWith out
-	// of place before waiting: a Comm runs them in call order.
+	// The collective's asynchronous form (XxxAsync) in the in-place layout
+	// where the test has one (inPlaceLayout), out of place elsewhere, then
+	// waited for as the call's Wait says.
+	pAsync
+	// The asynchronous form in its pAsync layout on a copy of the buffers
+	// (confBufs.async), then the same collective out of place (Broadcast:
+	// in place) on the call's own buffers before waiting: synchronously
+	// (Wait, Test: a Comm runs them in call order, so Test must find the
+	// asynchronous call done when the synchronous one returned), or
+	// asynchronously too (WaitAll, WaitAny: the first started finishes
+	// first). AllReduce: AllReduceAsync in place on a copy of the input
+	// (confBufs.extra), then AllReduceWith. Shift: RecvAsync, then a
+	// blocking Send.
 	pAsyncPair
 	pPinnedSend // a HostBuffer to send from, a Go slice to receive into
 	pPinnedRecv // a Go slice to send from, a HostBuffer to receive into
@@ -204,6 +241,20 @@ var inputNames = [...]string{"exact-int", "exact-f64", "random", "special", "sub
 
 func (k inputKind) String() string { return inputNames[k] }
 
+// waitMode is how an asynchronous call's Works are waited for.
+type waitMode int
+
+const (
+	wWait    waitMode = iota // Work.Wait
+	wWaitAll                 // WaitAll (with a nil entry, skipped)
+	wTest                    // Work.Test polled until done, then Wait
+	wWaitAny                 // WaitAny until every Work is done (with a nil entry, skipped)
+)
+
+var waitNames = [...]string{"Wait", "WaitAll", "Test", "WaitAny"}
+
+func (w waitMode) String() string { return waitNames[w] }
+
 // confGroup is a session's group.
 type confGroup struct {
 	Backend         string
@@ -240,9 +291,13 @@ type confCall struct {
 	Mag      int // integers in [-2^Mag, 2^Mag]
 	Root     int
 	DataSeed uint64
-	// NilRecv: a Reduce or Gather non-root passes nil instead of a recv it
-	// checks, a Scatter non-root nil instead of a send.
+	// NilRecv: a Reduce, Gather or GatherV non-root passes nil instead of a
+	// recv it checks, a Scatter or ScatterV non-root nil instead of a send
+	// (GatherV, ScatterV: nil counts and offsets too).
 	NilRecv bool
+	// Wait: how the asynchronous paths wait (TestConformance; the
+	// fault-injection sessions Wait).
+	Wait waitMode
 	// Steps bounds the 16-bit roundings of an element's reduction (see
 	// roundSteps).
 	Steps int
@@ -284,11 +339,14 @@ func (c confCall) String() string {
 	if c.Coll.rooted() || c.Coll == cShift {
 		s += fmt.Sprintf(" root=%d", c.Root)
 	}
-	if (c.Coll == cReduce || c.Coll == cGather) && c.NilRecv {
+	if (c.Coll == cReduce || c.Coll == cGather || c.Coll == cGatherV) && c.NilRecv {
 		s += " nil-recv"
 	}
-	if c.Coll == cScatter && c.NilRecv {
+	if (c.Coll == cScatter || c.Coll == cScatterV) && c.NilRecv {
 		s += " nil-send"
+	}
+	if c.Path.async() {
+		s += " wait=" + c.Wait.String()
 	}
 	if c.Type.is16() && c.Coll.reduces() {
 		s += fmt.Sprintf(" steps<=%d", c.Steps)
@@ -322,10 +380,13 @@ type confLimits struct {
 	maxLen    int // elements per rank of the largest calls
 	maxCalls  int
 	vulkanPct int // share of sessions drawn on vulkan
-	// every: draw every element type and collective (TestConformance).
-	// Without it a session draws the first six collectives, from the same
-	// random stream as before the others were added (the fault-injection
-	// test's sessions), and f32 and f64 only unless types is set.
+	// every: draw every element type and collective, and the asynchronous
+	// form of every collective with every way of waiting
+	// (TestConformance). Without it a session draws the first six
+	// collectives, their asynchronous forms only for AllReduce, Broadcast
+	// and send/recv (Wait), from the same random stream as before the
+	// others were added (the fault-injection test's sessions), and f32 and
+	// f64 only unless types is set.
 	every bool
 	types bool // draw every element type (every implies it)
 }
@@ -432,8 +493,8 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 	for i := 0; i < calls; i++ {
 		var c confCall
 		if lim.every {
-			// All-reduce, with its strategies and paths, takes 5 of 16.
-			switch x := rng.IntN(16); {
+			// All-reduce, with its strategies and paths, takes 5 of 18.
+			switch x := rng.IntN(18); {
 			case x < 5:
 				c.Coll = cAllReduce
 			default:
@@ -472,15 +533,22 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 				c.Path = pAsyncPair
 			}
 		}
-		if c.Path == pAsyncPair && c.Coll == cBroadcast {
+		// Every collective has an asynchronous form; tensor forms exist
+		// for every collective but send/recv, GatherV and ScatterV. The
+		// fault-injection sessions keep both to AllReduce, Broadcast and
+		// send/recv (send/recv: no tensor, below), and Broadcast's
+		// asynchronous calls to pAsync.
+		if !lim.every && c.Path == pAsyncPair && c.Coll == cBroadcast {
 			c.Path = pAsync
 		}
-		// Asynchronous forms exist for AllReduce, Broadcast and send/recv;
-		// tensor forms for every collective but send/recv (TestConformance:
-		// the fault-injection sessions keep tensors to AllReduce and
-		// Broadcast).
-		tensorOK := c.Coll == cAllReduce || c.Coll == cBroadcast || c.Coll == cShift || (lim.every && c.Path == pTensor)
-		if (c.Path == pTensor || c.Path.async()) && !tensorOK {
+		formOK := c.Coll == cAllReduce || c.Coll == cBroadcast || c.Coll == cShift
+		switch {
+		case c.Path == pTensor:
+			formOK = formOK || (lim.every && c.Coll.hasTensor())
+		case c.Path.async():
+			formOK = formOK || lim.every
+		}
+		if (c.Path == pTensor || c.Path.async()) && !formOK {
 			c.Path = confPath(rng.IntN(2)) // slice or in place
 		}
 		if c.Coll == cShift {
@@ -536,7 +604,7 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		es := c.Type.size()
 		ml := maxLen
 		switch c.Coll {
-		case cReduceScatter, cAllGather, cAllToAll, cGather, cScatter, cAllToAllV, cAllGatherV, cReduceScatterV:
+		case cReduceScatter, cAllGather, cAllToAll, cGather, cScatter, cAllToAllV, cAllGatherV, cReduceScatterV, cGatherV, cScatterV:
 			ml = max(1, maxLen/g.Ranks)
 		}
 		c.N = drawLen(rng, g.Ranks, max(1, slot/es), g.PipelineDepth, ml)
@@ -563,6 +631,9 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		c.Root = rng.IntN(g.Ranks)
 		c.NilRecv = rng.IntN(2) == 0
 		c.DataSeed = rng.Uint64()
+		if lim.every && c.Path.async() {
+			c.Wait = waitMode(rng.IntN(len(waitNames)))
+		}
 		c.Steps = roundSteps(c, *g)
 		s.Calls = append(s.Calls, c)
 	}
@@ -611,8 +682,10 @@ func roundSteps(c confCall, g confGroup) int {
 // confLayout is the counts and offsets of a V collective on its ranks:
 // rank i sends cnt[i][j] elements from sd[i][j] of its send to rank j,
 // which stores them at rd[j][i] of its recv (rc[j][i] = cnt[i][j]); slen
-// and rlen are each rank's send and recv lengths. AllGatherV and
-// ReduceScatterV pass counts and displs (the same on every rank).
+// and rlen are each rank's send and recv lengths. AllGatherV,
+// ReduceScatterV, GatherV and ScatterV pass counts and displs (the same on
+// every rank; GatherV and ScatterV: used on the root only, and a non-root
+// gets what the root does, in slen or rlen, or nothing with NilRecv).
 type confLayout struct {
 	cnt, sd, rd, rc [][]int
 	slen, rlen      []int
@@ -622,7 +695,7 @@ type confLayout struct {
 // layout draws the layout of V call c on ranks ranks from its data seed:
 // counts around c.N with zeros, ranges in a shuffled order with gaps, and
 // sometimes overlapping send ranges (allowed for AllToAllV's send and
-// ReduceScatterV's ranges of send).
+// ReduceScatterV's and ScatterV's ranges of send).
 func (c confCall) layout(ranks int) *confLayout {
 	rng := rand.New(rand.NewPCG(c.DataSeed, 0x6c61796f7574))
 	count := func() int {
@@ -686,28 +759,31 @@ func (c confCall) layout(ranks int) *confLayout {
 			}
 			l.rd[j], l.rlen[j] = place(l.rc[j], false)
 		}
-	case cAllGatherV:
+	case cAllGatherV, cReduceScatterV, cGatherV, cScatterV:
+		// Ranges of recv (the gathers) or of send (ReduceScatterV and
+		// ScatterV, sometimes overlapping).
 		l.counts = make([]int, ranks)
 		for j := range l.counts {
 			l.counts[j] = count()
 		}
-		var R int
-		l.displs, R = place(l.counts, false)
+		gathers := c.Coll == cAllGatherV || c.Coll == cGatherV
+		var span int
+		l.displs, span = place(l.counts, !gathers && rng.IntN(4) == 0)
 		for i := range l.cnt {
-			l.slen[i], l.rlen[i] = l.counts[i], R
-			for j := range l.cnt[i] {
-				l.cnt[i][j], l.rc[j][i], l.rd[j][i] = l.counts[i], l.counts[i], l.displs[i]
+			l.slen[i], l.rlen[i] = span, l.counts[i]
+			if gathers {
+				l.slen[i], l.rlen[i] = l.counts[i], span
 			}
-		}
-	case cReduceScatterV:
-		l.counts = make([]int, ranks)
-		for j := range l.counts {
-			l.counts[j] = count()
-		}
-		var S int
-		l.displs, S = place(l.counts, rng.IntN(4) == 0)
-		for i := range l.slen {
-			l.slen[i], l.rlen[i] = S, l.counts[i]
+			// What rank i sends rank j: AllGatherV's ranks all theirs to
+			// every rank, GatherV's to the root; ScatterV's root range j.
+			for j := range l.cnt[i] {
+				switch {
+				case c.Coll == cAllGatherV || c.Coll == cGatherV && j == c.Root:
+					l.cnt[i][j], l.rc[j][i], l.rd[j][i] = l.counts[i], l.counts[i], l.displs[i]
+				case c.Coll == cScatterV && i == c.Root:
+					l.cnt[i][j], l.sd[i][j], l.rc[j][i] = l.counts[j], l.displs[j], l.counts[j]
+				}
+			}
 		}
 	}
 	return l
@@ -725,7 +801,7 @@ func (c confCall) lens(ranks, r int) (ls, lr int) {
 		return c.N * ranks, c.N * ranks
 	case cScatter:
 		return c.N * ranks, c.N
-	case cAllToAllV, cAllGatherV, cReduceScatterV:
+	case cAllToAllV, cAllGatherV, cReduceScatterV, cGatherV, cScatterV:
 		l := c.layout(ranks)
 		return l.slen[r], l.rlen[r]
 	}
@@ -1022,10 +1098,16 @@ type confBufs[T Elem] struct {
 	// recv (nil where they are nil), downloaded into them after the call.
 	tsend, trecv *Tensor[T]
 	keep         []T // the send buffer before an out-of-place call
-	extra        []T // async+sync: the asynchronous call's buffer
+	// async+sync: the asynchronous call's buffers, set up as pAsync's
+	// (asyncPart); AllReduce's extra is its send (and recv).
+	async *confBufs[T]
+	extra []T
 }
 
 func (b *confBufs[T]) close() {
+	if b.async != nil {
+		b.async.close()
+	}
 	if b.hs != nil {
 		b.hs.Close()
 	}
@@ -1052,20 +1134,57 @@ type confOutcome struct {
 type confFail struct{ kind, msg string }
 
 // inPlace reports whether c's send and recv share memory: the in-place
-// paths, except the tensor forms other than AllReduceTensor and
-// BroadcastTensor (separate send and recv tensors).
+// paths, and the asynchronous form where the test has an in-place layout
+// of the collective; a broadcast always; never the tensor forms other than
+// AllReduceTensor and BroadcastTensor (separate send and recv tensors).
 func (c confCall) inPlace() bool {
-	if c.Path == pTensor && c.Coll != cAllReduce && c.Coll != cBroadcast && c.Coll != cShift {
-		return false
+	switch {
+	case c.Coll == cBroadcast:
+		return true
+	case c.Path == pTensor:
+		return c.Coll == cAllReduce
+	case c.Path == pAsync:
+		return c.Coll.inPlaceLayout()
 	}
 	return c.Path.inPlace()
 }
 
+// allReduceOnRecv reports whether c runs AllReduceAsync out of place:
+// on recv, holding a copy of send (confForms), as the second call of an
+// async+sync AllReduce waited for with WaitAll or WaitAny.
+func (c confCall) allReduceOnRecv() bool {
+	return c.Coll == cAllReduce && c.Path == pAsyncPair && (c.Wait == wWaitAll || c.Wait == wWaitAny)
+}
+
+// asyncPart is the asynchronous call of an async+sync call c.
+func (c confCall) asyncPart() confCall {
+	c.Path = pAsync
+	return c
+}
+
 // setupBufs fills rank r's buffers for c from in (send) and the poison
-// (recv). In place, recv aliases send (ReduceScatter: recv is rank r's
-// chunk of send; AllGather: send is rank r's chunk of recv; Scatter: the
-// root's recv is its chunk of send; Reduce: recv is send).
+// (recv), and an async+sync call's asynchronous buffers (confBufs.async)
+// likewise.
 func setupBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], error) {
+	b, err := setupOwnBufs[T](c, ranks, r, in)
+	if err != nil || c.Path != pAsyncPair || c.Coll == cShift {
+		return b, err
+	}
+	if b.async, err = setupOwnBufs[T](c.asyncPart(), ranks, r, in); err != nil {
+		return b, err
+	}
+	if c.Coll == cAllReduce {
+		b.extra = b.async.send
+	}
+	return b, nil
+}
+
+// setupOwnBufs fills rank r's buffers for c. In place, recv aliases send:
+// AllReduce, Broadcast and Reduce pass recv == send; ReduceScatter's recv
+// is rank r's chunk of send, AllGather's send rank r's chunk of recv; on
+// the root, Scatter's and ScatterV's recv is its range of send, GatherV's
+// send its range of recv.
+func setupOwnBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], error) {
 	b := &confBufs[T]{}
 	ls, lr := c.lens(ranks, r)
 	alloc := func(n int, pinned bool) ([]T, *HostBuffer[T], error) {
@@ -1083,15 +1202,26 @@ func setupBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], err
 	poison := func(dst []T) { setBits(dst, nil, c.Type.poison()) }
 	root := r == c.Root
 	inPlace := c.inPlace()
+	// Rank r's block of the larger buffer, in place.
+	lo, hi := r*c.N, (r+1)*c.N
+	switch c.Coll {
+	case cGatherV, cScatterV:
+		l := c.layout(ranks)
+		lo, hi = l.displs[r], l.displs[r]+l.counts[r]
+		fallthrough
+	case cScatter:
+		inPlace = inPlace && root // in place on the root only
+	}
 	switch {
-	case c.Coll == cScatter && inPlace && root:
-		if b.send, b.hs, err = alloc(ls, c.Path.sendPinned()); err != nil {
+	case inPlace && (c.Coll == cAllGather || c.Coll == cGatherV):
+		if b.recv, b.hr, err = alloc(lr, c.Path.recvPinned()); err != nil {
 			return b, err
 		}
+		poison(b.recv)
+		b.send = b.recv[lo:hi]
 		fill(b.send, in)
-		b.recv = b.send[r*c.N : (r+1)*c.N]
 		return b, nil
-	case c.Coll == cScatter && c.NilRecv && !root:
+	case (c.Coll == cScatter || c.Coll == cScatterV) && c.NilRecv && !root:
 		// The send of a non-root is not used: nil.
 		if b.recv, b.hr, err = alloc(lr, c.Path.recvPinned()); err != nil {
 			return b, err
@@ -1099,145 +1229,138 @@ func setupBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], err
 		poison(b.recv)
 		return b, nil
 	}
-	if !inPlace || c.Coll == cReduce || c.Coll == cShift || c.Coll == cScatter {
-		if b.send, b.hs, err = alloc(ls, c.Path.sendPinned()); err != nil {
-			return b, err
-		}
-		fill(b.send, in)
-		if c.Coll == cReduce && inPlace {
-			b.recv = b.send // every rank passes recv == send
-		} else if (c.Coll == cReduce || c.Coll == cGather) && !root && c.NilRecv {
-			b.recv = nil
-		} else if c.Coll != cBroadcast {
-			if b.recv, b.hr, err = alloc(lr, c.Path.recvPinned()); err != nil {
-				return b, err
-			}
-			poison(b.recv)
-		}
-		if !c.Path.inPlace() || c.Coll == cScatter || c.Path == pTensor && !inPlace {
-			b.keep = append([]T(nil), b.send...)
-		}
-		return b, nil
+	if b.send, b.hs, err = alloc(ls, c.Path.sendPinned()); err != nil {
+		return b, err
 	}
-	switch c.Coll {
-	case cAllReduce, cBroadcast:
-		if b.send, b.hs, err = alloc(ls, c.Path.sendPinned()); err != nil {
-			return b, err
-		}
-		fill(b.send, in)
+	fill(b.send, in)
+	switch {
+	case inPlace && (c.Coll == cReduceScatter || c.Coll == cScatter || c.Coll == cScatterV):
+		b.recv = b.send[lo:hi]
+		return b, nil
+	case inPlace:
 		b.recv = b.send
-	case cReduceScatter:
-		if b.send, b.hs, err = alloc(ls, c.Path.sendPinned()); err != nil {
-			return b, err
-		}
-		fill(b.send, in)
-		b.recv = b.send[r*c.N : (r+1)*c.N]
-	case cAllGather:
+		return b, nil
+	case (c.Coll == cReduce || c.Coll == cGather || c.Coll == cGatherV) && !root && c.NilRecv:
+		b.recv = nil
+	default:
 		if b.recv, b.hr, err = alloc(lr, c.Path.recvPinned()); err != nil {
 			return b, err
 		}
 		poison(b.recv)
-		b.send = b.recv[r*c.N : (r+1)*c.N]
-		fill(b.send, in)
 	}
+	b.keep = append([]T(nil), b.send...)
 	return b, nil
 }
 
 // callRank runs call c on comm cm with rank r's buffers.
 func callRank[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
-	if c.Path == pTensor && !c.inPlace() && c.Coll != cShift {
+	switch {
+	case c.Path == pTensor && c.Coll == cAllReduce:
+		if err := tensorIn(cm, b); err != nil {
+			return err
+		}
+		if err := AllReduceTensor(ctx, cm, b.tensor, c.Op, c.Strategy); err != nil {
+			return err
+		}
+		return tensorOut(cm, b.tensor, b.recv)
+	case c.Path == pTensor && c.Coll == cBroadcast:
+		if err := tensorIn(cm, b); err != nil {
+			return err
+		}
+		if err := BroadcastTensor(ctx, cm, b.tensor, c.Root); err != nil {
+			return err
+		}
+		return tensorOut(cm, b.tensor, b.send)
+	case c.Path == pTensor:
 		return callTensors(ctx, cm, c, b)
+	case c.Coll == cShift:
+		return callShift(ctx, cm, c, b)
+	case c.Path.async():
+		return callAsync(ctx, cm, c, b)
 	}
+	run, _ := confForms(cm, c, b)
+	return run(ctx)
+}
+
+// confForms returns collective c on rank cm's buffers b (not send/recv
+// shifts): its synchronous form and its asynchronous one (XxxAsync).
+func confForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.Context) error, start func(context.Context) *Work) {
 	n, r := cm.Group().Size(), cm.Rank()
+	var l *confLayout
+	var counts, displs []int
+	if c.Coll.vCounts() {
+		l = c.layout(n)
+		counts, displs = l.counts, l.displs
+		if c.Coll.rooted() && r != c.Root && c.NilRecv {
+			counts, displs = nil, nil // used on the root only
+		}
+	}
 	switch c.Coll {
 	case cAllReduce:
-		switch c.Path {
-		case pTensor:
-			if err := tensorIn(cm, b); err != nil {
-				return err
+		return func(ctx context.Context) error {
+				if c.Strategy == Auto && c.DataSeed%2 == 0 {
+					switch c.Path {
+					case pInPlace, pPinnedInPlace:
+						return AllReduce(ctx, cm, b.send, c.Op)
+					case pSlice, pPinned:
+						return AllReduceInto(ctx, cm, b.send, b.recv, c.Op)
+					}
+				}
+				return AllReduceWith(ctx, cm, b.send, b.recv, c.Op, c.Strategy)
+			}, func(ctx context.Context) *Work {
+				// AllReduceAsync is in place: out of place, on recv
+				// holding a copy of send.
+				data := b.send
+				if c.allReduceOnRecv() {
+					data = b.recv
+					copy(data, b.send)
+				}
+				return AllReduceAsync(ctx, cm, data, c.Op)
 			}
-			if err := AllReduceTensor(ctx, cm, b.tensor, c.Op, c.Strategy); err != nil {
-				return err
-			}
-			return tensorOut(cm, b.tensor, b.recv)
-		case pAsync:
-			// The enqueue ctx bounds the operation; Wait's bounds only the wait.
-			return AllReduceAsync(ctx, cm, b.send, c.Op).Wait(context.Background())
-		case pAsyncPair:
-			b.extra = append([]T(nil), b.send...)
-			w := AllReduceAsync(ctx, cm, b.extra, c.Op)
-			err := AllReduceWith(ctx, cm, b.send, b.recv, c.Op, c.Strategy)
-			if werr := w.Wait(context.Background()); werr != nil {
-				return werr
-			}
-			return err
-		case pInPlace, pPinnedInPlace:
-			if c.Strategy == Auto && c.DataSeed%2 == 0 {
-				return AllReduce(ctx, cm, b.send, c.Op)
-			}
-		case pSlice, pPinned:
-			if c.Strategy == Auto && c.DataSeed%2 == 0 {
-				return AllReduceInto(ctx, cm, b.send, b.recv, c.Op)
-			}
-		}
-		return AllReduceWith(ctx, cm, b.send, b.recv, c.Op, c.Strategy)
 	case cReduceScatter:
-		return ReduceScatter(ctx, cm, b.send, b.recv, c.Op)
+		return func(ctx context.Context) error { return ReduceScatter(ctx, cm, b.send, b.recv, c.Op) },
+			func(ctx context.Context) *Work { return ReduceScatterAsync(ctx, cm, b.send, b.recv, c.Op) }
 	case cAllGather:
-		return AllGather(ctx, cm, b.send, b.recv)
+		return func(ctx context.Context) error { return AllGather(ctx, cm, b.send, b.recv) },
+			func(ctx context.Context) *Work { return AllGatherAsync(ctx, cm, b.send, b.recv) }
 	case cBroadcast:
-		switch c.Path {
-		case pTensor:
-			if err := tensorIn(cm, b); err != nil {
-				return err
-			}
-			if err := BroadcastTensor(ctx, cm, b.tensor, c.Root); err != nil {
-				return err
-			}
-			return tensorOut(cm, b.tensor, b.send)
-		case pAsync:
-			return BroadcastAsync(ctx, cm, b.send, c.Root).Wait(context.Background())
-		}
-		return Broadcast(ctx, cm, b.send, c.Root)
+		return func(ctx context.Context) error { return Broadcast(ctx, cm, b.send, c.Root) },
+			func(ctx context.Context) *Work { return BroadcastAsync(ctx, cm, b.send, c.Root) }
 	case cReduce:
-		return Reduce(ctx, cm, b.send, b.recv, c.Op, c.Root)
-	case cShift:
-		k := c.shift(n)
-		to, from := (r+k)%n, (r-k+n)%n
-		switch c.Path {
-		case pAsync:
-			var ws, wr *Work
-			if c.DataSeed%2 == 0 {
-				ws = SendAsync(ctx, cm, b.send, to)
-				wr = RecvAsync(ctx, cm, b.recv, from)
-			} else {
-				wr = RecvAsync(ctx, cm, b.recv, from)
-				ws = SendAsync(ctx, cm, b.send, to)
-			}
-			return cmp.Or(ws.Wait(context.Background()), wr.Wait(context.Background()))
-		case pAsyncPair:
-			wr := RecvAsync(ctx, cm, b.recv, from)
-			err := Send(ctx, cm, b.send, to)
-			return cmp.Or(err, wr.Wait(context.Background()))
-		}
-		return SendRecv(ctx, cm, b.send, to, b.recv, from)
+		return func(ctx context.Context) error { return Reduce(ctx, cm, b.send, b.recv, c.Op, c.Root) },
+			func(ctx context.Context) *Work { return ReduceAsync(ctx, cm, b.send, b.recv, c.Op, c.Root) }
 	case cAllToAll:
-		return AllToAll(ctx, cm, b.send, b.recv)
+		return func(ctx context.Context) error { return AllToAll(ctx, cm, b.send, b.recv) },
+			func(ctx context.Context) *Work { return AllToAllAsync(ctx, cm, b.send, b.recv) }
 	case cGather:
-		return Gather(ctx, cm, b.send, b.recv, c.Root)
+		return func(ctx context.Context) error { return Gather(ctx, cm, b.send, b.recv, c.Root) },
+			func(ctx context.Context) *Work { return GatherAsync(ctx, cm, b.send, b.recv, c.Root) }
 	case cScatter:
-		return Scatter(ctx, cm, b.send, b.recv, c.Root)
+		return func(ctx context.Context) error { return Scatter(ctx, cm, b.send, b.recv, c.Root) },
+			func(ctx context.Context) *Work { return ScatterAsync(ctx, cm, b.send, b.recv, c.Root) }
 	case cAllToAllV:
-		l := c.layout(n)
-		return AllToAllV(ctx, cm, b.send, l.cnt[r], l.sd[r], b.recv, l.rc[r], l.rd[r])
+		return func(ctx context.Context) error {
+				return AllToAllV(ctx, cm, b.send, l.cnt[r], l.sd[r], b.recv, l.rc[r], l.rd[r])
+			}, func(ctx context.Context) *Work {
+				return AllToAllVAsync(ctx, cm, b.send, l.cnt[r], l.sd[r], b.recv, l.rc[r], l.rd[r])
+			}
 	case cAllGatherV:
-		l := c.layout(n)
-		return AllGatherV(ctx, cm, b.send, b.recv, l.counts, l.displs)
+		return func(ctx context.Context) error { return AllGatherV(ctx, cm, b.send, b.recv, counts, displs) },
+			func(ctx context.Context) *Work { return AllGatherVAsync(ctx, cm, b.send, b.recv, counts, displs) }
 	case cReduceScatterV:
-		l := c.layout(n)
-		return ReduceScatterV(ctx, cm, b.send, b.recv, l.counts, l.displs, c.Op)
+		return func(ctx context.Context) error { return ReduceScatterV(ctx, cm, b.send, b.recv, counts, displs, c.Op) },
+			func(ctx context.Context) *Work {
+				return ReduceScatterVAsync(ctx, cm, b.send, b.recv, counts, displs, c.Op)
+			}
+	case cGatherV:
+		return func(ctx context.Context) error { return GatherV(ctx, cm, b.send, b.recv, counts, displs, c.Root) },
+			func(ctx context.Context) *Work { return GatherVAsync(ctx, cm, b.send, b.recv, counts, displs, c.Root) }
+	case cScatterV:
+		return func(ctx context.Context) error { return ScatterV(ctx, cm, b.send, b.recv, counts, displs, c.Root) },
+			func(ctx context.Context) *Work { return ScatterVAsync(ctx, cm, b.send, b.recv, counts, displs, c.Root) }
 	}
-	return fmt.Errorf("unknown collective %d", c.Coll)
+	err := fmt.Errorf("no call of %s", c.Coll)
+	return func(context.Context) error { return err }, func(context.Context) *Work { return failedWork(err) }
 }
 
 // callTensors runs c with the tensor forms of the collectives other than
@@ -1458,12 +1581,22 @@ func checkUntouched[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T]) []co
 		if b.recv == nil || c.inPlace() {
 			continue
 		}
+		if c.allReduceOnRecv() {
+			// The test copied the input there.
+			if !equalBits(elemBits(b.recv), in[r]) {
+				fails = append(fails, confFail{"rejected call wrote its buffers", fmt.Sprintf("rank %d: the recv of a rejected AllReduceAsync changed", r)})
+			}
+			continue
+		}
 		for i, v := range elemBits(b.recv) {
 			if v != c.Type.poison() {
 				fails = append(fails, confFail{"rejected call wrote its buffers", fmt.Sprintf("rank %d: recv[%d] of a rejected call was written (%s)", r, i, c.Type.format(v))})
 				break
 			}
 		}
+	}
+	if ab := asyncBufs(c, bufs); ab != nil {
+		fails = append(fails, checkUntouched(c.asyncPart(), in, ab)...)
 	}
 	return fails
 }
@@ -1654,11 +1787,17 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 				fail("send buffer written", "root %d: its send changed in place (%s)", r, diffBits(t, elemBits(b.send), in[r]))
 			}
 		}
-	case cAllToAllV, cAllGatherV:
+	case cAllToAllV, cAllGatherV, cGatherV, cScatterV:
 		l := c.layout(ranks)
 		for j, b := range bufs {
-			if !good(j) {
+			switch {
+			case !good(j):
 				continue
+			case c.Coll == cGatherV && j != c.Root:
+				unwritten(j, elemBits(b.recv), "non-root recv written")
+				continue
+			case c.Coll == cScatterV && j == c.Root && c.inPlace() && !equalBits(elemBits(b.send), in[j]):
+				fail("send buffer written", "root %d: its send changed in place (%s)", j, diffBits(t, elemBits(b.send), in[j]))
 			}
 			// Every received range, and the poison elsewhere.
 			want := make([]uint64, l.rlen[j])
@@ -1701,7 +1840,29 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 			}
 		}
 	}
+	if ab := asyncBufs(c, bufs); ab != nil {
+		for _, f := range checkResults(c.asyncPart(), in, ab, ok) {
+			fails = append(fails, confFail{f.kind + " (async)", "the asynchronous call: " + f.msg})
+		}
+	}
 	return fails
+}
+
+// asyncBufs returns the buffers of the asynchronous calls of an async+sync
+// call c (AllReduce's: checked as its extra), nil for none. The
+// fault-injection test's copies of the buffers have none.
+func asyncBufs[T Elem](c confCall, bufs []*confBufs[T]) []*confBufs[T] {
+	if c.Path != pAsyncPair || c.Coll == cAllReduce {
+		return nil
+	}
+	ab := make([]*confBufs[T], len(bufs))
+	for r, b := range bufs {
+		if b.async == nil {
+			return nil
+		}
+		ab[r] = b.async
+	}
+	return ab
 }
 
 // covered reports whether element k of rank j's recv lies in a range it
@@ -1895,6 +2056,9 @@ func confSummary(t *testing.T, test, flagPrefix string, fails []confFailure) {
 // confKind is the summary key of a failure of call c.
 func confKind(c confCall, kind string) string {
 	desc := fmt.Sprintf("%s/%s/%s", c.Coll, c.Path, c.Type)
+	if c.Path.async() {
+		desc += "/" + c.Wait.String()
+	}
 	if c.Coll == cAllReduce {
 		desc += "/" + c.Strategy.String()
 	}
@@ -1934,7 +2098,11 @@ func TestConformance(t *testing.T) {
 		for _, c := range s.Calls {
 			byColl[c.Coll.String()]++
 			byType[c.Type.String()]++
-			byPath[c.Path.String()]++
+			if c.Path.async() {
+				byPath[c.Path.String()+"/"+c.Wait.String()]++
+			} else {
+				byPath[c.Path.String()]++
+			}
 		}
 		// A crash kills the process before the test can report: name the
 		// session first (shown only when the package fails, or with -v).

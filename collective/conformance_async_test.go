@@ -1,0 +1,143 @@
+package collective
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The asynchronous paths of TestConformance's calls (pAsync, pAsyncPair)
+// and the ways of waiting for their Works (waitMode).
+
+// callAsync runs collective c (not send/recv shifts) on an asynchronous
+// path with rank cm's buffers b: pAsync starts its asynchronous form and
+// waits; pAsyncPair starts it on b.async, then runs the same collective on
+// b, synchronously (Wait, Test) or asynchronously (WaitAll, WaitAny),
+// before waiting. The enqueue ctx bounds the operations; the waits are
+// unbounded (runConfCall's limit catches a hang).
+func callAsync[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
+	run, start := confForms(cm, c, b)
+	if c.Path == pAsync {
+		return waitWorks(c.Wait, true, start(ctx))
+	}
+	_, startFirst := confForms(cm, c.asyncPart(), b.async)
+	w := startFirst(ctx)
+	if c.Wait == wWaitAll || c.Wait == wWaitAny {
+		return waitWorks(c.Wait, true, w, start(ctx))
+	}
+	err := run(ctx)
+	if done, _ := w.Test(); err == nil && !done {
+		// A synchronous call waits for the comm's earlier operations.
+		return &waitError{"the asynchronous call was not done when the synchronous call started after it returned"}
+	}
+	return cmp.Or(waitWorks(c.Wait, true, w), err)
+}
+
+// callShift runs a send/recv shift: SendRecv; on async SendAsync and
+// RecvAsync (in either order), waited for as c.Wait says; on async+sync
+// RecvAsync, then a blocking Send.
+func callShift[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
+	n, r := cm.Group().Size(), cm.Rank()
+	k := c.shift(n)
+	to, from := (r+k)%n, (r-k+n)%n
+	switch c.Path {
+	case pAsync:
+		var ws, wr *Work
+		if c.DataSeed%2 == 0 {
+			ws = SendAsync(ctx, cm, b.send, to)
+			wr = RecvAsync(ctx, cm, b.recv, from)
+		} else {
+			wr = RecvAsync(ctx, cm, b.recv, from)
+			ws = SendAsync(ctx, cm, b.send, to)
+		}
+		return waitWorks(c.Wait, false, ws, wr)
+	case pAsyncPair:
+		wr := RecvAsync(ctx, cm, b.recv, from)
+		err := Send(ctx, cm, b.send, to)
+		return cmp.Or(err, waitWorks(c.Wait, false, wr))
+	}
+	return SendRecv(ctx, cm, b.send, to, b.recv, from)
+}
+
+// waitError is a disagreement between the ways of waiting for a Work (or
+// with the order a comm runs its operations in).
+type waitError struct{ msg string }
+
+func (e *waitError) Error() string { return e.msg }
+
+// waitWorks waits for works as mode says, checks that every way of asking
+// agrees (Test, Done, Wait, WaitAll, WaitAny), and returns the first of
+// their errors in the order of works. ordered: the works are collectives
+// started on one comm in this order, which finish in it.
+func waitWorks(mode waitMode, ordered bool, works ...*Work) error {
+	bg := context.Background()
+	switch mode {
+	case wWaitAll:
+		err := WaitAll(bg, append([]*Work{nil}, works...)...)
+		failed := false
+		for i, w := range works {
+			if werr := w.Wait(bg); werr != nil {
+				failed = true
+				if !errors.Is(err, werr) {
+					return &waitError{fmt.Sprintf("WaitAll returned %v, not the error of Work %d: %v", err, i, werr)}
+				}
+			}
+		}
+		if err != nil && !failed {
+			return &waitError{fmt.Sprintf("WaitAll returned %v, but every Work succeeded", err)}
+		}
+	case wTest:
+		for pending := true; pending; {
+			pending = false
+			for _, w := range works {
+				if done, _ := w.Test(); !done {
+					pending = true
+				}
+			}
+			if pending {
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+		for i, w := range works {
+			done, err := w.Test()
+			if werr := w.Wait(bg); !done || !w.Done() || err != werr {
+				return &waitError{fmt.Sprintf("Work %d: Test said done=%v, %v; Done %v; Wait %v", i, done, err, w.Done(), werr)}
+			}
+		}
+	case wWaitAny:
+		left := append([]*Work{nil}, works...)
+		for k := 0; ; k++ {
+			i, err := WaitAny(bg, left...)
+			if i < 0 {
+				if err != nil || k != len(works) {
+					return &waitError{fmt.Sprintf("WaitAny returned -1, %v after %d of %d Works", err, k, len(works))}
+				}
+				break
+			}
+			if i == 0 || left[i] == nil {
+				return &waitError{fmt.Sprintf("WaitAny returned entry %d, nil or done before", i)}
+			}
+			w := left[i]
+			if werr := w.Wait(bg); !w.Done() || err != werr {
+				return &waitError{fmt.Sprintf("WaitAny returned Work %d with %v; Done %v; Wait %v", i-1, err, w.Done(), werr)}
+			}
+			if ordered && i-1 != k {
+				return &waitError{fmt.Sprintf("WaitAny returned Work %d as finished first of those left, but the comm started Work %d before it", i-1, k)}
+			}
+			left[i] = nil
+		}
+		// Every Work done: the first in works.
+		if i, err := WaitAny(bg, works...); i != 0 || err != works[0].Wait(bg) {
+			return &waitError{fmt.Sprintf("WaitAny returned Work %d (%v) of %d Works all done", i, err, len(works))}
+		}
+	}
+	var first error
+	for _, w := range works {
+		if err := w.Wait(bg); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
