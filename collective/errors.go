@@ -169,8 +169,9 @@ func (e *TimeoutError) Unwrap() error { return e.Ctx }
 // BrokenError is returned by every call on a group that a failure (or
 // Abort, or Close) broke, except the call that failed first. It names the
 // first failure: the rank, operation and call number where it happened
-// (Rank -1: Abort or Close; P2P: a point-to-point call's number, as in
-// Error) and its cause. errors.Is(err, cause) holds, but
+// (Rank -1: Abort or Close; Op "Run": the rank's function in Group.Run
+// returned an error or panicked; P2P: a point-to-point call's number, as
+// in Error) and its cause. errors.Is(err, cause) holds, but
 // a context error of the rank that failed first is not passed on: only that
 // rank's own error matches context.Canceled or context.DeadlineExceeded.
 type BrokenError struct {
@@ -186,6 +187,9 @@ type BrokenError struct {
 }
 
 func (e *BrokenError) Error() string {
+	if e.Op == opRun {
+		return fmt.Sprintf("group broken by rank %d's function in Group.Run: %v", e.Rank, e.Cause)
+	}
 	if e.Rank < 0 {
 		return fmt.Sprintf("group broken by %s: %v", e.Op, e.Cause)
 	}
@@ -225,6 +229,26 @@ func (e noCtx) As(t any) bool {
 		return false
 	}
 	return errors.As(e.err, t)
+}
+
+// PanicError is what Group.Run returns for a rank whose function panicked
+// (find it with errors.As): the rank, the value passed to panic and the
+// stack of the rank's goroutine where it panicked. It unwraps to the value
+// when that is an error.
+type PanicError struct {
+	Rank  int
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("collective: rank %d: panic: %v", e.Rank, e.Value)
+}
+
+// Unwrap returns the panic value if it is an error, else nil.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
 }
 
 // DataError is a failure after data started moving: an in-place buffer is

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -602,42 +603,95 @@ func (g *Group) Abort(cause error) {
 }
 
 // Run calls fn once per rank of this process, each on its own goroutine
-// with the rank's Comm, and waits for all of them. The first error aborts
-// the group (the other ranks' calls then fail promptly) and is returned;
-// with errgroup semantics, ctx passed to fn is cancelled when Run returns
-// or a rank fails.
+// with the rank's Comm, and waits for all of them. A rank whose fn returns
+// an error, or panics, breaks the group naming that rank (the other ranks'
+// calls then fail promptly with a *BrokenError), and the ctx passed to fn
+// is cancelled when Run returns or a rank fails (errgroup semantics).
+//
+// Run recovers a panic of fn into a *PanicError (the rank, the value
+// passed to panic and the goroutine's stack; errors.As finds it, and a
+// panic with an error value unwraps to it).
+//
+// Run returns the root cause: the error of the rank whose own failure first
+// broke the group (a failed call's *Error, the error its fn returned, or
+// its *PanicError), never an error that only reports another rank's
+// failure (a *BrokenError) while the root cause is known. So when ctx is
+// cancelled, errors.Is(err, context.Canceled) holds, whichever rank noticed
+// first. It is nil when every fn returned nil.
 func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
 		wg    sync.WaitGroup
-		once  sync.Once
-		first error
+		mu    sync.Mutex
+		errs  = make([]error, len(g.comms))
+		order []int // the ranks whose fn failed, in the order they returned
 	)
-	for _, c := range g.comms {
+	for i, c := range g.comms {
 		wg.Add(1)
-		go func(c *Comm) {
+		go func() {
 			defer wg.Done()
-			var err error
-			func() {
-				defer func() {
-					if p := recover(); p != nil {
-						err = fmt.Errorf("rank %d: panic: %v", c.rank, p)
-					}
-				}()
-				err = fn(ctx, c)
-			}()
-			if err != nil {
-				once.Do(func() {
-					first = err
-					g.Abort(err)
-					cancel(err)
-				})
+			err := c.runFn(ctx, fn)
+			if err == nil {
+				return
 			}
-		}(c)
+			// This rank's own failure: it breaks the group naming the
+			// rank (a no-op when a failed call of the rank, or another
+			// rank, broke it first).
+			g.breakGroup(&BrokenError{Rank: c.rank, Op: opRun, Cause: err, hideCtx: true})
+			cancel(err)
+			mu.Lock()
+			errs[i] = err
+			order = append(order, i)
+			mu.Unlock()
+		}()
 	}
 	wg.Wait()
-	return first
+	return g.rootCause(errs, order)
+}
+
+// opRun is the Op of the BrokenError a rank's fn in Run records.
+const opRun = "Run"
+
+// runFn calls fn for c, recovering a panic into a *PanicError.
+func (c *Comm) runFn(ctx context.Context, fn func(ctx context.Context, c *Comm) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Rank: c.rank, Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx, c)
+}
+
+// rootCause picks Run's error from the ranks' errors (by local index;
+// order: the failed ranks in the order they returned): the error of the
+// rank that broke the group, if it is that rank's own; else the first
+// error that is not another rank's failure; else the first.
+func (g *Group) rootCause(errs []error, order []int) error {
+	if len(order) == 0 {
+		return nil
+	}
+	g.brokenMu.Lock()
+	by := g.brokenBy
+	g.brokenMu.Unlock()
+	if by != nil && by.Rank >= 0 && g.isLocal(by.Rank) {
+		if err := errs[by.Rank-g.base]; err != nil && !derivedErr(err) {
+			return err
+		}
+	}
+	for _, i := range order {
+		if !derivedErr(errs[i]) {
+			return errs[i]
+		}
+	}
+	return errs[order[0]]
+}
+
+// derivedErr reports whether err only reports another rank's failure (or
+// Abort, or Close): the group was broken when the rank noticed.
+func derivedErr(err error) bool {
+	var be *BrokenError
+	return errors.As(err, &be)
 }
 
 // Close breaks any call in flight (ErrClosed), waits for every rank's
