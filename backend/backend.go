@@ -175,14 +175,29 @@ type DeviceInfo struct {
 	// controls, or VK_KHR_shader_float_controls) where its
 	// denormBehaviorIndependence lets a kernel ask for that width alone;
 	// false where the device reports none, on Metal, and on the host
-	// backend, which needs no kernels. Where DenormPreserveFloat32 is false the float32 reductions run
-	// kernels that compute on the values' bits, exact whatever the device
-	// does with subnormals (as the float16 and bfloat16 kernels always do),
-	// so the results are the same bits either way; float64 kernels rely on
-	// the device's arithmetic.
+	// backend, which needs no kernels. Where DenormPreserveFloat32 is false
+	// the float32 kernels may flush, and the device's first open in the
+	// process tests them (Float32Hardware); float64 kernels rely on the
+	// device's arithmetic.
 	DenormPreserveFloat16 bool
 	DenormPreserveFloat32 bool
 	DenormPreserveFloat64 bool
+	// Float32Hardware reports whether the float32 reductions and scales run
+	// kernels that use the device's float32 arithmetic (true) or kernels
+	// that compute on the values' bits (the _ftz kernels: exact whatever the
+	// device does with subnormals, as the float16 and bfloat16 kernels
+	// always are, and slower), so the results are the same bits either way;
+	// Float32Reason says why. A device that reports DenormPreserveFloat32
+	// runs the hardware kernels. One that does not runs them only where a
+	// self-test at its first open in the process (the hardware kernels on
+	// subnormal inputs and results, in many work groups, every op and
+	// float32 kernel kind, bit for bit against the host's arithmetic) found them
+	// exact; a mismatch or a self-test that cannot run selects the _ftz
+	// kernels. In a listing (Backend.Devices) of a device not yet opened in
+	// the process Float32Reason is empty: the choice is not made yet. The
+	// host backend reduces in Go, which keeps subnormals: true.
+	Float32Hardware bool
+	Float32Reason   string
 	// Kernels is the set of element types the device's Reduce and Scale
 	// take (F32 always; F64 when Float64). Collectives of a type outside
 	// it take an exact host path where one exists, else ErrUnsupported.

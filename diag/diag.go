@@ -21,7 +21,10 @@ type BackendReport struct {
 }
 
 // Probe lists every backend this build knows of (compiled in or left out),
-// whether it can run here and its devices.
+// whether it can run here and its devices, with the float32 kernels each
+// runs and why (DeviceInfo.Float32Hardware, Float32Reason). A device makes
+// that choice at its first open in the process, which may run a self-test
+// of its float32 arithmetic: Probe opens each device not opened yet, once.
 func Probe() []BackendReport {
 	var out []BackendReport
 	seen := map[string]bool{}
@@ -38,6 +41,9 @@ func Probe() []BackendReport {
 		if err == nil {
 			r.Devices, err = b.Devices()
 		}
+		if err == nil {
+			settleFloat32(b, r.Devices)
+		}
 		r.Err = err
 		if n == "metal" && err != nil && runtime.GOOS != "darwin" {
 			r.Err = fmt.Errorf("metal runs only on darwin: %w", backend.ErrUnavailable)
@@ -45,6 +51,27 @@ func Probe() []BackendReport {
 		out = append(out, r)
 	}
 	return out
+}
+
+// settleFloat32 fills in the float32 kernels of the devices whose listing
+// leaves them to their first open (Float32Reason empty): it opens each such
+// device with default options, which makes the choice, and closes it.
+func settleFloat32(b backend.Backend, devs []backend.DeviceInfo) {
+	for i := range devs {
+		if devs[i].Float32Reason != "" {
+			continue
+		}
+		d, err := b.Open(devs[i].Index, backend.OpenOptions{})
+		if err != nil {
+			devs[i].Float32Reason = fmt.Sprintf("not chosen: the device does not open: %v", err)
+			continue
+		}
+		info := d.Info()
+		devs[i].Float32Hardware, devs[i].Float32Reason = info.Float32Hardware, info.Float32Reason
+		if err := d.Close(); err != nil {
+			devs[i].Float32Reason += fmt.Sprintf(" (closing the device: %v)", err)
+		}
+	}
 }
 
 // Counters returns local rank rank's counters at the backend seam (what

@@ -15,6 +15,12 @@ func TestProbe(t *testing.T) {
 		if r.Name == "host" {
 			host = r.Err == nil && len(r.Devices) > 0
 		}
+		for _, d := range r.Devices {
+			if d.Float32Reason == "" {
+				t.Errorf("%s device %d (%s): no float32 kernels chosen", r.Name, d.Index, d.Name)
+			}
+			t.Logf("%s device %d (%s): float32 hardware kernels %v: %s", r.Name, d.Index, d.Name, d.Float32Hardware, d.Float32Reason)
+		}
 		if r.Name == "metal" && runtime.GOOS != "darwin" && r.Err == nil {
 			t.Error("metal reported available off darwin")
 		}

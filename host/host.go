@@ -86,6 +86,8 @@ func deviceInfo(opts backend.OpenOptions) backend.DeviceInfo {
 		Driver:           fmt.Sprintf("gocoll host backend (%s %s/%s)", runtime.Version(), runtime.GOOS, runtime.GOARCH),
 		APIVersion:       runtime.Version(),
 		Float64:          true,
+		Float32Hardware:  true,
+		Float32Reason:    "reduced in Go, whose float32 arithmetic keeps subnormals",
 		Kernels:          backend.AllDTypes,
 		MaxBindingBytes:  math.MaxInt64,
 		MaxAllocBytes:    math.MaxInt64, // in practice limited by the Go heap

@@ -9,7 +9,8 @@
 // (kernels.AdaptFloatControls), whose float arithmetic must then be right
 // when subnormals flush (the _ftz variants and the 16-bit kernels: the
 // hardware sees only normal values, float32.glsl), or rest on the device's
-// own behaviour (the f64 kernels).
+// own behaviour (the f64 kernels; the float32 ones where a self-test at open
+// found the device keeping subnormals).
 //
 // Capability DenormPreserve is 4464 and execution mode DenormPreserve 4459
 // (SPIR-V 1.4 / SPV_KHR_float_controls).

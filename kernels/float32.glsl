@@ -6,7 +6,9 @@
 // reduce.comp and scale.comp for the float32 kernels of devices that do not
 // promise to keep subnormals (the _ftz variants: reduce_f32_ftz and the
 // others; devices with shaderDenormPreserveFloat32 run reduce_f32 and the
-// others, which declare DenormPreserve and use the hardware's arithmetic).
+// others, which declare DenormPreserve and use the hardware's arithmetic, and
+// so do devices without it whose self-test at open found that arithmetic
+// keeping subnormals, as lavapipe's does).
 // kernels/float32_test.go models every function here in Go and checks the
 // model against Go's float32 arithmetic; keep the two in step.
 //

@@ -106,7 +106,8 @@ const (
 	ReduceM4F32 = "reducem4_f32"
 	ReduceM4F64 = "reducem4_f64"
 	// The float32 kernels of a device that does not report
-	// shaderDenormPreserveFloat32 and so may flush subnormals: the
+	// shaderDenormPreserveFloat32 and so may flush subnormals (unless the
+	// self-test at its first open found its arithmetic keeping them): the
 	// interfaces of the kernels above, elements handled as their bits and
 	// reduced and scaled with exact integer float32 arithmetic where a value
 	// or result is subnormal (float32.glsl).

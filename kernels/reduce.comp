@@ -15,7 +15,10 @@
 // (Float64) keeps subnormal inputs and results as IEEE 754 does; the backend
 // removes the declaration for a device that does not take it
 // (kernels.AdaptFloatControls). Such a device may flush float32 subnormals
-// to zero (Vulkan allows it; NVIDIA's driver does), so it runs the _ftz
+// to zero (Vulkan allows it; NVIDIA's driver does), so its first open runs
+// a self-test of these kernels on subnormal data (internal/shimdev,
+// selftest.go) and keeps them only where every result is the host's bit for
+// bit (lavapipe's are); elsewhere it runs the _ftz
 // variants instead (-DGOCOLL_FTZ: reduce_f32_ftz, reduce4_f32_ftz,
 // reducem_f32_ftz, reducem4_f32_ftz), which hold float32 elements as their
 // bits (uint, uvec4) and reduce them with float32.glsl's arithmetic, exact

@@ -9,8 +9,8 @@
 //
 // Subnormals as in reduce.comp: DenormPreserve declared (denorm.glsl), a
 // mean divided by divide_exact, and -DGOCOLL_FTZ (scale_f32_ftz,
-// scale4_f32_ftz) for devices that do not take DenormPreserve for float32:
-// elements as their bits (uint, uvec4), scaled with float32.glsl's exact
+// scale4_f32_ftz) for devices that do not take DenormPreserve for float32
+// and whose self-test at open found them flushing: elements as their bits (uint, uvec4), scaled with float32.glsl's exact
 // arithmetic, copied as bits.
 #version 450
 #ifdef GOCOLL_F64

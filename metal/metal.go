@@ -41,8 +41,11 @@ func setup() error {
 // kernelCode returns a kernel's MSL (kernels.MSL) as metal.m's kernel_create
 // takes it (cshim.MetalKernel), compiled by Metal at run time, once per
 // device (newLibraryWithSource). MSL carries no float controls: Metal
-// reports no DenormPreserveFloat32, so its float32 reductions run the _ftz
-// kernels, exact whatever the GPU does with subnormals.
+// reports no DenormPreserveFloat32, so a device's first open runs the
+// self-test of its float32 arithmetic (shimdev), and its float32
+// reductions run the kernels that use it only where every result was the
+// host's, else the _ftz kernels, exact whatever the GPU does with
+// subnormals.
 func kernelCode(info kernels.Info, _ cshim.DeviceInfo) ([]byte, string, error) {
 	msl, err := kernels.MSL(info.Name)
 	if err != nil {

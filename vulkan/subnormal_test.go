@@ -14,13 +14,12 @@ import (
 // TestSubnormalKernels runs the conformance suite's subnormal checks
 // (backendtest.RunSubnormals: float32, float64, float16 and bfloat16
 // subnormal inputs and results, bit for bit the host's) on device 0 with
-// each set of float32 kernels: the one its float controls select (the
-// kernels declaring DenormPreserve where DenormPreserveFloat32, else the
-// _ftz ones) and, by the test hook, the other, so a device that keeps
-// subnormals without promising it (lavapipe) checks both. On a device
-// without DenormPreserveFloat32 the hardware kernels may flush, and that
-// run is skipped unless the device is a CPU (lavapipe's arithmetic keeps
-// subnormals).
+// each set of float32 kernels: the one the device selects (the kernels using
+// its arithmetic where it reports DenormPreserveFloat32 or the self-test
+// found that arithmetic exact, else the _ftz ones) and, by the test hook,
+// the other, so a device that keeps subnormals without promising it
+// (lavapipe) checks both. The hardware kernels of a device whose self-test
+// found them flushing would fail: that run is skipped.
 func TestSubnormalKernels(t *testing.T) {
 	arithmetic(t)
 	requireVulkan(t)
@@ -30,7 +29,7 @@ func TestSubnormalKernels(t *testing.T) {
 			name = "hardware"
 		}
 		t.Run(name, func(t *testing.T) {
-			if !fullRun() && hardware == openDevice(t, backend.OpenOptions{}).Info().DenormPreserveFloat32 {
+			if !fullRun() && hardware == openDevice(t, backend.OpenOptions{}).Info().Float32Hardware {
 				// The kernels the device selects itself: TestConformance's
 				// Subnormals runs them (GOCOLL_TEST_FULL=1 runs them here too).
 				t.Skip("the device's own float32 kernels: TestConformance/Subnormals checks them")
@@ -38,10 +37,11 @@ func TestSubnormalKernels(t *testing.T) {
 			backendtest.RunSubnormals(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
 				d := openDevice(t, opts)
 				info := d.Info()
-				t.Logf("%s: float controls %v, DenormPreserveFloat16/32/64 %v/%v/%v", info.Name, d.Raw().FloatControls,
-					info.DenormPreserveFloat16, info.DenormPreserveFloat32, info.DenormPreserveFloat64)
-				if hardware && !info.DenormPreserveFloat32 && info.Type != "cpu" {
-					t.Skipf("%s does not keep float32 subnormals in kernels (no shaderDenormPreserveFloat32): its hardware kernels may flush", info.Name)
+				t.Logf("%s: float controls %v, DenormPreserveFloat16/32/64 %v/%v/%v; float32 kernels: hardware %v: %s", info.Name,
+					d.Raw().FloatControls, info.DenormPreserveFloat16, info.DenormPreserveFloat32, info.DenormPreserveFloat64,
+					info.Float32Hardware, info.Float32Reason)
+				if hardware && !info.Float32Hardware {
+					t.Skipf("%s: its hardware float32 kernels may flush: %s", info.Name, info.Float32Reason)
 				}
 				if err := d.Float32Kernels(hardware); err != nil {
 					t.Fatal(err)
@@ -52,12 +52,38 @@ func TestSubnormalKernels(t *testing.T) {
 	}
 }
 
+// TestConformanceFTZKernels runs the backend conformance suite on device 0
+// with the _ftz float32 kernels, the set that a device whose float32
+// arithmetic flushes runs (the H200's): lavapipe, whose self-test selects
+// the hardware kernels, checks them here beyond the subnormals
+// (TestSubnormalKernels). The default run leaves out the largest cases and
+// the other element types (TestConformance checks those).
+func TestConformanceFTZKernels(t *testing.T) {
+	arithmetic(t)
+	requireVulkan(t)
+	if !fullRun() && !openDevice(t, backend.OpenOptions{}).Info().Float32Hardware {
+		t.Skip("the device's own float32 kernels: TestConformance checks them")
+	}
+	o := suiteOptions()
+	o.Short = o.Short || !fullRun()
+	o.SkipTypes = !fullRun()
+	backendtest.RunOptions(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
+		d := openDevice(t, opts)
+		if err := d.Float32Kernels(false); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}, o)
+}
+
 // TestFloatControls: DeviceInfo reports the shim's float controls, and the
-// float32 kernels follow them: the _ftz kernels exactly where the device
-// does not keep float32 subnormals; reduce_f32 declares DenormPreserve on
-// the device exactly where it keeps them. (That no kernel declares a width
-// the device does not keep, the validation layer, under which every test
-// here runs, checks for every kernel the tests create.)
+// float32 kernels follow them and the self-test: the hardware kernels where
+// the device keeps float32 subnormals (DenormPreserveFloat32) or the
+// self-test found them exact, the _ftz kernels otherwise, as
+// Float32Hardware says, with a reason; reduce_f32 declares DenormPreserve
+// on the device exactly where it keeps them. (That no kernel declares a
+// width the device does not keep, the validation layer, under which every
+// test here runs, checks for every kernel the tests create.)
 func TestFloatControls(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
 	info, raw := d.Info(), d.Raw()
@@ -69,13 +95,16 @@ func TestFloatControls(t *testing.T) {
 	if !raw.FloatControls && (raw.DenormPreserveFloat16 || raw.DenormPreserveFloat32 || raw.DenormPreserveFloat64) {
 		t.Error("DenormPreserve reported without float controls")
 	}
-	if d.FTZKernels() == info.DenormPreserveFloat32 {
-		t.Errorf("ftz kernels %v with DenormPreserveFloat32 %v", d.FTZKernels(), info.DenormPreserveFloat32)
+	if d.FTZKernels() == info.Float32Hardware || info.Float32Reason == "" {
+		t.Errorf("ftz kernels %v with Float32Hardware %v (%q)", d.FTZKernels(), info.Float32Hardware, info.Float32Reason)
+	}
+	if info.DenormPreserveFloat32 && !info.Float32Hardware {
+		t.Errorf("DenormPreserveFloat32 but not the hardware float32 kernels: %s", info.Float32Reason)
 	}
 	t.Logf("%s (Vulkan %v): float controls %v, denormBehaviorIndependence %d, shaderDenormPreserveFloat16/32/64 %v/%v/%v; "+
-		"DeviceInfo.DenormPreserveFloat16/32/64 %v/%v/%v, ftz kernels %v", info.Name, raw.APIVersion, raw.FloatControls,
+		"DeviceInfo.DenormPreserveFloat16/32/64 %v/%v/%v, ftz kernels %v: %s", info.Name, raw.APIVersion, raw.FloatControls,
 		raw.DenormIndependence, raw.DenormPreserveFloat16, raw.DenormPreserveFloat32, raw.DenormPreserveFloat64,
-		info.DenormPreserveFloat16, info.DenormPreserveFloat32, info.DenormPreserveFloat64, d.FTZKernels())
+		info.DenormPreserveFloat16, info.DenormPreserveFloat32, info.DenormPreserveFloat64, d.FTZKernels(), info.Float32Reason)
 	spv, err := kernels.SPIRV(kernels.ReduceF32)
 	if err != nil {
 		t.Fatal(err)

@@ -337,6 +337,18 @@ func flushedRef(dt backend.DType, op backend.Op, in [][]uint64, i int, scale flo
 	panic("flushedRef: not a float type")
 }
 
+// FlushedFloat32 is the float32 reduction of in by op, in order, scaled by
+// scale, as a device that flushes subnormal inputs and results of every
+// operation to zeros of their sign computes it (flushedRef): what a
+// flushing device's float32 kernels give.
+func FlushedFloat32(op backend.Op, in []float32, scale float64) float32 {
+	u := make([][]uint64, len(in))
+	for j, v := range in {
+		u[j] = []uint64{uint64(math.Float32bits(v))}
+	}
+	return math.Float32frombits(uint32(flushedRef(backend.F32, op, u, 0, scale)))
+}
+
 func ftz32(x float32) float32 {
 	if x != 0 && math.Abs(float64(x)) < 0x1p-126 {
 		return float32(math.Copysign(0, float64(x)))

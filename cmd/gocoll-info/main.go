@@ -1,8 +1,10 @@
 // Command gocoll-info lists the backends compiled into this build of gocoll,
 // whether each can run here (and why not), and every device with the
-// capabilities gocoll uses: type, driver, API version, f64 support, binding
-// and allocation limits, subgroup size, timestamp period, host-memory
-// import and memory heaps. It is gocoll's vulkaninfo.
+// capabilities gocoll uses: type, driver, API version, f64 support, the
+// float32 kernels (and why: the device's float controls or the self-test of
+// its float32 arithmetic), binding and allocation limits, subgroup size,
+// timestamp period, host-memory import and memory heaps. It is gocoll's
+// vulkaninfo.
 //
 // It also opens a one-rank group the way collective.NewGroup selects a
 // backend by default (GOCOLL_BACKEND, else metal, vulkan, host) and says
@@ -186,13 +188,10 @@ func writeDevice(w io.Writer, d backend.DeviceInfo) {
 	row("float64", "%s", f64)
 	if d.Backend != "host" {
 		// Subnormals in kernels: shaderDenormPreserveFloat16/32/64.
-		f32 := "float32 kernels use the hardware's arithmetic"
-		if !d.DenormPreserveFloat32 {
-			f32 = "float32 kernels compute on the bits"
-		}
-		row("denorm preserve", "f16 %s, f32 %s, f64 %s (%s)", yesNo(d.DenormPreserveFloat16), yesNo(d.DenormPreserveFloat32),
-			yesNo(d.DenormPreserveFloat64), f32)
+		row("denorm preserve", "f16 %s, f32 %s, f64 %s", yesNo(d.DenormPreserveFloat16), yesNo(d.DenormPreserveFloat32),
+			yesNo(d.DenormPreserveFloat64))
 	}
+	row("float32 kernels", "%s", float32Kernels(d))
 	row("max binding", "%s", bytesString(d.MaxBindingBytes))
 	row("max allocation", "%s", bytesString(d.MaxAllocBytes))
 	row("subgroup size", "%d", d.SubgroupSize)
@@ -210,6 +209,18 @@ func writeDevice(w io.Writer, d backend.DeviceInfo) {
 		}
 		row(fmt.Sprintf("memory heap %d", i), "%s, %s", bytesString(int64(min(h.Size, math.MaxInt64))), kind)
 	}
+}
+
+// float32Kernels says which float32 reduction kernels the device runs and
+// why.
+func float32Kernels(d backend.DeviceInfo) string {
+	switch {
+	case d.Float32Reason == "":
+		return "not chosen yet (at the device's first open)"
+	case d.Float32Hardware:
+		return "the device's arithmetic: " + d.Float32Reason
+	}
+	return "arithmetic on the bits (_ftz): " + d.Float32Reason
 }
 
 func yesNo(b bool) string {

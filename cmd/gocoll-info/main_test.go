@@ -13,7 +13,8 @@ func TestTextListsHost(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 	s := out.String()
-	for _, want := range []string{"\nhost: available, 1 device(s)\n", "  device 0: host\n", "    float64              yes", "default selection: "} {
+	for _, want := range []string{"\nhost: available, 1 device(s)\n", "  device 0: host\n", "    float64              yes",
+		"    float32 kernels      the device's arithmetic: ", "default selection: "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}

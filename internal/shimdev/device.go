@@ -60,9 +60,10 @@ const (
 // kindSpec says what a kernel kind is.
 type kindSpec struct {
 	name string
-	// ftz is the kernel of a float32 kind on a device that does not keep
-	// float32 subnormals (no DenormPreserveFloat32): the same interface, exact
-	// on the bits (kernels/float32.glsl).
+	// ftz is the kernel of a float32 kind on a device that may flush float32
+	// subnormals (no DenormPreserveFloat32, and the self-test found its
+	// arithmetic flushing or could not run): the same interface, exact on
+	// the bits (kernels/float32.glsl).
 	ftz string
 	dt  backend.DType
 	// scale is the size of the scale push constant: 4 (float), 8
@@ -152,8 +153,9 @@ type Device struct {
 	fences   [fenceRing]Fence
 	done     atomic.Uint64 // every ticket <= done is known complete
 
-	// ftz means the float32 kinds run their ftz kernels (the device does
-	// not keep float32 subnormals; or a test said so, Float32Kernels).
+	// ftz means the float32 kinds run their ftz kernels (the device may
+	// flush float32 subnormals: Info().Float32Hardware is false; or a test
+	// said so, Float32Kernels).
 	ftz bool
 
 	// Dispatch geometry, fixed at Open.
@@ -208,8 +210,30 @@ var (
 )
 
 // Open opens physical device index (after a successful Setup) with opts,
-// and copts for the shim (the API-specific options).
+// and copts for the shim (the API-specific options). Its float32 kinds run
+// the hardware kernels where the device reports DenormPreserveFloat32 or
+// the self-test found them exact (float32Kernels: the first open of the
+// physical device in the process runs it), else the ftz kernels.
 func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOptions) (*Device, error) {
+	d, err := in.open(index, opts, copts)
+	if err != nil {
+		return nil, err
+	}
+	hardware, reason := in.float32Kernels(index, d.info)
+	if err := d.setFloat32(hardware, reason); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.syncObjects()
+	if d.validation {
+		d.msgSeen.Store(in.impl.MessageCount())
+	}
+	return d, nil
+}
+
+// open opens a Device of physical device index, its kernels not yet
+// chosen (setFloat32), for Open and the self-test.
+func (in *Instance) open(index int, opts backend.OpenOptions, copts cshim.OpenOptions) (*Device, error) {
 	if err := in.CheckIndex(index); err != nil {
 		return nil, err
 	}
@@ -239,15 +263,14 @@ func (in *Instance) Open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 	for i := range d.fences {
 		d.fences[i].d = d
 	}
-	if err := d.lookKernels(!d.info.DenormPreserveFloat32); err != nil {
-		cd.Close()
-		return nil, err
-	}
-	d.syncObjects()
-	if d.validation {
-		d.msgSeen.Store(in.impl.MessageCount())
-	}
 	return d, nil
+}
+
+// setFloat32 makes the float32 kinds run the hardware kernels or the ftz
+// ones, and Info report the choice and why.
+func (d *Device) setFloat32(hardware bool, reason string) error {
+	d.info.Float32Hardware, d.info.Float32Reason = hardware, reason
+	return d.lookKernels(!hardware)
 }
 
 // lookKernels fills kinfo with each kind's kernel: with ftz, the ftz

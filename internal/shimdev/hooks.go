@@ -116,7 +116,8 @@ func (d *Device) DropKernels(set backend.DTypeSet) {
 // that use the device's float32 arithmetic (hardware true: reduce_f32 and
 // the others, declaring DenormPreserve only where the device takes it) or
 // the ftz kernels, exact on the bits (false), whatever the device reports
-// (test hook; call it before the device is used).
+// and the self-test found; Info() reports the choice as the test's (test
+// hook; call it before the device is used).
 func (d *Device) Float32Kernels(hardware bool) error {
 	for kind := range numKinds {
 		if kinds[kind].ftz != "" {
@@ -129,12 +130,41 @@ func (d *Device) Float32Kernels(hardware bool) error {
 		}
 	}
 	d.multi.looked = false
-	return d.lookKernels(!hardware)
+	return d.setFloat32(hardware, "chosen by a test (Float32Kernels)")
 }
 
 // FTZKernels reports whether the float32 reductions and scales run the ftz
 // kernels (test hook).
 func (d *Device) FTZKernels() bool { return d.ftz }
+
+// SelfTestFloat32 runs the float32 self-test that Open runs for a physical
+// device without DenormPreserveFloat32 (selftest.go) on a new device of
+// index, again (the verdict Open uses is not changed), and returns its
+// verdict and reason. tamper, when not nil, sees each kernel's results
+// before they are compared and may change them (Got), as a device that
+// flushes would have, or fail the test (test hook).
+func (in *Instance) SelfTestFloat32(index int, tamper func(*SelfTestResult) error) (hardware bool, reason string) {
+	return in.selfTestFloat32(index, tamper)
+}
+
+// ForgetFloat32 forgets every physical device's float32 kernel choice, so
+// the next Open of each runs the self-test again, and returns how many
+// self-tests Open has run in the process so far (test hook).
+func (in *Instance) ForgetFloat32() (runs int64) {
+	in.f32.Lock()
+	defer in.f32.Unlock()
+	in.f32.choice = nil
+	return in.f32.runs.Load()
+}
+
+// SelfTestKernels lists the kernels the float32 self-test runs (test hook).
+func SelfTestKernels() []string {
+	var names []string
+	for _, c := range selfTestCalls() {
+		names = append(names, c.kernel)
+	}
+	return names
+}
 
 // DropFloatControls makes every kernel the device creates from now on
 // declare no DenormPreserve, as on a device without float controls, while

@@ -60,6 +60,13 @@ type Instance struct {
 		sync.Mutex
 		kept []string
 	}
+	// f32 holds each physical device's choice of float32 kernels, by index,
+	// made once per process (selftest.go).
+	f32 struct {
+		sync.Mutex
+		choice map[int]*float32Choice
+		runs   atomic.Int64 // self-tests Open ran
+	}
 }
 
 // NewInstance returns the Instance of an API; Setup loads it.
@@ -139,12 +146,15 @@ func (in *Instance) Available(none string) error {
 }
 
 // Devices lists the physical devices as they would open with default
-// options.
+// options; the float32 kernels of one not opened yet in the process are
+// not chosen yet (DeviceInfo.Float32Reason empty: the choice may need the
+// self-test, which needs a device).
 func (in *Instance) Devices() []backend.DeviceInfo {
 	out := make([]backend.DeviceInfo, len(in.devs))
 	for i, d := range in.devs {
 		out[i] = in.api.Info(d, backend.OpenOptions{})
 		out[i].Kernels = kernelTypes(d, out[i].Float64)
+		out[i].Float32Hardware, out[i].Float32Reason = in.listedFloat32(i, out[i])
 	}
 	return out
 }

@@ -44,8 +44,8 @@ var Variants = []Variant{
 	{Name: "reducem4_f32", Source: "reduce.comp", Defines: []string{"GOCOLL_VEC", "GOCOLL_MULTI"}, MSL: true},
 	{Name: "reducem4_f64", Source: "reduce.comp", Defines: []string{"GOCOLL_F64", "GOCOLL_VEC", "GOCOLL_MULTI"}},
 	// The float32 kernels of devices that may flush subnormals (no
-	// shaderDenormPreserveFloat32): elements as bits, float32.glsl's exact
-	// arithmetic.
+	// shaderDenormPreserveFloat32, and the self-test at open found them
+	// flushing): elements as bits, float32.glsl's exact arithmetic.
 	{Name: "reduce_f32_ftz", Source: "reduce.comp", Defines: []string{"GOCOLL_FTZ"}, MSL: true},
 	{Name: "reduce4_f32_ftz", Source: "reduce.comp", Defines: []string{"GOCOLL_FTZ", "GOCOLL_VEC"}, MSL: true},
 	{Name: "reducem_f32_ftz", Source: "reduce.comp", Defines: []string{"GOCOLL_FTZ", "GOCOLL_MULTI"}, MSL: true},
