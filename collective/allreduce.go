@@ -104,7 +104,7 @@ func (p dataPath) String() string {
 
 // slicePath returns the data path of a host-slice call.
 func slicePath(send, recv []byte) dataPath {
-	if len(send) > 0 && pinned.lookupHost(send) != nil && pinned.lookupHost(recv) != nil {
+	if len(send) > 0 && lookupPinned(send) != nil && lookupPinned(recv) != nil {
 		return pathPinned
 	}
 	return pathSlice

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/memory"
 )
 
 // The call pipeline of the collectives on host slices. Every public entry
@@ -15,7 +16,7 @@ import (
 //     offsets the collective's kind requires (shape), the op for the type;
 //  2. memory: the owners of the slices are counted as users and the
 //     overlap of send and recv is checked against the kind's one in-place
-//     layout (resolve.go);
+//     layout (resolve.go, internal/memory);
 //  3. the algorithm: the strategy the algorithm table gives the kind
 //     (algorithms.go), or the exact host path of a type some device has no
 //     kernels for;
@@ -85,8 +86,8 @@ type callSpec struct {
 	shared  sharedKind
 	rooted  bool
 	only    rootOnly
-	reduces bool   // takes an op
-	layout  layout // the in-place layout allowed (resolve.go)
+	reduces bool          // takes an op
+	layout  memory.Layout // the in-place layout allowed
 }
 
 func phases(name string) [4]string {
@@ -103,23 +104,23 @@ func withTensor(sp callSpec, shared sharedKind) callSpec {
 }
 
 var callSpecs = [numCollKinds]callSpec{
-	collAllReduce:      withTensor(callSpec{name: "AllReduce", phases: phases("AllReduce"), only: oneBuffer, reduces: true, layout: sameMem}, sharedAllReduce),
+	collAllReduce:      withTensor(callSpec{name: "AllReduce", phases: phases("AllReduce"), only: oneBuffer, reduces: true, layout: memory.SameMem}, sharedAllReduce),
 	collBarrier:        {name: "Barrier"},
 	collInvalid:        {name: "a call with invalid arguments"},
 	collSend:           {name: "Send"},
 	collRecv:           {name: "Recv"},
-	collReduceScatter:  withTensor(callSpec{name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: recvInSend}, sharedReduceScatter),
-	collAllGather:      withTensor(callSpec{name: "AllGather", phases: phases("AllGather"), layout: sendInRecv}, sharedAllGather),
+	collReduceScatter:  withTensor(callSpec{name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: memory.RecvInSend}, sharedReduceScatter),
+	collAllGather:      withTensor(callSpec{name: "AllGather", phases: phases("AllGather"), layout: memory.SendInRecv}, sharedAllGather),
 	collBroadcast:      withTensor(callSpec{name: "Broadcast", phases: phases("Broadcast"), rooted: true, only: oneBuffer}, sharedBroadcast),
-	collReduce:         withTensor(callSpec{name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: sameMem}, sharedReduce),
-	collAllToAll:       withTensor(callSpec{name: "AllToAll", phases: phases("AllToAll"), layout: sameMem}, sharedAllToAll),
-	collGather:         withTensor(callSpec{name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: sendInRecv}, sharedGather),
-	collScatter:        withTensor(callSpec{name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: recvInSend}, sharedScatter),
-	collAllToAllV:      withTensor(callSpec{name: "AllToAllV", phases: phases("AllToAllV"), layout: sameMem}, sharedAllToAllV),
-	collAllGatherV:     withTensor(callSpec{name: "AllGatherV", phases: phases("AllGatherV"), layout: sendInRecv}, sharedAllToAllV),
-	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: recvInSend}, sharedReduceScatterV),
-	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: sendInRecv},
-	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: recvInSend},
+	collReduce:         withTensor(callSpec{name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: memory.SameMem}, sharedReduce),
+	collAllToAll:       withTensor(callSpec{name: "AllToAll", phases: phases("AllToAll"), layout: memory.SameMem}, sharedAllToAll),
+	collGather:         withTensor(callSpec{name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: memory.SendInRecv}, sharedGather),
+	collScatter:        withTensor(callSpec{name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: memory.RecvInSend}, sharedScatter),
+	collAllToAllV:      withTensor(callSpec{name: "AllToAllV", phases: phases("AllToAllV"), layout: memory.SameMem}, sharedAllToAllV),
+	collAllGatherV:     withTensor(callSpec{name: "AllGatherV", phases: phases("AllGatherV"), layout: memory.SendInRecv}, sharedAllToAllV),
+	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: memory.RecvInSend}, sharedReduceScatterV),
+	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: memory.SendInRecv},
+	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: memory.RecvInSend},
 }
 
 // desc describes one call of a collective: on host slices (send, recv),
@@ -189,11 +190,11 @@ func (d *desc) lens() (ns, nr int) {
 }
 
 // areas returns the memory of d's send and recv, for checkAlias.
-func (d *desc) areas() (s, r area) {
+func (d *desc) areas() (s, r memory.Area) {
 	if !d.tensor {
-		return hostArea(d.send), hostArea(d.recv)
+		return memory.HostArea(d.send), memory.HostArea(d.recv)
 	}
-	return regionArea(d.st.whole(true)), regionArea(d.rt.whole(true))
+	return memory.RegionArea(d.st.whole(true)), memory.RegionArea(d.rt.whole(true))
 }
 
 // hold counts d's memory as used by the call (u), and checks its tensors

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/memory"
 )
 
 // begin enters a collective: argument checks done by the caller, it marks
@@ -122,7 +123,7 @@ func sendRecv[T Elem](ctx context.Context, c *Comm, name string, send []T, to in
 	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
 		return c.wrapErr(name, 0, err)
 	}
-	if err := checkSliceAlias(name, asBytes(send), asBytes(recv), sameMem, 0); err != nil {
+	if err := checkAlias(name, memory.HostArea(asBytes(send)), memory.HostArea(asBytes(recv)), memory.SameMem, 0); err != nil {
 		return c.wrapErr(name, 0, err)
 	}
 	owned, err := c.enterOp(ctx, name, false, true)
@@ -131,7 +132,7 @@ func sendRecv[T Elem](ctx context.Context, c *Comm, name string, send []T, to in
 	}
 	defer c.leave(owned, &err)
 	dt := dtypeOf[T]()
-	if sameSlice(asBytes(send), asBytes(recv)) {
+	if memory.SameSlice(asBytes(send), asBytes(recv)) {
 		// One buffer (MPI_Sendrecv_replace): send what it holds now, from
 		// the comm's pooled copy, while the peer's data lands in it.
 		b := asBytes(send)

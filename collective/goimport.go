@@ -12,6 +12,7 @@ import (
 	"weak"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/memory"
 )
 
 // Plain Go slices imported in place: the import cache.
@@ -689,7 +690,7 @@ func (c *Comm) importNew(b []byte, imp backend.Importer, page int) bool {
 	if st.failAt > 0 && len(b) >= st.failAt {
 		return false
 	}
-	if pinned.lookup(b) != nil {
+	if lookupPinned(b) != nil {
 		return false // a HostBuffer: its own path
 	}
 	p := unsafe.Pointer(unsafe.SliceData(b))
@@ -866,22 +867,12 @@ func (c *Comm) adoptCall(send, recv []byte) {
 // reports whether both are imported. When one holds the other (the
 // in-place layouts) it is adopted first, so that its import serves both.
 func (c *Comm) adoptPair(send, recv []byte) (ok bool) {
-	if holdsSlice(recv, send) {
+	if memory.Holds(recv, send) {
 		send, recv = recv, send
 	}
 	a := c.adopt(send)
 	b := c.adopt(recv)
 	return a && b
-}
-
-// holdsSlice reports whether a's memory holds b's, and more.
-func holdsSlice(a, b []byte) bool {
-	if len(a) <= len(b) || len(b) == 0 {
-		return false
-	}
-	pa := uintptr(unsafe.Pointer(unsafe.SliceData(a)))
-	pb := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return pa <= pb && pb+uintptr(len(b)) <= pa+uintptr(len(a))
 }
 
 // releaseAdopted ends the current call's use of the slices it adopted, and

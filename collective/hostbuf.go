@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
-	"sort"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/memory"
 )
 
 // HostBuffer is a slice of T in pinned host memory (like torch's
@@ -37,7 +35,7 @@ func NewHostBuffer[T Elem](n int) (*HostBuffer[T], error) {
 	}
 	e := &pinnedEntry{mem: mem, base: uintptr(unsafe.Pointer(unsafe.SliceData(mem)))}
 	e.end = e.base + uintptr(len(mem))
-	pinned.add(e)
+	pinned.Add(e)
 	data := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(mem))), n)
 	return &HostBuffer[T]{Data: data, ent: e}, nil
 }
@@ -63,29 +61,26 @@ func (h *HostBuffer[T]) Close() error {
 	e := h.ent
 	// The entry stays in the pinned set, closed, until its memory is
 	// retired: a call resolving it meanwhile gets ErrClosed.
-	if !e.own.close() {
+	if !e.own.Close() {
 		return nil
 	}
-	e.own.wait()
+	e.own.Wait()
 	h.Data = nil
 	leak, cerr := e.closeImports()
 	if leak {
 		return fmt.Errorf("collective: HostBuffer.Close: a device that imported it was declared lost; the memory is leaked: %w", ErrDeviceLost)
 	}
 	// Retired, the addresses stay reserved while the record of closed
-	// ranges holds them (resolve.go): a stale slice of this buffer is
-	// refused, never read, and no other mapping can be mistaken for it.
+	// ranges holds them: a stale slice of this buffer is refused, never
+	// read, and no other mapping can be mistaken for it. One snapshot
+	// drops the entry and records its range: a call finds either, never
+	// neither.
 	rerr := backend.RetireHostMemory(e.mem)
-	// One snapshot drops the entry and records its range: a call finds
-	// either, never neither.
-	pinned.mu.Lock()
-	sn := pinned.edit()
-	removeEntry(sn, e)
+	var retired []byte
 	if rerr == nil {
-		pinned.addClosed(sn, e.base, e.end, e.mem)
+		retired = e.mem
 	}
-	pinned.snap.Store(sn)
-	pinned.mu.Unlock()
+	pinned.Remove(e, retired)
 	if rerr != nil {
 		if err := backend.FreeHostMemory(e.mem); err != nil && cerr == nil {
 			cerr = err
@@ -100,8 +95,11 @@ type pinnedEntry struct {
 	base, end uintptr
 	mu        sync.Mutex
 	imports   []pinnedImport
-	own       owner // the calls (running or queued) that resolved the memory
+	own       memory.Owner // the calls (running or queued) that resolved the memory
 }
+
+// Bounds is e's address range (memory.Entry).
+func (e *pinnedEntry) Bounds() (base, end uintptr) { return e.base, e.end }
 
 // closeImports closes every device's import of e and drops e from the
 // import cache of each comm that imported it. leak reports that a device
@@ -135,84 +133,14 @@ type pinnedImport struct {
 	buf backend.Buffer
 }
 
-// pinnedSet finds the HostBuffer that holds an address. Readers (every
-// call resolving its arguments) load an immutable snapshot, with no lock;
-// writers (NewHostBuffer, HostBuffer.Close) publish a new one under mu.
-type pinnedSet struct {
-	mu   sync.Mutex
-	snap atomic.Pointer[pinSnap]
-	// closedBytes sums the closed ranges; closedAge numbers them (mu).
-	closedBytes int
-	closedAge   uint64
-	// retiring: reservations of ranges evicted from the record, released
-	// at the next change (a reader may still search the snapshot that
-	// held them).
-	retiring [][]byte
+// pinned is every HostBuffer's memory, and the ranges of closed ones.
+var pinned memory.Registry[*pinnedEntry]
+
+// lookupPinned returns the HostBuffer entry that holds b entirely, or nil.
+func lookupPinned(b []byte) *pinnedEntry {
+	e, _ := pinned.Lookup(b)
+	return e
 }
-
-// pinSnap is one published state of the set.
-type pinSnap struct {
-	entries []*pinnedEntry // sorted by base
-	closed  []span         // ranges of closed HostBuffers, sorted by lo (resolve.go)
-}
-
-var pinned pinnedSet
-
-// load returns the current snapshot (never nil).
-func (p *pinnedSet) load() *pinSnap {
-	if s := p.snap.Load(); s != nil {
-		return s
-	}
-	return &pinSnap{}
-}
-
-// edit returns a copy of the current snapshot to change and publish (with
-// mu held).
-func (p *pinnedSet) edit() *pinSnap {
-	for i, mem := range p.retiring {
-		_ = backend.FreeHostMemory(mem)
-		p.retiring[i] = nil
-	}
-	p.retiring = p.retiring[:0]
-	s := p.load()
-	return &pinSnap{entries: slices.Clone(s.entries), closed: slices.Clone(s.closed)}
-}
-
-func (p *pinnedSet) add(e *pinnedEntry) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.edit()
-	p.dropClosed(s, e.base, e.end)
-	i := sort.Search(len(s.entries), func(i int) bool { return s.entries[i].base >= e.base })
-	s.entries = slices.Insert(s.entries, i, e)
-	p.snap.Store(s)
-}
-
-// removeEntry drops e from s.
-func removeEntry(s *pinSnap, e *pinnedEntry) {
-	if i := slices.Index(s.entries, e); i >= 0 {
-		s.entries = slices.Delete(s.entries, i, i+1)
-	}
-}
-
-// lookup returns the entry that holds b entirely, or nil.
-func (p *pinnedSet) lookup(b []byte) *pinnedEntry { return p.load().find(b) }
-
-func (s *pinSnap) find(b []byte) *pinnedEntry {
-	es := s.entries
-	if len(b) == 0 || len(es) == 0 {
-		return nil
-	}
-	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	i := sort.Search(len(es), func(i int) bool { return es[i].end > a })
-	if i < len(es) && es[i].base <= a && a+uintptr(len(b)) <= es[i].end {
-		return es[i]
-	}
-	return nil
-}
-
-// lookupHost is lookup (the set holds HostBuffers only).
-func (p *pinnedSet) lookupHost(b []byte) *pinnedEntry { return p.lookup(b) }
 
 // pinnedRegion returns b as a region of this rank's import of its
 // HostBuffer, importing it on first use, or of the rank's imported Go slice
@@ -222,7 +150,7 @@ func (c *Comm) pinnedRegion(b []byte) (backend.Region, bool) {
 	if r, ok := c.goRegion(b); ok {
 		return r, true // a Go slice the call adopted (goimport.go)
 	}
-	if pinned.lookup(b) == nil {
+	if lookupPinned(b) == nil {
 		return backend.Region{}, false // a plain slice the call did not adopt
 	}
 	r, ok, _ := c.importRegion(b)
@@ -237,7 +165,7 @@ func (c *Comm) importRegion(b []byte) (backend.Region, bool, error) {
 	if !isImp {
 		return backend.Region{}, false, nil
 	}
-	e := pinned.lookup(b)
+	e := lookupPinned(b)
 	if e == nil {
 		return c.goImportRegion(b) // an imported Go slice (goimport.go)
 	}

@@ -446,7 +446,7 @@ func TestAliasingTable(t *testing.T) {
 // TestSizeOverflow: sizes whose byte count overflows are ErrInvalidArgument,
 // with nothing left in the pinned set.
 func TestSizeOverflow(t *testing.T) {
-	before := len(pinned.load().entries)
+	before := pinned.Len()
 	for _, n := range []int{1 << 62, 1<<63 - 1, -1} {
 		if _, err := NewHostBuffer[float32](n); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("NewHostBuffer[float32](%d): %v, want ErrInvalidArgument", n, err)
@@ -455,7 +455,7 @@ func TestSizeOverflow(t *testing.T) {
 			t.Errorf("NewHostBuffer[float64](%d): %v, want ErrInvalidArgument", n, err)
 		}
 	}
-	after := len(pinned.load().entries)
+	after := pinned.Len()
 	if after != before {
 		t.Errorf("pinned set grew from %d to %d entries", before, after)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/memory"
 )
 
 // Tensor is n elements of T that live on one rank's device (device-local
@@ -28,7 +29,7 @@ type tcore struct {
 	n     int
 	es    int // element size
 	owned bool
-	own   *owner // the calls that resolved the tensor (resolve.go)
+	own   *memory.Owner // the calls that resolved the tensor
 }
 
 // core returns t's tcore (nil for a nil Tensor).
@@ -41,11 +42,11 @@ func (t *Tensor[T]) core() *tcore {
 
 // life and check of a nil *Tensor reach tcore's as a nil *tcore (a
 // promoted method would dereference the nil Tensor).
-func (t *Tensor[T]) life() *owner                     { return t.core().life() }
+func (t *Tensor[T]) life() *memory.Owner              { return t.core().life() }
 func (t *Tensor[T]) check(c *Comm, name string) error { return t.core().check(c, name) }
 
 // life returns the tensor's owner (nil for a nil or zero Tensor).
-func (t *tcore) life() *owner {
+func (t *tcore) life() *memory.Owner {
 	if t == nil {
 		return nil
 	}
@@ -79,7 +80,7 @@ func NewTensor[T Elem](c *Comm, n int) (*Tensor[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("collective: rank %d: NewTensor(%d): %w", c.rank, n, err)
 	}
-	return &Tensor[T]{tcore{c: c, buf: b, n: n, es: es, owned: true, own: new(owner)}}, nil
+	return &Tensor[T]{tcore{c: c, buf: b, n: n, es: es, owned: true, own: new(memory.Owner)}}, nil
 }
 
 // WrapTensor makes a tensor of n elements of T at byte offset off of a
@@ -94,7 +95,7 @@ func WrapTensor[T Elem](c *Comm, buf backend.Buffer, off, n int) (*Tensor[T], er
 	if buf == nil || off < 0 || n < 0 || n > maxAlloc/es || off%es != 0 || off > buf.Len() || n*es > buf.Len()-off {
 		return nil, invalidArg("rank %d: WrapTensor: %d elements at byte %d do not fit the buffer", c.rank, n, off)
 	}
-	return &Tensor[T]{tcore{c: c, buf: buf, off: off, n: n, es: dtypeOf[T]().Size(), own: new(owner)}}, nil
+	return &Tensor[T]{tcore{c: c, buf: buf, off: off, n: n, es: dtypeOf[T]().Size(), own: new(memory.Owner)}}, nil
 }
 
 // Len returns the number of elements.
@@ -135,10 +136,10 @@ func (t *Tensor[T]) Download(dst []T) error {
 // CommunicationTimeout and the drain limit. A call handed the tensor after
 // Close fails with ErrClosed. Idempotent; safe to call from any goroutine.
 func (t *Tensor[T]) Close() error {
-	if t == nil || t.own == nil || !t.own.close() {
+	if t == nil || t.own == nil || !t.own.Close() {
 		return nil
 	}
-	t.own.wait()
+	t.own.Wait()
 	if t.c != nil {
 		_ = t.c.waitQueue(context.Background())
 	}
