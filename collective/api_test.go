@@ -3,8 +3,10 @@ package collective
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -393,4 +395,34 @@ func TestAsyncTensorForms(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSplitIsItsOwnCall: Split's exchange is a call of its own kind: a
+// rank calling Split while its peer calls an AllGather of the same shape
+// fails on both with a *MismatchError naming Split (the exchange used to
+// be a plain AllGather, which such a peer matched), and the group stays
+// usable.
+func TestSplitIsItsOwnCall(t *testing.T) {
+	ctx := context.Background()
+	g := openGroup(t, "host", 2)
+	errs := onRanks(g, func(c *Comm) error {
+		if c.Rank() == 0 {
+			_, err := c.Split(ctx, 0, 0)
+			return err
+		}
+		return AllGather(ctx, c, []int64{0, 0, 0}, make([]int64, 6))
+	})
+	for r, err := range errs {
+		var me *MismatchError
+		if !errors.As(err, &me) || !strings.Contains(err.Error(), "Split") {
+			t.Fatalf("rank %d: %v, want a *MismatchError naming Split", r, err)
+		}
+	}
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		sub, err := c.Split(ctx, c.Rank()%2, 0)
+		if err == nil && sub.Size() != 1 {
+			return fmt.Errorf("sub-group of %d ranks, want 1", sub.Size())
+		}
+		return err
+	}))
 }

@@ -57,6 +57,7 @@ const (
 	collReduceScatterV
 	collGatherV
 	collScatterV
+	collSplit // Comm.Split's exchange of colors and keys: an AllGather
 	numCollKinds
 )
 
@@ -121,6 +122,7 @@ var callSpecs = [numCollKinds]callSpec{
 	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: memory.RecvInSend}, sharedReduceScatterV),
 	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: memory.SendInRecv},
 	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: memory.RecvInSend},
+	collSplit:          {name: "Split", phases: phases("Split"), layout: memory.SendInRecv},
 }
 
 // desc describes one call of a collective: on host slices (send, recv),
@@ -290,7 +292,7 @@ func (c *Comm) shape(d *desc) (at int, err error) {
 			return 0, invalidArg("%s=%d, want %s*%d=%d", ls, ns, lr, N, nr*N)
 		}
 		return r * nr * es, nil
-	case collAllGather:
+	case collAllGather, collSplit:
 		if nr != ns*N {
 			return 0, invalidArg("%s=%d, want %s*%d=%d", lr, nr, ls, N, ns*N)
 		}
@@ -402,7 +404,7 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 			return c.vRun(ctx, d, fp, cnt, dsp, nil, nil, true)
 		}
 		fp.count = int64(nr)
-	case collAllGather, collReduce, collGather:
+	case collAllGather, collReduce, collGather, collSplit:
 		fp.count = int64(ns)
 		if d.kind == collReduce && c.noKernels(d.dt) {
 			fp.strategy, fp.noF64 = Direct, true
@@ -454,7 +456,7 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 	switch d.kind {
 	case collReduceScatter:
 		return c.execReduceScatter(ctx, d, s)
-	case collAllGather:
+	case collAllGather, collSplit:
 		return c.execAllGather(ctx, d)
 	case collBroadcast:
 		return c.execBroadcast(ctx, d)

@@ -95,10 +95,14 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		splits = 1
 	}
 	all := make([]int64, 3*g.n)
-	if err := AllGather(ctx, c, []int64{int64(color), int64(key), splits}, all); err != nil {
+	// An AllGather of its own kind: a peer calling something else (an
+	// AllGather of the same size included) is a mismatch, and errors name
+	// Split.
+	mine := []int64{int64(color), int64(key), splits}
+	if err := c.run(ctx, &desc{kind: collSplit, dt: backend.I64, send: asBytes(mine), recv: asBytes(all)}); err != nil {
 		return nil, c.splitErr(0, err)
 	}
-	seq := c.seq // the AllGather's number, the same on every rank
+	seq := c.seq // the exchange's number, the same on every rank
 	l, err := g.splitLayout(all)
 	if err != nil {
 		return nil, c.splitErr(seq, err)
@@ -168,8 +172,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 }
 
 // splitErr makes err an *Error of this rank's Split call number seq. An
-// error of the Split's exchange (an *Error of the AllGather) keeps its
-// cause and call number.
+// error of the Split's exchange keeps its cause and call number.
 func (c *Comm) splitErr(seq uint64, err error) error {
 	var e *Error
 	if errors.As(err, &e) && e.Rank == c.rank {
