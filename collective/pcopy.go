@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/tuning"
 )
 
 // Parallel host copies: a single core moves ~10 GB/s, far below what the
@@ -13,7 +14,7 @@ import (
 // (one per core) runs at once. Small copies run inline: no goroutine hop,
 // no allocation.
 const (
-	parCopyMin   = 1 << 20
+	parCopyMin   = tuning.ParCopyMin
 	parCopyPiece = 256 << 10
 )
 

@@ -323,7 +323,8 @@ func TestAutoHostRatePerType(t *testing.T) {
 		t.Logf("%s: CPU reduce bytes/s by type: %.3g", bk, m.CPUByType)
 		// The model itself: a type reduced 10x slower per byte costs 10x
 		// the reduction time, the other terms unchanged.
-		mm := costModel{Memcpy: 1e10, ParMemcpy: 1e10, Handoff: 1e-6}
+		var mm costModel
+		mm.Memcpy, mm.ParMemcpy, mm.Handoff = 1e10, 1e10, 1e-6
 		mm.CPUReduce = 1e9
 		mm.CPUByType[backend.F32] = 1e9
 		mm.CPUByType[backend.Half] = 1e8
