@@ -20,6 +20,9 @@
 //   - Compression: top-k with error feedback (Options.TopK), or a 16-bit
 //     wire format for float32 gradients (Options.Wire).
 //   - Asynchronous steps (SyncAsync) that overlap the next step's compute.
+//   - BroadcastParameters: the initial parameters copied from one rank to
+//     every rank (small tensors fused into buckets), so that every rank
+//     starts from bitwise the same model.
 //   - An optional adaptive selector (Options.Adaptive, off by default) that
 //     probes the strategies the cost model rates close to the best and
 //     switches, the same way on every rank, when one is measurably faster

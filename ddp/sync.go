@@ -227,7 +227,7 @@ func New[T collective.Float](c *collective.Comm, opts Options) (*Sync[T], error)
 	def(&opts.SwitchCooldown, 50)
 	def(&opts.EvaluationWindow, 20)
 	def(&opts.ProbeSteps, 3)
-	def(&opts.FusionBytes, 4<<20)
+	def(&opts.FusionBytes, defaultFusionBytes)
 	def(&opts.LogEvery, 100)
 	if opts.SwitchThreshold == 0 {
 		opts.SwitchThreshold = 1.2
