@@ -33,14 +33,14 @@ type Algorithm struct {
 // algorithms is the table, in the order Algorithms lists it. Auto is not an
 // entry: it picks among the candidates.
 var algorithms = []Algorithm{
-	{Strategy: Direct, Collectives: []string{"AllReduce", "ReduceScatter", "AllToAll", "AllToAllV", "Gather", "Scatter", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV"},
+	{Strategy: Direct, Collectives: []string{"AllReduce", "ReduceScatter", "AllToAll", "AllToAllV", "Gather", "Scatter", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV", "Scan", "Exscan"},
 		RankOrder: true, Candidate: true,
 		Summary: "one shot: each rank reduces (or moves) its own part from every rank's input, then every rank gathers the parts"},
 	{Strategy: Pipelined, Collectives: []string{"AllReduce"}, RankOrder: true, Candidate: true,
 		Summary: "direct, split into PipelineDepth chunks in flight with one fence for the batch"},
 	{Strategy: Ring, Collectives: []string{"AllReduce", "ReduceScatter", "AllGather"}, Candidate: true,
 		Summary: "reduce-scatter then all-gather around a ring of ranks, 2(N-1) steps"},
-	{Strategy: Tree, Collectives: []string{"AllReduce", "Broadcast", "Reduce"}, Candidate: true,
+	{Strategy: Tree, Collectives: []string{"AllReduce", "Broadcast", "BroadcastInto", "Reduce"}, Candidate: true,
 		Summary: "reduce along a binary tree to a root, broadcast back"},
 	{Strategy: Hierarchical, Collectives: []string{"AllReduce"}, Candidate: true,
 		Summary: "reduce inside groups of LocalGroupSize ranks, all-reduce among the leaders, broadcast inside the groups"},
@@ -54,7 +54,8 @@ var algorithms = []Algorithm{
 var collectiveDefaults = map[string]Strategy{
 	"AllReduce": Auto, "ReduceScatter": Ring, "AllGather": Ring, "Broadcast": Tree, "Reduce": Tree,
 	"AllToAll": Direct, "AllToAllV": Direct, "Gather": Direct, "Scatter": Direct, "AllGatherV": Direct,
-	"ReduceScatterV": Direct, "GatherV": Direct, "ScatterV": Direct,
+	"ReduceScatterV": Direct, "GatherV": Direct, "ScatterV": Direct, "Scan": Direct, "Exscan": Direct,
+	"BroadcastInto": Tree,
 }
 
 // Algorithms returns the algorithm table: every strategy but Auto, with the

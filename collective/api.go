@@ -364,3 +364,46 @@ func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, 
 func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) *Work {
 	return c.start(ctx, desc{kind: collAllReduce, dt: dtypeOf[T](), tensor: true, st: t.core(), op: op, strategy: s})
 }
+
+// Scan is the inclusive prefix reduction (MPI_Scan): rank r's recv holds
+// send of ranks 0..r reduced with op, in rank order. send and recv have the
+// same length on every rank and may be the same slice. Every rank's input
+// is gathered (each rank holds N times its input, in pooled host memory) and
+// each rank reduces its prefix on the CPU with the kernels' arithmetic,
+// rounded once: exact for integers, the same bits whatever the strategy or
+// layout, 16-bit floats accumulated in float32. Mean is refused
+// (ErrInvalidArgument): divide rank r's Sum by r+1.
+func Scan[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	return c.run(ctx, &desc{kind: collScan, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// ScanAsync starts Scan and returns at once.
+func ScanAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) *Work {
+	return c.start(ctx, desc{kind: collScan, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// Exscan is the exclusive prefix reduction (MPI_Exscan): rank r's recv
+// holds send of ranks 0..r-1 reduced with op, as Scan computes it. Rank 0's
+// recv is left untouched (MPI leaves it undefined).
+func Exscan[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	return c.run(ctx, &desc{kind: collExscan, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// ExscanAsync starts Exscan and returns at once.
+func ExscanAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) *Work {
+	return c.start(ctx, desc{kind: collExscan, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// BroadcastInto is Broadcast out of place (ncclBroadcast): root's send is
+// copied into every rank's recv (root's included, once the data moved), as
+// Broadcast does in place; send is used on root only (others may pass nil)
+// and root may pass send == recv. It matches peers calling Broadcast on
+// recv.
+func BroadcastInto[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	return c.run(ctx, &desc{kind: collBroadcastInto, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
+}
+
+// BroadcastIntoAsync starts BroadcastInto and returns at once.
+func BroadcastIntoAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+	return c.start(ctx, desc{kind: collBroadcastInto, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
+}

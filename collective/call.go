@@ -58,6 +58,9 @@ const (
 	collGatherV
 	collScatterV
 	collSplit // Comm.Split's exchange of colors and keys: an AllGather
+	collScan
+	collExscan
+	collBroadcastInto // Broadcast out of place; fingerprinted as Broadcast
 	numCollKinds
 )
 
@@ -123,6 +126,9 @@ var callSpecs = [numCollKinds]callSpec{
 	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: memory.SendInRecv},
 	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: memory.RecvInSend},
 	collSplit:          {name: "Split", phases: phases("Split"), layout: memory.SendInRecv},
+	collScan:           {name: "Scan", phases: phases("Scan"), reduces: true, layout: memory.SameMem},
+	collExscan:         {name: "Exscan", phases: phases("Exscan"), reduces: true, layout: memory.SameMem},
+	collBroadcastInto:  {name: "BroadcastInto", phases: phases("Broadcast"), rooted: true, only: rootSend, layout: memory.SameMem},
 }
 
 // desc describes one call of a collective: on host slices (send, recv),
@@ -311,6 +317,17 @@ func (c *Comm) shape(d *desc) (at int, err error) {
 			return 0, invalidArg("root's %s=%d, want %s*%d=%d", ls, ns, lr, N, nr*N)
 		}
 		return d.root * nr * es, nil
+	case collScan, collExscan:
+		if ns != nr {
+			return 0, invalidArg("%s=%d != %s=%d", ls, ns, lr, nr)
+		}
+		if d.op == Mean {
+			return 0, invalidArg("Mean is not defined for a prefix reduction (divide rank r's Sum by r+1)")
+		}
+	case collBroadcastInto:
+		if root && ns != nr {
+			return 0, invalidArg("root's %s=%d != %s=%d", ls, ns, lr, nr)
+		}
 	case collAllToAll:
 		if ns != nr || ns%N != 0 {
 			return 0, invalidArg("%s=%d and %s=%d, want equal multiples of the group size (%d)", ls, ns, lr, nr, N)
@@ -411,6 +428,14 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		}
 	case collBroadcast:
 		fp.count = int64(ns)
+	case collBroadcastInto:
+		// A Broadcast on every rank's recv (root's send copied into it
+		// once the data moved): it matches peers calling Broadcast.
+		fp.kind, fp.count, fp.strategy = collBroadcast, int64(nr), strategyFor("Broadcast", c.g.cfg.Strategy)
+		s = fp.strategy
+	case collScan, collExscan:
+		fp.count, fp.strategy = int64(ns), Direct
+		return c.scan(ctx, d, fp)
 	case collScatter:
 		fp.count = int64(nr)
 	case collAllToAll:
@@ -453,12 +478,16 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 	if fp.count == 0 || (d.kind == collBroadcast && N == 1) {
 		return nil
 	}
+	if d.kind == collBroadcastInto && N == 1 {
+		copy(d.recv, d.send)
+		return nil
+	}
 	switch d.kind {
 	case collReduceScatter:
 		return c.execReduceScatter(ctx, d, s)
 	case collAllGather, collSplit:
 		return c.execAllGather(ctx, d)
-	case collBroadcast:
+	case collBroadcast, collBroadcastInto:
 		return c.execBroadcast(ctx, d)
 	case collReduce:
 		return c.execReduce(ctx, d)

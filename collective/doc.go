@@ -175,10 +175,11 @@
 // what Auto picks) are package diag.
 //
 // The collectives on host slices beside all-reduce: ReduceScatter,
-// AllGather, Broadcast, Reduce, Gather, Scatter, AllToAll, and the forms
-// with per-rank counts and offsets AllToAllV, AllGatherV, ReduceScatterV,
-// GatherV and ScatterV; each has an Async form returning a Work (Wait,
-// Done, Test; WaitAll and WaitAny wait for several).
+// AllGather, Broadcast (in place) and BroadcastInto (out of place), Reduce,
+// Gather, Scatter, AllToAll, the forms with per-rank counts and offsets
+// AllToAllV, AllGatherV, ReduceScatterV, GatherV and ScatterV, and the
+// prefix reductions Scan and Exscan; each has an Async form returning a
+// Work (Wait, Done, Test; WaitAll and WaitAny wait for several).
 //
 // # Adding a collective, an algorithm, a transport
 //

@@ -74,16 +74,69 @@ func (c *Comm) execAllGather(ctx context.Context, d *desc) error {
 	}, d.recv, 0)
 }
 
-// execBroadcast: down a binary tree rooted at root, in slices.
+// execBroadcast: down a binary tree rooted at root, in slices, from root's
+// send into the other ranks' recv (Broadcast: one buffer, send). Out of
+// place (BroadcastInto), root's send is copied into its recv once the
+// data moved.
 func (c *Comm) execBroadcast(ctx context.Context, d *desc) error {
-	n := len(d.send) / d.dt.Size()
+	out := d.recv
+	if d.kind == collBroadcast {
+		out = d.send
+	}
+	n := len(out) / d.dt.Size()
 	var dst []byte
 	if c.rank != d.root {
-		dst = d.send
+		dst = out
 	}
-	return c.move(ctx, d, Sum, n, c.atRoot(d, d.send), 0, func(k *call) error {
+	if err := c.move(ctx, d, Sum, n, c.atRoot(d, d.send), 0, func(k *call) error {
 		return c.treeBroadcast(ctx, k, c.rotated(d.root), n)
-	}, dst, 0)
+	}, dst, 0); err != nil {
+		return err
+	}
+	if c.rank == d.root && d.kind == collBroadcastInto {
+		copy(d.recv, d.send)
+	}
+	return nil
+}
+
+// scan is Scan and Exscan: every rank's send is gathered (a ring, as
+// AllGather's) into the comm's pooled host memory, and rank r reduces the
+// inputs of ranks 0..r (Exscan: 0..r-1) on the CPU in rank order with the
+// kernels' arithmetic, rounded once (exact, and the same bits on every
+// layout). Exscan leaves rank 0's recv untouched. The memory a rank needs
+// is N times its input.
+func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
+	sp := &callSpecs[d.kind]
+	N, r, es := c.g.n, c.rank, d.dt.Size()
+	n := len(d.send) / es
+	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
+	if n == 0 {
+		return nil
+	}
+	if cap(c.vBlocks) < N*n*es {
+		c.vBlocks = make([]byte, N*n*es)
+	}
+	blocks := c.vBlocks[:N*n*es]
+	if err := c.move(ctx, d, Sum, N*n, d.send, r*n, func(k *call) error {
+		if N == 1 {
+			return nil
+		}
+		return c.ringAllGather(ctx, k, c.g.all, N*n, n, 0)
+	}, blocks, 0); err != nil {
+		return err
+	}
+	k := r + 1
+	if d.kind == collExscan {
+		k = r
+	}
+	if k > 0 {
+		reduceHost(d.dt, d.recv, blocks, n, 0, k, n, d.op, 1)
+	}
+	return nil
 }
 
 // execReduce: along a binary tree rooted at root; in deterministic mode a
