@@ -248,34 +248,7 @@ func TestSyncAllocs(t *testing.T) {
 	g := openGroup(t, "host", 2)
 	ss := newSyncs[float32](t, g, Options{})
 	data := [][]float32{make([]float32, 4096), make([]float32, 4096)}
-	// Rank 1 syncs whenever rank 0 asks, so a measurement on rank 0's
-	// goroutine covers whole steps.
-	run, done := make(chan struct{}), make(chan error)
-	go func() {
-		for range run {
-			done <- ss[1].Sync(context.Background(), data[1])
-		}
-	}()
-	defer close(run)
-	step := func() error {
-		run <- struct{}{}
-		err := ss[0].Sync(context.Background(), data[0])
-		return errors.Join(err, <-done)
-	}
-	for i := 0; i < 3; i++ { // warm the pools and the strategy choice
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var err error
-	allocs := testing.AllocsPerRun(50, func() {
-		if e := step(); e != nil && err == nil {
-			err = e
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	allocs := allocsPerStep(t, func(r int) error { return ss[r].Sync(context.Background(), data[r]) })
 	if allocs != 0 {
 		t.Errorf("%v allocations per Sync, want 0", allocs)
 	}

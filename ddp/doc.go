@@ -14,6 +14,11 @@
 //     set: the same strategy every run gives the same bits every run.
 //   - Fusion: SyncAll packs many small tensors into buckets (one collective
 //     per bucket instead of one per tensor).
+//   - A shape check: at the first step, and whenever a step's shapes (the
+//     number of tensors and their lengths, in order) differ from the last
+//     step's, the ranks agree on them (one small all-reduce, not one per
+//     step); ranks whose shapes differ all fail with the same ShapeError
+//     instead of reducing mismatched tensors into each other.
 //   - An Arena: one pinned allocation with a view per tensor, for
 //     frameworks to keep gradients in, so a whole-model Sync is one
 //     zero-copy collective.

@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"sync"
@@ -153,3 +154,37 @@ var leakOpts = []goleak.Option{goleak.IgnoreCurrent(),
 	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.startPool.func1.1"),
 	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.(*executor).exec.startPool.func1.1"),
 	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker")}
+
+// allocsPerStep returns the allocations of rank 0's step(0) in a steady
+// state of a group of two ranks: rank 1 runs step(1) whenever rank 0 runs
+// step(0), so a measurement on rank 0's goroutine covers whole steps.
+func allocsPerStep(t *testing.T, step func(r int) error) float64 {
+	t.Helper()
+	run, done := make(chan struct{}), make(chan error)
+	go func() {
+		for range run {
+			done <- step(1)
+		}
+	}()
+	defer close(run)
+	both := func() error {
+		run <- struct{}{}
+		err := step(0)
+		return errors.Join(err, <-done)
+	}
+	for i := 0; i < 3; i++ { // warm the pools and the strategy choice
+		if err := both(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	allocs := testing.AllocsPerRun(50, func() {
+		if e := both(); e != nil && err == nil {
+			err = e
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return allocs
+}

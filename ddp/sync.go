@@ -186,6 +186,8 @@ type Sync[T collective.Float] struct {
 	dVal     backend.Buffer
 	idxBuf   []uint32
 
+	shape shapeState // the shapes of the last step, once agreed (steps run one at a time)
+
 	pendMu  sync.Mutex
 	pending []*collective.Work
 }
@@ -317,11 +319,17 @@ var rankOrderStrategies = func() map[collective.Strategy]bool {
 // Sync all-reduces grads to their mean across ranks, in place, and counts
 // one step (with TopK: the top-k exchange). A gradient in an Arena (or any
 // collective.HostBuffer) moves without a copy into staging memory.
+//
+// The first step, and every step whose shapes differ from the previous
+// step's (Sync: the length of grads; SyncAll: the number of tensors and
+// their lengths, in order), first agrees on the shapes across ranks (one
+// all-reduce of two words): when they differ every rank fails with the
+// same *ShapeError naming the call, and nothing is reduced.
 func (s *Sync[T]) Sync(ctx context.Context, grads []T) error {
 	if err := s.settle(ctx); err != nil {
 		return err
 	}
-	return s.stepOne(ctx, grads)
+	return s.stepOne(ctx, "Sync.Sync", grads)
 }
 
 // SyncAsync starts Sync and returns at once; grads must not be touched
@@ -336,7 +344,7 @@ func (s *Sync[T]) SyncAsync(ctx context.Context, grads []T) *collective.Work {
 	}
 	// grads is named so that closing the HostBuffer or Arena holding it
 	// waits for the step.
-	w := s.c.Go(ctx, "ddp.SyncAsync", func(ctx context.Context) error { return s.stepOne(ctx, grads) }, collective.Mem(grads))
+	w := s.c.Go(ctx, "ddp.SyncAsync", func(ctx context.Context) error { return s.stepOne(ctx, "Sync.SyncAsync", grads) }, collective.Mem(grads))
 	if w.Done() && errors.Is(w.Wait(ctx), collective.ErrClosed) {
 		// grads was closed: the step fails in its turn on every rank.
 		w = s.c.Go(ctx, "ddp.SyncAsync", func(ctx context.Context) error { return s.refuse(ctx, grads) })
@@ -396,6 +404,7 @@ func pruneDone(ws []*collective.Work) []*collective.Work {
 // and out): one top-k selection over the whole model and one residual
 // covering the concatenation (so Sync and SyncAll of different lengths on
 // one Sync restart it). With a Wire format every bucket is compressed.
+// The shapes are checked as Sync's are.
 func (s *Sync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
 	if err := s.settle(ctx); err != nil {
 		return err
@@ -408,6 +417,9 @@ func (s *Sync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
 		if err := collective.Hold(ctx, s.c, h, t); err != nil {
 			return s.refuse(ctx, t)
 		}
+	}
+	if err := checkShapes(ctx, s.c, "Sync.SyncAll", &s.shape, tensors); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.step++
@@ -574,13 +586,17 @@ func (s *Sync[T]) Decisions() []Decision {
 	return append([]Decision(nil), s.history...)
 }
 
-func (s *Sync[T]) stepOne(ctx context.Context, grads []T) error {
+// stepOne is the step of Sync and SyncAsync (call names it in errors).
+func (s *Sync[T]) stepOne(ctx context.Context, call string, grads []T) error {
 	// The step reads and writes grads itself (top-k): hold it, so that
 	// closing its HostBuffer or Arena waits for the step.
 	var h collective.Holding
 	defer h.Release()
 	if err := collective.Hold(ctx, s.c, &h, grads); err != nil {
 		return s.refuse(ctx, grads)
+	}
+	if err := checkShapes(ctx, s.c, call, &s.shape, [][]T{grads}); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.step++
