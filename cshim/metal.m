@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "shim.h"
+#include "common.h"
 
 /* The Metal implementation (this file). shim.h declares gc_vulkan(); the
  * declaration here keeps -Wmissing-prototypes quiet until it names gc_metal. */
@@ -70,7 +71,6 @@ const gc_backend *gc_metal(void);
 #define GC_MTL_MAX_QUERIES (1u << 20)
 #define GC_MTL_COPY_CHUNK (1u << 30)
 #define GC_MTL_COPY_GROUPS 4096u
-#define GC_MTL_MAX_MESSAGES 4096u
 /* The MSL the kernels pipeline generates: spirv-cross --msl-version 20100. */
 #define GC_MTL_MSL_MAJOR 2u
 #define GC_MTL_MSL_MINOR 1u
@@ -98,44 +98,6 @@ static const char internal_msl[] =
 
 /* ---------------------------------------------------------------- errors */
 
-static char *vformat(const char *fmt, va_list ap) {
-	va_list ap2;
-	va_copy(ap2, ap);
-	int n = vsnprintf(NULL, 0, fmt, ap2);
-	va_end(ap2);
-	if (n < 0) {
-		return NULL;
-	}
-	char *s = malloc((size_t)n + 1);
-	if (s != NULL) {
-		vsnprintf(s, (size_t)n + 1, fmt, ap);
-	}
-	return s;
-}
-
-static char *format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *format(const char *fmt, ...) {
-	va_list ap;
-	va_start(ap, fmt);
-	char *s = vformat(fmt, ap);
-	va_end(ap);
-	return s;
-}
-
-/* fail fills *err (when not NULL) and returns st. */
-static gc_status fail(gc_error *err, gc_status st, int32_t native, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static gc_status fail(gc_error *err, gc_status st, int32_t native, const char *fmt, ...) {
-	if (err != NULL) {
-		va_list ap;
-		va_start(ap, fmt);
-		err->native = native;
-		err->msg = vformat(fmt, ap);
-		va_end(ap);
-	}
-	return st;
-}
-
 /* unsupported_f64 is the one place that returns GC_UNSUPPORTED: Metal has no
  * double, so f64 kernels cannot exist; collectives reduce f64 exactly on the
  * host path instead (the device reports shader_float64 = 0). */
@@ -151,50 +113,6 @@ static const char *nsmsg(NSError *e) {
 	}
 	const char *s = e.localizedDescription.UTF8String;
 	return s != NULL ? s : "unknown error";
-}
-
-static void copy_name(char *dst, const char *src) {
-	snprintf(dst, GC_NAME_MAX, "%s", src != NULL ? src : "");
-}
-
-static void add_counter(uint64_t *c, uint64_t n) {
-	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
-}
-
-/* ------------------------------------------------------------- messages */
-
-/* Compiler warnings from newLibraryWithSource, the closest Metal has to the
- * Vulkan validation messages (API validation itself is Metal's debug layer,
- * MTL_DEBUG_LAYER=1, which reports by aborting). */
-static struct {
-	pthread_mutex_t mu;
-	char **items;
-	size_t n, cap;
-	uint64_t count;
-	uint64_t dropped;
-} msgs = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void record_message(char *m) {
-	if (m == NULL) {
-		return;
-	}
-	pthread_mutex_lock(&msgs.mu);
-	msgs.count++;
-	if (msgs.n == msgs.cap && msgs.cap < GC_MTL_MAX_MESSAGES) {
-		size_t cap = msgs.cap ? msgs.cap * 2 : 16;
-		char **items = realloc(msgs.items, cap * sizeof *items);
-		if (items != NULL) {
-			msgs.items = items;
-			msgs.cap = cap;
-		}
-	}
-	if (msgs.n < msgs.cap) {
-		msgs.items[msgs.n++] = m;
-	} else {
-		msgs.dropped++;
-		free(m);
-	}
-	pthread_mutex_unlock(&msgs.mu);
 }
 
 /* -------------------------------------------------------- instance state */
@@ -223,11 +141,6 @@ static struct {
 	uint32_t ndev;
 	uint64_t objects; /* libraries and pipelines compiled (atomic) */
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static int env_is_1(const char *name) {
-	const char *v = getenv(name);
-	return v != NULL && strcmp(v, "1") == 0;
-}
 
 /* compile_options: the MSL version the kernels were generated for, and IEEE
  * math (Metal compiles with fast math by default, which may drop the NaN
@@ -512,33 +425,13 @@ static gc_status mtl_device_info(uint32_t index, gc_device_info *out, gc_error *
 
 static gc_status mtl_message_count(uint64_t *count, gc_error *err) {
 	@autoreleasepool {
-		if (count == NULL) {
-			return fail(err, GC_INVALID_ARGUMENT, 0, "message_count: count is NULL");
-		}
-		pthread_mutex_lock(&msgs.mu);
-		*count = msgs.count;
-		pthread_mutex_unlock(&msgs.mu);
-		return GC_OK;
+		return message_count(count, err);
 	}
 }
 
 static gc_status mtl_take_message(char **msg, gc_error *err) {
 	@autoreleasepool {
-		if (msg == NULL) {
-			return fail(err, GC_INVALID_ARGUMENT, 0, "take_message: msg is NULL");
-		}
-		*msg = NULL;
-		pthread_mutex_lock(&msgs.mu);
-		if (msgs.n > 0) {
-			*msg = msgs.items[0];
-			memmove(msgs.items, msgs.items + 1, (msgs.n - 1) * sizeof *msgs.items);
-			msgs.n--;
-		} else if (msgs.dropped > 0) {
-			*msg = format("(%llu more messages were dropped: the list was full)", (unsigned long long)msgs.dropped);
-			msgs.dropped = 0;
-		}
-		pthread_mutex_unlock(&msgs.mu);
-		return GC_OK;
+		return take_message(msg, "messages", err);
 	}
 }
 
@@ -1416,34 +1309,14 @@ static gc_status mtl_kernel_destroy(gc_kernel k, gc_error *err) {
 
 /* ------------------------------------------------------------- recording */
 
-static gc_status check_range(gc_device d, gc_buffer b, uint64_t off, uint64_t size, const char *what, gc_error *err) {
-	if (b == NULL) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: NULL buffer", what);
-	}
-	if (b->dev != d) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: buffer belongs to another device", what);
-	}
-	if (off > b->size || size > b->size - off) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: range [%llu, +%llu) outside buffer of %llu bytes", what,
-			    (unsigned long long)off, (unsigned long long)size, (unsigned long long)b->size);
-	}
-	return GC_OK;
+/* buffer_usable: a Metal device uses only its own buffers (checks.h). */
+static int buffer_usable(gc_device d, gc_buffer b) {
+	(void)d;
+	(void)b;
+	return 0;
 }
 
-static gc_status check_copy(gc_device d, gc_buffer dst, uint64_t dst_off, gc_buffer src, uint64_t src_off, uint64_t size,
-			    const char *what, gc_error *err) {
-	if (d == NULL) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: NULL device", what);
-	}
-	gc_status st = check_range(d, dst, dst_off, size, what, err);
-	if (st == GC_OK) {
-		st = check_range(d, src, src_off, size, what, err);
-	}
-	if (st == GC_OK && dst == src && size > 0 && dst_off < src_off + size && src_off < dst_off + size) {
-		st = fail(err, GC_INVALID_ARGUMENT, 0, "%s: source and destination overlap", what);
-	}
-	return st;
-}
+#include "checks.h"
 
 static int copy_aligned(uint64_t dst_off, uint64_t src_off, uint64_t size) {
 	return ((dst_off | src_off | size) & 3u) == 0;

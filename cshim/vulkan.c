@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "shim.h"
+#include "common.h"
 
 #if defined(__APPLE__)
 #define GC_VK_DEFAULT_LIB "libvulkan.1.dylib"
@@ -47,48 +48,9 @@
 #define GC_DEFAULT_RING 16u
 #define GC_MAX_RING 1024u
 #define GC_MAX_SPEC 64u
-#define GC_MAX_MESSAGES 4096u
 #define GC_MAX_SHARED_QUEUES 16u
 
 /* ---------------------------------------------------------------- errors */
-
-static char *vformat(const char *fmt, va_list ap) {
-	va_list ap2;
-	va_copy(ap2, ap);
-	int n = vsnprintf(NULL, 0, fmt, ap2);
-	va_end(ap2);
-	if (n < 0) {
-		return NULL;
-	}
-	char *s = malloc((size_t)n + 1);
-	if (s != NULL) {
-		vsnprintf(s, (size_t)n + 1, fmt, ap);
-	}
-	return s;
-}
-
-static char *format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *format(const char *fmt, ...) {
-	va_list ap;
-	va_start(ap, fmt);
-	char *s = vformat(fmt, ap);
-	va_end(ap);
-	return s;
-}
-
-/* fail fills *err (when not NULL) and returns st. */
-static gc_status fail(gc_error *err, gc_status st, int32_t native, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static gc_status fail(gc_error *err, gc_status st, int32_t native, const char *fmt, ...) {
-	if (err != NULL) {
-		va_list ap;
-		va_start(ap, fmt);
-		err->native = native;
-		err->msg = vformat(fmt, ap);
-		va_end(ap);
-	}
-	return st;
-}
 
 static const char *result_name(VkResult r) {
 	switch (r) {
@@ -276,39 +238,6 @@ static struct {
 	uint64_t objects; /* objects created by the process (atomic) */
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* Validation messages, recorded by the debug messenger callback (which the
- * layer may call from any thread). */
-static struct {
-	pthread_mutex_t mu;
-	char **items;
-	size_t n, cap;
-	uint64_t count;   /* recorded since init */
-	uint64_t dropped; /* not kept because the list was full */
-} msgs = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void record_message(char *m) {
-	if (m == NULL) {
-		return;
-	}
-	pthread_mutex_lock(&msgs.mu);
-	msgs.count++;
-	if (msgs.n == msgs.cap && msgs.cap < GC_MAX_MESSAGES) {
-		size_t cap = msgs.cap ? msgs.cap * 2 : 16;
-		char **items = realloc(msgs.items, cap * sizeof *items);
-		if (items != NULL) {
-			msgs.items = items;
-			msgs.cap = cap;
-		}
-	}
-	if (msgs.n < msgs.cap) {
-		msgs.items[msgs.n++] = m;
-	} else {
-		msgs.dropped++;
-		free(m);
-	}
-	pthread_mutex_unlock(&msgs.mu);
-}
-
 /* first_message returns a copy of the oldest recorded message, or NULL. */
 static char *first_message(void) {
 	pthread_mutex_lock(&msgs.mu);
@@ -362,10 +291,6 @@ static int has_extension(const VkExtensionProperties *exts, uint32_t n, const ch
 		}
 	}
 	return 0;
-}
-
-static void copy_name(char *dst, const char *src) {
-	snprintf(dst, GC_NAME_MAX, "%s", src);
 }
 
 /* query_phys fills p->info for one physical device. */
@@ -546,11 +471,6 @@ static void teardown_instance(void) {
 	}
 	g.lib = NULL;
 	g.validation = 0;
-}
-
-static int env_is_1(const char *name) {
-	const char *v = getenv(name);
-	return v != NULL && strcmp(v, "1") == 0;
 }
 
 static gc_status do_init(const gc_init_options *opts, gc_error *err) {
@@ -826,34 +746,9 @@ static gc_status vk_device_info(uint32_t index, gc_device_info *out, gc_error *e
 	return GC_OK;
 }
 
-static gc_status vk_message_count(uint64_t *count, gc_error *err) {
-	if (count == NULL) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "message_count: count is NULL");
-	}
-	pthread_mutex_lock(&msgs.mu);
-	*count = msgs.count;
-	pthread_mutex_unlock(&msgs.mu);
-	return GC_OK;
-}
+static gc_status vk_message_count(uint64_t *count, gc_error *err) { return message_count(count, err); }
 
-static gc_status vk_take_message(char **msg, gc_error *err) {
-	if (msg == NULL) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "take_message: msg is NULL");
-	}
-	*msg = NULL;
-	pthread_mutex_lock(&msgs.mu);
-	if (msgs.n > 0) {
-		*msg = msgs.items[0];
-		memmove(msgs.items, msgs.items + 1, (msgs.n - 1) * sizeof *msgs.items);
-		msgs.n--;
-	} else if (msgs.dropped > 0) {
-		*msg = format("(%llu more validation messages were dropped: the list was full)",
-			      (unsigned long long)msgs.dropped);
-		msgs.dropped = 0;
-	}
-	pthread_mutex_unlock(&msgs.mu);
-	return GC_OK;
-}
+static gc_status vk_take_message(char **msg, gc_error *err) { return take_message(msg, "validation messages", err); }
 
 /* --------------------------------------------------------------- devices */
 
@@ -1042,10 +937,6 @@ struct gc_device_s {
 
 	gc_counters counters; /* atomic fields */
 };
-
-static void add_counter(uint64_t *c, uint64_t n) {
-	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
-}
 
 /* has_recording reports whether work for ticket submitted + 1 exists: a
  * ring recording or a pending replay. d->mu held. */
@@ -2631,36 +2522,11 @@ static gc_status recording(gc_device d, VkCommandBuffer *cb, gc_error *err) {
 	return GC_OK;
 }
 
-static gc_status check_range(gc_device d, gc_buffer b, uint64_t off, uint64_t size, const char *what, gc_error *err) {
-	if (b == NULL) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: NULL buffer", what);
-	}
-	/* A buffer of another open of the same shared logical device is usable:
-	 * it lives in the same VkDevice. */
-	if (b->dev != d && (d->shared == NULL || b->dev->shared != d->shared)) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: buffer belongs to another device", what);
-	}
-	if (off > b->size || size > b->size - off) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: range [%llu, +%llu) outside buffer of %llu bytes", what,
-			    (unsigned long long)off, (unsigned long long)size, (unsigned long long)b->size);
-	}
-	return GC_OK;
-}
+/* buffer_usable: a buffer of another open of the same shared logical
+ * device is usable: it lives in the same VkDevice (checks.h). */
+static int buffer_usable(gc_device d, gc_buffer b) { return d->shared != NULL && b->dev->shared == d->shared; }
 
-static gc_status check_copy(gc_device d, gc_buffer dst, uint64_t dst_off, gc_buffer src, uint64_t src_off, uint64_t size,
-			    const char *what, gc_error *err) {
-	if (d == NULL) {
-		return fail(err, GC_INVALID_ARGUMENT, 0, "%s: NULL device", what);
-	}
-	gc_status st = check_range(d, dst, dst_off, size, what, err);
-	if (st == GC_OK) {
-		st = check_range(d, src, src_off, size, what, err);
-	}
-	if (st == GC_OK && dst == src && size > 0 && dst_off < src_off + size && src_off < dst_off + size) {
-		st = fail(err, GC_INVALID_ARGUMENT, 0, "%s: source and destination overlap", what);
-	}
-	return st;
-}
+#include "checks.h"
 
 static gc_status vk_cmd_copy(gc_device d, gc_buffer dst, uint64_t dst_off, gc_buffer src, uint64_t src_off, uint64_t size,
 			     gc_error *err) {
