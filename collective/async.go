@@ -190,6 +190,9 @@ func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx 
 	defer a.mu.Unlock()
 	if a.closed || c.g.closed.Load() {
 		u.release()
+		if c.commClosed() && !c.g.closed.Load() {
+			return failedWork(c.wrapErr(name, 0, errCommClosed))
+		}
 		return failedWork(c.wrapErr(name, 0, errGroupClosed))
 	}
 	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, op: o, mem: u.take()}

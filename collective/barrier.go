@@ -167,23 +167,32 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	}
 	var ctxErr error
 	timedOut := false
+	// A rank gone before this wait is looked for before sleeping; the
+	// sleeps end when one goes (markGone rings and pokes every rank).
+	seen := g.goneEvents.Load()
+	look := g.nGone.Load() > 0
+	c.beginWait(phase, waitBarrier)
 	for {
-		if bell {
-			t := c.bell.ticket()
-			if b.genSeen.Load() == gen && g.Err() == nil {
-				if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
-					continue
+		if !look {
+			if bell {
+				t := c.bell.ticket()
+				if b.genSeen.Load() == gen && g.Err() == nil && g.goneEvents.Load() == seen {
+					if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
+						continue
+					}
+				}
+			} else {
+				select {
+				case <-c.wake:
+				case <-c.timer.C:
+					timedOut = true
+				case <-ctx.Done():
+					ctxErr = ctx.Err()
 				}
 			}
-		} else {
-			select {
-			case <-c.wake:
-			case <-c.timer.C:
-				timedOut = true
-			case <-ctx.Done():
-				ctxErr = ctx.Err()
-			}
 		}
+		look = false
+		seen = g.goneEvents.Load()
 		b.lock()
 		if b.gen != gen {
 			// Completed (possibly at the same moment as a timeout).
@@ -191,6 +200,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			all := b.allFlag[gen&1]
 			b.mu.Unlock()
 			c.timer.Stop()
+			c.endWait()
 			if res != nil {
 				return false, c.mismatchFor(res)
 			}
@@ -199,11 +209,25 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		if g.Err() != nil && ctx.Err() == nil {
 			b.mu.Unlock()
 			c.timer.Stop()
+			c.endWait()
 			return false, c.brokenErr()
 		}
 		if g.Err() != nil {
 			// Broken, and this rank's own context ended too: its own error.
 			ctxErr = ctx.Err()
+		}
+		if g.nGone.Load() > 0 && g.Err() == nil {
+			// A rank that has not arrived and is gone never will.
+			for r, here := range b.present {
+				if gi := g.comms[r].gone.Load(); !here && gi != nil {
+					b.mu.Unlock()
+					c.timer.Stop()
+					c.endWait()
+					ge := c.goneErr(g.base+r, gi, phase)
+					c.breakWith(ge)
+					return false, ge
+				}
+			}
 		}
 		if timedOut && b.completing && ctxErr == nil {
 			// Every local rank is here and the last one is meeting the
@@ -227,6 +251,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			}
 			b.mu.Unlock()
 			c.timer.Stop()
+			c.endWait()
 			c.breakWith(te)
 			return false, te
 		}

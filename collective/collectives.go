@@ -65,9 +65,10 @@ func (c *Comm) collStrategy(collective string) Strategy {
 // RecvAsync) with the same length and type, and returns once the peer
 // received it. Point-to-point calls are not numbered with the collectives:
 // they pair on the direction between the two ranks, in call order. Two
-// ranks that both Send to each other and then Recv deadlock (the Sends fail
-// after CommunicationTimeout, naming the pattern): use SendRecv, or
-// SendAsync and RecvAsync.
+// ranks that both Send to each other and then Recv deadlock (in one
+// process the Sends fail at once with ErrDeadlock, naming the pattern;
+// across processes after CommunicationTimeout): use SendRecv, or SendAsync
+// and RecvAsync.
 func Send[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 	if c == nil {
 		return invalidArg("nil Comm")
@@ -154,6 +155,10 @@ func sendRecv[T Elem](ctx context.Context, c *Comm, name string, send []T, to in
 			c.postP2P(o)
 		}
 	}
+	// Blocked until the peers post theirs: a wait cycle among blocked
+	// ranks fails at once (blockP2P), and Group.Pending reports the wait.
+	c.blockP2P(&ops)
+	c.beginWait("", waitP2P)
 	for _, o := range ops {
 		if o == nil {
 			continue
@@ -165,6 +170,8 @@ func sendRecv[T Elem](ctx context.Context, c *Comm, name string, send []T, to in
 			<-o.sig
 		}
 	}
+	c.endWait()
+	c.unblockP2P()
 	// The failure that caused the other one, if any, comes first.
 	for _, o := range ops {
 		if o != nil && o.err != nil {

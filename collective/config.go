@@ -92,8 +92,12 @@ type Config struct {
 	// LocalGroupSize is the group size of the hierarchical strategy: >= 1,
 	// 0 for the default (4).
 	LocalGroupSize int
-	// CommunicationTimeout bounds every blocking wait of a collective:
-	// > 0, 0 for the default (5 s).
+	// CommunicationTimeout bounds every blocking wait of a call for a
+	// rank that is alive but slow: > 0, 0 for the default (10 minutes, as
+	// torch's NCCL process group: a rank may pause for a checkpoint or an
+	// evaluation, and waits that cannot end fail at once whatever the
+	// timeout: a rank that is gone, a cycle of blocking point-to-point
+	// calls). A context with a deadline bounds a call more tightly.
 	CommunicationTimeout time.Duration
 	// Deterministic fixes the reduction order (rank 0 + rank 1 + ...).
 	Deterministic bool
@@ -103,7 +107,7 @@ type Config struct {
 const (
 	DefaultPipelineDepth        = 2
 	DefaultLocalGroupSize       = 4
-	DefaultCommunicationTimeout = 5 * time.Second
+	DefaultCommunicationTimeout = 10 * time.Minute
 )
 
 // DefaultConfig returns the default configuration, every field set: the same

@@ -105,6 +105,22 @@
 // support); a difference fails every rank with ErrMismatch before any data
 // moved.
 //
+// Liveness. A rank that is gone (its function in Group.Run returned, with
+// or without an error, or panicked, and the operations it started ended; or
+// its Comm.Close was called) fails every rank waiting for it at once with
+// an error naming it and why (ErrRankGone, *RankGoneError); Group.Close
+// fails every wait at once (ErrClosed). A cycle of ranks of one process
+// blocked in Send, Recv or SendRecv calls that wait for each other fails at
+// once (ErrDeadlock, *DeadlockError). A slow rank that is alive (a
+// checkpoint, an evaluation) is waited for up to
+// Config.CommunicationTimeout, 10 minutes by default (ErrTimeout, naming
+// the ranks that did not arrive); a ctx with a deadline bounds a call more
+// tightly. While ranks wait, Group.Pending says which call each waits in
+// and for which ranks, and a group with a logger logs the waits that last
+// (every 30 s, or every quarter of the timeout if shorter). Ranks of
+// another process are not watched this way: a process that hangs is waited
+// for up to the timeout.
+//
 // Point-to-point. Send, Recv, SendRecv, SendAsync and RecvAsync pair on
 // the direction between two ranks, in call order; a length or type that
 // differs is a *MismatchError on both ranks. They are posted in stream
@@ -112,9 +128,10 @@
 // each other, so SendAsync and RecvAsync in any order on both ranks, and
 // SendRecv, never deadlock; any other operation waits for the comm's
 // earlier point-to-point operations to complete. A blocking Send or Recv
-// waits for its peer: two ranks that both Send to each other before they
-// Recv deadlock, and fail after CommunicationTimeout with an error naming
-// the peer and the pattern. Between ranks of one process the data is copied
+// waits for its peer: two ranks of one process that both Send to each
+// other before they Recv deadlock, and fail at once with ErrDeadlock
+// naming the ranks and the pattern (across processes, after
+// CommunicationTimeout). Between ranks of one process the data is copied
 // once, from the send slice to the receive slice.
 //
 // Processes. A Group given a Transport spans processes (one of Size 1 makes

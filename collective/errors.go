@@ -48,6 +48,13 @@ var (
 	ErrValidation = backend.ErrValidation
 	// ErrAborted is the cause Abort records when it is given nil.
 	ErrAborted = errors.New("aborted")
+	// ErrRankGone: a rank waited for is gone and will never arrive: its
+	// function in Group.Run returned or panicked, or its Comm was closed
+	// (*RankGoneError). The rank that noticed breaks the group with it.
+	ErrRankGone = errors.New("rank gone")
+	// ErrDeadlock: ranks of one process wait for each other in blocking
+	// point-to-point calls, a cycle no rank can leave (*DeadlockError).
+	ErrDeadlock = errors.New("deadlock")
 )
 
 // Error is what every call returns on failure, synchronous or
@@ -230,6 +237,57 @@ func (e noCtx) As(t any) bool {
 	}
 	return errors.As(e.err, t)
 }
+
+// RankGoneError says that the rank waited for is gone: it will never
+// reach the call, or send or receive what this rank waits for.
+type RankGoneError struct {
+	Rank    int    // the rank that is gone
+	Reason  string // why: GoneReturned, GoneFailed, GonePanicked or GoneClosed
+	LastSeq uint64 // its last collective call number (0: none)
+	LastP2P uint64 // its last point-to-point call number (0: none)
+	Phase   string // where this rank waited for it
+}
+
+func (e *RankGoneError) Error() string {
+	how := "its function in Group.Run " + e.Reason
+	if e.Reason == GoneClosed {
+		how = "its Comm was closed"
+	}
+	return fmt.Sprintf("rank %d is gone (%s after its call #%d and point-to-point call #%d) while this rank waited in %s",
+		e.Rank, how, e.LastSeq, e.LastP2P, e.Phase)
+}
+
+// Is makes errors.Is(err, ErrRankGone) true.
+func (e *RankGoneError) Is(t error) bool { return t == ErrRankGone }
+
+// DeadlockError says that ranks of this process are blocked in
+// point-to-point calls that wait for each other: Ranks[i] waits in
+// Calls[i] for Ranks[i+1], the last for the first. None of them could
+// return before the timeout.
+type DeadlockError struct {
+	Ranks []int
+	Calls []string
+	hint  string
+}
+
+func (e *DeadlockError) Error() string {
+	var b strings.Builder
+	b.WriteString("deadlock: ")
+	for i, r := range e.Ranks {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "rank %d waits in %s", r, e.Calls[i])
+	}
+	if e.hint != "" {
+		fmt.Fprintf(&b, ": %s", e.hint)
+	}
+	b.WriteString(" (use SendRecv, SendAsync and RecvAsync, or a Batch)")
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrDeadlock) true.
+func (e *DeadlockError) Is(t error) bool { return t == ErrDeadlock }
 
 // PanicError is what Group.Run returns for a rank whose function panicked
 // (find it with errors.As): the rank, the value passed to panic and the

@@ -72,10 +72,10 @@ func TestZeroConfig(t *testing.T) {
 		want Config
 	}{
 		{"zero", Config{}, def},
-		{"depth only", Config{PipelineDepth: 7}, Config{PipelineDepth: 7, LocalGroupSize: 4, CommunicationTimeout: 5 * time.Second}},
+		{"depth only", Config{PipelineDepth: 7}, Config{PipelineDepth: 7, LocalGroupSize: 4, CommunicationTimeout: DefaultCommunicationTimeout}},
 		{"timeout only", Config{CommunicationTimeout: time.Minute, Deterministic: true},
 			Config{PipelineDepth: 2, LocalGroupSize: 4, CommunicationTimeout: time.Minute, Deterministic: true}},
-		{"strategy only", Config{Strategy: Ring, LocalGroupSize: 1}, Config{Strategy: Ring, PipelineDepth: 2, LocalGroupSize: 1, CommunicationTimeout: 5 * time.Second}},
+		{"strategy only", Config{Strategy: Ring, LocalGroupSize: 1}, Config{Strategy: Ring, PipelineDepth: 2, LocalGroupSize: 1, CommunicationTimeout: DefaultCommunicationTimeout}},
 	} {
 		g, err := NewGroup(ctx, Options{Ranks: 3, Backend: "host", Config: tc.cfg})
 		if err != nil {
@@ -423,7 +423,8 @@ func TestWaitCtxLazyTimer(t *testing.T) {
 // ErrGroupBroken and no context error.
 func TestCancelledRankMatchesNoSentinel(t *testing.T) {
 	sentinels := []error{ErrInvalidConfig, ErrInvalidArgument, ErrMismatch, ErrTimeout, ErrGroupBroken, ErrClosed,
-		ErrConcurrentUse, ErrBackendUnavailable, ErrUnsupported, ErrDeviceLost, ErrOutOfMemory, ErrValidation, ErrAborted}
+		ErrConcurrentUse, ErrBackendUnavailable, ErrUnsupported, ErrDeviceLost, ErrOutOfMemory, ErrValidation, ErrAborted,
+		ErrRankGone, ErrDeadlock}
 	for _, deadline := range []bool{false, true} {
 		g := openGroup(t, "host", 2)
 		ctx, cancel := context.WithCancel(context.Background())

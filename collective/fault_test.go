@@ -232,7 +232,8 @@ func (fr *faultRun) fail(kind, format string, a ...any) {
 
 // allowedSentinels are the errors a failing collective may match.
 var allowedSentinels = []error{ErrInvalidConfig, ErrInvalidArgument, ErrMismatch, ErrTimeout, ErrGroupBroken, ErrClosed,
-	ErrConcurrentUse, ErrBackendUnavailable, ErrUnsupported, ErrDeviceLost, ErrAborted, ErrOutOfMemory, ErrValidation}
+	ErrConcurrentUse, ErrBackendUnavailable, ErrUnsupported, ErrDeviceLost, ErrAborted, ErrOutOfMemory, ErrValidation,
+	ErrRankGone, ErrDeadlock}
 
 // checkError checks the shape of rank r's error: a *Error at the top naming
 // the rank, matching a collective sentinel, and matching a context error

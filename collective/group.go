@@ -193,6 +193,15 @@ type Group struct {
 	brokenCh  chan struct{}
 	closeOnce sync.Once
 	closeErr  error
+
+	// Liveness (liveness.go): the local ranks gone now, the marks made so
+	// far, and whether the watchdog that logs long waits runs.
+	nGone      atomic.Int32
+	goneEvents atomic.Uint64
+	watching   atomic.Bool
+	// parentRanks: an in-process sub-group's ranks in the parent group
+	// (Split); a rank gone from the parent's Run is gone here too.
+	parentRanks []int
 }
 
 // Comm is one rank's handle on a Group. Calls on one Comm must come from one
@@ -212,6 +221,8 @@ type Comm struct {
 	timer *time.Timer
 	bell  doorbell // see doorbell
 	wake  chan struct{}
+	// goneWake: a rank of the group went (markGone); exchange waits wake.
+	goneWake chan struct{}
 
 	// running is the queued operation the comm's worker runs now: the
 	// memory it resolved counts as held by the calls it makes (resolve.go).
@@ -268,6 +279,21 @@ type Comm struct {
 	copyWG  sync.WaitGroup                  // parallel host copies in flight
 	copyMu  sync.Mutex
 	copyErr error
+
+	// Liveness (liveness.go). gone: the rank is gone (nil: alive). calls,
+	// p2pCalls: its latest call numbers, readable by any goroutine. blk:
+	// the synchronous point-to-point call's operations while the rank is
+	// blocked in them, and blkEpoch counts their changes; dl*: the
+	// deadlock walk's scratch. waitRec: what the rank waits for now.
+	gone     atomic.Pointer[goneInfo]
+	calls    atomic.Uint64
+	p2pCalls atomic.Uint64
+	blk      [2]atomic.Pointer[p2pOp]
+	blkEpoch atomic.Uint64
+	dlMark   []uint32
+	dlStamp  uint32
+	dlStack  []dlFrame
+	waitRec  waitRecord
 }
 
 // NewGroup opens Ranks ranks on the selected backend.
@@ -423,7 +449,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		g.groupOf[r] = gi
 	}
 	for r := 0; r < g.nl; r++ {
-		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1),
+		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1), goneWake: make(chan struct{}, 1),
 			links: map[int64]*link{}, goImp: goImp}
 		if g.bk == "host" {
 			c.goImp.off = true // its buffers are host memory: nothing to import
@@ -612,12 +638,20 @@ func (g *Group) Abort(cause error) {
 // passed to panic and the goroutine's stack; errors.As finds it, and a
 // panic with an error value unwraps to it).
 //
+// A rank whose fn returned (with or without an error, or panicked) is gone
+// once the operations it started (asynchronous ones it did not wait for)
+// ended: every rank waiting for it then fails at once with an error naming
+// it (ErrRankGone), where it would have waited for CommunicationTimeout.
+// Run returns when every fn returned and those operations ended; the ranks
+// are no longer gone after it returns.
+//
 // Run returns the root cause: the error of the rank whose own failure first
 // broke the group (a failed call's *Error, the error its fn returned, or
 // its *PanicError), never an error that only reports another rank's
-// failure (a *BrokenError) while the root cause is known. So when ctx is
-// cancelled, errors.Is(err, context.Canceled) holds, whichever rank noticed
-// first. It is nil when every fn returned nil.
+// failure (a *BrokenError, or ErrRankGone of a rank that returned an
+// error) while the root cause is known. So when ctx is cancelled,
+// errors.Is(err, context.Canceled) holds, whichever rank noticed first. It
+// is nil when every fn returned nil.
 func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -631,13 +665,22 @@ func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			why := GoneReturned
+			// Deferred, so a function that ends its goroutine
+			// (runtime.Goexit) is gone too.
+			defer func() { c.leaveRun(why) }()
 			err := c.runFn(ctx, fn)
 			if err == nil {
 				return
 			}
+			why = GoneFailed
+			var pe *PanicError
+			if errors.As(err, &pe) && pe.Rank == c.rank {
+				why = GonePanicked
+			}
 			// This rank's own failure: it breaks the group naming the
 			// rank (a no-op when a failed call of the rank, or another
-			// rank, broke it first).
+			// rank, broke it first), before the rank is gone.
 			g.breakGroup(&BrokenError{Rank: c.rank, Op: opRun, Cause: err, hideCtx: true})
 			cancel(err)
 			mu.Lock()
@@ -647,6 +690,12 @@ func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) e
 		}()
 	}
 	wg.Wait()
+	for _, c := range g.comms {
+		c.forgetRun()
+		for _, sc := range c.subComms() {
+			sc.forgetRun()
+		}
+	}
 	return g.rootCause(errs, order)
 }
 
@@ -677,6 +726,13 @@ func (g *Group) rootCause(errs []error, order []int) error {
 	if by != nil && by.Rank >= 0 && g.isLocal(by.Rank) {
 		if err := errs[by.Rank-g.base]; err != nil && !derivedErr(err) {
 			return err
+		}
+	}
+	// A rank that noticed a gone rank is a root cause only when no rank
+	// failed on its own.
+	for _, i := range order {
+		if !derivedErr(errs[i]) && !errors.Is(errs[i], ErrRankGone) {
+			return errs[i]
 		}
 	}
 	for _, i := range order {

@@ -144,9 +144,12 @@ func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase stri
 		}
 	}
 	g := c.g
+	c.beginWait(phase, peer)
+	defer c.endWait()
 	if useBell.Load() {
 		// Sleep on the doorbell, which the peer rings after each message
-		// or credit it sends to this rank (see doorbell).
+		// or credit it sends to this rank (see doorbell), and markGone
+		// when a rank goes.
 		deadline := time.Now().Add(g.cfg.CommunicationTimeout)
 		for {
 			t := c.bell.ticket()
@@ -154,6 +157,9 @@ func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase stri
 			case v := <-ch:
 				return v, nil
 			default:
+			}
+			if gi := g.goneRank(peer); gi != nil {
+				return goneOn(c, ch, peer, gi, phase)
 			}
 			var timedOut bool
 			var ctxErr error
@@ -180,23 +186,44 @@ func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase stri
 	}
 	c.timer.Reset(g.cfg.CommunicationTimeout)
 	defer c.timer.Stop()
+	for {
+		if gi := g.goneRank(peer); gi != nil {
+			return goneOn(c, ch, peer, gi, phase)
+		}
+		select {
+		case v := <-ch:
+			return v, nil
+		case <-c.goneWake:
+			// A rank went: is it peer?
+		case <-c.timer.C:
+			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
+			c.breakWith(te)
+			return zero, te
+		case <-ctx.Done():
+			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
+			c.breakWith(te)
+			return zero, te
+		case <-g.brokenCh:
+			if err := ctx.Err(); err != nil {
+				return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
+			}
+			return zero, c.brokenErr()
+		}
+	}
+}
+
+// goneOn ends a wait on ch for peer, which is gone: what it sent before it
+// went is in ch; anything else never comes.
+func goneOn[T any](c *Comm, ch chan T, peer int, gi *goneInfo, phase string) (T, error) {
 	select {
 	case v := <-ch:
 		return v, nil
-	case <-c.timer.C:
-		te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
-		c.breakWith(te)
-		return zero, te
-	case <-ctx.Done():
-		te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
-		c.breakWith(te)
-		return zero, te
-	case <-g.brokenCh:
-		if err := ctx.Err(); err != nil {
-			return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
-		}
-		return zero, c.brokenErr()
+	default:
 	}
+	var zero T
+	ge := c.goneErr(peer, gi, phase)
+	c.breakWith(ge)
+	return zero, ge
 }
 
 // reserve waits for a free slot on the link to peer and returns the region

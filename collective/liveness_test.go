@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -94,3 +95,342 @@ func TestRunPanic(t *testing.T) {
 
 //go:noinline
 func panicInRank(v any) { panic(v) }
+
+// A rank whose function returns early from Run (without error) is gone:
+// the ranks waiting for it fail within a second, naming it and why,
+// although the timeout is the default (minutes); a rank's function that
+// leaves an asynchronous operation running is not gone until it ended.
+func TestRunRankReturnsEarly(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 3, func(o *Options) { o.Config = Config{} })
+		errs := make([]error, 3)
+		returned := make([]time.Time, 3)
+		start := time.Now()
+		err := g.Run(context.Background(), func(ctx context.Context, c *Comm) error {
+			defer func() { returned[c.Rank()] = time.Now() }()
+			data := make([]float32, 256)
+			for i := 0; i < 5; i++ {
+				if c.Rank() == 0 && i == 2 {
+					return nil // done early, by mistake
+				}
+				if err := AllReduce(ctx, c, data, Sum); err != nil {
+					errs[c.Rank()] = err
+					return err
+				}
+			}
+			return nil
+		})
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("%s: Run returned after %v", bk, el)
+		}
+		var ge *RankGoneError
+		if !errors.Is(err, ErrRankGone) || !errors.As(err, &ge) || ge.Rank != 0 || ge.Reason != GoneReturned || ge.LastSeq != 2 {
+			t.Fatalf("%s: Run = %v; want a rank's error naming rank 0 gone (returned after call #2)", bk, err)
+		}
+		for r := 1; r < 3; r++ {
+			if !errors.Is(errs[r], ErrRankGone) || !strings.Contains(errs[r].Error(), "rank 0 is gone (its function in Group.Run returned") {
+				t.Errorf("%s: rank %d: %v; want an error naming rank 0, gone", bk, r, errs[r])
+			}
+			if d := returned[r].Sub(returned[0]); d > time.Second {
+				t.Errorf("%s: rank %d failed %v after rank 0 returned", bk, r, d)
+			}
+		}
+
+		// A function that returns with its asynchronous all-reduce still
+		// queued: the others' all-reduce meets it, and Run succeeds.
+		g2 := openGroup(t, bk, 3, func(o *Options) { o.Config = Config{} })
+		data := make([][]float32, 3)
+		err = g2.Run(context.Background(), func(ctx context.Context, c *Comm) error {
+			data[c.Rank()] = []float32{float32(c.Rank())}
+			if c.Rank() == 0 {
+				AllReduceAsync(ctx, c, data[0], Sum) // not waited for
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+			return AllReduce(ctx, c, data[c.Rank()], Sum)
+		})
+		if err != nil || data[0][0] != 3 || data[2][0] != 3 {
+			t.Errorf("%s: a function returning with its Work queued: %v, %v", bk, err, data)
+		}
+		// A rank that returns after Split is gone from its sub-group too.
+		g3 := openGroup(t, bk, 4, func(o *Options) { o.Config = Config{} })
+		subErr := make([]error, 4)
+		start = time.Now()
+		err = g3.Run(context.Background(), func(ctx context.Context, c *Comm) error {
+			sub, err := c.Split(ctx, c.Rank()%2, 0)
+			if err != nil || c.Rank() == 0 {
+				return err
+			}
+			subErr[c.Rank()] = AllReduce(ctx, sub, make([]float32, 8), Sum)
+			return subErr[c.Rank()]
+		})
+		if el := time.Since(start); el > time.Second || !errors.Is(subErr[2], ErrRankGone) || !errors.Is(err, ErrRankGone) {
+			t.Errorf("%s: after Split, rank 0 returned: Run = %v after %v; rank 2 in the sub-group: %v", bk, err, el, subErr[2])
+		}
+
+		// The group runs again: the ranks gone from the last Run are back.
+		err = g2.Run(context.Background(), func(ctx context.Context, c *Comm) error {
+			return Barrier(ctx, c)
+		})
+		if err != nil {
+			t.Errorf("%s: Run after a Run: %v", bk, err)
+		}
+	}
+}
+
+// A rank driven outside Run leaves with Comm.Close: the ranks waiting for
+// it (in a collective or a Recv) fail within a second naming it, and its
+// own later calls fail with ErrClosed.
+func TestCommCloseFailsWaiters(t *testing.T) {
+	g := openGroup(t, "host", 3, func(o *Options) { o.Config = Config{} })
+	start := time.Now()
+	errs := onRanks(g, func(c *Comm) error {
+		if err := Barrier(context.Background(), c); err != nil {
+			return err
+		}
+		switch c.Rank() {
+		case 0:
+			time.Sleep(100 * time.Millisecond)
+			return c.Close()
+		case 1:
+			return AllReduce(context.Background(), c, make([]float64, 8), Sum)
+		default:
+			return Recv(context.Background(), c, make([]float64, 8), 0)
+		}
+	})
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("the ranks waiting for the closed rank returned after %v", el)
+	}
+	if errs[0] != nil {
+		t.Fatalf("Close: %v", errs[0])
+	}
+	for r := 1; r < 3; r++ {
+		var ge *RankGoneError
+		if !errors.Is(errs[r], ErrRankGone) || !strings.Contains(errs[r].Error(), "rank 0 is gone (its Comm was closed") {
+			t.Errorf("rank %d: %v; want an error naming rank 0, closed", r, errs[r])
+		} else if errors.As(errs[r], &ge) && (ge.Rank != 0 || ge.Reason != GoneClosed) {
+			t.Errorf("rank %d: %+v", r, ge)
+		}
+	}
+	if err := Barrier(context.Background(), g.Comm(0)); !errors.Is(err, ErrClosed) {
+		t.Errorf("a call on the closed Comm: %v, want ErrClosed", err)
+	}
+	if err := BroadcastAsync(context.Background(), g.Comm(0), []float32{1}, 0).Wait(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("an asynchronous call on the closed Comm: %v, want ErrClosed", err)
+	}
+}
+
+// Blocking point-to-point calls that wait for each other in one process
+// (Send/Send, Recv/Recv, a ring of Sends) fail within a second with the
+// default timeout: one rank with a *DeadlockError naming the cycle, the
+// others with the group broken by it; both match ErrDeadlock.
+func TestP2PDeadlockDetected(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		call  func(ctx context.Context, c *Comm, buf []float32) error
+		hint  string
+	}{
+		{"send-send", 2, func(ctx context.Context, c *Comm, buf []float32) error {
+			if err := Send(ctx, c, buf, 1-c.Rank()); err != nil {
+				return err
+			}
+			return Recv(ctx, c, buf, 1-c.Rank())
+		}, "both ranks Send before they Recv"},
+		{"recv-recv", 2, func(ctx context.Context, c *Comm, buf []float32) error {
+			if err := Recv(ctx, c, buf, 1-c.Rank()); err != nil {
+				return err
+			}
+			return Send(ctx, c, buf, 1-c.Rank())
+		}, "both ranks Recv before they Send"},
+		{"send-ring", 3, func(ctx context.Context, c *Comm, buf []float32) error {
+			if err := Send(ctx, c, buf, (c.Rank()+1)%3); err != nil {
+				return err
+			}
+			return Recv(ctx, c, buf, (c.Rank()+2)%3)
+		}, "every rank Sends before it Recvs"},
+	} {
+		g := openGroup(t, "host", tc.ranks, func(o *Options) { o.Config = Config{} })
+		start := time.Now()
+		errs := onRanks(g, func(c *Comm) error {
+			return tc.call(context.Background(), c, make([]float32, 3<<18))
+		})
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("%s: the deadlocked ranks returned after %v", tc.name, el)
+		}
+		found := 0
+		for r, err := range errs {
+			if !errors.Is(err, ErrDeadlock) {
+				t.Errorf("%s: rank %d: %v; want ErrDeadlock", tc.name, r, err)
+			}
+			var de *DeadlockError
+			var be *BrokenError
+			if errors.As(err, &de) && !errors.As(err, &be) {
+				found++
+				if len(de.Ranks) != tc.ranks || de.Ranks[0] != r || !strings.Contains(err.Error(), tc.hint) {
+					t.Errorf("%s: rank %d: %v; want the cycle of %d ranks from rank %d and %q", tc.name, r, err, tc.ranks, r, tc.hint)
+				}
+			}
+		}
+		if found != 1 {
+			t.Errorf("%s: %d ranks report the deadlock themselves, want 1: %v", tc.name, found, errs)
+		}
+	}
+}
+
+// Blocking calls that do meet are never taken for a deadlock: pairs and
+// rings where each rank blocks in turn, many times over.
+func TestP2PNoFalseDeadlock(t *testing.T) {
+	g := openGroup(t, "host", 4)
+	rounds := 2000
+	if raceEnabled {
+		rounds = 300
+	}
+	noErrors(t, onRanks(g, func(c *Comm) error {
+		ctx := context.Background()
+		buf := make([]float32, 4)
+		r, n := c.Rank(), c.Size()
+		for i := 0; i < rounds; i++ {
+			// Pairs (0,1) (2,3): the even rank sends first.
+			p := r ^ 1
+			if r%2 == 0 {
+				if err := Send(ctx, c, buf, p); err != nil {
+					return err
+				}
+				if err := Recv(ctx, c, buf, p); err != nil {
+					return err
+				}
+			} else {
+				if err := Recv(ctx, c, buf, p); err != nil {
+					return err
+				}
+				if err := Send(ctx, c, buf, p); err != nil {
+					return err
+				}
+			}
+			// A ring: rank 0 sends first, the others receive first.
+			if r == 0 {
+				if err := Send(ctx, c, buf, 1); err != nil {
+					return err
+				}
+				if err := Recv(ctx, c, buf, n-1); err != nil {
+					return err
+				}
+			} else {
+				if err := Recv(ctx, c, buf, r-1); err != nil {
+					return err
+				}
+				if err := Send(ctx, c, buf, (r+1)%n); err != nil {
+					return err
+				}
+			}
+			// A shift along the ring in one call each.
+			if err := SendRecv(ctx, c, buf, (r+1)%n, buf, (r+n-1)%n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// The default timeout waits minutes for a slow rank.
+func TestDefaultTimeoutGenerous(t *testing.T) {
+	if DefaultCommunicationTimeout < 5*time.Minute || DefaultConfig().CommunicationTimeout != DefaultCommunicationTimeout {
+		t.Errorf("DefaultCommunicationTimeout %v, DefaultConfig's %v: want at least 5 minutes", DefaultCommunicationTimeout,
+			DefaultConfig().CommunicationTimeout)
+	}
+}
+
+// With the default options, a rank pausing 6 s in a loop of all-reduces
+// (a checkpoint, an evaluation) is waited for: the loop trains on.
+func TestSlowRankTrainsOn(t *testing.T) {
+	g, err := NewGroup(context.Background(), Options{Ranks: 3, Backend: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	start := time.Now()
+	err = g.Run(context.Background(), func(ctx context.Context, c *Comm) error {
+		data := []float32{1}
+		for i := 0; i < 4; i++ {
+			if c.Rank() == 0 && i == 2 {
+				time.Sleep(6 * time.Second)
+			}
+			if err := AllReduce(ctx, c, data, Sum); err != nil {
+				return err
+			}
+		}
+		if data[0] != 81 {
+			return fmt.Errorf("rank %d: %v, want 81", c.Rank(), data[0])
+		}
+		return nil
+	})
+	if err != nil || time.Since(start) < 6*time.Second {
+		t.Fatalf("a 6 s pause of rank 0: %v after %v", err, time.Since(start))
+	}
+}
+
+// While ranks wait, Group.Pending names the rank they wait for and the
+// call; with a logger, the group logs the waits that last.
+func TestPendingReportsMissingRank(t *testing.T) {
+	var logs lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	g := openGroup(t, "host", 3, func(o *Options) {
+		o.Config.CommunicationTimeout = 4 * time.Second // logs every second
+		o.Logger = logger
+	})
+	release := make(chan struct{})
+	done := make(chan []error)
+	go func() {
+		done <- onRanks(g, func(c *Comm) error {
+			ctx := context.Background()
+			if err := Barrier(ctx, c); err != nil {
+				return err
+			}
+			switch c.Rank() {
+			case 0:
+				<-release
+				if err := Send(ctx, c, []int32{7}, 2); err != nil {
+					return err
+				}
+			case 2:
+				if err := Recv(ctx, c, make([]int32, 1), 0); err != nil {
+					return err
+				}
+			}
+			return AllReduce(ctx, c, make([]float32, 4), Sum)
+		})
+	}()
+	var ps []PendingWait
+	deadline := time.Now().Add(5 * time.Second)
+	for ; time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ps = g.Pending(); len(ps) == 2 {
+			break
+		}
+	}
+	if len(ps) != 2 {
+		close(release)
+		t.Fatalf("Pending = %v; want ranks 1 and 2 waiting", ps)
+	}
+	byRank := map[int]PendingWait{}
+	for _, p := range ps {
+		byRank[p.Rank] = p
+	}
+	if p := byRank[1]; p.Op != "AllReduce" || p.Seq != 2 || p.P2P || fmt.Sprint(p.Missing) != "[0 2]" || p.LastSeq[0] != 1 {
+		t.Errorf("rank 1: %+v; want waiting in AllReduce #2 for ranks 0 (at call #1) and 2", p)
+	}
+	if p := byRank[2]; p.Op != "Recv" || p.Seq != 1 || !p.P2P || fmt.Sprint(p.Missing) != "[0]" ||
+		!strings.Contains(p.String(), "rank 2 has waited") || !strings.Contains(p.String(), "for rank 0 (at call #1)") {
+		t.Errorf("rank 2: %+v (%v); want waiting in Recv (point-to-point #1) for rank 0", p, p)
+	}
+	time.Sleep(3 * time.Second) // three log intervals
+	close(release)
+	noErrors(t, <-done)
+	if out := logs.String(); !strings.Contains(out, "gocoll: rank waiting") || !strings.Contains(out, "rank=2") ||
+		!strings.Contains(out, "missing=[0]") {
+		t.Errorf("no log line names the rank waited for:\n%s", out)
+	}
+	if ps := g.Pending(); len(ps) != 0 {
+		t.Errorf("Pending after the calls: %v", ps)
+	}
+}

@@ -160,6 +160,9 @@ type lane struct {
 	// the work per operation is bounded).
 	visits, passes uint64
 
+	// goneSeen: the group's gone marks the lane looked at (the lane's).
+	goneSeen uint64
+
 	// Not guarded by laneMu: owned by the comm's running operation.
 	seq   uint64 // point-to-point calls numbered so far
 	inP2P bool   // the running synchronous call is point-to-point
@@ -192,6 +195,7 @@ func (c *Comm) postP2P(o *p2pOp) {
 		// An asynchronous call is numbered when it is posted, in queue
 		// order (a synchronous one in enterOp).
 		c.lane.seq++
+		c.p2pCalls.Store(c.lane.seq)
 	}
 	o.seq = c.lane.seq
 	if o.send {
@@ -240,6 +244,13 @@ func (c *Comm) postP2P(o *p2pOp) {
 		return
 	}
 	c.matchLocal(o)
+	// A peer gone before o was posted never matches it (the lane looks at
+	// the operations posted before a rank went).
+	if gi := g.goneRank(o.peer); gi != nil {
+		if ge := c.goneErr(o.peer, gi, o.phase()); c.failP2P(o, ge) {
+			c.breakP2P(o, ge)
+		}
+	}
 }
 
 // matchLocal queues o on its link or completes it with the operation the
@@ -404,6 +415,9 @@ func (c *Comm) expired(o *p2pOp, now time.Time) (error, bool) {
 	if err := o.ctx.Err(); err != nil {
 		return &TimeoutError{Phase: o.phase(), Missing: []int{o.peer}, Ctx: err}, true
 	}
+	if gi := c.g.goneRank(o.peer); gi != nil {
+		return c.goneErr(o.peer, gi, o.phase()), true
+	}
 	if now.After(o.deadline) {
 		return &TimeoutError{Phase: o.phase() + c.deadlockHint(o), Missing: []int{o.peer}}, true
 	}
@@ -484,12 +498,22 @@ func (c *Comm) runLane(idle chan struct{}) {
 				}
 			}
 			// Posting order is deadline order: the expired ones lead.
-			for o := ln.local.head; o != nil; o = o.ll.next {
+			var o *p2pOp
+			for o = ln.local.head; o != nil; o = o.ll.next {
 				if o.deadline.After(now) {
 					next = o.deadline
 					break
 				}
 				s = append(s, o)
+			}
+			if ev := c.g.goneEvents.Load(); ev != ln.goneSeen {
+				// A rank went (rare): the rest whose peer is gone fail.
+				ln.goneSeen = ev
+				for ; o != nil; o = o.ll.next {
+					if c.g.goneRank(o.peer) != nil {
+						s = append(s, o)
+					}
+				}
 			}
 		}
 		clear(ln.attn)

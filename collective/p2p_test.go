@@ -110,49 +110,6 @@ func TestP2PPairwiseExchange(t *testing.T) {
 	}
 }
 
-// Two ranks that both Send 3 MiB and then Recv: the blocking Sends cannot
-// meet. They fail within the timeout with an error that names the peer and
-// the pattern (a rank is never named as missing from its own call).
-func TestP2PSendSendDeadlockReported(t *testing.T) {
-	const timeout = 300 * time.Millisecond
-	g := openGroup(t, "host", 2, func(o *Options) { o.Config.CommunicationTimeout = timeout })
-	start := time.Now()
-	errs := onRanks(g, func(c *Comm) error {
-		peer := 1 - c.Rank()
-		buf := make([]float32, 3<<18)
-		if err := Send(context.Background(), c, buf, peer); err != nil {
-			return err
-		}
-		return Recv(context.Background(), c, buf, peer)
-	})
-	if el := time.Since(start); el > timeout+2*time.Second {
-		t.Fatalf("the deadlocked pair returned after %v (timeout %v)", el, timeout)
-	}
-	named := false
-	for r, err := range errs {
-		if err == nil {
-			t.Fatalf("rank %d: Send-then-Recv on both ranks succeeded", r)
-		}
-		var te *TimeoutError
-		if errors.As(err, &te) {
-			if len(te.Missing) != 1 || te.Missing[0] != 1-r {
-				t.Errorf("rank %d: missing ranks %v, want [%d]: %v", r, te.Missing, 1-r, err)
-			}
-			if strings.Contains(err.Error(), "both ranks Send before they Recv") {
-				named = true
-			}
-			continue
-		}
-		var be *BrokenError
-		if !errors.As(err, &be) || be.Rank != 1-r {
-			t.Errorf("rank %d: %v: want a timeout naming rank %d or the group broken by it", r, err, 1-r)
-		}
-	}
-	if !named {
-		t.Errorf("no error names the pattern: %v", errs)
-	}
-}
-
 // A Send and a Recv of different lengths or types: a *MismatchError on both
 // ranks, in one process and across processes; no data is written.
 func TestP2PMismatch(t *testing.T) {

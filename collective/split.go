@@ -201,6 +201,7 @@ func (g *Group) openChild(ctx context.Context, members []int) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	sub.parentRanks = members
 	g.splitMu.Lock()
 	g.children = append(g.children, sub)
 	g.splitMu.Unlock()

@@ -42,7 +42,18 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 	if c.g.closed.Load() {
 		return false, c.wrapErr(name, 0, errGroupClosed)
 	}
+	if c.gone.Load() != nil && c.commClosed() {
+		return false, c.wrapErr(name, 0, errCommClosed)
+	}
 	owned := ctx.Value(workerKey{}) != c
+	if err := ctx.Err(); err != nil && numbered {
+		// A collective whose context ended before it started never
+		// starts, whatever its peers did: they are told (the group
+		// breaks, naming this rank's context), not left waiting.
+		te := &TimeoutError{Phase: "starting the call", Ctx: err}
+		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
+		return false, c.wrapErr(name, 0, te)
+	}
 	if owned {
 		if err := c.waitQueue(ctx); err != nil {
 			// The call never started, but peers will wait for it: break
@@ -74,9 +85,11 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 	}
 	if numbered {
 		c.seq++
+		c.calls.Store(c.seq)
 	}
 	if p2p {
 		c.lane.seq++
+		c.p2pCalls.Store(c.lane.seq)
 	}
 	c.op, c.lane.inP2P = name, p2p
 	c.strat = Auto

@@ -22,6 +22,9 @@
 //   - An Arena: one pinned allocation with a view per tensor, for
 //     frameworks to keep gradients in, so a whole-model Sync is one
 //     zero-copy collective.
+//   - 16-bit gradients: a Sync (and an Arena) of collective.Float16 or
+//     collective.BFloat16 averages in float32 and rounds once to 16 bits,
+//     bitwise the same on every rank (the type set Grad).
 //   - Compression: top-k with error feedback (Options.TopK), or a 16-bit
 //     wire format for float32 gradients (Options.Wire).
 //   - Asynchronous steps (SyncAsync) that overlap the next step's compute.
@@ -36,5 +39,10 @@
 //   - Quiet: nothing is logged unless Options.Logger or GOCOLL_DEBUG is set.
 //
 // Every rank creates its own Sync over its own Comm and makes the same
-// sequence of calls, from one goroutine per rank.
+// sequence of calls, from one goroutine per rank. A step waits for every
+// rank: a rank that pauses (a checkpoint, an evaluation) is waited for up
+// to the group's Config.CommunicationTimeout (10 minutes by default; a ctx
+// with a deadline bounds a step more tightly), while a rank that is gone
+// (its function in Group.Run returned or panicked, its Comm was closed)
+// fails the others' steps at once (collective.ErrRankGone).
 package ddp

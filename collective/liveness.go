@@ -1,0 +1,526 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Liveness (package doc, "Streams, ownership and failures"): a rank that
+// is gone fails every rank waiting for it at once, a wait cycle of blocking
+// point-to-point calls inside the process fails at once, and a slow but
+// alive rank is waited for up to CommunicationTimeout.
+//
+//   - A rank is gone once its function in Group.Run returned (or panicked)
+//     and the operations it started ended, or once its Comm was closed
+//     (markGone). It then never makes another call, so a peer waiting for
+//     it (a rendezvous it has not reached, a message or a credit it has not
+//     sent, a point-to-point operation it has not posted) fails with a
+//     *RankGoneError: the waits check the gone ranks when they wake, and
+//     markGone wakes them all (each rank's wake channel and doorbell, and
+//     its lane). Run forgets the marks when it returns.
+//   - A rank blocked in a synchronous point-to-point call publishes its
+//     operations (blockP2P); the wait-for graph's edges are the unmatched
+//     ones between ranks of this process. The rank that closes a cycle
+//     finds it (detectDeadlock) and fails its call with a *DeadlockError,
+//     which breaks the group.
+//   - A rank in a blocking wait records it (waitRecord): Group.Pending
+//     reads the records, and with a logger a watchdog logs the waits that
+//     last (watch).
+
+// Why a rank is gone (RankGoneError.Reason).
+const (
+	GoneReturned = "returned"          // its function in Group.Run returned nil
+	GoneFailed   = "returned an error" // its function in Group.Run returned an error
+	GonePanicked = "panicked"          // its function in Group.Run panicked
+	GoneClosed   = "closed"            // Comm.Close
+)
+
+// goneInfo is a gone rank's mark.
+type goneInfo struct {
+	reason  string
+	seq     uint64 // its last collective call number
+	p2pSeq  uint64 // its last point-to-point call number
+	fromRun bool   // set by Run, which forgets it when it returns
+}
+
+// markGone marks c gone (reason) and wakes every wait of the group's other
+// ranks, so those waiting for it fail.
+func (c *Comm) markGone(reason string, fromRun bool) {
+	g := c.g
+	if !c.gone.CompareAndSwap(nil, &goneInfo{reason: reason, seq: c.calls.Load(), p2pSeq: c.p2pCalls.Load(), fromRun: fromRun}) {
+		return
+	}
+	g.nGone.Add(1)
+	g.goneEvents.Add(1)
+	for _, p := range g.comms {
+		if p != c {
+			p.poke()
+			p.pokeLane()
+			select {
+			case p.goneWake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// forgetRun clears the mark Run set (the rank may run again).
+func (c *Comm) forgetRun() {
+	if gi := c.gone.Load(); gi != nil && gi.fromRun && c.gone.CompareAndSwap(gi, nil) {
+		c.g.nGone.Add(-1)
+	}
+}
+
+// leaveRun ends c's part in Run once its function returned (why): the
+// operations it started end (they fail fast if the group broke), then the
+// rank is gone until Run returns.
+func (c *Comm) leaveRun(why string) {
+	_ = c.waitQueue(context.Background())
+	_ = c.waitLane(context.Background())
+	// Its comms in the sub-groups Split made are gone with it.
+	for _, sc := range c.subComms() {
+		_ = sc.waitQueue(context.Background())
+		_ = sc.waitLane(context.Background())
+		sc.markGone(why, true)
+	}
+	c.markGone(why, true)
+}
+
+// subComms returns the comms of c's rank in the in-process sub-groups
+// Split made of c's group, and of theirs.
+func (c *Comm) subComms() []*Comm {
+	g := c.g
+	g.splitMu.Lock()
+	kids := slices.Clone(g.children)
+	g.splitMu.Unlock()
+	var out []*Comm
+	for _, k := range kids {
+		if i := slices.Index(k.parentRanks, c.rank); i >= 0 {
+			out = append(out, k.comms[i])
+			out = append(out, k.comms[i].subComms()...)
+		}
+	}
+	return out
+}
+
+// Close takes the comm's rank out of the group for good, for ranks driven
+// outside Group.Run: it waits for the operations the rank started (queued
+// and point-to-point), then the rank is gone. Every rank waiting for it, now
+// or later, fails at once with an error naming it (ErrRankGone), and its
+// own later calls fail with ErrClosed. The group's memory is freed by
+// Group.Close. Call it from the rank's goroutine, once the rank is done;
+// closing again does nothing.
+func (c *Comm) Close() error {
+	if c.commClosed() {
+		return nil
+	}
+	c.queue.mu.Lock()
+	c.queue.closed = true
+	idle := c.queue.idle
+	c.queue.mu.Unlock()
+	_ = waitIdle(context.Background(), idle)
+	_ = c.waitLane(context.Background())
+	c.forgetRun()
+	c.markGone(GoneClosed, false)
+	return nil
+}
+
+// commClosed reports whether c was closed (Comm.Close).
+func (c *Comm) commClosed() bool {
+	gi := c.gone.Load()
+	return gi != nil && gi.reason == GoneClosed
+}
+
+// errCommClosed is the cause of a call on a closed Comm.
+var errCommClosed = fmt.Errorf("the comm was closed: %w", ErrClosed)
+
+// goneRank returns the mark of global rank r if it is a gone rank of this
+// process, else nil.
+func (g *Group) goneRank(r int) *goneInfo {
+	if g.nGone.Load() == 0 || !g.isLocal(r) {
+		return nil
+	}
+	return g.local(r).gone.Load()
+}
+
+// goneErr is the error of c's wait in phase for rank r, which is gone.
+func (c *Comm) goneErr(r int, gi *goneInfo, phase string) *RankGoneError {
+	return &RankGoneError{Rank: r, Reason: gi.reason, LastSeq: gi.seq, LastP2P: gi.p2pSeq, Phase: phase}
+}
+
+// Deadlock detection among synchronous point-to-point calls.
+
+// blockP2P publishes the synchronous call's posted operations while c
+// waits for them, and looks for a wait cycle through c.
+func (c *Comm) blockP2P(ops *[2]*p2pOp) {
+	for i, o := range ops {
+		c.blk[i].Store(o)
+	}
+	c.blkEpoch.Add(1)
+	c.detectDeadlock()
+}
+
+// unblockP2P withdraws what blockP2P published.
+func (c *Comm) unblockP2P() {
+	c.blk[0].Store(nil)
+	c.blk[1].Store(nil)
+	c.blkEpoch.Add(1)
+}
+
+// isDone reports whether o completed.
+func (o *p2pOp) isDone() bool {
+	o.c.laneMu.Lock()
+	defer o.c.laneMu.Unlock()
+	return o.done
+}
+
+// blockedOn returns the local index of the peer of c's published operation
+// i if that operation is unmatched and the peer is a rank of this process,
+// else -1.
+func (c *Comm) blockedOn(i int) int {
+	o := c.blk[i].Load()
+	if o == nil || o.l.remote || o.work != nil {
+		return -1
+	}
+	o.l.pmu.Lock()
+	taken := o.taken
+	o.l.pmu.Unlock()
+	if taken {
+		return -1
+	}
+	return o.peer - c.g.base
+}
+
+// dlFrame is a step of deadlock's walk: a rank, its epoch when visited,
+// and the next of its two edges to follow.
+type dlFrame struct {
+	r     int
+	epoch uint64
+	edge  int
+}
+
+// findCycle walks the wait-for graph from c (out-degree at most 2: a
+// SendRecv's two operations) and returns a cycle through c, as local
+// indices starting with c's, or nil. ok is false when a rank's state
+// changed during the walk (try again).
+func (c *Comm) findCycle() (cycle []dlFrame, ok bool) {
+	g := c.g
+	if cap(c.dlMark) < g.nl {
+		c.dlMark = make([]uint32, g.nl)
+	}
+	c.dlMark = c.dlMark[:g.nl]
+	c.dlStamp++
+	if c.dlStamp == 0 {
+		clear(c.dlMark)
+		c.dlStamp = 1
+	}
+	stack := c.dlStack[:0]
+	defer func() { c.dlStack = stack[:0] }()
+	stack = append(stack, dlFrame{r: c.local, epoch: c.blkEpoch.Load()})
+	c.dlMark[c.local] = c.dlStamp
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if f.edge == 2 {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		p := g.comms[f.r].blockedOn(f.edge)
+		f.edge++
+		if p < 0 {
+			continue
+		}
+		if p == c.local {
+			for _, s := range stack {
+				if g.comms[s.r].blkEpoch.Load() != s.epoch {
+					return nil, false
+				}
+			}
+			return slices.Clone(stack), true
+		}
+		if c.dlMark[p] == c.dlStamp {
+			continue
+		}
+		c.dlMark[p] = c.dlStamp
+		pc := g.comms[p]
+		if pc.blk[0].Load() == nil && pc.blk[1].Load() == nil {
+			continue // not blocked in a synchronous call
+		}
+		stack = append(stack, dlFrame{r: p, epoch: pc.blkEpoch.Load()})
+	}
+	return nil, true
+}
+
+// detectDeadlock fails c's call with a *DeadlockError when c closes a wait
+// cycle: every rank in it is blocked in a synchronous point-to-point call
+// whose unmatched operation waits for the next rank, which cannot post the
+// matching operation before its own call ends. A cycle found must still
+// hold a moment later, unchanged.
+func (c *Comm) detectDeadlock() {
+	if c.g.nl < 2 {
+		return
+	}
+	for try := 0; try < 64; try++ {
+		cyc, ok := c.findCycle()
+		if !ok {
+			runtime.Gosched()
+			continue
+		}
+		if cyc == nil {
+			return
+		}
+		time.Sleep(time.Millisecond)
+		if !c.cycleHolds(cyc) {
+			continue
+		}
+		c.failDeadlock(cyc)
+		return
+	}
+}
+
+// cycleHolds reports whether every rank of cyc is still blocked as it was
+// and still waits for the next.
+func (c *Comm) cycleHolds(cyc []dlFrame) bool {
+	g := c.g
+	for i, f := range cyc {
+		pc := g.comms[f.r]
+		if pc.blkEpoch.Load() != f.epoch {
+			return false
+		}
+		next := cyc[(i+1)%len(cyc)].r
+		if pc.blockedOn(f.edge-1) != next {
+			return false
+		}
+	}
+	return true
+}
+
+// failDeadlock fails c's unmatched operations with the cycle's error and
+// breaks the group with it.
+func (c *Comm) failDeadlock(cyc []dlFrame) {
+	g := c.g
+	de := &DeadlockError{}
+	allSend, allRecv := true, true
+	for _, f := range cyc {
+		pc := g.comms[f.r]
+		o := pc.blk[f.edge-1].Load()
+		if o == nil {
+			return
+		}
+		de.Ranks = append(de.Ranks, pc.rank)
+		dir := "to"
+		if !o.send {
+			dir = "from"
+		}
+		de.Calls = append(de.Calls, fmt.Sprintf("%s %s rank %d (%d %s)", o.name, dir, o.peer, o.count, o.dt))
+		allSend = allSend && o.send && o.name == "Send"
+		allRecv = allRecv && !o.send && o.name == "Recv"
+	}
+	switch {
+	case allSend && len(cyc) == 2:
+		de.hint = "both ranks Send before they Recv"
+	case allRecv && len(cyc) == 2:
+		de.hint = "both ranks Recv before they Send"
+	case allSend:
+		de.hint = "every rank Sends before it Recvs"
+	case allRecv:
+		de.hint = "every rank Recvs before it Sends"
+	}
+	broke := false
+	for i := range c.blk {
+		o := c.blk[i].Load()
+		if o == nil {
+			continue
+		}
+		if c.failP2P(o, de) && !broke {
+			broke = true
+			c.breakP2P(o, de)
+		}
+	}
+}
+
+// Diagnosis of the waits.
+
+// waitRecord is what a rank waits for now, while it waits (guarded by mu).
+type waitRecord struct {
+	mu    sync.Mutex
+	on    bool
+	op    string
+	seq   uint64
+	p2p   bool
+	phase string
+	peer  int // the rank awaited; waitBarrier: the rendezvous' missing ranks; waitP2P: the blocked operations' peers
+	since time.Time
+}
+
+const (
+	waitBarrier = -1
+	waitP2P     = -2
+)
+
+// beginWait records that c waits in phase for peer (or waitBarrier,
+// waitP2P), and starts the group's watchdog when it logs.
+func (c *Comm) beginWait(phase string, peer int) {
+	w := &c.waitRec
+	w.mu.Lock()
+	w.on, w.op, w.seq, w.p2p, w.phase, w.peer, w.since = true, c.op, c.seq, c.lane.inP2P, phase, peer, time.Now()
+	if w.p2p {
+		w.seq = c.lane.seq
+	}
+	w.mu.Unlock()
+	if c.g.log != nil && !c.g.watching.Load() && c.g.watching.CompareAndSwap(false, true) {
+		go c.g.watch()
+	}
+}
+
+// endWait clears c's record.
+func (c *Comm) endWait() {
+	w := &c.waitRec
+	w.mu.Lock()
+	w.on = false
+	w.mu.Unlock()
+}
+
+// PendingWait describes a rank of this process blocked in a call, waiting
+// for other ranks (Group.Pending).
+type PendingWait struct {
+	Rank  int       // the waiting rank
+	Op    string    // its call
+	Seq   uint64    // the call's number (among the rank's point-to-point calls when P2P)
+	P2P   bool      // a point-to-point call
+	Phase string    // what it waits for
+	Since time.Time // when the wait began
+	// Missing are the ranks it waits for: those that have not reached the
+	// call, or not sent or received what it waits for. LastSeq[i] is
+	// Missing[i]'s latest collective call number (0: none yet), -1 for a
+	// rank of another process (not known here). Gone[i] says why Missing[i]
+	// is gone (RankGoneError.Reason), or is empty.
+	Missing []int
+	LastSeq []int64
+	Gone    []string
+}
+
+func (p PendingWait) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rank %d has waited %v in %s (%s #%d), %s", p.Rank, time.Since(p.Since).Round(time.Millisecond), p.Op,
+		callKind(p.P2P), p.Seq, p.Phase)
+	if len(p.Missing) > 0 {
+		b.WriteString(", for")
+		for i, r := range p.Missing {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " rank %d", r)
+			switch {
+			case p.Gone[i] != "":
+				fmt.Fprintf(&b, " (gone: %s)", p.Gone[i])
+			case p.LastSeq[i] > 0:
+				fmt.Fprintf(&b, " (at call #%d)", p.LastSeq[i])
+			case p.LastSeq[i] == 0:
+				b.WriteString(" (no call yet)")
+			}
+		}
+	}
+	return b.String()
+}
+
+// Pending returns the waits of this process's ranks that are blocked in a
+// call now, by rank: which call each waits in, since when, and which ranks
+// it waits for (the hang diagnosis, while the waits go on; with a logger,
+// the group also logs the waits that last, see CommunicationTimeout). It
+// may be called from any goroutine.
+func (g *Group) Pending() []PendingWait {
+	var out []PendingWait
+	for _, c := range g.comms {
+		w := &c.waitRec
+		w.mu.Lock()
+		if !w.on {
+			w.mu.Unlock()
+			continue
+		}
+		p := PendingWait{Rank: c.rank, Op: w.op, Seq: w.seq, P2P: w.p2p, Phase: w.phase, Since: w.since}
+		peer := w.peer
+		w.mu.Unlock()
+		switch peer {
+		case waitBarrier:
+			b := &g.bar
+			b.mu.Lock()
+			for r, here := range b.present {
+				if !here {
+					p.Missing = append(p.Missing, g.base+r)
+				}
+			}
+			b.mu.Unlock()
+		case waitP2P:
+			for i := range c.blk {
+				o := c.blk[i].Load()
+				if q := c.blockedOn(i); q >= 0 || (o != nil && o.l.remote && !o.isDone()) {
+					p.Missing = append(p.Missing, o.peer)
+					if p.Phase == "" {
+						p.Phase = o.phase()
+					}
+				}
+			}
+		default:
+			p.Missing = append(p.Missing, peer)
+		}
+		for _, r := range p.Missing {
+			last, why := int64(-1), ""
+			if g.isLocal(r) {
+				pc := g.local(r)
+				last = int64(pc.calls.Load())
+				if gi := pc.gone.Load(); gi != nil {
+					why = gi.reason
+				}
+			}
+			p.LastSeq = append(p.LastSeq, last)
+			p.Gone = append(p.Gone, why)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// waitLogInterval is how often a group with a logger logs each wait that
+// lasts: every 30 s, or every quarter of CommunicationTimeout when that is
+// shorter.
+func waitLogInterval(timeout time.Duration) time.Duration {
+	return max(min(30*time.Second, timeout/4), 10*time.Millisecond)
+}
+
+// watch logs the waits that lasted longer than waitLogInterval, at that
+// interval, while any rank waits (one goroutine per group at a time: it
+// ends when no rank waits, and the next wait starts it again).
+func (g *Group) watch() {
+	every := waitLogInterval(g.cfg.CommunicationTimeout)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-g.brokenCh:
+			g.watching.Store(false)
+			return
+		}
+		t.Reset(every)
+		ps := g.Pending()
+		if len(ps) == 0 {
+			g.watching.Store(false)
+			// A wait that began meanwhile saw the watchdog running.
+			if len(g.Pending()) == 0 || !g.watching.CompareAndSwap(false, true) {
+				return
+			}
+			continue
+		}
+		for _, p := range ps {
+			if waited := time.Since(p.Since); waited >= every {
+				g.log.Warn("gocoll: rank waiting", "rank", p.Rank, "op", p.Op, "seq", p.Seq, "p2p", p.P2P, "phase", p.Phase,
+					"missing", p.Missing, "lastSeq", p.LastSeq, "waited", waited.Round(time.Millisecond), "diagnosis", p.String())
+			}
+		}
+	}
+}
