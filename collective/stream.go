@@ -46,14 +46,6 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 		return false, c.wrapErr(name, 0, errCommClosed)
 	}
 	owned := ctx.Value(workerKey{}) != c
-	if err := ctx.Err(); err != nil && numbered {
-		// A collective whose context ended before it started never
-		// starts, whatever its peers did: they are told (the group
-		// breaks, naming this rank's context), not left waiting.
-		te := &TimeoutError{Phase: "starting the call", Ctx: err}
-		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
-		return false, c.wrapErr(name, 0, te)
-	}
 	if owned {
 		if err := c.waitQueue(ctx); err != nil {
 			// The call never started, but peers will wait for it: break
