@@ -15,13 +15,13 @@ import (
 //
 // Views are laid out in order, contiguous, and never move; writing a view
 // between steps is the framework's backward pass.
-type Arena[T collective.Float] struct {
+type Arena[T Grad] struct {
 	buf   *collective.HostBuffer[T]
 	views [][]T
 }
 
 // NewArena allocates an Arena with one view per size (in elements), zeroed.
-func NewArena[T collective.Float](sizes ...int) (*Arena[T], error) {
+func NewArena[T Grad](sizes ...int) (*Arena[T], error) {
 	total := 0
 	for i, n := range sizes {
 		if n < 0 {

@@ -22,6 +22,9 @@
 //   - An Arena: one pinned allocation with a view per tensor, for
 //     frameworks to keep gradients in, so a whole-model Sync is one
 //     zero-copy collective.
+//   - 16-bit gradients: a Sync (and an Arena) of collective.Float16 or
+//     collective.BFloat16 averages in float32 and rounds once to 16 bits,
+//     bitwise the same on every rank (the type set Grad).
 //   - Compression: top-k with error feedback (Options.TopK), or a 16-bit
 //     wire format for float32 gradients (Options.Wire).
 //   - Asynchronous steps (SyncAsync) that overlap the next step's compute.

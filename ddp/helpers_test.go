@@ -113,7 +113,7 @@ func setDelay(t testing.TB, g *collective.Group, d time.Duration) {
 }
 
 // newSyncs creates every rank's Sync with options o (logging discarded).
-func newSyncs[T collective.Float](t testing.TB, g *collective.Group, o Options) []*Sync[T] {
+func newSyncs[T Grad](t testing.TB, g *collective.Group, o Options) []*Sync[T] {
 	t.Helper()
 	o.Logger = quiet
 	out := make([]*Sync[T], g.Size())
@@ -134,7 +134,7 @@ func newSyncs[T collective.Float](t testing.TB, g *collective.Group, o Options) 
 	return out
 }
 
-func bitsEqual[T collective.Float](a, b []T) bool {
+func bitsEqual[T collective.Elem](a, b []T) bool {
 	if len(a) != len(b) {
 		return false
 	}

@@ -28,6 +28,8 @@ type Options struct {
 	// TopK, in (0, 1], turns on top-k compression: each step sends only
 	// the TopK fraction of the gradient's elements with the largest
 	// magnitudes (at least one), exchanged with two all-gathers. 0: dense.
+	// Float32 and float64 gradients only: New refuses it for Float16 and
+	// BFloat16.
 	TopK float32
 	// NoErrorFeedback drops what top-k did not send; by default it is kept
 	// in a residual and added to the next step's gradient (Deep Gradient
@@ -35,7 +37,8 @@ type Options struct {
 	NoErrorFeedback bool
 	// Wire, when set (backend.F16 or backend.BF16), compresses the dense
 	// all-reduce of float32 gradients on the wire (the ring strategy; see
-	// collective.AllReduceWire). Not with TopK, nor with float64.
+	// collective.AllReduceWire). Not with TopK, nor with float64, Float16
+	// or BFloat16 gradients.
 	Wire backend.WireFormat
 
 	// AnyOrder lets the dense all-reduce use every strategy, ring, tree and
@@ -145,7 +148,14 @@ const maxDecisions = 32
 // A step is a sequence of collectives on the Comm (the selector's probes
 // and its agreement included), so steps run one at a time in call order:
 // Sync and SyncAll first wait for the SyncAsync steps started before them.
-type Sync[T collective.Float] struct {
+//
+// Float16 and BFloat16 gradients (a Sync[collective.Float16], an
+// Arena[collective.BFloat16]) are averaged as collective's Mean averages
+// them: converted to float32, summed in rank order (with the default
+// Options), divided by the number of ranks and rounded once to 16 bits,
+// the same bits on every rank (with AnyOrder the ring and tree round once
+// per exchange step).
+type Sync[T Grad] struct {
 	c        *collective.Comm
 	g        *collective.Group
 	opts     Options
@@ -203,12 +213,40 @@ type switchCheck struct {
 	n0       int64
 }
 
-func dtypeOf[T collective.Float]() backend.DType {
+// Grad is the element types of gradients a Sync averages: float32 and
+// float64 (and types defined on them), and the 16-bit collective.Float16
+// and collective.BFloat16, which are reduced in float32 and rounded once
+// (see collective.Float16); top-k compression and wire formats take
+// float32 or float64 only.
+type Grad interface {
+	collective.Float | collective.Float16 | collective.BFloat16
+}
+
+func dtypeOf[T Grad]() backend.DType {
 	var z T
+	switch any(z).(type) {
+	case collective.Float16:
+		return backend.Half
+	case collective.BFloat16:
+		return backend.BFloat16
+	}
 	if unsafe.Sizeof(z) == 8 {
 		return backend.F64
 	}
 	return backend.F32
+}
+
+// gradName names gradient type dt as the API does.
+func gradName(dt backend.DType) string {
+	switch dt {
+	case backend.Half:
+		return "collective.Float16"
+	case backend.BFloat16:
+		return "collective.BFloat16"
+	case backend.F64:
+		return "float64"
+	}
+	return "float32"
 }
 
 func bad(field, format string, a ...any) error {
@@ -217,7 +255,7 @@ func bad(field, format string, a ...any) error {
 
 // New returns rank c.Rank()'s Sync. Every rank of the group creates one
 // with the same Options.
-func New[T collective.Float](c *collective.Comm, opts Options) (*Sync[T], error) {
+func New[T Grad](c *collective.Comm, opts Options) (*Sync[T], error) {
 	if c == nil {
 		return nil, fmt.Errorf("ddp.New: nil Comm: %w", collective.ErrInvalidArgument)
 	}
@@ -246,7 +284,9 @@ func New[T collective.Float](c *collective.Comm, opts Options) (*Sync[T], error)
 	case opts.Wire != 0 && opts.TopK > 0:
 		return nil, bad("Wire", "top-k exchanges indices and values with all-gathers: choose TopK or Wire")
 	case opts.Wire != 0 && dt != backend.F32:
-		return nil, bad("Wire", "compresses float32 gradients only")
+		return nil, bad("Wire", "compresses float32 gradients only, not %s", gradName(dt))
+	case opts.TopK > 0 && dt.Size() == 2:
+		return nil, bad("TopK", "top-k compression needs float32 or float64 gradients, not %s", gradName(dt))
 	case opts.SwitchCooldown < 1:
 		return nil, bad("SwitchCooldown", "must be >= 1")
 	case opts.EvaluationWindow < 1:
@@ -927,7 +967,9 @@ func contains(ss []collective.Strategy, st collective.Strategy) bool {
 // residual of earlier steps, unless NoErrorFeedback): each rank selects its
 // top k, every rank gathers all ranks' (index, value) pairs and sums them
 // in rank order into a dense result, then divides by N. What was not sent
-// stays in the residual and is added to the next step's gradient.
+// stays in the residual and is added to the next step's gradient. T is
+// float32 or float64 here (New refuses TopK for 16-bit gradients, whose
+// arithmetic this is not).
 func (s *Sync[T]) topK(ctx context.Context, grads []T) error {
 	n := len(grads)
 	if n == 0 {
@@ -1008,7 +1050,7 @@ func (s *Sync[T]) Residual() []T {
 // selectTopK puts the indices of the k largest |x| first in order (ties by
 // lower index; NaN counts as an infinite magnitude, so it propagates and
 // never breaks the selection).
-func selectTopK[T collective.Float](x []T, order []int, k int) {
+func selectTopK[T Grad](x []T, order []int, k int) {
 	for i := range order {
 		order[i] = i
 	}
