@@ -28,6 +28,9 @@
 //   - Compression: top-k with error feedback (Options.TopK), or a 16-bit
 //     wire format for float32 gradients (Options.Wire).
 //   - Asynchronous steps (SyncAsync) that overlap the next step's compute.
+//   - Checkpoints: Sync.State and Sync.Restore save and restore a rank's
+//     top-k error-feedback residual and counters, so that a job resumed
+//     from a checkpoint continues bitwise as the uninterrupted job would.
 //   - BroadcastParameters: the initial parameters copied from one rank to
 //     every rank (small tensors fused into buckets), so that every rank
 //     starts from bitwise the same model.

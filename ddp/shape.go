@@ -61,16 +61,20 @@ func plural(n int, one, many string) string {
 // shapeState is what a Sync remembers of the shapes its steps were given:
 // the lengths last agreed on by every rank. A step whose shapes are those
 // is not checked again; the check runs at the first step and whenever the
-// shapes change.
+// shapes change (and after Restore).
 type shapeState struct {
 	lens []int
 	ok   bool
-	vec  [2]uint64
+	vec  [4]uint64
 }
 
-// check agrees on the lengths of tensors unless they are the ones last
-// agreed on: no collective and no allocation in a steady state.
-func checkShapes[T any](ctx context.Context, c *collective.Comm, call string, st *shapeState, tensors [][]T) error {
+// checkStep agrees on the lengths of a step's tensors unless they are the
+// ones last agreed on: no collective and no allocation in a steady state.
+// A residual restored and not yet checked is checked in the same
+// all-reduce: when it does not fit the step on some rank, every rank
+// fails.
+func (s *Sync[T]) checkStep(ctx context.Context, call string, tensors [][]T) error {
+	st := &s.shape
 	if st.ok && len(st.lens) == len(tensors) {
 		same := true
 		for i, t := range tensors {
@@ -85,12 +89,28 @@ func checkShapes[T any](ctx context.Context, c *collective.Comm, call string, st
 	}
 	st.ok = false
 	st.lens = st.lens[:0]
+	total := 0
 	for _, t := range tensors {
 		st.lens = append(st.lens, len(t))
+		total += len(t)
 	}
-	if err := agreeShapes(ctx, c, call, st.lens, st.vec[:]); err != nil {
+	var misfit uint64 // 1 + this rank, when its restored residual does not fit
+	if s.restored && len(s.residual) != total {
+		misfit = uint64(s.c.Rank()) + 1
+	}
+	st.vec[2], st.vec[3] = misfit, ^misfit
+	if err := agreeShapes(ctx, s.c, call, st.lens, st.vec[:]); err != nil {
 		return err
 	}
+	if r := st.vec[2]; r != 0 {
+		if misfit != 0 {
+			return fmt.Errorf("ddp.%s: the residual restored on rank %d has %d elements, the step's gradients %d: %w",
+				call, s.c.Rank(), len(s.residual), total, collective.ErrInvalidArgument)
+		}
+		return fmt.Errorf("ddp.%s: the residual restored on rank %d does not fit the step's gradients: %w",
+			call, r-1, collective.ErrInvalidArgument)
+	}
+	s.restored = false
 	st.ok = true
 	return nil
 }

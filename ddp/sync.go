@@ -196,7 +196,8 @@ type Sync[T Grad] struct {
 	dVal     backend.Buffer
 	idxBuf   []uint32
 
-	shape shapeState // the shapes of the last step, once agreed (steps run one at a time)
+	shape    shapeState // the shapes of the last step, once agreed (steps run one at a time)
+	restored bool       // residual was restored and has not been checked against a step
 
 	pendMu  sync.Mutex
 	pending []*collective.Work
@@ -405,18 +406,7 @@ func (s *Sync[T]) settle(ctx context.Context) error {
 	if closed {
 		return ErrClosed
 	}
-	s.pendMu.Lock()
-	ws := s.pending
-	s.pendMu.Unlock()
-	for _, w := range ws {
-		if err := w.Wait(ctx); err != nil {
-			return err
-		}
-	}
-	s.pendMu.Lock()
-	s.pending = pruneDone(s.pending)
-	s.pendMu.Unlock()
-	return nil
+	return s.waitPending(ctx)
 }
 
 // pruneDone drops the Works that finished without an error (Wait still
@@ -458,7 +448,7 @@ func (s *Sync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
 			return s.refuse(ctx, t)
 		}
 	}
-	if err := checkShapes(ctx, s.c, "Sync.SyncAll", &s.shape, tensors); err != nil {
+	if err := s.checkStep(ctx, "Sync.SyncAll", tensors); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -635,7 +625,7 @@ func (s *Sync[T]) stepOne(ctx context.Context, call string, grads []T) error {
 	if err := collective.Hold(ctx, s.c, &h, grads); err != nil {
 		return s.refuse(ctx, grads)
 	}
-	if err := checkShapes(ctx, s.c, call, &s.shape, [][]T{grads}); err != nil {
+	if err := s.checkStep(ctx, call, [][]T{grads}); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -1042,7 +1032,8 @@ func (s *Sync[T]) topK(ctx context.Context, grads []T) error {
 }
 
 // Residual returns a copy of the error-feedback residual (nil without
-// TopK, with NoErrorFeedback, or before the first compressed step).
+// TopK, with NoErrorFeedback, or before the first compressed step). State
+// and Restore save and restore it with the counters.
 func (s *Sync[T]) Residual() []T {
 	return append([]T(nil), s.residual...)
 }
