@@ -171,7 +171,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	// sleeps end when one goes (markGone rings and pokes every rank).
 	seen := g.goneEvents.Load()
 	look := g.nGone.Load() > 0
-	c.beginWait(phase, waitBarrier)
+	c.beginWait(phase, waitBarrier, gen)
 	for {
 		if !look {
 			if bell {

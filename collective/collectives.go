@@ -158,7 +158,7 @@ func sendRecv[T Elem](ctx context.Context, c *Comm, name string, send []T, to in
 	// Blocked until the peers post theirs: a wait cycle among blocked
 	// ranks fails at once (blockP2P), and Group.Pending reports the wait.
 	c.blockP2P(&ops)
-	c.beginWait("", waitP2P)
+	c.beginWait("", waitP2P, 0)
 	for _, o := range ops {
 		if o == nil {
 			continue

@@ -144,7 +144,7 @@ func waitOn[T any](c *Comm, ctx context.Context, ch chan T, peer int, phase stri
 		}
 	}
 	g := c.g
-	c.beginWait(phase, peer)
+	c.beginWait(phase, peer, 0)
 	defer c.endWait()
 	if useBell.Load() {
 		// Sleep on the doorbell, which the peer rings after each message

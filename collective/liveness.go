@@ -353,7 +353,8 @@ type waitRecord struct {
 	seq   uint64
 	p2p   bool
 	phase string
-	peer  int // the rank awaited; waitBarrier: the rendezvous' missing ranks; waitP2P: the blocked operations' peers
+	peer  int    // the rank awaited; waitBarrier: the rendezvous' missing ranks; waitP2P: the blocked operations' peers
+	gen   uint64 // waitBarrier: the rendezvous' generation (once it completed, the wait is over)
 	since time.Time
 }
 
@@ -362,12 +363,13 @@ const (
 	waitP2P     = -2
 )
 
-// beginWait records that c waits in phase for peer (or waitBarrier,
-// waitP2P), and starts the group's watchdog when it logs.
-func (c *Comm) beginWait(phase string, peer int) {
+// beginWait records that c waits in phase for peer (or waitBarrier, in
+// generation gen of the rendezvous; or waitP2P), and starts the group's
+// watchdog when it logs.
+func (c *Comm) beginWait(phase string, peer int, gen uint64) {
 	w := &c.waitRec
 	w.mu.Lock()
-	w.on, w.op, w.seq, w.p2p, w.phase, w.peer, w.since = true, c.op, c.seq, c.lane.inP2P, phase, peer, time.Now()
+	w.on, w.op, w.seq, w.p2p, w.phase, w.peer, w.gen, w.since = true, c.op, c.seq, c.lane.inP2P, phase, peer, gen, time.Now()
 	if w.p2p {
 		w.seq = c.lane.seq
 	}
@@ -443,18 +445,22 @@ func (g *Group) Pending() []PendingWait {
 			continue
 		}
 		p := PendingWait{Rank: c.rank, Op: w.op, Seq: w.seq, P2P: w.p2p, Phase: w.phase, Since: w.since}
-		peer := w.peer
+		peer, gen := w.peer, w.gen
 		w.mu.Unlock()
 		switch peer {
 		case waitBarrier:
 			b := &g.bar
 			b.mu.Lock()
+			over := b.gen != gen
 			for r, here := range b.present {
-				if !here {
+				if !here && !over {
 					p.Missing = append(p.Missing, g.base+r)
 				}
 			}
 			b.mu.Unlock()
+			if over {
+				continue // the rendezvous completed; the rank is on its way out
+			}
 		case waitP2P:
 			for i := range c.blk {
 				o := c.blk[i].Load()
@@ -464,6 +470,9 @@ func (g *Group) Pending() []PendingWait {
 						p.Phase = o.phase()
 					}
 				}
+			}
+			if len(p.Missing) == 0 {
+				continue // matched: the rank is on its way out
 			}
 		default:
 			p.Missing = append(p.Missing, peer)

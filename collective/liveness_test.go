@@ -401,20 +401,19 @@ func TestPendingReportsMissingRank(t *testing.T) {
 			return AllReduce(ctx, c, make([]float32, 4), Sum)
 		})
 	}()
+	// Wait until rank 1 waits in its all-reduce and rank 2 in its Recv.
 	var ps []PendingWait
-	deadline := time.Now().Add(5 * time.Second)
+	byRank := map[int]PendingWait{}
+	deadline := time.Now().Add(10 * time.Second)
 	for ; time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if ps = g.Pending(); len(ps) == 2 {
+		ps = g.Pending()
+		clear(byRank)
+		for _, p := range ps {
+			byRank[p.Rank] = p
+		}
+		if len(ps) == 2 && byRank[1].Op == "AllReduce" && byRank[2].Op == "Recv" {
 			break
 		}
-	}
-	if len(ps) != 2 {
-		close(release)
-		t.Fatalf("Pending = %v; want ranks 1 and 2 waiting", ps)
-	}
-	byRank := map[int]PendingWait{}
-	for _, p := range ps {
-		byRank[p.Rank] = p
 	}
 	if p := byRank[1]; p.Op != "AllReduce" || p.Seq != 2 || p.P2P || fmt.Sprint(p.Missing) != "[0 2]" || p.LastSeq[0] != 1 {
 		t.Errorf("rank 1: %+v; want waiting in AllReduce #2 for ranks 0 (at call #1) and 2", p)
