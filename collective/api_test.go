@@ -426,3 +426,30 @@ func TestSplitIsItsOwnCall(t *testing.T) {
 		return err
 	}))
 }
+
+// TestCancelledBeforeStart: a collective whose context ended before the
+// call never runs, whatever the peers did: the rank's error matches the
+// context's (and no sentinel but ErrTimeout for a deadline), the peers get
+// ErrGroupBroken, in every one of many tries (it used to complete now and
+// then when the peer had already arrived).
+func TestCancelledBeforeStart(t *testing.T) {
+	for i := 0; i < 40; i++ {
+		g := openGroup(t, "host", 2)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		errs := onRanks(g, func(c *Comm) error {
+			if c.Rank() == 1 {
+				time.Sleep(time.Duration(i%4) * time.Millisecond) // the peer arrives first, sometimes
+				return AllReduce(ctx, c, make([]float32, 10), Sum)
+			}
+			return AllReduce(context.Background(), c, make([]float32, 10), Sum)
+		})
+		if !errors.Is(errs[1], context.Canceled) || errors.Is(errs[1], ErrTimeout) || errors.Is(errs[1], ErrGroupBroken) {
+			t.Fatalf("try %d: the cancelled rank: %v, want context.Canceled only", i, errs[1])
+		}
+		if !errors.Is(errs[0], ErrGroupBroken) || errors.Is(errs[0], context.Canceled) {
+			t.Fatalf("try %d: its peer: %v, want ErrGroupBroken", i, errs[0])
+		}
+		g.Close()
+	}
+}

@@ -91,6 +91,18 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 		}
 		return false, c.callErr(c.brokenErr())
 	}
+	if err := ctx.Err(); err != nil && numbered {
+		// A collective whose context ended before it started never
+		// starts, whatever its peers did: they are told (the group
+		// breaks, naming this rank's context and call), not left
+		// waiting.
+		te := &TimeoutError{Phase: "starting the call", Ctx: err}
+		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Seq: c.seq, Cause: te, hideCtx: true})
+		if owned {
+			c.busy.Store(false)
+		}
+		return false, c.wrapErr(name, c.seq, te)
+	}
 	return owned, nil
 }
 
