@@ -28,6 +28,19 @@
 //   - Compression: top-k with error feedback (Options.TopK), or a 16-bit
 //     wire format for float32 gradients (Options.Wire).
 //   - Asynchronous steps (SyncAsync) that overlap the next step's compute.
+//   - Overlap with the backward pass: a Reducer (NewReducer) reduces a
+//     model's gradients in buckets fixed at its creation, each bucket's
+//     all-reduce starting as soon as it and every bucket before it were
+//     marked ready (MarkReady), while backward computes the rest; NoSync
+//     makes accumulation steps that reduce nothing (torch's no_sync); a
+//     gradient never marked ready is named by Wait (an UnreadyError on
+//     that rank, a prompt mismatch on the others), not waited for.
+//   - Checkpoints: Sync.State and Sync.Restore save and restore a rank's
+//     top-k error-feedback residual and counters, so that a job resumed
+//     from a checkpoint continues bitwise as the uninterrupted job would.
+//   - BroadcastParameters: the initial parameters copied from one rank to
+//     every rank (small tensors fused into buckets), so that every rank
+//     starts from bitwise the same model.
 //   - Checkpoints: Sync.State and Sync.Restore save and restore a rank's
 //     top-k error-feedback residual and counters, so that a job resumed
 //     from a checkpoint continues bitwise as the uninterrupted job would.

@@ -52,7 +52,7 @@ func TestHalfGradients(t *testing.T) {
 
 func halfTraining[T Grad](t *testing.T, bk string, h half[T]) {
 	const ranks, steps, lr = 3, 32, 0.25 // 32 steps: the selector probes from step 27
-	sizes := []int{37, 1000, 3, 20000} // FusionBytes 16 KiB: 20000 halves reduce in place
+	sizes := []int{37, 1000, 3, 20000}   // FusionBytes 16 KiB: 20000 halves reduce in place
 	total := 0
 	for _, n := range sizes {
 		total += n

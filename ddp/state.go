@@ -62,7 +62,7 @@ func (s *Sync[T]) Restore(ctx context.Context, st State[T]) error {
 	}
 	s.residual = append([]T(nil), st.Residual...)
 	s.restored = len(st.Residual) > 0 // none: the first compressed step starts one
-	s.shape.ok = false // the next step checks the residual on every rank
+	s.shape.ok = false                // the next step checks the residual on every rank
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.step, s.probed, s.switches, s.lastSw = c.Steps, c.ProbeSteps, c.Switches, c.LastSwitchStep
