@@ -41,12 +41,6 @@
 //   - BroadcastParameters: the initial parameters copied from one rank to
 //     every rank (small tensors fused into buckets), so that every rank
 //     starts from bitwise the same model.
-//   - Checkpoints: Sync.State and Sync.Restore save and restore a rank's
-//     top-k error-feedback residual and counters, so that a job resumed
-//     from a checkpoint continues bitwise as the uninterrupted job would.
-//   - BroadcastParameters: the initial parameters copied from one rank to
-//     every rank (small tensors fused into buckets), so that every rank
-//     starts from bitwise the same model.
 //   - An optional adaptive selector (Options.Adaptive, off by default) that
 //     probes the strategies the cost model rates close to the best and
 //     switches, the same way on every rank, when one is measurably faster
