@@ -8,21 +8,28 @@ import (
 	"time"
 )
 
-// The asynchronous paths of TestConformance's calls (pAsync, pAsyncPair)
-// and the ways of waiting for their Works (waitMode).
+// The asynchronous paths of TestConformance's calls (pAsync, pAsyncPair,
+// pTensorAsync, pTensorAsyncPair) and the ways of waiting for their Works
+// (waitMode).
 
 // callAsync runs collective c (not send/recv shifts) on an asynchronous
-// path with rank cm's buffers b: pAsync starts its asynchronous form and
-// waits; pAsyncPair starts it on b.async, then runs the same collective on
-// b, synchronously (Wait, Test) or asynchronously (WaitAll, WaitAny),
-// before waiting. The enqueue ctx bounds the operations; the waits are
-// unbounded (runConfCall's limit catches a hang).
+// path with rank cm's buffers b (the tensor paths: their tensors, made by
+// callTensors): pAsync and pTensorAsync start its asynchronous form and
+// wait; pAsyncPair and pTensorAsyncPair start it on b.async, then run the
+// same collective on b, synchronously (Wait, Test) or asynchronously
+// (WaitAll, WaitAny), before waiting. The enqueue ctx bounds the
+// operations; the waits are unbounded (runConfCall's limit catches a
+// hang).
 func callAsync[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
-	run, start := confForms(cm, c, b)
-	if c.Path == pAsync {
+	forms := confForms[T]
+	if c.Path.tensor() {
+		forms = confTensorForms[T]
+	}
+	run, start := forms(cm, c, b)
+	if !c.Path.pair() {
 		return waitWorks(c.Wait, true, start(ctx))
 	}
-	_, startFirst := confForms(cm, c.asyncPart(), b.async)
+	_, startFirst := forms(cm, c.asyncPart(), b.async)
 	w := startFirst(ctx)
 	if c.Wait == wWaitAll || c.Wait == wWaitAny {
 		return waitWorks(c.Wait, true, w, start(ctx))

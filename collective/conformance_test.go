@@ -30,8 +30,10 @@ import (
 // across ranks. Every collective (AllReduce, ReduceScatter, AllGather,
 // Broadcast, Reduce, send/recv shifts, AllToAll, Gather, Scatter,
 // AllToAllV, AllGatherV, ReduceScatterV, GatherV, ScatterV) runs on every
-// element type, synchronously and through its asynchronous form (waited
-// for with Wait, WaitAll, WaitAny or by polling Test):
+// element type, out of place and in its in-place layout (each rank's send
+// and recv one buffer), on Go slices, HostBuffers and, where it has a
+// tensor form, device tensors, synchronously and through its asynchronous
+// form (waited for with Wait, WaitAll, WaitAny or by polling Test):
 // float32 and float64 against a float64 reference (exact or within a
 // stated bound), the integer types exactly (wrapping sums and products,
 // signed and unsigned extrema; Mean must be rejected), the 16-bit floats
@@ -157,31 +159,30 @@ func (k confColl) vCounts() bool {
 // hasTensor reports whether the collective has a tensor form.
 func (k confColl) hasTensor() bool { return k != cShift && k != cGatherV && k != cScatterV }
 
-// inPlaceLayout reports whether the test sets up an in-place layout of the
-// collective (setupBufs): the in-place paths and the asynchronous calls
-// use it.
-func (k confColl) inPlaceLayout() bool {
-	switch k {
-	case cAllReduce, cBroadcast, cReduceScatter, cAllGather, cReduce, cScatter, cGatherV, cScatterV:
-		return true
-	}
-	return false
-}
+// inPlaceLayout reports whether the collective has an in-place layout
+// (setupOwnBufs): every one but send/recv shifts. The in-place paths and
+// the asynchronous calls use it.
+func (k confColl) inPlaceLayout() bool { return k != cShift }
+
+// twoBuffers reports whether the collective takes a send and a recv
+// (AllReduce's asynchronous and tensor forms and Broadcast take one).
+func (k confColl) twoBuffers() bool { return k != cAllReduce && k != cBroadcast }
 
 // confPath is how a call hands its data over.
 type confPath int
 
 const (
 	pSlice   confPath = iota // Go slices, out of place
-	pInPlace                 // Go slices, in place (NCCL's layout for ReduceScatter, AllGather and Scatter)
+	pInPlace                 // Go slices, in the collective's in-place layout (setupOwnBufs)
 	pPinned                  // HostBuffers, out of place
 	pPinnedInPlace
 	// Device tensors: AllReduceTensor and BroadcastTensor in place, the
 	// other XxxTensor forms out of place (send and recv tensors).
 	pTensor
 	// The collective's asynchronous form (XxxAsync) in the in-place layout
-	// where the test has one (inPlaceLayout), out of place elsewhere, then
-	// waited for as the call's Wait says.
+	// where the test has one (inPlaceLayout) and the call is not
+	// OutOfPlace, out of place elsewhere, then waited for as the call's
+	// Wait says.
 	pAsync
 	// The asynchronous form in its pAsync layout on a copy of the buffers
 	// (confBufs.async), then the same collective out of place (Broadcast:
@@ -195,20 +196,43 @@ const (
 	pAsyncPair
 	pPinnedSend // a HostBuffer to send from, a Go slice to receive into
 	pPinnedRecv // a Go slice to send from, a HostBuffer to receive into
+	// Device tensors in the collective's in-place layout: the buffers of
+	// pInPlace as tensors, the inner one a WrapTensor view of the outer at
+	// its offset (send == recv: the same tensor, or a view of all of it;
+	// tensorsIn).
+	pTensorInPlace
+	// The tensor forms' asynchronous calls (XxxTensorAsync), as pAsync and
+	// pAsyncPair on slices: pTensorAsync in pTensorInPlace's layout (out of
+	// place with OutOfPlace), waited for as the call's Wait says;
+	// pTensorAsyncPair that on a copy of the buffers (confBufs.async),
+	// then the pTensor call on the call's own: synchronous (Wait, Test) or
+	// asynchronous too (WaitAll, WaitAny).
+	pTensorAsync
+	pTensorAsyncPair
 )
 
-var pathNames = [...]string{"slice", "in-place", "pinned", "pinned-in-place", "tensor", "async", "async+sync", "pinned-send", "pinned-recv"}
+var pathNames = [...]string{"slice", "in-place", "pinned", "pinned-in-place", "tensor", "async", "async+sync", "pinned-send", "pinned-recv",
+	"tensor-in-place", "tensor-async", "tensor-async+sync"}
 
 func (p confPath) String() string { return pathNames[p] }
 
-func (p confPath) inPlace() bool {
-	return p == pInPlace || p == pPinnedInPlace || p == pAsync || p == pTensor
-}
-func (p confPath) pinned() bool { return p.sendPinned() || p.recvPinned() }
+// inPlace reports whether the path runs every collective that has an
+// in-place layout in it.
+func (p confPath) inPlace() bool { return p == pInPlace || p == pPinnedInPlace || p == pTensorInPlace }
+func (p confPath) pinned() bool  { return p.sendPinned() || p.recvPinned() }
 
 func (p confPath) sendPinned() bool { return p == pPinned || p == pPinnedInPlace || p == pPinnedSend }
 func (p confPath) recvPinned() bool { return p == pPinned || p == pPinnedInPlace || p == pPinnedRecv }
-func (p confPath) async() bool      { return p == pAsync || p == pAsyncPair }
+func (p confPath) async() bool {
+	return p == pAsync || p == pAsyncPair || p == pTensorAsync || p == pTensorAsyncPair
+}
+func (p confPath) tensor() bool {
+	return p == pTensor || p == pTensorInPlace || p == pTensorAsync || p == pTensorAsyncPair
+}
+
+// pair reports whether the path runs an asynchronous call on a copy of the
+// buffers before the call on its own (pAsyncPair, pTensorAsyncPair).
+func (p confPath) pair() bool { return p == pAsyncPair || p == pTensorAsyncPair }
 
 // inputKind is how a call's inputs are drawn.
 type inputKind int
@@ -298,6 +322,9 @@ type confCall struct {
 	// Wait: how the asynchronous paths wait (TestConformance; the
 	// fault-injection sessions Wait).
 	Wait waitMode
+	// OutOfPlace: pAsync and pTensorAsync run a collective that has an
+	// in-place layout out of place (TestConformance only).
+	OutOfPlace bool
 	// Steps bounds the 16-bit roundings of an element's reduction (see
 	// roundSteps).
 	Steps int
@@ -348,6 +375,9 @@ func (c confCall) String() string {
 	if c.Path.async() {
 		s += " wait=" + c.Wait.String()
 	}
+	if c.OutOfPlace {
+		s += " out-of-place"
+	}
 	if c.Type.is16() && c.Coll.reduces() {
 		s += fmt.Sprintf(" steps<=%d", c.Steps)
 	}
@@ -380,8 +410,9 @@ type confLimits struct {
 	maxLen    int // elements per rank of the largest calls
 	maxCalls  int
 	vulkanPct int // share of sessions drawn on vulkan
-	// every: draw every element type and collective, and the asynchronous
-	// form of every collective with every way of waiting
+	// every: draw every element type and collective, its in-place layout
+	// on tensors too, and the asynchronous form of every collective and
+	// every tensor collective with every way of waiting
 	// (TestConformance). Without it a session draws the first six
 	// collectives, their asynchronous forms only for AllReduce, Broadcast
 	// and send/recv (Wait), from the same random stream as before the
@@ -527,36 +558,48 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 			}
 		case x < 88:
 			c.Path = pTensor
+			if lim.every {
+				// A quarter each: out of place, in place, asynchronous,
+				// asynchronous then synchronous.
+				c.Path = [...]confPath{pTensor, pTensorInPlace, pTensorAsync, pTensorAsyncPair}[rng.IntN(4)]
+			}
 		default:
 			c.Path = pAsync
 			if rng.IntN(2) == 0 {
 				c.Path = pAsyncPair
 			}
 		}
-		// Every collective has an asynchronous form; tensor forms exist
-		// for every collective but send/recv, GatherV and ScatterV. The
-		// fault-injection sessions keep both to AllReduce, Broadcast and
-		// send/recv (send/recv: no tensor, below), and Broadcast's
-		// asynchronous calls to pAsync.
+		// Every collective has an asynchronous form; tensor forms, each
+		// with its asynchronous form, exist for every collective but
+		// send/recv, GatherV and ScatterV. The fault-injection sessions
+		// keep both to AllReduce, Broadcast and send/recv (send/recv: no
+		// tensor, below), draw pTensor only, and Broadcast's asynchronous
+		// calls to pAsync.
 		if !lim.every && c.Path == pAsyncPair && c.Coll == cBroadcast {
 			c.Path = pAsync
 		}
 		formOK := c.Coll == cAllReduce || c.Coll == cBroadcast || c.Coll == cShift
 		switch {
-		case c.Path == pTensor:
+		case c.Path.tensor():
 			formOK = formOK || (lim.every && c.Coll.hasTensor())
 		case c.Path.async():
 			formOK = formOK || lim.every
 		}
-		if (c.Path == pTensor || c.Path.async()) && !formOK {
+		if (c.Path.tensor() || c.Path.async()) && !formOK {
 			c.Path = confPath(rng.IntN(2)) // slice or in place
 		}
 		if c.Coll == cShift {
+			// No tensors: slices, the asynchronous tensor paths the
+			// asynchronous slice paths.
 			switch c.Path {
-			case pInPlace, pTensor:
+			case pInPlace, pTensor, pTensorInPlace:
 				c.Path = pSlice
 			case pPinnedInPlace:
 				c.Path = pPinned
+			case pTensorAsync:
+				c.Path = pAsync
+			case pTensorAsyncPair:
+				c.Path = pAsyncPair
 			}
 		}
 		if c.Coll == cBroadcast {
@@ -566,17 +609,6 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 				c.Path = pInPlace
 			case pPinned, pPinnedSend, pPinnedRecv:
 				c.Path = pPinnedInPlace
-			}
-		}
-		switch c.Coll {
-		case cAllToAll, cGather, cAllToAllV, cAllGatherV, cReduceScatterV:
-			// Out of place only (AllToAll rejects send == recv; the others
-			// document no in-place layout).
-			switch c.Path {
-			case pInPlace:
-				c.Path = pSlice
-			case pPinnedInPlace:
-				c.Path = pPinned
 			}
 		}
 		if lim.every || lim.types {
@@ -634,6 +666,9 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		if lim.every && c.Path.async() {
 			c.Wait = waitMode(rng.IntN(len(waitNames)))
 		}
+		if lim.every && (c.Path == pAsync || c.Path == pTensorAsync) && c.Coll.inPlaceLayout() && c.Coll.twoBuffers() {
+			c.OutOfPlace = rng.IntN(3) == 0
+		}
 		c.Steps = roundSteps(c, *g)
 		s.Calls = append(s.Calls, c)
 	}
@@ -664,8 +699,10 @@ func roundSteps(c confCall, g confGroup) int {
 	case cAllReduce:
 		oneKernel := func(s Strategy) bool { s = resolve(s); return s == Direct || s == Pipelined || s == Host }
 		one = oneKernel(c.Strategy)
-		if c.Path.async() {
-			one = one && oneKernel(Auto) // AllReduceAsync runs the group's strategy
+		if c.Path == pAsync || c.Path == pAsyncPair {
+			// AllReduceAsync runs the group's strategy (AllReduceTensorAsync
+			// the call's).
+			one = one && oneKernel(Auto)
 		}
 	case cReduceScatter:
 		one = resolve(Auto) == Direct
@@ -1095,7 +1132,8 @@ type confBufs[T Elem] struct {
 	hs, hr     *HostBuffer[T]
 	tensor     *Tensor[T] // AllReduceTensor, BroadcastTensor: in place
 	// The other tensor forms: send and recv tensors made from send and
-	// recv (nil where they are nil), downloaded into them after the call.
+	// recv (nil where they are nil; in place, one a view of the other:
+	// tensorsIn), downloaded into them after the call.
 	tsend, trecv *Tensor[T]
 	keep         []T // the send buffer before an out-of-place call
 	// async+sync: the asynchronous call's buffers, set up as pAsync's
@@ -1133,20 +1171,20 @@ type confOutcome struct {
 // confFail is one failed check: its kind (for the summary) and the details.
 type confFail struct{ kind, msg string }
 
-// inPlace reports whether c's send and recv share memory: the in-place
-// paths, and the asynchronous form where the test has an in-place layout
-// of the collective; a broadcast always; never the tensor forms other than
-// AllReduceTensor and BroadcastTensor (separate send and recv tensors).
+// inPlace reports whether c's send and recv share memory, in the
+// collective's in-place layout (setupOwnBufs): on the in-place paths, and
+// in the single asynchronous call unless it is OutOfPlace; a broadcast
+// always; AllReduceTensor on every tensor path (one tensor).
 func (c confCall) inPlace() bool {
 	switch {
 	case c.Coll == cBroadcast:
 		return true
-	case c.Path == pTensor:
+	case c.Path == pTensor || c.Path == pTensorAsyncPair:
 		return c.Coll == cAllReduce
-	case c.Path == pAsync:
-		return c.Coll.inPlaceLayout()
+	case c.Path == pAsync || c.Path == pTensorAsync:
+		return c.Coll.inPlaceLayout() && !c.OutOfPlace
 	}
-	return c.Path.inPlace()
+	return c.Path.inPlace() && c.Coll.inPlaceLayout()
 }
 
 // allReduceOnRecv reports whether c runs AllReduceAsync out of place:
@@ -1156,9 +1194,14 @@ func (c confCall) allReduceOnRecv() bool {
 	return c.Coll == cAllReduce && c.Path == pAsyncPair && (c.Wait == wWaitAll || c.Wait == wWaitAny)
 }
 
-// asyncPart is the asynchronous call of an async+sync call c.
+// asyncPart is the asynchronous call of an async+sync call c, in place.
 func (c confCall) asyncPart() confCall {
-	c.Path = pAsync
+	if c.Path.tensor() {
+		c.Path = pTensorAsync
+	} else {
+		c.Path = pAsync
+	}
+	c.OutOfPlace = false
 	return c
 }
 
@@ -1167,7 +1210,7 @@ func (c confCall) asyncPart() confCall {
 // likewise.
 func setupBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], error) {
 	b, err := setupOwnBufs[T](c, ranks, r, in)
-	if err != nil || c.Path != pAsyncPair || c.Coll == cShift {
+	if err != nil || !c.Path.pair() || c.Coll == cShift {
 		return b, err
 	}
 	if b.async, err = setupOwnBufs[T](c.asyncPart(), ranks, r, in); err != nil {
@@ -1179,11 +1222,14 @@ func setupBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], err
 	return b, nil
 }
 
-// setupOwnBufs fills rank r's buffers for c. In place, recv aliases send:
-// AllReduce, Broadcast and Reduce pass recv == send; ReduceScatter's recv
-// is rank r's chunk of send, AllGather's send rank r's chunk of recv; on
-// the root, Scatter's and ScatterV's recv is its range of send, GatherV's
-// send its range of recv.
+// setupOwnBufs fills rank r's buffers for c. In place, recv aliases send
+// in the layout the collective documents: AllReduce, Broadcast, Reduce and
+// AllToAll pass recv == send; AllToAllV too, one buffer long enough for
+// both layouts (the input, then the poison); ReduceScatter's recv is rank
+// r's chunk of send, ReduceScatterV's its range; AllGather's send is rank
+// r's chunk of recv, AllGatherV's its range; on the root, Scatter's and
+// ScatterV's recv is its chunk or range of send, Gather's and GatherV's
+// send its chunk or range of recv.
 func setupOwnBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], error) {
 	b := &confBufs[T]{}
 	ls, lr := c.lens(ranks, r)
@@ -1204,16 +1250,23 @@ func setupOwnBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], 
 	inPlace := c.inPlace()
 	// Rank r's block of the larger buffer, in place.
 	lo, hi := r*c.N, (r+1)*c.N
-	switch c.Coll {
-	case cGatherV, cScatterV:
+	if c.Coll.vCounts() && c.Coll != cAllToAllV {
 		l := c.layout(ranks)
 		lo, hi = l.displs[r], l.displs[r]+l.counts[r]
-		fallthrough
-	case cScatter:
+	}
+	if c.Coll.rooted() && c.Coll != cBroadcast && c.Coll != cReduce {
 		inPlace = inPlace && root // in place on the root only
 	}
 	switch {
-	case inPlace && (c.Coll == cAllGather || c.Coll == cGatherV):
+	case inPlace && c.Coll == cAllToAllV:
+		if b.send, b.hs, err = alloc(max(ls, lr), c.Path.sendPinned()); err != nil {
+			return b, err
+		}
+		poison(b.send)
+		fill(b.send[:ls], in)
+		b.recv = b.send
+		return b, nil
+	case inPlace && (c.Coll == cAllGather || c.Coll == cGather || c.Coll == cAllGatherV || c.Coll == cGatherV):
 		if b.recv, b.hr, err = alloc(lr, c.Path.recvPinned()); err != nil {
 			return b, err
 		}
@@ -1234,7 +1287,7 @@ func setupOwnBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], 
 	}
 	fill(b.send, in)
 	switch {
-	case inPlace && (c.Coll == cReduceScatter || c.Coll == cScatter || c.Coll == cScatterV):
+	case inPlace && (c.Coll == cReduceScatter || c.Coll == cScatter || c.Coll == cReduceScatterV || c.Coll == cScatterV):
 		b.recv = b.send[lo:hi]
 		return b, nil
 	case inPlace:
@@ -1255,26 +1308,10 @@ func setupOwnBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], 
 // callRank runs call c on comm cm with rank r's buffers.
 func callRank[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
 	switch {
-	case c.Path == pTensor && c.Coll == cAllReduce:
-		if err := tensorIn(cm, b); err != nil {
-			return err
-		}
-		if err := AllReduceTensor(ctx, cm, b.tensor, c.Op, c.Strategy); err != nil {
-			return err
-		}
-		return tensorOut(cm, b.tensor, b.recv)
-	case c.Path == pTensor && c.Coll == cBroadcast:
-		if err := tensorIn(cm, b); err != nil {
-			return err
-		}
-		if err := BroadcastTensor(ctx, cm, b.tensor, c.Root); err != nil {
-			return err
-		}
-		return tensorOut(cm, b.tensor, b.send)
-	case c.Path == pTensor:
-		return callTensors(ctx, cm, c, b)
 	case c.Coll == cShift:
 		return callShift(ctx, cm, c, b)
+	case c.Path.tensor():
+		return callTensors(ctx, cm, c, b)
 	case c.Path.async():
 		return callAsync(ctx, cm, c, b)
 	}
@@ -1363,46 +1400,161 @@ func confForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.C
 	return func(context.Context) error { return err }, func(context.Context) *Work { return failedWork(err) }
 }
 
-// callTensors runs c with the tensor forms of the collectives other than
-// AllReduce and Broadcast: send and recv tensors are made from b.send and
-// b.recv (nil tensors where they are nil) and downloaded into them after
-// the call, send to check that it was not written.
+// callTensors runs c on a tensor path: the tensors are made from the
+// buffers (tensorsIn; an async+sync call's asynchronous buffers too), the
+// tensor form runs (confTensorForms; the asynchronous ones through
+// callAsync), and the tensors are downloaded into the buffers after the
+// call, send too, to check that it was written only where recv overlaps
+// it.
 func callTensors[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
+	for _, x := range []*confBufs[T]{b, b.async} {
+		if x == nil {
+			continue
+		}
+		if err := tensorsIn(cm, c, x); err != nil {
+			return err
+		}
+	}
 	var err error
-	if b.tsend, err = tensorFrom(cm, b.send); err != nil {
-		return err
-	}
-	if b.trecv, err = tensorFrom(cm, b.recv); err != nil {
-		return err
-	}
-	n, r := cm.Group().Size(), cm.Rank()
-	switch c.Coll {
-	case cReduceScatter:
-		err = ReduceScatterTensor(ctx, cm, b.tsend, b.trecv, c.Op)
-	case cAllGather:
-		err = AllGatherTensor(ctx, cm, b.tsend, b.trecv)
-	case cReduce:
-		err = ReduceTensor(ctx, cm, b.tsend, b.trecv, c.Op, c.Root)
-	case cAllToAll:
-		err = AllToAllTensor(ctx, cm, b.tsend, b.trecv)
-	case cGather:
-		err = GatherTensor(ctx, cm, b.tsend, b.trecv, c.Root)
-	case cScatter:
-		err = ScatterTensor(ctx, cm, b.tsend, b.trecv, c.Root)
-	case cAllToAllV:
-		l := c.layout(n)
-		err = AllToAllVTensor(ctx, cm, b.tsend, l.cnt[r], l.sd[r], b.trecv, l.rc[r], l.rd[r])
-	case cAllGatherV:
-		l := c.layout(n)
-		err = AllGatherVTensor(ctx, cm, b.tsend, b.trecv, l.counts, l.displs)
-	case cReduceScatterV:
-		l := c.layout(n)
-		err = ReduceScatterVTensor(ctx, cm, b.tsend, b.trecv, l.counts, l.displs, c.Op)
-	default:
-		err = fmt.Errorf("no tensor form of %s", c.Coll)
+	if c.Path.async() {
+		err = callAsync(ctx, cm, c, b)
+	} else {
+		run, _ := confTensorForms(cm, c, b)
+		err = run(ctx)
 	}
 	if err != nil {
 		return err
+	}
+	for _, x := range []*confBufs[T]{b.async, b} {
+		if x == nil {
+			continue
+		}
+		if err := tensorsOut(cm, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// confTensorForms returns collective c on rank cm's tensors (tensorsIn): its
+// synchronous tensor form and its asynchronous one (XxxTensorAsync).
+func confTensorForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.Context) error, start func(context.Context) *Work) {
+	n, r := cm.Group().Size(), cm.Rank()
+	var l *confLayout
+	if c.Coll.vCounts() {
+		l = c.layout(n)
+	}
+	s, rv := b.tsend, b.trecv
+	switch c.Coll {
+	case cAllReduce:
+		return func(ctx context.Context) error { return AllReduceTensor(ctx, cm, b.tensor, c.Op, c.Strategy) },
+			func(ctx context.Context) *Work { return AllReduceTensorAsync(ctx, cm, b.tensor, c.Op, c.Strategy) }
+	case cBroadcast:
+		return func(ctx context.Context) error { return BroadcastTensor(ctx, cm, b.tensor, c.Root) },
+			func(ctx context.Context) *Work { return BroadcastTensorAsync(ctx, cm, b.tensor, c.Root) }
+	case cReduceScatter:
+		return func(ctx context.Context) error { return ReduceScatterTensor(ctx, cm, s, rv, c.Op) },
+			func(ctx context.Context) *Work { return ReduceScatterTensorAsync(ctx, cm, s, rv, c.Op) }
+	case cAllGather:
+		return func(ctx context.Context) error { return AllGatherTensor(ctx, cm, s, rv) },
+			func(ctx context.Context) *Work { return AllGatherTensorAsync(ctx, cm, s, rv) }
+	case cReduce:
+		return func(ctx context.Context) error { return ReduceTensor(ctx, cm, s, rv, c.Op, c.Root) },
+			func(ctx context.Context) *Work { return ReduceTensorAsync(ctx, cm, s, rv, c.Op, c.Root) }
+	case cAllToAll:
+		return func(ctx context.Context) error { return AllToAllTensor(ctx, cm, s, rv) },
+			func(ctx context.Context) *Work { return AllToAllTensorAsync(ctx, cm, s, rv) }
+	case cGather:
+		return func(ctx context.Context) error { return GatherTensor(ctx, cm, s, rv, c.Root) },
+			func(ctx context.Context) *Work { return GatherTensorAsync(ctx, cm, s, rv, c.Root) }
+	case cScatter:
+		return func(ctx context.Context) error { return ScatterTensor(ctx, cm, s, rv, c.Root) },
+			func(ctx context.Context) *Work { return ScatterTensorAsync(ctx, cm, s, rv, c.Root) }
+	case cAllToAllV:
+		return func(ctx context.Context) error {
+				return AllToAllVTensor(ctx, cm, s, l.cnt[r], l.sd[r], rv, l.rc[r], l.rd[r])
+			}, func(ctx context.Context) *Work {
+				return AllToAllVTensorAsync(ctx, cm, s, l.cnt[r], l.sd[r], rv, l.rc[r], l.rd[r])
+			}
+	case cAllGatherV:
+		return func(ctx context.Context) error { return AllGatherVTensor(ctx, cm, s, rv, l.counts, l.displs) },
+			func(ctx context.Context) *Work { return AllGatherVTensorAsync(ctx, cm, s, rv, l.counts, l.displs) }
+	case cReduceScatterV:
+		return func(ctx context.Context) error { return ReduceScatterVTensor(ctx, cm, s, rv, l.counts, l.displs, c.Op) },
+			func(ctx context.Context) *Work {
+				return ReduceScatterVTensorAsync(ctx, cm, s, rv, l.counts, l.displs, c.Op)
+			}
+	}
+	err := fmt.Errorf("no tensor form of %s", c.Coll)
+	return func(context.Context) error { return err }, func(context.Context) *Work { return failedWork(err) }
+}
+
+// setupError is a failure of the tensor set-up around a collective
+// (NewTensor, WrapTensor, Upload, Download), not of the collective itself.
+type setupError struct{ err error }
+
+func (e *setupError) Error() string { return "tensor set-up: " + e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+// tensorsIn makes rank cm's tensors for c from its buffers b: AllReduce's
+// and Broadcast's one tensor from send; else a send and a recv tensor (nil
+// where the buffer is nil) or, where one buffer lies in the other (in
+// place), a tensor of the outer and a WrapTensor view of it at the inner's
+// offset: the same layout by buffer and offset. send == recv is the same
+// tensor twice, or (data seeds with bit 1 set) a view of all of it. On
+// failure it aborts the group, as Group.Run does, so the peers do not wait
+// for the rank.
+func tensorsIn[T Elem](cm *Comm, c confCall, b *confBufs[T]) (err error) {
+	if !c.Coll.twoBuffers() {
+		b.tensor, err = tensorFrom(cm, b.send)
+		return err
+	}
+	outer, inner, whole, n := &b.tsend, &b.trecv, b.send, len(b.recv)
+	at := offsetIn(b.send, b.recv)
+	if at < 0 {
+		outer, inner, whole, n = &b.trecv, &b.tsend, b.recv, len(b.send)
+		at = offsetIn(b.recv, b.send)
+	}
+	if at < 0 {
+		if b.tsend, err = tensorFrom(cm, b.send); err == nil {
+			b.trecv, err = tensorFrom(cm, b.recv)
+		}
+		return err
+	}
+	if *outer, err = tensorFrom(cm, whole); err != nil {
+		return err
+	}
+	if at == 0 && n == len(whole) && c.DataSeed&2 == 0 {
+		*inner = *outer
+		return nil
+	}
+	buf, off := (*outer).Buffer()
+	if *inner, err = WrapTensor[T](cm, buf, off+at*dtypeOf[T]().Size(), n); err != nil {
+		cm.Group().Abort(err)
+		return &setupError{err}
+	}
+	return nil
+}
+
+// offsetIn returns the element offset of inner in outer, -1 where inner
+// is empty or not within outer.
+func offsetIn[T Elem](outer, inner []T) int {
+	if len(inner) == 0 || len(outer) < len(inner) {
+		return -1
+	}
+	es := unsafe.Sizeof(inner[0])
+	po, pi := uintptr(unsafe.Pointer(unsafe.SliceData(outer))), uintptr(unsafe.Pointer(unsafe.SliceData(inner)))
+	if pi < po || pi+uintptr(len(inner))*es > po+uintptr(len(outer))*es {
+		return -1
+	}
+	return int((pi - po) / es)
+}
+
+// tensorsOut downloads rank cm's tensors into its buffers b (recv, then
+// send, which holds it where in place).
+func tensorsOut[T Elem](cm *Comm, b *confBufs[T]) error {
+	if b.tensor != nil {
+		return tensorOut(cm, b.tensor, b.send)
 	}
 	if b.trecv != nil {
 		if err := tensorOut(cm, b.trecv, b.recv); err != nil {
@@ -1413,21 +1565,6 @@ func callTensors[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[
 		return tensorOut(cm, b.tsend, b.send)
 	}
 	return nil
-}
-
-// setupError is a failure of the tensor set-up around a collective
-// (NewTensor, Upload, Download), not of the collective itself.
-type setupError struct{ err error }
-
-func (e *setupError) Error() string { return "tensor set-up: " + e.err.Error() }
-func (e *setupError) Unwrap() error { return e.err }
-
-// tensorIn makes rank cm's tensor from b.send. On failure it aborts the
-// group, as Group.Run does, so the peers do not wait for the rank.
-func tensorIn[T Elem](cm *Comm, b *confBufs[T]) error {
-	t, err := tensorFrom(cm, b.send)
-	b.tensor = t
-	return err
 }
 
 // tensorFrom returns a tensor of rank cm holding src (nil for nil). On
@@ -1464,7 +1601,7 @@ func (c confCall) unsupportedOK(g confGroup) bool {
 	if !c.F64 || !g.DisableFloat64 {
 		return false
 	}
-	return c.Path == pTensor || (c.Coll != cAllReduce && c.Coll != cAllGather && c.Coll != cBroadcast)
+	return c.Path.tensor() || (c.Coll != cAllReduce && c.Coll != cAllGather && c.Coll != cBroadcast)
 }
 
 // wantErr is the error every rank's call must fail with, nil for none:
@@ -1475,7 +1612,7 @@ func (c confCall) wantErr(g confGroup) error {
 	switch {
 	case c.Type.isInt() && c.Op == Mean && c.Coll.reduces():
 		return ErrInvalidArgument
-	case c.Coll == cAllReduce && c.Path == pTensor && g.noKernels(c.Type):
+	case c.Coll == cAllReduce && c.Path.tensor() && g.noKernels(c.Type):
 		return ErrUnsupported
 	}
 	return nil
@@ -1651,10 +1788,21 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 	if first < 0 {
 		return nil
 	}
-	// Out-of-place send buffers are never written.
+	// Out-of-place send buffers are never written; in place, where recv
+	// lies in send, send outside recv is not (ReduceScatter and
+	// ReduceScatterV, Scatter's and ScatterV's root).
 	for r, b := range bufs {
-		if good(r) && b.keep != nil && !sameBits(b.send, b.keep) {
+		if !good(r) {
+			continue
+		}
+		if b.keep != nil && !sameBits(b.send, b.keep) {
 			fail("send buffer written", "rank %d: the send buffer of an out-of-place call was written (%s)", r, diffBits(t, elemBits(b.send), elemBits(b.keep)))
+		}
+		if at := offsetIn(b.send, b.recv); at >= 0 && len(b.recv) < len(b.send) {
+			got, end := elemBits(b.send), at+len(b.recv)
+			if d := diffBits(t, append(got[:at:at], got[end:]...), append(in[r][:at:at], in[r][end:]...)); d != "" {
+				fail("send buffer written", "rank %d: in place, its send outside recv [%d, %d) changed (%s, not counting recv)", r, at, end, d)
+			}
 		}
 	}
 	// moved checks data that moves bit for bit.
@@ -1722,7 +1870,14 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 			}
 		}
 		for r, b := range bufs {
-			if good(r) && r != c.Root && b.recv != nil && !c.inPlace() {
+			switch {
+			case !good(r) || r == c.Root:
+			case c.inPlace():
+				// recv is send, not used off the root: only read.
+				if !equalBits(elemBits(b.send), in[r]) {
+					fail("send buffer written", "rank %d (not the root): its send, recv too in place, changed (%s)", r, diffBits(t, elemBits(b.send), in[r]))
+				}
+			case b.recv != nil:
 				unwritten(r, elemBits(b.recv), "non-root recv written")
 			}
 		}
@@ -1799,10 +1954,17 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 			case c.Coll == cScatterV && j == c.Root && c.inPlace() && !equalBits(elemBits(b.send), in[j]):
 				fail("send buffer written", "root %d: its send changed in place (%s)", j, diffBits(t, elemBits(b.send), in[j]))
 			}
-			// Every received range, and the poison elsewhere.
+			// Every received range, and the poison elsewhere (AllToAllV in
+			// place: what the buffer held, the input then the poison).
 			want := make([]uint64, l.rlen[j])
+			if c.Coll == cAllToAllV && c.inPlace() {
+				want = make([]uint64, max(l.slen[j], l.rlen[j]))
+			}
 			for k := range want {
 				want[k] = t.poison()
+			}
+			if c.Coll == cAllToAllV && c.inPlace() {
+				copy(want, in[j])
 			}
 			for i := range in {
 				copy(want[l.rd[j][i]:l.rd[j][i]+l.rc[j][i]], in[i][l.sd[i][j]:l.sd[i][j]+l.cnt[i][j]])
@@ -1812,7 +1974,7 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 				kind := "wrong result"
 				for k := range got {
 					if got[k] != want[k] {
-						if want[k] == t.poison() && !l.covered(j, k) {
+						if !l.covered(j, k) {
 							kind = "recv written outside the received ranges"
 						}
 						break
@@ -1852,7 +2014,7 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 // call c (AllReduce's: checked as its extra), nil for none. The
 // fault-injection test's copies of the buffers have none.
 func asyncBufs[T Elem](c confCall, bufs []*confBufs[T]) []*confBufs[T] {
-	if c.Path != pAsyncPair || c.Coll == cAllReduce {
+	if !c.Path.pair() || c.Coll == cAllReduce {
 		return nil
 	}
 	ab := make([]*confBufs[T], len(bufs))
@@ -2058,6 +2220,9 @@ func confKind(c confCall, kind string) string {
 	desc := fmt.Sprintf("%s/%s/%s", c.Coll, c.Path, c.Type)
 	if c.Path.async() {
 		desc += "/" + c.Wait.String()
+	}
+	if c.OutOfPlace {
+		desc += "/out-of-place"
 	}
 	if c.Coll == cAllReduce {
 		desc += "/" + c.Strategy.String()
