@@ -245,7 +245,8 @@ func ReduceTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[
 // AllToAllTensor is AllToAll on device tensors (ncclAllToAll): chunk j of
 // every rank's send (send.Len()/N elements) goes to rank j, which stores it
 // as chunk i of its recv (i the sender). send.Len() = recv.Len() = N x
-// chunk on every rank; send and recv must not be the same tensor. Chunks
+// chunk on every rank; send and recv may be the same tensor (in place,
+// MPI_IN_PLACE); any other overlap is refused. Chunks
 // are sent straight from send and received into the comm's work buffer on
 // the device, pairwise as in AllToAll, then copied into recv.
 func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) error {

@@ -213,8 +213,10 @@
 // and its execTensor case. An
 // algorithm is a Strategy, its table entry, its cost in the model
 // (auto.go) and its run over the exchange steps (sendSlice, take, the
-// reduce and copy kernels). A transport is a link kind of the exchange
-// layer (link.go) and, across processes, a backend.Transport.
+// reduce and copy kernels). A way for bytes to travel between two ranks
+// is a channel of the exchange layer (link.go: its reserve, post and take;
+// the host, shared-memory and remote channels today) and, across
+// processes, a backend.Transport.
 //
 // Device tensors (Tensor, of the calling rank's Comm) have their own forms
 // of the collectives: AllReduceTensor and BroadcastTensor (in place),

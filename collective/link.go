@@ -56,6 +56,7 @@ type link struct {
 	// A remote link (the peer is in another process) sends each slot with
 	// the transport; a slot is free again when its send completed.
 	remote bool
+	ch     channel // how the slots travel (the link's way: local or remote, shared or not)
 	reqs   [linkSlots]backend.Request
 	next   int
 	// Go staging of a remote link's slots: the transport only ever sees Go
@@ -81,8 +82,8 @@ type link struct {
 	pstage                       [linkSlots][]byte
 }
 
-func newLink(from, to int, remote bool) *link {
-	l := &link{from: from, to: to, remote: remote}
+func newLink(g *Group, from, to int, remote bool) *link {
+	l := &link{from: from, to: to, remote: remote, ch: channelOf(g, remote)}
 	if remote {
 		return l
 	}
@@ -104,7 +105,7 @@ func (c *Comm) link(a, b int) *link {
 	g.linkMu.Lock()
 	l, ok := g.linkMap[key]
 	if !ok {
-		l = newLink(a, b, !g.isLocal(a) || !g.isLocal(b))
+		l = newLink(g, a, b, !g.isLocal(a) || !g.isLocal(b))
 		g.linkMap[key] = l
 	}
 	g.linkMu.Unlock()
@@ -226,47 +227,49 @@ func goneOn[T any](c *Comm, ch chan T, peer int, gi *goneInfo, phase string) (T,
 	return zero, ge
 }
 
+// The ways a link's slots reach the receiver (channels): the exchange
+// steps (reserve, post, take) are written once over them, and the link's
+// channel, chosen when the link is made, is the only place that knows the
+// way:
+//
+//   - hostChannel: ranks of one process whose devices do not share memory.
+//     The outbox is host memory; where both devices import host memory the
+//     receiver's device reads the sender's slot in place, else the receiver
+//     copies the slot into its inbox.
+//   - sharedChannel: ranks sharing device memory (one logical device, or
+//     the host backend): the outbox is device memory the receiver's work
+//     reads in place; no byte crosses to the host.
+//   - remoteChannel: a rank of another process: each slot goes through the
+//     transport, staged through Go memory the comm owns.
+type channel interface {
+	// reserve waits for a free slot of the link to l.to and returns it and
+	// its first n bytes, on the sender's device (c's).
+	reserve(ctx context.Context, c *Comm, l *link, n int) (int, backend.Region, error)
+	// post sends m (the slot's first m.n bytes) to l.to; it never blocks.
+	post(c *Comm, l *link, m msg)
+	// take waits for the next message from l.from (n bytes expected) and
+	// returns its bytes as a region c's device reads: in place, or copied
+	// into c's inbox slot idx.
+	take(ctx context.Context, c *Comm, l *link, idx int, want msgKind, n int) (backend.Region, msg, error)
+}
+
+// channelOf returns the channel of a link between ranks of g, one of them
+// in another process (remote) or not.
+func channelOf(g *Group, remote bool) channel {
+	switch {
+	case remote:
+		return remoteChannel{}
+	case g.sharedMem:
+		return sharedChannel{}
+	}
+	return hostChannel{}
+}
+
 // reserve waits for a free slot on the link to peer and returns the region
 // of n bytes in it. The sender's outbox is allocated on first use.
 func (c *Comm) reserve(ctx context.Context, to, n int) (int, backend.Region, error) {
 	l := c.link(c.rank, to)
-	if l.out == nil {
-		// Ranks that share memory read each other's slots in place
-		// (take): the slots then live in device memory, and an exchange
-		// step never crosses to the host. Otherwise the receiver copies a
-		// slot out of host-visible memory.
-		kind := backend.HostVisible
-		if c.g.sharedMem && !l.remote {
-			kind = backend.DeviceLocal
-		} else if !l.remote {
-			c.importLink(l)
-		}
-		if l.out == nil {
-			b, err := c.dev.Alloc(linkSlots*c.g.slotBytes, kind)
-			if err != nil {
-				c.breakWith(err)
-				return 0, backend.Region{}, err
-			}
-			l.out = b
-		}
-	}
-	if l.remote {
-		slot := l.next
-		if r := l.reqs[slot]; r != nil {
-			// Completed or cancelled either way: the transport recycles it.
-			l.reqs[slot] = nil
-			if err := c.waitReq(ctx, r, to, "exchange (sending)", &l.stage[slot]); err != nil {
-				return 0, backend.Region{}, err
-			}
-		}
-		l.next = (slot + 1) % linkSlots
-		return slot, backend.Region{Buf: l.out, Off: slot * c.g.slotBytes, Len: n}, nil
-	}
-	slot, err := waitOn(c, ctx, l.free, to, "exchange (waiting for the receiver)")
-	if err != nil {
-		return 0, backend.Region{}, err
-	}
-	return slot, backend.Region{Buf: l.out, Off: slot * c.g.slotBytes, Len: n}, nil
+	return l.ch.reserve(ctx, c, l, n)
 }
 
 // post sends the reserved slot's n bytes to peer. It never blocks: credits
@@ -278,67 +281,34 @@ func (c *Comm) post(to, slot, n int, m msg) {
 		m.seq = c.seq
 	}
 	l := c.link(c.rank, to)
-	if l.remote {
-		g := c.g
-		off := slot * g.slotBytes
-		if l.stage[slot] == nil {
-			l.stage[slot] = make([]byte, g.slotBytes)
-		}
-		buf := l.stage[slot][:n]
-		copy(buf, l.out.Bytes()[off:off+n])
-		req, err := g.tr.Isend(buf, g.procOf(to), g.tag(c.rank, to))
-		if err != nil {
-			// The next wait of any rank sees the broken group.
-			c.breakWith(fmt.Errorf("sending to rank %d (process %d): %w", to, g.procOf(to), err))
-			return
-		}
-		l.reqs[slot] = req
-		return
-	}
-	l.ready <- m
-	c.g.local(l.to).bell.ring()
+	l.ch.post(c, l, m)
 }
 
-// take waits for the next message from peer (n bytes expected), copies its
-// bytes into inbox slot idx, returns the slot to the sender and returns the
-// inbox region. From another process, the transport receives straight into
-// the inbox slot.
+// take waits for the next message from peer (n bytes expected) and returns
+// where its bytes are for this rank's device (see channel).
 func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (backend.Region, msg, error) {
 	l := c.link(from, c.rank)
-	if l.remote {
-		g := c.g
-		off := idx * g.slotBytes
-		if l.stage[0] == nil {
-			l.stage[0] = make([]byte, g.slotBytes)
-		}
-		buf := l.stage[0][:n]
-		req, err := g.tr.Irecv(buf, g.procOf(from), g.tag(from, c.rank))
-		if err != nil {
-			err = fmt.Errorf("receiving from rank %d (process %d): %w", from, g.procOf(from), err)
-			c.breakWith(err)
-			return backend.Region{}, msg{}, err
-		}
-		if err := c.waitReq(ctx, req, from, "exchange (receiving)", &l.stage[0]); err != nil {
-			return backend.Region{}, msg{}, err
-		}
-		if err := c.inbox.Write(off, buf); err != nil {
-			c.breakWith(err)
-			return backend.Region{}, msg{}, err
-		}
-		c.recvBytes += int64(n)
-		return backend.Region{Buf: c.inbox, Off: off, Len: n}, msg{kind: want, n: n}, nil
+	return l.ch.take(ctx, c, l, idx, want, n)
+}
+
+type hostChannel struct{}
+
+func (hostChannel) reserve(ctx context.Context, c *Comm, l *link, n int) (int, backend.Region, error) {
+	if l.out == nil {
+		// Host memory both devices import when they can (the receiver
+		// then reads the slot in place), else a host-visible allocation.
+		c.importLink(l)
 	}
-	m, err := waitOn(c, ctx, l.ready, from, "exchange (waiting for the sender)")
+	return localReserve(ctx, c, l, n, backend.HostVisible)
+}
+
+func (hostChannel) post(c *Comm, l *link, m msg) { localPost(c, l, m) }
+
+func (hostChannel) take(ctx context.Context, c *Comm, l *link, idx int, want msgKind, n int) (backend.Region, msg, error) {
+	m, err := localTake(ctx, c, l, want, n)
 	if err != nil {
 		return backend.Region{}, m, err
 	}
-	if m.kind != want || (want == msgCollective && m.seq != c.seq) || (want == msgCollective && m.n != n) {
-		c.g.freeSlot(l, m.slot)
-		err := &MismatchError{Seq: c.seq, Rank: c.rank, Call: want.String(), Peer: from, PeerCall: m.kind.String()}
-		c.breakWith(err)
-		return backend.Region{}, m, err
-	}
-	c.recvBytes += int64(m.n)
 	if l.mem != nil && l.in == nil {
 		if imp, ok := c.dev.(backend.Importer); ok {
 			if b, err := imp.Import(l.mem); err == nil {
@@ -352,12 +322,6 @@ func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (ba
 		c.held = append(c.held, heldSlot{l: l, slot: m.slot})
 		return backend.Region{Buf: l.in, Off: m.slot * c.g.slotBytes, Len: m.n}, m, nil
 	}
-	if c.g.sharedMem {
-		// Zero-copy: the caller's device work reads the sender's slot,
-		// which stays taken until that work completed (releaseHeld).
-		c.held = append(c.held, heldSlot{l: l, slot: m.slot})
-		return backend.Region{Buf: l.out, Off: m.slot * c.g.slotBytes, Len: m.n}, m, nil
-	}
 	off := idx * c.g.slotBytes
 	src := l.out.Bytes()[m.slot*c.g.slotBytes : m.slot*c.g.slotBytes+m.n]
 	err = c.inbox.Write(off, src)
@@ -367,6 +331,133 @@ func (c *Comm) take(ctx context.Context, from, idx int, want msgKind, n int) (ba
 		return backend.Region{}, m, err
 	}
 	return backend.Region{Buf: c.inbox, Off: off, Len: m.n}, m, nil
+}
+
+type sharedChannel struct{}
+
+func (sharedChannel) reserve(ctx context.Context, c *Comm, l *link, n int) (int, backend.Region, error) {
+	return localReserve(ctx, c, l, n, backend.DeviceLocal)
+}
+
+func (sharedChannel) post(c *Comm, l *link, m msg) { localPost(c, l, m) }
+
+func (sharedChannel) take(ctx context.Context, c *Comm, l *link, idx int, want msgKind, n int) (backend.Region, msg, error) {
+	m, err := localTake(ctx, c, l, want, n)
+	if err != nil {
+		return backend.Region{}, m, err
+	}
+	// Zero-copy: the caller's device work reads the sender's slot, which
+	// stays taken until that work completed (releaseHeld).
+	c.held = append(c.held, heldSlot{l: l, slot: m.slot})
+	return backend.Region{Buf: l.out, Off: m.slot * c.g.slotBytes, Len: m.n}, m, nil
+}
+
+// localReserve allocates a local link's outbox of memory kind on first use
+// (unless the channel made it) and waits for a free slot (a credit).
+func localReserve(ctx context.Context, c *Comm, l *link, n int, kind backend.Memory) (int, backend.Region, error) {
+	if l.out == nil {
+		b, err := c.dev.Alloc(linkSlots*c.g.slotBytes, kind)
+		if err != nil {
+			c.breakWith(err)
+			return 0, backend.Region{}, err
+		}
+		l.out = b
+	}
+	slot, err := waitOn(c, ctx, l.free, l.to, "exchange (waiting for the receiver)")
+	if err != nil {
+		return 0, backend.Region{}, err
+	}
+	return slot, backend.Region{Buf: l.out, Off: slot * c.g.slotBytes, Len: n}, nil
+}
+
+// localPost hands m to the receiver and rings its doorbell.
+func localPost(c *Comm, l *link, m msg) {
+	l.ready <- m
+	c.g.local(l.to).bell.ring()
+}
+
+// localTake waits for the next message on a local link and checks that it
+// is the one expected: a message of another kind, call or size breaks the
+// group with a *MismatchError.
+func localTake(ctx context.Context, c *Comm, l *link, want msgKind, n int) (msg, error) {
+	m, err := waitOn(c, ctx, l.ready, l.from, "exchange (waiting for the sender)")
+	if err != nil {
+		return m, err
+	}
+	if m.kind != want || (want == msgCollective && m.seq != c.seq) || (want == msgCollective && m.n != n) {
+		c.g.freeSlot(l, m.slot)
+		err := &MismatchError{Seq: c.seq, Rank: c.rank, Call: want.String(), Peer: l.from, PeerCall: m.kind.String()}
+		c.breakWith(err)
+		return m, err
+	}
+	c.recvBytes += int64(m.n)
+	return m, nil
+}
+
+type remoteChannel struct{}
+
+func (remoteChannel) reserve(ctx context.Context, c *Comm, l *link, n int) (int, backend.Region, error) {
+	if l.out == nil {
+		b, err := c.dev.Alloc(linkSlots*c.g.slotBytes, backend.HostVisible)
+		if err != nil {
+			c.breakWith(err)
+			return 0, backend.Region{}, err
+		}
+		l.out = b
+	}
+	slot := l.next
+	if r := l.reqs[slot]; r != nil {
+		// Completed or cancelled either way: the transport recycles it.
+		l.reqs[slot] = nil
+		if err := c.waitReq(ctx, r, l.to, "exchange (sending)", &l.stage[slot]); err != nil {
+			return 0, backend.Region{}, err
+		}
+	}
+	l.next = (slot + 1) % linkSlots
+	return slot, backend.Region{Buf: l.out, Off: slot * c.g.slotBytes, Len: n}, nil
+}
+
+func (remoteChannel) post(c *Comm, l *link, m msg) {
+	g := c.g
+	off := m.slot * g.slotBytes
+	if l.stage[m.slot] == nil {
+		l.stage[m.slot] = make([]byte, g.slotBytes)
+	}
+	buf := l.stage[m.slot][:m.n]
+	copy(buf, l.out.Bytes()[off:off+m.n])
+	req, err := g.tr.Isend(buf, g.procOf(l.to), g.tag(c.rank, l.to))
+	if err != nil {
+		// The next wait of any rank sees the broken group.
+		c.breakWith(fmt.Errorf("sending to rank %d (process %d): %w", l.to, g.procOf(l.to), err))
+		return
+	}
+	l.reqs[m.slot] = req
+}
+
+// take receives straight into the inbox slot idx (through the slot's Go
+// staging).
+func (remoteChannel) take(ctx context.Context, c *Comm, l *link, idx int, want msgKind, n int) (backend.Region, msg, error) {
+	g := c.g
+	off := idx * g.slotBytes
+	if l.stage[0] == nil {
+		l.stage[0] = make([]byte, g.slotBytes)
+	}
+	buf := l.stage[0][:n]
+	req, err := g.tr.Irecv(buf, g.procOf(l.from), g.tag(l.from, c.rank))
+	if err != nil {
+		err = fmt.Errorf("receiving from rank %d (process %d): %w", l.from, g.procOf(l.from), err)
+		c.breakWith(err)
+		return backend.Region{}, msg{}, err
+	}
+	if err := c.waitReq(ctx, req, l.from, "exchange (receiving)", &l.stage[0]); err != nil {
+		return backend.Region{}, msg{}, err
+	}
+	if err := c.inbox.Write(off, buf); err != nil {
+		c.breakWith(err)
+		return backend.Region{}, msg{}, err
+	}
+	c.recvBytes += int64(n)
+	return backend.Region{Buf: c.inbox, Off: off, Len: n}, msg{kind: want, n: n}, nil
 }
 
 func (k msgKind) String() string {
