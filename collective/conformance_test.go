@@ -60,7 +60,7 @@ var (
 )
 
 // confCISeed is the seed CI runs, so a CI failure is the same on every run.
-const confCISeed = 20250611
+const confCISeed = 20251205
 
 // confCIBudget is TestConformance's number of sessions in CI (3,000 in full
 // mode).
