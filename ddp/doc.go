@@ -18,7 +18,16 @@
 //     number of tensors and their lengths, in order) differ from the last
 //     step's, the ranks agree on them (one small all-reduce, not one per
 //     step); ranks whose shapes differ all fail with the same ShapeError
-//     instead of reducing mismatched tensors into each other.
+//     instead of reducing mismatched tensors into each other. The same
+//     all-reduce (at the first step, or at NewReducer) agrees on the
+//     Options: ranks created with different ones (one with a Wire format,
+//     another Adaptive, different FusionBytes or gradient types) all fail
+//     with the same OptionsError naming the field and the values.
+//   - Errors in the user's terms: a step whose collective fails returns a
+//     StepError naming the ddp call (Sync.Sync, Sync.SyncAll,
+//     Sync.SyncAsync, Reducer.Wait), the rank, the step, the bucket of a
+//     Reducer and the strategy that ran, with the collective's own
+//     *collective.Error in the chain for errors.Is and errors.As.
 //   - An Arena: one pinned allocation with a view per tensor, for
 //     frameworks to keep gradients in, so a whole-model Sync is one
 //     zero-copy collective.

@@ -108,8 +108,9 @@ func (e *UnreadyError) Is(t error) bool { return t == collective.ErrInvalidArgum
 
 // NewReducer returns a Reducer of grads over s. Every rank calls it with
 // gradients of the same lengths, in the same order, and the same
-// BucketBytes: the ranks agree on them (one small all-reduce), and when
-// they differ, or one rank's arguments are invalid, every rank fails (a
+// BucketBytes, over Syncs with the same Options: the ranks agree on them
+// (one small all-reduce), and when they differ, or one rank's arguments
+// are invalid, every rank fails (an *OptionsError for options, a
 // *ShapeError for lengths, collective.ErrMismatch for BucketBytes,
 // collective.ErrInvalidArgument for invalid arguments). A Sync with TopK
 // is refused: top-k selects over the whole model, not bucket by bucket.
@@ -154,20 +155,20 @@ func NewReducer[T Grad](ctx context.Context, s *Sync[T], grads [][]T, o ReducerO
 		refused = uint64(s.c.Rank()) + 1
 	}
 	bb := uint64(o.BucketBytes)
-	vec := []uint64{2: bb, 3: ^bb, 4: refused, 5: ^refused}
-	if err := agreeShapes(ctx, s.c, call, lens, vec); err != nil {
+	vec := []uint64{4: bb, 5: ^bb, 6: refused, 7: ^refused}
+	if err := s.agree(ctx, call, lens, vec); err != nil {
 		if invalid != nil {
 			return nil, fmt.Errorf("ddp.%s: %v: %w", call, invalid, collective.ErrInvalidArgument)
 		}
-		return nil, err
+		return nil, plain(call, err)
 	}
 	switch {
 	case invalid != nil:
 		return nil, fmt.Errorf("ddp.%s: %v: %w", call, invalid, collective.ErrInvalidArgument)
-	case vec[4] != 0:
-		return nil, fmt.Errorf("ddp.%s: rank %d's arguments are invalid: %w", call, vec[4]-1, collective.ErrInvalidArgument)
-	case vec[2] != ^vec[3]:
-		return nil, fmt.Errorf("ddp.%s: ranks pass different BucketBytes (%d and %d): %w", call, ^vec[3], vec[2], collective.ErrMismatch)
+	case vec[6] != 0:
+		return nil, fmt.Errorf("ddp.%s: rank %d's arguments are invalid: %w", call, vec[6]-1, collective.ErrInvalidArgument)
+	case vec[4] != ^vec[5]:
+		return nil, fmt.Errorf("ddp.%s: ranks pass different BucketBytes (%d and %d): %w", call, ^vec[5], vec[4], collective.ErrMismatch)
 	}
 	per := o.BucketBytes / es
 	for i := 0; i < len(grads); {
@@ -280,17 +281,22 @@ func (r *Reducer[T]) start(ctx context.Context, k int) {
 	}
 	s.mu.Lock()
 	st := s.cur
+	step := s.step + 1
 	s.mu.Unlock()
 	w := s.c.Go(ctx, "ddp.Reducer", func(ctx context.Context) error {
 		if r.failed.Load() {
 			// An earlier bucket failed (a peer refused it, say): its
 			// peers will not reduce this one either.
-			return fmt.Errorf("bucket %d (%s): not reduced: an earlier bucket failed", k, r.bucketNames(k))
+			return fmt.Errorf("bucket %d (%s): not reduced: an earlier bucket failed", k, bucketLabel(r.names[b.first:b.end]))
 		}
 		t0 := time.Now()
 		if err := s.reduce(ctx, b.data, st, false); err != nil {
 			r.failed.Store(true)
-			return fmt.Errorf("bucket %d (%s): %w", k, r.bucketNames(k), err)
+			if se, ok := s.named("Reducer.Wait", step, err).(*StepError); ok {
+				se.Bucket, se.Gradients = k, r.names[b.first:b.end:b.end]
+				return se
+			}
+			return fmt.Errorf("bucket %d (%s): %w", k, bucketLabel(r.names[b.first:b.end]), err)
 		}
 		r.spent[k] = time.Since(t0)
 		if !b.inPlace {
@@ -305,15 +311,6 @@ func (r *Reducer[T]) start(ctx context.Context, k int) {
 	s.pendMu.Lock()
 	s.pending = append(pruneDone(s.pending), w)
 	s.pendMu.Unlock()
-}
-
-// bucketNames names bucket k's gradients (the first and last of many).
-func (r *Reducer[T]) bucketNames(k int) string {
-	b := r.buckets[k]
-	if b.end-b.first == 1 {
-		return r.names[b.first]
-	}
-	return fmt.Sprintf("%s .. %s, %d gradients", r.names[b.first], r.names[b.end-1], b.end-b.first)
 }
 
 // Wait ends the step: it waits for the all-reduces the step started and
@@ -366,8 +363,15 @@ func (r *Reducer[T]) Wait(ctx context.Context) error {
 		return unready
 	}
 	if first != nil {
+		const hint = "a rank that did not mark every gradient ready meets the first bucket it could not start with a Barrier"
+		if se, ok := first.(*StepError); ok {
+			if errors.Is(first, collective.ErrMismatch) {
+				se.hint = hint
+			}
+			return se
+		}
 		if errors.Is(first, collective.ErrMismatch) {
-			return fmt.Errorf("ddp.Reducer.Wait: %w (a rank that did not mark every gradient ready meets the first bucket it could not start with a Barrier)", first)
+			return fmt.Errorf("ddp.Reducer.Wait: %w (%s)", first, hint)
 		}
 		return fmt.Errorf("ddp.Reducer.Wait: %w", first)
 	}

@@ -65,12 +65,13 @@ func plural(n int, one, many string) string {
 type shapeState struct {
 	lens []int
 	ok   bool
-	vec  [4]uint64
+	vec  [6]uint64 // shapes, options, restored residual (Sync.agree)
 }
 
 // checkStep agrees on the lengths of a step's tensors unless they are the
 // ones last agreed on: no collective and no allocation in a steady state.
-// A residual restored and not yet checked is checked in the same
+// The same all-reduce agrees on the Sync's options (so the first step
+// finds options that differ before any gradient moves). A residual restored and not yet checked is checked in the same
 // all-reduce: when it does not fit the step on some rank, every rank
 // fails.
 func (s *Sync[T]) checkStep(ctx context.Context, call string, tensors [][]T) error {
@@ -98,11 +99,11 @@ func (s *Sync[T]) checkStep(ctx context.Context, call string, tensors [][]T) err
 	if s.restored && len(s.residual) != total {
 		misfit = uint64(s.c.Rank()) + 1
 	}
-	st.vec[2], st.vec[3] = misfit, ^misfit
-	if err := agreeShapes(ctx, s.c, call, st.lens, st.vec[:]); err != nil {
+	st.vec[4], st.vec[5] = misfit, ^misfit
+	if err := s.agree(ctx, call, st.lens, st.vec[:]); err != nil {
 		return err
 	}
-	if r := st.vec[2]; r != 0 {
+	if r := st.vec[4]; r != 0 {
 		if misfit != 0 {
 			return fmt.Errorf("ddp.%s: the residual restored on rank %d has %d elements, the step's gradients %d: %w",
 				call, s.c.Rank(), len(s.residual), total, collective.ErrInvalidArgument)
@@ -118,17 +119,22 @@ func (s *Sync[T]) checkStep(ctx context.Context, call string, tensors [][]T) err
 // shapeHash is a 64-bit FNV-1a hash of the number of tensors and their
 // lengths, in order.
 func shapeHash(lens []int) uint64 {
-	h := uint64(14695981039346656037)
-	mix := func(v uint64) {
-		for i := 0; i < 8; i++ {
-			h ^= v & 0xff
-			h *= 1099511628211
-			v >>= 8
-		}
-	}
-	mix(uint64(len(lens)))
+	h := hashWord(fnvOffset, uint64(len(lens)))
 	for _, n := range lens {
-		mix(uint64(n))
+		h = hashWord(h, uint64(n))
+	}
+	return h
+}
+
+// fnvOffset is FNV-1a's initial hash.
+const fnvOffset = 14695981039346656037
+
+// hashWord is FNV-1a hash h continued with the 8 bytes of v.
+func hashWord(h, v uint64) uint64 {
+	for i := 0; i < 8; i++ {
+		h ^= v & 0xff
+		h *= 1099511628211
+		v >>= 8
 	}
 	return h
 }
@@ -149,7 +155,36 @@ func agreeShapes(ctx context.Context, c *collective.Comm, call string, lens []in
 	if vec[0] == ^vec[1] {
 		return nil
 	}
-	return describeShapes(ctx, c, call, lens)
+	return plain(call, describeShapes(ctx, c, call, lens))
+}
+
+// plain names call in a collective failure outside a step (a *phaseError).
+func plain(call string, err error) error {
+	if pe, ok := err.(*phaseError); ok {
+		return fmt.Errorf("ddp.%s: %s: %w", call, pe.phase, pe.err)
+	}
+	return err
+}
+
+// agree is agreeShapes for a Sync's calls, which also agree on the
+// Sync's options: vec[2:4] carry the hash of its fingerprint, and when the
+// ranks' fingerprints differ every rank returns the same *OptionsError
+// (before comparing shapes, which different options may explain).
+// Collective failures are *phaseErrors.
+func (s *Sync[T]) agree(ctx context.Context, call string, lens []int, vec []uint64) error {
+	h := shapeHash(lens)
+	vec[0], vec[1] = h, ^h
+	vec[2], vec[3] = s.fpHash, ^s.fpHash
+	if err := collective.AllReduceWith(ctx, s.c, vec, vec, collective.Max, collective.Direct); err != nil {
+		return failed("shape and options check", collective.Direct, err)
+	}
+	if vec[2] != ^vec[3] {
+		return s.describeOptions(ctx, call)
+	}
+	if vec[0] != ^vec[1] {
+		return describeShapes(ctx, s.c, call, lens)
+	}
+	return nil
 }
 
 // describeShapes gathers every rank's lengths (after the hashes differed)
@@ -158,7 +193,7 @@ func describeShapes(ctx context.Context, c *collective.Comm, call string, lens [
 	n := c.Size()
 	counts := make([]int64, n)
 	if err := collective.AllGather(ctx, c, []int64{int64(len(lens))}, counts); err != nil {
-		return fmt.Errorf("ddp.%s: shape check: %w", call, err)
+		return failed("shape check", collective.Ring, err)
 	}
 	cnt, displs := make([]int, n), make([]int, n)
 	total := 0
@@ -172,7 +207,7 @@ func describeShapes(ctx context.Context, c *collective.Comm, call string, lens [
 	}
 	all := make([]int64, total)
 	if err := collective.AllGatherV(ctx, c, mine, all, cnt, displs); err != nil {
-		return fmt.Errorf("ddp.%s: shape check: %w", call, err)
+		return failed("shape check", collective.Direct, err)
 	}
 	of := func(r int) []int64 { return all[displs[r] : displs[r]+cnt[r]] }
 	e := &ShapeError{Call: call, Peer: -1, Tensor: -1}

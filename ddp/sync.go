@@ -104,8 +104,9 @@ type Stats struct {
 	BytesMoved       int64   // bytes of gradient data reduced
 	// CurrentStrategy is the strategy the last all-reduce of a step outside
 	// the selector's probes ran: with the group's strategy Auto, the one
-	// Auto picked for its size (never Auto itself once a step has run).
-	// Before the first step: the group's strategy.
+	// Auto picked for its size; with a Wire format, ring; with TopK, ring
+	// (the all-gathers'). Never Auto once a step has run; before the first
+	// step, the group's strategy (ring with a Wire format).
 	CurrentStrategy collective.Strategy
 	// ByStrategy counts the all-reduces run with each strategy (probes
 	// included), each bucket of SyncAll under the strategy that reduced it.
@@ -197,6 +198,8 @@ type Sync[T Grad] struct {
 	idxBuf   []uint32
 
 	shape    shapeState // the shapes of the last step, once agreed (steps run one at a time)
+	fp       []uint64   // the options every rank must share (fingerprint)
+	fpHash   uint64     // fp's hash, agreed on with the shapes
 	restored bool       // residual was restored and has not been checked against a step
 
 	pendMu  sync.Mutex
@@ -330,6 +333,8 @@ func New[T Grad](c *collective.Comm, opts Options) (*Sync[T], error) {
 		s.cur = collective.Ring
 	}
 	s.ran = s.cur
+	s.fp = fingerprint(opts, dt, cfg)
+	s.fpHash = fingerprintHash(s.fp)
 	s.vec = make([]float64, len(opts.Candidates)+1) // the candidates', then the current strategy's
 	s.cands = make([]collective.Strategy, 0, len(opts.Candidates))
 	// Measure the group's cost model now, from the caller's goroutine (an
@@ -363,9 +368,11 @@ var rankOrderStrategies = func() map[collective.Strategy]bool {
 //
 // The first step, and every step whose shapes differ from the previous
 // step's (Sync: the length of grads; SyncAll: the number of tensors and
-// their lengths, in order), first agrees on the shapes across ranks (one
-// all-reduce of two words): when they differ every rank fails with the
-// same *ShapeError naming the call, and nothing is reduced.
+// their lengths, in order), first agrees on the shapes and the Options
+// across ranks (one all-reduce of a few words): when they differ every
+// rank fails with the same *ShapeError or *OptionsError naming the call,
+// and nothing is reduced. A step whose collective fails returns a
+// *StepError naming the call, the step and the strategy that ran.
 func (s *Sync[T]) Sync(ctx context.Context, grads []T) error {
 	if err := s.settle(ctx); err != nil {
 		return err
@@ -439,6 +446,12 @@ func (s *Sync[T]) SyncAll(ctx context.Context, tensors [][]T) error {
 	if err := s.settle(ctx); err != nil {
 		return err
 	}
+	step := s.nextStep()
+	return s.named("Sync.SyncAll", step, s.syncAll(ctx, tensors))
+}
+
+// syncAll runs SyncAll's step.
+func (s *Sync[T]) syncAll(ctx context.Context, tensors [][]T) error {
 	// The step copies the tensors itself (fused buckets, top-k): hold
 	// them, so that closing their HostBuffers or Arena waits for it.
 	h := &s.hold
@@ -618,6 +631,12 @@ func (s *Sync[T]) Decisions() []Decision {
 
 // stepOne is the step of Sync and SyncAsync (call names it in errors).
 func (s *Sync[T]) stepOne(ctx context.Context, call string, grads []T) error {
+	step := s.nextStep()
+	return s.named(call, step, s.runOne(ctx, call, grads))
+}
+
+// runOne runs stepOne's step.
+func (s *Sync[T]) runOne(ctx context.Context, call string, grads []T) error {
 	// The step reads and writes grads itself (top-k): hold it, so that
 	// closing its HostBuffer or Arena waits for the step.
 	var h collective.Holding
@@ -656,7 +675,7 @@ func (s *Sync[T]) stepOne(ctx context.Context, call string, grads []T) error {
 // peers learn of it at the same rendezvous instead of waiting for a
 // timeout.
 func (s *Sync[T]) refuse(ctx context.Context, closed []T) error {
-	return collective.AllReduce(ctx, s.c, closed, collective.Sum)
+	return failed("all-reduce", collective.Auto, collective.AllReduce(ctx, s.c, closed, collective.Sum))
 }
 
 // strategyForStep is the strategy this step runs, and whether it is a
@@ -721,16 +740,14 @@ func (s *Sync[T]) reduce(ctx context.Context, data []T, st collective.Strategy, 
 		st = s.autoPick(len(data) * s.dt.Size())
 	}
 	s.mu.Unlock()
-	var err error
 	if s.opts.Wire != 0 {
 		st = collective.Ring
 		f32 := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), len(data))
-		err = collective.AllReduceWire(ctx, s.c, f32, collective.Mean, s.opts.Wire)
-	} else {
-		err = collective.AllReduceWith(ctx, s.c, data, data, collective.Mean, st)
-	}
-	if err != nil {
-		return err
+		if err := collective.AllReduceWire(ctx, s.c, f32, collective.Mean, s.opts.Wire); err != nil {
+			return failed("all-reduce, "+s.opts.Wire.String()+" on the wire", st, err)
+		}
+	} else if err := collective.AllReduceWith(ctx, s.c, data, data, collective.Mean, st); err != nil {
+		return failed("all-reduce", st, err)
 	}
 	s.mu.Lock()
 	s.byStrat[st]++
@@ -867,7 +884,7 @@ func (s *Sync[T]) compare(ctx context.Context, step int64, bytes int) error {
 	s.mu.Unlock()
 	// Agreement: every rank gets the same vector.
 	if err := collective.AllReduceWith(ctx, s.c, s.vec, s.vec, collective.Max, collective.Direct); err != nil {
-		return err
+		return failed("strategy agreement", collective.Direct, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -906,7 +923,7 @@ func (s *Sync[T]) checkSwitch(ctx context.Context, step int64, bytes int) error 
 	agreed[0] = v
 	s.mu.Unlock()
 	if err := collective.AllReduceWith(ctx, s.c, agreed, agreed, collective.Max, collective.Direct); err != nil {
-		return err
+		return failed("strategy agreement", collective.Direct, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -994,7 +1011,7 @@ func (s *Sync[T]) topK(ctx context.Context, grads []T) error {
 	}
 	idx, val := s.idx[:k], s.val[:k]
 	if onDevice, err := s.selectOnDevice(ctx, acc, k); err != nil {
-		return err
+		return failed("top-k selection", collective.Auto, err)
 	} else if !onDevice {
 		selectTopK(acc, s.order[:n], k)
 	}
@@ -1009,11 +1026,12 @@ func (s *Sync[T]) topK(ctx context.Context, grads []T) error {
 		}
 	}
 	start := time.Now()
+	// The all-gathers run the ring (AllGather's only strategy).
 	if err := collective.AllGather(ctx, s.c, idx, s.allIdx[:k*N]); err != nil {
-		return err
+		return failed("top-k all-gather", collective.Ring, err)
 	}
 	if err := collective.AllGather(ctx, s.c, val, s.allVal[:k*N]); err != nil {
-		return err
+		return failed("top-k all-gather", collective.Ring, err)
 	}
 	d := time.Since(start)
 	for i := range grads {
@@ -1027,6 +1045,7 @@ func (s *Sync[T]) topK(ctx context.Context, grads []T) error {
 	}
 	s.mu.Lock()
 	s.mon.record(s.cur, k*N*(8+s.dt.Size()), d, 2) // two gathers
+	s.ran = collective.Ring
 	s.mu.Unlock()
 	return nil
 }
