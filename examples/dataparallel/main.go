@@ -1,11 +1,18 @@
 // Command dataparallel trains a small two-layer MLP on synthetic regression
 // data, data-parallel on N ranks with gocoll: every rank holds a replica of
 // the model and 1/N of each batch, computes its gradients into a ddp.Arena
-// (one pinned allocation, a view per parameter tensor), and a ddp.Sync
-// averages them across ranks (one zero-copy all-reduce of the whole arena
-// per step), so every replica applies the same update. With equal shards the mean of
-// the ranks' gradients is the full-batch gradient, so N ranks follow the
-// same loss curve as one rank on the full batch.
+// (one pinned allocation, a view per parameter tensor), and ddp averages
+// them across ranks, so every replica applies the same update. With equal
+// shards the mean of the ranks' gradients is the full-batch gradient, so N
+// ranks follow the same loss curve as one rank on the full batch.
+//
+// By default the averaging overlaps the backward pass: a ddp.Reducer holds
+// the gradients in the order backward produces them (the output layer's
+// first), in buckets, and backward marks each gradient ready as it
+// finishes it; the output layer's bucket is reduced while backward still
+// computes the hidden layer's gradients. With -overlap=false a ddp.Sync
+// averages the whole arena after backward (one zero-copy all-reduce per
+// step). Both give bitwise the same model.
 //
 //	go run ./examples/dataparallel -ranks 4 -epochs 20
 package main
@@ -69,43 +76,77 @@ func dataset() ([]float32, []float32) {
 	return x, y
 }
 
+// Parameter indices, in params order.
+const (
+	pW1 = iota
+	pB1
+	pW2
+	pB2
+)
+
 // grads computes the mean-squared-error gradients over rows [lo, hi) into
-// g (same shapes as the params) and returns the shard's summed loss.
-func (m *model) grads(x, y []float32, lo, hi int, g [][]float32) float64 {
+// g (same shapes as the params) and returns the shard's summed loss. As a
+// framework's backward pass, it goes from the output layer back, and calls
+// ready(i) as soon as gradient g[i] is final: b2 and w2 first, then b1
+// and w1.
+func (m *model) grads(x, y []float32, lo, hi int, g [][]float32, ready func(i int) error) (float64, error) {
 	for _, t := range g {
 		for i := range t {
 			t[i] = 0
 		}
 	}
-	gw1, gb1, gw2, gb2 := g[0], g[1], g[2], g[3]
-	a := make([]float64, hidden)
+	gw1, gb1, gw2, gb2 := g[pW1], g[pB1], g[pW2], g[pB2]
+	rows := hi - lo
+	a := make([]float64, rows*hidden) // the hidden activations, kept by the forward pass
+	dout := make([]float64, rows)     // d loss / d output, per row
 	var loss float64
-	n := float64(hi - lo)
+	n := float64(rows)
 	for s := lo; s < hi; s++ {
 		xs := x[s*features : (s+1)*features]
+		as := a[(s-lo)*hidden : (s-lo+1)*hidden]
 		out := float64(m.b2[0])
 		for h := 0; h < hidden; h++ {
 			z := float64(m.b1[h])
 			for f := 0; f < features; f++ {
 				z += float64(m.w1[h*features+f]) * float64(xs[f])
 			}
-			a[h] = math.Tanh(z)
-			out += float64(m.w2[h]) * a[h]
+			as[h] = math.Tanh(z)
+			out += float64(m.w2[h]) * as[h]
 		}
 		d := out - float64(y[s])
 		loss += d * d
-		dout := 2 * d / n
-		gb2[0] += float32(dout)
+		dout[s-lo] = 2 * d / n
+	}
+	// The output layer.
+	for s := range rows {
+		gb2[0] += float32(dout[s])
 		for h := 0; h < hidden; h++ {
-			gw2[h] += float32(dout * a[h])
-			dz := dout * float64(m.w2[h]) * (1 - a[h]*a[h])
+			gw2[h] += float32(dout[s] * a[s*hidden+h])
+		}
+	}
+	for _, i := range []int{pB2, pW2} {
+		if err := ready(i); err != nil {
+			return 0, err
+		}
+	}
+	// The hidden layer, while the output layer's gradients are reduced.
+	for s := range rows {
+		xs := x[(lo+s)*features : (lo+s+1)*features]
+		for h := 0; h < hidden; h++ {
+			ah := a[s*hidden+h]
+			dz := dout[s] * float64(m.w2[h]) * (1 - ah*ah)
 			gb1[h] += float32(dz)
 			for f := 0; f < features; f++ {
 				gw1[h*features+f] += float32(dz * float64(xs[f]))
 			}
 		}
 	}
-	return loss
+	for _, i := range []int{pB1, pW1} {
+		if err := ready(i); err != nil {
+			return 0, err
+		}
+	}
+	return loss, nil
 }
 
 func (m *model) step(g [][]float32) {
@@ -118,8 +159,9 @@ func (m *model) step(g [][]float32) {
 
 // Train trains on ranks ranks for epochs full-batch steps and returns the
 // loss (mean squared error over the whole data set) after each epoch, as
-// rank 0 sees it, and each rank's final parameters.
-func Train(ctx context.Context, ranks, epochs int, backendName string) ([]float64, [][][]float32, error) {
+// rank 0 sees it, and each rank's final parameters. overlap: a Reducer
+// averages the gradients during backward; else a Sync after it.
+func Train(ctx context.Context, ranks, epochs int, backendName string, overlap bool) ([]float64, [][][]float32, error) {
 	g, err := collective.NewGroup(ctx, collective.Options{Ranks: ranks, Backend: backendName, Config: collective.DefaultConfig()})
 	if err != nil {
 		return nil, nil, err
@@ -149,13 +191,34 @@ func Train(ctx context.Context, ranks, epochs int, backendName string) ([]float6
 			}
 			defer arena.Close()
 			m := newModel()
-			grads := [][]float32{arena.View(0), arena.View(1), arena.View(2), arena.View(3)}
+			grads := [][]float32{arena.View(pW1), arena.View(pB1), arena.View(pW2), arena.View(pB2)}
+			// The Reducer's gradients in the order backward finishes them,
+			// in buckets of at most the output layer's size: b2 and w2
+			// (the first bucket, reduced while backward computes the
+			// hidden layer's), then b1, then w1.
+			var red *ddp.Reducer[float32]
+			ready := func(int) error { return nil }
+			if overlap {
+				red, err = ddp.NewReducer(ctx, gs, [][]float32{grads[pB2], grads[pW2], grads[pB1], grads[pW1]},
+					ddp.ReducerOptions{BucketBytes: 4 * (hidden + 1), Names: []string{"b2", "w2", "b1", "w1"}})
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				pos := [...]int{pB2: 0, pW2: 1, pB1: 2, pW1: 3}
+				ready = func(i int) error { return red.MarkReady(ctx, pos[i]) }
+			}
 			lo, hi := samples*r/ranks, samples*(r+1)/ranks
 			lossBuf := make([]float64, 1)
 			lossParts[r] = make([]float64, epochs)
 			for e := 0; e < epochs; e++ {
-				loss := m.grads(x, y, lo, hi, grads)
-				if err := gs.Sync(ctx, arena.Flat()); err != nil {
+				loss, err := m.grads(x, y, lo, hi, grads, ready)
+				if err == nil && overlap {
+					err = red.Wait(ctx) // every bucket reduced: the step's mean gradients
+				} else if err == nil {
+					err = gs.Sync(ctx, arena.Flat()) // one zero-copy all-reduce of the whole model
+				}
+				if err != nil {
 					errs[r] = err
 					return
 				}
@@ -185,8 +248,9 @@ func main() {
 	ranks := flag.Int("ranks", 4, "data-parallel ranks")
 	epochs := flag.Int("epochs", 20, "full-batch gradient steps")
 	bk := flag.String("backend", "", "auto, vulkan, metal or host (default: GOCOLL_BACKEND, then auto)")
+	overlap := flag.Bool("overlap", true, "average the gradients during backward (a ddp.Reducer); false: a ddp.Sync after it")
 	flag.Parse()
-	losses, _, err := Train(context.Background(), *ranks, *epochs, *bk)
+	losses, _, err := Train(context.Background(), *ranks, *epochs, *bk, *overlap)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dataparallel:", err)
 		os.Exit(1)

@@ -1,8 +1,9 @@
 // Command gorgonia trains a small MLP written with gorgonia
 // (gorgonia.org/gorgonia) data-parallel on N ranks with gocoll's ddp
 // package: every rank builds its own ExprGraph, TapeMachine and model
-// replica (the same initial weights, from one seed), runs forward and
-// backward on its 1/N of the batch, and a ddp.Sync averages the gradients
+// replica, starting from rank 0's initial weights (each rank draws its own,
+// then ddp.BroadcastParameters copies rank 0's over them), runs forward
+// and backward on its 1/N of the batch, and a ddp.Sync averages the gradients
 // across ranks before gorgonia's VanillaSolver applies them, so all
 // replicas apply the same update and N ranks follow one rank's trajectory.
 //
@@ -43,10 +44,12 @@ const (
 // shapes of the learnables, in arena order: y = tanh(x W1 + b1) W2 + b2.
 var shapes = [][2]int{{features, hidden}, {1, hidden}, {hidden, 1}, {1, 1}}
 
-// initialWeights returns W1, b1, W2, b2, the same on every rank (fixed
-// seed): normal weights scaled by 1/sqrt(fan-in), zero biases.
-func initialWeights() [][]float32 {
-	rng := rand.New(rand.NewPCG(42, 1))
+// initialWeights returns W1, b1, W2, b2 drawn from seed: normal weights
+// scaled by 1/sqrt(fan-in), zero biases. Each rank draws its own (as a
+// framework's initializer would, seeded per process); training starts
+// from rank 0's, broadcast to every rank.
+func initialWeights(seed uint64) [][]float32 {
+	rng := rand.New(rand.NewPCG(42, seed))
 	ws := make([][]float32, len(shapes))
 	for i, s := range shapes {
 		ws[i] = make([]float32, s[0]*s[1])
@@ -88,19 +91,18 @@ type replica struct {
 }
 
 // newReplica builds the graph over rows of x and y (a rank's shard, used
-// in place as the input tensors' backing) with the gradients backed by
-// arena. The cost is the shard's sum of squared errors times
+// in place as the input tensors' backing) with the weights backed by init
+// and the gradients by arena. The cost is the shard's sum of squared errors times
 // ranks/samples: the mean over ranks of the ranks' gradients (what
 // ddp.Sync computes) is then exactly the gradient of the full data set's
 // mean squared error, whatever the shard sizes.
-func newReplica(x, y []float32, ranks int, arena *ddp.Arena[float32]) (*replica, error) {
+func newReplica(x, y []float32, ranks int, init [][]float32, arena *ddp.Arena[float32]) (*replica, error) {
 	rows := len(y)
 	r := &replica{g: G.NewGraph(), arena: arena}
 	xn := G.NewMatrix(r.g, tensor.Float32, G.WithShape(rows, features), G.WithName("x"),
 		G.WithValue(tensor.New(tensor.WithShape(rows, features), tensor.WithBacking(x))))
 	yn := G.NewMatrix(r.g, tensor.Float32, G.WithShape(rows, 1), G.WithName("y"),
 		G.WithValue(tensor.New(tensor.WithShape(rows, 1), tensor.WithBacking(y))))
-	init := initialWeights()
 	for i, s := range shapes {
 		// Backing, not copying: the gradient tensor is a view of the
 		// arena. gorgonia v0.9.18's TapeMachine with BindDualValues adds
@@ -240,8 +242,14 @@ func Train(ctx context.Context, ranks, epochs int, backendName string) ([]float6
 					return err
 				}
 				defer arena.Close()
+				// Every rank starts from rank 0's weights, bitwise: its
+				// own draw is overwritten in place.
+				init := initialWeights(uint64(r) + 1)
+				if err := ddp.BroadcastParameters(ctx, c, 0, init); err != nil {
+					return err
+				}
 				lo, hi := samples*r/ranks, samples*(r+1)/ranks
-				m, err := newReplica(x[lo*features:hi*features], y[lo:hi], ranks, arena)
+				m, err := newReplica(x[lo*features:hi*features], y[lo:hi], ranks, init, arena)
 				if err != nil {
 					return err
 				}

@@ -29,13 +29,17 @@ func backends(t *testing.T) []string {
 }
 
 // TestRanksMatchOneRank: 4 data-parallel ranks follow one rank on the full
-// batch. The per-row forward pass is the same either way and the loss is
+// batch, each starting from rank 0's initial weights (its own draw differs:
+// ddp.BroadcastParameters makes them the same). The per-row forward pass is the same either way and the loss is
 // summed in float64, so the losses differ only through the float32
 // gradients (a sum over 512 rows per rank, then a mean of 4, against one
 // sum over 2048 rows): well below 1e-5 relative at every epoch. All
 // replicas end bitwise identical.
 func TestRanksMatchOneRank(t *testing.T) {
 	ctx := context.Background()
+	if a, b := initialWeights(1), initialWeights(2); math.Float32bits(a[0][0]) == math.Float32bits(b[0][0]) {
+		t.Fatal("ranks draw the same initial weights: the broadcast is not tested")
+	}
 	ref, _, err := Train(ctx, 1, testEpochs, "host")
 	if err != nil {
 		t.Fatal(err)
