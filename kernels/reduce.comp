@@ -22,7 +22,10 @@
 // variants instead (-DGOCOLL_FTZ: reduce_f32_ftz, reduce4_f32_ftz,
 // reducem_f32_ftz, reducem4_f32_ftz), which hold float32 elements as their
 // bits (uint, uvec4) and reduce them with float32.glsl's arithmetic, exact
-// on every device, as the 16-bit kernels do. A mean divides with
+// on every device, as the 16-bit kernels do; a sum whose inputs and result
+// are all in the range where no partial sum can be subnormal adds the whole
+// element on the hardware at once (sum_fast), which keeps the plain sum
+// memory-bound. A mean divides with
 // divide_exact (divide.glsl), correctly rounded for subnormal quotients too.
 // The f64 kernels keep the device's float64 arithmetic: a device that does
 // not report shaderDenormPreserveFloat64 keeps float64 subnormals only if
@@ -367,6 +370,59 @@ T combine(T a, T b) {
 T scale_acc(T x) { return pc.div != 0u ? divide_exact(x, pc.div, pc.scale) : x * pc.scale; }
 #endif
 
+#ifdef GOCOLL_FTZ
+// sum_fast is the sum of the K sources' element i on the hardware, the whole
+// element at once, where that is exact whatever the device does with
+// subnormals: when every input component is a zero or finite with a biased
+// exponent of at least 25 (so a multiple of 2^-125: every partial sum,
+// rounded to nearest, is one too, so 0 or normal, never subnormal) and the
+// result is finite (an overflow on the way leaves it Inf). A zero result
+// gets its sign by IEEE 754's rule (-0 only where every input is -0), not
+// from the device, which Vulkan lets drop the signs of zeros. It returns
+// false, leaving acc undefined, where that does not hold: the caller then
+// reduces the element component by component with float32.glsl's
+// arithmetic. The checks cost a few integer operations per component and
+// source, which keeps the kernel memory-bound.
+#ifdef GOCOLL_VEC
+#define FAST_LT(a, b) all(lessThan(a, b))
+#define FAST_LE(a, b) all(lessThanEqual(a, b))
+#define FAST_ZERO(a, neg) mix(a, mix(A(0u), A(F32_SIGN), equal(neg, A(0u))), equal((a) & F32_ABS, A(0u)))
+#define FT vec4
+#else
+#define FAST_LT(a, b) ((a) < (b))
+#define FAST_LE(a, b) ((a) <= (b))
+#define FAST_ZERO(a, neg) (((a) & F32_ABS) == 0u ? ((neg) == 0u ? F32_SIGN : 0u) : (a))
+#define FT float
+#endif
+const uint FAST_LO = 25u << 23;
+bool sum_fast(uint i, out A acc) {
+    A x = s0.d[pc.src_off[0] + i];
+    // lo: the least magnitude less one (a zero wraps to the largest uint),
+    // hi: the largest magnitude; all and any: the AND and OR of the bits.
+    A lo = (x & F32_ABS) - 1u, hi = x & F32_ABS, all_bits = x, any_bits = x;
+    precise FT f = uintBitsToFloat(x);
+#define FAST_ADD(s, k) \
+    if (K > k) { \
+        x = s.d[pc.src_off[k] + i]; \
+        lo = min(lo, (x & F32_ABS) - 1u); \
+        hi = max(hi, x & F32_ABS); \
+        all_bits &= x; \
+        any_bits |= x; \
+        f = f + uintBitsToFloat(x); \
+    }
+    FAST_ADD(s1, 1u)
+    FAST_ADD(s2, 2u)
+    FAST_ADD(s3, 3u)
+    FAST_ADD(s4, 4u)
+    FAST_ADD(s5, 5u)
+    FAST_ADD(s6, 6u)
+    FAST_ADD(s7, 7u)
+    // Every input -0 where all and any are both the sign bit.
+    acc = FAST_ZERO(floatBitsToUint(f), (all_bits ^ F32_SIGN) | (any_bits ^ F32_SIGN));
+    return FAST_LE(A(FAST_LO - 1u), lo) && FAST_LT(hi, A(F32_INF)) && FAST_LT(acc & F32_ABS, A(F32_INF));
+}
+#endif
+
 #ifndef LOAD
 #define LOAD(x) (x)
 #endif
@@ -386,7 +442,11 @@ void main() {
             continue;
         }
 #endif
-        A acc = LOAD0(s0.d[pc.src_off[0] + i]);
+        A acc;
+#ifdef GOCOLL_FTZ
+        if (OP != 0u || !sum_fast(i, acc)) {
+#endif
+        acc = LOAD0(s0.d[pc.src_off[0] + i]);
         if (K > 1u) acc = combine(acc, LOAD(s1.d[pc.src_off[1] + i]));
         if (K > 2u) acc = combine(acc, LOAD(s2.d[pc.src_off[2] + i]));
         if (K > 3u) acc = combine(acc, LOAD(s3.d[pc.src_off[3] + i]));
@@ -394,6 +454,9 @@ void main() {
         if (K > 5u) acc = combine(acc, LOAD(s5.d[pc.src_off[5] + i]));
         if (K > 6u) acc = combine(acc, LOAD(s6.d[pc.src_off[6] + i]));
         if (K > 7u) acc = combine(acc, LOAD(s7.d[pc.src_off[7] + i]));
+#ifdef GOCOLL_FTZ
+        }
+#endif
 #if !defined(GOCOLL_INT) && !defined(GOCOLL_OUT32)
         if (SCALE) acc = scale_acc(acc);
 #endif

@@ -76,6 +76,7 @@ func (s *suite) testSubnormals(t *testing.T) { testSubnormals(t, s.dev) }
 // that a device that flushed them would fail it (FlushedShare).
 func testSubnormals(t *testing.T, dev backend.Device) {
 	t.Run("Cases", func(t *testing.T) { testSubnormalCases(t, dev) })
+	t.Run("SumEdges", func(t *testing.T) { testSumEdges(t, dev, newRand(0x5ed6e)) })
 	for _, dt := range subnormalTypes {
 		t.Run(dt.String(), func(t *testing.T) {
 			if raceEnabled && testing.Short() && dt != backend.F32 {
@@ -376,4 +377,115 @@ func fmtSubs(dt backend.DType, v []uint64) string {
 		s += fmtSub(dt, x)
 	}
 	return s + "]"
+}
+
+// testSumEdges checks float32 sums (K = 1, 2, 3, 8 and 9 sources; a plain
+// sum and a mean; Reduce and ReduceMulti) where the inputs sit at the edges
+// of the range in which a kernel may add on hardware that flushes
+// subnormals, whole 16-byte groups at once (reduce.comp's sum_fast): biased
+// exponents 24, 25 and 26, partial sums that cancel down to 2^-125, sums that
+// overflow on the way (and come back, or not), the largest finite values,
+// zeros of both signs (every source, or some); a quarter of the groups of 4
+// elements also hold one edge value (a zero, a subnormal, Inf, a quiet NaN,
+// exponent 24) somewhere among their sources.
+// Bit for bit against the host (refSubnormal).
+func testSumEdges(t *testing.T, dev backend.Device, r *rand.Rand) {
+	const dt, maxK = backend.F32, 9
+	needDType(t, dev, dt)
+	st := dev.Stream()
+	mr, multi := st.(backend.MultiReducer)
+	frac := func() uint32 { return uint32(r.Uint64N(1 << 23)) }
+	sign := func() uint32 { return uint32(r.IntN(2)) << 31 }
+	fast := func() uint32 { // finite, biased exponent 25..254
+		var e uint32
+		switch r.IntN(5) {
+		case 0:
+			e = 25 + uint32(r.IntN(3))
+		case 1:
+			e = 250 + uint32(r.IntN(5))
+		case 2:
+			e = 25 + uint32(r.IntN(230))
+		default:
+			e = 120 + uint32(r.IntN(16))
+		}
+		return sign() | e<<23 | frac()
+	}
+	edges := []uint32{0, 0x80000000, 1, 0x807FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC01234, 24 << 23, 0x80000000 | 24<<23 | 0x1234}
+	for _, layout := range []struct{ n, off int }{{1024, 0}, {1021, 1}} {
+		n, off := layout.n, layout.off
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			in := make([][]uint64, maxK)
+			for j := range in {
+				in[j] = make([]uint64, n)
+			}
+			for i := 0; i < n; i++ {
+				zeros := r.IntN(8) // 0: every source a zero (1: every one -0), 2: some sources zeros
+				for j := range in {
+					switch {
+					case zeros == 0, zeros == 2 && r.IntN(3) == 0:
+						in[j][i] = uint64(sign())
+					case zeros == 1:
+						in[j][i] = 0x80000000
+					default:
+						in[j][i] = uint64(fast())
+					}
+				}
+				if r.IntN(4) == 0 { // cancel: the next source is minus the partial sum, give or take an ulp
+					j := 1 + r.IntN(maxK-1)
+					acc := math.Float32frombits(uint32(in[0][i]))
+					for s := 1; s < j; s++ {
+						acc += math.Float32frombits(uint32(in[s][i]))
+					}
+					if b := math.Float32bits(-acc); b&0x7F800000 != 0x7F800000 && (b>>23)&0xFF >= 25 {
+						in[j][i] = uint64(b + uint32(r.IntN(3)) - 1)
+					}
+				}
+			}
+			for g := 0; g < n; g += 4 {
+				if r.IntN(4) == 0 {
+					i := min(g+r.IntN(4), n-1)
+					in[r.IntN(maxK)][i] = uint64(edges[r.IntN(len(edges))])
+				}
+			}
+			srcs := make([]backend.Region, maxK)
+			for j := range srcs {
+				b := alloc(t, dev, (off+n)*4, alternate(j))
+				srcs[j] = backend.Region{Buf: b, Off: off * 4, Len: n * 4}
+				writeElems(t, b, srcs[j].Off, dt, in[j])
+			}
+			out := func() backend.Region {
+				return backend.Region{Buf: alloc(t, dev, (off+n)*4, backend.HostVisible), Off: off * 4, Len: n * 4}
+			}
+			var calls []subnormalCall
+			for _, k := range []int{1, 2, 3, 8, 9} {
+				for _, scale := range []float64{1, 1 / float64(k)} {
+					c := subnormalCall{what: "Reduce", op: backend.Sum, k: k, scale: scale, outs: []backend.Region{out()}}
+					must(t, st.Reduce(backend.Sum, dt, c.outs[0], srcs[:k], scale), "Reduce")
+					calls = append(calls, c)
+					if multi {
+						c := subnormalCall{what: "ReduceMulti", op: backend.Sum, k: k, scale: scale, outs: []backend.Region{out(), out()}}
+						must(t, mr.ReduceMulti(backend.Sum, dt, c.outs, srcs[:k], scale), "ReduceMulti")
+						calls = append(calls, c)
+					}
+				}
+			}
+			submitWait(t, st)
+			for _, c := range calls {
+				mis := mismatches{t: t, what: fmt.Sprintf("%v %s sum of %d sources, scale %.4g", dt, c.what, c.k, c.scale)}
+				for j, o := range c.outs {
+					got := readElems(t, o, dt)
+					for i := range got {
+						if want := refSubnormal(dt, c.op, in[:c.k], i, c.scale); got[i] != want {
+							args := make([]uint64, c.k)
+							for s := range args {
+								args[s] = in[s][i]
+							}
+							mis.add("out %d element %d = %s, the host gives %s, from %s", j, i, fmtSub(dt, got[i]), fmtSub(dt, want), fmtSubs(dt, args))
+						}
+					}
+				}
+				mis.done()
+			}
+		})
+	}
 }

@@ -81,9 +81,9 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _906 = (OP == 0u);
-constant bool _915 = (OP == 1u);
-constant bool _924 = (OP == 2u);
+constant bool _910 = (OP == 0u);
+constant bool _919 = (OP == 1u);
+constant bool _928 = (OP == 2u);
 
 struct Params
 {
@@ -95,10 +95,6 @@ struct Params
     uint div;
 };
 
-constant uint _993_tmp [[function_constant(0)]];
-constant uint _993 = is_function_constant_defined(_993_tmp) ? _993_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_993, 1u, 1u);
-
 struct Src0
 {
     uint d[1];
@@ -106,55 +102,66 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _1024 = (K > 1u);
+constant bool _1018 = (K > 1u);
 
 struct Src1
 {
     uint d[1];
 };
 
-constant bool _1041 = (K > 2u);
+constant bool _1050 = (K > 2u);
 
 struct Src2
 {
     uint d[1];
 };
 
-constant bool _1059 = (K > 3u);
+constant bool _1083 = (K > 3u);
 
 struct Src3
 {
     uint d[1];
 };
 
-constant bool _1076 = (K > 4u);
+constant bool _1115 = (K > 4u);
 
 struct Src4
 {
     uint d[1];
 };
 
-constant bool _1094 = (K > 5u);
+constant bool _1148 = (K > 5u);
 
 struct Src5
 {
     uint d[1];
 };
 
-constant bool _1113 = (K > 6u);
+constant bool _1182 = (K > 6u);
 
 struct Src6
 {
     uint d[1];
 };
 
-constant bool _1131 = (K > 7u);
+constant bool _1215 = (K > 7u);
 
 struct Src7
 {
     uint d[1];
 };
 
+constant uint _1287_tmp [[function_constant(0)]];
+constant uint _1287 = is_function_constant_defined(_1287_tmp) ? _1287_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1287, 1u, 1u);
+constant bool _1304 = (OP != 0u);
+constant bool _1324 = (K > 1u);
+constant bool _1337 = (K > 2u);
+constant bool _1350 = (K > 3u);
+constant bool _1363 = (K > 4u);
+constant bool _1376 = (K > 5u);
+constant bool _1389 = (K > 6u);
+constant bool _1402 = (K > 7u);
 constant bool SCALE_tmp [[function_constant(3)]];
 constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
@@ -162,6 +169,101 @@ struct Dst
 {
     uint d[1];
 };
+
+static inline __attribute__((always_inline))
+bool sum_fast(thread const uint& i, thread uint& acc, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    uint x = s0.d[pc.src_off[0] + i];
+    uint lo = (x & 2147483647u) - 1u;
+    uint hi = x & 2147483647u;
+    uint all_bits = x;
+    uint any_bits = x;
+    float f = as_type<float>(x);
+    if (_1018)
+    {
+        x = s1.d[pc.src_off[1] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1050)
+    {
+        x = s2.d[pc.src_off[2] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1083)
+    {
+        x = s3.d[pc.src_off[3] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1115)
+    {
+        x = s4.d[pc.src_off[4] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1148)
+    {
+        x = s5.d[pc.src_off[5] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1182)
+    {
+        x = s6.d[pc.src_off[6] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1215)
+    {
+        x = s7.d[pc.src_off[7] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    uint _1252;
+    if ((as_type<uint>(f) & 2147483647u) == 0u)
+    {
+        _1252 = (((all_bits ^ 2147483648u) | (any_bits ^ 2147483648u)) == 0u) ? 2147483648u : 0u;
+    }
+    else
+    {
+        _1252 = as_type<uint>(f);
+    }
+    acc = _1252;
+    bool _1271 = (209715199u <= lo) && (hi < 2139095040u);
+    bool _1277;
+    if (_1271)
+    {
+        _1277 = (acc & 2147483647u) < 2139095040u;
+    }
+    else
+    {
+        _1277 = _1271;
+    }
+    return _1277;
+}
 
 static inline __attribute__((always_inline))
 uint f32_add_soft(thread uint& a, thread uint& b)
@@ -178,17 +280,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _291 = ab == 2139095040u;
-        bool _299;
-        if (_291)
+        bool _295 = ab == 2139095040u;
+        bool _303;
+        if (_295)
         {
-            _299 = ((a ^ b) & 2147483648u) != 0u;
+            _303 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _299 = _291;
+            _303 = _295;
         }
-        return _299 ? 4290772992u : a;
+        return _303 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -196,16 +298,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _316;
+        uint _320;
         if (aa == 0u)
         {
-            _316 = a & b;
+            _320 = a & b;
         }
         else
         {
-            _316 = a;
+            _320 = a;
         }
-        return _316;
+        return _320;
     }
     if (aa == 0u)
     {
@@ -278,27 +380,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _457 = rem > 4u;
-    bool _469;
-    if (!_457)
+    bool _461 = rem > 4u;
+    bool _473;
+    if (!_461)
     {
-        bool _462 = rem == 4u;
-        bool _468;
-        if (_462)
+        bool _466 = rem == 4u;
+        bool _472;
+        if (_466)
         {
-            _468 = (m & 1u) != 0u;
+            _472 = (m & 1u) != 0u;
         }
         else
         {
-            _468 = _462;
+            _472 = _466;
         }
-        _469 = _468;
+        _473 = _472;
     }
     else
     {
-        _469 = _457;
+        _473 = _461;
     }
-    if (_469)
+    if (_473)
     {
         m++;
     }
@@ -310,17 +412,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _498 = (ea - 25u) <= 228u;
-    bool _504;
-    if (_498)
+    bool _502 = (ea - 25u) <= 228u;
+    bool _508;
+    if (_502)
     {
-        _504 = (eb - 25u) <= 228u;
+        _508 = (eb - 25u) <= 228u;
     }
     else
     {
-        _504 = _498;
+        _508 = _502;
     }
-    if (_504)
+    if (_508)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -328,8 +430,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _526 = f32_add_soft(param, param_1);
-    return _526;
+    uint _530 = f32_add_soft(param, param_1);
+    return _530;
 }
 
 static inline __attribute__((always_inline))
@@ -348,29 +450,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _560;
+        uint _564;
         if (ab == 0u)
         {
-            _560 = 4290772992u;
+            _564 = 4290772992u;
         }
         else
         {
-            _560 = _sign | 2139095040u;
+            _564 = _sign | 2139095040u;
         }
-        return _560;
+        return _564;
     }
     if (ab == 2139095040u)
     {
-        uint _574;
+        uint _578;
         if (aa == 0u)
         {
-            _574 = 4290772992u;
+            _578 = 4290772992u;
         }
         else
         {
-            _574 = _sign | 2139095040u;
+            _578 = _sign | 2139095040u;
         }
-        return _574;
+        return _578;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -400,11 +502,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _644;
-    _644._m0 = ma * mb;
-    _644._m1 = mulhi(ma, mb);
-    uint lo = _644._m0;
-    uint hi = _644._m1;
+    ResType _648;
+    _648._m0 = ma * mb;
+    _648._m1 = mulhi(ma, mb);
+    uint lo = _648._m0;
+    uint hi = _648._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -423,41 +525,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _706;
+        uint _710;
         if (sh >= 32u)
         {
-            _706 = 1u;
+            _710 = 1u;
         }
         else
         {
-            _706 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _710 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _706;
+        m = _710;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _730 = rem > 128u;
-    bool _742;
-    if (!_730)
+    bool _734 = rem > 128u;
+    bool _746;
+    if (!_734)
     {
-        bool _735 = rem == 128u;
-        bool _741;
-        if (_735)
+        bool _739 = rem == 128u;
+        bool _745;
+        if (_739)
         {
-            _741 = (m & 1u) != 0u;
+            _745 = (m & 1u) != 0u;
         }
         else
         {
-            _741 = _735;
+            _745 = _739;
         }
-        _742 = _741;
+        _746 = _745;
     }
     else
     {
-        _742 = _730;
+        _746 = _734;
     }
-    if (_742)
+    if (_746)
     {
         m++;
     }
@@ -469,26 +571,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _769 = (ea - 1u) < 254u;
-    bool _775;
-    if (_769)
+    bool _773 = (ea - 1u) < 254u;
+    bool _779;
+    if (_773)
     {
-        _775 = (eb - 1u) < 254u;
+        _779 = (eb - 1u) < 254u;
     }
     else
     {
-        _775 = _769;
+        _779 = _773;
     }
-    bool _784;
-    if (_775)
+    bool _788;
+    if (_779)
     {
-        _784 = ((ea + eb) - 128u) <= 251u;
+        _788 = ((ea + eb) - 128u) <= 251u;
     }
     else
     {
-        _784 = _775;
+        _788 = _779;
     }
-    if (_784)
+    if (_788)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -501,16 +603,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _806;
+    uint _810;
     if ((x & 2147483648u) != 0u)
     {
-        _806 = ~x;
+        _810 = ~x;
     }
     else
     {
-        _806 = x | 2147483648u;
+        _810 = x | 2147483648u;
     }
-    return _806;
+    return _810;
 }
 
 static inline __attribute__((always_inline))
@@ -548,19 +650,19 @@ uint f32_min(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_906)
+    if (_910)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_915)
+    if (_919)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_924)
+    if (_928)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -583,17 +685,17 @@ static inline __attribute__((always_inline))
 bool div_small_f32(thread const uint& x, thread const uint& div)
 {
     uint ax = x & 2147483647u;
-    bool _252 = ax != 0u;
-    bool _261;
-    if (_252)
+    bool _256 = ax != 0u;
+    bool _265;
+    if (_256)
     {
-        _261 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+        _265 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
     }
     else
     {
-        _261 = _252;
+        _265 = _256;
     }
-    return _261;
+    return _265;
 }
 
 static inline __attribute__((always_inline))
@@ -620,27 +722,27 @@ uint divide_small_f32(thread const uint& x, thread const uint& div)
             q |= 1u;
         }
     }
-    bool _222 = (2u * rem) > div;
-    bool _236;
-    if (!_222)
+    bool _226 = (2u * rem) > div;
+    bool _240;
+    if (!_226)
     {
-        bool _229 = (2u * rem) == div;
-        bool _235;
-        if (_229)
+        bool _233 = (2u * rem) == div;
+        bool _239;
+        if (_233)
         {
-            _235 = (q & 1u) != 0u;
+            _239 = (q & 1u) != 0u;
         }
         else
         {
-            _235 = _229;
+            _239 = _233;
         }
-        _236 = _235;
+        _240 = _239;
     }
     else
     {
-        _236 = _222;
+        _240 = _226;
     }
-    if (_236)
+    if (_240)
     {
         q++;
     }
@@ -698,21 +800,21 @@ uint f32_div(thread const uint& x, thread const uint& div, thread const float& r
 static inline __attribute__((always_inline))
 uint scale1(thread const uint& x, constant Params& pc)
 {
-    uint _950;
+    uint _954;
     if (pc.div != 0u)
     {
         uint param = x;
         uint param_1 = pc.div;
         float param_2 = pc.scale;
-        _950 = f32_div(param, param_1, param_2);
+        _954 = f32_div(param, param_1, param_2);
     }
     else
     {
         uint param_3 = x;
         uint param_4 = as_type<uint>(pc.scale);
-        _950 = f32_mul(param_3, param_4);
+        _954 = f32_mul(param_3, param_4);
     }
-    return _950;
+    return _954;
 }
 
 static inline __attribute__((always_inline))
@@ -724,56 +826,73 @@ uint scale_acc(thread const uint& x, constant Params& pc)
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _996 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _996, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _1290 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint acc;
+    uint param_1;
+    for (uint stride = _1290, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
-        uint acc = s0.d[pc.src_off[0] + i];
-        if (_1024)
+        bool _1315;
+        if (!_1304)
         {
-            uint param = acc;
-            uint param_1 = s1.d[pc.src_off[1] + i];
-            acc = combine(param, param_1);
+            uint param = i;
+            bool _1312 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            acc = param_1;
+            _1315 = !_1312;
         }
-        if (_1041)
+        else
         {
-            uint param_2 = acc;
-            uint param_3 = s2.d[pc.src_off[2] + i];
-            acc = combine(param_2, param_3);
+            _1315 = _1304;
         }
-        if (_1059)
+        if (_1315)
         {
-            uint param_4 = acc;
-            uint param_5 = s3.d[pc.src_off[3] + i];
-            acc = combine(param_4, param_5);
-        }
-        if (_1076)
-        {
-            uint param_6 = acc;
-            uint param_7 = s4.d[pc.src_off[4] + i];
-            acc = combine(param_6, param_7);
-        }
-        if (_1094)
-        {
-            uint param_8 = acc;
-            uint param_9 = s5.d[pc.src_off[5] + i];
-            acc = combine(param_8, param_9);
-        }
-        if (_1113)
-        {
-            uint param_10 = acc;
-            uint param_11 = s6.d[pc.src_off[6] + i];
-            acc = combine(param_10, param_11);
-        }
-        if (_1131)
-        {
-            uint param_12 = acc;
-            uint param_13 = s7.d[pc.src_off[7] + i];
-            acc = combine(param_12, param_13);
+            acc = s0.d[pc.src_off[0] + i];
+            if (_1324)
+            {
+                uint param_2 = acc;
+                uint param_3 = s1.d[pc.src_off[1] + i];
+                acc = combine(param_2, param_3);
+            }
+            if (_1337)
+            {
+                uint param_4 = acc;
+                uint param_5 = s2.d[pc.src_off[2] + i];
+                acc = combine(param_4, param_5);
+            }
+            if (_1350)
+            {
+                uint param_6 = acc;
+                uint param_7 = s3.d[pc.src_off[3] + i];
+                acc = combine(param_6, param_7);
+            }
+            if (_1363)
+            {
+                uint param_8 = acc;
+                uint param_9 = s4.d[pc.src_off[4] + i];
+                acc = combine(param_8, param_9);
+            }
+            if (_1376)
+            {
+                uint param_10 = acc;
+                uint param_11 = s5.d[pc.src_off[5] + i];
+                acc = combine(param_10, param_11);
+            }
+            if (_1389)
+            {
+                uint param_12 = acc;
+                uint param_13 = s6.d[pc.src_off[6] + i];
+                acc = combine(param_12, param_13);
+            }
+            if (_1402)
+            {
+                uint param_14 = acc;
+                uint param_15 = s7.d[pc.src_off[7] + i];
+                acc = combine(param_14, param_15);
+            }
         }
         if (SCALE)
         {
-            uint param_14 = acc;
-            acc = scale_acc(param_14, pc);
+            uint param_16 = acc;
+            acc = scale_acc(param_16, pc);
         }
         dst.d[pc.dst_off + i] = acc;
     }

@@ -81,9 +81,9 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _910 = (OP == 0u);
-constant bool _919 = (OP == 1u);
-constant bool _928 = (OP == 2u);
+constant bool _915 = (OP == 0u);
+constant bool _924 = (OP == 1u);
+constant bool _933 = (OP == 2u);
 
 struct Params
 {
@@ -95,10 +95,6 @@ struct Params
     char _m4_pad[4];
     uint div;
 };
-
-constant uint _1032_tmp [[function_constant(0)]];
-constant uint _1032 = is_function_constant_defined(_1032_tmp) ? _1032_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1032, 1u, 1u);
 
 struct Src0
 {
@@ -114,48 +110,59 @@ struct Src1
     uint4 d[1];
 };
 
-constant bool _1080 = (K > 2u);
+constant bool _1098 = (K > 2u);
 
 struct Src2
 {
     uint4 d[1];
 };
 
-constant bool _1098 = (K > 3u);
+constant bool _1134 = (K > 3u);
 
 struct Src3
 {
     uint4 d[1];
 };
 
-constant bool _1115 = (K > 4u);
+constant bool _1169 = (K > 4u);
 
 struct Src4
 {
     uint4 d[1];
 };
 
-constant bool _1133 = (K > 5u);
+constant bool _1205 = (K > 5u);
 
 struct Src5
 {
     uint4 d[1];
 };
 
-constant bool _1152 = (K > 6u);
+constant bool _1242 = (K > 6u);
 
 struct Src6
 {
     uint4 d[1];
 };
 
-constant bool _1170 = (K > 7u);
+constant bool _1278 = (K > 7u);
 
 struct Src7
 {
     uint4 d[1];
 };
 
+constant uint _1363_tmp [[function_constant(0)]];
+constant uint _1363 = is_function_constant_defined(_1363_tmp) ? _1363_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1363, 1u, 1u);
+constant bool _1380 = (OP != 0u);
+constant bool _1400 = (K > 1u);
+constant bool _1413 = (K > 2u);
+constant bool _1426 = (K > 3u);
+constant bool _1439 = (K > 4u);
+constant bool _1452 = (K > 5u);
+constant bool _1465 = (K > 6u);
+constant bool _1478 = (K > 7u);
 constant bool SCALE_tmp [[function_constant(3)]];
 constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
@@ -166,54 +173,149 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _1205 = (M > 1u);
+constant bool _1508 = (M > 1u);
 
 struct Dst1
 {
     uint4 d[1];
 };
 
-constant bool _1218 = (M > 2u);
+constant bool _1521 = (M > 2u);
 
 struct Dst2
 {
     uint4 d[1];
 };
 
-constant bool _1231 = (M > 3u);
+constant bool _1534 = (M > 3u);
 
 struct Dst3
 {
     uint4 d[1];
 };
 
-constant bool _1244 = (M > 4u);
+constant bool _1547 = (M > 4u);
 
 struct Dst4
 {
     uint4 d[1];
 };
 
-constant bool _1257 = (M > 5u);
+constant bool _1560 = (M > 5u);
 
 struct Dst5
 {
     uint4 d[1];
 };
 
-constant bool _1270 = (M > 6u);
+constant bool _1573 = (M > 6u);
 
 struct Dst6
 {
     uint4 d[1];
 };
 
-constant bool _1283 = (M > 7u);
+constant bool _1586 = (M > 7u);
 
 struct Dst7
 {
     uint4 d[1];
 };
+
+static inline __attribute__((always_inline))
+bool sum_fast(thread const uint& i, thread uint4& acc, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    uint4 x = s0.d[pc.src_off[0] + i];
+    uint4 lo = (x & uint4(2147483647u)) - uint4(1u);
+    uint4 hi = x & uint4(2147483647u);
+    uint4 all_bits = x;
+    uint4 any_bits = x;
+    float4 f = as_type<float4>(x);
+    if (_1063)
+    {
+        x = s1.d[pc.src_off[1] + i];
+        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
+        hi = max(hi, (x & uint4(2147483647u)));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float4>(x));
+    }
+    if (_1098)
+    {
+        x = s2.d[pc.src_off[2] + i];
+        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
+        hi = max(hi, (x & uint4(2147483647u)));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float4>(x));
+    }
+    if (_1134)
+    {
+        x = s3.d[pc.src_off[3] + i];
+        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
+        hi = max(hi, (x & uint4(2147483647u)));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float4>(x));
+    }
+    if (_1169)
+    {
+        x = s4.d[pc.src_off[4] + i];
+        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
+        hi = max(hi, (x & uint4(2147483647u)));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float4>(x));
+    }
+    if (_1205)
+    {
+        x = s5.d[pc.src_off[5] + i];
+        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
+        hi = max(hi, (x & uint4(2147483647u)));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float4>(x));
+    }
+    if (_1242)
+    {
+        x = s6.d[pc.src_off[6] + i];
+        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
+        hi = max(hi, (x & uint4(2147483647u)));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float4>(x));
+    }
+    if (_1278)
+    {
+        x = s7.d[pc.src_off[7] + i];
+        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
+        hi = max(hi, (x & uint4(2147483647u)));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float4>(x));
+    }
+    acc = select(as_type<uint4>(f), select(uint4(0u), uint4(2147483648u), ((all_bits ^ uint4(2147483648u)) | (any_bits ^ uint4(2147483648u))) == uint4(0u)), (as_type<uint4>(f) & uint4(2147483647u)) == uint4(0u));
+    bool _1338 = all(uint4(209715199u) <= lo);
+    bool _1345;
+    if (_1338)
+    {
+        _1345 = all(hi < uint4(2139095040u));
+    }
+    else
+    {
+        _1345 = _1338;
+    }
+    bool _1353;
+    if (_1345)
+    {
+        _1353 = all((acc & uint4(2147483647u)) < uint4(2139095040u));
+    }
+    else
+    {
+        _1353 = _1345;
+    }
+    return _1353;
+}
 
 static inline __attribute__((always_inline))
 uint f32_add_soft(thread uint& a, thread uint& b)
@@ -230,17 +332,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _295 = ab == 2139095040u;
-        bool _303;
-        if (_295)
+        bool _300 = ab == 2139095040u;
+        bool _308;
+        if (_300)
         {
-            _303 = ((a ^ b) & 2147483648u) != 0u;
+            _308 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _303 = _295;
+            _308 = _300;
         }
-        return _303 ? 4290772992u : a;
+        return _308 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -248,16 +350,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _320;
+        uint _325;
         if (aa == 0u)
         {
-            _320 = a & b;
+            _325 = a & b;
         }
         else
         {
-            _320 = a;
+            _325 = a;
         }
-        return _320;
+        return _325;
     }
     if (aa == 0u)
     {
@@ -330,27 +432,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _461 = rem > 4u;
-    bool _473;
-    if (!_461)
+    bool _466 = rem > 4u;
+    bool _478;
+    if (!_466)
     {
-        bool _466 = rem == 4u;
-        bool _472;
-        if (_466)
+        bool _471 = rem == 4u;
+        bool _477;
+        if (_471)
         {
-            _472 = (m & 1u) != 0u;
+            _477 = (m & 1u) != 0u;
         }
         else
         {
-            _472 = _466;
+            _477 = _471;
         }
-        _473 = _472;
+        _478 = _477;
     }
     else
     {
-        _473 = _461;
+        _478 = _466;
     }
-    if (_473)
+    if (_478)
     {
         m++;
     }
@@ -362,17 +464,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _502 = (ea - 25u) <= 228u;
-    bool _508;
-    if (_502)
+    bool _507 = (ea - 25u) <= 228u;
+    bool _513;
+    if (_507)
     {
-        _508 = (eb - 25u) <= 228u;
+        _513 = (eb - 25u) <= 228u;
     }
     else
     {
-        _508 = _502;
+        _513 = _507;
     }
-    if (_508)
+    if (_513)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -380,8 +482,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _530 = f32_add_soft(param, param_1);
-    return _530;
+    uint _535 = f32_add_soft(param, param_1);
+    return _535;
 }
 
 static inline __attribute__((always_inline))
@@ -400,29 +502,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _564;
+        uint _569;
         if (ab == 0u)
         {
-            _564 = 4290772992u;
+            _569 = 4290772992u;
         }
         else
         {
-            _564 = _sign | 2139095040u;
+            _569 = _sign | 2139095040u;
         }
-        return _564;
+        return _569;
     }
     if (ab == 2139095040u)
     {
-        uint _578;
+        uint _583;
         if (aa == 0u)
         {
-            _578 = 4290772992u;
+            _583 = 4290772992u;
         }
         else
         {
-            _578 = _sign | 2139095040u;
+            _583 = _sign | 2139095040u;
         }
-        return _578;
+        return _583;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -452,11 +554,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _648;
-    _648._m0 = ma * mb;
-    _648._m1 = mulhi(ma, mb);
-    uint lo = _648._m0;
-    uint hi = _648._m1;
+    ResType _653;
+    _653._m0 = ma * mb;
+    _653._m1 = mulhi(ma, mb);
+    uint lo = _653._m0;
+    uint hi = _653._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -475,41 +577,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _710;
+        uint _715;
         if (sh >= 32u)
         {
-            _710 = 1u;
+            _715 = 1u;
         }
         else
         {
-            _710 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _715 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _710;
+        m = _715;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _734 = rem > 128u;
-    bool _746;
-    if (!_734)
+    bool _739 = rem > 128u;
+    bool _751;
+    if (!_739)
     {
-        bool _739 = rem == 128u;
-        bool _745;
-        if (_739)
+        bool _744 = rem == 128u;
+        bool _750;
+        if (_744)
         {
-            _745 = (m & 1u) != 0u;
+            _750 = (m & 1u) != 0u;
         }
         else
         {
-            _745 = _739;
+            _750 = _744;
         }
-        _746 = _745;
+        _751 = _750;
     }
     else
     {
-        _746 = _734;
+        _751 = _739;
     }
-    if (_746)
+    if (_751)
     {
         m++;
     }
@@ -521,26 +623,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _773 = (ea - 1u) < 254u;
-    bool _779;
-    if (_773)
+    bool _778 = (ea - 1u) < 254u;
+    bool _784;
+    if (_778)
     {
-        _779 = (eb - 1u) < 254u;
+        _784 = (eb - 1u) < 254u;
     }
     else
     {
-        _779 = _773;
+        _784 = _778;
     }
-    bool _788;
-    if (_779)
+    bool _793;
+    if (_784)
     {
-        _788 = ((ea + eb) - 128u) <= 251u;
+        _793 = ((ea + eb) - 128u) <= 251u;
     }
     else
     {
-        _788 = _779;
+        _793 = _784;
     }
-    if (_788)
+    if (_793)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -553,16 +655,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _810;
+    uint _815;
     if ((x & 2147483648u) != 0u)
     {
-        _810 = ~x;
+        _815 = ~x;
     }
     else
     {
-        _810 = x | 2147483648u;
+        _815 = x | 2147483648u;
     }
-    return _810;
+    return _815;
 }
 
 static inline __attribute__((always_inline))
@@ -600,19 +702,19 @@ uint f32_min(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_910)
+    if (_915)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_919)
+    if (_924)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_928)
+    if (_933)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -640,17 +742,17 @@ static inline __attribute__((always_inline))
 bool div_small_f32(thread const uint& x, thread const uint& div)
 {
     uint ax = x & 2147483647u;
-    bool _256 = ax != 0u;
-    bool _265;
-    if (_256)
+    bool _261 = ax != 0u;
+    bool _270;
+    if (_261)
     {
-        _265 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+        _270 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
     }
     else
     {
-        _265 = _256;
+        _270 = _261;
     }
-    return _265;
+    return _270;
 }
 
 static inline __attribute__((always_inline))
@@ -677,27 +779,27 @@ uint divide_small_f32(thread const uint& x, thread const uint& div)
             q |= 1u;
         }
     }
-    bool _226 = (2u * rem) > div;
-    bool _240;
-    if (!_226)
+    bool _231 = (2u * rem) > div;
+    bool _245;
+    if (!_231)
     {
-        bool _233 = (2u * rem) == div;
-        bool _239;
-        if (_233)
+        bool _238 = (2u * rem) == div;
+        bool _244;
+        if (_238)
         {
-            _239 = (q & 1u) != 0u;
+            _244 = (q & 1u) != 0u;
         }
         else
         {
-            _239 = _233;
+            _244 = _238;
         }
-        _240 = _239;
+        _245 = _244;
     }
     else
     {
-        _240 = _226;
+        _245 = _231;
     }
-    if (_240)
+    if (_245)
     {
         q++;
     }
@@ -755,21 +857,21 @@ uint f32_div(thread const uint& x, thread const uint& div, thread const float& r
 static inline __attribute__((always_inline))
 uint scale1(thread const uint& x, constant Params& pc)
 {
-    uint _955;
+    uint _960;
     if (pc.div != 0u)
     {
         uint param = x;
         uint param_1 = pc.div;
         float param_2 = pc.scale;
-        _955 = f32_div(param, param_1, param_2);
+        _960 = f32_div(param, param_1, param_2);
     }
     else
     {
         uint param_3 = x;
         uint param_4 = as_type<uint>(pc.scale);
-        _955 = f32_mul(param_3, param_4);
+        _960 = f32_mul(param_3, param_4);
     }
-    return _955;
+    return _960;
 }
 
 static inline __attribute__((always_inline))
@@ -786,83 +888,100 @@ uint4 scale_acc(thread const uint4& x, constant Params& pc)
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _1035 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _1035, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _1366 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint4 acc;
+    uint4 param_1;
+    for (uint stride = _1366, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
-        uint4 acc = s0.d[pc.src_off[0] + i];
-        if (_1063)
+        bool _1391;
+        if (!_1380)
         {
-            uint4 param = acc;
-            uint4 param_1 = s1.d[pc.src_off[1] + i];
-            acc = combine(param, param_1);
+            uint param = i;
+            bool _1388 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            acc = param_1;
+            _1391 = !_1388;
         }
-        if (_1080)
+        else
         {
-            uint4 param_2 = acc;
-            uint4 param_3 = s2.d[pc.src_off[2] + i];
-            acc = combine(param_2, param_3);
+            _1391 = _1380;
         }
-        if (_1098)
+        if (_1391)
         {
-            uint4 param_4 = acc;
-            uint4 param_5 = s3.d[pc.src_off[3] + i];
-            acc = combine(param_4, param_5);
-        }
-        if (_1115)
-        {
-            uint4 param_6 = acc;
-            uint4 param_7 = s4.d[pc.src_off[4] + i];
-            acc = combine(param_6, param_7);
-        }
-        if (_1133)
-        {
-            uint4 param_8 = acc;
-            uint4 param_9 = s5.d[pc.src_off[5] + i];
-            acc = combine(param_8, param_9);
-        }
-        if (_1152)
-        {
-            uint4 param_10 = acc;
-            uint4 param_11 = s6.d[pc.src_off[6] + i];
-            acc = combine(param_10, param_11);
-        }
-        if (_1170)
-        {
-            uint4 param_12 = acc;
-            uint4 param_13 = s7.d[pc.src_off[7] + i];
-            acc = combine(param_12, param_13);
+            acc = s0.d[pc.src_off[0] + i];
+            if (_1400)
+            {
+                uint4 param_2 = acc;
+                uint4 param_3 = s1.d[pc.src_off[1] + i];
+                acc = combine(param_2, param_3);
+            }
+            if (_1413)
+            {
+                uint4 param_4 = acc;
+                uint4 param_5 = s2.d[pc.src_off[2] + i];
+                acc = combine(param_4, param_5);
+            }
+            if (_1426)
+            {
+                uint4 param_6 = acc;
+                uint4 param_7 = s3.d[pc.src_off[3] + i];
+                acc = combine(param_6, param_7);
+            }
+            if (_1439)
+            {
+                uint4 param_8 = acc;
+                uint4 param_9 = s4.d[pc.src_off[4] + i];
+                acc = combine(param_8, param_9);
+            }
+            if (_1452)
+            {
+                uint4 param_10 = acc;
+                uint4 param_11 = s5.d[pc.src_off[5] + i];
+                acc = combine(param_10, param_11);
+            }
+            if (_1465)
+            {
+                uint4 param_12 = acc;
+                uint4 param_13 = s6.d[pc.src_off[6] + i];
+                acc = combine(param_12, param_13);
+            }
+            if (_1478)
+            {
+                uint4 param_14 = acc;
+                uint4 param_15 = s7.d[pc.src_off[7] + i];
+                acc = combine(param_14, param_15);
+            }
         }
         if (SCALE)
         {
-            uint4 param_14 = acc;
-            acc = scale_acc(param_14, pc);
+            uint4 param_16 = acc;
+            acc = scale_acc(param_16, pc);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_1205)
+        if (_1508)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_1218)
+        if (_1521)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_1231)
+        if (_1534)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_1244)
+        if (_1547)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_1257)
+        if (_1560)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_1270)
+        if (_1573)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_1283)
+        if (_1586)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

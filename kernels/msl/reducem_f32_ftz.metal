@@ -81,9 +81,9 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _906 = (OP == 0u);
-constant bool _915 = (OP == 1u);
-constant bool _924 = (OP == 2u);
+constant bool _910 = (OP == 0u);
+constant bool _919 = (OP == 1u);
+constant bool _928 = (OP == 2u);
 
 struct Params
 {
@@ -96,10 +96,6 @@ struct Params
     uint div;
 };
 
-constant uint _994_tmp [[function_constant(0)]];
-constant uint _994 = is_function_constant_defined(_994_tmp) ? _994_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_994, 1u, 1u);
-
 struct Src0
 {
     uint d[1];
@@ -107,55 +103,66 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _1025 = (K > 1u);
+constant bool _1019 = (K > 1u);
 
 struct Src1
 {
     uint d[1];
 };
 
-constant bool _1042 = (K > 2u);
+constant bool _1051 = (K > 2u);
 
 struct Src2
 {
     uint d[1];
 };
 
-constant bool _1060 = (K > 3u);
+constant bool _1084 = (K > 3u);
 
 struct Src3
 {
     uint d[1];
 };
 
-constant bool _1077 = (K > 4u);
+constant bool _1116 = (K > 4u);
 
 struct Src4
 {
     uint d[1];
 };
 
-constant bool _1095 = (K > 5u);
+constant bool _1149 = (K > 5u);
 
 struct Src5
 {
     uint d[1];
 };
 
-constant bool _1114 = (K > 6u);
+constant bool _1183 = (K > 6u);
 
 struct Src6
 {
     uint d[1];
 };
 
-constant bool _1132 = (K > 7u);
+constant bool _1216 = (K > 7u);
 
 struct Src7
 {
     uint d[1];
 };
 
+constant uint _1288_tmp [[function_constant(0)]];
+constant uint _1288 = is_function_constant_defined(_1288_tmp) ? _1288_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1288, 1u, 1u);
+constant bool _1305 = (OP != 0u);
+constant bool _1325 = (K > 1u);
+constant bool _1338 = (K > 2u);
+constant bool _1351 = (K > 3u);
+constant bool _1364 = (K > 4u);
+constant bool _1377 = (K > 5u);
+constant bool _1390 = (K > 6u);
+constant bool _1403 = (K > 7u);
 constant bool SCALE_tmp [[function_constant(3)]];
 constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
@@ -166,54 +173,149 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _1167 = (M > 1u);
+constant bool _1433 = (M > 1u);
 
 struct Dst1
 {
     uint d[1];
 };
 
-constant bool _1180 = (M > 2u);
+constant bool _1446 = (M > 2u);
 
 struct Dst2
 {
     uint d[1];
 };
 
-constant bool _1193 = (M > 3u);
+constant bool _1459 = (M > 3u);
 
 struct Dst3
 {
     uint d[1];
 };
 
-constant bool _1206 = (M > 4u);
+constant bool _1472 = (M > 4u);
 
 struct Dst4
 {
     uint d[1];
 };
 
-constant bool _1219 = (M > 5u);
+constant bool _1485 = (M > 5u);
 
 struct Dst5
 {
     uint d[1];
 };
 
-constant bool _1232 = (M > 6u);
+constant bool _1498 = (M > 6u);
 
 struct Dst6
 {
     uint d[1];
 };
 
-constant bool _1245 = (M > 7u);
+constant bool _1511 = (M > 7u);
 
 struct Dst7
 {
     uint d[1];
 };
+
+static inline __attribute__((always_inline))
+bool sum_fast(thread const uint& i, thread uint& acc, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    uint x = s0.d[pc.src_off[0] + i];
+    uint lo = (x & 2147483647u) - 1u;
+    uint hi = x & 2147483647u;
+    uint all_bits = x;
+    uint any_bits = x;
+    float f = as_type<float>(x);
+    if (_1019)
+    {
+        x = s1.d[pc.src_off[1] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1051)
+    {
+        x = s2.d[pc.src_off[2] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1084)
+    {
+        x = s3.d[pc.src_off[3] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1116)
+    {
+        x = s4.d[pc.src_off[4] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1149)
+    {
+        x = s5.d[pc.src_off[5] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1183)
+    {
+        x = s6.d[pc.src_off[6] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    if (_1216)
+    {
+        x = s7.d[pc.src_off[7] + i];
+        lo = min(lo, ((x & 2147483647u) - 1u));
+        hi = max(hi, (x & 2147483647u));
+        all_bits &= x;
+        any_bits |= x;
+        f = spvFAdd(f, as_type<float>(x));
+    }
+    uint _1253;
+    if ((as_type<uint>(f) & 2147483647u) == 0u)
+    {
+        _1253 = (((all_bits ^ 2147483648u) | (any_bits ^ 2147483648u)) == 0u) ? 2147483648u : 0u;
+    }
+    else
+    {
+        _1253 = as_type<uint>(f);
+    }
+    acc = _1253;
+    bool _1272 = (209715199u <= lo) && (hi < 2139095040u);
+    bool _1278;
+    if (_1272)
+    {
+        _1278 = (acc & 2147483647u) < 2139095040u;
+    }
+    else
+    {
+        _1278 = _1272;
+    }
+    return _1278;
+}
 
 static inline __attribute__((always_inline))
 uint f32_add_soft(thread uint& a, thread uint& b)
@@ -230,17 +332,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _291 = ab == 2139095040u;
-        bool _299;
-        if (_291)
+        bool _295 = ab == 2139095040u;
+        bool _303;
+        if (_295)
         {
-            _299 = ((a ^ b) & 2147483648u) != 0u;
+            _303 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _299 = _291;
+            _303 = _295;
         }
-        return _299 ? 4290772992u : a;
+        return _303 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -248,16 +350,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _316;
+        uint _320;
         if (aa == 0u)
         {
-            _316 = a & b;
+            _320 = a & b;
         }
         else
         {
-            _316 = a;
+            _320 = a;
         }
-        return _316;
+        return _320;
     }
     if (aa == 0u)
     {
@@ -330,27 +432,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _457 = rem > 4u;
-    bool _469;
-    if (!_457)
+    bool _461 = rem > 4u;
+    bool _473;
+    if (!_461)
     {
-        bool _462 = rem == 4u;
-        bool _468;
-        if (_462)
+        bool _466 = rem == 4u;
+        bool _472;
+        if (_466)
         {
-            _468 = (m & 1u) != 0u;
+            _472 = (m & 1u) != 0u;
         }
         else
         {
-            _468 = _462;
+            _472 = _466;
         }
-        _469 = _468;
+        _473 = _472;
     }
     else
     {
-        _469 = _457;
+        _473 = _461;
     }
-    if (_469)
+    if (_473)
     {
         m++;
     }
@@ -362,17 +464,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _498 = (ea - 25u) <= 228u;
-    bool _504;
-    if (_498)
+    bool _502 = (ea - 25u) <= 228u;
+    bool _508;
+    if (_502)
     {
-        _504 = (eb - 25u) <= 228u;
+        _508 = (eb - 25u) <= 228u;
     }
     else
     {
-        _504 = _498;
+        _508 = _502;
     }
-    if (_504)
+    if (_508)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -380,8 +482,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _526 = f32_add_soft(param, param_1);
-    return _526;
+    uint _530 = f32_add_soft(param, param_1);
+    return _530;
 }
 
 static inline __attribute__((always_inline))
@@ -400,29 +502,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _560;
+        uint _564;
         if (ab == 0u)
         {
-            _560 = 4290772992u;
+            _564 = 4290772992u;
         }
         else
         {
-            _560 = _sign | 2139095040u;
+            _564 = _sign | 2139095040u;
         }
-        return _560;
+        return _564;
     }
     if (ab == 2139095040u)
     {
-        uint _574;
+        uint _578;
         if (aa == 0u)
         {
-            _574 = 4290772992u;
+            _578 = 4290772992u;
         }
         else
         {
-            _574 = _sign | 2139095040u;
+            _578 = _sign | 2139095040u;
         }
-        return _574;
+        return _578;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -452,11 +554,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _644;
-    _644._m0 = ma * mb;
-    _644._m1 = mulhi(ma, mb);
-    uint lo = _644._m0;
-    uint hi = _644._m1;
+    ResType _648;
+    _648._m0 = ma * mb;
+    _648._m1 = mulhi(ma, mb);
+    uint lo = _648._m0;
+    uint hi = _648._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -475,41 +577,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _706;
+        uint _710;
         if (sh >= 32u)
         {
-            _706 = 1u;
+            _710 = 1u;
         }
         else
         {
-            _706 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _710 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _706;
+        m = _710;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _730 = rem > 128u;
-    bool _742;
-    if (!_730)
+    bool _734 = rem > 128u;
+    bool _746;
+    if (!_734)
     {
-        bool _735 = rem == 128u;
-        bool _741;
-        if (_735)
+        bool _739 = rem == 128u;
+        bool _745;
+        if (_739)
         {
-            _741 = (m & 1u) != 0u;
+            _745 = (m & 1u) != 0u;
         }
         else
         {
-            _741 = _735;
+            _745 = _739;
         }
-        _742 = _741;
+        _746 = _745;
     }
     else
     {
-        _742 = _730;
+        _746 = _734;
     }
-    if (_742)
+    if (_746)
     {
         m++;
     }
@@ -521,26 +623,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _769 = (ea - 1u) < 254u;
-    bool _775;
-    if (_769)
+    bool _773 = (ea - 1u) < 254u;
+    bool _779;
+    if (_773)
     {
-        _775 = (eb - 1u) < 254u;
+        _779 = (eb - 1u) < 254u;
     }
     else
     {
-        _775 = _769;
+        _779 = _773;
     }
-    bool _784;
-    if (_775)
+    bool _788;
+    if (_779)
     {
-        _784 = ((ea + eb) - 128u) <= 251u;
+        _788 = ((ea + eb) - 128u) <= 251u;
     }
     else
     {
-        _784 = _775;
+        _788 = _779;
     }
-    if (_784)
+    if (_788)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -553,16 +655,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _806;
+    uint _810;
     if ((x & 2147483648u) != 0u)
     {
-        _806 = ~x;
+        _810 = ~x;
     }
     else
     {
-        _806 = x | 2147483648u;
+        _810 = x | 2147483648u;
     }
-    return _806;
+    return _810;
 }
 
 static inline __attribute__((always_inline))
@@ -600,19 +702,19 @@ uint f32_min(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_906)
+    if (_910)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_915)
+    if (_919)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_924)
+    if (_928)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -635,17 +737,17 @@ static inline __attribute__((always_inline))
 bool div_small_f32(thread const uint& x, thread const uint& div)
 {
     uint ax = x & 2147483647u;
-    bool _252 = ax != 0u;
-    bool _261;
-    if (_252)
+    bool _256 = ax != 0u;
+    bool _265;
+    if (_256)
     {
-        _261 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+        _265 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
     }
     else
     {
-        _261 = _252;
+        _265 = _256;
     }
-    return _261;
+    return _265;
 }
 
 static inline __attribute__((always_inline))
@@ -672,27 +774,27 @@ uint divide_small_f32(thread const uint& x, thread const uint& div)
             q |= 1u;
         }
     }
-    bool _222 = (2u * rem) > div;
-    bool _236;
-    if (!_222)
+    bool _226 = (2u * rem) > div;
+    bool _240;
+    if (!_226)
     {
-        bool _229 = (2u * rem) == div;
-        bool _235;
-        if (_229)
+        bool _233 = (2u * rem) == div;
+        bool _239;
+        if (_233)
         {
-            _235 = (q & 1u) != 0u;
+            _239 = (q & 1u) != 0u;
         }
         else
         {
-            _235 = _229;
+            _239 = _233;
         }
-        _236 = _235;
+        _240 = _239;
     }
     else
     {
-        _236 = _222;
+        _240 = _226;
     }
-    if (_236)
+    if (_240)
     {
         q++;
     }
@@ -750,21 +852,21 @@ uint f32_div(thread const uint& x, thread const uint& div, thread const float& r
 static inline __attribute__((always_inline))
 uint scale1(thread const uint& x, constant Params& pc)
 {
-    uint _951;
+    uint _955;
     if (pc.div != 0u)
     {
         uint param = x;
         uint param_1 = pc.div;
         float param_2 = pc.scale;
-        _951 = f32_div(param, param_1, param_2);
+        _955 = f32_div(param, param_1, param_2);
     }
     else
     {
         uint param_3 = x;
         uint param_4 = as_type<uint>(pc.scale);
-        _951 = f32_mul(param_3, param_4);
+        _955 = f32_mul(param_3, param_4);
     }
-    return _951;
+    return _955;
 }
 
 static inline __attribute__((always_inline))
@@ -776,83 +878,100 @@ uint scale_acc(thread const uint& x, constant Params& pc)
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _997 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _997, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _1291 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint acc;
+    uint param_1;
+    for (uint stride = _1291, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
-        uint acc = s0.d[pc.src_off[0] + i];
-        if (_1025)
+        bool _1316;
+        if (!_1305)
         {
-            uint param = acc;
-            uint param_1 = s1.d[pc.src_off[1] + i];
-            acc = combine(param, param_1);
+            uint param = i;
+            bool _1313 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            acc = param_1;
+            _1316 = !_1313;
         }
-        if (_1042)
+        else
         {
-            uint param_2 = acc;
-            uint param_3 = s2.d[pc.src_off[2] + i];
-            acc = combine(param_2, param_3);
+            _1316 = _1305;
         }
-        if (_1060)
+        if (_1316)
         {
-            uint param_4 = acc;
-            uint param_5 = s3.d[pc.src_off[3] + i];
-            acc = combine(param_4, param_5);
-        }
-        if (_1077)
-        {
-            uint param_6 = acc;
-            uint param_7 = s4.d[pc.src_off[4] + i];
-            acc = combine(param_6, param_7);
-        }
-        if (_1095)
-        {
-            uint param_8 = acc;
-            uint param_9 = s5.d[pc.src_off[5] + i];
-            acc = combine(param_8, param_9);
-        }
-        if (_1114)
-        {
-            uint param_10 = acc;
-            uint param_11 = s6.d[pc.src_off[6] + i];
-            acc = combine(param_10, param_11);
-        }
-        if (_1132)
-        {
-            uint param_12 = acc;
-            uint param_13 = s7.d[pc.src_off[7] + i];
-            acc = combine(param_12, param_13);
+            acc = s0.d[pc.src_off[0] + i];
+            if (_1325)
+            {
+                uint param_2 = acc;
+                uint param_3 = s1.d[pc.src_off[1] + i];
+                acc = combine(param_2, param_3);
+            }
+            if (_1338)
+            {
+                uint param_4 = acc;
+                uint param_5 = s2.d[pc.src_off[2] + i];
+                acc = combine(param_4, param_5);
+            }
+            if (_1351)
+            {
+                uint param_6 = acc;
+                uint param_7 = s3.d[pc.src_off[3] + i];
+                acc = combine(param_6, param_7);
+            }
+            if (_1364)
+            {
+                uint param_8 = acc;
+                uint param_9 = s4.d[pc.src_off[4] + i];
+                acc = combine(param_8, param_9);
+            }
+            if (_1377)
+            {
+                uint param_10 = acc;
+                uint param_11 = s5.d[pc.src_off[5] + i];
+                acc = combine(param_10, param_11);
+            }
+            if (_1390)
+            {
+                uint param_12 = acc;
+                uint param_13 = s6.d[pc.src_off[6] + i];
+                acc = combine(param_12, param_13);
+            }
+            if (_1403)
+            {
+                uint param_14 = acc;
+                uint param_15 = s7.d[pc.src_off[7] + i];
+                acc = combine(param_14, param_15);
+            }
         }
         if (SCALE)
         {
-            uint param_14 = acc;
-            acc = scale_acc(param_14, pc);
+            uint param_16 = acc;
+            acc = scale_acc(param_16, pc);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_1167)
+        if (_1433)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_1180)
+        if (_1446)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_1193)
+        if (_1459)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_1206)
+        if (_1472)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_1219)
+        if (_1485)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_1232)
+        if (_1498)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_1245)
+        if (_1511)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }
