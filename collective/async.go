@@ -225,6 +225,11 @@ func (c *Comm) runQueue(idle chan struct{}) {
 		a.items[a.head] = nil
 		a.head++
 		a.mu.Unlock()
+		if o := w.op; o != nil && o.ctx.Err() != nil {
+			// Its context ended before it was posted: refused in its
+			// turn, as a synchronous call is.
+			w.op, w.fn = nil, func(ctx context.Context) error { return c.refuseP2P(ctx, o.name, o.ctx.Err()) }
+		}
 		if o := w.op; o != nil {
 			// Posted, not waited for: the operation completes w when it
 			// meets its peer's.
@@ -323,15 +328,17 @@ func p2pAsync[T Elem](ctx context.Context, c *Comm, name string, send bool, data
 	if c == nil {
 		return failedWork(invalidArg("nil Comm"))
 	}
+	var u memUse
+	err := u.slice(asBytes(data))
 	if peer < 0 || peer >= c.g.n || peer == c.rank {
-		return failedWork(c.wrapErr(name, 0, invalidArg("bad peer %d", peer)))
+		err = invalidArg("bad peer %d", peer)
+	}
+	if err != nil {
+		// Refused in its turn, numbered, breaking the group (refuseP2P).
+		return c.enqueue(ctx, name, &u, func(ctx context.Context) error { return c.refuseP2P(ctx, name, err) }, nil)
 	}
 	if ctx == nil {
 		ctx = context.Background()
-	}
-	var u memUse
-	if err := u.slice(asBytes(data)); err != nil {
-		return failedWork(c.wrapErr(name, 0, err))
 	}
 	o := &p2pOp{name: name, send: send, peer: peer, data: asBytes(data), dt: dtypeOf[T](), count: int64(len(data)), ctx: ctx}
 	return c.submitOp(ctx, name, &u, o)

@@ -11,8 +11,9 @@ import (
 // previous (a ring shift of more than one slot), with an all-reduce added
 // before the point-to-point operations on odd ranks and after them on even
 // ones (so the ranks add them in different orders); the batch completes
-// and every result is exact, twice with fresh batches. A bad peer fails that rank's batch; the group
-// keeps working.
+// and every result is exact, twice with fresh batches. A bad peer fails that rank's batch and breaks
+// the group naming the refused send: every rank's batch fails with ErrInvalidArgument, and so does
+// the next call.
 func TestBatch(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
 		g := openGroup(t, bk, 3, func(o *Options) { o.ChunkBytes = 256 })
@@ -62,7 +63,12 @@ func TestBatch(t *testing.T) {
 				t.Errorf("%s rank %d, peer 9: %v", bk, r, err)
 			}
 		}
-		noErrors(t, onRanks(g, func(c *Comm) error { return AllReduce(ctx, c, make([]float32, 4), Sum) }))
+		for r, err := range onRanks(g, func(c *Comm) error { return AllReduce(ctx, c, make([]float32, 4), Sum) }) {
+			var be *BrokenError
+			if !errors.As(err, &be) || be.Op != "SendAsync" || !be.P2P || !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s rank %d: AllReduce after a refused BatchSend: %v, want the group broken by a SendAsync", bk, r, err)
+			}
+		}
 	}
 }
 

@@ -74,7 +74,7 @@ func Send[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 		return invalidArg("nil Comm")
 	}
 	if peer < 0 || peer >= c.g.n || peer == c.rank {
-		return c.wrapErr("Send", 0, invalidArg("bad peer %d", peer))
+		return c.refuseP2P(ctx, "Send", invalidArg("bad peer %d", peer))
 	}
 	return sendRecv(ctx, c, "Send", data, peer, nil, -1)
 }
@@ -87,7 +87,7 @@ func Recv[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 		return invalidArg("nil Comm")
 	}
 	if peer < 0 || peer >= c.g.n || peer == c.rank {
-		return c.wrapErr("Recv", 0, invalidArg("bad peer %d", peer))
+		return c.refuseP2P(ctx, "Recv", invalidArg("bad peer %d", peer))
 	}
 	return sendRecv(ctx, c, "Recv", nil, -1, data, peer)
 }
@@ -105,7 +105,7 @@ func SendRecv[T Elem](ctx context.Context, c *Comm, send []T, to int, recv []T, 
 	}
 	bad := func(p int) bool { return p < -1 || p >= c.g.n || p == c.rank }
 	if bad(to) || bad(from) || (to < 0 && from < 0) {
-		return c.wrapErr("SendRecv", 0, invalidArg("bad peers: to %d, from %d", to, from))
+		return c.refuseP2P(ctx, "SendRecv", invalidArg("bad peers: to %d, from %d", to, from))
 	}
 	if to < 0 {
 		send = nil
@@ -122,10 +122,10 @@ func sendRecv[T Elem](ctx context.Context, c *Comm, name string, send []T, to in
 	u := c.uses(ctx)
 	defer u.release()
 	if err := u.slices(asBytes(send), asBytes(recv)); err != nil {
-		return c.wrapErr(name, 0, err)
+		return c.refuseP2P(ctx, name, err)
 	}
 	if err := checkAlias(name, memory.HostArea(asBytes(send)), memory.HostArea(asBytes(recv)), memory.SameMem, 0); err != nil {
-		return c.wrapErr(name, 0, err)
+		return c.refuseP2P(ctx, name, err)
 	}
 	owned, err := c.enterOp(ctx, name, false, true)
 	if err != nil {
@@ -180,6 +180,27 @@ func sendRecv[T Elem](ctx context.Context, c *Comm, name string, send []T, to in
 			}
 		}
 	}
+	return err
+}
+
+// refuseP2P fails point-to-point call name, refused on this rank with err
+// before it posted anything: the call is numbered, and breaks the group
+// naming itself, so the peers waiting for its operations fail at once
+// (there is no rendezvous to tell them, as invalidCall tells a
+// collective's peers).
+func (c *Comm) refuseP2P(ctx context.Context, name string, err error) error {
+	owned, e := c.enterOp(ctx, name, false, true)
+	if e != nil && ctx.Err() != nil {
+		return e // the call's context ended: enterOp broke the group naming it
+	}
+	if e != nil {
+		// Not started (the group closed or broke, the comm in use, the
+		// context ended): the peers are told all the same.
+		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, P2P: true, Cause: err, hideCtx: true})
+		return c.wrapP2P(name, 0, err)
+	}
+	c.breakWith(err)
+	c.leave(owned, &err)
 	return err
 }
 

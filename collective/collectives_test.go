@@ -210,11 +210,19 @@ func TestCollectiveArgumentErrors(t *testing.T) {
 			t.Errorf("rank %d: Broadcast with different roots: %v", r, err)
 		}
 	}
+	// The group still works after a collective's argument errors.
+	noErrors(t, onRanks(g, func(c *Comm) error { return Barrier(ctx, c) }))
+	// A refused point-to-point call breaks it, naming itself: a peer
+	// may be waiting for its operation.
 	if err := Send(ctx, g.Comm(0), []float32{1}, 0); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Send to self: %v", err)
 	}
-	// The group still works after argument errors.
-	noErrors(t, onRanks(g, func(c *Comm) error { return Barrier(ctx, c) }))
+	for r, err := range onRanks(g, func(c *Comm) error { return Barrier(ctx, c) }) {
+		var be *BrokenError
+		if !errors.As(err, &be) || be.Rank != 0 || be.Op != "Send" || be.Seq != 1 || !be.P2P || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("rank %d: Barrier after a refused Send: %v, want the group broken by rank 0's Send (point-to-point call #1)", r, err)
+		}
+	}
 }
 
 // TestInPlaceScatterGather: recv inside send, as NCCL's in-place forms.

@@ -29,6 +29,8 @@ const ctrlPoll = 2 * time.Millisecond
 const (
 	ctrlAbort   = 1 // Group.Abort
 	ctrlTimeout = 2 // the failure was a timeout
+	ctrlInvalid = 4 // the failure was a call's invalid argument
+	ctrlClosed  = 8 // the failure was memory (or a device) closed
 )
 
 // RemoteError is the cause a rank sees when the group broke in another
@@ -39,6 +41,8 @@ type RemoteError struct {
 	Aborted bool   // the group was broken by Group.Abort
 	Timeout bool   // the failure was a timeout (a rank or process did not arrive)
 	Msg     string // the cause, as text
+	invalid bool   // the cause matched ErrInvalidArgument
+	closed  bool   // the cause matched ErrClosed
 }
 
 func (e *RemoteError) Error() string {
@@ -52,9 +56,13 @@ func (e *RemoteError) Error() string {
 	return fmt.Sprintf("process %d: %s: %s", e.Process, what, e.Msg)
 }
 
-// Is makes a remote Abort match ErrAborted and a remote timeout ErrTimeout.
+// Is makes a remote Abort match ErrAborted, a remote timeout ErrTimeout,
+// and a call refused there ErrInvalidArgument (and ErrClosed, for memory
+// it was handed closed), as they match in the process where the group
+// broke.
 func (e *RemoteError) Is(t error) bool {
-	return e.Aborted && t == ErrAborted || e.Timeout && t == ErrTimeout
+	return e.Aborted && t == ErrAborted || e.Timeout && t == ErrTimeout ||
+		e.invalid && t == ErrInvalidArgument || e.closed && t == ErrClosed
 }
 
 type ctrl struct {
@@ -148,7 +156,7 @@ func (k *ctrl) poll() {
 func decodeCtrl(p int, b []byte) error {
 	n := min(int(binary.LittleEndian.Uint16(b[5:])), len(b)-7)
 	return &RemoteError{Process: p, Rank: int(int32(binary.LittleEndian.Uint32(b[1:]))), Aborted: b[0]&ctrlAbort != 0,
-		Timeout: b[0]&ctrlTimeout != 0, Msg: string(b[7 : 7+n])}
+		Timeout: b[0]&ctrlTimeout != 0, invalid: b[0]&ctrlInvalid != 0, closed: b[0]&ctrlClosed != 0, Msg: string(b[7 : 7+n])}
 }
 
 // broadcast tells the other processes that the group broke (once).
@@ -168,6 +176,12 @@ func (k *ctrl) broadcast(b *BrokenError) {
 	}
 	if errors.Is(b.Cause, ErrTimeout) {
 		k.sbuf[0] |= ctrlTimeout
+	}
+	if errors.Is(b.Cause, ErrInvalidArgument) {
+		k.sbuf[0] |= ctrlInvalid
+	}
+	if errors.Is(b.Cause, ErrClosed) {
+		k.sbuf[0] |= ctrlClosed
 	}
 	binary.LittleEndian.PutUint32(k.sbuf[1:], uint32(int32(b.Rank)))
 	n := copy(k.sbuf[7:], msg)

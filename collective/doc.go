@@ -88,7 +88,11 @@
 // SendAsync, RecvAsync, each send and receive of a Batch) in another, also
 // from 1 (Error.P2P; an asynchronous one takes its number in call order).
 // A failed point-to-point operation breaks the group naming itself, with
-// its number. Each error matches one of the sentinels of errors.go, except
+// its number; so does one refused on its own rank before it was posted (a
+// bad peer, aliased arguments, memory closed, its context ended): no
+// rendezvous tells its peer, which would otherwise wait for it until the
+// timeout. A collective refused on one rank instead fails every rank and
+// leaves the group usable. Each error matches one of the sentinels of errors.go, except
 // where a rank's own context ended: only that rank's error matches
 // context.Canceled or context.DeadlineExceeded, a deadline also matches
 // ErrTimeout, and a cancellation matches context.Canceled alone, none of

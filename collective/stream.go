@@ -91,17 +91,16 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 		}
 		return false, c.callErr(c.brokenErr())
 	}
-	if err := ctx.Err(); err != nil && numbered {
-		// A collective whose context ended before it started never
-		// starts, whatever its peers did: they are told (the group
-		// breaks, naming this rank's context and call), not left
-		// waiting.
+	if err := ctx.Err(); err != nil && (numbered || p2p) {
+		// A call whose context ended before it started never starts,
+		// whatever its peers did: they are told (the group breaks,
+		// naming this rank's context and call), not left waiting.
 		te := &TimeoutError{Phase: "starting the call", Ctx: err}
-		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Seq: c.seq, Cause: te, hideCtx: true})
+		c.breakWith(te)
 		if owned {
 			c.busy.Store(false)
 		}
-		return false, c.wrapErr(name, c.seq, te)
+		return false, c.callErr(te)
 	}
 	return owned, nil
 }
@@ -143,9 +142,13 @@ func (c *Comm) callErr(err error) error {
 }
 
 // breakWith breaks the group with a failure of this rank's current
-// operation.
+// operation (a point-to-point call by its own number).
 func (c *Comm) breakWith(err error) {
-	c.g.breakGroup(&BrokenError{Rank: c.rank, Op: c.op, Seq: c.seq, Cause: err, hideCtx: true})
+	b := &BrokenError{Rank: c.rank, Op: c.op, Seq: c.seq, Cause: err, hideCtx: true}
+	if c.lane.inP2P {
+		b.Seq, b.P2P = c.lane.seq, true
+	}
+	c.g.breakGroup(b)
 }
 
 // brokenErr returns the error a rank gets from a group that is broken.

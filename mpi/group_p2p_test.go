@@ -210,16 +210,8 @@ func TestGroupAbortAcrossProcesses(t *testing.T) {
 			g.Abort(stop)
 		}()
 	}
-	var mu sync.Mutex
-	var late []string
-	errs := onLocal(g, func(c *collective.Comm) error {
-		err := collective.Recv(context.Background(), c, make([]float32, 4), (c.Rank()+1)%n)
-		if el := time.Since(start); el > 1100*time.Millisecond {
-			mu.Lock()
-			late = append(late, fmt.Sprintf("rank %d after %v", c.Rank(), el))
-			mu.Unlock()
-		}
-		return err
+	errs, late := onLocalWithin(g, start, 1100*time.Millisecond, func(c *collective.Comm) error {
+		return collective.Recv(context.Background(), c, make([]float32, 4), (c.Rank()+1)%n)
 	})
 	ok := len(late) == 0
 	if !ok {
@@ -240,6 +232,57 @@ func TestGroupAbortAcrossProcesses(t *testing.T) {
 	}
 	t.Logf("process %d: %v", w.Rank(), errs[0])
 	agree(t, w, ok, "Abort across processes")
+}
+
+// TestGroupRefusedP2PAcrossProcesses: rank 0's Send to a peer that does
+// not exist is refused and breaks the group naming it, while every other
+// rank of every process waits in a Recv from rank 0: each returns within
+// 1 s with ErrGroupBroken matching the refusal's ErrInvalidArgument and
+// naming rank 0's Send, long before the communication timeout.
+func TestGroupRefusedP2PAcrossProcesses(t *testing.T) {
+	w, _ := begin(t, 60*time.Second)
+	g := openTestGroup(t, w, "host", 2, 30*time.Second)
+	n := g.Size()
+	start := time.Now()
+	errs, late := onLocalWithin(g, start, 1100*time.Millisecond, func(c *collective.Comm) error {
+		if c.Rank() == 0 {
+			return collective.Send(context.Background(), c, make([]float32, 4), n+5)
+		}
+		return collective.Recv(context.Background(), c, make([]float32, 4), 0)
+	})
+	ok := len(late) == 0
+	if !ok {
+		t.Errorf("ranks returned late: %v", late)
+	}
+	for i, err := range errs {
+		r := g.Comm(i).Rank()
+		want := errors.Is(err, collective.ErrInvalidArgument)
+		if r != 0 {
+			want = want && errors.Is(err, collective.ErrGroupBroken) && strings.Contains(fmt.Sprint(err), "rank 0's Send (point-to-point call #1)")
+		}
+		if !want {
+			t.Errorf("rank %d: %v: want ErrInvalidArgument (and ErrGroupBroken naming rank 0's Send on the others)", r, err)
+			ok = false
+		}
+	}
+	agree(t, w, ok, "a refused Send across processes")
+}
+
+// onLocalWithin is onLocal, and lists the ranks whose f returned more
+// than limit after start.
+func onLocalWithin(g *collective.Group, start time.Time, limit time.Duration, f func(c *collective.Comm) error) ([]error, []string) {
+	var mu sync.Mutex
+	var late []string
+	errs := onLocal(g, func(c *collective.Comm) error {
+		err := f(c)
+		if el := time.Since(start); el > limit {
+			mu.Lock()
+			late = append(late, fmt.Sprintf("rank %d after %v", c.Rank(), el))
+			mu.Unlock()
+		}
+		return err
+	})
+	return errs, late
 }
 
 // TestGroupDroppedWithoutClose: a group that spans the processes and used
