@@ -76,8 +76,10 @@ func TestStepErrors(t *testing.T) {
 	}{
 		{"Sync", "Sync.Sync", Options{}, -1, [2]string{"all-reduce", "all-reduce"}, sync},
 		{"Sync wire", "Sync.Sync", Options{Wire: backend.BF16}, -1, [2]string{"all-reduce, bfloat16 on the wire", "all-reduce, bfloat16 on the wire"}, sync},
-		{"SyncAll", "Sync.SyncAll", Options{FusionBytes: 4096}, -1, [2]string{"all-reduce", "all-reduce"}, func(ctx context.Context, s *Sync[float32], _ *Reducer[float32], x []float32) error {
-			return s.SyncAll(ctx, [][]float32{x[:100], x[100:]})
+		// Two fusion buckets of one size (so of one strategy: Auto picks
+		// per size).
+		{"SyncAll", "Sync.SyncAll", Options{FusionBytes: 8192}, -1, [2]string{"all-reduce", "all-reduce"}, func(ctx context.Context, s *Sync[float32], _ *Reducer[float32], x []float32) error {
+			return s.SyncAll(ctx, [][]float32{x[:2048], x[2048:]})
 		}},
 		{"SyncAsync", "Sync.SyncAsync", Options{}, -1, [2]string{"all-reduce", "all-reduce"}, func(ctx context.Context, s *Sync[float32], _ *Reducer[float32], x []float32) error {
 			s.SyncAsync(ctx, x)

@@ -37,7 +37,9 @@ func ExampleReducer() {
 		if err != nil {
 			return err
 		}
-		buckets = red.Buckets()
+		if c.Rank() == 0 {
+			buckets = red.Buckets()
+		}
 		r := float32(c.Rank())
 		for step := range 2 {
 			k := float32(step)
