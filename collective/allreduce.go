@@ -33,13 +33,8 @@ func AllReduceInto[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) 
 }
 
 // Barrier returns once every rank has called it.
-func Barrier(ctx context.Context, c *Comm) (err error) {
-	owned, err := c.enter(ctx, "Barrier", true)
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	return c.arrive(ctx, fingerprint{kind: collBarrier}, "Barrier")
+func Barrier(ctx context.Context, c *Comm) error {
+	return c.run(ctx, &desc{kind: collBarrier})
 }
 
 // invalidCall reports a local argument error to the peers too (through the

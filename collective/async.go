@@ -15,7 +15,9 @@ type Work struct {
 	ctx  context.Context
 	fn   func(ctx context.Context) error
 	mem  memUse // the memory it resolved (resolve.go), released when done
-	op   *p2pOp // a point-to-point operation: posted, then completed by its peer
+	// posted: a point-to-point operation, posted by fn (execP2P) and
+	// completed when it meets its peer's (written by the comm's worker).
+	posted bool
 }
 
 // Wait blocks until the operation finished (returning its error) or ctx
@@ -140,39 +142,28 @@ type opQueue struct {
 // workerKey marks the context of an operation that the comm's worker runs.
 type workerKey struct{}
 
-// submit queues fn as the comm's next operation, holding the memory u
-// resolved until the operation ends (so closing that memory waits for it).
-// A resolution that failed (err) still queues the operation, in order, as
-// the argument failure of collective name on every rank.
-func (c *Comm) submit(ctx context.Context, name string, u *memUse, err error, fn func(ctx context.Context) error) *Work {
-	if err != nil && c != nil {
-		fn = func(ctx context.Context) error { return c.invalidCall(ctx, name, err) }
-	}
-	return c.enqueue(ctx, name, u, fn, nil)
-}
-
-// start queues the call d (api.go's Async forms): its memory is resolved
-// now (the buffers a rooted kind uses on the root only are not, elsewhere),
-// and run when the comm's earlier operations are done.
+// start queues the call d (the Async forms, Batch): its memory is resolved
+// now (the buffers it does not use on this rank are not), and it runs when
+// the comm's earlier operations are done; a point-to-point one is then
+// posted, and its Work completes when it meets its peer's. A resolution
+// that failed refuses the call in its turn, as run refuses it.
 func (c *Comm) start(ctx context.Context, d desc) *Work {
 	if c == nil {
 		return failedWork(invalidArg("nil Comm"))
 	}
-	sp := &callSpecs[d.kind]
-	if sp.rooted {
-		d.rootOnly(c.rank)
-	}
+	d.unused(c.rank)
+	d.async = true
 	var u memUse
-	err := c.hold(&u, &d, false)
-	return c.submit(ctx, d.name(), &u, err, func(ctx context.Context) error { return c.run(ctx, &d) })
+	fn := func(ctx context.Context) error { return c.run(ctx, &d) }
+	if err := c.hold(&u, &d, false); err != nil {
+		fn = func(ctx context.Context) error { return c.refuse(ctx, &d, err) }
+	}
+	return c.enqueue(ctx, d.name(), &u, fn)
 }
 
-// submitOp queues the point-to-point operation o.
-func (c *Comm) submitOp(ctx context.Context, name string, u *memUse, o *p2pOp) *Work {
-	return c.enqueue(ctx, name, u, nil, o)
-}
-
-func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx context.Context) error, o *p2pOp) *Work {
+// enqueue queues fn as the comm's next operation, holding the memory u
+// resolved until the operation ends (so closing that memory waits for it).
+func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx context.Context) error) *Work {
 	if c == nil {
 		u.release()
 		return failedWork(invalidArg("nil Comm"))
@@ -195,10 +186,7 @@ func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx 
 		}
 		return failedWork(c.wrapErr(name, 0, errGroupClosed))
 	}
-	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, op: o, mem: u.take()}
-	if o != nil {
-		o.work = w
-	}
+	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, mem: u.take()}
 	a.items = append(a.items, w)
 	a.pending++
 	if a.idle == nil {
@@ -225,26 +213,17 @@ func (c *Comm) runQueue(idle chan struct{}) {
 		a.items[a.head] = nil
 		a.head++
 		a.mu.Unlock()
-		if o := w.op; o != nil && o.ctx.Err() != nil {
-			// Its context ended before it was posted: refused in its
-			// turn, as a synchronous call is.
-			w.op, w.fn = nil, func(ctx context.Context) error { return c.refuseP2P(ctx, o.name, o.ctx.Err()) }
-		}
-		if o := w.op; o != nil {
-			// Posted, not waited for: the operation completes w when it
-			// meets its peer's.
-			if o.ctx.Done() != nil {
-				o.stop = context.AfterFunc(o.ctx, func() { c.attendP2P(o) })
-			}
-			c.postP2P(o)
+		c.running.Store(w)
+		err := w.fn(w.ctx)
+		c.running.Store(nil)
+		if w.posted {
+			// Its operation completes it (finish), maybe already has.
 			a.mu.Lock()
 			a.pending--
 			a.mu.Unlock()
 			continue
 		}
-		c.running.Store(w)
-		w.err = w.fn(w.ctx)
-		c.running.Store(nil)
+		w.err = err
 		w.mem.release()
 		w.fn, w.ctx = nil, nil
 		a.mu.Lock()
@@ -307,39 +286,4 @@ func (c *Comm) PendingAsync() int {
 	n += c.lane.async
 	c.laneMu.Unlock()
 	return n
-}
-
-// SendAsync starts Send and returns at once; data must not be modified
-// until the Work is done. Point-to-point operations started back to back
-// are all posted before any is waited for, so a pairwise exchange of
-// SendAsync and RecvAsync on both ranks (in any order) never deadlocks. ctx
-// bounds the operation; CommunicationTimeout bounds its wait for the peer.
-func SendAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) *Work {
-	return p2pAsync(ctx, c, "SendAsync", true, data, peer)
-}
-
-// RecvAsync starts Recv and returns at once; data must not be read or
-// modified until the Work is done.
-func RecvAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) *Work {
-	return p2pAsync(ctx, c, "RecvAsync", false, data, peer)
-}
-
-func p2pAsync[T Elem](ctx context.Context, c *Comm, name string, send bool, data []T, peer int) *Work {
-	if c == nil {
-		return failedWork(invalidArg("nil Comm"))
-	}
-	var u memUse
-	err := u.slice(asBytes(data))
-	if peer < 0 || peer >= c.g.n || peer == c.rank {
-		err = invalidArg("bad peer %d", peer)
-	}
-	if err != nil {
-		// Refused in its turn, numbered, breaking the group (refuseP2P).
-		return c.enqueue(ctx, name, &u, func(ctx context.Context) error { return c.refuseP2P(ctx, name, err) }, nil)
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	o := &p2pOp{name: name, send: send, peer: peer, data: asBytes(data), dt: dtypeOf[T](), count: int64(len(data)), ctx: ctx}
-	return c.submitOp(ctx, name, &u, o)
 }

@@ -13,8 +13,8 @@ import "context"
 // rank adds its collectives in the same order, as for plain calls.
 type Batch struct {
 	c     *Comm
-	p2p   []func(ctx context.Context) *Work
-	colls []func(ctx context.Context) *Work
+	p2p   []desc
+	colls []desc
 	works []*Work
 }
 
@@ -25,22 +25,23 @@ func (c *Comm) Batch() *Batch { return &Batch{c: c} }
 // BatchSend adds Send(data to peer); data must not be modified until Run
 // returns.
 func BatchSend[T Elem](b *Batch, data []T, peer int) {
-	b.p2p = append(b.p2p, func(ctx context.Context) *Work { return SendAsync(ctx, b.c, data, peer) })
+	b.p2p = append(b.p2p, p2pDesc(collSend, "SendAsync", data, peer))
 }
 
 // BatchRecv adds Recv(data from peer).
 func BatchRecv[T Elem](b *Batch, data []T, peer int) {
-	b.p2p = append(b.p2p, func(ctx context.Context) *Work { return RecvAsync(ctx, b.c, data, peer) })
+	b.p2p = append(b.p2p, p2pDesc(collRecv, "RecvAsync", data, peer))
 }
 
 // BatchAllReduce adds AllReduce(data, op) (in place).
 func BatchAllReduce[T Elem](b *Batch, data []T, op Op) {
-	b.colls = append(b.colls, func(ctx context.Context) *Work { return AllReduceAsync(ctx, b.c, data, op) })
+	d := asBytes(data)
+	b.colls = append(b.colls, desc{kind: collAllReduce, dt: dtypeOf[T](), op: op, send: d, recv: d})
 }
 
 // BatchBroadcast adds Broadcast(data, root).
 func BatchBroadcast[T Elem](b *Batch, data []T, root int) {
-	b.colls = append(b.colls, func(ctx context.Context) *Work { return BroadcastAsync(ctx, b.c, data, root) })
+	b.colls = append(b.colls, desc{kind: collBroadcast, dt: dtypeOf[T](), root: root, send: asBytes(data)})
 }
 
 // Run posts the batch (point-to-point first, then the collectives in the
@@ -53,11 +54,11 @@ func BatchBroadcast[T Elem](b *Batch, data []T, root int) {
 // operation of the batch touches its memory any more.
 func (b *Batch) Run(ctx context.Context) error {
 	b.works = b.works[:0]
-	for _, f := range b.p2p {
-		b.works = append(b.works, f(ctx))
+	for _, d := range b.p2p {
+		b.works = append(b.works, b.c.start(ctx, d))
 	}
-	for _, f := range b.colls {
-		b.works = append(b.works, f(ctx))
+	for _, d := range b.colls {
+		b.works = append(b.works, b.c.start(ctx, d))
 	}
 	var first error
 	for _, w := range b.works {

@@ -8,12 +8,14 @@ import (
 	"github.com/gocoll/gocoll/internal/memory"
 )
 
-// The call pipeline of the collectives on host slices. Every public entry
-// point (api.go) describes its call as a desc and hands it to run, the one
-// path every call takes, stage by stage:
+// The call pipeline of the collectives, Barrier and the point-to-point
+// calls. Every public entry point (api.go, p2p.go's Send, Recv and
+// SendRecv, their Async and Batch forms) describes its call as a desc and
+// hands it to run, the one path every call takes, stage by stage:
 //
-//  1. what one rank can check alone: the root, the lengths, counts and
-//     offsets the collective's kind requires (shape), the op for the type;
+//  1. what one rank can check alone: the root or the peers, the lengths,
+//     counts and offsets the collective's kind requires (shape), the op
+//     for the type;
 //  2. memory: the owners of the slices are counted as users and the
 //     overlap of send and recv is checked against the kind's one in-place
 //     layout (resolve.go, internal/memory);
@@ -22,14 +24,18 @@ import (
 //     kernels for;
 //  4. the fingerprint: every rank's call is compared before data moves
 //     (begin), the counts of the V kinds agreed (agreeCounts);
-//  5. execution over the exchange layer (the kind's exec below);
+//  5. execution over the exchange layer (the kind's exec below; a
+//     point-to-point call posts its operations instead, execP2P);
 //  6. drain and release (leave, releaseAdopted, the owners), the error
 //     wrapped once as an *Error naming the entry point the user called.
 //
-// A rank whose own arguments fail stage 1 or 2 tells its peers through the
-// rendezvous (invalidCall), so they fail at once instead of waiting. The
-// asynchronous form of each collective queues the same desc on the comm
-// (start): its memory resolved when it is started, run when its turn comes.
+// A rank whose own arguments fail stage 1 or 2 tells its peers (refuse):
+// a collective's through the rendezvous (invalidCall), a point-to-point
+// call by breaking the group naming itself (refuseP2P), so they fail at
+// once instead of waiting. The asynchronous form of each call queues the
+// same desc on the comm (start): its memory resolved when it is started,
+// run when its turn comes (a point-to-point operation is then posted, and
+// its Work completes when it meets its peer's).
 //
 // Adding a collective: its collKind and callSpecs entry and its shape and
 // exec cases here, its entry points in api.go, its algorithms in the table
@@ -61,6 +67,8 @@ const (
 	collScan
 	collExscan
 	collBroadcastInto // Broadcast out of place; fingerprinted as Broadcast
+	collSendRecv      // a send and a receive posted together (SendRecv)
+	collAllReduceWire // AllReduce with a compressed exchange
 	numCollKinds
 )
 
@@ -91,6 +99,7 @@ type callSpec struct {
 	rooted  bool
 	only    rootOnly
 	reduces bool          // takes an op
+	p2p     bool          // a point-to-point call: posted, numbered apart
 	layout  memory.Layout // the in-place layout allowed
 }
 
@@ -109,10 +118,12 @@ func withTensor(sp callSpec, shared sharedKind) callSpec {
 
 var callSpecs = [numCollKinds]callSpec{
 	collAllReduce:      withTensor(callSpec{name: "AllReduce", phases: phases("AllReduce"), only: oneBuffer, reduces: true, layout: memory.SameMem}, sharedAllReduce),
-	collBarrier:        {name: "Barrier"},
+	collBarrier:        {name: "Barrier", phases: [4]string{"Barrier"}},
 	collInvalid:        {name: "a call with invalid arguments"},
-	collSend:           {name: "Send"},
-	collRecv:           {name: "Recv"},
+	collSend:           {name: "Send", p2p: true},
+	collRecv:           {name: "Recv", p2p: true},
+	collSendRecv:       {name: "SendRecv", p2p: true, layout: memory.SameMem}, // one buffer: staged
+	collAllReduceWire:  {name: "AllReduceWire", phases: phases("AllReduceWire"), reduces: true, layout: memory.SameMem},
 	collReduceScatter:  withTensor(callSpec{name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: memory.RecvInSend}, sharedReduceScatter),
 	collAllGather:      withTensor(callSpec{name: "AllGather", phases: phases("AllGather"), layout: memory.SendInRecv}, sharedAllGather),
 	collBroadcast:      withTensor(callSpec{name: "Broadcast", phases: phases("Broadcast"), rooted: true, only: oneBuffer}, sharedBroadcast),
@@ -143,16 +154,32 @@ type desc struct {
 	st, rt     *tcore
 	strategy   Strategy // the call's own (AllReduceWith, AllReduceTensor); Auto: the group's
 	entry      string   // the entry point, where a kind has several (AllReduceInto, AllReduceWith)
+	// The point-to-point kinds: the rank send goes to and the one recv
+	// comes from (-1: none); async: posted for the Work the comm's worker
+	// runs (start), not waited for.
+	to, from int
+	async    bool
+	wire     backend.WireFormat // AllReduceWire's exchange format
 	// The V kinds: AllToAllV's four; AllGatherV's, ReduceScatterV's,
 	// GatherV's and ScatterV's counts and displs are counts and displs.
 	scounts, sdispls []int
 	counts, displs   []int
 }
 
-// rootOnly drops the buffer d's rooted kind uses on the root only, on
-// rank r when it is not the root.
-func (d *desc) rootOnly(r int) {
-	if r == d.root {
+// unused drops the buffers d does not use on rank r: the one a rooted
+// kind uses on the root only, when r is not the root; a point-to-point
+// call's buffer without a peer.
+func (d *desc) unused(r int) {
+	if callSpecs[d.kind].p2p {
+		if d.to < 0 {
+			d.send = nil
+		}
+		if d.from < 0 {
+			d.recv = nil
+		}
+		return
+	}
+	if !callSpecs[d.kind].rooted || r == d.root {
 		return
 	}
 	switch callSpecs[d.kind].only {
@@ -239,16 +266,14 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 	}
 	sp := &callSpecs[d.kind]
 	name := d.name()
-	if sp.rooted {
-		if d.root < 0 || d.root >= c.g.n {
-			return c.invalidCall(ctx, name, invalidArg("root %d out of range [0, %d)", d.root, c.g.n))
-		}
-		d.rootOnly(c.rank)
+	if sp.rooted && (d.root < 0 || d.root >= c.g.n) {
+		return c.refuse(ctx, d, invalidArg("root %d out of range [0, %d)", d.root, c.g.n))
 	}
+	d.unused(c.rank)
 	u := c.uses(ctx)
 	defer u.release()
 	if err := c.hold(&u, d, true); err != nil {
-		return c.invalidCall(ctx, name, err)
+		return c.refuse(ctx, d, err)
 	}
 	at, err := c.shape(d)
 	if err == nil {
@@ -259,9 +284,13 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 		err = checkOp(d.op, d.dt)
 	}
 	if err != nil {
-		return c.invalidCall(ctx, name, err)
+		return c.refuse(ctx, d, err)
 	}
 	switch {
+	case sp.p2p:
+		return c.execP2P(ctx, d)
+	case d.kind == collAllReduceWire:
+		return c.allReduceWire(ctx, d)
 	case d.kind == collAllReduce && d.tensor:
 		return c.allReduceTensor(ctx, d)
 	case d.kind == collAllReduce:
@@ -270,6 +299,16 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 		return c.execTensor(ctx, d)
 	}
 	return c.exec(ctx, d)
+}
+
+// refuse fails d, refused on this rank with err before anything moved,
+// telling its peers: a collective's through the rendezvous, a
+// point-to-point call's by breaking the group.
+func (c *Comm) refuse(ctx context.Context, d *desc, err error) error {
+	if callSpecs[d.kind].p2p {
+		return c.refuseP2P(ctx, d.name(), err)
+	}
+	return c.invalidCall(ctx, d.name(), err)
 }
 
 // shape checks d's lengths, counts and offsets against its kind, and
@@ -282,7 +321,27 @@ func (c *Comm) shape(d *desc) (at int, err error) {
 		ls, lr = "send.Len()", "recv.Len()"
 	}
 	root := c.rank == d.root
+	bad := func(p int) bool { return p < -1 || p >= N || p == r }
 	switch d.kind {
+	case collSend, collRecv:
+		p := d.to
+		if d.kind == collRecv {
+			p = d.from
+		}
+		if p < 0 || bad(p) {
+			return 0, invalidArg("bad peer %d", p)
+		}
+	case collSendRecv:
+		if bad(d.to) || bad(d.from) || (d.to < 0 && d.from < 0) {
+			return 0, invalidArg("bad peers: to %d, from %d", d.to, d.from)
+		}
+	case collAllReduceWire:
+		if d.wire != backend.F16 && d.wire != backend.BF16 {
+			return 0, invalidArg("unknown wire format %d", int(d.wire))
+		}
+		if _, ok := c.dev.Stream().(backend.Compressor); !ok {
+			return 0, fmt.Errorf("the %s backend has no compression kernels: %w", c.g.bk, ErrUnsupported)
+		}
 	case collAllReduce:
 		if !d.tensor && ns != nr {
 			return 0, invalidArg("len(send)=%d != len(recv)=%d", ns, nr)

@@ -34,7 +34,7 @@ func (c *Comm) Go(ctx context.Context, name string, fn func(ctx context.Context)
 			return failedWork(c.wrapErr(name, 0, err))
 		}
 	}
-	return c.enqueue(ctx, name, &u, fn, nil)
+	return c.enqueue(ctx, name, &u, fn)
 }
 
 // Memory is memory a Comm.Go or Comm.Exec operation uses: a *HostBuffer, a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/memory"
 )
 
 // Point-to-point: Send, Recv, SendRecv and their asynchronous forms are
@@ -46,6 +47,165 @@ import (
 // order: a point-to-point operation is posted after the comm's earlier
 // operations ran; any other operation waits for the earlier point-to-point
 // operations to complete.
+
+// Send sends data to rank peer, which must call Recv (or SendRecv, or
+// RecvAsync) with the same length and type, and returns once the peer
+// received it. Point-to-point calls are not numbered with the collectives:
+// they pair on the direction between the two ranks, in call order. Two
+// ranks that both Send to each other and then Recv deadlock (in one
+// process the Sends fail at once with ErrDeadlock, naming the pattern;
+// across processes after CommunicationTimeout): use SendRecv, or SendAsync
+// and RecvAsync.
+func Send[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
+	d := p2pDesc(collSend, "", data, peer)
+	return c.run(ctx, &d)
+}
+
+// Recv receives into data what rank peer sends with Send (or SendRecv, or
+// SendAsync). A length or type that differs from the sender's is a
+// *MismatchError on both ranks.
+func Recv[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
+	d := p2pDesc(collRecv, "", data, peer)
+	return c.run(ctx, &d)
+}
+
+// SendRecv sends send to rank to and receives recv from rank from in one
+// call: both are posted before either is waited for, so pairwise exchanges
+// (to == from) and shifts along a ring (every rank sends to r+1 and
+// receives from r-1) never deadlock, whatever the sizes. to or from may be
+// -1 to only receive or only send. The peer sending to this rank must call
+// Send, SendRecv or SendAsync with the same length and type; the one
+// receiving, Recv, SendRecv or RecvAsync. send and recv may be the same
+// slice (MPI_Sendrecv_replace: what it holds when the call starts is
+// sent); any other overlap is refused.
+func SendRecv[T Elem](ctx context.Context, c *Comm, send []T, to int, recv []T, from int) error {
+	return c.run(ctx, &desc{kind: collSendRecv, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv), to: to, from: from})
+}
+
+// SendAsync starts Send and returns at once; data must not be modified
+// until the Work is done. Point-to-point operations started back to back
+// are all posted before any is waited for, so a pairwise exchange of
+// SendAsync and RecvAsync on both ranks (in any order) never deadlocks. ctx
+// bounds the operation; CommunicationTimeout bounds its wait for the peer.
+func SendAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) *Work {
+	return c.start(ctx, p2pDesc(collSend, "SendAsync", data, peer))
+}
+
+// RecvAsync starts Recv and returns at once; data must not be read or
+// modified until the Work is done.
+func RecvAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) *Work {
+	return c.start(ctx, p2pDesc(collRecv, "RecvAsync", data, peer))
+}
+
+// p2pDesc describes a Send (kind collSend) or a Recv (collRecv) of data
+// with peer, through entry point entry ("": the kind's).
+func p2pDesc[T Elem](kind collKind, entry string, data []T, peer int) desc {
+	d := desc{kind: kind, entry: entry, dt: dtypeOf[T](), to: -1, from: -1}
+	if kind == collSend {
+		d.send, d.to = asBytes(data), peer
+	} else {
+		d.recv, d.from = asBytes(data), peer
+	}
+	return d
+}
+
+// execP2P runs the point-to-point call d, checked: numbered, it posts its
+// operations (a send to d.to, a receive from d.from) and waits for them;
+// an asynchronous one (d.async, run by the comm's worker for its Work)
+// posts its operation, which completes the Work.
+func (c *Comm) execP2P(ctx context.Context, d *desc) (err error) {
+	name := d.name()
+	owned, err := c.enterOp(ctx, name, false, true)
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
+	es := d.dt.Size()
+	send := d.send
+	if d.from >= 0 && memory.SameSlice(send, d.recv) {
+		// One buffer (MPI_Sendrecv_replace): send what it holds now, from
+		// the comm's pooled copy, while the peer's data lands in it.
+		if cap(c.p2pStage) < len(send) {
+			c.p2pStage = make([]byte, len(send))
+		}
+		send = c.p2pStage[:len(send)]
+		copy(send, d.send)
+	}
+	var ops [2]*p2pOp
+	if d.to >= 0 {
+		ops[0] = &p2pOp{name: name, send: true, peer: d.to, data: send, dt: d.dt, count: int64(len(send) / es), ctx: ctx, sig: c.sigs[0]}
+	}
+	if d.from >= 0 {
+		ops[1] = &p2pOp{name: name, peer: d.from, data: d.recv, dt: d.dt, count: int64(len(d.recv) / es), ctx: ctx, sig: c.sigs[1]}
+	}
+	if d.async {
+		// Posted for the Work the worker runs (start: one operation).
+		w := c.running.Load()
+		o := ops[0]
+		if o == nil {
+			o = ops[1]
+		}
+		o.sig, o.work = nil, w
+		if ctx.Done() != nil {
+			o.stop = context.AfterFunc(ctx, func() { c.attendP2P(o) })
+		}
+		w.posted = true
+		c.postP2P(o)
+		return nil
+	}
+	for _, o := range ops {
+		if o != nil {
+			c.postP2P(o)
+		}
+	}
+	// Blocked until the peers post theirs: a wait cycle among blocked
+	// ranks fails at once (blockP2P), and Group.Pending reports the wait.
+	c.blockP2P(&ops)
+	c.beginWait("", waitP2P, 0)
+	for _, o := range ops {
+		if o == nil {
+			continue
+		}
+		select {
+		case <-o.sig:
+		case <-ctx.Done():
+			c.pokeLane()
+			<-o.sig
+		}
+	}
+	c.endWait()
+	c.unblockP2P()
+	// The failure that caused the other one, if any, comes first.
+	for _, o := range ops {
+		if o != nil && o.err != nil {
+			if _, broken := o.err.(*BrokenError); !broken || err == nil {
+				err = o.err
+			}
+		}
+	}
+	return err
+}
+
+// refuseP2P fails point-to-point call name, refused on this rank with err
+// before it posted anything: the call is numbered, and breaks the group
+// naming itself, so the peers waiting for its operations fail at once
+// (there is no rendezvous to tell them, as invalidCall tells a
+// collective's peers).
+func (c *Comm) refuseP2P(ctx context.Context, name string, err error) error {
+	owned, e := c.enterOp(ctx, name, false, true)
+	if e != nil && ctx.Err() != nil {
+		return e // the call's context ended: enterOp broke the group naming it
+	}
+	if e != nil {
+		// Not started (the group closed or broke, the comm in use, the
+		// context ended): the peers are told all the same.
+		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, P2P: true, Cause: err, hideCtx: true})
+		return c.wrapP2P(name, 0, err)
+	}
+	c.breakWith(err)
+	c.leave(owned, &err)
+	return err
+}
 
 // p2pHeader is the size of the header of a message to another process: the
 // element type and the element count of the whole message.
@@ -191,13 +351,7 @@ func (c *Comm) pokeLane() {
 func (c *Comm) postP2P(o *p2pOp) {
 	g := c.g
 	o.c, o.done, o.err, o.taken = c, false, nil, false
-	if o.work != nil {
-		// An asynchronous call is numbered when it is posted, in queue
-		// order (a synchronous one in enterOp).
-		c.lane.seq++
-		c.p2pCalls.Store(c.lane.seq)
-	}
-	o.seq = c.lane.seq
+	o.seq = c.lane.seq // numbered by enterOp (an asynchronous call in queue order)
 	if o.send {
 		o.l = c.link(c.rank, o.peer)
 	} else {
@@ -342,7 +496,7 @@ func (c *Comm) finish(o *p2pOp, err error) {
 			w.err = c.wrapP2P(o.name, o.seq, err)
 		}
 		w.mem.release()
-		w.op = nil
+		w.fn, w.ctx = nil, nil
 		close(w.done)
 		return
 	}

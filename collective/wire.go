@@ -2,7 +2,6 @@ package collective
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -39,27 +38,18 @@ func WireErrorBound(f backend.WireFormat, ranks int, sumAbs float64) float64 {
 // compression kernels (backend.Compressor): host and vulkan do. With
 // Config.Deterministic the reduction is in rank order, as AllReduce's (see
 // above).
-func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backend.WireFormat) (err error) {
-	if c == nil {
-		return invalidArg("nil Comm")
-	}
-	u := c.uses(ctx)
-	defer u.release()
-	if err := u.slice(asBytes(data)); err != nil {
-		return c.invalidCall(ctx, "AllReduceWire", err)
-	}
-	if f != backend.F16 && f != backend.BF16 {
-		return c.invalidCall(ctx, "AllReduceWire", invalidArg("unknown wire format %d", int(f)))
-	}
-	if !op.Valid() {
-		return c.invalidCall(ctx, "AllReduceWire", invalidArg("unknown op %d", int(op)))
-	}
-	comp, ok := c.dev.Stream().(backend.Compressor)
-	if !ok {
-		return c.invalidCall(ctx, "AllReduceWire", fmt.Errorf("the %s backend has no compression kernels: %w", c.g.bk, ErrUnsupported))
-	}
-	n := len(data)
-	owned, err := c.begin(ctx, "AllReduceWire", fingerprint{kind: collAllReduce, op: op, dt: backend.F32, count: int64(n), root: int32(f), strategy: Ring, path: pathSlice}, "AllReduceWire fingerprint check")
+func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backend.WireFormat) error {
+	b := asBytes(data)
+	return c.run(ctx, &desc{kind: collAllReduceWire, dt: backend.F32, op: op, send: b, recv: b, wire: f})
+}
+
+// allReduceWire runs AllReduceWire's call d, checked (call.go).
+func (c *Comm) allReduceWire(ctx context.Context, d *desc) (err error) {
+	sp := &callSpecs[d.kind]
+	data, op, f := d.send, d.op, d.wire
+	comp := c.dev.Stream().(backend.Compressor)
+	n := len(data) / 4
+	owned, err := c.begin(ctx, sp.name, fingerprint{kind: collAllReduce, op: op, dt: backend.F32, count: int64(n), root: int32(f), strategy: Ring, path: pathSlice}, sp.phases[0])
 	if err != nil {
 		return err
 	}
@@ -68,7 +58,7 @@ func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backen
 		return nil
 	}
 	k := &c.k
-	if err := c.prepare(k, backend.F32, op, n, asBytes(data), 0); err != nil {
+	if err := c.prepare(k, backend.F32, op, n, data, 0); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
 	k.wire = f
@@ -112,7 +102,7 @@ func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backen
 	if err := c.ringAllGather(ctx, k, members, n, chunkLen, off); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.download(ctx, k, 0, asBytes(data)); err != nil {
+	if err := c.download(ctx, k, 0, data); err != nil {
 		return c.fail(err, true, nil, nil)
 	}
 	return nil
