@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/importcache"
 )
 
 // BenchmarkFreshSlice: the cost of an all-reduce (sum, in place) of a
@@ -47,9 +48,8 @@ func BenchmarkFreshSlice(b *testing.B) {
 								was := SetImportCacheBytes(0)
 								b.Cleanup(func() { SetImportCacheBytes(was) })
 							case "fresh-import":
-								was := goImportFirstSightHook
-								goImportFirstSightHook = true
-								b.Cleanup(func() { goImportFirstSightHook = was })
+								was := importcache.SetImportAtFirstSightForTest(true)
+								b.Cleanup(func() { importcache.SetImportAtFirstSightForTest(was) })
 							}
 							g := openGroup(b, bk, ranks, func(o *Options) { o.Validation = false })
 							if ranks == 8 && (bk == "host" || g.infos[0].Type == "cpu") {

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unsafe"
 	"weak"
+
+	"github.com/gocoll/gocoll/internal/importcache"
 )
 
 // heapInuseAfterGC is runtime.MemStats.HeapInuse once the collector has
@@ -320,33 +322,21 @@ func TestGoSliceImportBudgetAcrossGroups(t *testing.T) {
 	}
 }
 
-// GOCOLL_IMPORT_CACHE's sizes, and SetImportCacheBytes restoring its value.
+// SetImportCacheBytes restoring GOCOLL_IMPORT_CACHE's value.
 func TestImportCacheBytesSetting(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"0", 0, true}, {"off", 0, true}, {"12345", 12345, true}, {"64M", 64 << 20, true}, {"64MiB", 64 << 20, true},
-		{"2g", 2 << 30, true}, {" 8 KiB", 0, false}, {"8k", 8 << 10, true}, {"-1", 0, false}, {"lots", 0, false}, {"", 0, false},
-	} {
-		if got, ok := parseBytes(tc.in); got != tc.want || ok != tc.ok {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
-		}
-	}
 	was := SetImportCacheBytes(123 << 20)
 	defer SetImportCacheBytes(was)
 	t.Setenv("GOCOLL_IMPORT_CACHE", "96M")
 	if prev := SetImportCacheBytes(-1); prev != 123<<20 {
 		t.Errorf("SetImportCacheBytes returned %d, want the previous budget %d", prev, 123<<20)
 	}
-	if b := goBudgetBytes(); b != 96<<20 {
+	if b := importcache.Budget(); b != 96<<20 {
 		t.Errorf("budget %d after restoring the default with GOCOLL_IMPORT_CACHE=96M", b)
 	}
 	t.Setenv("GOCOLL_IMPORT_CACHE", "")
 	SetImportCacheBytes(-1)
-	if b := goBudgetBytes(); b != defaultImportCache {
-		t.Errorf("default budget %d, want %d", b, int64(defaultImportCache))
+	if b := importcache.Budget(); b != importcache.DefaultBudget {
+		t.Errorf("default budget %d, want %d", b, int64(importcache.DefaultBudget))
 	}
 }
 

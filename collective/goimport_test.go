@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 	"unsafe"
-	"weak"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/faultinject"
+	"github.com/gocoll/gocoll/internal/importcache"
 )
 
 // importerGroup opens a vulkan group whose devices import host memory, or
@@ -28,24 +28,22 @@ func importerGroup(t testing.TB, ranks int, mod ...func(*Options)) *Group {
 		t.Skip("vulkan unavailable")
 	}
 	g := openGroup(t, "vulkan", ranks, mod...)
-	if _, ok := g.devs[0].(backend.Importer); !ok || !g.infos[0].HostImport || backend.PageSize() > goRuntimePage {
+	if _, ok := g.devs[0].(backend.Importer); !ok || !importcache.DeviceImports(g.devs[0], g.infos[0].HostImport) {
 		t.Skip("the device does not import host memory")
 	}
 	return g
 }
 
 func withImportMin(t *testing.T, n int) {
-	was := goImportMinHook
-	goImportMinHook = n
-	t.Cleanup(func() { goImportMinHook = was })
+	was := importcache.SetMinBytesForTest(n)
+	t.Cleanup(func() { importcache.SetMinBytesForTest(was) })
 }
 
 // withImportAtFirstSight imports slices the first time their object is
 // seen, for the test.
 func withImportAtFirstSight(t *testing.T) {
-	was := goImportFirstSightHook
-	goImportFirstSightHook = true
-	t.Cleanup(func() { goImportFirstSightHook = was })
+	was := importcache.SetImportAtFirstSightForTest(true)
+	t.Cleanup(func() { importcache.SetImportAtFirstSightForTest(was) })
 }
 
 // withImportBudget sets the process's import budget for the test.
@@ -55,43 +53,16 @@ func withImportBudget(t *testing.T, n int64) {
 }
 
 // goEntryOf returns the live import entry that holds b, or nil.
-func goEntryOf(b []byte) *goEntry {
-	goCache.mu.RLock()
-	defer goCache.mu.RUnlock()
-	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if i := goSearchLocked(a); i < len(goCache.live) {
-		if e := goCache.live[i]; e.base <= a && a+uintptr(len(b)) <= e.end {
-			return e
-		}
-	}
-	return nil
-}
+func goEntryOf(b []byte) *importcache.Entry { return importcache.Lookup(b) }
 
 // goBytesOf returns the bytes of the live entries c imported, and how many.
-func goBytesOf(c *Comm) (bytes int64, n int) {
-	goCache.mu.RLock()
-	defer goCache.mu.RUnlock()
-	for _, e := range goCache.live {
-		if e.importOf(c) != nil {
-			bytes += e.size()
-			n++
-		}
-	}
-	return bytes, n
-}
+func goBytesOf(c *Comm) (bytes int64, n int) { return c.goImp.Imported() }
+
+// importGroup is g's side of the import cache.
+func importGroup(g *Group) *importcache.Group { return g.comms[0].goImp.Group() }
 
 // goEntriesOf returns the live entries ranks of g imported.
-func goEntriesOf(g *Group) []*goEntry {
-	goCache.mu.RLock()
-	defer goCache.mu.RUnlock()
-	var es []*goEntry
-	for _, e := range goCache.live {
-		if e.importedBy(g) {
-			es = append(es, e)
-		}
-	}
-	return es
-}
+func goEntriesOf(g *Group) []*importcache.Entry { return importGroup(g).Entries() }
 
 // Large plain slices are staged on first use, imported on the second, and
 // then read and written in place by every strategy: exact results, no
@@ -206,7 +177,7 @@ func TestGoSliceImportEviction(t *testing.T) {
 				}
 				var sum int64
 				for _, e := range goEntriesOf(g) {
-					sum += e.size()
+					sum += e.Size()
 				}
 				// Rounds 0-4 see each set for the first time: staged.
 				first := round < len(bufs)
@@ -273,11 +244,11 @@ func TestGoSliceImportOnlyGoHeap(t *testing.T) {
 	if a := testing.AllocsPerRun(20, func() { c0.adopt(mb) }); a != 0 {
 		t.Errorf("adopt of known non-heap memory: %v allocations", a)
 	}
-	if goHeap(unsafe.Pointer(&mm[0][0])) || goHeap(unsafe.Pointer(&globalSlab[0][0])) {
-		t.Fatal("goHeap accepted mmap memory or a global")
+	if importcache.InGoHeap(unsafe.Pointer(&mm[0][0])) || importcache.InGoHeap(unsafe.Pointer(&globalSlab[0][0])) {
+		t.Fatal("InGoHeap accepted mmap memory or a global")
 	}
-	if x := make([]byte, 1<<20); !goHeap(unsafe.Pointer(&x[12345])) {
-		t.Fatal("goHeap refused an interior pointer of a heap object")
+	if x := make([]byte, 1<<20); !importcache.InGoHeap(unsafe.Pointer(&x[12345])) {
+		t.Fatal("InGoHeap refused an interior pointer of a heap object")
 	}
 
 	off := importerGroup(t, ranks, func(o *Options) { o.ImportCacheBytes = -1 })
@@ -342,16 +313,11 @@ func TestGoSliceImportOverlapAndClose(t *testing.T) {
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	goCache.mu.RLock()
 	for _, e := range owned {
-		if e.live {
-			t.Error("an imported slice is still in the cache after Close")
-		}
-		if len(e.imports) != 0 {
-			t.Error("an import survived Close")
+		if !e.Closed() {
+			t.Error("an imported slice is still in the cache after Close, or an import survived it")
 		}
 	}
-	goCache.mu.RUnlock()
 	runtime.GC()
 	runtime.GC()
 }
@@ -395,9 +361,7 @@ func TestGoSliceImportTwoGroups(t *testing.T) {
 		}
 	}
 	e := goEntryOf(asBytes(data[0]))
-	goCache.mu.RLock()
-	both := e != nil && e.importOf(g1.Comm(0)) != nil && e.importOf(g2.Comm(0)) != nil
-	goCache.mu.RUnlock()
+	both := e != nil && e.ImportedBy(g1.Comm(0).goImp) && e.ImportedBy(g2.Comm(0).goImp)
 	if !both {
 		t.Fatalf("entry %+v, want one entry imported by both groups' rank 0", e)
 	}
@@ -405,9 +369,7 @@ func TestGoSliceImportTwoGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := goEntryOf(asBytes(data[0]))
-	goCache.mu.RLock()
-	kept := now == e && !e.importedBy(g1) && e.importedBy(g2)
-	goCache.mu.RUnlock()
+	kept := now == e && !e.ImportedByGroup(importGroup(g1)) && e.ImportedByGroup(importGroup(g2))
 	if !kept {
 		t.Fatal("the entry did not survive the first group's Close, or kept its imports")
 	}
@@ -415,7 +377,7 @@ func TestGoSliceImportTwoGroups(t *testing.T) {
 	if err := g2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if goEntryOf(asBytes(data[0])) != nil || len(e.imports) != 0 {
+	if goEntryOf(asBytes(data[0])) != nil || !e.Closed() {
 		t.Fatal("the entry survived both groups' Close")
 	}
 	runtime.GC()
@@ -726,62 +688,4 @@ func TestGoSliceImportSecondSighting(t *testing.T) {
 		t.Fatal("an object seen first in one call was imported in that call")
 	}
 	call("send and recv in one object again", lo, hi, imports)
-}
-
-// The sightings are bounded: the dead ones go first, then the oldest, and
-// they keep nothing alive.
-func TestGoSliceSightingsBounded(t *testing.T) {
-	goCache.mu.Lock()
-	saved := goCache.seen
-	goCache.seen = nil
-	goCache.mu.Unlock()
-	defer func() {
-		goCache.mu.Lock()
-		goCache.seen = saved
-		goCache.mu.Unlock()
-	}()
-	objs := make([]*[64]byte, maxSightings+8)
-	sight := func(i int) {
-		objs[i] = new([64]byte)
-		p := unsafe.Pointer(objs[i])
-		goCache.mu.Lock()
-		sightLocked(uintptr(p), uintptr(p)+64, p)
-		goCache.mu.Unlock()
-	}
-	sighted := func(i int) bool {
-		p := uintptr(unsafe.Pointer(objs[i]))
-		goCache.mu.RLock()
-		defer goCache.mu.RUnlock()
-		return sightedLocked(p, p+1)
-	}
-	for i := 0; i < maxSightings+4; i++ {
-		sight(i)
-	}
-	if n := len(goCache.seen); n > maxSightings {
-		t.Fatalf("%d sightings, bound %d", n, maxSightings)
-	}
-	if sighted(0) || !sighted(4) || !sighted(maxSightings+3) {
-		t.Fatalf("the oldest sightings were not the ones dropped: 0 %v, 4 %v, last %v", sighted(0), sighted(4), sighted(maxSightings+3))
-	}
-	w := weak.Make(objs[10])
-	for i := 10; i < 20; i++ {
-		objs[i] = nil
-	}
-	runtime.GC()
-	runtime.GC()
-	if w.Value() != nil {
-		t.Fatal("a sighting kept its object alive")
-	}
-	for i := maxSightings + 4; i < maxSightings+8; i++ {
-		sight(i)
-	}
-	if !sighted(20) {
-		t.Error("a live sighting was dropped while dead ones were there")
-	}
-	goCache.mu.RLock()
-	n := len(goCache.seen)
-	goCache.mu.RUnlock()
-	if n > maxSightings {
-		t.Fatalf("%d sightings, bound %d", n, maxSightings)
-	}
 }

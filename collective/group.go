@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/importcache"
 )
 
 // Options say how to open a Group.
@@ -273,7 +274,7 @@ type Comm struct {
 	importMu sync.Mutex
 	imported []importedMem // pinned HostBuffers this rank's device imported
 	// The rank's side of the cache of imported Go slices (goimport.go).
-	goImp goImportState
+	goImp *importcache.Rank
 
 	fences  [MaxPipelineDepth]backend.Fence // the direct algorithm's chunks in flight
 	copyWG  sync.WaitGroup                  // parallel host copies in flight
@@ -328,7 +329,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	if opts.ChunkBytes < 0 || (opts.ChunkBytes > 0 && opts.ChunkBytes < 64) {
 		return nil, &ConfigError{Field: "ChunkBytes", Reason: fmt.Sprintf("must be 0 (default) or >= 64, got %d", opts.ChunkBytes)}
 	}
-	goImp, err := importOptions(opts)
+	impOff, impBound, err := importOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -448,12 +449,12 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		g.groups[gi] = append(g.groups[gi], r)
 		g.groupOf[r] = gi
 	}
+	imports := importcache.NewGroup(impBound)
 	for r := 0; r < g.nl; r++ {
 		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1), goneWake: make(chan struct{}, 1),
-			links: map[int64]*link{}, goImp: goImp}
-		if g.bk == "host" {
-			c.goImp.off = true // its buffers are host memory: nothing to import
-		}
+			links: map[int64]*link{}}
+		// A host rank's buffers are host memory: nothing to import.
+		c.goImp = c.newImportRank(imports, impOff || g.bk == "host")
 		c.timer = time.NewTimer(time.Hour)
 		c.timer.Stop()
 		c.wctx.init(g.brokenCh)
@@ -796,7 +797,7 @@ func (g *Group) Close() error {
 			c.timer.Stop()
 		}
 		for _, c := range g.comms {
-			c.releaseGoImports()
+			c.goImp.Close()
 		}
 		g.dropCallRefs()
 		for _, l := range g.linkMap {

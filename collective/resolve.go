@@ -4,6 +4,7 @@ import (
 	"context"
 	"unsafe"
 
+	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/memory"
 )
 
@@ -117,7 +118,7 @@ func (m *memUse) slice(b []byte) error {
 	if ok {
 		return m.add(&e.own, "the HostBuffer")
 	}
-	if closed && !goHeap(unsafe.Pointer(unsafe.SliceData(b))) {
+	if closed && !importcache.InGoHeap(unsafe.Pointer(unsafe.SliceData(b))) {
 		return errClosedMem("the HostBuffer holding this slice")
 	}
 	return nil
