@@ -15,6 +15,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/importcache"
+	"github.com/gocoll/gocoll/internal/pin"
 )
 
 // Options say how to open a Group.
@@ -271,8 +272,7 @@ type Comm struct {
 	pend      []pending
 	rot       []int
 
-	importMu sync.Mutex
-	imported []importedMem // pinned HostBuffers this rank's device imported
+	pins *pin.Rank // the pinned HostBuffers this rank's device imported
 	// The rank's side of the cache of imported Go slices (goimport.go).
 	goImp *importcache.Rank
 
@@ -455,6 +455,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 			links: map[int64]*link{}}
 		// A host rank's buffers are host memory: nothing to import.
 		c.goImp = c.newImportRank(imports, impOff || g.bk == "host")
+		c.pins = pin.NewRank(c.dev, c.isLost)
 		c.timer = time.NewTimer(time.Hour)
 		c.timer.Stop()
 		c.wctx.init(g.brokenCh)
@@ -793,7 +794,7 @@ func (g *Group) Close() error {
 				}
 			}
 			c.gather, c.stage, c.work, c.inbox = nil, nil, nil, nil
-			c.releaseImports()
+			c.pins.Close()
 			c.timer.Stop()
 		}
 		for _, c := range g.comms {

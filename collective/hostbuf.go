@@ -2,14 +2,13 @@ package collective
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/memory"
+	"github.com/gocoll/gocoll/internal/pin"
 )
 
 // HostBuffer is a slice of T in pinned host memory (like torch's
@@ -29,13 +28,13 @@ func NewHostBuffer[T Elem](n int) (*HostBuffer[T], error) {
 	if n < 0 || n > maxAlloc/es {
 		return nil, invalidArg("NewHostBuffer: length %d out of range [0, %d]", n, maxAlloc/es)
 	}
-	mem, err := backend.AllocHostMemory(n * es)
+	m, err := pin.Alloc(n * es)
 	if err != nil {
 		return nil, fmt.Errorf("collective: NewHostBuffer(%d): %w", n, err)
 	}
-	e := &pinnedEntry{mem: mem, base: uintptr(unsafe.Pointer(unsafe.SliceData(mem)))}
-	e.end = e.base + uintptr(len(mem))
+	e := &pinnedEntry{Mem: m}
 	pinned.Add(e)
+	mem := m.Bytes()
 	data := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(mem))), n)
 	return &HostBuffer[T]{Data: data, ent: e}, nil
 }
@@ -66,7 +65,7 @@ func (h *HostBuffer[T]) Close() error {
 	}
 	e.own.Wait()
 	h.Data = nil
-	leak, cerr := e.closeImports()
+	leak, cerr := e.CloseImports()
 	if leak {
 		return fmt.Errorf("collective: HostBuffer.Close: a device that imported it was declared lost; the memory is leaked: %w", ErrDeviceLost)
 	}
@@ -75,62 +74,17 @@ func (h *HostBuffer[T]) Close() error {
 	// read, and no other mapping can be mistaken for it. One snapshot
 	// drops the entry and records its range: a call finds either, never
 	// neither.
-	rerr := backend.RetireHostMemory(e.mem)
-	var retired []byte
-	if rerr == nil {
-		retired = e.mem
-	}
-	pinned.Remove(e, retired)
-	if rerr != nil {
-		if err := backend.FreeHostMemory(e.mem); err != nil && cerr == nil {
-			cerr = err
-		}
+	if err := e.Release(func(retired []byte) { pinned.Remove(e, retired) }); err != nil && cerr == nil {
+		cerr = err
 	}
 	return cerr
 }
 
-// pinnedEntry is one HostBuffer's memory and the devices that imported it.
+// pinnedEntry is one HostBuffer's memory, the devices that imported it
+// (internal/pin), and the calls (running or queued) that resolved it.
 type pinnedEntry struct {
-	mem       []byte
-	base, end uintptr
-	mu        sync.Mutex
-	imports   []pinnedImport
-	own       memory.Owner // the calls (running or queued) that resolved the memory
-}
-
-// Bounds is e's address range (memory.Entry).
-func (e *pinnedEntry) Bounds() (base, end uintptr) { return e.base, e.end }
-
-// closeImports closes every device's import of e and drops e from the
-// import cache of each comm that imported it. leak reports that a device
-// may still use the memory, which must then never be freed: a device that
-// imported it was declared lost, or its import failed to close with
-// ErrDeviceLost. err is the first other failure to close an import.
-func (e *pinnedEntry) closeImports() (leak bool, err error) {
-	e.mu.Lock()
-	imps := e.imports
-	e.imports = nil
-	e.mu.Unlock()
-	for _, imp := range imps {
-		imp.c.forget(e)
-		if imp.c.isLost() {
-			leak = true
-			continue
-		}
-		if cerr := imp.buf.Close(); cerr != nil {
-			if errors.Is(cerr, ErrDeviceLost) {
-				leak = true
-			} else if err == nil {
-				err = cerr
-			}
-		}
-	}
-	return leak, err
-}
-
-type pinnedImport struct {
-	c   *Comm
-	buf backend.Buffer
+	*pin.Mem
+	own memory.Owner
 }
 
 // pinned is every HostBuffer's memory, and the ranges of closed ones.
@@ -161,48 +115,14 @@ func (c *Comm) pinnedRegion(b []byte) (backend.Region, bool) {
 // that takes another rank's imported Go slice too (the direct algorithms
 // read every rank's memory inside a call they all take part in).
 func (c *Comm) importRegion(b []byte) (backend.Region, bool, error) {
-	imp, isImp := c.dev.(backend.Importer)
-	if !isImp {
+	if _, isImp := c.dev.(backend.Importer); !isImp {
 		return backend.Region{}, false, nil
 	}
 	e := lookupPinned(b)
 	if e == nil {
 		return c.goImportRegion(b) // an imported Go slice (goimport.go)
 	}
-	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - e.base)
-	c.importMu.Lock()
-	defer c.importMu.Unlock()
-	for _, x := range c.imported {
-		if x.e == e {
-			return backend.Region{Buf: x.buf, Off: off, Len: len(b)}, true, nil
-		}
-	}
-	buf, err := imp.Import(e.mem)
-	if err != nil {
-		return backend.Region{}, false, err // the caller stages it instead, or fails
-	}
-	e.mu.Lock()
-	e.imports = append(e.imports, pinnedImport{c: c, buf: buf})
-	e.mu.Unlock()
-	c.imported = append(c.imported, importedMem{e: e, buf: buf})
-	return backend.Region{Buf: buf, Off: off, Len: len(b)}, true, nil
-}
-
-type importedMem struct {
-	e   *pinnedEntry
-	buf backend.Buffer
-}
-
-// forget drops a closed HostBuffer from the comm's import cache.
-func (c *Comm) forget(e *pinnedEntry) {
-	c.importMu.Lock()
-	defer c.importMu.Unlock()
-	for i, x := range c.imported {
-		if x.e == e {
-			c.imported = append(c.imported[:i], c.imported[i+1:]...)
-			return
-		}
-	}
+	return c.pins.Region(e.Mem, b)
 }
 
 // isLost reports whether the comm's device was declared lost.
@@ -210,25 +130,6 @@ func (c *Comm) isLost() bool {
 	c.g.brokenMu.Lock()
 	defer c.g.brokenMu.Unlock()
 	return c.lost != nil
-}
-
-// releaseImports closes the comm's imports (Group.Close).
-func (c *Comm) releaseImports() {
-	c.importMu.Lock()
-	imps := c.imported
-	c.imported = nil
-	c.importMu.Unlock()
-	for _, x := range imps {
-		x.e.mu.Lock()
-		for i, p := range x.e.imports {
-			if p.c == c {
-				x.e.imports = append(x.e.imports[:i], x.e.imports[i+1:]...)
-				break
-			}
-		}
-		x.e.mu.Unlock()
-		x.buf.Close()
-	}
 }
 
 // upload puts send into the device buffer at element at: a DMA copy from
