@@ -16,6 +16,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/pin"
+	"github.com/gocoll/gocoll/internal/waitfor"
 )
 
 // Options say how to open a Group.
@@ -284,16 +285,14 @@ type Comm struct {
 	// Liveness (liveness.go). gone: the rank is gone (nil: alive). calls,
 	// p2pCalls: its latest call numbers, readable by any goroutine. blk:
 	// the synchronous point-to-point call's operations while the rank is
-	// blocked in them, and blkEpoch counts their changes; dl*: the
+	// blocked in them, and blkEpoch counts their changes; dl: the
 	// deadlock walk's scratch. waitRec: what the rank waits for now.
 	gone     atomic.Pointer[goneInfo]
 	calls    atomic.Uint64
 	p2pCalls atomic.Uint64
 	blk      [2]atomic.Pointer[p2pOp]
 	blkEpoch atomic.Uint64
-	dlMark   []uint32
-	dlStamp  uint32
-	dlStack  []dlFrame
+	dl       waitfor.Walker
 	waitRec  waitRecord
 }
 

@@ -3,11 +3,12 @@ package collective
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gocoll/gocoll/internal/waitfor"
 )
 
 // Liveness (package doc, "Streams, ownership and failures"): a rank that
@@ -196,118 +197,36 @@ func (c *Comm) blockedOn(i int) int {
 	return o.peer - c.g.base
 }
 
-// dlFrame is a step of deadlock's walk: a rank, its epoch when visited,
-// and the next of its two edges to follow.
-type dlFrame struct {
-	r     int
-	epoch uint64
-	edge  int
-}
+// p2pWaits is the wait-for graph of the group's local ranks blocked in
+// synchronous point-to-point calls.
+type p2pWaits struct{ g *Group }
 
-// findCycle walks the wait-for graph from c (out-degree at most 2: a
-// SendRecv's two operations) and returns a cycle through c, as local
-// indices starting with c's, or nil. ok is false when a rank's state
-// changed during the walk (try again).
-func (c *Comm) findCycle() (cycle []dlFrame, ok bool) {
-	g := c.g
-	if cap(c.dlMark) < g.nl {
-		c.dlMark = make([]uint32, g.nl)
-	}
-	c.dlMark = c.dlMark[:g.nl]
-	c.dlStamp++
-	if c.dlStamp == 0 {
-		clear(c.dlMark)
-		c.dlStamp = 1
-	}
-	stack := c.dlStack[:0]
-	defer func() { c.dlStack = stack[:0] }()
-	stack = append(stack, dlFrame{r: c.local, epoch: c.blkEpoch.Load()})
-	c.dlMark[c.local] = c.dlStamp
-	for len(stack) > 0 {
-		f := &stack[len(stack)-1]
-		if f.edge == 2 {
-			stack = stack[:len(stack)-1]
-			continue
-		}
-		p := g.comms[f.r].blockedOn(f.edge)
-		f.edge++
-		if p < 0 {
-			continue
-		}
-		if p == c.local {
-			for _, s := range stack {
-				if g.comms[s.r].blkEpoch.Load() != s.epoch {
-					return nil, false
-				}
-			}
-			return slices.Clone(stack), true
-		}
-		if c.dlMark[p] == c.dlStamp {
-			continue
-		}
-		c.dlMark[p] = c.dlStamp
-		pc := g.comms[p]
-		if pc.blk[0].Load() == nil && pc.blk[1].Load() == nil {
-			continue // not blocked in a synchronous call
-		}
-		stack = append(stack, dlFrame{r: p, epoch: pc.blkEpoch.Load()})
-	}
-	return nil, true
+func (w p2pWaits) Epoch(r int) uint64 { return w.g.comms[r].blkEpoch.Load() }
+func (w p2pWaits) On(r, i int) int    { return w.g.comms[r].blockedOn(i) }
+func (w p2pWaits) Blocked(r int) bool {
+	pc := w.g.comms[r]
+	return pc.blk[0].Load() != nil || pc.blk[1].Load() != nil
 }
 
 // detectDeadlock fails c's call with a *DeadlockError when c closes a wait
 // cycle: every rank in it is blocked in a synchronous point-to-point call
 // whose unmatched operation waits for the next rank, which cannot post the
-// matching operation before its own call ends. A cycle found must still
-// hold a moment later, unchanged.
+// matching operation before its own call ends.
 func (c *Comm) detectDeadlock() {
-	if c.g.nl < 2 {
-		return
-	}
-	for try := 0; try < 64; try++ {
-		cyc, ok := c.findCycle()
-		if !ok {
-			runtime.Gosched()
-			continue
-		}
-		if cyc == nil {
-			return
-		}
-		time.Sleep(time.Millisecond)
-		if !c.cycleHolds(cyc) {
-			continue
-		}
+	if cyc := c.dl.Find(p2pWaits{c.g}, c.g.nl, c.local); cyc != nil {
 		c.failDeadlock(cyc)
-		return
 	}
-}
-
-// cycleHolds reports whether every rank of cyc is still blocked as it was
-// and still waits for the next.
-func (c *Comm) cycleHolds(cyc []dlFrame) bool {
-	g := c.g
-	for i, f := range cyc {
-		pc := g.comms[f.r]
-		if pc.blkEpoch.Load() != f.epoch {
-			return false
-		}
-		next := cyc[(i+1)%len(cyc)].r
-		if pc.blockedOn(f.edge-1) != next {
-			return false
-		}
-	}
-	return true
 }
 
 // failDeadlock fails c's unmatched operations with the cycle's error and
 // breaks the group with it.
-func (c *Comm) failDeadlock(cyc []dlFrame) {
+func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 	g := c.g
 	de := &DeadlockError{}
 	allSend, allRecv := true, true
 	for _, f := range cyc {
-		pc := g.comms[f.r]
-		o := pc.blk[f.edge-1].Load()
+		pc := g.comms[f.Rank]
+		o := pc.blk[f.Edge].Load()
 		if o == nil {
 			return
 		}
