@@ -6,11 +6,13 @@
 #   ./build.sh kernels     regenerate the compiled kernels (go generate ./kernels)
 #   ./build.sh build       go build and go vet of both modules, bin/allreduce-perf, bin/gocoll-info
 #   ./build.sh test        deps, gofmt, vet, the lean-module check, the build matrix, go test and go test -race
-#                          of both modules, then the MPI tests (-tags mpi, under mpirun; docs/MPI.md) (what CI runs)
+#                          of both modules, then the MPI tests (-tags mpi, under mpirun; docs/MPI.md) (what CI runs;
+#                          the larger suites on reduced budgets, the race run -short: README.md lists them)
 #   ./build.sh tidy        go mod tidy of both modules
-#   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (suites run everything on lavapipe), then the
-#                          C shim's and the Vulkan backend's tests and a collective subset under
-#                          AddressSanitizer (asan_test)
+#   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (every suite's full budget, random seeds, every case
+#                          on lavapipe, the race run without -short, every MPI job and allreduce-perf test under
+#                          -tags mpi), then the C shim's and the Vulkan backend's tests and a collective subset
+#                          under AddressSanitizer (asan_test)
 #   ./build.sh bench [go test flags]   collective benchmarks (BENCHTIME, default 10x), to stdout
 #   ./build.sh device-bench [prepare|run|lavapipe]   the device benchmark (bench/device-bench.sh): build what
 #                          a device tool call carries and print that call (docs/PERFORMANCE.md)
@@ -47,10 +49,13 @@ commands:
   build       go build and go vet of both modules (library and cmd), bin/allreduce-perf and bin/gocoll-info
   test        deps, gofmt check, go vet, the lean-module check (GOWORK=off go list -m all), CGO_ENABLED=0 /
               novulkan / darwin builds, go test and go test -race -short of both modules, then go vet and
-              go test -tags mpi of ./mpi and ./cmd/allreduce-perf (under mpirun)
+              go test -tags mpi of ./mpi and ./cmd/allreduce-perf's MPI tests (under mpirun); the larger
+              suites run reduced budgets (README.md lists them)
   tidy        go mod tidy of the library module and of the cmd module
-  test-full   as test, with GOCOLL_TEST_FULL=1 (run every case on lavapipe), then go test -asan of
-              ./cshim/ and ./vulkan/ (AddressSanitizer over the C shim)
+  test-full   as test, with GOCOLL_TEST_FULL=1: the full budgets (conformance and fault sessions, every
+              strategy, rank count, type, trial and size on lavapipe too, both float32 kernel sets, the race
+              run without -short, every MPI job whole and all allreduce-perf tests under -tags mpi), then
+              go test -asan of ./cshim/ and ./vulkan/ (AddressSanitizer over the C shim)
   bench       go test -bench over ./collective/... (BENCHTIME=10x by default; extra args go to go test)
   run         deps, build and run cmd/allreduce-perf (args replace the defaults: -g 4 -b 8 -e 8M -f 4)
   device-bench  bench/device-bench.sh [prepare|run|lavapipe]: build the device benchmark and print the
@@ -267,8 +272,9 @@ asan_test() {
 }
 
 # mpi_test vets and tests the multi-process build (-tags mpi): the mpi package's tests start themselves
-# under mpirun for 2, 3 and 4 processes, and allreduce-perf's run under mpirun (docs/MPI.md). Where deps
-# installs Open MPI (Debian/Ubuntu) it must be there; elsewhere, without mpirun, the step is skipped.
+# under mpirun for 2, 3 and 4 processes, and allreduce-perf's run under mpirun (docs/MPI.md): its tests
+# of the mpi build only (the others ran without the tag), all of them when full. Where deps installs
+# Open MPI (Debian/Ubuntu) it must be there; elsewhere, without mpirun, the step is skipped.
 mpi_test() {
 	if ! have mpirun || ! pkg-config --exists ompi-c 2>/dev/null; then
 		if have dpkg-query && have apt-get; then
@@ -279,8 +285,12 @@ mpi_test() {
 	fi
 	log "go vet -tags mpi ./mpi/... ./cmd/..."
 	go vet -tags mpi ./mpi/... ./cmd/...
-	log "go test -count=1 -tags mpi ./mpi/... ./cmd/allreduce-perf/..."
-	go test -count=1 -timeout 10m -tags mpi ./mpi/... ./cmd/allreduce-perf/...
+	log "go test -count=1 -tags mpi ./mpi/..."
+	go test -count=1 -timeout 10m -tags mpi ./mpi/...
+	local run=(-run 'MPI|Mpirun')
+	[ -n "${GOCOLL_TEST_FULL:-}" ] && run=()
+	log "go test -count=1 -tags mpi ${run[*]} ./cmd/allreduce-perf/..."
+	go test -count=1 -timeout 10m -tags mpi ${run[@]+"${run[@]}"} ./cmd/allreduce-perf/...
 }
 
 cmd_bench() {

@@ -91,7 +91,8 @@ func checkResult[T Float](t testing.TB, got [][]T, want []float64, op Op, maxUlp
 }
 
 // TestAllReduceMatrix checks every op x dtype x rank count 1..5 x edge size,
-// in place and out of place, against the float64 reference.
+// in place and out of place, against the float64 reference (the race run:
+// in place or out of place, alternating with the op and rank count).
 func TestAllReduceMatrix(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
 		for ranks := 1; ranks <= 5; ranks++ {
@@ -100,7 +101,7 @@ func TestAllReduceMatrix(t *testing.T) {
 				if bk != "host" && !fullRun() && n > 1000 && ranks != 3 && ranks != 4 {
 					continue // lavapipe subset: big sizes on 3 and 4 ranks
 				}
-				for _, op := range allOps {
+				for oi, op := range allOps {
 					inputs := make([][]float64, ranks)
 					for r := range inputs {
 						inputs[r] = make([]float64, n)
@@ -114,6 +115,9 @@ func TestAllReduceMatrix(t *testing.T) {
 						maxUlps = 1 // the sum is exact; one multiply by 1/N rounds
 					}
 					for _, inPlace := range []bool{false, true} {
+						if raceShort() && inPlace != ((oi+ranks)%2 == 0) {
+							continue
+						}
 						name := fmt.Sprintf("%s/ranks=%d/n=%d/%s/inplace=%v", bk, ranks, n, op, inPlace)
 						t.Run(name+"/float", func(t *testing.T) {
 							checkResult(t, runAllReduce[float32](t, g, inputs, op, inPlace), want, op, maxUlps)

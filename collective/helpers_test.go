@@ -28,6 +28,11 @@ func arithmetic(t *testing.T) {
 	}
 }
 
+// raceShort reports whether this is the race run of ./build.sh test (-race
+// -short, not full): matrices of arithmetic that also check concurrency
+// run a sample there, the rest in the run without the race detector.
+func raceShort() bool { return raceEnabled && testing.Short() && !fullRun() }
+
 // withSessions runs a randomized suite (TestConformance, TestFaultInjection)
 // inside another test on a budget of its own: n sessions from seed (fresh
 // sessions, not a repeat of the suite's own run), unless the flags or the

@@ -38,8 +38,8 @@ const groupChunk = 64 << 10
 // light reports whether this job runs the trimmed matrix: under the race
 // detector (it checks synchronisation, not arithmetic), in the jobs that
 // check the lower thread levels (they exercise the transport's other call
-// paths, which the trimmed matrix covers) and in the 4-process job unless
-// the run is full (GOCOLL_MPI_LIGHT; the 2- and 3-process jobs run the
+// paths, which the trimmed matrix covers) and in the 2- and 4-process jobs
+// unless the run is full (GOCOLL_MPI_LIGHT; the 3-process job runs the
 // whole matrix).
 func light() bool {
 	return raceEnabled || os.Getenv("GOCOLL_MPI_THREAD") != "" || os.Getenv("GOCOLL_MPI_LIGHT") != ""

@@ -68,6 +68,11 @@ type Options struct {
 	// float64 and the subnormal matrix: for a second run of the suite on
 	// another configuration of a device whose first run covers them.
 	SkipTypes bool
+	// Float32Subnormals limits RunSubnormalsOptions to float32 (the cases,
+	// the sum edges and the float32 matrix): for a second run on a device
+	// whose float32 kernels a test hook changed, the other types' kernels
+	// being those the first run checked.
+	Float32Subnormals bool
 }
 
 // Run runs the conformance suite on the devices open returns, with Short set

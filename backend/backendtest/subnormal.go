@@ -58,10 +58,17 @@ var SubnormalCases = []SubnormalCase{
 // changed.
 func RunSubnormals(t *testing.T, open OpenFunc) {
 	t.Helper()
-	testSubnormals(t, open(t, backend.OpenOptions{}))
+	testSubnormals(t, open(t, backend.OpenOptions{}), false)
 }
 
-func (s *suite) testSubnormals(t *testing.T) { testSubnormals(t, s.dev) }
+// RunSubnormalsOptions is RunSubnormals with o's Float32Subnormals (the
+// other options do not apply).
+func RunSubnormalsOptions(t *testing.T, open OpenFunc, o Options) {
+	t.Helper()
+	testSubnormals(t, open(t, backend.OpenOptions{}), o.Float32Subnormals)
+}
+
+func (s *suite) testSubnormals(t *testing.T) { testSubnormals(t, s.dev, false) }
 
 // testSubnormals checks SubnormalCases, then Reduce of random data (K = 1,
 // 2, 3, 8 and 9 sources: one pass and two; every op; a mean's 1/K and a
@@ -74,13 +81,16 @@ func (s *suite) testSubnormals(t *testing.T) { testSubnormals(t, s.dev) }
 // in the element type; refElem for the 16-bit types). The data (drawSubnormal)
 // makes a good share of the inputs and results subnormal; the test checks
 // that a device that flushed them would fail it (FlushedShare).
-func testSubnormals(t *testing.T, dev backend.Device) {
+func testSubnormals(t *testing.T, dev backend.Device, f32Only bool) {
 	t.Run("Cases", func(t *testing.T) { testSubnormalCases(t, dev) })
 	t.Run("SumEdges", func(t *testing.T) { testSumEdges(t, dev, newRand(0x5ed6e)) })
 	for _, dt := range subnormalTypes {
 		t.Run(dt.String(), func(t *testing.T) {
 			if raceEnabled && testing.Short() && dt != backend.F32 {
 				t.Skip("-short under the race detector: float only (the race detector checks synchronisation)")
+			}
+			if f32Only && dt != backend.F32 {
+				t.Skip("Options.Float32Subnormals: float only")
 			}
 			needDType(t, dev, dt)
 			testSubnormalType(t, dev, dt, newRand(0x5ab+uint64(dt)))
