@@ -21,7 +21,7 @@ func (c *Comm) pairwiseExchange(ctx context.Context, k *call, n, m int) error {
 			if b <= a {
 				continue
 			}
-			in, _, err := c.take(ctx, from, 0, msgCollective, (b-a)*k.es)
+			in, err := c.take(ctx, from, 0, (b-a)*k.es)
 			if err != nil {
 				return err
 			}
@@ -60,7 +60,7 @@ func (c *Comm) scatterFrom(ctx context.Context, k *call, root, n, m int) error {
 		if b <= a {
 			continue
 		}
-		in, _, err := c.take(ctx, root, 0, msgCollective, (b-a)*k.es)
+		in, err := c.take(ctx, root, 0, (b-a)*k.es)
 		if err != nil {
 			return err
 		}

@@ -218,9 +218,10 @@
 // algorithm is a Strategy, its table entry, its cost in the model
 // (auto.go) and its run over the exchange steps (sendSlice, take, the
 // reduce and copy kernels). A way for bytes to travel between two ranks
-// is a channel of the exchange layer (link.go: its reserve, post and take;
-// the host, shared-memory and remote channels today) and, across
-// processes, a backend.Transport.
+// is a way of package internal/channel (a Link's reserve, post and take,
+// written once per way: host slots, shared device memory and the remote
+// transport today; its constructor is chosen in newLink, link.go) and,
+// across processes, a backend.Transport.
 //
 // Device tensors (Tensor, of the calling rank's Comm) have their own forms
 // of the collectives: AllReduceTensor and BroadcastTensor (in place),

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/pin"
 	"github.com/gocoll/gocoll/internal/waitfor"
@@ -258,7 +259,7 @@ type Comm struct {
 	gather backend.Buffer // host-visible: the slices of every rank that this rank reduces
 	srcs   []backend.Region
 	dsts   []backend.Region
-	held   []heldSlot // peers' link slots read in place by work not yet complete
+	held   []channel.Held // peers' link slots read in place by work not yet complete
 	// recvBytes counts the bytes this rank took from its links (tests
 	// compare algorithms' traffic with it, whether a slot was copied or
 	// read in place).
@@ -801,7 +802,7 @@ func (g *Group) Close() error {
 		}
 		g.dropCallRefs()
 		for _, l := range g.linkMap {
-			g.finishSends(l, clean)
+			l.FinishSends(clean, g.cfg.CommunicationTimeout)
 		}
 		if g.ctrl != nil {
 			// After a failure the transport may keep requests the peers
@@ -814,29 +815,7 @@ func (g *Group) Close() error {
 		for _, l := range g.linkMap {
 			// Host memory both devices imported is freed only once both
 			// imports are closed (a device that cannot drain leaks it).
-			keep := false
-			if l.in != nil {
-				if g.lostRank(l.to) {
-					keep = true
-				} else if err := l.in.Close(); err != nil {
-					errs = append(errs, err)
-					keep = true
-				}
-				l.in = nil
-			}
-			if l.out != nil {
-				if g.lostRank(l.from) {
-					keep = true
-				} else if err := l.out.Close(); err != nil {
-					errs = append(errs, err)
-					keep = true
-				}
-				l.out = nil
-			}
-			if l.mem != nil && !keep {
-				_ = backend.FreeHostMemory(l.mem)
-			}
-			l.mem = nil
+			errs = append(errs, l.Close(g.lostRank(l.From), g.lostRank(l.To))...)
 		}
 		// Every device is closed: a device drains (bounded by the drain
 		// limit) before it frees anything, and one that does not drain
@@ -855,36 +834,6 @@ func (g *Group) Close() error {
 		}
 	})
 	return g.closeErr
-}
-
-// finishSends ends the transport sends still in flight on a remote link.
-// After a clean run, the last pieces a rank sent may still be on their way
-// to a peer that is finishing the same call: they get CommunicationTimeout
-// to complete. Anything left is cancelled; a send the transport cannot give
-// back keeps its Go staging slot (the transport holds it), never device
-// memory.
-func (g *Group) finishSends(l *link, clean bool) {
-	deadline := time.Now().Add(g.cfg.CommunicationTimeout)
-	for i, r := range l.reqs {
-		if r == nil {
-			continue
-		}
-		l.reqs[i] = nil
-		for clean {
-			done, err := r.Test()
-			if err != nil || done {
-				r = nil
-				break
-			}
-			if time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Microsecond)
-		}
-		if r != nil && r.Cancel() != nil {
-			l.stage[i] = nil
-		}
-	}
 }
 
 // lostRank reports whether global rank r is a local rank whose device was

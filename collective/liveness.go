@@ -185,7 +185,7 @@ func (o *p2pOp) isDone() bool {
 // else -1.
 func (c *Comm) blockedOn(i int) int {
 	o := c.blk[i].Load()
-	if o == nil || o.l.remote || o.work != nil {
+	if o == nil || o.l.Remote() || o.work != nil {
 		return -1
 	}
 	o.l.pmu.Lock()
@@ -383,7 +383,7 @@ func (g *Group) Pending() []PendingWait {
 		case waitP2P:
 			for i := range c.blk {
 				o := c.blk[i].Load()
-				if q := c.blockedOn(i); q >= 0 || (o != nil && o.l.remote && !o.isDone()) {
+				if q := c.blockedOn(i); q >= 0 || (o != nil && o.l.Remote() && !o.isDone()) {
 					p.Missing = append(p.Missing, o.peer)
 					if p.Phase == "" {
 						p.Phase = o.phase()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/memory"
 )
 
@@ -375,7 +376,7 @@ func (c *Comm) postP2P(o *p2pOp) {
 		ln.idle = make(chan struct{})
 		go c.runLane(ln.idle)
 	}
-	if l.remote {
+	if l.Remote() {
 		l.pq.push(o)
 		if !l.active {
 			l.active = true
@@ -389,7 +390,7 @@ func (c *Comm) postP2P(o *p2pOp) {
 		// Its context watch may have fired before it was posted.
 		c.attendP2P(o)
 	}
-	if l.remote {
+	if l.Remote() {
 		c.pokeLane() // the lane fails it if the group is broken
 		return
 	}
@@ -468,7 +469,7 @@ func (c *Comm) finish(o *p2pOp, err error) {
 		return
 	}
 	o.done, o.err = true, err
-	if o.l.remote {
+	if o.l.Remote() {
 		o.l.pq.remove(o)
 	} else {
 		ln.local.remove(o)
@@ -507,7 +508,7 @@ func (c *Comm) finish(o *p2pOp, err error) {
 // (then the peer completes it). It reports whether o failed.
 func (c *Comm) failP2P(o *p2pOp, err error) bool {
 	l := o.l
-	if l.remote {
+	if l.Remote() {
 		// Only the lane fails remote operations.
 		c.laneMu.Lock()
 		done := o.done
@@ -588,7 +589,7 @@ func (o *p2pOp) phase() string {
 // deadlockHint names the pattern when o is a blocking Send whose peer is
 // itself blocked in a Send to this rank: both ranks Send before they Recv.
 func (c *Comm) deadlockHint(o *p2pOp) string {
-	if !o.send || o.work != nil || o.l.remote {
+	if !o.send || o.work != nil || o.l.Remote() {
 		return ""
 	}
 	g := c.g
@@ -691,7 +692,7 @@ func (c *Comm) runLane(idle chan struct{}) {
 		ln.passes++
 		c.laneMu.Unlock()
 		for _, o := range s {
-			if o.l.remote && o.l.xop != o {
+			if o.l.Remote() && o.l.xop != o {
 				// Queued behind another message to the same peer: its
 				// deadline starts when it reaches the head.
 				o.deadline = now.Add(c.g.cfg.CommunicationTimeout)
@@ -702,7 +703,7 @@ func (c *Comm) runLane(idle chan struct{}) {
 				}
 				continue
 			}
-			if o.l.remote && c.progressRemote(o) {
+			if o.l.Remote() && c.progressRemote(o) {
 				lastProgress = now
 			}
 		}
@@ -786,13 +787,13 @@ func (c *Comm) progressRemote(o *p2pOp) bool {
 		// It reached the head: its transfer starts.
 		l.xop, l.xposted, l.xcompleted, l.xpieces = o, 0, 0, c.pieceCount(len(o.data))
 	}
-	proc, tag := g.procOf(o.peer), g.p2pTag(l.from, l.to)
+	proc, tag := g.procOf(o.peer), g.p2pTag(l.From, l.To)
 	progressed := false
 	for {
 		// Post pieces while slots are free.
-		for l.xposted < l.xpieces && l.xposted-l.xcompleted < linkSlots {
+		for l.xposted < l.xpieces && l.xposted-l.xcompleted < channel.Slots {
 			j := l.xposted
-			buf := c.pstage(l, j%linkSlots)
+			buf := c.pstage(l, j%channel.Slots)
 			off, n := c.pieceRange(o, j)
 			hn := 0
 			if j == 0 {
@@ -814,28 +815,28 @@ func (c *Comm) progressRemote(o *p2pOp) bool {
 				c.failRemote(o, fmt.Errorf("%s with rank %d (process %d): %w", o.name, o.peer, proc, err))
 				return progressed
 			}
-			l.preqs[j%linkSlots] = req
+			l.preqs[j%channel.Slots] = req
 			l.xposted++
 		}
 		if l.xcompleted == l.xposted {
 			break
 		}
 		j := l.xcompleted
-		done, err := l.preqs[j%linkSlots].Test()
+		done, err := l.preqs[j%channel.Slots].Test()
 		if err != nil {
-			l.preqs[j%linkSlots] = nil
+			l.preqs[j%channel.Slots] = nil
 			c.failRemote(o, fmt.Errorf("%s with rank %d (process %d) (sizes or types differ?): %w", o.name, o.peer, proc, err))
 			return progressed
 		}
 		if !done {
 			break
 		}
-		l.preqs[j%linkSlots] = nil
+		l.preqs[j%channel.Slots] = nil
 		l.xcompleted++
 		progressed = true
 		o.deadline = time.Now().Add(g.cfg.CommunicationTimeout)
 		if !o.send {
-			buf := l.pstage[j%linkSlots]
+			buf := l.pstage[j%channel.Slots]
 			off, n := c.pieceRange(o, j)
 			hn := 0
 			if j == 0 {

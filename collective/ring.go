@@ -99,7 +99,7 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 			if b <= a {
 				continue
 			}
-			in, _, err := c.take(ctx, left, 0, msgCollective, k.wireBytes(b-a))
+			in, err := c.take(ctx, left, 0, k.wireBytes(b-a))
 			if err != nil {
 				return err
 			}
@@ -144,7 +144,7 @@ func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n,
 				return err
 			}
 			if !last {
-				c.post(right, slot, k.wireBytes(b-a), msg{})
+				c.post(right, slot, k.wireBytes(b-a))
 			}
 		}
 	}
@@ -217,7 +217,7 @@ func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, 
 				srcs[q] = in
 				continue
 			}
-			in, _, err := c.take(ctx, members[q], q, msgCollective, (b-a)*k.es)
+			in, err := c.take(ctx, members[q], q, (b-a)*k.es)
 			if err != nil {
 				return err
 			}
@@ -268,7 +268,7 @@ func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chu
 			if b <= a {
 				continue
 			}
-			in, _, err := c.take(ctx, left, 0, msgCollective, k.wireBytes(b-a))
+			in, err := c.take(ctx, left, 0, k.wireBytes(b-a))
 			if err != nil {
 				return err
 			}
@@ -309,7 +309,7 @@ func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chu
 				return err
 			}
 			if !last {
-				c.post(right, slot, k.wireBytes(b-a), msg{})
+				c.post(right, slot, k.wireBytes(b-a))
 			}
 		}
 	}
@@ -395,6 +395,6 @@ func (c *Comm) sendSlice(ctx context.Context, k *call, to, a, b int) error {
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
-	c.post(to, slot, k.wireBytes(b-a), msg{})
+	c.post(to, slot, k.wireBytes(b-a))
 	return nil
 }

@@ -320,7 +320,7 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 			if b <= a {
 				continue
 			}
-			in, _, err := c.take(ctx, from, 0, msgCollective, (b-a)*k.es)
+			in, err := c.take(ctx, from, 0, (b-a)*k.es)
 			if err != nil {
 				return c.failAfter(err, nil, nil)
 			}

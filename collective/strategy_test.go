@@ -383,10 +383,11 @@ func linkSlotsImported(g *Group) bool {
 	defer g.linkMu.Unlock()
 	n := 0
 	for _, l := range g.linkMap {
-		if l.out == nil {
+		used, inPlace := l.InPlace()
+		if !used {
 			continue
 		}
-		if l.mem == nil || l.in == nil {
+		if !inPlace {
 			return false
 		}
 		n++

@@ -586,7 +586,7 @@ func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, scount
 			if b <= a {
 				continue
 			}
-			in, _, err := c.take(ctx, from, 0, msgCollective, (b-a)*k.es)
+			in, err := c.take(ctx, from, 0, (b-a)*k.es)
 			if err != nil {
 				return err
 			}
@@ -618,7 +618,7 @@ func (c *Comm) sendRegion(ctx context.Context, to int, src backend.Region) error
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
-	c.post(to, slot, src.Len, msg{})
+	c.post(to, slot, src.Len)
 	return nil
 }
 

@@ -25,7 +25,7 @@ func (c *Comm) treeReduce(ctx context.Context, k *call, members []int, n int) er
 		st := c.dev.Stream()
 		ns := 1
 		for ch := 2*i + 1; ch <= 2*i+2 && ch < km; ch++ {
-			in, _, err := c.take(ctx, members[ch], ns-1, msgCollective, (b-a)*k.es)
+			in, err := c.take(ctx, members[ch], ns-1, (b-a)*k.es)
 			if err != nil {
 				return err
 			}
@@ -70,7 +70,7 @@ func (c *Comm) treeReduce(ctx context.Context, k *call, members []int, n int) er
 		if err := c.flush(ctx); err != nil {
 			return err
 		}
-		c.post(p, slot, (b-a)*k.es, msg{})
+		c.post(p, slot, (b-a)*k.es)
 	}
 	return nil
 }
@@ -89,7 +89,7 @@ func (c *Comm) treeBroadcast(ctx context.Context, k *call, members []int, n int)
 		var in backend.Region
 		if i != 0 {
 			var err error
-			if in, _, err = c.take(ctx, members[treeParent(i)], 0, msgCollective, (b-a)*k.es); err != nil {
+			if in, err = c.take(ctx, members[treeParent(i)], 0, (b-a)*k.es); err != nil {
 				return err
 			}
 			src = in
@@ -190,7 +190,7 @@ func (c *Comm) gatherTo(ctx context.Context, k *call, members []int, root, n, ch
 			if b <= a {
 				continue
 			}
-			in, _, err := c.take(ctx, members[q], q, msgCollective, (b-a)*k.es)
+			in, err := c.take(ctx, members[q], q, (b-a)*k.es)
 			if err != nil {
 				return err
 			}

@@ -161,7 +161,7 @@ func (c *Comm) wireDetReduceScatter(ctx context.Context, k *call, members []int,
 				}
 			} else {
 				var err error
-				if in, _, err = c.take(ctx, members[q], q, msgCollective, packedLen(b-a)); err != nil {
+				if in, err = c.take(ctx, members[q], q, packedLen(b-a)); err != nil {
 					return err
 				}
 			}
