@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/algo"
 )
 
 // AllReduce reduces data across all ranks with op, in place: on return every
@@ -210,23 +211,23 @@ func (c *Comm) runAllReduce(ctx context.Context, k *call, s Strategy, n int) err
 	g := c.g
 	switch s {
 	case Ring:
-		return c.ringAllReduce(ctx, k, g.all, n)
+		return c.algo(k).RingAllReduce(ctx, g.all, n)
 	case Tree:
-		return c.treeAllReduce(ctx, k, g.all, n)
+		return c.algo(k).TreeAllReduce(ctx, g.all, n)
 	case Hierarchical:
-		return c.hierAllReduce(ctx, k, n)
+		return c.algo(k).HierAllReduce(ctx, g.groups[g.groupOf[c.rank]], g.leaders, g.all, n)
 	}
 	// Direct and Pipelined on a device buffer: the rank-ordered
 	// reduce-scatter, then a ring all-gather.
-	chunkLen := ceilDiv(n, g.n)
-	if err := c.detReduceScatter(ctx, k, g.all, n, chunkLen); err != nil {
+	chunkLen := algo.CeilDiv(n, g.n)
+	if err := c.algo(k).DetReduceScatter(ctx, g.all, n, chunkLen); err != nil {
 		return err
 	}
-	lo, hi := chunkRange(n, chunkLen, c.rank)
+	lo, hi := algo.ChunkRange(n, chunkLen, c.rank)
 	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
 		return err
 	}
-	return c.ringAllGather(ctx, k, g.all, n, chunkLen, 0)
+	return c.algo(k).RingAllGather(ctx, g.all, n, chunkLen, 0)
 }
 
 func (c *Comm) logCall(ctx context.Context, name string, n int, dt backend.DType, op Op, s Strategy, why string) {

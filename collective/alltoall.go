@@ -1,6 +1,10 @@
 package collective
 
-import "context"
+import (
+	"context"
+
+	"github.com/gocoll/gocoll/internal/algo"
+)
 
 // pairwiseExchange moves chunk j of [0, n) to rank j, where it lands as
 // chunk i of rank j's [n, 2n) (and chunk j of rank j's [0, n) arrives
@@ -11,13 +15,13 @@ func (c *Comm) pairwiseExchange(ctx context.Context, k *call, n, m int) error {
 	slice := c.g.slotBytes / k.es
 	st := c.dev.Stream()
 	for s := 1; s < N; s++ {
-		to, from := mod(i+s, N), mod(i-s, N)
+		to, from := algo.Mod(i+s, N), algo.Mod(i-s, N)
 		for j := 0; j*slice < m; j++ {
-			a, b := sliceRange(to*m, to*m+m, slice, j)
+			a, b := algo.SliceRange(to*m, to*m+m, slice, j)
 			if err := c.sendSlice(ctx, k, to, a, b); err != nil {
 				return err
 			}
-			a, b = sliceRange(from*m, from*m+m, slice, j)
+			a, b = algo.SliceRange(from*m, from*m+m, slice, j)
 			if b <= a {
 				continue
 			}
@@ -47,16 +51,16 @@ func (c *Comm) scatterFrom(ctx context.Context, k *call, root, n, m int) error {
 				if q == root {
 					continue
 				}
-				lo, hi := chunkRange(n, m, q)
-				a, b := sliceRange(lo, hi, slice, j)
+				lo, hi := algo.ChunkRange(n, m, q)
+				a, b := algo.SliceRange(lo, hi, slice, j)
 				if err := c.sendSlice(ctx, k, q, a, b); err != nil {
 					return err
 				}
 			}
 			continue
 		}
-		lo, hi := chunkRange(n, m, c.rank)
-		a, b := sliceRange(lo, hi, slice, j)
+		lo, hi := algo.ChunkRange(n, m, c.rank)
+		a, b := algo.SliceRange(lo, hi, slice, j)
 		if b <= a {
 			continue
 		}

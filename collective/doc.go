@@ -216,8 +216,10 @@
 // and ScatterV took those three files; a tensor form adds its entry point
 // and its execTensor case. An
 // algorithm is a Strategy, its table entry, its cost in the model
-// (auto.go) and its run over the exchange steps (sendSlice, take, the
-// reduce and copy kernels). A way for bytes to travel between two ranks
+// (auto.go) and its schedule in package internal/algo, written over the
+// exchange steps of algo.Steps (reduce, copy, scatter, gather, the ordered
+// reduction, the scale), which the comm implements on its device and links
+// (stepper, ring.go); a new kind of step is a method there. A way for bytes to travel between two ranks
 // is a way of package internal/channel (a Link's reserve, post and take,
 // written once per way: host slots, shared device memory and the remote
 // transport today; its constructor is chosen in newLink, link.go) and,

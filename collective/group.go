@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/algo"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/pin"
@@ -273,6 +274,8 @@ type Comm struct {
 	srcs3     [3]backend.Region
 	pend      []pending
 	rot       []int
+	alg       algo.Rank // the algorithms' runner over stp (ring.go: algo)
+	stp       stepper
 
 	pins *pin.Rank // the pinned HostBuffers this rank's device imported
 	// The rank's side of the cache of imported Go slices (goimport.go).

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/algo"
 )
 
 // call carries one collective's parameters through the algorithms.
@@ -19,7 +20,7 @@ type call struct {
 	wire backend.WireFormat
 	comp backend.Compressor
 	// scaled is set once the reduction itself applied the scale (see
-	// detReduceScatter); scaleOwned then leaves the chunk as it is.
+	// stepper.Ordered); scaleOwned then leaves the chunk as it is.
 	scaled bool
 }
 
@@ -27,210 +28,236 @@ func (k *call) region(lo, hi int) backend.Region {
 	return backend.Region{Buf: k.work, Off: k.base + lo*k.es, Len: (hi - lo) * k.es}
 }
 
-// chunkRange returns chunk c of k chunks of n elements, each chunkLen long
-// (the last ones shorter or empty).
-func chunkRange(n, chunkLen, c int) (lo, hi int) {
-	lo = c * chunkLen
-	hi = lo + chunkLen
-	if lo > n {
-		lo = n
+// algo returns c's runner of the algorithms (internal/algo) over the
+// exchange steps of call k.
+func (c *Comm) algo(k *call) *algo.Rank {
+	if c.alg.S == nil {
+		c.stp.c = c
+		c.alg.S = &c.stp
 	}
-	if hi > n {
-		hi = n
-	}
-	return
+	c.stp.k, c.alg.Det = k, c.g.cfg.Deterministic
+	return &c.alg
 }
 
-// sliceRange returns slice j (of at most slice elements) of [lo, hi).
-func sliceRange(lo, hi, slice, j int) (int, int) {
-	a := lo + j*slice
-	b := a + slice
-	if a > hi {
-		a = hi
-	}
-	if b > hi {
-		b = hi
-	}
-	return a, b
+// sendSlice sends elements [a, b) of the call's buffer to peer (nothing
+// when the slice is empty): into a free outbox slot (converted to the wire
+// format if the call has one), then posted.
+func (c *Comm) sendSlice(ctx context.Context, k *call, to, a, b int) error {
+	return c.algo(k).Send(ctx, to, a, b)
 }
 
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
-func mod(a, k int) int { return ((a % k) + k) % k }
-
-// position returns c's index in members, or -1.
-func (c *Comm) position(members []int) int {
-	for i, r := range members {
-		if r == c.rank {
-			return i
-		}
-	}
-	return -1
+// stepper is the comm's algo.Steps for one call: the device work of each
+// step over the comm's links.
+type stepper struct {
+	c *Comm
+	k *call
 }
 
-// ringReduceScatter reduces n elements over members with a ring: the buffer
-// is cut into len(members) chunks of chunkLen elements, processed in rounds
-// of slices (one outbox slot each) so that exchange and reduction of
-// different slices overlap across ranks. Member i ends owning chunk
-// (i+off) mod k, fully reduced (without the final scale). With sendFirst
-// false the caller has nothing to forward afterwards; with ag true the last
-// step also forwards the owned chunk (the first all-gather step), fused.
-//
-// In deterministic mode the reduction instead gathers every member's slice at
-// its owner and reduces them in rank order (off must be 0).
-func (c *Comm) ringReduceScatter(ctx context.Context, k *call, members []int, n, chunkLen, round int, off int) error {
-	km := len(members)
-	i := c.position(members)
-	right := members[mod(i+1, km)]
-	left := members[mod(i-1, km)]
-	slice := c.g.slotBytes / k.es
-	for j := 0; j*slice < chunkLen; j++ {
-		// Step 0: send the slice of chunk (i+off-1).
-		sc := mod(i+off-1, km)
-		lo, hi := chunkRange(n, chunkLen, sc)
-		a, b := sliceRange(lo, hi, slice, j)
-		if err := c.sendSlice(ctx, k, right, a, b); err != nil {
+func (s *stepper) Me() int    { return s.c.rank }
+func (s *stepper) Slice() int { return s.c.g.slotBytes / s.k.es }
+
+// Reduce is a ring or tree step's reduction: the received slices (unpacked
+// from the wire format into an inbox slot) and the buffer's own into the
+// buffer, and on to the next rank. Where fuse allows it, one pass reduces
+// into the buffer and writes the sum into the next rank's slot: the slot's
+// read and the send's write cross PCIe in the same dispatch.
+func (s *stepper) Reduce(ctx context.Context, from []int, to, a, b int) error {
+	c, k := s.c, s.k
+	dst := k.region(a, b)
+	st := c.dev.Stream()
+	c.srcs3[0] = dst
+	for q, f := range from {
+		in, err := c.take(ctx, f, q, k.wireBytes(b-a))
+		if err != nil {
 			return err
 		}
-		for s := 0; s < km-1; s++ {
-			rc := mod(i+off-2-s, km)
-			lo, hi := chunkRange(n, chunkLen, rc)
-			a, b := sliceRange(lo, hi, slice, j)
-			if b <= a {
-				continue
-			}
-			in, err := c.take(ctx, left, 0, k.wireBytes(b-a))
-			if err != nil {
+		if k.wire != 0 {
+			scratch := backend.Region{Buf: c.inbox, Off: (len(from) + q) * c.g.slotBytes, Len: (b - a) * k.es}
+			if err := c.rec(k.comp.Unpack(k.wire, scratch, in)); err != nil {
 				return err
 			}
-			dst := k.region(a, b)
-			st := c.dev.Stream()
-			if k.wire != 0 {
-				scratch := backend.Region{Buf: c.inbox, Off: c.g.slotBytes, Len: (b - a) * k.es}
-				if err := c.rec(k.comp.Unpack(k.wire, scratch, in)); err != nil {
-					return err
-				}
-				in = scratch
-			}
-			c.srcs2[0], c.srcs2[1] = dst, in
-			last := s == km-2
-			var slot int
-			var out backend.Region
-			if !last {
-				slot, out, err = c.reserve(ctx, right, k.wireBytes(b-a))
-				if err != nil {
-					return err
-				}
-			}
-			if mr, ok := c.fuse(k, st, last); ok {
-				// One pass reduces into the buffer and writes the sum into
-				// the right neighbour's slot: the slot's read and the
-				// send's write cross PCIe in the same dispatch.
-				c.dsts2[0], c.dsts2[1] = dst, out
-				if err := c.rec(mr.ReduceMulti(k.op, k.dt, c.dsts2[:2], c.srcs2[:2], 1)); err != nil {
-					return err
-				}
-			} else {
-				if err := c.rec(st.Reduce(k.op, k.dt, dst, c.srcs2[:2], 1)); err != nil {
-					return err
-				}
-				if !last {
-					if err := c.rec(k.sendInto(st, out, dst, false)); err != nil {
-						return err
-					}
-				}
-			}
-			if err := c.flush(ctx); err != nil {
+			in = scratch
+		}
+		c.srcs3[1+q] = in
+	}
+	srcs := c.srcs3[:1+len(from)]
+	var slot int
+	var out backend.Region
+	if to >= 0 {
+		var err error
+		if slot, out, err = c.reserve(ctx, to, k.wireBytes(b-a)); err != nil {
+			return err
+		}
+	}
+	if mr, ok := c.fuse(k, st, to < 0); ok && len(from) > 0 {
+		c.dsts2[0], c.dsts2[1] = dst, out
+		if err := c.rec(mr.ReduceMulti(k.op, k.dt, c.dsts2[:2], srcs, 1)); err != nil {
+			return err
+		}
+	} else {
+		if len(from) > 0 {
+			if err := c.rec(st.Reduce(k.op, k.dt, dst, srcs, 1)); err != nil {
 				return err
-			}
-			if !last {
-				c.post(right, slot, k.wireBytes(b-a))
 			}
 		}
+		if to >= 0 {
+			if err := c.rec(k.sendInto(st, out, dst, false)); err != nil {
+				return err
+			}
+		}
+	}
+	if to < 0 && len(from) == 0 {
+		return nil
+	}
+	if err := c.flush(ctx); err != nil {
+		return err
+	}
+	if to >= 0 {
+		c.post(to, slot, k.wireBytes(b-a))
 	}
 	return nil
 }
 
-// detReduceScatter is the rank-ordered reduce-scatter of deterministic mode
-// (and of the direct algorithm on device buffers): for each round, every
-// member sends its slice of chunk c to member c, which reduces the k slices
-// in member order with one kernel. Member i ends owning chunk i.
-//
-// For Float16 and BFloat16 that kernel also applies the call's scale (a
-// mean's division by N) to its float32 accumulator before the one rounding
-// to 16 bits, as the direct all-reduce, ReduceScatterV and the host paths
-// do, and marks the call scaled, so scaleOwned does not round the chunk a
-// second time. Reduce does this for more than 8 sources too: the partial
-// results stay float32 (the _out32 and _in32 kernels) and the last pass,
-// which writes the 16-bit result, divides. float32 and float64 keep the
-// separate scaleOwned pass: their stored sum is the accumulator itself, so
-// that pass rounds only the quotient, as a fused one would.
-func (c *Comm) detReduceScatter(ctx context.Context, k *call, members []int, n, chunkLen int) error {
-	km := len(members)
-	i := c.position(members)
-	slice := c.g.slotBytes / k.es
-	pend, srcs := c.pendings(km), c.regions(km)
-	scale := 1.0
-	if k.dt.Is16() && k.scale != 1 {
-		scale, k.scaled = k.scale, true
+// Copy is a ring or tree step's copy (a send of the buffer's own slice
+// when from < 0): the received slice into the buffer (unpacked from the
+// wire format) and, as received, into the next ranks' slots. Where
+// fuseCopy allows it, one pass copies the slot into the buffer and into
+// the next ranks' slots.
+func (s *stepper) Copy(ctx context.Context, from int, to []int, a, b int) error {
+	c, k := s.c, s.k
+	dst := k.region(a, b)
+	st := c.dev.Stream()
+	var in backend.Region
+	if from >= 0 {
+		var err error
+		if in, err = c.take(ctx, from, 0, k.wireBytes(b-a)); err != nil {
+			return err
+		}
 	}
-	for j := 0; j*slice < chunkLen; j++ {
-		// Send my slice of every other member's chunk.
-		st := c.dev.Stream()
-		nsend := 0
-		for q := 0; q < km; q++ {
-			if q == i {
-				continue
+	pend := c.pendings(len(to))
+	for q, r := range to {
+		slot, out, err := c.reserve(ctx, r, k.wireBytes(b-a))
+		if err != nil {
+			return err
+		}
+		c.dsts3[1+q] = out
+		pend[q] = pending{to: r, slot: slot, n: k.wireBytes(b - a)}
+	}
+	if mr, ok := c.fuseCopy(k, st, len(to) == 0); ok && from >= 0 {
+		c.dsts3[0], c.srcs2[0] = dst, in
+		if err := c.rec(mr.ReduceMulti(backend.Sum, k.dt, c.dsts3[:1+len(to)], c.srcs2[:1], 1)); err != nil {
+			return err
+		}
+	} else {
+		src, packed := dst, false
+		if from >= 0 {
+			var err error
+			if k.wire != 0 {
+				err = k.comp.Unpack(k.wire, dst, in)
+			} else {
+				err = st.Copy(dst, in)
 			}
-			lo, hi := chunkRange(n, chunkLen, q)
-			a, b := sliceRange(lo, hi, slice, j)
-			if b <= a {
-				continue
-			}
-			slot, out, err := c.reserve(ctx, members[q], (b-a)*k.es)
-			if err != nil {
+			if err := c.rec(err); err != nil {
 				return err
 			}
-			if err := c.rec(st.Copy(out, k.region(a, b))); err != nil {
-				return err
-			}
-			pend[nsend] = pending{to: members[q], slot: slot, n: (b - a) * k.es}
-			nsend++
+			src, packed = in, true
 		}
-		if nsend > 0 {
-			if err := c.flushPost(ctx, pend[:nsend]); err != nil {
+		for _, out := range c.dsts3[1 : 1+len(to)] {
+			if err := c.rec(k.sendInto(st, out, src, packed)); err != nil {
 				return err
 			}
 		}
-		// Reduce my chunk's slice from everyone, in member order.
-		lo, hi := chunkRange(n, chunkLen, i)
-		a, b := sliceRange(lo, hi, slice, j)
-		if b <= a {
-			continue
+	}
+	if from < 0 && len(to) == 0 {
+		return nil
+	}
+	return c.flushPost(ctx, pend)
+}
+
+// Scatter copies each part into an outbox slot to its rank, then posts
+// them all once the copies completed.
+func (s *stepper) Scatter(ctx context.Context, parts []algo.Part) error {
+	c, k := s.c, s.k
+	st := c.dev.Stream()
+	pend := c.pendings(len(parts))
+	for q, p := range parts {
+		slot, out, err := c.reserve(ctx, p.Rank, (p.B-p.A)*k.es)
+		if err != nil {
+			return err
 		}
-		for q := 0; q < km; q++ {
-			if q == i {
-				in := backend.Region{Buf: c.inbox, Off: q * c.g.slotBytes, Len: (b - a) * k.es}
-				if err := c.rec(st.Copy(in, k.region(a, b))); err != nil {
-					return err
-				}
-				srcs[q] = in
-				continue
-			}
-			in, err := c.take(ctx, members[q], q, (b-a)*k.es)
-			if err != nil {
+		if err := c.rec(st.Copy(out, k.region(p.A, p.B))); err != nil {
+			return err
+		}
+		pend[q] = pending{to: p.Rank, slot: slot, n: (p.B - p.A) * k.es}
+	}
+	return c.flushPost(ctx, pend)
+}
+
+// Gather copies each part received from its rank into the buffer.
+func (s *stepper) Gather(ctx context.Context, parts []algo.Part) error {
+	c, k := s.c, s.k
+	st := c.dev.Stream()
+	for q, p := range parts {
+		in, err := c.take(ctx, p.Rank, q, (p.B-p.A)*k.es)
+		if err != nil {
+			return err
+		}
+		if err := c.rec(st.Copy(k.region(p.A, p.B), in)); err != nil {
+			return err
+		}
+	}
+	return c.flush(ctx)
+}
+
+// Ordered: for Float16 and BFloat16 the ordered reduction's kernel also
+// applies the call's scale (a mean's division by N) to its float32
+// accumulator before the one rounding to 16 bits, as the direct
+// all-reduce, ReduceScatterV and the host paths do, and marks the call
+// scaled, so Scale does not round the chunk a second time. Reduce does this
+// for more than 8 sources too: the partial results stay float32 (the
+// _out32 and _in32 kernels) and the last pass, which writes the 16-bit
+// result, divides. float32 and float64 keep the separate Scale pass: their
+// stored sum is the accumulator itself, so that pass rounds only the
+// quotient, as a fused one would.
+func (s *stepper) Ordered() {
+	if s.k.dt.Is16() && s.k.scale != 1 {
+		s.k.scaled = true
+	}
+}
+
+// ReduceOrdered reduces the slice from every member, in member order, with
+// one kernel (the rank's own slice copied into its inbox slot).
+func (s *stepper) ReduceOrdered(ctx context.Context, members []int, a, b int) error {
+	c, k := s.c, s.k
+	st := c.dev.Stream()
+	srcs := c.regions(len(members))
+	for q, r := range members {
+		if r == c.rank {
+			in := backend.Region{Buf: c.inbox, Off: q * c.g.slotBytes, Len: (b - a) * k.es}
+			if err := c.rec(st.Copy(in, k.region(a, b))); err != nil {
 				return err
 			}
 			srcs[q] = in
+			continue
 		}
-		if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), srcs[:km], scale)); err != nil {
+		in, err := c.take(ctx, r, q, (b-a)*k.es)
+		if err != nil {
 			return err
 		}
-		if err := c.flush(ctx); err != nil {
-			return err
-		}
+		srcs[q] = in
 	}
-	return nil
+	scale := 1.0
+	if k.dt.Is16() && k.scale != 1 {
+		scale = k.scale
+	}
+	if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), srcs, scale)); err != nil {
+		return err
+	}
+	return c.flush(ctx)
+}
+
+func (s *stepper) Scale(ctx context.Context, lo, hi int) error {
+	return s.c.scaleOwned(ctx, s.k, lo, hi)
 }
 
 // scaleOwned applies the final scale (mean) to the chunk this member owns,
@@ -244,101 +271,6 @@ func (c *Comm) scaleOwned(ctx context.Context, k *call, lo, hi int) error {
 		return err
 	}
 	return c.flush(ctx)
-}
-
-// ringAllGather circulates the chunks: member i starts owning chunk
-// (i+off) mod k and ends with all of them.
-func (c *Comm) ringAllGather(ctx context.Context, k *call, members []int, n, chunkLen, off int) error {
-	km := len(members)
-	i := c.position(members)
-	right := members[mod(i+1, km)]
-	left := members[mod(i-1, km)]
-	slice := c.g.slotBytes / k.es
-	for j := 0; j*slice < chunkLen; j++ {
-		sc := mod(i+off, km)
-		lo, hi := chunkRange(n, chunkLen, sc)
-		a, b := sliceRange(lo, hi, slice, j)
-		if err := c.sendSlice(ctx, k, right, a, b); err != nil {
-			return err
-		}
-		for s := 0; s < km-1; s++ {
-			rc := mod(i+off-1-s, km)
-			lo, hi := chunkRange(n, chunkLen, rc)
-			a, b := sliceRange(lo, hi, slice, j)
-			if b <= a {
-				continue
-			}
-			in, err := c.take(ctx, left, 0, k.wireBytes(b-a))
-			if err != nil {
-				return err
-			}
-			st := c.dev.Stream()
-			last := s == km-2
-			var slot int
-			var out backend.Region
-			if !last {
-				slot, out, err = c.reserve(ctx, right, k.wireBytes(b-a))
-				if err != nil {
-					return err
-				}
-			}
-			if mr, ok := c.fuseCopy(k, st, last); ok {
-				// One pass copies the slot into the buffer and on to the
-				// right neighbour's slot.
-				c.srcs2[0] = in
-				c.dsts2[0], c.dsts2[1] = k.region(a, b), out
-				if err := c.rec(mr.ReduceMulti(backend.Sum, k.dt, c.dsts2[:2], c.srcs2[:1], 1)); err != nil {
-					return err
-				}
-			} else {
-				if k.wire != 0 {
-					err = k.comp.Unpack(k.wire, k.region(a, b), in)
-				} else {
-					err = st.Copy(k.region(a, b), in)
-				}
-				if err := c.rec(err); err != nil {
-					return err
-				}
-				if !last {
-					if err := c.rec(k.sendInto(st, out, in, true)); err != nil {
-						return err
-					}
-				}
-			}
-			if err := c.flush(ctx); err != nil {
-				return err
-			}
-			if !last {
-				c.post(right, slot, k.wireBytes(b-a))
-			}
-		}
-	}
-	return nil
-}
-
-// ringAllReduce is reduce-scatter then all-gather over members: 2(k-1)
-// steps, each member sending 2(k-1)/k of the buffer.
-func (c *Comm) ringAllReduce(ctx context.Context, k *call, members []int, n int) error {
-	km := len(members)
-	if km == 1 {
-		return c.scaleOwned(ctx, k, 0, n)
-	}
-	chunkLen := ceilDiv(n, km)
-	i := c.position(members)
-	off := 1
-	if c.g.cfg.Deterministic {
-		off = 0
-		if err := c.detReduceScatter(ctx, k, members, n, chunkLen); err != nil {
-			return err
-		}
-	} else if err := c.ringReduceScatter(ctx, k, members, n, chunkLen, 0, off); err != nil {
-		return err
-	}
-	lo, hi := chunkRange(n, chunkLen, mod(i+off, km))
-	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
-		return err
-	}
-	return c.ringAllGather(ctx, k, members, n, chunkLen, off)
 }
 
 // fuse returns the stream's MultiReducer when a ring or tree step's
@@ -377,24 +309,3 @@ var fuseOff bool
 // pending is a reserved slot waiting for its copy to finish before it is
 // posted.
 type pending struct{ to, slot, n int }
-
-// sendSlice sends elements [a, b) of the call's buffer to peer (nothing
-// when the slice is empty): into a free outbox slot (converted to the wire
-// format if the call has one), then posted.
-func (c *Comm) sendSlice(ctx context.Context, k *call, to, a, b int) error {
-	if b <= a {
-		return nil
-	}
-	slot, out, err := c.reserve(ctx, to, k.wireBytes(b-a))
-	if err != nil {
-		return err
-	}
-	if err := c.rec(k.sendInto(c.dev.Stream(), out, k.region(a, b), false)); err != nil {
-		return err
-	}
-	if err := c.flush(ctx); err != nil {
-		return err
-	}
-	c.post(to, slot, k.wireBytes(b-a))
-	return nil
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/algo"
 )
 
 // The algorithms of the collectives on host slices other than all-reduce,
@@ -50,9 +51,9 @@ func (c *Comm) execReduceScatter(ctx context.Context, d *desc, s Strategy) error
 		if N > 1 {
 			var err error
 			if c.g.cfg.Deterministic || s == Direct {
-				err = c.detReduceScatter(ctx, k, c.g.all, N*m, m)
+				err = c.algo(k).DetReduceScatter(ctx, c.g.all, N*m, m)
 			} else {
-				err = c.ringReduceScatter(ctx, k, c.g.all, N*m, m, 0, 0)
+				err = c.algo(k).RingReduceScatter(ctx, c.g.all, N*m, m, 0)
 			}
 			if err != nil {
 				return err
@@ -70,7 +71,7 @@ func (c *Comm) execAllGather(ctx context.Context, d *desc) error {
 		if N == 1 {
 			return nil
 		}
-		return c.ringAllGather(ctx, k, c.g.all, N*m, m, 0)
+		return c.algo(k).RingAllGather(ctx, c.g.all, N*m, m, 0)
 	}, d.recv, 0)
 }
 
@@ -89,7 +90,7 @@ func (c *Comm) execBroadcast(ctx context.Context, d *desc) error {
 		dst = out
 	}
 	if err := c.move(ctx, d, Sum, n, c.atRoot(d, d.send), 0, func(k *call) error {
-		return c.treeBroadcast(ctx, k, c.rotated(d.root), n)
+		return c.algo(k).TreeBroadcast(ctx, c.rotated(d.root), n)
 	}, dst, 0); err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 		if N == 1 {
 			return nil
 		}
-		return c.ringAllGather(ctx, k, c.g.all, N*n, n, 0)
+		return c.algo(k).RingAllGather(ctx, c.g.all, N*n, n, 0)
 	}, blocks, 0); err != nil {
 		return err
 	}
@@ -149,14 +150,14 @@ func (c *Comm) execReduce(ctx context.Context, d *desc) error {
 	}
 	return c.move(ctx, d, d.op, n, d.send, 0, func(k *call) error {
 		if c.g.cfg.Deterministic {
-			chunkLen := ceilDiv(n, c.g.n)
-			if err := c.detReduceScatter(ctx, k, c.g.all, n, chunkLen); err != nil {
+			chunkLen := algo.CeilDiv(n, c.g.n)
+			if err := c.algo(k).DetReduceScatter(ctx, c.g.all, n, chunkLen); err != nil {
 				return err
 			}
-			if err := c.gatherTo(ctx, k, c.g.all, d.root, n, chunkLen); err != nil {
+			if err := c.algo(k).GatherTo(ctx, c.g.all, d.root, n, chunkLen); err != nil {
 				return err
 			}
-		} else if err := c.treeReduce(ctx, k, c.rotated(d.root), n); err != nil {
+		} else if err := c.algo(k).TreeReduce(ctx, c.rotated(d.root), n); err != nil {
 			return err
 		}
 		if c.rank != d.root {
@@ -171,7 +172,7 @@ func (c *Comm) execGather(ctx context.Context, d *desc) error {
 	N := c.g.n
 	m := len(d.send) / d.dt.Size()
 	return c.move(ctx, d, Sum, N*m, d.send, c.rank*m, func(k *call) error {
-		return c.gatherTo(ctx, k, c.g.all, d.root, N*m, m)
+		return c.algo(k).GatherTo(ctx, c.g.all, d.root, N*m, m)
 	}, c.atRoot(d, d.recv), 0)
 }
 
@@ -310,13 +311,13 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 	}
 	slice := c.g.slotBytes / k.es
 	for s := 1; s < N; s++ {
-		to, from := mod(i+s, N), mod(i-s, N)
+		to, from := algo.Mod(i+s, N), algo.Mod(i-s, N)
 		for j := 0; j*slice < max(scounts[to], rcounts[from]); j++ {
-			a, b := sliceRange(sdispls[to], sdispls[to]+scounts[to], slice, j)
+			a, b := algo.SliceRange(sdispls[to], sdispls[to]+scounts[to], slice, j)
 			if err := c.sendSlice(ctx, k, to, a, b); err != nil {
 				return c.failAfter(err, nil, nil)
 			}
-			a, b = sliceRange(rdispls[from], rdispls[from]+rcounts[from], slice, j)
+			a, b = algo.SliceRange(rdispls[from], rdispls[from]+rcounts[from], slice, j)
 			if b <= a {
 				continue
 			}

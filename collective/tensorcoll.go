@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/algo"
 )
 
 // The algorithms of the device-tensor forms of the collectives (entry
@@ -157,9 +158,9 @@ func (c *Comm) execReduceScatterT(ctx context.Context, d *desc, s Strategy) erro
 		if N > 1 {
 			var err error
 			if c.g.cfg.Deterministic || s == Direct {
-				err = c.detReduceScatter(ctx, k, c.g.all, n, m)
+				err = c.algo(k).DetReduceScatter(ctx, c.g.all, n, m)
 			} else {
-				err = c.ringReduceScatter(ctx, k, c.g.all, n, m, 0, 0)
+				err = c.algo(k).RingReduceScatter(ctx, c.g.all, n, m, 0)
 			}
 			if err != nil {
 				return err
@@ -177,7 +178,7 @@ func (c *Comm) execAllGatherT(ctx context.Context, d *desc) error {
 		if N == 1 {
 			return nil
 		}
-		return c.ringAllGather(ctx, k, c.g.all, m*N, m, 0)
+		return c.algo(k).RingAllGather(ctx, c.g.all, m*N, m, 0)
 	}, 0)
 }
 
@@ -188,7 +189,7 @@ func (c *Comm) execBroadcastT(ctx context.Context, d *desc) error {
 	}
 	k := &c.k
 	*k = callAt(d.dt, d.st.buf, d.st.off, 0)
-	if err := c.treeBroadcast(ctx, k, c.rotated(d.root), d.st.n); err != nil {
+	if err := c.algo(k).TreeBroadcast(ctx, c.rotated(d.root), d.st.n); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	return nil
@@ -202,12 +203,12 @@ func (c *Comm) execReduceT(ctx context.Context, d *desc) error {
 		if N > 1 {
 			var err error
 			if c.g.cfg.Deterministic {
-				chunkLen := ceilDiv(n, N)
-				if err = c.detReduceScatter(ctx, k, c.g.all, n, chunkLen); err == nil {
-					err = c.gatherTo(ctx, k, c.g.all, root, n, chunkLen)
+				chunkLen := algo.CeilDiv(n, N)
+				if err = c.algo(k).DetReduceScatter(ctx, c.g.all, n, chunkLen); err == nil {
+					err = c.algo(k).GatherTo(ctx, c.g.all, root, n, chunkLen)
 				}
 			} else {
-				err = c.treeReduce(ctx, k, c.rotated(root), n)
+				err = c.algo(k).TreeReduce(ctx, c.rotated(root), n)
 			}
 			if err != nil {
 				return err
@@ -245,7 +246,7 @@ func (c *Comm) reduceGatherTensor(ctx context.Context, d *desc, fp fingerprint) 
 	k := &c.k
 	if c.rank != root {
 		*k = callAt(dt, d.st.buf, d.st.off, c.rank*n)
-		if err := c.gatherTo(ctx, k, c.g.all, root, N*n, n); err != nil {
+		if err := c.algo(k).GatherTo(ctx, c.g.all, root, N*n, n); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
 		return nil
@@ -257,7 +258,7 @@ func (c *Comm) reduceGatherTensor(ctx context.Context, d *desc, fp fingerprint) 
 	if err := c.record(k.region(root*n, root*n+n), d.st.region(0, n)); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.gatherTo(ctx, k, c.g.all, root, N*n, n); err != nil {
+	if err := c.algo(k).GatherTo(ctx, c.g.all, root, N*n, n); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	if err := c.settle(ctx); err != nil {
@@ -310,7 +311,7 @@ func (c *Comm) execGatherT(ctx context.Context, d *desc) error {
 	k := &c.k
 	if c.rank != root {
 		*k = callAt(d.dt, d.st.buf, d.st.off, c.rank*m)
-		if err := c.gatherTo(ctx, k, c.g.all, root, n, m); err != nil {
+		if err := c.algo(k).GatherTo(ctx, c.g.all, root, n, m); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
 		return nil
@@ -319,7 +320,7 @@ func (c *Comm) execGatherT(ctx context.Context, d *desc) error {
 	if err := c.record(k.region(root*m, root*m+m), d.st.region(0, m)); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.gatherTo(ctx, k, c.g.all, root, n, m); err != nil {
+	if err := c.algo(k).GatherTo(ctx, c.g.all, root, n, m); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	if err := c.deliver(ctx, d.rt.region(0, n), k.region(0, n)); err != nil {
@@ -575,14 +576,14 @@ func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, scount
 	slice := c.g.slotBytes / k.es
 	st := c.dev.Stream()
 	for s := 1; s < N; s++ {
-		to, from := mod(i+s, N), mod(i-s, N)
+		to, from := algo.Mod(i+s, N), algo.Mod(i-s, N)
 		for j := 0; j*slice < max(scounts[to], rcounts[from]); j++ {
-			a, b := sliceRange(sdispls[to], sdispls[to]+scounts[to], slice, j)
+			a, b := algo.SliceRange(sdispls[to], sdispls[to]+scounts[to], slice, j)
 			out := backend.Region{Buf: src.Buf, Off: src.Off + a*k.es, Len: (b - a) * k.es}
 			if err := c.sendRegion(ctx, to, out); err != nil {
 				return err
 			}
-			a, b = sliceRange(rdispls[from], rdispls[from]+rcounts[from], slice, j)
+			a, b = algo.SliceRange(rdispls[from], rdispls[from]+rcounts[from], slice, j)
 			if b <= a {
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/algo"
 )
 
 // Wire compression: the ring all-reduce of f32 data with every exchanged
@@ -65,19 +66,19 @@ func (c *Comm) allReduceWire(ctx context.Context, d *desc) (err error) {
 	k.comp = comp
 	members := c.g.all
 	km := len(members)
-	chunkLen := ceilDiv(n, km)
-	i := c.position(members)
+	chunkLen := algo.CeilDiv(n, km)
+	i := algo.Position(members, c.rank)
 	off := 1 // member i owns chunk i+off after the reduce-scatter
 	if c.g.cfg.Deterministic {
 		off = 0
 		err = c.wireDetReduceScatter(ctx, k, members, n, chunkLen)
 	} else {
-		err = c.ringReduceScatter(ctx, k, members, n, chunkLen, 0, off)
+		err = c.algo(k).RingReduceScatter(ctx, members, n, chunkLen, off)
 	}
 	if err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	lo, hi := chunkRange(n, chunkLen, mod(i+off, km))
+	lo, hi := algo.ChunkRange(n, chunkLen, algo.Mod(i+off, km))
 	// The chunk was reduced in float32 (only the exchange is 16-bit), so
 	// scaling the stored sum rounds only the quotient before the rounding
 	// to the format below.
@@ -99,7 +100,7 @@ func (c *Comm) allReduceWire(ctx context.Context, d *desc) (err error) {
 			return c.failAfter(err, nil, nil)
 		}
 	}
-	if err := c.ringAllGather(ctx, k, members, n, chunkLen, off); err != nil {
+	if err := c.algo(k).RingAllGather(ctx, members, n, chunkLen, off); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	if err := c.download(ctx, k, 0, data); err != nil {
@@ -108,7 +109,7 @@ func (c *Comm) allReduceWire(ctx context.Context, d *desc) (err error) {
 	return nil
 }
 
-// wireDetReduceScatter is detReduceScatter with a compressed exchange:
+// wireDetReduceScatter is algo.DetReduceScatter with a compressed exchange:
 // every member sends its packed slice of chunk q to member q, which unpacks
 // every member's slice (its own packed and unpacked the same way, so each
 // input is rounded exactly once whoever owns the chunk) and reduces them in
@@ -117,7 +118,7 @@ func (c *Comm) allReduceWire(ctx context.Context, d *desc) (err error) {
 // ends owning chunk i.
 func (c *Comm) wireDetReduceScatter(ctx context.Context, k *call, members []int, n, chunkLen int) error {
 	km := len(members)
-	i := c.position(members)
+	i := algo.Position(members, c.rank)
 	half := c.g.slotBytes / 2 // a multiple of 4: slotBytes is of 8
 	slice := half / k.es
 	st := c.dev.Stream()
@@ -128,8 +129,8 @@ func (c *Comm) wireDetReduceScatter(ctx context.Context, k *call, members []int,
 			if q == i {
 				continue
 			}
-			lo, hi := chunkRange(n, chunkLen, q)
-			a, b := sliceRange(lo, hi, slice, j)
+			lo, hi := algo.ChunkRange(n, chunkLen, q)
+			a, b := algo.SliceRange(lo, hi, slice, j)
 			if b <= a {
 				continue
 			}
@@ -148,8 +149,8 @@ func (c *Comm) wireDetReduceScatter(ctx context.Context, k *call, members []int,
 				return err
 			}
 		}
-		lo, hi := chunkRange(n, chunkLen, i)
-		a, b := sliceRange(lo, hi, slice, j)
+		lo, hi := algo.ChunkRange(n, chunkLen, i)
+		a, b := algo.SliceRange(lo, hi, slice, j)
 		if b <= a {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/host"
+	"github.com/gocoll/gocoll/internal/algo"
 )
 
 // TestAllReduceWire: half and bfloat16 wire compression stay within
@@ -62,7 +63,7 @@ func TestAllReduceWire(t *testing.T) {
 						}
 						if n == 4099 {
 							// Each rank receives 2(N-1) chunks of ~n/N elements, 2 bytes each.
-							full := int64(2 * (ranks - 1) * ceilDiv(n, ranks) * 4)
+							full := int64(2 * (ranks - 1) * algo.CeilDiv(n, ranks) * 4)
 							if moved <= 0 || moved > full/2+int64(16*ranks) {
 								t.Errorf("received %d bytes, want about half of the f32 ring's %d", moved, full)
 							}
