@@ -57,11 +57,16 @@ func (g *Group) modelConstants(rank int) (Submit, Memcpy, Copy, Reduce, Handoff 
 // measureOn measures the model (once per group) as an operation of c,
 // from outside any collective.
 func (g *Group) measureOn(c *Comm) (m *costModel, err error) {
-	owned, err := c.enter(context.Background(), "cost model", false)
+	ctx := context.Background()
+	owned, err := c.claim(ctx, "cost model")
 	if err != nil {
 		return nil, err
 	}
-	defer c.leave(owned, &err)
+	defer c.release(owned)
+	if _, err := c.enter(ctx, "cost model", false); err != nil {
+		return nil, err
+	}
+	defer c.leave(false, &err)
 	return g.measure(c), nil
 }
 

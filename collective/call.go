@@ -19,14 +19,17 @@ import (
 //  2. memory: the owners of the slices are counted as users and the
 //     overlap of send and recv is checked against the kind's one in-place
 //     layout (resolve.go, internal/memory);
-//  3. the algorithm: the strategy the algorithm table gives the kind
+//  3. the comm claimed (claim: a synchronous call waits for the comm's
+//     queued operations; a second goroutine's call is refused), before
+//     anything the comm owns is written, and held until the call returns;
+//     then the algorithm: the strategy the algorithm table gives the kind
 //     (algorithms.go), or the exact host path of a type some device has no
 //     kernels for;
 //  4. the fingerprint: every rank's call is compared before data moves
 //     (begin), the counts of the V kinds agreed (agreeCounts);
 //  5. execution over the exchange layer (the kind's exec below; a
 //     point-to-point call posts its operations instead, execP2P);
-//  6. drain and release (leave, releaseAdopted, the owners), the error
+//  6. drain and release (leave, releaseAdopted, the claim, the owners), the error
 //     wrapped once as an *Error naming the entry point the user called.
 //
 // A rank whose own arguments fail stage 1 or 2 tells its peers (refuse):
@@ -286,6 +289,15 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 	if err != nil {
 		return c.refuse(ctx, d, err)
 	}
+	// The comm is claimed before the execution stage writes anything it
+	// owns (the V kinds' pooled counts, the call state): a synchronous
+	// call waits here for the comm's queued operations, and a second
+	// goroutine's call is refused here, before it touched them.
+	owned, err := c.claim(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer c.release(owned)
 	switch {
 	case sp.p2p:
 		return c.execP2P(ctx, d)
@@ -303,12 +315,29 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 
 // refuse fails d, refused on this rank with err before anything moved,
 // telling its peers: a collective's through the rendezvous, a
-// point-to-point call's by breaking the group.
+// point-to-point call's by breaking the group. It claims the comm for the
+// refusal (run has not yet).
 func (c *Comm) refuse(ctx context.Context, d *desc, err error) error {
-	if callSpecs[d.kind].p2p {
-		return c.refuseP2P(ctx, d.name(), err)
+	name := d.name()
+	p2p := callSpecs[d.kind].p2p
+	owned, e := c.claim(ctx, name)
+	if e != nil {
+		if !p2p {
+			return c.wrapErr(name, 0, err)
+		}
+		if ctx.Err() != nil {
+			return e // the call's context ended: claim broke the group naming it
+		}
+		// Not started (the group closed, the comm in use): the peers are
+		// told all the same.
+		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, P2P: true, Cause: err, hideCtx: true})
+		return c.wrapP2P(name, 0, err)
 	}
-	return c.invalidCall(ctx, d.name(), err)
+	defer c.release(owned)
+	if p2p {
+		return c.refuseP2P(ctx, name, err)
+	}
+	return c.invalidCall(ctx, name, err)
 }
 
 // shape checks d's lengths, counts and offsets against its kind, and

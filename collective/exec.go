@@ -85,11 +85,15 @@ func (c *Comm) Exec(ctx context.Context, name string, record func(s backend.Stre
 			return c.wrapErr(name, 0, err)
 		}
 	}
-	owned, err := c.enter(ctx, name, false)
+	owned, err := c.claim(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer c.leave(owned, &err)
+	defer c.release(owned)
+	if _, err := c.enter(ctx, name, false); err != nil {
+		return err
+	}
+	defer c.leave(false, &err)
 	if err := record(c.dev.Stream()); err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	g := c.g
 	if color < NoColor {
-		return nil, c.invalidCall(ctx, "Split", invalidArg("color %d (want >= 0, or NoColor)", color))
+		return nil, c.refuse(ctx, &desc{kind: collSplit}, invalidArg("color %d (want >= 0, or NoColor)", color))
 	}
 	// Every rank's color, key, and whether its process's transport splits.
 	splits := int64(0)

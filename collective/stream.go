@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 	"weak"
@@ -12,9 +13,11 @@ import (
 
 // The execution model (package doc, "Streams, ownership and failures"):
 //
-//   - enter/leave bracket every operation of a Comm. A synchronous call first
-//     waits for the comm's queued operations, then claims the comm; an
-//     operation the comm's worker runs is already ordered.
+//   - claim/release bracket every operation of a Comm, and enter/leave its
+//     start and end. A synchronous call first waits for the comm's queued
+//     operations, then claims the comm, before it touches anything the comm
+//     owns (its pooled scratch, its call state); an operation the comm's
+//     worker runs is already ordered.
 //   - Every submission goes through submitWork, so the comm knows its last
 //     fence; every error path drains it (drain) before the call returns, so
 //     no device writes a caller's memory after the call returned.
@@ -22,10 +25,69 @@ import (
 //     themselves in g.access for the whole exchange; a failing rank waits for
 //     the count to fall to zero before it returns.
 
-// enter starts operation name on the comm. numbered operations (the
-// collectives) take the next sequence number; point-to-point calls take
-// the next number of their own sequence (enterOp). The result says
-// whether the caller must release the comm (leave) with that ownership.
+// claim takes the comm for operation name, before it touches anything
+// the comm owns: a synchronous call first waits for the comm's queued
+// operations, then claims the comm; an operation the comm's worker runs is
+// already ordered (owned is false: there is nothing to release). An
+// operation that owns the comm releases it when it ends (release). Every
+// operation claims the comm before it enters it: run for every call, and
+// Exec, the cost model and the refusals of calls whose arguments failed
+// their checks on their own.
+func (c *Comm) claim(ctx context.Context, name string) (owned bool, err error) {
+	if c == nil {
+		return false, invalidArg("nil Comm")
+	}
+	// Until the comm is claimed, its fields belong to whoever holds it:
+	// errors here carry sequence number 0 (the call was not numbered).
+	if err := c.closedErr(name); err != nil {
+		return false, err
+	}
+	if ctx.Value(workerKey{}) == c {
+		return false, nil
+	}
+	if err := c.waitQueue(ctx); err != nil {
+		// The call never started, but peers will wait for it: break
+		// the group, naming this rank's context.
+		te := &TimeoutError{Phase: "waiting for the comm's earlier operations", Ctx: err}
+		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
+		return false, c.wrapErr(name, 0, te)
+	}
+	if !c.busy.CompareAndSwap(false, true) {
+		if c.g.closed.Load() {
+			return false, c.wrapErr(name, 0, errGroupClosed) // Close holds the comm
+		}
+		return false, c.wrapErr(name, 0, ErrConcurrentUse)
+	}
+	if c.queuedAsync() > 0 {
+		c.busy.Store(false)
+		return false, c.wrapErr(name, 0, ErrConcurrentUse)
+	}
+	return true, nil
+}
+
+// release ends the claim of an operation that owned the comm.
+func (c *Comm) release(owned bool) {
+	if owned {
+		c.busy.Store(false)
+	}
+}
+
+// closedErr is the error of operation name on a closed group or comm.
+func (c *Comm) closedErr(name string) error {
+	if c.g.closed.Load() {
+		return c.wrapErr(name, 0, errGroupClosed)
+	}
+	if c.gone.Load() != nil && c.commClosed() {
+		return c.wrapErr(name, 0, errCommClosed)
+	}
+	return nil
+}
+
+// enter starts operation name on the comm its caller claimed (claim).
+// numbered operations (the collectives) take the next sequence number;
+// point-to-point calls take the next number of their own sequence
+// (enterOp). It never releases the comm: the result, false, is the
+// ownership to pass to leave, and the claimer releases the comm.
 func (c *Comm) enter(ctx context.Context, name string, numbered bool) (bool, error) {
 	return c.enterOp(ctx, name, numbered, false)
 }
@@ -37,41 +99,18 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 	if c == nil {
 		return false, invalidArg("nil Comm")
 	}
-	// Until the comm is claimed, its fields belong to whoever holds it:
-	// errors here carry sequence number 0 (the call was not numbered).
-	if c.g.closed.Load() {
-		return false, c.wrapErr(name, 0, errGroupClosed)
+	// The group or the comm may have closed since the claim (Comm.Close
+	// does not wait for the comm).
+	if err := c.closedErr(name); err != nil {
+		return false, err
 	}
-	if c.gone.Load() != nil && c.commClosed() {
-		return false, c.wrapErr(name, 0, errCommClosed)
-	}
-	owned := ctx.Value(workerKey{}) != c
-	if owned {
-		if err := c.waitQueue(ctx); err != nil {
-			// The call never started, but peers will wait for it: break
-			// the group, naming this rank's context.
-			te := &TimeoutError{Phase: "waiting for the comm's earlier operations", Ctx: err}
-			c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
-			return false, c.wrapErr(name, 0, te)
-		}
-		if !c.busy.CompareAndSwap(false, true) {
-			if c.g.closed.Load() {
-				return false, c.wrapErr(name, 0, errGroupClosed) // Close holds the comm
-			}
-			return false, c.wrapErr(name, 0, ErrConcurrentUse)
-		}
-		if c.queuedAsync() > 0 {
-			c.busy.Store(false)
-			return false, c.wrapErr(name, 0, ErrConcurrentUse)
-		}
+	if !c.busy.Load() && ctx.Value(workerKey{}) != c {
+		return false, c.wrapErr(name, 0, fmt.Errorf("collective: internal error: %s entered the comm without claiming it", name))
 	}
 	if !p2p {
 		if err := c.waitLane(ctx); err != nil {
 			te := &TimeoutError{Phase: "waiting for the comm's earlier point-to-point operations", Ctx: err}
 			c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
-			if owned {
-				c.busy.Store(false)
-			}
 			return false, c.wrapErr(name, 0, te)
 		}
 	}
@@ -86,9 +125,6 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 	c.op, c.lane.inP2P = name, p2p
 	c.strat = Auto
 	if c.g.Err() != nil {
-		if owned {
-			c.busy.Store(false)
-		}
 		return false, c.callErr(c.brokenErr())
 	}
 	if err := ctx.Err(); err != nil && (numbered || p2p) {
@@ -97,23 +133,18 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 		// naming this rank's context and call), not left waiting.
 		te := &TimeoutError{Phase: "starting the call", Ctx: err}
 		c.breakWith(te)
-		if owned {
-			c.busy.Store(false)
-		}
 		return false, c.callErr(te)
 	}
-	return owned, nil
+	return false, nil
 }
 
 // leave ends the operation: it wraps a failure into an *Error and releases
-// the comm.
+// the comm if owned.
 func (c *Comm) leave(owned bool, errp *error) {
 	if *errp != nil {
 		*errp = c.callErr(*errp)
 	}
-	if owned {
-		c.busy.Store(false)
-	}
+	c.release(owned)
 }
 
 // wrapErr makes err an *Error of this rank (once).
