@@ -24,8 +24,8 @@ import (
 //     it (a rendezvous it has not reached, a message or a credit it has not
 //     sent, a point-to-point operation it has not posted) fails with a
 //     *RankGoneError: the waits check the gone ranks when they wake, and
-//     markGone wakes them all (each rank's wake channel and doorbell, and
-//     its lane). Run forgets the marks when it returns.
+//     markGone wakes them all (each rank's wake channel and doorbell, its
+//     lane, and the group's alert channel). Run forgets the marks when it returns.
 //   - A rank blocked in a synchronous point-to-point call publishes its
 //     operations (blockP2P); the wait-for graph's edges are the unmatched
 //     ones between ranks of this process. The rank that closes a cycle
@@ -60,14 +60,18 @@ func (c *Comm) markGone(reason string, fromRun bool) {
 	}
 	g.nGone.Add(1)
 	g.goneEvents.Add(1)
+	g.alertMu.Lock()
+	if !g.alertFinal {
+		old := g.alert.Load()
+		alert := make(chan struct{})
+		g.alert.Store(&alert)
+		close(*old)
+	}
+	g.alertMu.Unlock()
 	for _, p := range g.comms {
 		if p != c {
 			p.poke()
 			p.pokeLane()
-			select {
-			case p.goneWake <- struct{}{}:
-			default:
-			}
 		}
 	}
 }
@@ -312,15 +316,16 @@ const (
 )
 
 // beginWait records that c waits in phase for peer (or waitBarrier, in
-// generation gen of the rendezvous; or waitP2P), and starts the group's
-// watchdog when it logs.
-func (c *Comm) beginWait(phase string, peer int, gen uint64) {
+// generation gen of the rendezvous; or waitP2P), starts the group's
+// watchdog when it logs, and returns the time (monoNow).
+func (c *Comm) beginWait(phase string, peer int, gen uint64) time.Duration {
 	w := &c.waitRec
 	seq, p2p := c.seq, c.lane.inP2P
 	if p2p {
 		seq = c.lane.seq
 	}
-	since := int64(time.Since(monoBase))
+	now := monoNow()
+	since := int64(now)
 	v := (w.ver.Load() | 3) + 1
 	w.ver.Store(v + 1)
 	// Only what changed since the rank's previous wait is stored (loads
@@ -344,6 +349,7 @@ func (c *Comm) beginWait(phase string, peer int, gen uint64) {
 	if c.g.log != nil && !c.g.watching.Load() && c.g.watching.CompareAndSwap(false, true) {
 		go c.g.watch()
 	}
+	return now
 }
 
 // endWait clears c's record.
