@@ -152,14 +152,7 @@ func (t *loopTr) Allgather(ctx context.Context, mine, all []byte) error {
 // groups meet while opening).
 func openProcesses(t testing.TB, bk string, procs, local int, mod ...func(*Options)) []*Group {
 	t.Helper()
-	return openProcessesOn(t, newLoopNet(procs), bk, local, mod...)
-}
-
-// openProcessesOn is openProcesses over the loopback network of trs (one
-// transport per process).
-func openProcessesOn(t testing.TB, trs []*loopTr, bk string, local int, mod ...func(*Options)) []*Group {
-	t.Helper()
-	procs := len(trs)
+	trs := newLoopNet(procs)
 	gs := make([]*Group, procs)
 	errs := make([]error, procs)
 	var wg sync.WaitGroup

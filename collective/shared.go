@@ -118,14 +118,12 @@ func (c *Comm) awaitShared(ctx context.Context, name string, call uint64) error 
 		}
 	}
 	var deadline time.Time
-	var due time.Duration // without doorbells: the deadline for c.wt
 	bell := useBell.Load()
 	if bell {
 		deadline = time.Now().Add(g.cfg.CommunicationTimeout + g.drainLimit)
 	} else {
-		now := monoNow()
-		due = dueAfter(now, g.cfg.CommunicationTimeout+g.drainLimit)
-		c.wt.arm(now, due)
+		c.timer.Reset(g.cfg.CommunicationTimeout + g.drainLimit)
+		defer c.timer.Stop()
 	}
 	for {
 		t := c.bell.ticket()
@@ -147,10 +145,7 @@ func (c *Comm) awaitShared(ctx context.Context, name string, call uint64) error 
 				if g.Err() == nil {
 					continue
 				}
-			case <-c.wt.t.C:
-				if !c.wt.fired(due) {
-					continue
-				}
+			case <-c.timer.C:
 			case <-ctx.Done():
 				ctxErr = ctx.Err()
 			}
