@@ -159,19 +159,21 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		}
 	}
 	var deadline time.Time
+	var due time.Duration // without doorbells: the deadline for c.wt
 	bell := useBell.Load()
-	if bell {
-		deadline = time.Now().Add(g.cfg.CommunicationTimeout)
-	} else {
-		c.timer.Reset(g.cfg.CommunicationTimeout)
-	}
-	var ctxErr error
-	timedOut := false
 	// A rank gone before this wait is looked for before sleeping; the
 	// sleeps end when one goes (markGone rings and pokes every rank).
 	seen := g.goneEvents.Load()
 	look := g.nGone.Load() > 0
-	c.beginWait(phase, waitBarrier, gen)
+	now := c.beginWait(phase, waitBarrier, gen)
+	if bell {
+		deadline = time.Now().Add(g.cfg.CommunicationTimeout)
+	} else {
+		due = dueAfter(now, g.cfg.CommunicationTimeout)
+		c.wt.arm(now, due)
+	}
+	var ctxErr error
+	timedOut := false
 	for {
 		if !look {
 			if bell {
@@ -184,7 +186,10 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			} else {
 				select {
 				case <-c.wake:
-				case <-c.timer.C:
+				case <-c.wt.t.C:
+					if !c.wt.fired(due) {
+						continue
+					}
 					timedOut = true
 				case <-ctx.Done():
 					ctxErr = ctx.Err()
@@ -199,7 +204,6 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			res := b.results[gen&1]
 			all := b.allFlag[gen&1]
 			b.mu.Unlock()
-			c.timer.Stop()
 			c.endWait()
 			if res != nil {
 				return false, c.mismatchFor(res)
@@ -208,7 +212,6 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		}
 		if g.Err() != nil && ctx.Err() == nil {
 			b.mu.Unlock()
-			c.timer.Stop()
 			c.endWait()
 			return false, c.brokenErr()
 		}
@@ -221,7 +224,6 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			for r, here := range b.present {
 				if gi := g.comms[r].gone.Load(); !here && gi != nil {
 					b.mu.Unlock()
-					c.timer.Stop()
 					c.endWait()
 					ge := c.goneErr(g.base+r, gi, phase)
 					c.breakWith(ge)
@@ -236,7 +238,9 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			if bell {
 				deadline = time.Now().Add(g.cfg.CommunicationTimeout)
 			} else {
-				c.timer.Reset(g.cfg.CommunicationTimeout)
+				now := monoNow()
+				due = dueAfter(now, g.cfg.CommunicationTimeout)
+				c.wt.arm(now, due)
 			}
 			b.mu.Unlock()
 			continue
@@ -250,7 +254,6 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 				}
 			}
 			b.mu.Unlock()
-			c.timer.Stop()
 			c.endWait()
 			c.breakWith(te)
 			return false, te

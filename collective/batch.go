@@ -9,8 +9,10 @@ import "context"
 // collectives in the order added, then waits for all. So exchange patterns
 // that deadlock as blocking calls (every rank sending first, rings and
 // all-to-alls built from sends and receives, pipeline-parallel sends mixed
-// with collectives in different orders on different ranks) complete. Every
-// rank adds its collectives in the same order, as for plain calls.
+// with collectives in different orders on different ranks) complete, and
+// a rank may send to and receive from itself in one batch (as NCCL requires
+// a group for it). Every rank adds its collectives in the same order, as
+// for plain calls.
 type Batch struct {
 	c     *Comm
 	p2p   []desc

@@ -350,7 +350,7 @@ func (c *Comm) shape(d *desc) (at int, err error) {
 		ls, lr = "send.Len()", "recv.Len()"
 	}
 	root := c.rank == d.root
-	bad := func(p int) bool { return p < -1 || p >= N || p == r }
+	bad := func(p int) bool { return p < -1 || p >= N }
 	switch d.kind {
 	case collSend, collRecv:
 		p := d.to
@@ -360,9 +360,21 @@ func (c *Comm) shape(d *desc) (at int, err error) {
 		if p < 0 || bad(p) {
 			return 0, invalidArg("bad peer %d", p)
 		}
+		if p == r && !d.async {
+			// Nothing can post the matching operation while the call
+			// waits: a one-rank wait cycle.
+			return 0, invalidArg("a blocking %s with this rank itself (%d) waits for itself: use SendRecv to and from itself, "+
+				"SendAsync and RecvAsync, or a Batch with both", d.name(), r)
+		}
 	case collSendRecv:
 		if bad(d.to) || bad(d.from) || (d.to < 0 && d.from < 0) {
 			return 0, invalidArg("bad peers: to %d, from %d", d.to, d.from)
+		}
+		if (d.to == r) != (d.from == r) {
+			// Its send to itself, or receive from itself, has no match
+			// in the call: a one-rank wait cycle.
+			return 0, invalidArg("SendRecv to %d and from %d: a SendRecv with this rank itself (%d) sends to and receives from it "+
+				"(or use SendAsync and RecvAsync, or a Batch with both)", d.to, d.from, r)
 		}
 	case collAllReduceWire:
 		if d.wire != backend.F16 && d.wire != backend.BF16 {

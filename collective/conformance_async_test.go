@@ -44,7 +44,8 @@ func callAsync[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]
 
 // callShift runs a send/recv shift: SendRecv; on async SendAsync and
 // RecvAsync (in either order), waited for as c.Wait says; on async+sync
-// RecvAsync, then a blocking Send.
+// RecvAsync, then a blocking Send (to itself, which a blocking Send
+// refuses: a Batch of the Send).
 func callShift[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
 	n, r := cm.Group().Size(), cm.Rank()
 	k := c.shift(n)
@@ -62,7 +63,14 @@ func callShift[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]
 		return waitWorks(c.Wait, false, ws, wr)
 	case pAsyncPair:
 		wr := RecvAsync(ctx, cm, b.recv, from)
-		err := Send(ctx, cm, b.send, to)
+		var err error
+		if to == r {
+			bt := cm.Batch()
+			BatchSend(bt, b.send, to)
+			err = bt.Run(ctx)
+		} else {
+			err = Send(ctx, cm, b.send, to)
+		}
 		return cmp.Or(err, waitWorks(c.Wait, false, wr))
 	}
 	return SendRecv(ctx, cm, b.send, to, b.recv, from)

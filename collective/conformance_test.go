@@ -28,12 +28,13 @@ import (
 // inputs), runs them, and checks every rank's result against a reference
 // computed with plain loops, and all-reduce results for bitwise agreement
 // across ranks. Every collective (AllReduce, ReduceScatter, AllGather,
-// Broadcast, Reduce, send/recv shifts, AllToAll, Gather, Scatter,
-// AllToAllV, AllGatherV, ReduceScatterV, GatherV, ScatterV) runs on every
-// element type, out of place and in its in-place layout (each rank's send
-// and recv one buffer), on Go slices, HostBuffers and, where it has a
-// tensor form, device tensors, synchronously and through its asynchronous
-// form (waited for with Wait, WaitAll, WaitAny or by polling Test):
+// Broadcast, Reduce, send/recv shifts (a shift of 0: each rank with
+// itself), AllToAll, Gather, Scatter, AllToAllV, AllGatherV,
+// ReduceScatterV, GatherV, ScatterV) runs on every element type, out of
+// place and in its in-place layout (each rank's send and recv one buffer),
+// on Go slices, HostBuffers and, where it has a tensor form, device
+// tensors, synchronously and through its asynchronous form (waited for
+// with Wait, WaitAll, WaitAny or by polling Test):
 // float32 and float64 against a float64 reference (exact or within a
 // stated bound), the integer types exactly (wrapping sums and products,
 // signed and unsigned extrema; Mean must be rejected), the 16-bit floats
@@ -114,9 +115,10 @@ const (
 	cBroadcast
 	cReduce
 	// cShift: every rank sends its input k ranks ahead and receives from k
-	// ranks behind (k = 1 + Root mod (ranks-1)): SendRecv on the slice
-	// paths; SendAsync and RecvAsync (in either order) on async; RecvAsync
-	// then a blocking Send on async+sync.
+	// ranks behind (k = Root mod ranks; 0: to and from itself, always on
+	// one rank): SendRecv on the slice paths; SendAsync and RecvAsync (in
+	// either order) on async; RecvAsync then a blocking Send on async+sync
+	// (to itself: then a Batch of the Send).
 	cShift
 	cAllToAll // N is the chunk each rank sends each rank
 	cGather   // N is each rank's send
@@ -538,9 +540,6 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 			default:
 				c.Coll = confColl(x - 3)
 			}
-		}
-		if c.Coll == cShift && g.Ranks == 1 {
-			c.Coll = cAllReduce
 		}
 		switch x := rng.IntN(100); {
 		case x < 30:
@@ -2038,8 +2037,8 @@ func (l *confLayout) covered(j, k int) bool {
 	return false
 }
 
-// shift is a Shift's distance on ranks ranks.
-func (c confCall) shift(ranks int) int { return 1 + c.Root%(ranks-1) }
+// shift is a Shift's distance on ranks ranks (0: every rank with itself).
+func (c confCall) shift(ranks int) int { return c.Root % ranks }
 
 // firstDiff describes the first element where a and b differ bitwise.
 func firstDiff[T Float](a, b []T) string {

@@ -89,10 +89,11 @@
 // from 1 (Error.P2P; an asynchronous one takes its number in call order).
 // A failed point-to-point operation breaks the group naming itself, with
 // its number; so does one refused on its own rank before it was posted (a
-// bad peer, aliased arguments, memory closed, its context ended): no
-// rendezvous tells its peer, which would otherwise wait for it until the
-// timeout. A collective refused on one rank instead fails every rank and
-// leaves the group usable. Each error matches one of the sentinels of errors.go, except
+// bad peer, a blocking Send or Recv to itself, aliased arguments, memory
+// closed, its context ended): no rendezvous tells its peer, which would
+// otherwise wait for it until the timeout. A collective refused on one
+// rank instead fails every rank and leaves the group usable.
+// Each error matches one of the sentinels of errors.go, except
 // where a rank's own context ended: only that rank's error matches
 // context.Canceled or context.DeadlineExceeded, a deadline also matches
 // ErrTimeout, and a cancellation matches context.Canceled alone, none of
@@ -136,7 +137,11 @@
 // other before they Recv deadlock, and fail at once with ErrDeadlock
 // naming the ranks and the pattern (across processes, after
 // CommunicationTimeout). Between ranks of one process the data is copied
-// once, from the send slice to the receive slice.
+// once, from the send slice to the receive slice. A rank may send to and
+// receive from itself (its messages are copied in the process, never
+// through the Transport) with SendRecv to and from itself, SendAsync and
+// RecvAsync, or a Batch; a blocking Send or Recv to itself, which would
+// wait for itself, is refused at once with ErrInvalidArgument.
 //
 // Processes. A Group given a Transport spans processes (one of Size 1 makes
 // a group of one process, which works as one without a Transport: code

@@ -204,6 +204,12 @@ type Group struct {
 	nGone      atomic.Int32
 	goneEvents atomic.Uint64
 	watching   atomic.Bool
+	// alert is closed when a local rank goes (markGone, which then makes
+	// a new one) or the group breaks (for good, alertFinal): an exchange
+	// wait sleeps on it, one channel for both (see waitOn).
+	alertMu    sync.Mutex
+	alert      atomic.Pointer[chan struct{}]
+	alertFinal bool
 	// parentRanks: an in-process sub-group's ranks in the parent group
 	// (Split); a rank gone from the parent's Run is gone here too.
 	parentRanks []int
@@ -223,11 +229,9 @@ type Comm struct {
 	seq   uint64 // collectives started on this comm
 	op    string // the operation running
 	strat Strategy
-	timer *time.Timer
-	bell  doorbell // see doorbell
+	wt    waitTimer // the timer of its parked waits
+	bell  doorbell  // see doorbell
 	wake  chan struct{}
-	// goneWake: a rank of the group went (markGone); exchange waits wake.
-	goneWake chan struct{}
 
 	// running is the queued operation the comm's worker runs now: the
 	// memory it resolved counts as held by the calls it makes (resolve.go).
@@ -350,6 +354,8 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	if g.drainLimit == 0 {
 		g.drainLimit = 10 * time.Second
 	}
+	alert := make(chan struct{})
+	g.alert.Store(&alert)
 	g.log, g.logCalls = newLogger(opts.Logger)
 	opened := false
 	tr := opts.Transport
@@ -454,13 +460,13 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	}
 	imports := importcache.NewGroup(impBound)
 	for r := 0; r < g.nl; r++ {
-		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1), goneWake: make(chan struct{}, 1),
+		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1),
 			links: map[int64]*link{}}
 		// A host rank's buffers are host memory: nothing to import.
 		c.goImp = c.newImportRank(imports, impOff || g.bk == "host")
 		c.pins = pin.NewRank(c.dev, c.isLost)
-		c.timer = time.NewTimer(time.Hour)
-		c.timer.Stop()
+		c.wt.t = time.NewTimer(time.Hour)
+		c.wt.t.Stop()
 		c.wctx.init(g.brokenCh)
 		c.initLane()
 		g.comms = append(g.comms, c)
@@ -603,6 +609,14 @@ func (g *Group) breakGroup(b *BrokenError) {
 		close(g.brokenCh)
 	}
 	g.brokenMu.Unlock()
+	if first {
+		g.alertMu.Lock()
+		if !g.alertFinal {
+			g.alertFinal = true
+			close(*g.alert.Load())
+		}
+		g.alertMu.Unlock()
+	}
 	if !first {
 		return
 	}
@@ -798,7 +812,7 @@ func (g *Group) Close() error {
 			}
 			c.gather, c.stage, c.work, c.inbox = nil, nil, nil, nil
 			c.pins.Close()
-			c.timer.Stop()
+			c.wt.t.Stop()
 		}
 		for _, c := range g.comms {
 			c.goImp.Close()

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -70,10 +71,9 @@ func (c *Comm) link(a, b int) *link {
 // local returns the comm of rank r, a rank of this process.
 func (g *Group) local(r int) *Comm { return g.comms[r-g.base] }
 
-// wait blocks on ch (a message or a credit) with the comm's timer, the
+// waitOn blocks on ch (a message or a credit) with the comm's timer, the
 // caller's context and the group's breaking; peer names who is awaited.
 func waitOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase string) (T, error) {
-	var zero T
 	select {
 	case v := <-ch:
 		return v, nil
@@ -92,59 +92,85 @@ func waitOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase st
 			runtime.Gosched()
 		}
 	}
-	g := c.g
-	c.beginWait(phase, peer, 0)
+	now := c.beginWait(phase, peer, 0)
 	defer c.endWait()
 	if useBell.Load() {
-		// Sleep on the doorbell, which the peer rings after each message
-		// or credit it sends to this rank (see doorbell), and markGone
-		// when a rank goes.
-		deadline := time.Now().Add(g.cfg.CommunicationTimeout)
-		for {
-			t := c.bell.ticket()
-			select {
-			case v := <-ch:
-				return v, nil
-			default:
-			}
-			if gi := g.goneRank(peer); gi != nil {
-				return goneOn(c, ch, peer, gi, phase)
-			}
-			var timedOut bool
-			var ctxErr error
-			if g.Err() == nil {
-				if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
-					continue
-				}
-			}
-			switch {
-			case timedOut:
-				te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
-				c.breakWith(te)
-				return zero, te
-			case ctxErr != nil:
-				te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctxErr}
-				c.breakWith(te)
-				return zero, te
-			}
-			if err := ctx.Err(); err != nil {
-				return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
-			}
-			return zero, c.brokenErr()
-		}
+		return bellWaitOn(c, ctx, ch, peer, phase)
 	}
-	c.timer.Reset(g.cfg.CommunicationTimeout)
-	defer c.timer.Stop()
+	return parkOn(c, ctx, ch, peer, phase, now)
+}
+
+// bellWaitOn is waitOn's sleep on the doorbell, which the peer rings after
+// each message or credit it sends to this rank (see doorbell), and
+// markGone when a rank goes.
+func bellWaitOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase string) (T, error) {
+	var zero T
+	g := c.g
+	deadline := time.Now().Add(g.cfg.CommunicationTimeout)
 	for {
+		t := c.bell.ticket()
+		select {
+		case v := <-ch:
+			return v, nil
+		default:
+		}
+		if gi := g.goneRank(peer); gi != nil {
+			return goneOn(c, ch, peer, gi, phase)
+		}
+		var timedOut bool
+		var ctxErr error
+		if g.Err() == nil {
+			if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
+				continue
+			}
+		}
+		switch {
+		case timedOut:
+			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
+			c.breakWith(te)
+			return zero, te
+		case ctxErr != nil:
+			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctxErr}
+			c.breakWith(te)
+			return zero, te
+		}
+		if err := ctx.Err(); err != nil {
+			return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
+		}
+		return zero, c.brokenErr()
+	}
+}
+
+// parkOn is waitOn's parked receive, from now (monoNow) on: ch, the comm's
+// timer (waitTimer), the group's alert channel (a rank went, or the group
+// broke) and the caller's context.
+func parkOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase string, now time.Duration) (T, error) {
+	var zero T
+	g := c.g
+	due := dueAfter(now, g.cfg.CommunicationTimeout)
+	c.wt.arm(now, due)
+	for {
+		// The alert channel is taken before the gone ranks are looked at:
+		// a rank that goes after the look closes it.
+		alert := *g.alert.Load()
 		if gi := g.goneRank(peer); gi != nil {
 			return goneOn(c, ch, peer, gi, phase)
 		}
 		select {
 		case v := <-ch:
 			return v, nil
-		case <-c.goneWake:
-			// A rank went: is it peer?
-		case <-c.timer.C:
+		case <-alert:
+			if g.Err() == nil {
+				continue // a rank went: is it peer?
+			}
+			if err := ctx.Err(); err != nil {
+				return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
+			}
+			return zero, c.brokenErr()
+		case <-c.wt.t.C:
+			if !c.wt.fired(due) {
+				continue
+			}
 			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
 			c.breakWith(te)
 			return zero, te
@@ -152,13 +178,52 @@ func waitOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase st
 			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
 			c.breakWith(te)
 			return zero, te
-		case <-g.brokenCh:
-			if err := ctx.Err(); err != nil {
-				return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
-			}
-			return zero, c.brokenErr()
 		}
 	}
+}
+
+// waitTimer is the timer of a comm's parked waits (exchanges,
+// rendezvous, shared calls), armed lazily: a wait arms it only when it is
+// stopped or would fire after the wait's deadline, and leaves it running
+// when it ends; when it fires before the deadline of the wait that
+// receives it, that wait arms it for the rest. A wait thus seldom touches
+// the runtime's timers (a Reset and a Stop per wait did). Only the comm's
+// goroutine uses it.
+type waitTimer struct {
+	t  *time.Timer
+	at time.Duration // when it fires (monoNow); 0: stopped or fired
+}
+
+// monoNow is the monotonic clock, from monoBase.
+func monoNow() time.Duration { return time.Since(monoBase) }
+
+// dueAfter is the deadline d after now (monoNow), saturated.
+func dueAfter(now, d time.Duration) time.Duration {
+	if due := now + d; due >= now {
+		return due
+	}
+	return math.MaxInt64
+}
+
+// arm makes the timer fire by due (monoNow); now is the time.
+func (w *waitTimer) arm(now, due time.Duration) {
+	if w.at == 0 || w.at > due {
+		w.t.Reset(due - now)
+		w.at = due
+	}
+}
+
+// fired takes the timer's firing in a wait whose deadline is due: it
+// reports whether the deadline passed, and arms the timer for the rest if
+// not.
+func (w *waitTimer) fired(due time.Duration) bool {
+	w.at = 0
+	now := monoNow()
+	if now >= due {
+		return true
+	}
+	w.arm(now, due)
+	return false
 }
 
 // goneOn ends a wait on ch for peer, which is gone: what it sent before it

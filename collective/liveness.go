@@ -3,10 +3,12 @@ package collective
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gocoll/gocoll/internal/waitfor"
 )
@@ -22,8 +24,8 @@ import (
 //     it (a rendezvous it has not reached, a message or a credit it has not
 //     sent, a point-to-point operation it has not posted) fails with a
 //     *RankGoneError: the waits check the gone ranks when they wake, and
-//     markGone wakes them all (each rank's wake channel and doorbell, and
-//     its lane). Run forgets the marks when it returns.
+//     markGone wakes them all (each rank's wake channel and doorbell, its
+//     lane, and the group's alert channel). Run forgets the marks when it returns.
 //   - A rank blocked in a synchronous point-to-point call publishes its
 //     operations (blockP2P); the wait-for graph's edges are the unmatched
 //     ones between ranks of this process. The rank that closes a cycle
@@ -58,14 +60,18 @@ func (c *Comm) markGone(reason string, fromRun bool) {
 	}
 	g.nGone.Add(1)
 	g.goneEvents.Add(1)
+	g.alertMu.Lock()
+	if !g.alertFinal {
+		old := g.alert.Load()
+		alert := make(chan struct{})
+		g.alert.Store(&alert)
+		close(*old)
+	}
+	g.alertMu.Unlock()
 	for _, p := range g.comms {
 		if p != c {
 			p.poke()
 			p.pokeLane()
-			select {
-			case p.goneWake <- struct{}{}:
-			default:
-			}
 		}
 	}
 }
@@ -264,18 +270,45 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 
 // Diagnosis of the waits.
 
-// waitRecord is what a rank waits for now, while it waits (guarded by mu).
+// waitRecord is what a rank waits for now, while it waits. Only the rank's
+// goroutine writes it (beginWait, endWait); Pending reads it from any
+// goroutine. Its fields are atomics under a sequence count, so a wait costs
+// a few atomic stores and a monotonic clock read, and a reader never sees
+// the fields of two waits mixed: ver is 4k+1 while beginWait writes, 4k+2
+// while the wait goes on, a multiple of 4 when the rank does not wait.
 type waitRecord struct {
-	mu    sync.Mutex
-	on    bool
-	op    string
-	seq   uint64
-	p2p   bool
-	phase string
-	peer  int    // the rank awaited; waitBarrier: the rendezvous' missing ranks; waitP2P: the blocked operations' peers
-	gen   uint64 // waitBarrier: the rendezvous' generation (once it completed, the wait is over)
-	since time.Time
+	ver   atomic.Uint64
+	op    atomicString
+	phase atomicString
+	seq   atomic.Uint64
+	p2p   atomic.Bool
+	peer  atomic.Int64  // the rank awaited; waitBarrier: the rendezvous' missing ranks; waitP2P: the blocked operations' peers
+	gen   atomic.Uint64 // waitBarrier: the rendezvous' generation (once it completed, the wait is over)
+	since atomic.Int64  // when the wait began, in nanoseconds since monoBase
 }
+
+// atomicString is a string read and written atomically (its data pointer
+// and its length, each atomic; a reader pairs them under a sequence count).
+type atomicString struct {
+	p atomic.Pointer[byte]
+	n atomic.Int64
+}
+
+// store sets s to v; it stores nothing when s already holds v.
+func (s *atomicString) store(v string) {
+	if p := unsafe.StringData(v); s.p.Load() != p {
+		s.p.Store(p)
+	}
+	if n := int64(len(v)); s.n.Load() != n {
+		s.n.Store(n)
+	}
+}
+
+func (s *atomicString) load() string { return unsafe.String(s.p.Load(), int(s.n.Load())) }
+
+// monoBase is the origin of waitRecord.since: time.Since(monoBase) reads
+// the monotonic clock only.
+var monoBase = time.Now()
 
 const (
 	waitBarrier = -1
@@ -283,27 +316,82 @@ const (
 )
 
 // beginWait records that c waits in phase for peer (or waitBarrier, in
-// generation gen of the rendezvous; or waitP2P), and starts the group's
-// watchdog when it logs.
-func (c *Comm) beginWait(phase string, peer int, gen uint64) {
+// generation gen of the rendezvous; or waitP2P), starts the group's
+// watchdog when it logs, and returns the time (monoNow).
+func (c *Comm) beginWait(phase string, peer int, gen uint64) time.Duration {
 	w := &c.waitRec
-	w.mu.Lock()
-	w.on, w.op, w.seq, w.p2p, w.phase, w.peer, w.gen, w.since = true, c.op, c.seq, c.lane.inP2P, phase, peer, gen, time.Now()
-	if w.p2p {
-		w.seq = c.lane.seq
+	seq, p2p := c.seq, c.lane.inP2P
+	if p2p {
+		seq = c.lane.seq
 	}
-	w.mu.Unlock()
+	now := monoNow()
+	since := int64(now)
+	v := (w.ver.Load() | 3) + 1
+	w.ver.Store(v + 1)
+	// Only what changed since the rank's previous wait is stored (loads
+	// of the rank's own stores cost next to nothing).
+	w.op.store(c.op)
+	w.phase.store(phase)
+	if w.seq.Load() != seq {
+		w.seq.Store(seq)
+	}
+	if w.p2p.Load() != p2p {
+		w.p2p.Store(p2p)
+	}
+	if w.peer.Load() != int64(peer) {
+		w.peer.Store(int64(peer))
+	}
+	if w.gen.Load() != gen {
+		w.gen.Store(gen)
+	}
+	w.since.Store(since)
+	w.ver.Store(v + 2)
 	if c.g.log != nil && !c.g.watching.Load() && c.g.watching.CompareAndSwap(false, true) {
 		go c.g.watch()
 	}
+	return now
 }
 
 // endWait clears c's record.
 func (c *Comm) endWait() {
 	w := &c.waitRec
-	w.mu.Lock()
-	w.on = false
-	w.mu.Unlock()
+	if v := w.ver.Load(); v%4 == 2 {
+		w.ver.Store(v + 2)
+	}
+}
+
+// waitSnap is a consistent copy of a waitRecord.
+type waitSnap struct {
+	op, phase string
+	seq       uint64
+	p2p       bool
+	peer      int
+	gen       uint64
+	since     time.Time
+}
+
+// snapshot returns the wait w records, and false when the rank does not
+// wait now.
+func (w *waitRecord) snapshot() (waitSnap, bool) {
+	for tries := 0; ; tries++ {
+		v := w.ver.Load()
+		switch v % 4 {
+		case 0:
+			return waitSnap{}, false
+		case 1:
+			// beginWait is writing (a few stores): read again.
+			if tries > 100 {
+				return waitSnap{}, false
+			}
+			runtime.Gosched()
+			continue
+		}
+		s := waitSnap{op: w.op.load(), phase: w.phase.load(), seq: w.seq.Load(), p2p: w.p2p.Load(),
+			peer: int(w.peer.Load()), gen: w.gen.Load(), since: monoBase.Add(time.Duration(w.since.Load()))}
+		if w.ver.Load() == v {
+			return s, true
+		}
+	}
 }
 
 // PendingWait describes a rank of this process blocked in a call, waiting
@@ -357,15 +445,12 @@ func (p PendingWait) String() string {
 func (g *Group) Pending() []PendingWait {
 	var out []PendingWait
 	for _, c := range g.comms {
-		w := &c.waitRec
-		w.mu.Lock()
-		if !w.on {
-			w.mu.Unlock()
+		w, on := c.waitRec.snapshot()
+		if !on {
 			continue
 		}
 		p := PendingWait{Rank: c.rank, Op: w.op, Seq: w.seq, P2P: w.p2p, Phase: w.phase, Since: w.since}
 		peer, gen := w.peer, w.gen
-		w.mu.Unlock()
 		switch peer {
 		case waitBarrier:
 			b := &g.bar

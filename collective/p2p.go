@@ -56,7 +56,9 @@ import (
 // ranks that both Send to each other and then Recv deadlock (in one
 // process the Sends fail at once with ErrDeadlock, naming the pattern;
 // across processes after CommunicationTimeout): use SendRecv, or SendAsync
-// and RecvAsync.
+// and RecvAsync. A blocking Send to this rank itself would wait for itself
+// and is refused at once (ErrInvalidArgument): a rank sends to itself
+// through SendRecv, SendAsync and RecvAsync, or a Batch.
 func Send[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 	d := p2pDesc(collSend, "", data, peer)
 	return c.run(ctx, &d)
@@ -64,7 +66,8 @@ func Send[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 
 // Recv receives into data what rank peer sends with Send (or SendRecv, or
 // SendAsync). A length or type that differs from the sender's is a
-// *MismatchError on both ranks.
+// *MismatchError on both ranks. Like Send, it is refused with peer set to
+// this rank itself.
 func Recv[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 	d := p2pDesc(collRecv, "", data, peer)
 	return c.run(ctx, &d)
@@ -78,7 +81,9 @@ func Recv[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 // Send, SendRecv or SendAsync with the same length and type; the one
 // receiving, Recv, SendRecv or RecvAsync. send and recv may be the same
 // slice (MPI_Sendrecv_replace: what it holds when the call starts is
-// sent); any other overlap is refused.
+// sent); any other overlap is refused. to and from may both be this rank
+// itself (the message is copied in the process, as nccl-tests' sendrecv on
+// one rank), not one of them alone.
 func SendRecv[T Elem](ctx context.Context, c *Comm, send []T, to int, recv []T, from int) error {
 	return c.run(ctx, &desc{kind: collSendRecv, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv), to: to, from: from})
 }
@@ -86,8 +91,9 @@ func SendRecv[T Elem](ctx context.Context, c *Comm, send []T, to int, recv []T, 
 // SendAsync starts Send and returns at once; data must not be modified
 // until the Work is done. Point-to-point operations started back to back
 // are all posted before any is waited for, so a pairwise exchange of
-// SendAsync and RecvAsync on both ranks (in any order) never deadlocks. ctx
-// bounds the operation; CommunicationTimeout bounds its wait for the peer.
+// SendAsync and RecvAsync on both ranks (in any order) never deadlocks, nor
+// does a SendAsync and a RecvAsync to this rank itself. ctx bounds the
+// operation; CommunicationTimeout bounds its wait for the peer.
 func SendAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) *Work {
 	return c.start(ctx, p2pDesc(collSend, "SendAsync", data, peer))
 }

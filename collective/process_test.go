@@ -152,7 +152,14 @@ func (t *loopTr) Allgather(ctx context.Context, mine, all []byte) error {
 // groups meet while opening).
 func openProcesses(t testing.TB, bk string, procs, local int, mod ...func(*Options)) []*Group {
 	t.Helper()
-	trs := newLoopNet(procs)
+	return openProcessesOn(t, newLoopNet(procs), bk, local, mod...)
+}
+
+// openProcessesOn is openProcesses over the loopback network of trs (one
+// transport per process).
+func openProcessesOn(t testing.TB, trs []*loopTr, bk string, local int, mod ...func(*Options)) []*Group {
+	t.Helper()
+	procs := len(trs)
 	gs := make([]*Group, procs)
 	errs := make([]error, procs)
 	var wg sync.WaitGroup

@@ -118,12 +118,14 @@ func (c *Comm) awaitShared(ctx context.Context, name string, call uint64) error 
 		}
 	}
 	var deadline time.Time
+	var due time.Duration // without doorbells: the deadline for c.wt
 	bell := useBell.Load()
 	if bell {
 		deadline = time.Now().Add(g.cfg.CommunicationTimeout + g.drainLimit)
 	} else {
-		c.timer.Reset(g.cfg.CommunicationTimeout + g.drainLimit)
-		defer c.timer.Stop()
+		now := monoNow()
+		due = dueAfter(now, g.cfg.CommunicationTimeout+g.drainLimit)
+		c.wt.arm(now, due)
 	}
 	for {
 		t := c.bell.ticket()
@@ -145,7 +147,10 @@ func (c *Comm) awaitShared(ctx context.Context, name string, call uint64) error 
 				if g.Err() == nil {
 					continue
 				}
-			case <-c.timer.C:
+			case <-c.wt.t.C:
+				if !c.wt.fired(due) {
+					continue
+				}
 			case <-ctx.Done():
 				ctxErr = ctx.Err()
 			}

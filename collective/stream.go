@@ -356,6 +356,7 @@ type waitCtx struct {
 	done     <-chan struct{} // parent's Done
 	deadline time.Time
 	timer    *time.Timer
+	timerAt  time.Time // when timer fires; zero: stopped (see Done)
 	brokenCh chan struct{}
 	// The registration on a context's end, kept between waits.
 	watched <-chan struct{} // the Done channel it watches
@@ -365,7 +366,15 @@ type waitCtx struct {
 func (w *waitCtx) init(brokenCh chan struct{}) {
 	w.ch = make(chan struct{})
 	w.brokenCh = brokenCh
-	w.timer = time.AfterFunc(time.Hour, w.timeout)
+	// The timer reaches the comm through a weak pointer: running between
+	// waits (see Done), it must not keep a group dropped without Close
+	// alive.
+	wp := weak.Make(w)
+	w.timer = time.AfterFunc(time.Hour, func() {
+		if w := wp.Value(); w != nil {
+			w.timeout()
+		}
+	})
 	w.timer.Stop()
 }
 
@@ -377,7 +386,13 @@ func (w *waitCtx) Done() <-chan struct{} {
 	defer w.mu.Unlock()
 	if w.armed && !w.timed && w.err == nil {
 		w.timed = true
-		w.timer.Reset(max(time.Until(w.deadline), 0))
+		// The timer outlives the wait (disarm leaves it running): it is
+		// set again only when stopped or due after this deadline; firing
+		// before it, it is set for the rest (timeout).
+		if w.timerAt.IsZero() || w.timerAt.After(w.deadline) {
+			w.timer.Reset(max(time.Until(w.deadline), 0))
+			w.timerAt = w.deadline
+		}
 	}
 	return w.ch
 }
@@ -469,6 +484,8 @@ func (w *waitCtx) release() {
 	w.mu.Lock()
 	stop := w.stop
 	w.stop, w.watched = nil, nil
+	w.timer.Stop()
+	w.timerAt = time.Time{}
 	w.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -476,23 +493,26 @@ func (w *waitCtx) release() {
 }
 
 // disarm ends the wait and returns why the context ended (nil: it did not).
+// The timer keeps running (see Done).
 func (w *waitCtx) disarm() error {
 	w.mu.Lock()
-	timed := w.timed
-	w.timed = false
-	w.mu.Unlock()
-	if timed {
-		w.timer.Stop()
-	}
-	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.timed = false
 	w.armed, w.parent, w.done = false, nil, nil
 	return w.err
 }
 
+// timeout is the timer's firing: it ends the armed wait whose deadline
+// passed, and sets the timer again for the rest of a timed wait's.
 func (w *waitCtx) timeout() {
 	w.mu.Lock()
-	late := !w.armed || time.Now().Before(w.deadline)
+	w.timerAt = time.Time{}
+	now := time.Now()
+	late := !w.armed || now.Before(w.deadline)
+	if w.armed && w.timed && late {
+		w.timer.Reset(w.deadline.Sub(now))
+		w.timerAt = w.deadline
+	}
 	w.mu.Unlock()
 	if !late {
 		w.fire(errWaitTimeout)
