@@ -73,6 +73,17 @@ func (g *Group) measureOn(c *Comm) (m *costModel, err error) {
 func (g *Group) measure(c *Comm) *costModel {
 	m := &g.model
 	m.once.Do(func() {
+		if p := g.opts.parent; p != nil {
+			// A sub-group (Split) runs on its parent's devices: the
+			// parent's model, measured once for both (on this rank's
+			// device), with the sub-group's own slots and links.
+			if pm := p.measure(c); pm.Err == nil {
+				m.Model = pm.Model
+				m.SlotBytes, m.Links, m.Measured = g.slotBytes, linkPathOf(g), 0
+				m.done.Store(true)
+				return
+			}
+		}
 		start := time.Now()
 		m.SlotBytes = g.slotBytes
 		m.Links = linkPathOf(g)
@@ -109,7 +120,8 @@ var tuningAlgo = map[Strategy]tuning.Algo{Direct: tuning.Direct, Pipelined: tuni
 // autoStrategy picks the strategy with the least modelled time. The first
 // call of a group measures the device (a few hundred milliseconds at most,
 // on the calling rank's device, while the other ranks' first calls wait for
-// it); that time counts against the call's context.
+// it; a sub-group made by Split takes over its parent's model, measured
+// once for both); that time counts against the call's context.
 //
 // slices says the call's data are host slices (strategy Host applies).
 func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy, string) {

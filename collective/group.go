@@ -93,6 +93,10 @@ type Options struct {
 	// past it the device is declared lost (ErrDeviceLost) and its memory is
 	// leaked, never freed under it. 0 means 10 s (lower it in tests).
 	DrainLimit time.Duration
+
+	// parent: a sub-group's parent (Split), whose cost model it takes
+	// over instead of measuring the same devices again (auto.go).
+	parent *Group
 }
 
 // defaultSlot is ChunkBytes' default; spans: the group spans processes.

@@ -219,6 +219,7 @@ func (g *Group) childOptions(local []int, tr backend.Transport) Options {
 		o.Devices[i] = g.placement[r-g.base]
 	}
 	o.Config = g.cfg
+	o.parent = g
 	return o
 }
 

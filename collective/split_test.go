@@ -500,3 +500,44 @@ func TestSplitProcessesTimeout(t *testing.T) {
 		t.Fatal(errs)
 	}
 }
+
+// A sub-group runs on its parent's devices and takes over its parent's cost
+// model instead of measuring them again: measured by the parent before the
+// Split, or by the first sub-group that needs it (then the parent and the
+// other sub-groups have it too); the slot size and links are its own.
+func TestSplitSharesCostModel(t *testing.T) {
+	for _, first := range []string{"parent", "sub-group"} {
+		g := openGroup(t, "host", 4, func(o *Options) { o.Config = Config{} })
+		subs := make([]*Comm, 4)
+		errs := onRanks(g, func(c *Comm) error {
+			if first == "parent" {
+				if err := AllReduce(context.Background(), c, make([]float32, 8), Sum); err != nil {
+					return err
+				}
+			}
+			sub, err := c.Split(context.Background(), c.Rank()%2, 0)
+			if err != nil {
+				return err
+			}
+			subs[c.Rank()] = sub
+			return AllReduce(context.Background(), sub, make([]float32, 8), Sum)
+		})
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("%s first: %v", first, err)
+		}
+		pm := &g.model
+		if !pm.done.Load() || pm.Err != nil || pm.Measured == 0 {
+			t.Fatalf("%s first: the parent's model: done %v, err %v, measured in %v", first, pm.done.Load(), pm.Err, pm.Measured)
+		}
+		for _, r := range []int{0, 1} {
+			sg := subs[r].Group()
+			m := &sg.model
+			if !m.done.Load() || m.Measured != 0 || m.Memcpy != pm.Memcpy || m.Handoff != pm.Handoff || m.Submit != pm.Submit ||
+				m.SlotBytes != sg.slotBytes || m.Links != linkPathOf(sg) {
+				t.Errorf("%s first: sub-group of color %d: model %+v; want the parent's (%+v) with its own slots and links, not measured again",
+					first, r, m.Model, pm.Model)
+			}
+		}
+		g.Close()
+	}
+}
