@@ -11,11 +11,15 @@
 #         buffers and data, MPI's own all-reduce as mpi.World.AllreduceF32 does it (MPI_Iallreduce,
 #         tested until done);
 #   C     allreduce-perf -g P: gocoll in one process with P ranks (no MPI; Auto picks by cost model);
-#   D     mpirun -np P of a small C program timing blocking MPI_Allreduce on its own buffers (built
-#         with mpicc when it is there): how fast MPI itself goes, outside Go.
+#   D, E  mpirun -np P of a small C program on its own buffers (built with mpicc when it is there):
+#         D times blocking MPI_Allreduce, E nonblocking MPI_Iallreduce then MPI_Test in a spinning
+#         loop (what B does from Go, without Go): how fast MPI itself goes, outside Go.
 # Every gocoll and World row is verified by allreduce-perf (#wrong must be 0), the C program checks its
-# own results. The script prints a Markdown table of the medians over the repeats of the time per
-# call, and the ratios A/B (target: <= 1.10 from 1 MiB up), B/C and D/C (target: >= 2); every output
+# own results. The script prints the machine (host, cores, CPU), the date and the load average at the
+# start and the end, then a Markdown table of the medians over the repeats of the time per call and
+# the ratios A/D (gocoll across processes against MPI's own all-reduce; target: <= 1.1 x D + 30 us
+# below 4 MiB, <= 1.1 x D from 4 MiB), B/E (the Go binding against the same calls from C; target
+# <= 1.10) and C/D (gocoll in one process against MPI across processes; target <= 0.5); every output
 # stays under $OUT.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -44,12 +48,34 @@ bytes() { # 1M -> 1048576
 
 load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
 
-# The C program of column D: blocking MPI_Allreduce of floats (sum, out of place), sizes min..max
-# bytes doubling; prints "bytes microseconds" per size (the slowest process's average over iters
-# calls after warmup calls) and checks every result.
+machine() { # host, cores, CPU model
+	local cpu
+	cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+	echo "$(hostname 2>/dev/null || echo '?'), $(nproc 2>/dev/null || echo '?') cores, ${cpu:-?}, $(free -g 2>/dev/null | awk '/^Mem:/ { print $2 " GiB" }')"
+}
+
+# The C program of columns D and E: MPI_Allreduce (D, blocking) and MPI_Iallreduce then MPI_Test in
+# a spinning loop (E) of floats (sum, out of place), sizes min..max bytes doubling; prints "bytes D E"
+# in microseconds per size (the slowest process's average over iters calls after warmup calls) and
+# checks every result of both.
 C_SOURCE='#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+static int check(const float *r, long n, int size) {
+	int bad = 0;
+	for (long i = 0; i < n; i++) {
+		float want = 0;
+		for (int p = 0; p < size; p++) want += (float)((i * 7 + p * 13) % 11 - 5);
+		if (r[i] != want) bad++;
+	}
+	return bad;
+}
+static void iallreduce(const float *s, float *r, int n) {
+	MPI_Request q;
+	int done = 0;
+	MPI_Iallreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+	while (!done) MPI_Test(&q, &done, MPI_STATUS_IGNORE);
+}
 int main(int argc, char **argv) {
 	MPI_Init(&argc, &argv);
 	int rank, size, bad = 0;
@@ -61,18 +87,23 @@ int main(int argc, char **argv) {
 	for (long i = 0; i < maxb / 4; i++) s[i] = (float)((i * 7 + rank * 13) % 11 - 5);
 	for (long b = minb; b <= maxb; b *= 2) {
 		int n = (int)(b / 4);
-		for (int k = 0; k < warmup; k++) MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = MPI_Wtime();
-		for (int k = 0; k < iters; k++) MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-		double t = (MPI_Wtime() - t0) / iters, tmax = 0;
-		MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-		for (long i = 0; i < n; i++) {
-			float want = 0;
-			for (int p = 0; p < size; p++) want += (float)((i * 7 + p * 13) % 11 - 5);
-			if (r[i] != want) bad++;
+		double t[2], tmax[2];
+		for (int mode = 0; mode < 2; mode++) {
+			for (int k = 0; k < warmup; k++) {
+				if (mode == 0) MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+				else iallreduce(s, r, n);
+			}
+			MPI_Barrier(MPI_COMM_WORLD);
+			double t0 = MPI_Wtime();
+			for (int k = 0; k < iters; k++) {
+				if (mode == 0) MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+				else iallreduce(s, r, n);
+			}
+			t[mode] = (MPI_Wtime() - t0) / iters;
+			bad += check(r, n, size);
 		}
-		if (rank == 0) printf("%ld %.1f\n", b, tmax * 1e6);
+		MPI_Reduce(t, tmax, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+		if (rank == 0) printf("%ld %.1f %.1f\n", b, tmax[0] * 1e6, tmax[1] * 1e6);
 	}
 	int allbad = 0;
 	MPI_Reduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -82,7 +113,8 @@ int main(int argc, char **argv) {
 }'
 
 # run_all builds the programs, runs every repeat and writes "P bytes label microseconds" lines to
-# $OUT/samples.txt (A, B: gocoll and MPI_Iallreduce across processes; C: gocoll in one process; D: C).
+# $OUT/samples.txt (A, B: gocoll and MPI_Iallreduce across processes; C: gocoll in one process; D, E:
+# blocking and nonblocking MPI from C).
 run_all() {
 	command -v mpirun >/dev/null || die "mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev)"
 	local mpirun=(mpirun)
@@ -98,7 +130,8 @@ run_all() {
 		mpicc -O2 -o "$OUT/mpi_allreduce" "$OUT/mpi_allreduce.c" && have_c=1
 	fi
 	local common=(--backend host -d float -o sum -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP")
-	echo "== start $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(load)" | tee "$OUT/run.log" >&2
+	echo "== machine: $(machine)" | tee "$OUT/run.log" >&2
+	echo "== start $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(load)" | tee -a "$OUT/run.log" >&2
 	: >"$OUT/samples.txt"
 	local rep P f g c
 	for rep in $(seq 1 "$REPEAT"); do
@@ -112,7 +145,7 @@ run_all() {
 			c=$OUT/c-np$P-r$rep.txt
 			: >"$c"
 			if [ $have_c = 1 ]; then
-				echo "== repeat $rep, P=$P: mpirun -np $P mpi_allreduce (C, blocking MPI_Allreduce)" | tee -a "$OUT/run.log" >&2
+				echo "== repeat $rep, P=$P: mpirun -np $P mpi_allreduce (C: MPI_Allreduce, MPI_Iallreduce + MPI_Test)" | tee -a "$OUT/run.log" >&2
 				"${mpirun[@]}" -np "$P" "$OUT/mpi_allreduce" "$(bytes "$MIN")" "$(bytes "$MAX")" "$ITERS" "$WARMUP" >"$c"
 				! grep -q wrong "$c" || die "the C MPI_Allreduce gave wrong values: $c"
 			fi
@@ -123,15 +156,19 @@ run_all() {
 			awk -v P="$P" -v f="$g" '!/^#/ && NF == 13 {
 				if ($9 != 0 || $13 != 0) { print "wrong values in " f > "/dev/stderr"; exit 1 }
 				print P, $1, "C", $6 }' "$g" >>"$OUT/samples.txt"
-			awk -v P="$P" 'NF == 2 { print P, $1, "D", $2 }' "$c" >>"$OUT/samples.txt"
+			awk -v P="$P" 'NF == 3 { print P, $1, "D", $2; print P, $1, "E", $3 }' "$c" >>"$OUT/samples.txt"
 		done
 	done
 	echo "== end $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(load)" | tee -a "$OUT/run.log" >&2
 }
 
-# table prints the medians over the repeats of $OUT/samples.txt as Markdown (and keeps it in table.md).
+# table prints the run's machine, dates and loads (from run.log) and the medians over the repeats of
+# $OUT/samples.txt as Markdown (and keeps it in table.md).
 table() {
-	sort -k1,1n -k2,2n -k3,3 -k4,4g "$OUT/samples.txt" | awk '
+	{
+		grep -E '^== (machine|start|end)' "$OUT/run.log" 2>/dev/null | sed 's/^== /- /' || true
+		echo
+		sort -k1,1n -k2,2n -k3,3 -k4,4g "$OUT/samples.txt" | awk '
 	function med(key,   n) {
 		n = cnt[key]
 		if (n == 0) return ""
@@ -139,21 +176,28 @@ table() {
 	}
 	function ratio(x, y) { return (x != "" && y != "" && y > 0) ? sprintf("%.2f", x / y) : "-" }
 	function us(x) { return x == "" ? "-" : sprintf("%.0f", x) }
+	# meets: whether A is within its target against D (1.1 x D + 30 us below 4 MiB, 1.1 x D from 4 MiB).
+	function meets(a, d, bytes) {
+		if (a == "" || d == "") return "-"
+		return (a <= 1.1 * d + (bytes < 4194304 ? 30 : 0)) ? "yes" : "no"
+	}
 	{
 		key = $1 SUBSEP $2 SUBSEP $3
 		v[key, ++cnt[key]] = $4
 		if (!seen[$1 SUBSEP $2]++) rows[++nrows] = $1 SUBSEP $2
 	}
 	END {
-		print "| P | size | A: gocoll, P processes over MPI (us) | B: MPI_Iallreduce, same buffers (us) | A/B (target <= 1.10) | C: gocoll, 1 process, P ranks (us) | B/C (target >= 2) | D: blocking MPI_Allreduce, C (us) | D/C |"
-		print "|---|---|---|---|---|---|---|---|---|"
+		print "| P | size | A: gocoll, P processes over MPI (us) | B: World.AllreduceF32 (us) | C: gocoll, 1 process, P ranks (us) | D: MPI_Allreduce, C (us) | E: MPI_Iallreduce + MPI_Test, C (us) | A/D | A meets 1.1 x D (+30 us < 4 MiB) | B/E (target <= 1.10) | C/D (target <= 0.5) |"
+		print "|---|---|---|---|---|---|---|---|---|---|---|"
 		for (i = 1; i <= nrows; i++) {
 			split(rows[i], k, SUBSEP)
 			a = med(k[1] SUBSEP k[2] SUBSEP "A"); b = med(k[1] SUBSEP k[2] SUBSEP "B")
 			c = med(k[1] SUBSEP k[2] SUBSEP "C"); d = med(k[1] SUBSEP k[2] SUBSEP "D")
-			printf "| %d | %g MiB | %s | %s | %s | %s | %s | %s | %s |\n", k[1], k[2] / 1048576, us(a), us(b), ratio(a, b), us(c), ratio(b, c), us(d), ratio(d, c)
+			e = med(k[1] SUBSEP k[2] SUBSEP "E")
+			printf "| %d | %g MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[1], k[2] / 1048576, us(a), us(b), us(c), us(d), us(e), ratio(a, d), meets(a, d, k[2]), ratio(b, e), ratio(c, d)
 		}
-	}' | tee "$OUT/table.md"
+	}'
+	} | tee "$OUT/table.md"
 }
 
 if [ "${1:-}" = table ]; then
