@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/splitplan"
 )
 
 // NoColor passed to Split leaves the rank out of every sub-group (Split
 // returns a nil Comm for it), as MPI_UNDEFINED does.
-const NoColor = -1
+const NoColor = -1 // splitplan.NoColor
 
 // splitEntry is one sub-group being created by a Split call.
 type splitEntry struct {
@@ -113,7 +112,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if color == NoColor {
 		return nil, nil
 	}
-	members := l.members[color]
+	members := l.Members[color]
 	me := slices.Index(members, c.rank)
 	k := splitKey{seq, color}
 	g.splitMu.Lock()
@@ -223,106 +222,19 @@ func (g *Group) childOptions(local []int, tr backend.Transport) Options {
 	return o
 }
 
-// splitLayout is what every rank works out alike from the gathered colors
-// and keys.
-type splitLayout struct {
-	colors  []int         // the colors that have members, ascending
-	members map[int][]int // each color's members (parent ranks), by key, then rank
-	spans   []int         // the colors whose members live in several processes, ascending
-	procs   map[int][]int // a spanning color's processes, in the order of their first members
-}
-
-// splitLayout sorts the members of every color and checks that each
-// sub-group spanning processes has a supported layout. The error is the same
-// on every rank: the first color, ascending, that cannot be made.
-func (g *Group) splitLayout(all []int64) (*splitLayout, error) {
-	l := &splitLayout{members: map[int][]int{}, procs: map[int][]int{}}
-	for r := 0; r < g.n; r++ {
-		col := int(all[3*r])
-		if col == NoColor {
-			continue
-		}
-		if _, ok := l.members[col]; !ok {
-			l.colors = append(l.colors, col)
-		}
-		l.members[col] = append(l.members[col], r)
-	}
-	slices.Sort(l.colors)
-	for _, col := range l.colors {
-		m := l.members[col]
-		sort.SliceStable(m, func(a, b int) bool { return all[3*m[a]+1] < all[3*m[b]+1] })
-	}
+// splitLayout is splitplan.Plan for the group: the sub-groups worked out
+// alike on every rank from the gathered colors and keys, and the check that
+// each sub-group spanning processes has a supported layout.
+func (g *Group) splitLayout(all []int64) (*splitplan.Layout, error) {
 	if g.tr == nil {
-		return l, nil
+		return splitplan.Plan(all, g.n, g.n, "")
 	}
-	noSplit := -1 // a process whose transport cannot split
-	for r := 0; r < g.n && noSplit < 0; r++ {
-		if all[3*r+2] == 0 {
-			noSplit = g.procOf(r)
-		}
-	}
-	for _, col := range l.colors {
-		m := l.members[col]
-		var procs []int // in the order of their first members
-		count := map[int]int{}
-		contiguous := true
-		for i, r := range m {
-			p := g.procOf(r)
-			if count[p] == 0 {
-				procs = append(procs, p)
-			} else if g.procOf(m[i-1]) != p {
-				contiguous = false
-			}
-			count[p]++
-		}
-		if len(procs) == 1 {
-			continue // a sub-group of one process: no transport
-		}
-		unsupported := func(format string, a ...any) error {
-			return fmt.Errorf("color %d: %s: %w", col, fmt.Sprintf(format, a...), ErrUnsupported)
-		}
-		if !contiguous {
-			return nil, unsupported("in key order its members are in processes %s; a sub-group across processes needs each process's members contiguous", procRuns(g, m))
-		}
-		for _, p := range procs[1:] {
-			if count[p] != count[procs[0]] {
-				return nil, unsupported("process %d has %d of its members, process %d has %d; a sub-group across processes needs the same number in each",
-					procs[0], count[procs[0]], p, count[p])
-			}
-		}
-		if noSplit >= 0 {
-			return nil, unsupported("it spans processes %v, and the transport of process %d (%s) cannot split (no backend.Splitter)",
-				procs, noSplit, g.tr.Name())
-		}
-		l.spans = append(l.spans, col)
-		l.procs[col] = procs
-	}
-	return l, nil
-}
-
-// procRuns describes the processes of members in order, as runs:
-// "[0 x2, 1 x2, 0 x2]".
-func procRuns(g *Group, members []int) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for i := 0; i < len(members); {
-		p, j := g.procOf(members[i]), i
-		for j < len(members) && g.procOf(members[j]) == p {
-			j++
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%d x%d", p, j-i)
-		i = j
-	}
-	b.WriteByte(']')
-	return b.String()
+	return splitplan.Plan(all, g.n, g.nl, g.tr.Name())
 }
 
 // splitProcesses is Split in a group that spans processes: the first local
 // rank to get here makes this process's part for all of them.
-func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *splitLayout) (*Comm, error) {
+func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *splitplan.Layout) (*Comm, error) {
 	g := c.g
 	g.splitMu.Lock()
 	if g.closingKids {
@@ -362,39 +274,26 @@ func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *spl
 	case color == NoColor:
 		return nil, nil
 	}
-	var local []int
-	for _, r := range l.members[color] {
-		if g.isLocal(r) {
-			local = append(local, r)
-		}
-	}
+	local := l.Local(color, g.base, g.nl)
 	return e.subs[color].Comm(slices.Index(local, c.rank)), nil
 }
 
-// Outcomes of one process's part of a Split, as the processes agree on them.
-const (
-	splitOK byte = iota
-	splitTimeout
-	splitUnsupported
-	splitInvalid
-	splitClosed
-	splitFailed
-)
-
-func splitOutcome(err error) byte {
+// splitOutcome classes err as the outcome of one process's part of a Split,
+// as the processes agree on it.
+func splitOutcome(err error) splitplan.Outcome {
 	switch {
 	case err == nil:
-		return splitOK
+		return splitplan.OK
 	case errors.Is(err, ErrTimeout) || isCtxErr(err):
-		return splitTimeout
+		return splitplan.Timeout
 	case errors.Is(err, ErrUnsupported):
-		return splitUnsupported
+		return splitplan.Unsupported
 	case errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidConfig):
-		return splitInvalid
+		return splitplan.Invalid
 	case errors.Is(err, ErrClosed):
-		return splitClosed
+		return splitplan.Closed
 	}
-	return splitFailed
+	return splitplan.Failed
 }
 
 // makeChildren makes this process's part of a Split, in two steps that end
@@ -407,7 +306,7 @@ func splitOutcome(err error) byte {
 // for it in vain; after a timeout (a process is missing) it stops. On
 // any failure, in this process or another, it closes what it made and every
 // process returns an error.
-func (g *Group) makeChildren(ctx context.Context, l *splitLayout) (map[int]*Group, error) {
+func (g *Group) makeChildren(ctx context.Context, l *splitplan.Layout) (map[int]*Group, error) {
 	defer g.makingKids.Done() // counted by splitProcesses
 	// The waits end with ctx, or when the parent breaks.
 	wctx, cancel := context.WithCancel(ctx)
@@ -431,8 +330,8 @@ func (g *Group) makeChildren(ctx context.Context, l *splitLayout) (map[int]*Grou
 		}
 	}
 	var err error
-	for i, col := range l.spans {
-		procs := l.procs[col]
+	for i, col := range l.Spans {
+		procs := l.Procs[col]
 		idx := slices.Index(procs, me)
 		sub := -1 // not a member: MPI_UNDEFINED
 		if idx >= 0 {
@@ -455,24 +354,19 @@ func (g *Group) makeChildren(ctx context.Context, l *splitLayout) (map[int]*Grou
 		if err == nil {
 			err = e
 		}
-		if splitOutcome(e) == splitTimeout || g.isBroken.Load() {
+		if splitOutcome(e) == splitplan.Timeout || g.isBroken.Load() {
 			break
 		}
 	}
-	if len(l.spans) > 0 && !g.isBroken.Load() {
+	if len(l.Spans) > 0 && !g.isBroken.Load() {
 		err = g.agreeSplit(wctx, ctx, "splitting the transport", err)
 	}
 	if err != nil {
 		undo()
 		return nil, err
 	}
-	for _, col := range l.colors {
-		var local []int
-		for _, r := range l.members[col] {
-			if g.isLocal(r) {
-				local = append(local, r)
-			}
-		}
+	for _, col := range l.Colors {
+		local := l.Local(col, g.base, g.nl)
 		if len(local) == 0 {
 			continue
 		}
@@ -483,7 +377,7 @@ func (g *Group) makeChildren(ctx context.Context, l *splitLayout) (map[int]*Grou
 			if err == nil {
 				err = fmt.Errorf("opening the sub-group of color %d: %w", col, e)
 			}
-			if splitOutcome(e) == splitTimeout {
+			if splitOutcome(e) == splitplan.Timeout {
 				break
 			}
 			continue
@@ -500,7 +394,7 @@ func (g *Group) makeChildren(ctx context.Context, l *splitLayout) (map[int]*Grou
 		return nil, err
 	}
 	g.splitMu.Lock()
-	for _, col := range l.colors {
+	for _, col := range l.Colors {
 		if k := kids[col]; k != nil {
 			g.children = append(g.children, k)
 		}
@@ -576,7 +470,7 @@ func (g *Group) ranksOf(err error) []int {
 func (g *Group) agreeSplit(wctx, ctx context.Context, step string, mine error) error {
 	all := make([]byte, g.nproc)
 	actx, cancel := context.WithTimeout(wctx, g.cfg.CommunicationTimeout)
-	err := g.tr.Allgather(actx, []byte{splitOutcome(mine)}, all)
+	err := g.tr.Allgather(actx, []byte{byte(splitOutcome(mine))}, all)
 	cancel()
 	if err != nil {
 		if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
@@ -593,26 +487,19 @@ func (g *Group) agreeSplit(wctx, ctx context.Context, step string, mine error) e
 	if mine != nil {
 		return mine
 	}
-	var bad []int
-	for p, o := range all {
-		if o != splitOK {
-			bad = append(bad, p)
-		}
-	}
+	bad := splitplan.Failures(all)
 	if len(bad) == 0 {
 		return nil
 	}
-	o := all[bad[0]]
-	what := map[byte]string{splitTimeout: "timed out", splitUnsupported: "unsupported", splitInvalid: "invalid argument",
-		splitClosed: "closed", splitFailed: "failed"}[o]
-	re := &RemoteError{Process: bad[0], Rank: -1, Timeout: o == splitTimeout,
-		Msg: fmt.Sprintf("Split, %s: %s (failed in process(es) %v; what this process made is closed again)", step, what, bad)}
+	o := splitplan.Outcome(all[bad[0]])
+	re := &RemoteError{Process: bad[0], Rank: -1, Timeout: o == splitplan.Timeout,
+		Msg: fmt.Sprintf("Split, %s: %s (failed in process(es) %v; what this process made is closed again)", step, o, bad)}
 	switch o {
-	case splitUnsupported:
+	case splitplan.Unsupported:
 		return classed{re, ErrUnsupported}
-	case splitInvalid:
+	case splitplan.Invalid:
 		return classed{re, ErrInvalidArgument}
-	case splitClosed:
+	case splitplan.Closed:
 		return classed{re, ErrClosed}
 	}
 	return re
