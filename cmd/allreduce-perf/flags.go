@@ -124,11 +124,12 @@ func parseDtype(s string) (dtype, bool) {
 	return 0, false
 }
 
-// opsFor is the ops a table runs for type d: every op asked for, less avg
-// for the integer types (-o all; an explicit -o avg with an integer type
-// is refused).
-func (o *options) opsFor(d dtype) []collective.Op {
-	if !d.isInt() || !containsOp(o.ops, collective.Mean) {
+// opsFor is the ops a table of collective c runs for type d: every op
+// asked for, less avg for the integer types and for scan and exscan (-o
+// all, and --coll all for the scans; an explicit -o avg with an integer
+// type or an explicit --coll scan or exscan is refused).
+func (o *options) opsFor(c coll, d dtype) []collective.Op {
+	if !(d.isInt() || c.noMean()) || !containsOp(o.ops, collective.Mean) {
 		return o.ops
 	}
 	var ops []collective.Op
@@ -152,12 +153,15 @@ const (
 	collAllToAll
 	collGather
 	collScatter
+	collScan     // inclusive prefix reduction (MPI_Scan); nccl-tests has none
+	collExscan   // exclusive prefix reduction (MPI_Exscan); nccl-tests has none
+	collSendRecv // nccl-tests' sendrecv: each rank sends to r+1 and receives from r-1
 )
 
 var collNames = [...]string{
 	collAllReduce: "allreduce", collReduceScatter: "reducescatter", collAllGather: "allgather",
 	collBroadcast: "broadcast", collReduce: "reduce", collAllToAll: "alltoall", collGather: "gather",
-	collScatter: "scatter",
+	collScatter: "scatter", collScan: "scan", collExscan: "exscan", collSendRecv: "sendrecv",
 }
 
 func (c coll) String() string { return collNames[c] }
@@ -177,7 +181,8 @@ func parseColl(s string) (coll, bool) {
 // collForProgram is the default --coll of a binary invoked under another
 // name (a symlink or a copy), as nccl-tests names its binaries:
 // reducescatter-perf (or reduce_scatter_perf), allgather-perf,
-// broadcast-perf, reduce-perf; anything else runs all-reduce.
+// broadcast-perf, reduce-perf, sendrecv-perf (sendrecv_perf), ... (any
+// collective's name); anything else runs all-reduce.
 func collForProgram(prog string) coll {
 	base := strings.ToLower(filepath.Base(prog))
 	base = strings.TrimSuffix(base, ".exe")
@@ -201,19 +206,36 @@ func programName(prog string) string {
 }
 
 // hasOp reports whether the collective reduces (the others print "none").
-func (c coll) hasOp() bool { return c == collAllReduce || c == collReduceScatter || c == collReduce }
+func (c coll) hasOp() bool {
+	return c == collAllReduce || c == collReduceScatter || c == collReduce || c == collScan || c == collExscan
+}
+
+// noMean reports whether the collective reduces but has no avg: a prefix
+// reduction (the library refuses Mean for Scan and Exscan).
+func (c coll) noMean() bool { return c == collScan || c == collExscan }
 
 // hasRoot reports whether the collective has a root (the others print -1).
 func (c coll) hasRoot() bool {
 	return c == collBroadcast || c == collReduce || c == collGather || c == collScatter
 }
 
-// busFactor is nccl-tests' busbw/algbw for n ranks.
+// busFactor is nccl-tests' busbw/algbw for n ranks (broadcast, reduce and
+// sendrecv: 1, as nccl-tests).
+//
+// nccl-tests has no scan, so scan and exscan take the factor of the
+// bandwidth-optimal prefix, a chain along the ranks: every rank but the
+// last forwards one buffer-sized partial (its input reduced with what came
+// from r-1; exscan: the same partials, rank n-1's input never needed), so
+// the n ranks move (n-1) buffers, (n-1)/n per rank: busbw = algbw*(n-1)/n,
+// 0 on one rank. That is the bound any prefix algorithm meets, not what
+// gocoll's Scan moves (it all-gathers every input, (n-1) buffers into
+// every rank), so a busbw below the link's speed shows that overhead, as
+// nccl-tests' factors show an algorithm's against its optimum.
 func (c coll) busFactor(n int) float64 {
 	switch c {
 	case collAllReduce:
 		return 2 * float64(n-1) / float64(n)
-	case collReduceScatter, collAllGather, collAllToAll, collGather, collScatter:
+	case collReduceScatter, collAllGather, collAllToAll, collGather, collScatter, collScan, collExscan:
 		return float64(n-1) / float64(n)
 	}
 	return 1
@@ -224,13 +246,21 @@ func (c coll) busFactor(n int) float64 {
 var entryPoints = [...]string{
 	collAllReduce: "AllReduce", collReduceScatter: "ReduceScatter", collAllGather: "AllGather",
 	collBroadcast: "Broadcast", collReduce: "Reduce", collAllToAll: "AllToAll", collGather: "Gather",
-	collScatter: "Scatter",
+	collScatter: "Scatter", collScan: "Scan", collExscan: "Exscan", collSendRecv: "SendRecv",
 }
 
 // algorithms are the strategies the collective can honour (the library's
 // algorithm table), the first being what it runs under -a auto (for
-// all-reduce: auto, which picks among the others).
-func (c coll) algorithms() []collective.Strategy { return collective.Strategies(entryPoints[c]) }
+// all-reduce: auto, which picks among the others). Point-to-point
+// (sendrecv) is no entry of the table: its message goes straight from the
+// sender's slice to the receiver's, which the header and the JSON record
+// call direct.
+func (c coll) algorithms() []collective.Strategy {
+	if c == collSendRecv {
+		return []collective.Strategy{collective.Direct}
+	}
+	return collective.Strategies(entryPoints[c])
+}
 
 // allStrategies is what -a all sweeps, in this order: auto and the
 // all-reduce strategies of the library's algorithm table, but for those
@@ -250,7 +280,8 @@ var allStrategies = func() []collective.Strategy {
 }()
 
 // allColls is what --coll all runs, in this order.
-var allColls = []coll{collAllReduce, collReduceScatter, collAllGather, collBroadcast, collReduce, collAllToAll, collGather, collScatter}
+var allColls = []coll{collAllReduce, collReduceScatter, collAllGather, collBroadcast, collReduce, collAllToAll, collGather, collScatter,
+	collScan, collExscan, collSendRecv}
 
 // options are the parsed and validated command-line settings.
 type options struct {
@@ -261,7 +292,8 @@ type options struct {
 	colls              []coll
 	dtypes             []dtype
 	ops                []collective.Op
-	roots              []int // broadcast and reduce: the roots to run (-r all: every rank)
+	roots              []int  // broadcast and reduce: the roots to run (-r all: every rank)
+	meanless           []coll // scan, exscan: asked for (--coll all too) with -o avg, which they skip
 	strategies         []collective.Strategy
 	iters, warmup      int
 	check              int
@@ -374,10 +406,10 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.VarP(sizeValue{&r.stepBytes}, "stepbytes", "i", "size increment when the step factor is 1 (default 1M)")
 	fs.Int64VarP(&r.stepFactor, "stepfactor", "f", r.stepFactor, "size multiplier; > 1 makes the sweep multiplicative (default 1)")
 	fs.IntVarP(&r.ngpus, "ngpus", "g", r.ngpus, "number of ranks, one goroutine each (default 1)")
-	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|gather|scatter|all, or a comma list (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf or reduce-perf defaults to that one)")
+	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|gather|scatter|scan|exscan|sendrecv|all, or a comma list: scan and exscan are the inclusive and exclusive prefix reductions (no avg), sendrecv nccl-tests' ring shift (rank r sends to r+1, receives from r-1) (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf, reduce-perf, sendrecv-perf, ... defaults to that one)")
 	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|int8|uint8|int32|uint32|int64|uint64|half|bfloat16|all, or a comma list: nccl-tests' types (half and bfloat16 are collective.Float16 and BFloat16); all runs every one, in nccl-tests' order (default float)")
 	fs.StringVar(&r.wire, "wire", "", "half|bfloat16: all-reduce float32 data (-d float) compressed to 16 bits on the wire (collective.AllReduceWire, ring); the type column names the wire type, size(B) = count*2, #wrong counts elements outside collective.WireErrorBound (default none)")
-	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|all, or a comma list; avg is not defined for the integer types, for which all leaves it out (default sum)")
+	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|all, or a comma list; avg is not defined for the integer types nor for scan and exscan, for which all leaves it out (default sum)")
 	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast, reduce, gather and scatter, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")
 	fs.IntVarP(&r.iters, "iters", "n", r.iters, "timed iterations per size (default 20)")
 	fs.IntVarP(&r.warmup, "warmup_iters", "w", r.warmup, "warm-up iterations at the largest and smallest size (default 5)")
@@ -397,7 +429,8 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 func printUsage(w io.Writer, prog string, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, "usage: %s [flags]\n", programName(prog))
 	fmt.Fprintln(w, "An nccl-tests-style sweep over gocoll's collectives (all_reduce_perf, reduce_scatter_perf, all_gather_perf,")
-	fmt.Fprintln(w, "broadcast_perf, reduce_perf in one binary), with every result verified.")
+	fmt.Fprintln(w, "broadcast_perf, reduce_perf, alltoall_perf, gather_perf, scatter_perf, sendrecv_perf in one binary, and")
+	fmt.Fprintln(w, "the prefix reductions scan and exscan), with every result verified.")
 	fmt.Fprintln(w, "Every flag has a long form (--minbytes 8); most have a short one too (-b 8).")
 	fs.VisitAll(func(f *pflag.Flag) {
 		names := "--" + f.Name
@@ -501,13 +534,14 @@ func (r *rawFlags) validate() (*options, error) {
 	if o.stepFactor == 1 && o.stepBytes < 1 && o.minBytes < o.maxBytes {
 		return nil, usagef("-i/--stepbytes must be > 0, got %d", o.stepBytes)
 	}
-	if strings.EqualFold(strings.TrimSpace(r.coll), "all") {
+	collsAll := strings.EqualFold(strings.TrimSpace(r.coll), "all")
+	if collsAll {
 		o.colls = allColls
 	} else {
 		for _, f := range strings.Split(r.coll, ",") {
 			c, ok := parseColl(f)
 			if !ok {
-				return nil, usagef("--coll %q is not known (want allreduce, reducescatter, allgather, broadcast, reduce, alltoall, gather, scatter, all or a comma list)", r.coll)
+				return nil, usagef("--coll %q is not known (want allreduce, reducescatter, allgather, broadcast, reduce, alltoall, gather, scatter, scan, exscan, sendrecv, all or a comma list)", r.coll)
 			}
 			if !containsColl(o.colls, c) {
 				o.colls = append(o.colls, c)
@@ -545,7 +579,8 @@ func (r *rawFlags) validate() (*options, error) {
 		o.dtypes = []dtype{d}
 	}
 	if strings.EqualFold(strings.TrimSpace(r.op), "all") {
-		// nccl-tests' order; the integer types skip avg (opsFor).
+		// nccl-tests' order; the integer types, scan and exscan skip avg
+		// (opsFor).
 		o.ops = []collective.Op{collective.Sum, collective.Prod, collective.Max, collective.Min, collective.Mean}
 	} else {
 		for _, f := range strings.Split(r.op, ",") {
@@ -563,7 +598,27 @@ func (r *rawFlags) validate() (*options, error) {
 					return nil, usagef("-o avg is not defined for integer type %s (-d %s): use sum and divide, or -o all, which skips avg for the integer types", d, strings.TrimSpace(r.datatype))
 				}
 			}
+			for _, c := range o.colls {
+				if c.noMean() && !collsAll {
+					return nil, usagef("-o avg is not defined for a prefix reduction (--coll %s): use sum and divide rank r's result by r+1 (exscan: r), or -o all, which skips avg for scan and exscan", c)
+				}
+			}
 		}
+	}
+	if containsOp(o.ops, collective.Mean) {
+		// -o all, or --coll all with -o avg: the scans run without avg,
+		// and not at all when avg is the only op.
+		var keep []coll
+		for _, c := range o.colls {
+			if c.noMean() {
+				o.meanless = append(o.meanless, c)
+				if len(o.ops) == 1 {
+					continue
+				}
+			}
+			keep = append(keep, c)
+		}
+		o.colls = keep
 	}
 	if strings.EqualFold(strings.TrimSpace(r.root), "all") {
 		for q := 0; q < max(o.ranks, 0); q++ {

@@ -5,13 +5,13 @@
 // chosen as collective.NewGroup chooses it (--backend, else GOCOLL_BACKEND,
 // else metal, vulkan, host). For each collective (--coll: allreduce by
 // default, reducescatter, allgather, broadcast, reduce, alltoall, gather,
-// scatter), strategy (-a),
+// scatter, scan, exscan, sendrecv), strategy (-a),
 // element type, op, root and size it runs warm-up iterations, times -n
 // iterations out of place and in place, and, with -c, resets the inputs,
 // runs once more and compares every element of every rank with an exact
 // reference. The flags, the table and the closing lines follow nccl-tests
 // (all_reduce_perf, reduce_scatter_perf, all_gather_perf, broadcast_perf,
-// reduce_perf, alltoall_perf, gather_perf, scatter_perf), so results compare line by line:
+// reduce_perf, alltoall_perf, gather_perf, scatter_perf, sendrecv_perf), so results compare line by line:
 //
 //	allreduce-perf -g 4 -b 8 -e 8M -f 4
 //	allreduce-perf --coll broadcast -r all -g 3 -b 8 -e 1M -f 8
@@ -19,6 +19,17 @@
 // Invoked under another name (a symlink or copy) named reducescatter-perf,
 // allgather-perf, broadcast-perf or reduce-perf (or nccl-tests'
 // reduce_scatter_perf, ...), the binary runs that collective by default.
+//
+// sendrecv is nccl-tests' sendrecv_perf: each rank sends its buffer (the
+// size) to rank (r+1) mod N and receives from (r-1+N) mod N with
+// collective.SendRecv (on one rank, to and from itself); in place sends
+// and receives one buffer, as the library allows; busbw = algbw. scan and
+// exscan, which nccl-tests lacks, are the prefix reductions
+// collective.Scan and collective.Exscan (per-rank count as all-reduce, an
+// op but no avg, no root): rank r's result is checked against ranks
+// 0..r's inputs (exscan: 0..r-1; rank 0's buffer must be left as it was),
+// and busbw = algbw*(N-1)/N, the traffic of a chain in which every rank but
+// the last forwards one partial.
 //
 // -d takes nccl-tests' types: float, double, int8, uint8, int32, uint32,
 // int64, uint64, half and bfloat16 (collective.Float16 and
@@ -158,7 +169,7 @@ func rowsOf(o *options, ts []table) int {
 		}
 		for _, d := range o.dtypes {
 			if t.coll.hasOp() {
-				ops = len(o.opsFor(d))
+				ops = len(o.opsFor(t.coll, d))
 			}
 			n += ops * roots * len(o.sizes())
 		}
@@ -307,7 +318,7 @@ func runType[T collective.Elem](ctx context.Context, rn *runner, t table, dt dty
 			err = fmt.Errorf("freeing pinned buffers: %w", cerr)
 		}
 	}()
-	ops, roots := s.o.opsFor(dt), s.o.roots
+	ops, roots := s.o.opsFor(t.coll, dt), s.o.roots
 	if !s.t.coll.hasOp() {
 		ops = ops[:1]
 	}
@@ -369,6 +380,20 @@ func typeNotes(o *options, kernels backend.DTypeSet, backendName string) []strin
 	}
 	if len(ints) > 0 {
 		notes = append(notes, fmt.Sprintf("# Types: -o all skips avg for %s (avg is not defined for integer types)", strings.Join(ints, ", ")))
+	}
+	if len(o.meanless) > 0 {
+		names := make([]string, len(o.meanless))
+		for i, c := range o.meanless {
+			names[i] = c.String()
+		}
+		skip := "run without avg"
+		if len(o.ops) == 1 {
+			skip = "do not run (avg is the only op)"
+		}
+		if len(names) == 1 {
+			skip = map[bool]string{true: "does not run (avg is the only op)", false: "runs without avg"}[len(o.ops) == 1]
+		}
+		notes = append(notes, fmt.Sprintf("# Ops: %s %s: avg is not defined for a prefix reduction", strings.Join(names, " and "), skip))
 	}
 	if len(host) > 0 {
 		notes = append(notes, fmt.Sprintf("# Types: %s reduced exactly on the host (no %s kernels for them on these devices)", strings.Join(host, ", "), backendName))

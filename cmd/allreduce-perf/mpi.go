@@ -616,7 +616,7 @@ func mpiRunType[T collective.Elem](ctx context.Context, m *mpiRun, t table, dt d
 			*dst = append(*dst, hb.Data)
 		}
 	}
-	for _, op := range m.o.opsFor(dt) {
+	for _, op := range m.o.opsFor(collAllReduce, dt) {
 		if err := s.run(ctx, op); err != nil {
 			return err
 		}

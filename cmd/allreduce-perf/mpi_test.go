@@ -59,6 +59,10 @@ func TestMPIUsage(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--mpi", "--coll", "broadcast"},
+		{"--mpi", "--coll", "scan"},
+		{"--mpi", "--coll", "exscan"},
+		{"--mpi", "--coll", "sendrecv"},
+		{"--mpi", "--coll", "all"},
 		{"--mpi", "--wire", "half"},
 		{"--mpi", "-d", "int8", "-o", "avg"},
 		{"--mpi", "-J", filepath.Join(t.TempDir(), "x.json")},
@@ -67,6 +71,11 @@ func TestMPIUsage(t *testing.T) {
 	} {
 		if code, ok, _, errOut := run(args...); !ok || code != 2 || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%q: exit %d (ok %v), stderr %q; want 2 and one line", args, code, ok, errOut)
+		}
+	}
+	for _, c := range []string{"scan", "exscan", "sendrecv"} {
+		if _, _, _, errOut := run("--mpi", "--coll", c); !strings.Contains(errOut, "--coll "+c+": across processes (MPI) the sweep runs allreduce only") {
+			t.Errorf("--mpi --coll %s: stderr %q does not refuse it by name", c, errOut)
 		}
 	}
 	if code, ok, out, _ := run("-h"); !ok || code != 0 || !strings.Contains(out, "--mpi-baseline") || !strings.Contains(out, "--minbytes") {

@@ -238,8 +238,45 @@ func (s *sweep[T]) call(ctx context.Context, r int, sh shape, op collective.Op, 
 			return collective.Scatter(ctx, c, recv[:sh.total], recv[int64(r)*m:int64(r+1)*m], root)
 		}
 		return collective.Scatter(ctx, c, send[:sh.total], recv[:m], root)
+	case collScan:
+		if inPlace {
+			return collective.Scan(ctx, c, recv[:n], recv[:n], op)
+		}
+		return collective.Scan(ctx, c, send[:n], recv[:n], op)
+	case collExscan:
+		if inPlace {
+			return collective.Exscan(ctx, c, recv[:n], recv[:n], op)
+		}
+		return collective.Exscan(ctx, c, send[:n], recv[:n], op)
+	case collSendRecv:
+		// nccl-tests' ring shift; in place sends and receives one buffer
+		// (the library sends what it held when the call started).
+		to, from := s.peers(r)
+		if inPlace {
+			return collective.SendRecv(ctx, c, recv[:n], to, recv[:n], from)
+		}
+		return collective.SendRecv(ctx, c, send[:n], to, recv[:n], from)
 	}
 	return fmt.Errorf("unknown collective %d", int(s.t.coll))
+}
+
+// peers are the ranks rank r's sendrecv sends to and receives from:
+// (r+1) mod N and (r-1+N) mod N, r itself on one rank.
+func (s *sweep[T]) peers(r int) (to, from int) {
+	n := len(s.comms)
+	return (r + 1) % n, (r - 1 + n) % n
+}
+
+// reduced is how many ranks' inputs rank r's result reduces: every rank's,
+// but for scan (ranks 0..r) and exscan (0..r-1: none on rank 0).
+func (s *sweep[T]) reduced(r int) int {
+	switch s.t.coll {
+	case collScan:
+		return r + 1
+	case collExscan:
+		return r
+	}
+	return len(s.comms)
 }
 
 // warmup runs the warm-up iterations (out of place) at shape sh.
@@ -388,7 +425,7 @@ func (s *sweep[T]) output(r int, sh shape, inPlace bool) []T {
 func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace bool, rep int) {
 	// The collectives that reduce hold op's results; the others copies of
 	// the inputs (set with op Sum).
-	poison := s.vals.poison(op, len(s.comms), s.t.coll.hasOp())
+	poison := s.vals.poison(op, s.reduced(r), s.t.coll.hasOp())
 	send, recv := s.send[r], s.recv[r]
 	setPoison := func(x []T) {
 		for i := range x {
@@ -402,7 +439,7 @@ func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace boo
 	}
 	m := sh.count
 	switch s.t.coll {
-	case collAllReduce, collReduceScatter, collReduce:
+	case collAllReduce, collReduceScatter, collReduce, collScan, collExscan:
 		if inPlace {
 			setInput(recv[:sh.total], op, r)
 		} else {
@@ -425,7 +462,7 @@ func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace boo
 				setInput(send[:sh.total], collective.Sum, r)
 			}
 		}
-	case collAllToAll:
+	case collAllToAll, collSendRecv:
 		if inPlace {
 			setInput(recv[:sh.total], collective.Sum, r)
 		} else {
@@ -495,7 +532,13 @@ func (s *sweep[T]) countWrong(sh shape, op collective.Op, root int, rep int, inP
 //     are not written (in place: their input is left as it was);
 //   - alltoall: chunk q of rank r's output is chunk r of rank q's input;
 //   - gather: root holds every rank's contribution, in rank order;
-//   - scatter: rank r holds chunk r of root's input.
+//   - scatter: rank r holds chunk r of root's input;
+//   - scan: rank r holds the reduction of ranks 0..r's inputs, in the
+//     type's exact reference (the library's Scan is rounded once, so exact);
+//   - exscan: rank r > 0 holds the reduction of ranks 0..r-1's inputs; rank
+//     0's receive buffer is left untouched, as the library defines it (out
+//     of place: still the poison; in place: its own input);
+//   - sendrecv: rank r holds rank (r-1+N) mod N's input.
 //
 // Out of place, a send element that changed is wrong too.
 func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, root int, rep int, inPlace bool) int64 {
@@ -583,11 +626,27 @@ func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, r
 				w++
 			}
 		}
-	case collReduce:
+	case collSendRecv:
+		_, from := s.peers(r)
+		for i := lo; i < hi; i++ {
+			if recv[i] != in(collective.Sum, from, i) {
+				w++
+			}
+			if !inPlace && send[i] != in(collective.Sum, r, i) {
+				w++
+			}
+		}
+	case collReduce, collScan, collExscan:
+		// Rank r holds the reduction of ranks 0..k-1; with k 0 (reduce's
+		// other ranks, exscan's rank 0) its buffer is left as it was.
+		k := s.reduced(r)
+		if s.t.coll == collReduce && r != root {
+			k = 0
+		}
 		for i := lo; i < hi; i++ {
 			switch {
-			case r == root:
-				if !s.right(recv[i], op, n, i, rep) {
+			case k > 0:
+				if !s.right(recv[i], op, k, i, rep) {
 					w++
 				}
 			case inPlace:
@@ -595,7 +654,7 @@ func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, r
 					w++
 				}
 			default:
-				if !s.vals.isPoison(recv[i], op, n, true) { // written
+				if !s.vals.isPoison(recv[i], op, s.reduced(r), true) { // written
 					w++
 				}
 			}
@@ -607,7 +666,8 @@ func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, r
 	return w
 }
 
-// right reports whether got is element i of the reduction over n ranks:
+// right reports whether got is element i of the reduction over ranks
+// 0..n-1 (all of them, or a scan's prefix):
 // the type's exact reference (see values; float and double avg: within 1
 // ulp), or, for the wire types, within the documented bound of wire
 // compression (see wireBound).
