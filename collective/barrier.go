@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/parktimer"
 )
 
 // fingerprint identifies a call; every rank's must match before data moves.
@@ -169,15 +170,15 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	if bell {
 		deadline = time.Now().Add(g.cfg.CommunicationTimeout)
 	} else {
-		due = dueAfter(now, g.cfg.CommunicationTimeout)
-		c.wt.arm(now, due)
+		due = parktimer.DueAfter(now, g.cfg.CommunicationTimeout)
+		c.wt.Arm(now, due)
 	}
 	var ctxErr error
 	timedOut := false
 	for {
 		if !look {
 			if bell {
-				t := c.bell.ticket()
+				t := c.bell.Ticket()
 				if b.genSeen.Load() == gen && g.Err() == nil && g.goneEvents.Load() == seen {
 					if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
 						continue
@@ -186,8 +187,8 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			} else {
 				select {
 				case <-c.wake:
-				case <-c.wt.t.C:
-					if !c.wt.fired(due) {
+				case <-c.wt.C():
+					if !c.wt.Fired(monoNow(), due) {
 						continue
 					}
 					timedOut = true
@@ -239,8 +240,8 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 				deadline = time.Now().Add(g.cfg.CommunicationTimeout)
 			} else {
 				now := monoNow()
-				due = dueAfter(now, g.cfg.CommunicationTimeout)
-				c.wt.arm(now, due)
+				due = parktimer.DueAfter(now, g.cfg.CommunicationTimeout)
+				c.wt.Arm(now, due)
 			}
 			b.mu.Unlock()
 			continue
@@ -315,7 +316,7 @@ func (c *Comm) mismatchFor(m *MismatchError) error {
 // where spinning steals the cores the other ranks and CPU drivers need):
 // as long as a device wait polls (shimdev's defaultSpin). Blocking is the
 // rare path: a wake-up costs tens of microseconds (it then sleeps on the
-// comm's doorbell, see doorbell).
+// comm's doorbell, see internal/bell).
 const barrierSpin = 2 * time.Millisecond
 
 var spinBarrier = runtime.GOMAXPROCS(0) >= 8

@@ -371,51 +371,6 @@ func TestEnvBackendSelection(t *testing.T) {
 	g2.Close()
 }
 
-// waitCtx times out whether the wait blocks on Done (its timer starts then)
-// or only polls Err, and a wait disarmed in time reports nothing.
-func TestWaitCtxLazyTimer(t *testing.T) {
-	var w waitCtx
-	broken := make(chan struct{})
-	w.init(broken)
-
-	w.arm(context.Background(), 20*time.Millisecond)
-	select {
-	case <-w.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Done did not close after the timeout")
-	}
-	if err := w.disarm(); err != errWaitTimeout {
-		t.Errorf("blocking wait: %v, want errWaitTimeout", err)
-	}
-
-	w.arm(context.Background(), 20*time.Millisecond)
-	time.Sleep(30 * time.Millisecond)
-	if err := w.Err(); err != errWaitTimeout {
-		t.Errorf("polling wait past the deadline: %v, want errWaitTimeout", err)
-	}
-	w.disarm()
-
-	w.arm(context.Background(), time.Hour)
-	if err := w.Err(); err != nil {
-		t.Errorf("fresh wait: %v", err)
-	}
-	if err := w.disarm(); err != nil {
-		t.Errorf("disarmed in time: %v", err)
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	w.arm(ctx, time.Hour)
-	cancel()
-	select {
-	case <-w.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Done did not close when the parent was cancelled")
-	}
-	if err := w.disarm(); err != context.Canceled {
-		t.Errorf("cancelled parent: %v, want context.Canceled", err)
-	}
-}
-
 // TestCancelledRankMatchesNoSentinel pins what errors.go and the package
 // doc say of a cancellation: the cancelled rank's error is an *Error that
 // matches context.Canceled and none of the sentinels; a deadline matches

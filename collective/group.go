@@ -15,8 +15,10 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/algo"
+	"github.com/gocoll/gocoll/internal/bell"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/importcache"
+	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/pin"
 	"github.com/gocoll/gocoll/internal/waitfor"
 )
@@ -233,8 +235,8 @@ type Comm struct {
 	seq   uint64 // collectives started on this comm
 	op    string // the operation running
 	strat Strategy
-	wt    waitTimer // the timer of its parked waits
-	bell  doorbell  // see doorbell
+	wt    parktimer.Timer // the timer of its parked waits
+	bell  bell.Bell       // see internal/bell
 	wake  chan struct{}
 
 	// running is the queued operation the comm's worker runs now: the
@@ -469,9 +471,8 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		// A host rank's buffers are host memory: nothing to import.
 		c.goImp = c.newImportRank(imports, impOff || g.bk == "host")
 		c.pins = pin.NewRank(c.dev, c.isLost)
-		c.wt.t = time.NewTimer(time.Hour)
-		c.wt.t.Stop()
-		c.wctx.init(g.brokenCh)
+		c.wt.Init()
+		c.wctx.Init(g.brokenCh)
 		c.initLane()
 		g.comms = append(g.comms, c)
 	}
@@ -625,7 +626,7 @@ func (g *Group) breakGroup(b *BrokenError) {
 		return
 	}
 	for _, c := range g.comms {
-		c.wctx.fire(errWaitBroken)
+		c.wctx.Fire(errWaitBroken)
 		// Rendezvous and exchange waits wake on the comm's wake channel or
 		// doorbell and check the group after each wake.
 		c.poke()
@@ -801,8 +802,8 @@ func (g *Group) Close() error {
 		var errs []error
 		lost := false
 		for _, c := range g.comms {
-			c.wctx.disarm()
-			c.wctx.release()
+			c.wctx.Disarm()
+			c.wctx.Release()
 			if c.lost != nil {
 				lost = true
 				continue // leaked: the device may still use it
@@ -816,7 +817,7 @@ func (g *Group) Close() error {
 			}
 			c.gather, c.stage, c.work, c.inbox = nil, nil, nil, nil
 			c.pins.Close()
-			c.wt.t.Stop()
+			c.wt.Stop()
 		}
 		for _, c := range g.comms {
 			c.goImp.Close()

@@ -2,13 +2,13 @@ package collective
 
 import (
 	"context"
-	"math"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/channel"
+	"github.com/gocoll/gocoll/internal/parktimer"
 )
 
 // The exchange layer: ranks in one process or across processes move data
@@ -44,9 +44,9 @@ func newLink(g *Group, from, to int, remote bool) *link {
 	case remote:
 		return &link{Link: channel.NewRemote(from, to, g.slotBytes, g.tr, g.procOf(from), g.procOf(to), g.tag(from, to))}
 	case g.sharedMem:
-		return &link{Link: channel.NewShared(from, to, g.slotBytes, g.local(from).bell.ring, g.local(to).bell.ring)}
+		return &link{Link: channel.NewShared(from, to, g.slotBytes, g.local(from).bell.Ring, g.local(to).bell.Ring)}
 	}
-	return &link{Link: channel.NewHost(from, to, g.slotBytes, g.devs[to-g.base], g.local(from).bell.ring, g.local(to).bell.ring)}
+	return &link{Link: channel.NewHost(from, to, g.slotBytes, g.devs[to-g.base], g.local(from).bell.Ring, g.local(to).bell.Ring)}
 }
 
 // link returns the link from rank a to rank b (one of them c's rank),
@@ -101,14 +101,14 @@ func waitOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase st
 }
 
 // bellWaitOn is waitOn's sleep on the doorbell, which the peer rings after
-// each message or credit it sends to this rank (see doorbell), and
+// each message or credit it sends to this rank (see internal/bell), and
 // markGone when a rank goes.
 func bellWaitOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase string) (T, error) {
 	var zero T
 	g := c.g
 	deadline := time.Now().Add(g.cfg.CommunicationTimeout)
 	for {
-		t := c.bell.ticket()
+		t := c.bell.Ticket()
 		select {
 		case v := <-ch:
 			return v, nil
@@ -141,14 +141,14 @@ func bellWaitOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phas
 	}
 }
 
-// parkOn is waitOn's parked receive, from now (monoNow) on: ch, the comm's
-// timer (waitTimer), the group's alert channel (a rank went, or the group
-// broke) and the caller's context.
+// parkOn is waitOn's parked receive, from now (monoNow) on: ch, the
+// comm's timer (parktimer.Timer), the group's alert channel (a rank went,
+// or the group broke) and the caller's context.
 func parkOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase string, now time.Duration) (T, error) {
 	var zero T
 	g := c.g
-	due := dueAfter(now, g.cfg.CommunicationTimeout)
-	c.wt.arm(now, due)
+	due := parktimer.DueAfter(now, g.cfg.CommunicationTimeout)
+	c.wt.Arm(now, due)
 	for {
 		// The alert channel is taken before the gone ranks are looked at:
 		// a rank that goes after the look closes it.
@@ -167,8 +167,8 @@ func parkOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase st
 				return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
 			}
 			return zero, c.brokenErr()
-		case <-c.wt.t.C:
-			if !c.wt.fired(due) {
+		case <-c.wt.C():
+			if !c.wt.Fired(monoNow(), due) {
 				continue
 			}
 			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
@@ -182,49 +182,9 @@ func parkOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase st
 	}
 }
 
-// waitTimer is the timer of a comm's parked waits (exchanges,
-// rendezvous, shared calls), armed lazily: a wait arms it only when it is
-// stopped or would fire after the wait's deadline, and leaves it running
-// when it ends; when it fires before the deadline of the wait that
-// receives it, that wait arms it for the rest. A wait thus seldom touches
-// the runtime's timers (a Reset and a Stop per wait did). Only the comm's
-// goroutine uses it.
-type waitTimer struct {
-	t  *time.Timer
-	at time.Duration // when it fires (monoNow); 0: stopped or fired
-}
-
-// monoNow is the monotonic clock, from monoBase.
+// monoNow is the monotonic clock, from monoBase: the clock of the comm's
+// wait timer (internal/parktimer) and of its wait records.
 func monoNow() time.Duration { return time.Since(monoBase) }
-
-// dueAfter is the deadline d after now (monoNow), saturated.
-func dueAfter(now, d time.Duration) time.Duration {
-	if due := now + d; due >= now {
-		return due
-	}
-	return math.MaxInt64
-}
-
-// arm makes the timer fire by due (monoNow); now is the time.
-func (w *waitTimer) arm(now, due time.Duration) {
-	if w.at == 0 || w.at > due {
-		w.t.Reset(due - now)
-		w.at = due
-	}
-}
-
-// fired takes the timer's firing in a wait whose deadline is due: it
-// reports whether the deadline passed, and arms the timer for the rest if
-// not.
-func (w *waitTimer) fired(due time.Duration) bool {
-	w.at = 0
-	now := monoNow()
-	if now >= due {
-		return true
-	}
-	w.arm(now, due)
-	return false
-}
 
 // goneOn ends a wait on ch for peer, which is gone: what it sent before it
 // went is in ch; anything else never comes.

@@ -100,103 +100,6 @@ func runCtxAllocs(t *testing.T, g *Group, kind string, call func(ctx context.Con
 	return allocs
 }
 
-// TestWaitCtxWatch: a comm's waitCtx registers once on a context and keeps
-// the registration across waits under contexts with the same Done channel;
-// the context's end ends only a wait armed under it, and Close releases
-// the registration.
-func TestWaitCtxWatch(t *testing.T) {
-	var w waitCtx
-	w.init(make(chan struct{}))
-	ended := func(what string, want error) {
-		t.Helper()
-		select {
-		case <-w.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: Done did not close", what)
-		}
-		if err := w.disarm(); err != want {
-			t.Errorf("%s: %v, want %v", what, err, want)
-		}
-	}
-	open := func(what string) {
-		t.Helper()
-		if err := w.Err(); err != nil {
-			t.Errorf("%s: the wait ended: %v", what, err)
-		}
-		if err := w.disarm(); err != nil {
-			t.Errorf("%s: disarm: %v", what, err)
-		}
-	}
-
-	a, cancelA := context.WithCancel(context.Background())
-	w.arm(a, time.Hour)
-	open("a")
-	if w.watched != a.Done() || w.stop == nil {
-		t.Fatal("no registration on a")
-	}
-	// The same context again, and one deriving from it with only a value:
-	// no new registration.
-	if !raceEnabled {
-		type key struct{}
-		av := context.WithValue(a, key{}, 1)
-		if n := testing.AllocsPerRun(100, func() {
-			w.arm(a, time.Hour)
-			w.disarm()
-			w.arm(av, time.Hour)
-			w.disarm()
-		}); n != 0 {
-			t.Errorf("re-arming under the same context: %v allocations, want 0", n)
-		}
-	}
-	w.arm(a, time.Hour)
-	cancelA()
-	ended("a cancelled while armed", context.Canceled)
-	w.arm(a, time.Hour)
-	if err := w.Err(); err != context.Canceled {
-		t.Errorf("armed under a cancelled context: %v", err)
-	}
-	w.disarm()
-
-	// A context with another Done channel replaces the registration; the
-	// old context's end no longer reaches the wait.
-	b, cancelB := context.WithCancel(context.Background())
-	defer cancelB()
-	c, cancelC := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancelC()
-	w.arm(b, time.Hour)
-	open("b")
-	w.arm(c, time.Hour)
-	cancelB()
-	time.Sleep(10 * time.Millisecond)
-	if err := w.Err(); err != nil {
-		t.Errorf("b's end reached a wait under c: %v", err)
-	}
-	ended("c's deadline", context.DeadlineExceeded)
-
-	// A wait under a context that cannot end keeps the last registration,
-	// but that context's end does not reach it.
-	d, cancelD := context.WithCancel(context.Background())
-	w.arm(d, time.Hour)
-	open("d")
-	w.arm(context.Background(), time.Hour)
-	cancelD()
-	time.Sleep(10 * time.Millisecond)
-	open("background after d ended")
-
-	e, cancelE := context.WithCancel(context.Background())
-	defer cancelE()
-	w.arm(e, time.Hour)
-	open("e")
-	w.release()
-	if w.stop != nil || w.watched != nil {
-		t.Error("release kept the registration")
-	}
-	// Armed again after the release: registered again.
-	w.arm(e, time.Hour)
-	cancelE()
-	ended("e after release", context.Canceled)
-}
-
 // TestCloseReleasesCtxWatch: after Group.Close no comm keeps a
 // registration on the context its calls ran under (it would keep the group
 // reachable from a long-lived context).
@@ -211,7 +114,7 @@ func TestCloseReleasesCtxWatch(t *testing.T) {
 		return AllReduce(ctx, c, make([]float32, 64<<10), Sum)
 	}))
 	for _, c := range g.comms {
-		if c.wctx.stop == nil {
+		if !c.wctx.Registered() {
 			// The calls' device waits did not block: arm as one does.
 			c.wctx.arm(ctx, time.Hour)
 			c.wctx.disarm()
@@ -221,10 +124,7 @@ func TestCloseReleasesCtxWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range g.comms {
-		c.wctx.mu.Lock()
-		stop := c.wctx.stop
-		c.wctx.mu.Unlock()
-		if stop != nil {
+		if c.wctx.Registered() {
 			t.Errorf("rank %d keeps a registration on its context after Close", c.rank)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/parktimer"
 )
 
 // Device-resident collectives among ranks that share device memory (one
@@ -124,11 +125,11 @@ func (c *Comm) awaitShared(ctx context.Context, name string, call uint64) error 
 		deadline = time.Now().Add(g.cfg.CommunicationTimeout + g.drainLimit)
 	} else {
 		now := monoNow()
-		due = dueAfter(now, g.cfg.CommunicationTimeout+g.drainLimit)
-		c.wt.arm(now, due)
+		due = parktimer.DueAfter(now, g.cfg.CommunicationTimeout+g.drainLimit)
+		c.wt.Arm(now, due)
 	}
 	for {
-		t := c.bell.ticket()
+		t := c.bell.Ticket()
 		if g.sharedDone.Load() >= call {
 			return nil
 		}
@@ -147,8 +148,8 @@ func (c *Comm) awaitShared(ctx context.Context, name string, call uint64) error 
 				if g.Err() == nil {
 					continue
 				}
-			case <-c.wt.t.C:
-				if !c.wt.fired(due) {
+			case <-c.wt.C():
+				if !c.wt.Fired(monoNow(), due) {
 					continue
 				}
 			case <-ctx.Done():

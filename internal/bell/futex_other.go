@@ -1,13 +1,15 @@
 //go:build !linux
 
-package collective
+package bell
 
 import (
 	"sync/atomic"
 	"time"
 )
 
-const futexAvailable = false
+// Available says whether the OS offers a futex: here it does not, and
+// Sleep returns at once.
+const Available = false
 
 func futexWait(*atomic.Uint32, uint32, time.Duration) {}
 

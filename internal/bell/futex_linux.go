@@ -1,6 +1,6 @@
 //go:build linux
 
-package collective
+package bell
 
 import (
 	"sync/atomic"
@@ -10,7 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const futexAvailable = true
+// Available says whether the OS offers a futex: elsewhere Sleep returns at
+// once.
+const Available = true
 
 const (
 	futexWaitPrivate = 128 // FUTEX_WAIT | FUTEX_PRIVATE_FLAG

@@ -1,0 +1,5 @@
+//go:build race
+
+package bell
+
+const raceEnabled = true

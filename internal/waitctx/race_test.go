@@ -1,0 +1,5 @@
+//go:build race
+
+package waitctx
+
+const raceEnabled = true
