@@ -20,6 +20,7 @@ import (
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/pin"
+	"github.com/gocoll/gocoll/internal/waitctx"
 	"github.com/gocoll/gocoll/internal/waitfor"
 )
 
@@ -253,7 +254,7 @@ type Comm struct {
 	vBlocks      []byte // ReduceScatterV's received blocks, reduceGather's gathered ones
 	eqCnt, eqDsp []int  // eqScratch
 	queue        opQueue
-	wctx         waitCtx
+	wctx         waitctx.Ctx
 	last         backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
 	unsubmitted bool
@@ -626,7 +627,7 @@ func (g *Group) breakGroup(b *BrokenError) {
 		return
 	}
 	for _, c := range g.comms {
-		c.wctx.Fire(errWaitBroken)
+		c.wctx.Fire(waitctx.ErrBroken)
 		// Rendezvous and exchange waits wake on the comm's wake channel or
 		// doorbell and check the group after each wake.
 		c.poke()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/waitctx"
 )
 
 // Groups that span processes: each process opens a Group with its local
@@ -136,13 +137,13 @@ func (c *Comm) crossProcess(ctx context.Context, fp fingerprint, local *Mismatch
 	// The wait ends with ctx, CommunicationTimeout or the group breaking
 	// (an Abort in any process).
 	w := &c.wctx
-	w.arm(ctx, g.cfg.CommunicationTimeout)
+	w.Arm(ctx, g.cfg.CommunicationTimeout)
 	err := g.tr.Allgather(w, g.fpBuf, g.fpAll)
-	why := w.disarm()
-	if err != nil && why == errWaitBroken {
+	why := w.Disarm()
+	if err != nil && errors.Is(why, waitctx.ErrBroken) {
 		return nil, false, c.brokenErr()
 	}
-	if err != nil && why == errWaitTimeout {
+	if err != nil && errors.Is(why, waitctx.ErrTimeout) {
 		err = fmt.Errorf("%w: %w", ErrTimeout, err)
 	}
 	if err != nil {

@@ -116,8 +116,8 @@ func TestCloseReleasesCtxWatch(t *testing.T) {
 	for _, c := range g.comms {
 		if !c.wctx.Registered() {
 			// The calls' device waits did not block: arm as one does.
-			c.wctx.arm(ctx, time.Hour)
-			c.wctx.disarm()
+			c.wctx.Arm(ctx, time.Hour)
+			c.wctx.Disarm()
 		}
 	}
 	if err := g.Close(); err != nil {

@@ -205,7 +205,7 @@ func (c *Comm) submitWork() (backend.Fence, error) {
 // group breaking. A failure breaks the group (after draining the comm's own
 // work).
 func (c *Comm) waitFence(ctx context.Context, f backend.Fence) error {
-	w := &c.wctx.Ctx
+	w := &c.wctx
 	w.Arm(ctx, c.g.cfg.CommunicationTimeout)
 	err := f.Wait(w)
 	why := w.Disarm()
@@ -216,9 +216,9 @@ func (c *Comm) waitFence(ctx context.Context, f backend.Fence) error {
 		return nil
 	}
 	switch {
-	case errors.Is(why, errWaitBroken):
+	case errors.Is(why, waitctx.ErrBroken):
 		err = c.brokenErr()
-	case errors.Is(why, errWaitTimeout):
+	case errors.Is(why, waitctx.ErrTimeout):
 		err = &TimeoutError{Seq: c.seq, Phase: "device work (waiting for this rank's device)"}
 		c.breakWith(err)
 	case why != nil:
@@ -325,18 +325,3 @@ func (c *Comm) waitAccess() error {
 
 // errGroupClosed is what calls on a closed group return.
 var errGroupClosed = &BrokenError{Rank: -1, Op: "Close", Cause: ErrClosed}
-
-// Reasons a device wait's context (waitctx.Ctx) ended, as this package
-// names them.
-var (
-	errWaitTimeout = waitctx.ErrTimeout
-	errWaitBroken  = waitctx.ErrBroken
-)
-
-// waitCtx is the comm's waitctx.Ctx, the context its device waits run
-// under; arm and disarm are its Arm and Disarm under the names the
-// cross-process rendezvous (process.go) calls.
-type waitCtx struct{ waitctx.Ctx }
-
-func (w *waitCtx) arm(parent context.Context, d time.Duration) { w.Arm(parent, d) }
-func (w *waitCtx) disarm() error                               { return w.Disarm() }
