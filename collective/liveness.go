@@ -3,14 +3,12 @@ package collective
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/gocoll/gocoll/internal/waitfor"
+	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
 // Liveness (package doc, "Streams, ownership and failures"): a rank that
@@ -31,7 +29,7 @@ import (
 //     ones between ranks of this process. The rank that closes a cycle
 //     finds it (detectDeadlock) and fails its call with a *DeadlockError,
 //     which breaks the group.
-//   - A rank in a blocking wait records it (waitRecord): Group.Pending
+//   - A rank in a blocking wait records it (waitrec.Record): Group.Pending
 //     reads the records, and with a logger a watchdog logs the waits that
 //     last (watch).
 
@@ -245,16 +243,7 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 		allSend = allSend && o.send && o.name == "Send"
 		allRecv = allRecv && !o.send && o.name == "Recv"
 	}
-	switch {
-	case allSend && len(cyc) == 2:
-		de.hint = "both ranks Send before they Recv"
-	case allRecv && len(cyc) == 2:
-		de.hint = "both ranks Recv before they Send"
-	case allSend:
-		de.hint = "every rank Sends before it Recvs"
-	case allRecv:
-		de.hint = "every rank Recvs before it Sends"
-	}
+	de.hint = waitfor.Hint(len(cyc), allSend, allRecv)
 	broke := false
 	for i := range c.blk {
 		o := c.blk[i].Load()
@@ -270,82 +259,29 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 
 // Diagnosis of the waits.
 
-// waitRecord is what a rank waits for now, while it waits. Only the rank's
-// goroutine writes it (beginWait, endWait); Pending reads it from any
-// goroutine. Its fields are atomics under a sequence count, so a wait costs
-// a few atomic stores and a monotonic clock read, and a reader never sees
-// the fields of two waits mixed: ver is 4k+1 while beginWait writes, 4k+2
-// while the wait goes on, a multiple of 4 when the rank does not wait.
-type waitRecord struct {
-	ver   atomic.Uint64
-	op    atomicString
-	phase atomicString
-	seq   atomic.Uint64
-	p2p   atomic.Bool
-	peer  atomic.Int64  // the rank awaited; waitBarrier: the rendezvous' missing ranks; waitP2P: the blocked operations' peers
-	gen   atomic.Uint64 // waitBarrier: the rendezvous' generation (once it completed, the wait is over)
-	since atomic.Int64  // when the wait began, in nanoseconds since monoBase
-}
+// waitRecord is what a rank waits for now, while it waits (group.go's
+// Comm.waitRec).
+type waitRecord = waitrec.Record
 
-// atomicString is a string read and written atomically (its data pointer
-// and its length, each atomic; a reader pairs them under a sequence count).
-type atomicString struct {
-	p atomic.Pointer[byte]
-	n atomic.Int64
-}
+// monoBase is the origin of monoNow (link.go): that of waitrec.Now, which
+// the wait records' times count from.
+var monoBase = waitrec.Base()
 
-// store sets s to v; it stores nothing when s already holds v.
-func (s *atomicString) store(v string) {
-	if p := unsafe.StringData(v); s.p.Load() != p {
-		s.p.Store(p)
-	}
-	if n := int64(len(v)); s.n.Load() != n {
-		s.n.Store(n)
-	}
-}
-
-func (s *atomicString) load() string { return unsafe.String(s.p.Load(), int(s.n.Load())) }
-
-// monoBase is the origin of waitRecord.since: time.Since(monoBase) reads
-// the monotonic clock only.
-var monoBase = time.Now()
-
+// The peers of a wait for more than one rank (beginWait).
 const (
-	waitBarrier = -1
-	waitP2P     = -2
+	waitBarrier = waitrec.Barrier
+	waitP2P     = waitrec.P2P
 )
 
 // beginWait records that c waits in phase for peer (or waitBarrier, in
 // generation gen of the rendezvous; or waitP2P), starts the group's
 // watchdog when it logs, and returns the time (monoNow).
 func (c *Comm) beginWait(phase string, peer int, gen uint64) time.Duration {
-	w := &c.waitRec
 	seq, p2p := c.seq, c.lane.inP2P
 	if p2p {
 		seq = c.lane.seq
 	}
-	now := monoNow()
-	since := int64(now)
-	v := (w.ver.Load() | 3) + 1
-	w.ver.Store(v + 1)
-	// Only what changed since the rank's previous wait is stored (loads
-	// of the rank's own stores cost next to nothing).
-	w.op.store(c.op)
-	w.phase.store(phase)
-	if w.seq.Load() != seq {
-		w.seq.Store(seq)
-	}
-	if w.p2p.Load() != p2p {
-		w.p2p.Store(p2p)
-	}
-	if w.peer.Load() != int64(peer) {
-		w.peer.Store(int64(peer))
-	}
-	if w.gen.Load() != gen {
-		w.gen.Store(gen)
-	}
-	w.since.Store(since)
-	w.ver.Store(v + 2)
+	now := c.waitRec.Begin(c.op, phase, seq, p2p, peer, gen)
 	if c.g.log != nil && !c.g.watching.Load() && c.g.watching.CompareAndSwap(false, true) {
 		go c.g.watch()
 	}
@@ -353,46 +289,7 @@ func (c *Comm) beginWait(phase string, peer int, gen uint64) time.Duration {
 }
 
 // endWait clears c's record.
-func (c *Comm) endWait() {
-	w := &c.waitRec
-	if v := w.ver.Load(); v%4 == 2 {
-		w.ver.Store(v + 2)
-	}
-}
-
-// waitSnap is a consistent copy of a waitRecord.
-type waitSnap struct {
-	op, phase string
-	seq       uint64
-	p2p       bool
-	peer      int
-	gen       uint64
-	since     time.Time
-}
-
-// snapshot returns the wait w records, and false when the rank does not
-// wait now.
-func (w *waitRecord) snapshot() (waitSnap, bool) {
-	for tries := 0; ; tries++ {
-		v := w.ver.Load()
-		switch v % 4 {
-		case 0:
-			return waitSnap{}, false
-		case 1:
-			// beginWait is writing (a few stores): read again.
-			if tries > 100 {
-				return waitSnap{}, false
-			}
-			runtime.Gosched()
-			continue
-		}
-		s := waitSnap{op: w.op.load(), phase: w.phase.load(), seq: w.seq.Load(), p2p: w.p2p.Load(),
-			peer: int(w.peer.Load()), gen: w.gen.Load(), since: monoBase.Add(time.Duration(w.since.Load()))}
-		if w.ver.Load() == v {
-			return s, true
-		}
-	}
-}
+func (c *Comm) endWait() { c.waitRec.End() }
 
 // PendingWait describes a rank of this process blocked in a call, waiting
 // for other ranks (Group.Pending).
@@ -445,12 +342,12 @@ func (p PendingWait) String() string {
 func (g *Group) Pending() []PendingWait {
 	var out []PendingWait
 	for _, c := range g.comms {
-		w, on := c.waitRec.snapshot()
+		w, on := c.waitRec.Snapshot()
 		if !on {
 			continue
 		}
-		p := PendingWait{Rank: c.rank, Op: w.op, Seq: w.seq, P2P: w.p2p, Phase: w.phase, Since: w.since}
-		peer, gen := w.peer, w.gen
+		p := PendingWait{Rank: c.rank, Op: w.Op, Seq: w.Seq, P2P: w.P2P, Phase: w.Phase, Since: w.Since}
+		peer, gen := w.Peer, w.Gen
 		switch peer {
 		case waitBarrier:
 			b := &g.bar
@@ -498,18 +395,12 @@ func (g *Group) Pending() []PendingWait {
 	return out
 }
 
-// waitLogInterval is how often a group with a logger logs each wait that
-// lasts: every 30 s, or every quarter of CommunicationTimeout when that is
-// shorter.
-func waitLogInterval(timeout time.Duration) time.Duration {
-	return max(min(30*time.Second, timeout/4), 10*time.Millisecond)
-}
-
-// watch logs the waits that lasted longer than waitLogInterval, at that
-// interval, while any rank waits (one goroutine per group at a time: it
-// ends when no rank waits, and the next wait starts it again).
+// watch logs the waits that lasted longer than waitrec.LogInterval (of
+// CommunicationTimeout), at that interval, while any rank waits (one
+// goroutine per group at a time: it ends when no rank waits, and the next
+// wait starts it again).
 func (g *Group) watch() {
-	every := waitLogInterval(g.cfg.CommunicationTimeout)
+	every := waitrec.LogInterval(g.cfg.CommunicationTimeout)
 	t := time.NewTimer(every)
 	defer t.Stop()
 	for {

@@ -1,7 +1,8 @@
 // Package waitfor finds wait cycles among the ranks of one process blocked
 // in synchronous calls: each blocked rank publishes the ranks its unmatched
 // operations wait for (at most two: a SendRecv's), and the rank that closes
-// a cycle finds it, confirmed unchanged a moment later.
+// a cycle finds it, confirmed unchanged a moment later, and names the
+// cycle's usual cause (Hint).
 package waitfor
 
 import (
@@ -129,4 +130,20 @@ func holds(g Graph, cyc []Step) bool {
 		}
 	}
 	return true
+}
+
+// Hint names the usual cause of a cycle of n ranks whose calls are all
+// Sends (allSend) or all Recvs (allRecv), for its error; else "".
+func Hint(n int, allSend, allRecv bool) string {
+	switch {
+	case allSend && n == 2:
+		return "both ranks Send before they Recv"
+	case allRecv && n == 2:
+		return "both ranks Recv before they Send"
+	case allSend:
+		return "every rank Sends before it Recvs"
+	case allRecv:
+		return "every rank Recvs before it Sends"
+	}
+	return ""
 }

@@ -61,3 +61,23 @@ func TestFindUnconfirmed(t *testing.T) {
 		t.Errorf("a cycle of ranks that keep changing: %v", got)
 	}
 }
+
+// A cycle of Sends only, or of Recvs only, is named; a mixed one is not.
+func TestHint(t *testing.T) {
+	for _, tc := range []struct {
+		n                int
+		allSend, allRecv bool
+		want             string
+	}{
+		{2, true, false, "both ranks Send before they Recv"},
+		{2, false, true, "both ranks Recv before they Send"},
+		{3, true, false, "every rank Sends before it Recvs"},
+		{4, false, true, "every rank Recvs before it Sends"},
+		{2, false, false, ""},
+		{3, false, false, ""},
+	} {
+		if got := Hint(tc.n, tc.allSend, tc.allRecv); got != tc.want {
+			t.Errorf("Hint(%d, %v, %v) = %q, want %q", tc.n, tc.allSend, tc.allRecv, got, tc.want)
+		}
+	}
+}
