@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/parktimer"
+	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
 // fingerprint identifies a call; every rank's must match before data moves.
@@ -166,7 +167,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	// sleeps end when one goes (markGone rings and pokes every rank).
 	seen := g.goneEvents.Load()
 	look := g.nGone.Load() > 0
-	now := c.beginWait(phase, waitBarrier, gen)
+	now := c.beginWait(phase, waitrec.Barrier, gen)
 	if bell {
 		deadline = time.Now().Add(g.cfg.CommunicationTimeout)
 	} else {

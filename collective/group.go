@@ -22,6 +22,7 @@ import (
 	"github.com/gocoll/gocoll/internal/pin"
 	"github.com/gocoll/gocoll/internal/waitctx"
 	"github.com/gocoll/gocoll/internal/waitfor"
+	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
 // Options say how to open a Group.
@@ -308,7 +309,7 @@ type Comm struct {
 	blk      [2]atomic.Pointer[p2pOp]
 	blkEpoch atomic.Uint64
 	dl       waitfor.Walker
-	waitRec  waitRecord
+	waitRec  waitrec.Record
 }
 
 // NewGroup opens Ranks ranks on the selected backend.

@@ -9,6 +9,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/parktimer"
+	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
 // The exchange layer: ranks in one process or across processes move data
@@ -182,9 +183,9 @@ func parkOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase st
 	}
 }
 
-// monoNow is the monotonic clock, from monoBase: the clock of the comm's
-// wait timer (internal/parktimer) and of its wait records.
-func monoNow() time.Duration { return time.Since(monoBase) }
+// monoNow is the monotonic clock of the comm's wait timer
+// (internal/parktimer) and of its wait records (waitrec.Now).
+func monoNow() time.Duration { return waitrec.Now() }
 
 // goneOn ends a wait on ch for peer, which is gone: what it sent before it
 // went is in ch; anything else never comes.

@@ -259,22 +259,8 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 
 // Diagnosis of the waits.
 
-// waitRecord is what a rank waits for now, while it waits (group.go's
-// Comm.waitRec).
-type waitRecord = waitrec.Record
-
-// monoBase is the origin of monoNow (link.go): that of waitrec.Now, which
-// the wait records' times count from.
-var monoBase = waitrec.Base()
-
-// The peers of a wait for more than one rank (beginWait).
-const (
-	waitBarrier = waitrec.Barrier
-	waitP2P     = waitrec.P2P
-)
-
-// beginWait records that c waits in phase for peer (or waitBarrier, in
-// generation gen of the rendezvous; or waitP2P), starts the group's
+// beginWait records that c waits in phase for peer (or waitrec.Barrier, in
+// generation gen of the rendezvous; or waitrec.P2P), starts the group's
 // watchdog when it logs, and returns the time (monoNow).
 func (c *Comm) beginWait(phase string, peer int, gen uint64) time.Duration {
 	seq, p2p := c.seq, c.lane.inP2P
@@ -349,7 +335,7 @@ func (g *Group) Pending() []PendingWait {
 		p := PendingWait{Rank: c.rank, Op: w.Op, Seq: w.Seq, P2P: w.P2P, Phase: w.Phase, Since: w.Since}
 		peer, gen := w.Peer, w.Gen
 		switch peer {
-		case waitBarrier:
+		case waitrec.Barrier:
 			b := &g.bar
 			b.mu.Lock()
 			over := b.gen != gen
@@ -362,7 +348,7 @@ func (g *Group) Pending() []PendingWait {
 			if over {
 				continue // the rendezvous completed; the rank is on its way out
 			}
-		case waitP2P:
+		case waitrec.P2P:
 			for i := range c.blk {
 				o := c.blk[i].Load()
 				if q := c.blockedOn(i); q >= 0 || (o != nil && o.l.Remote() && !o.isDone()) {

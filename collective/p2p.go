@@ -10,6 +10,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/memory"
+	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
 // Point-to-point: Send, Recv, SendRecv and their asynchronous forms are
@@ -168,7 +169,7 @@ func (c *Comm) execP2P(ctx context.Context, d *desc) (err error) {
 	// Blocked until the peers post theirs: a wait cycle among blocked
 	// ranks fails at once (blockP2P), and Group.Pending reports the wait.
 	c.blockP2P(&ops)
-	c.beginWait("", waitP2P, 0)
+	c.beginWait("", waitrec.P2P, 0)
 	for _, o := range ops {
 		if o == nil {
 			continue
