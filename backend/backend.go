@@ -104,6 +104,14 @@ const AllDTypes DTypeSet = 1<<NumDTypes - 1
 // Op is an element-wise reduction operator as the kernels implement it. Mean
 // is not an Op here: collectives express it as Sum with a final scale of 1/N,
 // which backends apply as a correctly rounded division by N (Divisor).
+//
+// The bitwise and logical operators (BAnd through LXor, MPI's MPI_BAND to
+// MPI_LXOR) are defined on the integer types only (Defined); a backend
+// refuses them on a floating-point type with ErrInvalidArgument. BAnd, BOr
+// and BXor act on the bits, two's complement for the signed types. LAnd, LOr
+// and LXor give 1 where (a != 0) op (b != 0) holds, else 0: every result of
+// two or more sources is 0 or 1, and a reduction of one source copies it, as
+// every operator does.
 type Op int
 
 const (
@@ -111,21 +119,48 @@ const (
 	Prod           // a * b
 	Max            // maximum; NaN if either input is NaN (IEEE 754-2019 maximum)
 	Min            // minimum; NaN if either input is NaN (IEEE 754-2019 minimum)
+	BAnd           // a & b (integers only)
+	BOr            // a | b (integers only)
+	BXor           // a ^ b (integers only)
+	LAnd           // 1 if a != 0 and b != 0, else 0 (integers only)
+	LOr            // 1 if a != 0 or b != 0, else 0 (integers only)
+	LXor           // 1 if exactly one of a and b is nonzero, else 0 (integers only)
 )
 
 // NumOps is the number of kernel operators.
-const NumOps = 4
+const NumOps = 10
+
+// Valid reports whether o is one of the operators.
+func (o Op) Valid() bool { return o >= Sum && o < NumOps }
+
+// IntOnly reports whether o is defined on the integer types only (the
+// bitwise and logical operators).
+func (o Op) IntOnly() bool { return o >= BAnd && o < NumOps }
+
+// Defined reports whether o is an operator defined on element type d: every
+// operator on the integer types, Sum, Prod, Max and Min on every type.
+func (o Op) Defined(d DType) bool {
+	return o.Valid() && d.Valid() && (!o.IntOnly() || d.IsInt())
+}
+
+// CheckOp returns nil where op is defined on dt, else an error wrapping
+// ErrInvalidArgument that names both; backends call it before recording a
+// reduction.
+func CheckOp(op Op, dt DType) error {
+	switch {
+	case !op.Valid():
+		return fmt.Errorf("unknown op %d: %w", int(op), ErrInvalidArgument)
+	case !op.Defined(dt):
+		return fmt.Errorf("op %v is not defined for element type %v (integer types only): %w", op, dt, ErrInvalidArgument)
+	}
+	return nil
+}
+
+var opNames = [NumOps]string{"sum", "prod", "max", "min", "band", "bor", "bxor", "land", "lor", "lxor"}
 
 func (o Op) String() string {
-	switch o {
-	case Sum:
-		return "sum"
-	case Prod:
-		return "prod"
-	case Max:
-		return "max"
-	case Min:
-		return "min"
+	if o.Valid() {
+		return opNames[o]
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }

@@ -177,7 +177,8 @@ func reduceRange[T float](op backend.Op, dst []T, more, srcs [][]byte, lo, hi in
 
 // reduceInt is reduceRange for the integer types: dst[i] = op(srcs[0][i],
 // srcs[1][i], ...) left to right in T, Sum and Prod wrapping as Go's integer
-// arithmetic does, Max and Min the integer maximum and minimum, stored to
+// arithmetic does, Max and Min the integer maximum and minimum, the bitwise
+// and logical operators as hostmath.CombineInt computes them, stored to
 // dst and to every region of more. Integers are not scaled (checkScale).
 func reduceInt[T integer](op backend.Op, dst []T, more, srcs [][]byte, lo, hi int) {
 	var buf [block]T

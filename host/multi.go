@@ -28,10 +28,10 @@ func (s *stream) ReduceMulti(op backend.Op, dt backend.DType, dsts []backend.Reg
 	if d.closed.Load() {
 		return errClosed
 	}
-	if op < 0 || op >= backend.NumOps {
-		return fmt.Errorf("host: reduce multi: unknown op %d: %w", int(op), backend.ErrInvalidArgument)
-	}
 	if err := s.checkType(dt); err != nil {
+		return fmt.Errorf("host: reduce multi: %w", err)
+	}
+	if err := backend.CheckOp(op, dt); err != nil {
 		return fmt.Errorf("host: reduce multi: %w", err)
 	}
 	if err := checkScale(dt, scale); err != nil {

@@ -122,8 +122,11 @@ func (s *stream) Copy(dst, src backend.Region) error {
 // It takes every element type (backend.AllDTypes). Integers (I32, U32, I64,
 // U64, I8, U8) reduce in their own type: Sum and Prod wrap (two's
 // complement, as Go's integer arithmetic does), Max and Min are the integer
-// maximum and minimum; they are not scaled, so a scale other than 1 is an
-// error wrapping backend.ErrInvalidArgument. Half and BFloat16 elements are
+// maximum and minimum, BAnd, BOr and BXor act on the bits (two's
+// complement) and LAnd, LOr and LXor give 0 or 1 (backend.Op); they are not
+// scaled, so a scale other than 1 is an error wrapping
+// backend.ErrInvalidArgument, as is an integer-only operator on a
+// floating-point type. Half and BFloat16 elements are
 // converted to float32 exactly, reduced left to right in float32 as the f32
 // kernel reduces (IEEE 754-2019 maximum and minimum), scaled as f32 is, and
 // rounded once to the 16-bit type, to nearest even (F32ToF16, F32ToBF16:
@@ -134,10 +137,10 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 	if d.closed.Load() {
 		return errClosed
 	}
-	if op < 0 || op >= backend.NumOps {
-		return fmt.Errorf("host: reduce: unknown op %d: %w", int(op), backend.ErrInvalidArgument)
-	}
 	if err := s.checkType(dt); err != nil {
+		return fmt.Errorf("host: reduce: %w", err)
+	}
+	if err := backend.CheckOp(op, dt); err != nil {
 		return fmt.Errorf("host: reduce: %w", err)
 	}
 	if err := checkScale(dt, scale); err != nil {

@@ -8,7 +8,9 @@
 // Kernel interface (shared by every variant):
 //   - binding 0 is the destination, bindings 1.. the sources (set 0);
 //   - specialization constant 0 is the work-group size, 1 the operator
-//     (0 sum, 1 prod, 2 max, 3 min), 2 the number of sources K (1..8), 3
+//     (0 sum, 1 prod, 2 max, 3 min; the integer variants also 4 band, 5 bor,
+//     6 bxor, 7 land, 8 lor, 9 lxor: backend.Op's values), 2 the number of
+//     sources K (1..8), 3
 //     whether to multiply by the scale;
 //   - push constants: element count n, the destination's element offset,
 //     the sources' element offsets, then the scale in the element type

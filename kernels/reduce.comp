@@ -35,7 +35,11 @@
 // -DGOCOLL_U32 (S = uint, reduce_u32; T = uvec4, reduce4_u32) the elements
 // are 32-bit integers: sum and prod wrap (two's complement; computed on uint
 // so that no target language sees a signed overflow), max and min compare
-// signed (int) or unsigned (uint). Integers are never scaled: SCALE is
+// signed (int) or unsigned (uint); the integer kernels alone take the
+// bitwise operators 4 band, 5 bor and 6 bxor (on the bits, two's complement)
+// and the logical ones 7 land, 8 lor and 9 lxor (1 where (a != 0) op
+// (b != 0) holds, else 0; K = 1 copies the source, as every operator does).
+// Integers are never scaled: SCALE is
 // declared but ignored, and the scale push constant (an S, unused) keeps the
 // float kernels' layout, so the backend fills every variant alike.
 // The other integer types work alike, the scale push constant an unused
@@ -194,7 +198,7 @@
 #endif
 
 layout(local_size_x_id = 0) in;                 // work-group size
-layout(constant_id = 1) const uint OP = 0;      // 0 sum, 1 prod, 2 max, 3 min
+layout(constant_id = 1) const uint OP = 0;      // 0 sum, 1 prod, 2 max, 3 min; integers also 4 band .. 9 lxor
 layout(constant_id = 2) const uint K = 2;       // number of inputs, 1..8 (0: copy, GOCOLL_COPY)
 layout(constant_id = 3) const bool SCALE = false;
 
@@ -307,13 +311,26 @@ A scale_acc(A x) { return scale1(x); }
 #endif
 #endif
 #elif defined(GOCOLL_INT)
-// Sum and product of the bits as uint (wrapping), max and min of the values:
-// exact, so the 16-byte variant needs no per-component path.
+// Sum and product of the bits as uint (wrapping), max and min of the values,
+// the bitwise operators on the bits, the logical ones on the truth values
+// (U(notEqual) or U(!=): 1 or 0 per component): exact, so the 16-byte
+// variant needs no per-component path.
+#ifdef GOCOLL_VEC
+#define TRUTH(x) U(notEqual(x, T(0)))
+#else
+#define TRUTH(x) U(x != T(0))
+#endif
 T combine(T a, T b) {
     if (OP == 0u) return T(U(a) + U(b));
     if (OP == 1u) return T(U(a) * U(b));
     if (OP == 2u) return max(a, b);
-    return min(a, b);
+    if (OP == 3u) return min(a, b);
+    if (OP == 4u) return a & b;
+    if (OP == 5u) return a | b;
+    if (OP == 6u) return a ^ b;
+    if (OP == 7u) return T(TRUTH(a) & TRUTH(b));
+    if (OP == 8u) return T(TRUTH(a) | TRUTH(b));
+    return T(TRUTH(a) ^ TRUTH(b));
 }
 #if defined(GOCOLL_I8) || defined(GOCOLL_U8)
 #define LOAD(x) T(x)

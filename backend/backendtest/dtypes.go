@@ -149,14 +149,34 @@ func intMask(dt backend.DType) uint64 { return ^uint64(0) >> (64 - 8*dt.Size()) 
 func signExtend(x uint64, w int) int64 { return int64(x<<(64-w)) >> (64 - w) }
 
 // refInt is op(a, b) for integers of dt, a and b their bits: the sum or
-// product in uint64 truncated to the type's width (wrapping), or the larger
-// or smaller value, compared signed or unsigned as dt is.
+// product in uint64 truncated to the type's width (wrapping), the larger or
+// smaller value, compared signed or unsigned as dt is, the AND, OR or XOR of
+// the bits, or for the logical operators 1 or 0 as (a != 0) op (b != 0) is
+// true or false.
 func refInt(dt backend.DType, op backend.Op, a, b uint64) uint64 {
+	bit := func(v bool) uint64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
 	switch op {
 	case backend.Sum:
 		return (a + b) & intMask(dt)
 	case backend.Prod:
 		return (a * b) & intMask(dt)
+	case backend.BAnd:
+		return a & b
+	case backend.BOr:
+		return a | b
+	case backend.BXor:
+		return a ^ b
+	case backend.LAnd:
+		return bit(a != 0 && b != 0)
+	case backend.LOr:
+		return bit(a != 0 || b != 0)
+	case backend.LXor:
+		return bit((a != 0) != (b != 0))
 	}
 	less := a < b
 	if dt.Signed() {
@@ -464,6 +484,49 @@ var dtTable = []dtRow{
 	{backend.U8, backend.Max, []uint64{255, 0}, 1, 255, "max, unsigned"},
 	{backend.U8, backend.Min, []uint64{0x80, 0x7f}, 1, 0x7f, "min(128, 127), unsigned"},
 
+	{backend.I32, backend.BAnd, []uint64{0xffffffff, 0x80000001}, 1, 0x80000001, "-1 & x is x"},
+	{backend.I32, backend.BAnd, []uint64{0xf0f0f0f0, 0x0ff00ff0, 0xffff0000}, 1, 0x00f00000, "three sources"},
+	{backend.I32, backend.BOr, []uint64{0x80000000, 1}, 1, 0x80000001, "MinInt32 | 1"},
+	{backend.I32, backend.BXor, []uint64{0xffffffff, 0x0f0f0f0f}, 1, 0xf0f0f0f0, "-1 ^ x is ^x"},
+	{backend.I32, backend.BXor, []uint64{5, 3, 6}, 1, 0, "5^3^6"},
+	{backend.I32, backend.LAnd, []uint64{0x80000000, 0xffffffff}, 1, 1, "negatives are true"},
+	{backend.I32, backend.LAnd, []uint64{5, 0}, 1, 0, "5 && 0"},
+	{backend.I32, backend.LOr, []uint64{0, 0x80000000}, 1, 1, "MinInt32 is true"},
+	{backend.I32, backend.LOr, []uint64{0, 0, 0}, 1, 0, "all false"},
+	{backend.I32, backend.LXor, []uint64{7, 0xffffffff}, 1, 0, "both true"},
+	{backend.I32, backend.LXor, []uint64{2, 3, 4}, 1, 1, "three true: odd"},
+	{backend.U32, backend.BAnd, []uint64{0xffffffff, 0x12345678}, 1, 0x12345678, "all ones & x"},
+	{backend.U32, backend.BOr, []uint64{0x80000000, 0x7fffffff}, 1, 0xffffffff, "disjoint halves"},
+	{backend.U32, backend.BXor, []uint64{0xffffffff, 0xffffffff}, 1, 0, "x ^ x"},
+	{backend.U32, backend.LAnd, []uint64{0x80000000, 1}, 1, 1, "both true"},
+	{backend.U32, backend.LOr, []uint64{0, 0}, 1, 0, "both false"},
+	{backend.U32, backend.LXor, []uint64{0x80000000, 0}, 1, 1, "one true"},
+	{backend.I64, backend.BAnd, []uint64{1 << 63, math.MaxUint64}, 1, 1 << 63, "MinInt64 & -1"},
+	{backend.I64, backend.BOr, []uint64{1 << 63, 1}, 1, 1<<63 | 1, "MinInt64 | 1"},
+	{backend.I64, backend.BXor, []uint64{math.MaxUint64, 0x0f0f0f0f0f0f0f0f}, 1, 0xf0f0f0f0f0f0f0f0, "-1 ^ x is ^x"},
+	{backend.I64, backend.LAnd, []uint64{1 << 32, 1 << 63}, 1, 1, "true by the high words alone"},
+	{backend.I64, backend.LOr, []uint64{0, 1 << 40}, 1, 1, "true by the high word"},
+	{backend.I64, backend.LXor, []uint64{1 << 32, 1}, 1, 0, "both true"},
+	{backend.U64, backend.BAnd, []uint64{0xffffffff00000000, 0xffffffff}, 1, 0, "disjoint halves"},
+	{backend.U64, backend.BOr, []uint64{0xffffffff00000000, 0xffffffff}, 1, math.MaxUint64, "disjoint halves"},
+	{backend.U64, backend.BXor, []uint64{1 << 63, 1<<63 | 1}, 1, 1, "the top bits cancel"},
+	{backend.U64, backend.LAnd, []uint64{1 << 63, 0}, 1, 0, "one false"},
+	{backend.U64, backend.LOr, []uint64{1 << 33, 0}, 1, 1, "true by the high word"},
+	{backend.U64, backend.LXor, []uint64{0, 1 << 63}, 1, 1, "one true"},
+	{backend.I8, backend.BAnd, []uint64{0x80, 0xff}, 1, 0x80, "-128 & -1"},
+	{backend.I8, backend.BOr, []uint64{0x80, 0x7f}, 1, 0xff, "-128 | 127 is -1"},
+	{backend.I8, backend.BXor, []uint64{0xff, 0x0f}, 1, 0xf0, "-1 ^ 15 is -16"},
+	{backend.I8, backend.LAnd, []uint64{0x80, 0xff}, 1, 1, "negatives are true"},
+	{backend.I8, backend.LOr, []uint64{0, 0}, 1, 0, "both false"},
+	{backend.I8, backend.LXor, []uint64{0x80, 1}, 1, 0, "both true"},
+	{backend.I8, backend.LXor, []uint64{0, 0x80}, 1, 1, "one true"},
+	{backend.U8, backend.BAnd, []uint64{0xf0, 0x3c}, 1, 0x30, "0xf0 & 0x3c"},
+	{backend.U8, backend.BOr, []uint64{0x80, 0x01}, 1, 0x81, "0x80 | 1"},
+	{backend.U8, backend.BXor, []uint64{0xff, 0x80, 0x01}, 1, 0x7e, "three sources"},
+	{backend.U8, backend.LAnd, []uint64{0x80, 0x40}, 1, 1, "both true"},
+	{backend.U8, backend.LOr, []uint64{0, 0, 0x80}, 1, 1, "the last true"},
+	{backend.U8, backend.LXor, []uint64{0x80, 0x80, 0x80}, 1, 1, "three true: odd"},
+
 	{backend.Half, backend.Sum, []uint64{0x7bff, 0x7bff}, 1, 0x7c00, "65504+65504 overflows to +Inf"},
 	{backend.Half, backend.Sum, []uint64{0xfbff, 0xfbff}, 1, 0xfc00, "-65504-65504 overflows to -Inf"},
 	{backend.Half, backend.Sum, []uint64{0x7bff, 0x4c00}, 1, 0x7c00, "65504+16 = 65520, halfway to 2^16: even, +Inf"},
@@ -594,25 +657,27 @@ func drawScale(dt backend.DType, c, k int) float64 {
 }
 
 // testDTypeReduce runs random reductions of dt: every size of dtypeSizes
-// with every op, K = 1..9 sources, some of 17 (three passes), in place or
+// with every op of dt (opsOf: the bitwise and logical ones too for
+// integers), K = 1..9 sources, one of 17 (three passes) per op, in place or
 // not, at element offsets 0..3; and unless short one of 70001 elements
 // (large enough to be split across work groups or goroutines).
 func testDTypeReduce(t *testing.T, s *suite, dt backend.DType, r *rand.Rand) {
 	needDType(t, s.dev, dt)
 	var cases []dtCase
-	nc := len(dtypeSizes) * len(allOps)
-	for c := range nc + 4 {
+	ops := opsOf(dt)
+	nc := len(dtypeSizes) * len(ops)
+	for c := range nc + len(ops) {
 		k := 1 + c%9
 		if c >= nc {
 			k = 17
 		}
 		cases = append(cases, dtCase{
-			op: allOps[c%len(allOps)], k: k, n: dtypeSizes[c%len(dtypeSizes)],
+			op: ops[c%len(ops)], k: k, n: dtypeSizes[c%len(dtypeSizes)],
 			scale: drawScale(dt, c, k), inPlace: r.IntN(3) == 0, off: r.IntN(4),
 		})
 	}
 	if !s.opts.Short {
-		cases = append(cases, dtCase{op: allOps[r.IntN(len(allOps))], k: 3, n: 70001, scale: drawScale(dt, 1, 3), off: 1})
+		cases = append(cases, dtCase{op: ops[r.IntN(len(ops))], k: 3, n: 70001, scale: drawScale(dt, 1, 3), off: 1})
 	}
 	for _, c := range cases {
 		t.Run(c.String(), func(t *testing.T) { runDTCase(t, s.dev, dt, r, c) })
@@ -629,6 +694,7 @@ func testDTypeMulti(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 		t.Skipf("%s streams have no ReduceMulti", dev.Info().Backend)
 	}
 	c := 0
+	ops := opsOf(dt)
 	for m := 1; m <= 9; m++ {
 		for k := 1; k <= 9; k++ {
 			c++
@@ -636,7 +702,7 @@ func testDTypeMulti(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 				continue
 			}
 			dc := dtCase{
-				op: allOps[c%len(allOps)], k: k, m: m, n: dtypeSizes[c%len(dtypeSizes)],
+				op: ops[c%len(ops)], k: k, m: m, n: dtypeSizes[c%len(dtypeSizes)],
 				scale: drawScale(dt, c, k), inPlace: c%2 == 0, off: r.IntN(3),
 			}
 			t.Run(dc.String(), func(t *testing.T) { runDTCase(t, dev, dt, r, dc) })

@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -66,7 +67,7 @@ func (s *suite) testInvalid(t *testing.T) {
 		{"Copy from a foreign buffer", func() error { return st.Copy(reg(a, 0, 16), reg(fake, 0, 16)) }},
 
 		{"Reduce op -1", func() error { return st.Reduce(backend.Op(-1), f32, reg(a, 0, 16), one(reg(b, 0, 16)), 1) }},
-		{"Reduce op 4", func() error { return st.Reduce(backend.Op(backend.NumOps), f32, reg(a, 0, 16), one(reg(b, 0, 16)), 1) }},
+		{"Reduce op NumOps", func() error { return st.Reduce(backend.Op(backend.NumOps), f32, reg(a, 0, 16), one(reg(b, 0, 16)), 1) }},
 		{"Reduce unknown dtype", func() error { return st.Reduce(sum, backend.DType(99), reg(a, 0, 16), one(reg(b, 0, 16)), 1) }},
 		{"Reduce dtype NumDTypes", func() error {
 			return st.Reduce(sum, backend.DType(backend.NumDTypes), reg(a, 0, 16), one(reg(b, 0, 16)), 1)
@@ -101,6 +102,31 @@ func (s *suite) testInvalid(t *testing.T) {
 		{"Scale partly overlapping", func() error { return st.Scale(f32, reg(a, 0, 16), reg(a, 8, 16), 2) }},
 		{"Scale out of range", func() error { return st.Scale(f32, reg(a, 0, size+4), reg(b, 0, size+4), 2) }},
 		{"Scale nil buffer", func() error { return st.Scale(f32, reg(a, 0, 16), backend.Region{Len: 16}, 2) }},
+	}
+	// The integer-only operators on every floating-point type the device
+	// reduces, in Reduce and ReduceMulti.
+	mr, _ := st.(backend.MultiReducer)
+	for _, dt := range []backend.DType{f32, f64, backend.Half, backend.BFloat16} {
+		if !hasKernels(dev.Info(), dt) {
+			continue
+		}
+		es := dt.Size()
+		for _, op := range intOps {
+			cases = append(cases, struct {
+				name string
+				call func() error
+			}{fmt.Sprintf("Reduce %v %v", op, dt), func() error {
+				return st.Reduce(op, dt, reg(a, 0, 4*es), []backend.Region{reg(b, 0, 4*es), reg(b, 4*es, 4*es)}, 1)
+			}})
+			if mr != nil {
+				cases = append(cases, struct {
+					name string
+					call func() error
+				}{fmt.Sprintf("ReduceMulti %v %v", op, dt), func() error {
+					return mr.ReduceMulti(op, dt, []backend.Region{reg(a, 0, 4*es)}, []backend.Region{reg(b, 0, 4*es), reg(b, 4*es, 4*es)}, 1)
+				}})
+			}
+		}
 	}
 	if dev.Info().Float64 {
 		cases = append(cases,

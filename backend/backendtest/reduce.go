@@ -13,7 +13,18 @@ var (
 	reduceSizes = []int{0, 1, 255, 256, 257, 65537}
 	reduceKs    = []int{1, 2, 3, 8, 9, 17}
 	allOps      = []backend.Op{backend.Sum, backend.Prod, backend.Max, backend.Min}
+	// intOps are the operators of the integer types only.
+	intOps = []backend.Op{backend.BAnd, backend.BOr, backend.BXor, backend.LAnd, backend.LOr, backend.LXor}
 )
+
+// opsOf returns the operators defined on dt: allOps, and intOps too for an
+// integer type.
+func opsOf(dt backend.DType) []backend.Op {
+	if dt.IsInt() {
+		return append(append([]backend.Op(nil), allOps...), intOps...)
+	}
+	return allOps
+}
 
 // reduceBufs are the buffers of a reduction case: each source buffer holds
 // the exact inputs at [0, stride) and the random inputs at [stride, 2*stride);

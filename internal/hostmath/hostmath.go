@@ -66,7 +66,8 @@ func Minimum[T Float](a, b T) T {
 }
 
 // Combine sets acc[i] = op(acc[i], x[i]) in T, as reduce.comp's combine
-// does. op is Sum, Prod, Max or Min (a mean is a Sum, then Scale).
+// does. op is Sum, Prod, Max or Min (a mean is a Sum, then Scale); the
+// integer-only operators (backend.Op.IntOnly) leave acc unchanged.
 func Combine[T Float](op backend.Op, acc, x []T) {
 	x = x[:len(acc)]
 	switch op {
@@ -90,7 +91,9 @@ func Combine[T Float](op backend.Op, acc, x []T) {
 }
 
 // CombineInt sets acc[i] = op(acc[i], x[i]) for integers, Sum and Prod
-// wrapping as Go's integer arithmetic does.
+// wrapping as Go's integer arithmetic does, BAnd, BOr and BXor on the bits
+// (two's complement), LAnd, LOr and LXor 1 where (acc[i] != 0) op (x[i] !=
+// 0) holds, else 0.
 func CombineInt[T Integer](op backend.Op, acc, x []T) {
 	x = x[:len(acc)]
 	switch op {
@@ -110,7 +113,39 @@ func CombineInt[T Integer](op backend.Op, acc, x []T) {
 		for i, v := range x {
 			acc[i] = min(acc[i], v)
 		}
+	case backend.BAnd:
+		for i, v := range x {
+			acc[i] &= v
+		}
+	case backend.BOr:
+		for i, v := range x {
+			acc[i] |= v
+		}
+	case backend.BXor:
+		for i, v := range x {
+			acc[i] ^= v
+		}
+	case backend.LAnd:
+		for i, v := range x {
+			acc[i] = truth[T](acc[i] != 0 && v != 0)
+		}
+	case backend.LOr:
+		for i, v := range x {
+			acc[i] = truth[T](acc[i] != 0 || v != 0)
+		}
+	case backend.LXor:
+		for i, v := range x {
+			acc[i] = truth[T]((acc[i] != 0) != (v != 0))
+		}
 	}
+}
+
+// truth is 1 for true, 0 for false.
+func truth[T Integer](b bool) T {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Scale is a scale factor as the kernels apply it: none when it is 1, the
@@ -191,8 +226,9 @@ const block = 256
 // dst's first cnt elements of dt, then scales them: input p's elements are
 // src's elements [p*stride+off, p*stride+off+cnt). Floats reduce in their
 // own type, integers wrap, the 16-bit floats reduce in float32 and round
-// once; op is Sum, Prod, Max or Min (a mean: Sum and the scale 1/N). dst
-// may be input 0's elements. Integers are not scaled.
+// once; op is Sum, Prod, Max or Min (a mean: Sum and the scale 1/N), or for
+// the integer types also a bitwise or logical operator. dst may be input 0's
+// elements. Integers are not scaled.
 func ReduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off, k, cnt int, scale float64) {
 	if cnt <= 0 || k <= 0 {
 		return

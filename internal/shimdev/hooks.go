@@ -77,6 +77,9 @@ func (d *Device) EveryPipeline() error {
 			}
 		}
 		for op := backend.Op(0); op < backend.NumOps; op++ {
+			if !op.Defined(spec.dt) {
+				continue
+			}
 			for k := 1; k <= len(d.stream.passSrcs); k++ {
 				for _, sc := range []bool{false, true} {
 					if sc && spec.scale == 0 {

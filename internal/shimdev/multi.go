@@ -143,12 +143,12 @@ func (s *Stream) ReduceMulti(op backend.Op, dt backend.DType, dsts []backend.Reg
 	if d.closed.Load() {
 		return d.errClosed(name)
 	}
-	if op < 0 || op >= backend.NumOps {
-		return d.errorf("%s: unknown op %v: %w", name, op, backend.ErrInvalidArgument)
-	}
 	es, kind, _, err := s.dtype(name, dt)
 	if err != nil {
 		return err
+	}
+	if err := backend.CheckOp(op, dt); err != nil {
+		return d.errorf("%s: %w", name, err)
 	}
 	if err := s.checkScale(name, dt, scale); err != nil {
 		return err

@@ -169,12 +169,12 @@ func (s *Stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 	if d.closed.Load() {
 		return d.errClosed(name)
 	}
-	if op < 0 || op >= backend.NumOps {
-		return d.errorf("reduce: unknown op %v: %w", op, backend.ErrInvalidArgument)
-	}
 	es, kind, _, err := s.dtype(name, dt)
 	if err != nil {
 		return err
+	}
+	if err := backend.CheckOp(op, dt); err != nil {
+		return d.errorf("reduce: %w", err)
 	}
 	if err := s.checkScale(name, dt, scale); err != nil {
 		return err

@@ -10,9 +10,15 @@ constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
 constant bool _18 = (OP == 0u);
 constant bool _30 = (OP == 1u);
 constant bool _41 = (OP == 2u);
-constant uint _61_tmp [[function_constant(0)]];
-constant uint _61 = is_function_constant_defined(_61_tmp) ? _61_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_61, 1u, 1u);
+constant bool _49 = (OP == 3u);
+constant bool _57 = (OP == 4u);
+constant bool _65 = (OP == 5u);
+constant bool _73 = (OP == 6u);
+constant bool _81 = (OP == 7u);
+constant bool _99 = (OP == 8u);
+constant uint _129_tmp [[function_constant(0)]];
+constant uint _129 = is_function_constant_defined(_129_tmp) ? _129_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_129, 1u, 1u);
 
 struct Params
 {
@@ -32,49 +38,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _100 = (K > 1u);
+constant bool _166 = (K > 1u);
 
 struct Src1
 {
     int4 d[1];
 };
 
-constant bool _118 = (K > 2u);
+constant bool _184 = (K > 2u);
 
 struct Src2
 {
     int4 d[1];
 };
 
-constant bool _136 = (K > 3u);
+constant bool _201 = (K > 3u);
 
 struct Src3
 {
     int4 d[1];
 };
 
-constant bool _155 = (K > 4u);
+constant bool _219 = (K > 4u);
 
 struct Src4
 {
     int4 d[1];
 };
 
-constant bool _174 = (K > 5u);
+constant bool _237 = (K > 5u);
 
 struct Src5
 {
     int4 d[1];
 };
 
-constant bool _193 = (K > 6u);
+constant bool _255 = (K > 6u);
 
 struct Src6
 {
     int4 d[1];
 };
 
-constant bool _212 = (K > 7u);
+constant bool _273 = (K > 7u);
 
 struct Src7
 {
@@ -88,49 +94,49 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _241 = (M > 1u);
+constant bool _302 = (M > 1u);
 
 struct Dst1
 {
     int4 d[1];
 };
 
-constant bool _254 = (M > 2u);
+constant bool _315 = (M > 2u);
 
 struct Dst2
 {
     int4 d[1];
 };
 
-constant bool _267 = (M > 3u);
+constant bool _328 = (M > 3u);
 
 struct Dst3
 {
     int4 d[1];
 };
 
-constant bool _280 = (M > 4u);
+constant bool _341 = (M > 4u);
 
 struct Dst4
 {
     int4 d[1];
 };
 
-constant bool _293 = (M > 5u);
+constant bool _354 = (M > 5u);
 
 struct Dst5
 {
     int4 d[1];
 };
 
-constant bool _306 = (M > 6u);
+constant bool _367 = (M > 6u);
 
 struct Dst6
 {
     int4 d[1];
 };
 
-constant bool _319 = (M > 7u);
+constant bool _380 = (M > 7u);
 
 struct Dst7
 {
@@ -155,83 +161,107 @@ int4 combine(thread const int4& a, thread const int4& b)
     {
         return max(a, b);
     }
-    return min(a, b);
+    if (_49)
+    {
+        return min(a, b);
+    }
+    if (_57)
+    {
+        return a & b;
+    }
+    if (_65)
+    {
+        return a | b;
+    }
+    if (_73)
+    {
+        return a ^ b;
+    }
+    if (_81)
+    {
+        return int4(uint4(a != int4(0)) & uint4(b != int4(0)));
+    }
+    if (_99)
+    {
+        return int4(uint4(a != int4(0)) | uint4(b != int4(0)));
+    }
+    return int4(uint4(a != int4(0)) ^ uint4(b != int4(0)));
 }
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _64 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _64, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _132 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _132, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         int4 acc = s0.d[pc.src_off[0] + i];
-        if (_100)
+        if (_166)
         {
             int4 param = acc;
             int4 param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_118)
+        if (_184)
         {
             int4 param_2 = acc;
             int4 param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_136)
+        if (_201)
         {
             int4 param_4 = acc;
             int4 param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_155)
+        if (_219)
         {
             int4 param_6 = acc;
             int4 param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_174)
+        if (_237)
         {
             int4 param_8 = acc;
             int4 param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_193)
+        if (_255)
         {
             int4 param_10 = acc;
             int4 param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_212)
+        if (_273)
         {
             int4 param_12 = acc;
             int4 param_13 = s7.d[pc.src_off[7] + i];
             acc = combine(param_12, param_13);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_241)
+        if (_302)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_254)
+        if (_315)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_267)
+        if (_328)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_280)
+        if (_341)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_293)
+        if (_354)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_306)
+        if (_367)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_319)
+        if (_380)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

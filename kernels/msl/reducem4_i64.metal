@@ -10,9 +10,15 @@ constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
 constant bool _18 = (OP == 0u);
 constant bool _31 = (OP == 1u);
 constant bool _42 = (OP == 2u);
-constant uint _62_tmp [[function_constant(0)]];
-constant uint _62 = is_function_constant_defined(_62_tmp) ? _62_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_62, 1u, 1u);
+constant bool _50 = (OP == 3u);
+constant bool _58 = (OP == 4u);
+constant bool _66 = (OP == 5u);
+constant bool _74 = (OP == 6u);
+constant bool _82 = (OP == 7u);
+constant bool _102 = (OP == 8u);
+constant uint _132_tmp [[function_constant(0)]];
+constant uint _132 = is_function_constant_defined(_132_tmp) ? _132_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_132, 1u, 1u);
 
 struct Params
 {
@@ -32,49 +38,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _102 = (K > 1u);
+constant bool _171 = (K > 1u);
 
 struct Src1
 {
     long2 d[1];
 };
 
-constant bool _120 = (K > 2u);
+constant bool _189 = (K > 2u);
 
 struct Src2
 {
     long2 d[1];
 };
 
-constant bool _138 = (K > 3u);
+constant bool _206 = (K > 3u);
 
 struct Src3
 {
     long2 d[1];
 };
 
-constant bool _157 = (K > 4u);
+constant bool _224 = (K > 4u);
 
 struct Src4
 {
     long2 d[1];
 };
 
-constant bool _176 = (K > 5u);
+constant bool _242 = (K > 5u);
 
 struct Src5
 {
     long2 d[1];
 };
 
-constant bool _195 = (K > 6u);
+constant bool _260 = (K > 6u);
 
 struct Src6
 {
     long2 d[1];
 };
 
-constant bool _214 = (K > 7u);
+constant bool _278 = (K > 7u);
 
 struct Src7
 {
@@ -88,49 +94,49 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _243 = (M > 1u);
+constant bool _307 = (M > 1u);
 
 struct Dst1
 {
     long2 d[1];
 };
 
-constant bool _256 = (M > 2u);
+constant bool _320 = (M > 2u);
 
 struct Dst2
 {
     long2 d[1];
 };
 
-constant bool _269 = (M > 3u);
+constant bool _333 = (M > 3u);
 
 struct Dst3
 {
     long2 d[1];
 };
 
-constant bool _282 = (M > 4u);
+constant bool _346 = (M > 4u);
 
 struct Dst4
 {
     long2 d[1];
 };
 
-constant bool _295 = (M > 5u);
+constant bool _359 = (M > 5u);
 
 struct Dst5
 {
     long2 d[1];
 };
 
-constant bool _308 = (M > 6u);
+constant bool _372 = (M > 6u);
 
 struct Dst6
 {
     long2 d[1];
 };
 
-constant bool _321 = (M > 7u);
+constant bool _385 = (M > 7u);
 
 struct Dst7
 {
@@ -155,83 +161,107 @@ long2 combine(thread const long2& a, thread const long2& b)
     {
         return max(a, b);
     }
-    return min(a, b);
+    if (_50)
+    {
+        return min(a, b);
+    }
+    if (_58)
+    {
+        return a & b;
+    }
+    if (_66)
+    {
+        return a | b;
+    }
+    if (_74)
+    {
+        return a ^ b;
+    }
+    if (_82)
+    {
+        return long2(ulong2(a != long2(0l)) & ulong2(b != long2(0l)));
+    }
+    if (_102)
+    {
+        return long2(ulong2(a != long2(0l)) | ulong2(b != long2(0l)));
+    }
+    return long2(ulong2(a != long2(0l)) ^ ulong2(b != long2(0l)));
 }
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _65 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _65, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _135 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _135, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         long2 acc = s0.d[pc.src_off[0] + i];
-        if (_102)
+        if (_171)
         {
             long2 param = acc;
             long2 param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_120)
+        if (_189)
         {
             long2 param_2 = acc;
             long2 param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_138)
+        if (_206)
         {
             long2 param_4 = acc;
             long2 param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_157)
+        if (_224)
         {
             long2 param_6 = acc;
             long2 param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_176)
+        if (_242)
         {
             long2 param_8 = acc;
             long2 param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_195)
+        if (_260)
         {
             long2 param_10 = acc;
             long2 param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_214)
+        if (_278)
         {
             long2 param_12 = acc;
             long2 param_13 = s7.d[pc.src_off[7] + i];
             acc = combine(param_12, param_13);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_243)
+        if (_307)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_256)
+        if (_320)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_269)
+        if (_333)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_282)
+        if (_346)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_295)
+        if (_359)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_308)
+        if (_372)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_321)
+        if (_385)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

@@ -10,9 +10,15 @@ constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
 constant bool _17 = (OP == 0u);
 constant bool _29 = (OP == 1u);
 constant bool _40 = (OP == 2u);
-constant uint _60_tmp [[function_constant(0)]];
-constant uint _60 = is_function_constant_defined(_60_tmp) ? _60_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_60, 1u, 1u);
+constant bool _48 = (OP == 3u);
+constant bool _56 = (OP == 4u);
+constant bool _64 = (OP == 5u);
+constant bool _72 = (OP == 6u);
+constant bool _80 = (OP == 7u);
+constant bool _96 = (OP == 8u);
+constant uint _126_tmp [[function_constant(0)]];
+constant uint _126 = is_function_constant_defined(_126_tmp) ? _126_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_126, 1u, 1u);
 
 struct Params
 {
@@ -32,49 +38,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _100 = (K > 1u);
+constant bool _165 = (K > 1u);
 
 struct Src1
 {
     long d[1];
 };
 
-constant bool _118 = (K > 2u);
+constant bool _183 = (K > 2u);
 
 struct Src2
 {
     long d[1];
 };
 
-constant bool _136 = (K > 3u);
+constant bool _200 = (K > 3u);
 
 struct Src3
 {
     long d[1];
 };
 
-constant bool _155 = (K > 4u);
+constant bool _218 = (K > 4u);
 
 struct Src4
 {
     long d[1];
 };
 
-constant bool _174 = (K > 5u);
+constant bool _236 = (K > 5u);
 
 struct Src5
 {
     long d[1];
 };
 
-constant bool _193 = (K > 6u);
+constant bool _254 = (K > 6u);
 
 struct Src6
 {
     long d[1];
 };
 
-constant bool _212 = (K > 7u);
+constant bool _272 = (K > 7u);
 
 struct Src7
 {
@@ -88,49 +94,49 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _241 = (M > 1u);
+constant bool _301 = (M > 1u);
 
 struct Dst1
 {
     long d[1];
 };
 
-constant bool _254 = (M > 2u);
+constant bool _314 = (M > 2u);
 
 struct Dst2
 {
     long d[1];
 };
 
-constant bool _267 = (M > 3u);
+constant bool _327 = (M > 3u);
 
 struct Dst3
 {
     long d[1];
 };
 
-constant bool _280 = (M > 4u);
+constant bool _340 = (M > 4u);
 
 struct Dst4
 {
     long d[1];
 };
 
-constant bool _293 = (M > 5u);
+constant bool _353 = (M > 5u);
 
 struct Dst5
 {
     long d[1];
 };
 
-constant bool _306 = (M > 6u);
+constant bool _366 = (M > 6u);
 
 struct Dst6
 {
     long d[1];
 };
 
-constant bool _319 = (M > 7u);
+constant bool _379 = (M > 7u);
 
 struct Dst7
 {
@@ -155,83 +161,107 @@ long combine(thread const long& a, thread const long& b)
     {
         return max(a, b);
     }
-    return min(a, b);
+    if (_48)
+    {
+        return min(a, b);
+    }
+    if (_56)
+    {
+        return a & b;
+    }
+    if (_64)
+    {
+        return a | b;
+    }
+    if (_72)
+    {
+        return a ^ b;
+    }
+    if (_80)
+    {
+        return long(ulong(a != 0l) & ulong(b != 0l));
+    }
+    if (_96)
+    {
+        return long(ulong(a != 0l) | ulong(b != 0l));
+    }
+    return long(ulong(a != 0l) ^ ulong(b != 0l));
 }
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _63 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _63, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _129 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _129, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         long acc = s0.d[pc.src_off[0] + i];
-        if (_100)
+        if (_165)
         {
             long param = acc;
             long param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_118)
+        if (_183)
         {
             long param_2 = acc;
             long param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_136)
+        if (_200)
         {
             long param_4 = acc;
             long param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_155)
+        if (_218)
         {
             long param_6 = acc;
             long param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_174)
+        if (_236)
         {
             long param_8 = acc;
             long param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_193)
+        if (_254)
         {
             long param_10 = acc;
             long param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_212)
+        if (_272)
         {
             long param_12 = acc;
             long param_13 = s7.d[pc.src_off[7] + i];
             acc = combine(param_12, param_13);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_241)
+        if (_301)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_254)
+        if (_314)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_267)
+        if (_327)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_280)
+        if (_340)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_293)
+        if (_353)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_306)
+        if (_366)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_319)
+        if (_379)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

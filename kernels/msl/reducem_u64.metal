@@ -10,9 +10,15 @@ constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
 constant bool _17 = (OP == 0u);
 constant bool _25 = (OP == 1u);
 constant bool _33 = (OP == 2u);
-constant uint _53_tmp [[function_constant(0)]];
-constant uint _53 = is_function_constant_defined(_53_tmp) ? _53_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_53, 1u, 1u);
+constant bool _41 = (OP == 3u);
+constant bool _49 = (OP == 4u);
+constant bool _57 = (OP == 5u);
+constant bool _65 = (OP == 6u);
+constant bool _73 = (OP == 7u);
+constant bool _87 = (OP == 8u);
+constant uint _115_tmp [[function_constant(0)]];
+constant uint _115 = is_function_constant_defined(_115_tmp) ? _115_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_115, 1u, 1u);
 
 struct Params
 {
@@ -32,49 +38,49 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _93 = (K > 1u);
+constant bool _154 = (K > 1u);
 
 struct Src1
 {
     ulong d[1];
 };
 
-constant bool _111 = (K > 2u);
+constant bool _172 = (K > 2u);
 
 struct Src2
 {
     ulong d[1];
 };
 
-constant bool _129 = (K > 3u);
+constant bool _189 = (K > 3u);
 
 struct Src3
 {
     ulong d[1];
 };
 
-constant bool _148 = (K > 4u);
+constant bool _207 = (K > 4u);
 
 struct Src4
 {
     ulong d[1];
 };
 
-constant bool _167 = (K > 5u);
+constant bool _225 = (K > 5u);
 
 struct Src5
 {
     ulong d[1];
 };
 
-constant bool _186 = (K > 6u);
+constant bool _243 = (K > 6u);
 
 struct Src6
 {
     ulong d[1];
 };
 
-constant bool _205 = (K > 7u);
+constant bool _261 = (K > 7u);
 
 struct Src7
 {
@@ -88,49 +94,49 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _234 = (M > 1u);
+constant bool _290 = (M > 1u);
 
 struct Dst1
 {
     ulong d[1];
 };
 
-constant bool _247 = (M > 2u);
+constant bool _303 = (M > 2u);
 
 struct Dst2
 {
     ulong d[1];
 };
 
-constant bool _260 = (M > 3u);
+constant bool _316 = (M > 3u);
 
 struct Dst3
 {
     ulong d[1];
 };
 
-constant bool _273 = (M > 4u);
+constant bool _329 = (M > 4u);
 
 struct Dst4
 {
     ulong d[1];
 };
 
-constant bool _286 = (M > 5u);
+constant bool _342 = (M > 5u);
 
 struct Dst5
 {
     ulong d[1];
 };
 
-constant bool _299 = (M > 6u);
+constant bool _355 = (M > 6u);
 
 struct Dst6
 {
     ulong d[1];
 };
 
-constant bool _312 = (M > 7u);
+constant bool _368 = (M > 7u);
 
 struct Dst7
 {
@@ -155,83 +161,107 @@ ulong combine(thread const ulong& a, thread const ulong& b)
     {
         return max(a, b);
     }
-    return min(a, b);
+    if (_41)
+    {
+        return min(a, b);
+    }
+    if (_49)
+    {
+        return a & b;
+    }
+    if (_57)
+    {
+        return a | b;
+    }
+    if (_65)
+    {
+        return a ^ b;
+    }
+    if (_73)
+    {
+        return ulong(a != 0ul) & ulong(b != 0ul);
+    }
+    if (_87)
+    {
+        return ulong(a != 0ul) | ulong(b != 0ul);
+    }
+    return ulong(a != 0ul) ^ ulong(b != 0ul);
 }
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _56 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _56, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _118 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _118, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         ulong acc = s0.d[pc.src_off[0] + i];
-        if (_93)
+        if (_154)
         {
             ulong param = acc;
             ulong param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_111)
+        if (_172)
         {
             ulong param_2 = acc;
             ulong param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_129)
+        if (_189)
         {
             ulong param_4 = acc;
             ulong param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_148)
+        if (_207)
         {
             ulong param_6 = acc;
             ulong param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_167)
+        if (_225)
         {
             ulong param_8 = acc;
             ulong param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_186)
+        if (_243)
         {
             ulong param_10 = acc;
             ulong param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_205)
+        if (_261)
         {
             ulong param_12 = acc;
             ulong param_13 = s7.d[pc.src_off[7] + i];
             acc = combine(param_12, param_13);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_234)
+        if (_290)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_247)
+        if (_303)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_260)
+        if (_316)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_273)
+        if (_329)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_286)
+        if (_342)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_299)
+        if (_355)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_312)
+        if (_368)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }
