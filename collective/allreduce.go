@@ -68,6 +68,18 @@ func kernelOp(op Op) backend.Op {
 		return backend.Max
 	case Min:
 		return backend.Min
+	case BAnd:
+		return backend.BAnd
+	case BOr:
+		return backend.BOr
+	case BXor:
+		return backend.BXor
+	case LAnd:
+		return backend.LAnd
+	case LOr:
+		return backend.LOr
+	case LXor:
+		return backend.LXor
 	}
 	return backend.Sum
 }

@@ -7,6 +7,17 @@ import (
 )
 
 // Op is a reduction operator.
+//
+// The bitwise and logical operators (BAnd through LXor: MPI's MPI_BAND,
+// MPI_BOR, MPI_BXOR, MPI_LAND, MPI_LOR and MPI_LXOR) are defined on the
+// Integer types only; with a floating-point element type (Float, Float16,
+// BFloat16) a call fails with ErrInvalidArgument on every rank before any
+// data moves, as Mean of an integer type does. BAnd, BOr and BXor act on the
+// bits, two's complement for the signed types. LAnd, LOr and LXor give 1
+// where (a != 0) op (b != 0) holds, else 0: LXor is 1 where an odd number of
+// the inputs are nonzero. A result of two or more ranks' elements is 0 or 1;
+// a result that is one rank's element alone (a group of one rank, Scan's
+// rank 0, Exscan's rank 1) is that element unchanged, as in MPI.
 type Op int
 
 const (
@@ -15,11 +26,19 @@ const (
 	Max            // maximum; NaN if any input is NaN
 	Min            // minimum; NaN if any input is NaN
 	Prod           // product
+	BAnd           // bitwise AND (integers only)
+	BOr            // bitwise OR (integers only)
+	BXor           // bitwise XOR (integers only)
+	LAnd           // logical AND: 1 if every input is nonzero, else 0 (integers only)
+	LOr            // logical OR: 1 if any input is nonzero, else 0 (integers only)
+	LXor           // logical XOR: 1 if an odd number of inputs are nonzero, else 0 (integers only)
 )
 
-var opNames = [...]string{Sum: "sum", Mean: "avg", Max: "max", Min: "min", Prod: "prod"}
+var opNames = [...]string{Sum: "sum", Mean: "avg", Max: "max", Min: "min", Prod: "prod",
+	BAnd: "band", BOr: "bor", BXor: "bxor", LAnd: "land", LOr: "lor", LXor: "lxor"}
 
-// String returns the nccl-tests name of the op (sum, avg, max, min, prod).
+// String returns the nccl-tests name of the op (sum, avg, max, min, prod),
+// or MPI's without the prefix (band, bor, bxor, land, lor, lxor).
 func (o Op) String() string {
 	if o >= 0 && int(o) < len(opNames) {
 		return opNames[o]
@@ -28,11 +47,16 @@ func (o Op) String() string {
 }
 
 // Valid reports whether o is one of the defined operators.
-func (o Op) Valid() bool { return o >= Sum && o <= Prod }
+func (o Op) Valid() bool { return o >= Sum && o <= LXor }
 
-// ParseOp accepts sum, avg (or mean), max, min and prod.
+// IntOnly reports whether o is defined on the Integer types only (BAnd,
+// BOr, BXor, LAnd, LOr, LXor).
+func (o Op) IntOnly() bool { return o >= BAnd && o <= LXor }
+
+// ParseOp accepts sum, avg (or mean), max, min, prod, band, bor, bxor, land,
+// lor and lxor.
 func ParseOp(s string) (Op, error) {
-	switch strings.ToLower(s) {
+	switch l := strings.ToLower(s); l {
 	case "sum":
 		return Sum, nil
 	case "avg", "mean":
@@ -43,8 +67,14 @@ func ParseOp(s string) (Op, error) {
 		return Min, nil
 	case "prod":
 		return Prod, nil
+	default:
+		for o := BAnd; o <= LXor; o++ {
+			if l == opNames[o] {
+				return o, nil
+			}
+		}
 	}
-	return 0, fmt.Errorf("collective: unknown op %q (want sum, avg, max, min or prod): %w", s, ErrInvalidArgument)
+	return 0, fmt.Errorf("collective: unknown op %q (want sum, avg, max, min, prod, band, bor, bxor, land, lor or lxor): %w", s, ErrInvalidArgument)
 }
 
 // Strategy is an all-reduce algorithm.

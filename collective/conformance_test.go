@@ -629,6 +629,11 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 			}
 		}
 		c.Op = Op(rng.IntN(int(Prod) + 1)) // integer types: Mean must be rejected
+		// The bitwise and logical ops: on 3 in 8 integer calls; on 1 in 16
+		// other calls, which must reject them.
+		if x := rng.IntN(16); x < 6 && c.Type.isInt() || x == 0 {
+			c.Op = BAnd + Op(rng.IntN(int(LXor-BAnd)+1))
+		}
 		if rng.IntN(4) > 0 {
 			c.Strategy = Strategy(1 + rng.IntN(int(Host)))
 		}
@@ -1604,12 +1609,15 @@ func (c confCall) unsupportedOK(g confGroup) bool {
 }
 
 // wantErr is the error every rank's call must fail with, nil for none:
-// Mean of an integer type is an invalid argument (ops are checked first);
+// Mean of an integer type, and a bitwise or logical op of a floating-point
+// type, is an invalid argument (ops are checked first);
 // an all-reduce of device tensors of a type some device has no kernels for
 // is unsupported (every other call has a host path for it).
 func (c confCall) wantErr(g confGroup) error {
 	switch {
 	case c.Type.isInt() && c.Op == Mean && c.Coll.reduces():
+		return ErrInvalidArgument
+	case !c.Type.isInt() && c.Op.IntOnly() && c.Coll.reduces():
 		return ErrInvalidArgument
 	case c.Coll == cAllReduce && c.Path.tensor() && g.noKernels(c.Type):
 		return ErrUnsupported
@@ -2242,8 +2250,10 @@ func TestConformance(t *testing.T) {
 	spent := map[string]time.Duration{}
 	count := map[string]int{}
 	defer func() { t.Logf("time by backend: %v over %v sessions", spent, count) }()
-	byColl, byType, byPath := map[string]int{}, map[string]int{}, map[string]int{}
-	defer func() { t.Logf("calls drawn by collective: %v; by type: %v; by path: %v", byColl, byType, byPath) }()
+	byColl, byType, byPath, byOp := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	defer func() {
+		t.Logf("calls drawn by collective: %v; by type: %v; by path: %v; reductions by op: %v", byColl, byType, byPath, byOp)
+	}()
 	// What ran on which device, and the calls of subnormal inputs (the
 	// count of their results checked that are subnormal: a device that
 	// flushes gets those wrong).
@@ -2262,6 +2272,9 @@ func TestConformance(t *testing.T) {
 		for _, c := range s.Calls {
 			byColl[c.Coll.String()]++
 			byType[c.Type.String()]++
+			if c.Coll.reduces() {
+				byOp[c.Op.String()]++
+			}
 			if c.Path.async() {
 				byPath[c.Path.String()+"/"+c.Wait.String()]++
 			} else {

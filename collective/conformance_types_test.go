@@ -235,7 +235,7 @@ func sameBits[T Elem](a, b []T) bool {
 // [0, 2^Mag] unsigned, within the type; [-4, 4] for products, so they do
 // not all wrap to 0), the full range (inRandom: sums and products wrap), or
 // both mixed with the extremes MinInt, MaxInt, MinInt+1, MaxInt-1, 0, -1
-// (all ones) and 1 (inSpecial).
+// (all ones) and 1 (inSpecial); for the logical ops half the inputs are 0.
 func intInputs(c confCall, ls []int) [][]uint64 {
 	rng := rand.New(rand.NewPCG(c.DataSeed, 0x696e70))
 	t := c.Type
@@ -275,6 +275,9 @@ func intInputs(c confCall, ls []int) [][]uint64 {
 				}
 			default:
 				v = small()
+			}
+			if c.Op >= LAnd && c.Op <= LXor && rng.IntN(2) == 0 {
+				v = 0 // the logical ops: as many false inputs as true
 			}
 			in[r][i] = v
 		}
@@ -459,9 +462,28 @@ func refsOf(c confCall, in [][]uint64) *confRefs {
 }
 
 // intOp is op on integer bits of type t: sums and products wrap (modulo
-// 2^bits), extrema compare signed or unsigned.
+// 2^bits), extrema compare signed or unsigned, the bitwise ops act on the
+// bits, the logical ones give 1 or 0 as (a != 0) op (b != 0) holds.
 func intOp(t confType, op Op, a, b uint64) uint64 {
+	truth := func(v bool) uint64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
 	switch op {
+	case BAnd:
+		return a & b
+	case BOr:
+		return a | b
+	case BXor:
+		return a ^ b
+	case LAnd:
+		return truth(a != 0 && b != 0)
+	case LOr:
+		return truth(a != 0 || b != 0)
+	case LXor:
+		return truth((a != 0) != (b != 0))
 	case Sum:
 		return (a + b) & t.mask()
 	case Prod:

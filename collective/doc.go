@@ -163,7 +163,8 @@
 // a named uint16: Go has no 16-bit float). Reductions run in the backend's
 // kernels: f32 in f32 and f64 in f64 (never rounded through f32); integers
 // wrap on Sum and Prod, as NCCL's do, and Mean of an integer type is an
-// ErrInvalidArgument; Float16 and BFloat16 are accumulated in float32 and
+// ErrInvalidArgument, as are the bitwise and logical ops (BAnd, BOr, BXor,
+// LAnd, LOr, LXor: integers only) on the other types; Float16 and BFloat16 are accumulated in float32 and
 // rounded once to the 16-bit type per reduction step (once per call on the
 // direct strategies, once per step of a ring or tree: each rounding is within
 // half a 16-bit ulp). A device without kernels for a type (f64 on some GPUs;

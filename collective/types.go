@@ -14,7 +14,8 @@ type Float interface{ ~float32 | ~float64 }
 
 // Integer is the integer element types. Sum and Prod wrap (two's
 // complement), as NCCL's do; Max and Min compare as integers; Mean is not
-// defined for integers (an ErrInvalidArgument).
+// defined for integers (an ErrInvalidArgument); the bitwise and logical
+// operators (BAnd to LXor) are defined for integers only.
 type Integer interface {
 	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64
 }
@@ -99,13 +100,17 @@ func viewAs[T any](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
 }
 
-// checkOp returns an error for an op not defined on dt (Mean on integers).
+// checkOp returns an error for an op not defined on dt (Mean on integers,
+// a bitwise or logical op on a floating-point type).
 func checkOp(op Op, dt backend.DType) error {
 	if !op.Valid() {
 		return invalidArg("unknown op %d", int(op))
 	}
 	if op == Mean && dt.IsInt() {
 		return invalidArg("op avg is not defined for integer type %s (use sum and divide)", dt)
+	}
+	if op.IntOnly() && !dt.IsInt() {
+		return invalidArg("op %v is not defined for floating-point type %s (integer types only)", op, dt)
 	}
 	return nil
 }
