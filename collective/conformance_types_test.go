@@ -465,25 +465,9 @@ func refsOf(c confCall, in [][]uint64) *confRefs {
 // 2^bits), extrema compare signed or unsigned, the bitwise ops act on the
 // bits, the logical ones give 1 or 0 as (a != 0) op (b != 0) holds.
 func intOp(t confType, op Op, a, b uint64) uint64 {
-	truth := func(v bool) uint64 {
-		if v {
-			return 1
-		}
-		return 0
-	}
 	switch op {
-	case BAnd:
-		return a & b
-	case BOr:
-		return a | b
-	case BXor:
-		return a ^ b
-	case LAnd:
-		return truth(a != 0 && b != 0)
-	case LOr:
-		return truth(a != 0 || b != 0)
-	case LXor:
-		return truth((a != 0) != (b != 0))
+	case BAnd, BOr, BXor, LAnd, LOr, LXor:
+		return bitRef(op, a, b) // on the bits, zero-extended: the same bits
 	case Sum:
 		return (a + b) & t.mask()
 	case Prod:
