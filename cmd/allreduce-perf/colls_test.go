@@ -336,9 +336,17 @@ func checkTypeRows(t *testing.T, out string, rows []row, n int) {
 		if seen[d]["avg"] == dt.isInt() {
 			t.Errorf("%s rows: avg %v, want %v", d, seen[d]["avg"], !dt.isInt())
 		}
+		for _, op := range []string{"band", "bor", "bxor", "land", "lor", "lxor"} {
+			if seen[d][op] != dt.isInt() {
+				t.Errorf("%s rows: %s %v, want %v", d, op, seen[d][op], dt.isInt())
+			}
+		}
 	}
 	if !strings.Contains(out, "# Types: -o all skips avg for int8, uint8, int32, uint32, int64, uint64 (avg is not defined for integer types)\n") {
 		t.Errorf("the header does not say avg is skipped:\n%s", out)
+	}
+	if !strings.Contains(out, "# Types: -o all skips band, bor, bxor, land, lor and lxor for half, bfloat16 (defined for integer types only)\n") {
+		t.Errorf("the header does not say the bitwise and logical ops are skipped:\n%s", out)
 	}
 }
 

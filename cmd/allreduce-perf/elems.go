@@ -15,8 +15,10 @@ import (
 //   - float and double: input's small integers and powers of two, reduced
 //     in float64 and rounded to T (avg: within 1 ulp);
 //   - the integer types: any odd value of the type (a hash of rank, element
-//     and run), reduced in T itself: wrapping sum and prod are associative
-//     and commutative, so every order gives the same bits;
+//     and run), reduced in T itself: wrapping sum and prod, and the bitwise
+//     ops, are associative and commutative, so every order gives the same
+//     bits; for the logical ops (land, lor, lxor) half the inputs are 0
+//     instead, so that every result occurs;
 //   - half and bfloat16: input16's small integers and powers of two, whose
 //     every partial sum or product is exact in the 16-bit type whatever the
 //     number of ranks; avg is float32(float64(sum)/N) rounded to the type,
@@ -124,16 +126,29 @@ func intInput(r int, i int64, rep int) uint64 {
 	return x | 1
 }
 
+// logical reports whether op is land, lor or lxor.
+func logical(op collective.Op) bool {
+	return op == collective.LAnd || op == collective.LOr || op == collective.LXor
+}
+
 func intValues[T integer]() values[T] {
-	in := func(_ collective.Op, r int, i int64, rep int) T { return T(intInput(r, i, rep)) }
-	// A sum of n odd values has n's parity; a product, a max and a min of
-	// odd values, and a copy of one, are odd. Wrapping keeps the parity.
+	in := func(op collective.Op, r int, i int64, rep int) T {
+		x := intInput(r, i, rep)
+		if logical(op) && x&2 == 0 {
+			return 0 // false; the other half odd, true
+		}
+		return T(x)
+	}
+	// A sum or XOR of n odd values has n's parity; a product, a max, a
+	// min, an AND and an OR of odd values, and a copy of one, are odd.
+	// Wrapping keeps the parity. The logical ops' results are 0 or 1 (a
+	// copy: 0 or odd), never an even value other than 0.
 	oddResult := func(op collective.Op, n int, reduced bool) bool {
-		return !(reduced && op == collective.Sum && n%2 == 0)
+		return !(reduced && (op == collective.Sum || op == collective.BXor) && n%2 == 0)
 	}
 	even, odd := uint64(0x5a5a5a5a5a5a5a5a), uint64(0xa5a5a5a5a5a5a5a5)
 	poison := func(op collective.Op, n int, reduced bool) T {
-		if oddResult(op, n, reduced) {
+		if logical(op) || oddResult(op, n, reduced) {
 			return T(even)
 		}
 		return T(odd)
@@ -153,6 +168,18 @@ func intValues[T integer]() values[T] {
 					acc = max(acc, x)
 				case collective.Min:
 					acc = min(acc, x)
+				case collective.BAnd:
+					acc &= x
+				case collective.BOr:
+					acc |= x
+				case collective.BXor:
+					acc ^= x
+				case collective.LAnd:
+					acc = truth[T](acc != 0 && x != 0)
+				case collective.LOr:
+					acc = truth[T](acc != 0 || x != 0)
+				case collective.LXor:
+					acc = truth[T]((acc != 0) != (x != 0))
 				}
 			}
 			return acc
@@ -163,6 +190,14 @@ func intValues[T integer]() values[T] {
 			return x == poison(op, n, reduced)
 		},
 	}
+}
+
+// truth is 1 for true, 0 for false.
+func truth[T integer](b bool) T {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // format16 is what keeps a 16-bit type's inputs exact: the largest

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,16 +126,21 @@ func parseDtype(s string) (dtype, bool) {
 }
 
 // opsFor is the ops a table of collective c runs for type d: every op
-// asked for, less avg for the integer types and for scan and exscan (-o
-// all, and --coll all for the scans; an explicit -o avg with an integer
-// type or an explicit --coll scan or exscan is refused).
+// asked for, less avg for the integer types and for scan and exscan, and
+// less the bitwise and logical ops (band, bor, bxor, land, lor, lxor) for
+// the floating-point types (-o all, and --coll all for the scans; an
+// explicit -o avg with an integer type, an explicit --coll scan or exscan,
+// or an explicit bitwise or logical op with a floating-point type is
+// refused).
 func (o *options) opsFor(c coll, d dtype) []collective.Op {
-	if !(d.isInt() || c.noMean()) || !containsOp(o.ops, collective.Mean) {
+	dropMean := (d.isInt() || c.noMean()) && containsOp(o.ops, collective.Mean)
+	dropInt := !d.isInt() && slices.ContainsFunc(o.ops, collective.Op.IntOnly)
+	if !dropMean && !dropInt {
 		return o.ops
 	}
 	var ops []collective.Op
 	for _, op := range o.ops {
-		if op != collective.Mean {
+		if !(dropMean && op == collective.Mean) && !(dropInt && op.IntOnly()) {
 			ops = append(ops, op)
 		}
 	}
@@ -409,7 +415,7 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|gather|scatter|scan|exscan|sendrecv|all, or a comma list: scan and exscan are the inclusive and exclusive prefix reductions (no avg), sendrecv nccl-tests' ring shift (rank r sends to r+1, receives from r-1) (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf, reduce-perf, sendrecv-perf, ... defaults to that one)")
 	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|int8|uint8|int32|uint32|int64|uint64|half|bfloat16|all, or a comma list: nccl-tests' types (half and bfloat16 are collective.Float16 and BFloat16); all runs every one, in nccl-tests' order (default float)")
 	fs.StringVar(&r.wire, "wire", "", "half|bfloat16: all-reduce float32 data (-d float) compressed to 16 bits on the wire (collective.AllReduceWire, ring); the type column names the wire type, size(B) = count*2, #wrong counts elements outside collective.WireErrorBound (default none)")
-	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|all, or a comma list; avg is not defined for the integer types nor for scan and exscan, for which all leaves it out (default sum)")
+	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|band|bor|bxor|land|lor|lxor|all, or a comma list; avg is not defined for the integer types nor for scan and exscan, band to lxor (bitwise and logical, as MPI's) only for the integer types: all leaves out what a type or collective lacks (default sum)")
 	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast, reduce, gather and scatter, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")
 	fs.IntVarP(&r.iters, "iters", "n", r.iters, "timed iterations per size (default 20)")
 	fs.IntVarP(&r.warmup, "warmup_iters", "w", r.warmup, "warm-up iterations at the largest and smallest size (default 5)")
@@ -579,14 +585,16 @@ func (r *rawFlags) validate() (*options, error) {
 		o.dtypes = []dtype{d}
 	}
 	if strings.EqualFold(strings.TrimSpace(r.op), "all") {
-		// nccl-tests' order; the integer types, scan and exscan skip avg
-		// (opsFor).
-		o.ops = []collective.Op{collective.Sum, collective.Prod, collective.Max, collective.Min, collective.Mean}
+		// nccl-tests' order, then MPI's bitwise and logical ops; the
+		// integer types, scan and exscan skip avg, the floating-point
+		// types the bitwise and logical ops (opsFor).
+		o.ops = []collective.Op{collective.Sum, collective.Prod, collective.Max, collective.Min, collective.Mean,
+			collective.BAnd, collective.BOr, collective.BXor, collective.LAnd, collective.LOr, collective.LXor}
 	} else {
 		for _, f := range strings.Split(r.op, ",") {
 			op, err := collective.ParseOp(strings.TrimSpace(f))
 			if err != nil {
-				return nil, usagef("-o/--op %q is not supported (want sum, prod, min, max, avg, all or a comma list)", r.op)
+				return nil, usagef("-o/--op %q is not supported (want sum, prod, min, max, avg, band, bor, bxor, land, lor, lxor, all or a comma list)", r.op)
 			}
 			if !containsOp(o.ops, op) {
 				o.ops = append(o.ops, op)
@@ -601,6 +609,13 @@ func (r *rawFlags) validate() (*options, error) {
 			for _, c := range o.colls {
 				if c.noMean() && !collsAll {
 					return nil, usagef("-o avg is not defined for a prefix reduction (--coll %s): use sum and divide rank r's result by r+1 (exscan: r), or -o all, which skips avg for scan and exscan", c)
+				}
+			}
+		}
+		if i := slices.IndexFunc(o.ops, collective.Op.IntOnly); i >= 0 {
+			for _, d := range o.dtypes {
+				if !d.isInt() {
+					return nil, usagef("-o %s is not defined for floating-point type %s (-d %s): the bitwise and logical ops take the integer types, or -o all, which skips them for the others", o.ops[i], d, strings.TrimSpace(r.datatype))
 				}
 			}
 		}

@@ -41,13 +41,16 @@
 // 16-byte groups, their size(B) being the full buffer (3 ranks, -b 1K of
 // float: count 84, size 1008). Every collective runs every type, and the inputs make each
 // reference exact whatever the reduction order and the number of rounding
-// steps: the integer types take any odd value and are reduced in their own
-// wrapping arithmetic; the float types take small integers and powers of
+// steps: the integer types take any odd value (for land, lor and lxor half
+// of them 0) and are reduced in their own wrapping arithmetic; the float
+// types take small integers and powers of
 // two, capped for half and bfloat16 so that every partial sum and product
 // is exact in 16 bits for any number of ranks (avg: float32(sum/N) rounded
 // to the type; float and double avg may be 1 ulp off). avg is not defined
-// for the integer types: -o avg with one is bad usage, and -o all skips
-// avg for them (the header says so).
+// for the integer types, nor band, bor, bxor, land, lor and lxor (MPI's
+// bitwise and logical ops) for the others: -o avg with an integer type, or
+// -o band with a float type, is bad usage, and -o all skips them (the
+// header says so).
 //
 // --wire half and --wire bfloat16 (what -d half and -d bfloat16 meant
 // before they became the 16-bit types) all-reduce float32 data, -d float,
@@ -71,6 +74,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
@@ -358,7 +362,8 @@ func wireOf(o *options) dtype {
 }
 
 // typeNotes are the header's lines about the element types: -o all
-// skipping avg for the integer types, and the types the devices have no
+// skipping avg for the integer types and the bitwise and logical ops for
+// the others, and the types the devices have no
 // kernels for (reduced exactly on the host, in one process).
 func typeNotes(o *options, kernels backend.DTypeSet, backendName string) []string {
 	var notes []string
@@ -369,10 +374,13 @@ func typeNotes(o *options, kernels backend.DTypeSet, backendName string) []strin
 	if !reduces {
 		return nil
 	}
-	var ints, host []string
+	var ints, floats, host []string
 	for _, d := range o.dtypes {
 		if d.isInt() && containsOp(o.ops, collective.Mean) {
 			ints = append(ints, d.String())
+		}
+		if !d.isInt() && slices.ContainsFunc(o.ops, collective.Op.IntOnly) {
+			floats = append(floats, d.String())
 		}
 		if d.wire() == 0 && !kernels.Has(d.elem()) {
 			host = append(host, d.String())
@@ -380,6 +388,9 @@ func typeNotes(o *options, kernels backend.DTypeSet, backendName string) []strin
 	}
 	if len(ints) > 0 {
 		notes = append(notes, fmt.Sprintf("# Types: -o all skips avg for %s (avg is not defined for integer types)", strings.Join(ints, ", ")))
+	}
+	if len(floats) > 0 {
+		notes = append(notes, fmt.Sprintf("# Types: -o all skips band, bor, bxor, land, lor and lxor for %s (defined for integer types only)", strings.Join(floats, ", ")))
 	}
 	if len(o.meanless) > 0 {
 		names := make([]string, len(o.meanless))

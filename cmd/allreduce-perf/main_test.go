@@ -232,6 +232,9 @@ func TestUsageErrors(t *testing.T) {
 		{"-d", "int32", "-o", "avg"},
 		{"-d", "all", "-o", "sum,avg"},
 		{"-d", "float,uint8", "-o", "avg", "--coll", "allgather"},
+		{"-o", "band"},
+		{"-d", "int32,half", "-o", "sum,lxor"},
+		{"-wire", "half", "-o", "bor"},
 		{"-a", "nccl"},
 		{"-a", "ring,nccl"},
 		{"-o", "xor"},
@@ -289,6 +292,7 @@ func TestUsageErrors(t *testing.T) {
 		"--wire=fp8":                `--wire "fp8" is not known (want half or bfloat16)`,
 		"-d int32 -o avg":           "-o avg is not defined for integer type int32",
 		"-d half,uint64 -o max,avg": "-o avg is not defined for integer type uint64",
+		"-d int8,bfloat16 -o land":  "-o land is not defined for floating-point type bfloat16",
 		"--coll broadcast -a ring":  "--coll broadcast runs tree only; -a ring applies to all-reduce",
 		"-a all --coll allgather":   "-a with several strategies sweeps all-reduce only; --coll allgather runs ring",
 		"-g 2 --coll reduce -r 2":   "-r/--root 2 is not a rank of 2",
@@ -515,14 +519,18 @@ func TestCorruptionIsCaughtNewTypes(t *testing.T) {
 }
 
 func TestPoisonIsNeverRight(t *testing.T) {
-	// Integer inputs are odd, so the poison (of the other parity) can never
-	// be a right value: a region the call left alone is always counted.
-	check := func(name string, poison, got func(op collective.Op, n int, reduced bool, i int64) bool) {
-		for _, op := range []collective.Op{collective.Sum, collective.Prod, collective.Max, collective.Min} {
+	// Integer inputs are odd (the logical ops': 0 or odd), so the poison
+	// (of the other parity, or even and not 0 for the logical ops) can
+	// never be a right value: a region the call left alone is always
+	// counted.
+	ops := []collective.Op{collective.Sum, collective.Prod, collective.Max, collective.Min,
+		collective.BAnd, collective.BOr, collective.BXor, collective.LAnd, collective.LOr, collective.LXor}
+	check := func(name string, isPoison func(op collective.Op, n int, reduced bool, i int64) bool) {
+		for _, op := range ops {
 			for n := 1; n <= 6; n++ {
 				for i := int64(0); i < 200; i++ {
 					for _, reduced := range []bool{false, true} {
-						if got(op, n, reduced, i) == poison(op, n, reduced, i) {
+						if isPoison(op, n, reduced, i) {
 							t.Fatalf("%s %v n=%d reduced=%v element %d: a right value equals the poison", name, op, n, reduced, i)
 						}
 					}
@@ -531,21 +539,29 @@ func TestPoisonIsNeverRight(t *testing.T) {
 		}
 	}
 	v8 := valuesFor[int8](dtInt8)
-	check("int8", func(op collective.Op, n int, reduced bool, i int64) bool { return v8.poison(op, n, reduced)&1 == 1 },
-		func(op collective.Op, n int, reduced bool, i int64) bool {
-			if !reduced {
-				return v8.input(op, n-1, i, 1)&1 == 1
-			}
-			return v8.reduce(op, ranksUpTo(n), i, 1)&1 == 1
-		})
+	check("int8", func(op collective.Op, n int, reduced bool, i int64) bool {
+		if !reduced {
+			return v8.isPoison(v8.input(op, n-1, i, 1), op, n, reduced)
+		}
+		return v8.isPoison(v8.reduce(op, ranksUpTo(n), i, 1), op, n, reduced)
+	})
 	v64 := valuesFor[uint64](dtUint64)
-	check("uint64", func(op collective.Op, n int, reduced bool, i int64) bool { return v64.poison(op, n, reduced)&1 == 1 },
-		func(op collective.Op, n int, reduced bool, i int64) bool {
-			if !reduced {
-				return v64.input(op, n-1, i, 1)&1 == 1
-			}
-			return v64.reduce(op, ranksUpTo(n), i, 1)&1 == 1
-		})
+	check("uint64", func(op collective.Op, n int, reduced bool, i int64) bool {
+		if !reduced {
+			return v64.isPoison(v64.input(op, n-1, i, 1), op, n, reduced)
+		}
+		return v64.isPoison(v64.reduce(op, ranksUpTo(n), i, 1), op, n, reduced)
+	})
+	// The logical ops' inputs and results take both truth values.
+	for _, op := range []collective.Op{collective.LAnd, collective.LOr, collective.LXor} {
+		var seen [2]bool
+		for i := int64(0); i < 200; i++ {
+			seen[v64.reduce(op, ranksUpTo(3), i, 1)] = true
+		}
+		if !seen[0] || !seen[1] {
+			t.Errorf("%v over 3 ranks: results 0 seen %v, 1 seen %v; want both", op, seen[0], seen[1])
+		}
+	}
 	vh := valuesFor[collective.Float16](dtHalf)
 	if p := vh.poison(collective.Sum, 2, true); !vh.isPoison(p, collective.Sum, 2, true) || p.Float32() == p.Float32() {
 		t.Errorf("half poison %#x is not NaN", p)

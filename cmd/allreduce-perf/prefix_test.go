@@ -50,8 +50,10 @@ func TestScanExscanSendRecv(t *testing.T) {
 					}
 					return
 				}
-				if ops["avg"] || len(ops) != 4 || len(rows) != 4*5*4 {
-					t.Errorf("%s: %d rows, redops %v: want sum, prod, max and min, no avg", c, len(rows), ops)
+				// Sum, prod, max and min for the three float types, and the
+				// bitwise and logical ops too for the two integer types.
+				if ops["avg"] || len(ops) != 10 || len(rows) != 4*(3*4+2*10) {
+					t.Errorf("%s: %d rows, redops %v: want sum, prod, max, min, band, bor, bxor, land, lor and lxor, no avg", c, len(rows), ops)
 				}
 				if want := "# Ops: " + c.String() + " runs without avg: avg is not defined for a prefix reduction\n"; !strings.Contains(out, want) {
 					t.Errorf("the header lacks %q:\n%s", want, out)
