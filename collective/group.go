@@ -294,9 +294,7 @@ type Comm struct {
 	goImp *importcache.Rank
 
 	fences  [MaxPipelineDepth]backend.Fence // the direct algorithm's chunks in flight
-	copyWG  sync.WaitGroup                  // parallel host copies in flight
-	copyMu  sync.Mutex
-	copyErr error
+	copying copyBatch                       // parallel host copies in flight
 
 	// Liveness (liveness.go). gone: the rank is gone (nil: alive). calls,
 	// p2pCalls: its latest call numbers, readable by any goroutine. blk:
