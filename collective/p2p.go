@@ -10,6 +10,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/memory"
+	"github.com/gocoll/gocoll/internal/oplist"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
@@ -254,62 +255,12 @@ type p2pOp struct {
 }
 
 // opLinks are an operation's links in one opList.
-type opLinks struct{ prev, next *p2pOp }
+type opLinks = oplist.Links[p2pOp]
 
-// opList is a FIFO of operations linked through their own opLinks (ll when
-// lane is set, else ql): push, pop and removal are O(1) and allocate
-// nothing.
-type opList struct {
-	head, tail *p2pOp
-	lane       bool
-}
-
-func (q *opList) links(o *p2pOp) *opLinks {
-	if q.lane {
-		return &o.ll
-	}
-	return &o.ql
-}
-
-func (q *opList) push(o *p2pOp) {
-	k := q.links(o)
-	k.prev, k.next = q.tail, nil
-	if q.tail != nil {
-		q.links(q.tail).next = o
-	} else {
-		q.head = o
-	}
-	q.tail = o
-}
-
-// remove takes o out of q; it reports whether o was in it.
-func (q *opList) remove(o *p2pOp) bool {
-	k := q.links(o)
-	if k.prev == nil && q.head != o {
-		return false
-	}
-	if k.prev != nil {
-		q.links(k.prev).next = k.next
-	} else {
-		q.head = k.next
-	}
-	if k.next != nil {
-		q.links(k.next).prev = k.prev
-	} else {
-		q.tail = k.prev
-	}
-	*k = opLinks{}
-	return true
-}
-
-// pop removes and returns the first operation (nil: q is empty).
-func (q *opList) pop() *p2pOp {
-	o := q.head
-	if o != nil {
-		q.remove(o)
-	}
-	return o
-}
+// opList is a FIFO of operations linked through their own opLinks (ll in
+// the lane's list, else ql): push, pop and removal are O(1) and allocate
+// nothing (internal/oplist).
+type opList = oplist.List[p2pOp]
 
 // lane holds a comm's pending point-to-point operations (guarded by
 // laneMu).
@@ -337,7 +288,6 @@ type lane struct {
 }
 
 func (c *Comm) initLane() {
-	c.lane.local.lane = true
 	c.lane.wake = make(chan struct{}, 1)
 	c.lane.timer = time.NewTimer(time.Hour)
 	c.lane.timer.Stop()
@@ -384,13 +334,13 @@ func (c *Comm) postP2P(o *p2pOp) {
 		go c.runLane(ln.idle)
 	}
 	if l.Remote() {
-		l.pq.push(o)
+		l.pq.Push(o, &o.ql)
 		if !l.active {
 			l.active = true
 			ln.rlinks = append(ln.rlinks, l)
 		}
 	} else {
-		ln.local.push(o)
+		ln.local.Push(o, &o.ll)
 	}
 	c.laneMu.Unlock()
 	if o.work != nil && o.ctx.Err() != nil {
@@ -427,12 +377,12 @@ func (c *Comm) matchLocal(o *p2pOp) {
 	}
 	var m *p2pOp
 	if o.send {
-		if m = l.precv.pop(); m == nil {
-			l.psend.push(o)
+		if m = l.precv.Pop(); m == nil {
+			l.psend.Push(o, &o.ql)
 		}
 	} else {
-		if m = l.psend.pop(); m == nil {
-			l.precv.push(o)
+		if m = l.psend.Pop(); m == nil {
+			l.precv.Push(o, &o.ql)
 		}
 	}
 	if m != nil {
@@ -477,9 +427,9 @@ func (c *Comm) finish(o *p2pOp, err error) {
 	}
 	o.done, o.err = true, err
 	if o.l.Remote() {
-		o.l.pq.remove(o)
+		o.l.pq.Remove(&o.ql)
 	} else {
-		ln.local.remove(o)
+		ln.local.Remove(&o.ll)
 	}
 	ln.pending--
 	if o.work != nil {
@@ -534,9 +484,9 @@ func (c *Comm) failP2P(o *p2pOp, err error) bool {
 	}
 	o.taken = true
 	if o.send {
-		l.psend.remove(o)
+		l.psend.Remove(&o.ql)
 	} else {
-		l.precv.remove(o)
+		l.precv.Remove(&o.ql)
 	}
 	l.pmu.Unlock()
 	c.finish(o, err)
@@ -609,7 +559,7 @@ func (c *Comm) deadlockHint(o *p2pOp) string {
 	back.pmu.Lock()
 	defer back.pmu.Unlock()
 	// Once per failing Send: a walk of the peer's queue is fine here.
-	for p := back.psend.head; p != nil; p = p.ql.next {
+	for p := back.psend.Head(); p != nil; p = p.ql.Next() {
 		if p.work == nil {
 			return fmt.Sprintf("; rank %d is itself blocked in a Send to rank %d: both ranks Send before they Recv "+
 				"(use SendRecv, or SendAsync and RecvAsync)", o.peer, c.rank)
@@ -640,11 +590,11 @@ func (c *Comm) runLane(idle chan struct{}) {
 		s := ln.scratch[:0]
 		if c.g.isBroken.Load() {
 			// Every pending operation fails, once.
-			for o := ln.local.head; o != nil; o = o.ll.next {
+			for o := ln.local.Head(); o != nil; o = o.ll.Next() {
 				s = append(s, o)
 			}
 			for _, l := range ln.rlinks {
-				for o := l.pq.head; o != nil; o = o.ql.next {
+				for o := l.pq.Head(); o != nil; o = o.ql.Next() {
 					s = append(s, o)
 				}
 			}
@@ -661,7 +611,7 @@ func (c *Comm) runLane(idle chan struct{}) {
 			}
 			// Posting order is deadline order: the expired ones lead.
 			var o *p2pOp
-			for o = ln.local.head; o != nil; o = o.ll.next {
+			for o = ln.local.Head(); o != nil; o = o.ll.Next() {
 				if o.deadline.After(now) {
 					next = o.deadline
 					break
@@ -671,7 +621,7 @@ func (c *Comm) runLane(idle chan struct{}) {
 			if ev := c.g.goneEvents.Load(); ev != ln.goneSeen {
 				// A rank went (rare): the rest whose peer is gone fail.
 				ln.goneSeen = ev
-				for ; o != nil; o = o.ll.next {
+				for ; o != nil; o = o.ll.Next() {
 					if c.g.goneRank(o.peer) != nil {
 						s = append(s, o)
 					}
@@ -684,13 +634,13 @@ func (c *Comm) runLane(idle chan struct{}) {
 		remote := false
 		j := 0
 		for _, l := range ln.rlinks {
-			if l.pq.head == nil {
+			if l.pq.Head() == nil {
 				l.active = false
 				continue
 			}
 			ln.rlinks[j] = l
 			j++
-			s = append(s, l.pq.head)
+			s = append(s, l.pq.Head())
 			remote = true
 		}
 		clear(ln.rlinks[j:])
@@ -784,7 +734,7 @@ func (c *Comm) pstage(l *link, i int) []byte {
 func (c *Comm) progressRemote(o *p2pOp) bool {
 	l := o.l
 	c.laneMu.Lock()
-	head := l.pq.head == o && !o.done
+	head := l.pq.Head() == o && !o.done
 	c.laneMu.Unlock()
 	if !head {
 		return false
