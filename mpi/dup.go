@@ -4,7 +4,6 @@ package mpi
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -28,7 +27,7 @@ func (w *World) dup(ctx context.Context) (backend.Transport, error) {
 		return nil, err
 	}
 	d := &World{world{exec: w.exec, mode: w.mode, level: w.level, version: w.version, rank: w.rank, size: w.size,
-		tagUB: w.tagUB, limit: w.limit, comm: cCommAt(r.cmem, 0), diag: cCommAt(r.cmem, 1), id: fmt.Sprintf("%s/d%d", w.id, seq)}}
+		tagUB: w.tagUB, limit: w.limit, comm: cCommAt(r.cmem, 0), diag: cCommAt(r.cmem, 1)}}
 	d.seen = make([]uint64, d.size)
 	r.release()
 	initMu.Lock()

@@ -55,7 +55,7 @@ func (w *World) split(ctx context.Context, color, key int) (backend.Transport, e
 		return nil, nil // not a member
 	}
 	d := &World{world{exec: w.exec, mode: w.mode, level: w.level, version: w.version, rank: res.rank, size: res.size,
-		tagUB: w.tagUB, limit: w.limit, comm: res.comm, diag: res.diag, id: fmt.Sprintf("%s/s%d.%d", w.id, seq, color)}}
+		tagUB: w.tagUB, limit: w.limit, comm: res.comm, diag: res.diag}}
 	d.seen = make([]uint64, d.size)
 	initMu.Lock()
 	defer initMu.Unlock()
@@ -93,14 +93,11 @@ func (w *World) startSplit(seq uint64, color, key int, left bool) *splitJob {
 
 func (w *World) runSplit(j *splitJob, color, key int) {
 	res := splitResult{closed: true}
-	if w.takeTurn(j.seq) {
-		w.cold(false, func() {
-			if !w.closed.Load() {
-				res = cCommSplit(w.comm, w.diag, color, key)
-			}
-		})
-		w.exec.turns.end(w)
-	}
+	w.cold(false, func() {
+		if !w.closed.Load() {
+			res = cCommSplit(w.comm, w.diag, color, key)
+		}
+	})
 	j.mu.Lock()
 	j.res, j.ended = res, true
 	free := j.left

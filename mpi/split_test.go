@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -103,59 +102,6 @@ func TestWorldSplit(t *testing.T) {
 		ok = false
 	}
 	agree(t, w, ok, "World.Split")
-}
-
-// TestWorldSplitCrossed: two duplicates split at the same time, the
-// processes starting them in opposite orders (even processes one, then the
-// other; odd processes the reverse). With one MPI thread (funneled) or one
-// MPI call at a time (serialized), a process's MPI_Comm_split of one
-// duplicate would wait for the others' while they wait in their split of
-// the other duplicate; the processes take turns (cold.go), and every Split
-// returns a working sub-World.
-func TestWorldSplitCrossed(t *testing.T) {
-	w, ctx := begin(t, 60*time.Second)
-	ok := true
-	for round := 0; round < 6 && ok; round++ {
-		var dups [2]*World
-		for i := range dups {
-			d, err := w.Dup(ctx)
-			if err != nil {
-				t.Fatalf("Dup: %v", err)
-			}
-			dups[i] = d.(*World)
-		}
-		var subs [2]backend.Transport
-		var errs [2]error
-		var wg sync.WaitGroup
-		for i := range dups {
-			k := (i + w.Rank()) % 2 // the duplicate this process splits i-th
-			wg.Go(func() {
-				if i == 1 {
-					time.Sleep(time.Millisecond)
-				}
-				subs[k], errs[k] = dups[k].Split(ctx, 0, w.Rank())
-			})
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Errorf("round %d: Split %d: %v", round, i, err)
-				ok = false
-				continue
-			}
-			sw := subs[i].(*World)
-			all := make([]byte, 4*sw.Size())
-			if err := sw.Allgather(ctx, pattern(w.Rank(), 4, round), all); err != nil || sw.Size() != w.Size() || sw.Rank() != w.Rank() {
-				t.Errorf("round %d: sub-World %d: rank %d of %d, Allgather: %v", round, i, sw.Rank(), sw.Size(), err)
-				ok = false
-			}
-			sw.Close()
-		}
-		for _, d := range dups {
-			d.Close()
-		}
-	}
-	agree(t, w, ok, "crossed Splits")
 }
 
 // TestWorldSplitTimeout: only process 0 calls Split, with a deadline, on a

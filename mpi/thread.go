@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 )
 
@@ -31,7 +30,7 @@ type mode int
 
 const (
 	modeConcurrent mode = iota // MPI_THREAD_MULTIPLE: call from any goroutine
-	modeSerialized             // MPI_THREAD_SERIALIZED: one call at a time in the process, behind executor.serial
+	modeSerialized             // MPI_THREAD_SERIALIZED: one call at a time, behind World.mu
 	modeFunneled               // MPI_THREAD_FUNNELED or SINGLE: every call on the executor's thread
 )
 
@@ -62,10 +61,6 @@ type executor struct {
 	jobs      chan job
 	quit      chan struct{} // closed when the executor stops, after MPI_Finalize
 	finalized atomic.Bool
-	// serial: with MPI_THREAD_SERIALIZED, every MPI call of the process,
-	// whichever World makes it, runs under it.
-	serial sync.Mutex
-	turns  turns // the blocking collective calls, one World at a time (cold.go)
 }
 
 func startExecutor() *executor {
@@ -107,9 +102,9 @@ func (e *executor) do(f func()) bool {
 }
 
 // run calls fn(r), where the thread level allows: on this goroutine
-// (concurrent), under the process's one mutex (serialized), or on the
-// executor (funneled). fn checks w.closed itself; run guarantees Close
-// cannot free the communicators while fn runs. It reports false, without running fn, when the executor
+// (concurrent), under w.mu (serialized), or on the executor (funneled). fn
+// checks w.closed itself; run guarantees Close cannot free the communicators
+// while fn runs. It reports false, without running fn, when the executor
 // has stopped (after MPI_Finalize; the World is closed before that, so in
 // the other modes fn sees w.closed).
 func (w *World) run(fn func(*request), r *request) bool {
@@ -119,11 +114,9 @@ func (w *World) run(fn func(*request), r *request) bool {
 		fn(r)
 		w.mu.RUnlock()
 	case modeSerialized:
-		w.mu.RLock()
-		w.exec.serial.Lock()
+		w.mu.Lock()
 		fn(r)
-		w.exec.serial.Unlock()
-		w.mu.RUnlock()
+		w.mu.Unlock()
 	default:
 		select {
 		case w.exec.jobs <- job{fn: fn, r: r, done: r.done}:
@@ -142,16 +135,12 @@ func (w *World) cold(exclusive bool, f func()) bool {
 	switch {
 	case w.mode == modeFunneled:
 		return w.exec.do(f)
-	case exclusive:
+	case exclusive || w.mode == modeSerialized:
 		w.mu.Lock()
 		defer w.mu.Unlock()
 	default:
 		w.mu.RLock()
 		defer w.mu.RUnlock()
-	}
-	if w.mode == modeSerialized {
-		w.exec.serial.Lock()
-		defer w.exec.serial.Unlock()
 	}
 	if w.exec.finalized.Load() {
 		return false

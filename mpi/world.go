@@ -52,11 +52,6 @@ type world struct {
 	comm    cComm // MPI_Comm_dup(MPI_COMM_WORLD): the caller's messages
 	diag    cComm // another dup: arrival notices, see collective.go
 	limit   int   // largest count per MPI call: C int, lowered by tests
-	// id names the communicator alike on every process of it (its
-	// ancestry: "" for the first World, then /d<seq> for a Dup and
-	// /s<seq>.<color> for a Split of collective #seq): the order of the
-	// blocking calls one MPI thread takes in turn (cold.go).
-	id string
 
 	mu        sync.RWMutex // see run: readers are MPI calls, the writer is Close
 	closed    atomic.Bool
