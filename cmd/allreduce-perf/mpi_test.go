@@ -292,9 +292,9 @@ func TestUnderMpirun(t *testing.T) {
 			}
 		}
 		for _, d := range allDtypes {
-			want := 5 * 3
+			want := 5 * 3 // sum, prod, max, min, avg at 3 sizes
 			if d.isInt() {
-				want = 4 * 3
+				want = 10 * 3 // sum, prod, max, min and the six bitwise and logical ops
 			}
 			if seen[d.String()] != want {
 				t.Errorf("%d %s rows, want %d\n%s", seen[d.String()], d, want, out)
