@@ -269,12 +269,18 @@ func runMPI(ctx context.Context, prog string, args []string, baseline bool, stdo
 		m.failf("exit status %d (without MPI_Finalize)", code)
 		return code
 	}
-	if err := mpi.Finalize(); err != nil {
-		m.failf("MPI_Finalize: %s", oneLine(err))
-		code = max(code, 1)
-	}
+	// The status line goes out before MPI_Finalize: once a process
+	// exits with a non-zero status the launcher may kill the others, and
+	// Finalize is where they wait for each other.
 	if code != 0 {
 		fmt.Fprintf(stderr, "%s: process %d: exit status %d\n", name, w.Rank(), code)
+	}
+	if err := mpi.Finalize(); err != nil {
+		m.failf("MPI_Finalize: %s", oneLine(err))
+		if code == 0 {
+			code = 1
+			fmt.Fprintf(stderr, "%s: process %d: exit status %d\n", name, w.Rank(), code)
+		}
 	}
 	return code
 }
