@@ -244,7 +244,7 @@ func (c *Comm) waitQueue(ctx context.Context) error {
 }
 
 // waitIdle waits for idle to close (nil: nothing to wait for) or ctx to end.
-func waitIdle(ctx context.Context, idle chan struct{}) error {
+func waitIdle(ctx context.Context, idle <-chan struct{}) error {
 	if idle == nil {
 		return nil
 	}
@@ -282,8 +282,6 @@ func (c *Comm) PendingAsync() int {
 	c.queue.mu.Lock()
 	n := c.queue.pending
 	c.queue.mu.Unlock()
-	c.laneMu.Lock()
-	n += c.lane.async
-	c.laneMu.Unlock()
+	n += c.lane.Async()
 	return n
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gocoll/gocoll/internal/bell"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/importcache"
+	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/pin"
 	"github.com/gocoll/gocoll/internal/waitctx"
@@ -244,8 +245,6 @@ type Comm struct {
 	// running is the queued operation the comm's worker runs now: the
 	// memory it resolved counts as held by the calls it makes (resolve.go).
 	running atomic.Pointer[Work]
-	// p2pStage holds the send of a SendRecv with one buffer.
-	p2pStage []byte
 
 	// Pooled scratch of the V kinds (slicecoll.go, tensorcoll.go).
 	vInts        []int // vScratch
@@ -263,9 +262,12 @@ type Comm struct {
 	lost        error  // the device was declared lost (guarded by g.brokenMu)
 	links       map[int64]*link
 
-	laneMu sync.Mutex // guards lane, the ops' completion and remote links' pq
-	lane   lane
-	sigs   [2]chan struct{} // completion signals of the synchronous point-to-point operations
+	// lane is the point-to-point engine (internal/p2p); p2pSeq numbers
+	// the point-to-point calls, and inP2P says the running synchronous
+	// call is one (both owned by the comm's running operation).
+	lane   p2p.Engine
+	p2pSeq uint64
+	inP2P  bool
 
 	// Pooled buffers: grown on demand, reused across calls.
 	stage  backend.Buffer // host-visible: this rank's input, then its reduced slice
@@ -304,7 +306,7 @@ type Comm struct {
 	gone     atomic.Pointer[goneInfo]
 	calls    atomic.Uint64
 	p2pCalls atomic.Uint64
-	blk      [2]atomic.Pointer[p2pOp]
+	blk      [2]atomic.Pointer[p2p.Op]
 	blkEpoch atomic.Uint64
 	dl       waitfor.Walker
 	waitRec  waitrec.Record

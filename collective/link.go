@@ -3,11 +3,11 @@ package collective
 import (
 	"context"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/channel"
+	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
@@ -23,27 +23,20 @@ const linkSpin = 200 * time.Microsecond
 type link struct {
 	*channel.Link
 
-	// Point-to-point. Between local ranks: the operations posted on this
-	// link and not yet matched, in order (guarded by pmu). To or from
-	// another process: the comm's operations on this link in order, and
-	// whether the link is on the lane's list (guarded by the comm's
-	// laneMu); the transfer of the first (xop: its pieces and their
-	// requests) and the staging (the lane only).
-	pmu                          sync.Mutex
-	psend                        opList
-	precv                        opList
-	pq                           opList
-	active                       bool
-	xop                          *p2pOp
-	xposted, xcompleted, xpieces int
-	preqs                        [channel.Slots]backend.Request
-	pstage                       [channel.Slots][]byte
+	// p2p is the link's point-to-point state (internal/p2p).
+	p2p p2p.Link
 }
 
 func newLink(g *Group, from, to int, remote bool) *link {
 	switch {
 	case remote:
-		return &link{Link: channel.NewRemote(from, to, g.slotBytes, g.tr, g.procOf(from), g.procOf(to), g.tag(from, to))}
+		l := &link{Link: channel.NewRemote(from, to, g.slotBytes, g.tr, g.procOf(from), g.procOf(to), g.tag(from, to))}
+		peer := to
+		if !g.isLocal(from) {
+			peer = from
+		}
+		l.p2p.InitRemote(g.tr, g.procOf(peer), g.p2pTag(from, to), g.slotBytes)
+		return l
 	case g.sharedMem:
 		return &link{Link: channel.NewShared(from, to, g.slotBytes, g.local(from).bell.Ring, g.local(to).bell.Ring)}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/waitfor"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
@@ -69,7 +70,7 @@ func (c *Comm) markGone(reason string, fromRun bool) {
 	for _, p := range g.comms {
 		if p != c {
 			p.poke()
-			p.pokeLane()
+			p.lane.Poke()
 		}
 	}
 }
@@ -162,7 +163,7 @@ func (c *Comm) goneErr(r int, gi *goneInfo, phase string) *RankGoneError {
 
 // blockP2P publishes the synchronous call's posted operations while c
 // waits for them, and looks for a wait cycle through c.
-func (c *Comm) blockP2P(ops *[2]*p2pOp) {
+func (c *Comm) blockP2P(ops *[2]*p2p.Op) {
 	for i, o := range ops {
 		c.blk[i].Store(o)
 	}
@@ -177,28 +178,15 @@ func (c *Comm) unblockP2P() {
 	c.blkEpoch.Add(1)
 }
 
-// isDone reports whether o completed.
-func (o *p2pOp) isDone() bool {
-	o.c.laneMu.Lock()
-	defer o.c.laneMu.Unlock()
-	return o.done
-}
-
 // blockedOn returns the local index of the peer of c's published operation
 // i if that operation is unmatched and the peer is a rank of this process,
 // else -1.
 func (c *Comm) blockedOn(i int) int {
 	o := c.blk[i].Load()
-	if o == nil || o.l.Remote() || o.work != nil {
+	if o == nil || !o.Unmatched() {
 		return -1
 	}
-	o.l.pmu.Lock()
-	taken := o.taken
-	o.l.pmu.Unlock()
-	if taken {
-		return -1
-	}
-	return o.peer - c.g.base
+	return o.Peer - c.g.base
 }
 
 // p2pWaits is the wait-for graph of the group's local ranks blocked in
@@ -236,12 +224,12 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 		}
 		de.Ranks = append(de.Ranks, pc.rank)
 		dir := "to"
-		if !o.send {
+		if !o.Send {
 			dir = "from"
 		}
-		de.Calls = append(de.Calls, fmt.Sprintf("%s %s rank %d (%d %s)", o.name, dir, o.peer, o.count, o.dt))
-		allSend = allSend && o.send && o.name == "Send"
-		allRecv = allRecv && !o.send && o.name == "Recv"
+		de.Calls = append(de.Calls, fmt.Sprintf("%s %s rank %d (%d %s)", o.Name, dir, o.Peer, o.Count, o.DT))
+		allSend = allSend && o.Send && o.Name == "Send"
+		allRecv = allRecv && !o.Send && o.Name == "Recv"
 	}
 	de.hint = waitfor.Hint(len(cyc), allSend, allRecv)
 	broke := false
@@ -250,7 +238,7 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 		if o == nil {
 			continue
 		}
-		if c.failP2P(o, de) && !broke {
+		if c.lane.Fail(o, de) && !broke {
 			broke = true
 			c.breakP2P(o, de)
 		}
@@ -263,11 +251,11 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 // generation gen of the rendezvous; or waitrec.P2P), starts the group's
 // watchdog when it logs, and returns the time (monoNow).
 func (c *Comm) beginWait(phase string, peer int, gen uint64) time.Duration {
-	seq, p2p := c.seq, c.lane.inP2P
-	if p2p {
-		seq = c.lane.seq
+	seq := c.seq
+	if c.inP2P {
+		seq = c.p2pSeq
 	}
-	now := c.waitRec.Begin(c.op, phase, seq, p2p, peer, gen)
+	now := c.waitRec.Begin(c.op, phase, seq, c.inP2P, peer, gen)
 	if c.g.log != nil && !c.g.watching.Load() && c.g.watching.CompareAndSwap(false, true) {
 		go c.g.watch()
 	}
@@ -351,10 +339,10 @@ func (g *Group) Pending() []PendingWait {
 		case waitrec.P2P:
 			for i := range c.blk {
 				o := c.blk[i].Load()
-				if q := c.blockedOn(i); q >= 0 || (o != nil && o.l.Remote() && !o.isDone()) {
-					p.Missing = append(p.Missing, o.peer)
+				if q := c.blockedOn(i); q >= 0 || (o != nil && o.Remote() && !o.Done()) {
+					p.Missing = append(p.Missing, o.Peer)
 					if p.Phase == "" {
-						p.Phase = o.phase()
+						p.Phase = opPhase(o)
 					}
 				}
 			}

@@ -34,10 +34,9 @@ func postOutstanding(ctx context.Context, run func(f func(c *Comm) error) []erro
 // laneWork sums the lanes' work counters of cs.
 func laneWork(cs ...*Comm) (visits, passes uint64) {
 	for _, c := range cs {
-		c.laneMu.Lock()
-		visits += c.lane.visits
-		passes += c.lane.passes
-		c.laneMu.Unlock()
+		v, p := c.lane.Work()
+		visits += v
+		passes += p
 	}
 	return visits, passes
 }

@@ -118,10 +118,10 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 		c.calls.Store(c.seq)
 	}
 	if p2p {
-		c.lane.seq++
-		c.p2pCalls.Store(c.lane.seq)
+		c.p2pSeq++
+		c.p2pCalls.Store(c.p2pSeq)
 	}
-	c.op, c.lane.inP2P = name, p2p
+	c.op, c.inP2P = name, p2p
 	c.strat = Auto
 	if c.g.Err() != nil {
 		return false, c.callErr(c.brokenErr())
@@ -165,8 +165,8 @@ func (c *Comm) wrapP2P(name string, seq uint64, err error) error {
 
 // callErr makes err an *Error of the running call.
 func (c *Comm) callErr(err error) error {
-	if c.lane.inP2P {
-		return c.wrapP2P(c.op, c.lane.seq, err)
+	if c.inP2P {
+		return c.wrapP2P(c.op, c.p2pSeq, err)
 	}
 	return c.wrapErr(c.op, c.seq, err)
 }
@@ -175,8 +175,8 @@ func (c *Comm) callErr(err error) error {
 // operation (a point-to-point call by its own number).
 func (c *Comm) breakWith(err error) {
 	b := &BrokenError{Rank: c.rank, Op: c.op, Seq: c.seq, Cause: err, hideCtx: true}
-	if c.lane.inP2P {
-		b.Seq, b.P2P = c.lane.seq, true
+	if c.inP2P {
+		b.Seq, b.P2P = c.p2pSeq, true
 	}
 	c.g.breakGroup(b)
 }

@@ -1,0 +1,735 @@
+// Package p2p is a comm's point-to-point engine: the operations a rank
+// posts (a send to a peer, a receive from one), matched with the peer's,
+// moved, and completed once, or failed at their deadline, when their
+// context ends and when the group breaks. The errors it reports are made by
+// the comm it serves (Env), which owns their types.
+//
+//   - Between ranks of one process, a posted send and receive meet on the
+//     link between the two ranks (FIFO per direction): whoever posts second
+//     copies the send slice into the receive slice, once, and completes
+//     both. No device and no staging is involved.
+//   - With a rank of another process, the engine's lane goroutine moves the
+//     message through the transport in slot-sized pieces, staged through Go
+//     memory the link owns (a piece the transport cannot give back stays
+//     with the transport, never reused or freed), with a 16-byte header in
+//     the first piece so a mismatched pair is reported, not misread.
+//   - The lane also fails the pending operations at their deadline
+//     (CommunicationTimeout after posting, or after the last progress of a
+//     transfer), when their context ends and when the group breaks. It runs
+//     while operations are pending.
+//
+// Every step costs O(1) per operation, however many are outstanding: the
+// queues are lists linked through the operations (internal/oplist), so
+// matching, completing and failing one never scans the others; the lane
+// keeps the local operations in posting order, which is deadline order, and
+// looks only at the expired ones, at those whose context ended (queued for
+// it by a context watch), at the synchronous call's (at most two) and at
+// the head of each remote link's queue.
+package p2p
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/channel"
+	"github.com/gocoll/gocoll/internal/oplist"
+)
+
+// Env is the comm an engine serves: the group's state, and the errors of
+// its API.
+type Env interface {
+	// Broken returns the error a rank gets from the group once it is
+	// broken, or nil.
+	Broken() error
+	// BrokenCh is closed when the group breaks.
+	BrokenCh() <-chan struct{}
+	// GoneEvents counts the gone marks made in the group so far.
+	GoneEvents() uint64
+	// Gone returns o's failure when its peer is a gone rank of this
+	// process, else nil.
+	Gone(o *Op) error
+	// Timeout is o's failure at its deadline (ctxErr nil) or when its
+	// context ended (ctxErr).
+	Timeout(o *Op, ctxErr error) error
+	// Mismatch is o's failure when the peer's message has type dt and
+	// count elements.
+	Mismatch(o *Op, dt backend.DType, count int64) error
+	// Break breaks the group with o's failure.
+	Break(o *Op, err error)
+	// Complete ends the asynchronous operation o (o.Work) with err.
+	Complete(o *Op, err error)
+	// CommunicationTimeout bounds an operation's wait for its peer.
+	CommunicationTimeout() time.Duration
+}
+
+// Header is the size of the header of a message to another process: the
+// element type and the element count of the whole message.
+const Header = 16
+
+// Op is one posted operation. It is never reused: the lane may still hold
+// a finished operation in its scratch list, so only fields that do not
+// change after posting are read without the locks. The transfer of an
+// operation with another process is its link's (only the head of a link's
+// queue moves).
+type Op struct {
+	Name  string
+	Seq   uint64 // the call's number among the comm's point-to-point calls
+	Peer  int
+	Send  bool
+	Data  []byte
+	DT    backend.DType
+	Count int64
+	Ctx   context.Context
+	// Work is the asynchronous operation's handle (Env.Complete ends it);
+	// nil for a synchronous one, whose caller waits (Engine.Wait).
+	Work any
+	// Stop stops the context watch of an asynchronous operation.
+	Stop func() bool
+
+	e        *Engine
+	l        *Link
+	deadline time.Time
+	// Local matching (guarded by l.mu): taken off its link's queue, by
+	// the peer's matching operation or by a failure.
+	taken bool
+	// Completion (guarded by e.mu).
+	live bool // posted
+	attn bool // queued on e.attn
+	done bool
+	err  error
+	// ql links o in its link's queue (send or recv, guarded by l.mu; pq,
+	// guarded by e.mu), ll in the engine's list of local operations.
+	ql, ll links
+	sig    chan struct{} // synchronous operations: completion signal
+}
+
+type (
+	links = oplist.Links[Op]
+	list  = oplist.List[Op]
+)
+
+// Remote reports whether o's peer is a rank of another process.
+func (o *Op) Remote() bool { return o.l.remote }
+
+// Done reports whether o completed.
+func (o *Op) Done() bool {
+	o.e.mu.Lock()
+	defer o.e.mu.Unlock()
+	return o.done
+}
+
+// Err is o's failure, once it completed (Engine.Wait).
+func (o *Op) Err() error { return o.err }
+
+// Unmatched reports whether o is a synchronous operation with a rank of
+// this process still waiting on its link for the peer's.
+func (o *Op) Unmatched() bool {
+	if o.l.remote || o.Work != nil {
+		return false
+	}
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
+	return !o.taken
+}
+
+// Link is the point-to-point state of the link from one rank to another.
+// Between ranks of one process: the operations posted on it and not yet
+// matched, in order (guarded by mu). To or from another process: the
+// engine's operations on it in order, and whether it is on the lane's list
+// (guarded by the engine's mu); the transfer of the first (xop: its pieces
+// and their requests) and the staging (the lane only).
+type Link struct {
+	mu         sync.Mutex
+	send, recv list
+	pq         list
+	active     bool
+
+	remote                       bool
+	tr                           backend.Transport
+	proc, tag, slot              int
+	xop                          *Op
+	xposted, xcompleted, xpieces int
+	reqs                         [channel.Slots]backend.Request
+	stage                        [channel.Slots][]byte
+}
+
+// InitRemote makes l a link with a rank of another process: its messages
+// travel through tr to process proc with tag, in pieces of slot bytes.
+func (l *Link) InitRemote(tr backend.Transport, proc, tag, slot int) {
+	l.remote, l.tr, l.proc, l.tag, l.slot = true, tr, proc, tag, slot
+}
+
+// SyncSendQueued reports whether a synchronous send waits on l for its
+// receive.
+func (l *Link) SyncSendQueued() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Once per failing send: a walk of the queue is fine here.
+	for p := l.send.Head(); p != nil; p = p.ql.Next() {
+		if p.Work == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Engine holds a comm's pending point-to-point operations (guarded by mu).
+type Engine struct {
+	env     Env
+	mu      sync.Mutex
+	local   list          // operations with a rank of this process, in posting order
+	rlinks  []*Link       // links to other processes with operations queued
+	sync    [2]*Op        // the synchronous call's pending operations
+	attn    []*Op         // asynchronous operations whose context ended
+	scratch []*Op         // the lane's pass
+	pending int           // pending operations
+	async   int           // pending asynchronous operations
+	idle    chan struct{} // closed when no operation is pending; nil when none is
+	wake    chan struct{}
+	timer   *time.Timer
+	sigs    [2]chan struct{} // completion signals of a synchronous send and receive
+	// The lane's work: operations visited, and passes (tests check that
+	// the work per operation is bounded).
+	visits, passes uint64
+	// goneSeen: the gone marks the lane looked at (the lane's).
+	goneSeen uint64
+	// stage holds the send of a SendRecv with one buffer (the comm's
+	// running call).
+	stage []byte
+}
+
+// Init prepares e to serve env.
+func (e *Engine) Init(env Env) {
+	e.env = env
+	e.wake = make(chan struct{}, 1)
+	e.timer = time.NewTimer(time.Hour)
+	e.timer.Stop()
+	for i := range e.sigs {
+		e.sigs[i] = make(chan struct{}, 1)
+	}
+}
+
+// Stage returns n bytes of the engine's pooled staging (one user at a
+// time: the comm's running call).
+func (e *Engine) Stage(n int) []byte {
+	if cap(e.stage) < n {
+		e.stage = make([]byte, n)
+	}
+	return e.stage[:n]
+}
+
+// Poke wakes the lane (a new operation, a context that ended, a rank gone).
+func (e *Engine) Poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Async returns the number of pending asynchronous operations.
+func (e *Engine) Async() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.async
+}
+
+// Work returns the lane's work so far: the operations it visited and its
+// passes.
+func (e *Engine) Work() (visits, passes uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.visits, e.passes
+}
+
+// Post posts o on link l: it meets a local peer's matching operation at
+// once if one is waiting, or it waits on the lane. It never blocks. One
+// goroutine posts an engine's operations at a time.
+func (e *Engine) Post(o *Op, l *Link) {
+	o.e, o.l, o.done, o.err, o.taken = e, l, false, nil, false
+	if o.Work == nil {
+		o.sig = e.sigs[0]
+		if !o.Send {
+			o.sig = e.sigs[1]
+		}
+	}
+	// One goroutine posts at a time, so the local list is in deadline
+	// order.
+	o.deadline = time.Now().Add(e.env.CommunicationTimeout())
+	e.mu.Lock()
+	o.live = true
+	e.pending++
+	if o.Work != nil {
+		e.async++
+	} else if e.sync[0] == nil {
+		e.sync[0] = o
+	} else {
+		e.sync[1] = o
+	}
+	if e.idle == nil {
+		e.idle = make(chan struct{})
+		go e.run(e.idle)
+	}
+	if l.remote {
+		l.pq.Push(o, &o.ql)
+		if !l.active {
+			l.active = true
+			e.rlinks = append(e.rlinks, l)
+		}
+	} else {
+		e.local.Push(o, &o.ll)
+	}
+	e.mu.Unlock()
+	if o.Work != nil && o.Ctx.Err() != nil {
+		// Its context watch may have fired before it was posted.
+		e.Attend(o)
+	}
+	if l.remote {
+		e.Poke() // the lane fails it if the group is broken
+		return
+	}
+	if err := e.env.Broken(); err != nil {
+		e.Fail(o, err)
+		return
+	}
+	e.matchLocal(o)
+	// A peer gone before o was posted never matches it (the lane looks at
+	// the operations posted before a rank went).
+	if ge := e.env.Gone(o); ge != nil && e.Fail(o, ge) {
+		e.env.Break(o, ge)
+	}
+}
+
+// Wait waits until the synchronous operation o completed; once ctx ends
+// the lane fails it (then it completes).
+func (e *Engine) Wait(ctx context.Context, o *Op) {
+	select {
+	case <-o.sig:
+	case <-ctx.Done():
+		e.Poke()
+		<-o.sig
+	}
+}
+
+// matchLocal queues o on its link or completes it with the operation the
+// peer posted first.
+func (e *Engine) matchLocal(o *Op) {
+	l := o.l
+	l.mu.Lock()
+	if o.taken {
+		// The lane failed it since it was posted.
+		l.mu.Unlock()
+		return
+	}
+	var m *Op
+	if o.Send {
+		if m = l.recv.Pop(); m == nil {
+			l.send.Push(o, &o.ql)
+		}
+	} else {
+		if m = l.send.Pop(); m == nil {
+			l.recv.Push(o, &o.ql)
+		}
+	}
+	if m != nil {
+		m.taken, o.taken = true, true
+	}
+	l.mu.Unlock()
+	if m == nil {
+		return
+	}
+	s, r := o, m
+	if !o.Send {
+		s, r = m, o
+	}
+	if s.DT != r.DT || s.Count != r.Count {
+		rerr := r.e.env.Mismatch(r, s.DT, s.Count)
+		serr := s.e.env.Mismatch(s, r.DT, r.Count)
+		r.e.env.Break(r, rerr)
+		s.e.finish(s, serr)
+		r.e.finish(r, rerr)
+		return
+	}
+	copy(r.Data, s.Data)
+	s.e.finish(s, nil)
+	r.e.finish(r, nil)
+}
+
+// finish completes o with err (once).
+func (e *Engine) finish(o *Op, err error) {
+	e.mu.Lock()
+	if o.done {
+		e.mu.Unlock()
+		return
+	}
+	o.done, o.err = true, err
+	if o.l.remote {
+		o.l.pq.Remove(&o.ql)
+	} else {
+		e.local.Remove(&o.ll)
+	}
+	e.pending--
+	if o.Work != nil {
+		e.async--
+	}
+	for i, p := range e.sync {
+		if p == o {
+			e.sync[i] = nil
+		}
+	}
+	last := e.pending == 0
+	e.mu.Unlock()
+	if last {
+		e.Poke() // the lane ends
+	}
+	if o.Stop != nil {
+		o.Stop()
+		o.Stop = nil
+	}
+	if o.Work != nil {
+		e.env.Complete(o, err)
+		return
+	}
+	o.sig <- struct{}{}
+}
+
+// Fail fails o unless it already ended or a local peer already took it
+// (then the peer completes it). It reports whether o failed.
+func (e *Engine) Fail(o *Op, err error) bool {
+	l := o.l
+	if l.remote {
+		// Only the lane fails remote operations.
+		e.mu.Lock()
+		done := o.done
+		e.mu.Unlock()
+		if done {
+			return false
+		}
+		e.cancelRemote(o)
+		e.finish(o, err)
+		return true
+	}
+	l.mu.Lock()
+	if o.taken {
+		l.mu.Unlock()
+		return false
+	}
+	o.taken = true
+	if o.Send {
+		l.send.Remove(&o.ql)
+	} else {
+		l.recv.Remove(&o.ql)
+	}
+	l.mu.Unlock()
+	e.finish(o, err)
+	return true
+}
+
+// Attend asks the lane to look at o: its context ended. It runs on the
+// context watch of an asynchronous operation.
+func (e *Engine) Attend(o *Op) {
+	e.mu.Lock()
+	add := o.live && !o.done && !o.attn
+	if add {
+		o.attn = true
+		e.attn = append(e.attn, o)
+	}
+	e.mu.Unlock()
+	if add {
+		e.Poke()
+	}
+}
+
+// expired returns why o must fail now, or nil, and whether that failure
+// breaks the group (a timeout or an ended context: the peer would wait).
+func (e *Engine) expired(o *Op, now time.Time) (error, bool) {
+	select {
+	case <-e.env.BrokenCh():
+		if err := o.Ctx.Err(); err != nil {
+			return e.env.Timeout(o, err), false
+		}
+		return e.env.Broken(), false
+	default:
+	}
+	if err := o.Ctx.Err(); err != nil {
+		return e.env.Timeout(o, err), true
+	}
+	if ge := e.env.Gone(o); ge != nil {
+		return ge, true
+	}
+	if now.After(o.deadline) {
+		return e.env.Timeout(o, nil), true
+	}
+	return nil, false
+}
+
+// run progresses and times out the engine's pending operations until none
+// is pending. A pass visits only the operations that must fail or progress
+// (see the package doc), so its work is O(1) per operation over the
+// operations' lives, plus one visit per remote link with operations queued.
+func (e *Engine) run(idle chan struct{}) {
+	lastProgress := time.Now()
+	for {
+		e.mu.Lock()
+		if e.pending == 0 {
+			e.idle = nil
+			clear(e.attn)
+			e.attn = e.attn[:0]
+			e.mu.Unlock()
+			close(idle)
+			return
+		}
+		now := time.Now()
+		next := now.Add(time.Hour)
+		s := e.scratch[:0]
+		if e.env.Broken() != nil {
+			// Every pending operation fails, once.
+			for o := e.local.Head(); o != nil; o = o.ll.Next() {
+				s = append(s, o)
+			}
+			for _, l := range e.rlinks {
+				for o := l.pq.Head(); o != nil; o = o.ql.Next() {
+					s = append(s, o)
+				}
+			}
+		} else {
+			for _, o := range e.attn {
+				if !o.done {
+					s = append(s, o)
+				}
+			}
+			for _, o := range e.sync {
+				if o != nil && o.Ctx.Err() != nil {
+					s = append(s, o)
+				}
+			}
+			// Posting order is deadline order: the expired ones lead.
+			var o *Op
+			for o = e.local.Head(); o != nil; o = o.ll.Next() {
+				if o.deadline.After(now) {
+					next = o.deadline
+					break
+				}
+				s = append(s, o)
+			}
+			if ev := e.env.GoneEvents(); ev != e.goneSeen {
+				// A rank went (rare): the rest whose peer is gone fail.
+				e.goneSeen = ev
+				for ; o != nil; o = o.ll.Next() {
+					if e.env.Gone(o) != nil {
+						s = append(s, o)
+					}
+				}
+			}
+		}
+		clear(e.attn)
+		e.attn = e.attn[:0]
+		// The heads of the remote links' queues progress.
+		remote := false
+		j := 0
+		for _, l := range e.rlinks {
+			if l.pq.Head() == nil {
+				l.active = false
+				continue
+			}
+			e.rlinks[j] = l
+			j++
+			s = append(s, l.pq.Head())
+			remote = true
+		}
+		clear(e.rlinks[j:])
+		e.rlinks = e.rlinks[:j]
+		e.visits += uint64(len(s))
+		e.passes++
+		e.mu.Unlock()
+		for _, o := range s {
+			if o.l.remote && o.l.xop != o {
+				// Queued behind another message to the same peer: its
+				// deadline starts when it reaches the head.
+				o.deadline = now.Add(e.env.CommunicationTimeout())
+			}
+			if err, brk := e.expired(o, now); err != nil {
+				if e.Fail(o, err) && brk {
+					e.env.Break(o, err)
+				}
+				continue
+			}
+			if o.l.remote && e.progressRemote(o) {
+				lastProgress = now
+			}
+		}
+		clear(s)
+		e.scratch = s[:0]
+		if remote {
+			// Poll the transport: spin for 2 ms after progress, then
+			// back off.
+			select {
+			case <-e.wake:
+			default:
+				if time.Since(lastProgress) < 2*time.Millisecond {
+					runtime.Gosched()
+				} else {
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+			continue
+		}
+		e.timer.Reset(time.Until(next) + time.Millisecond)
+		select {
+		case <-e.wake:
+		case <-e.timer.C:
+		case <-e.env.BrokenCh():
+		}
+		e.timer.Stop()
+	}
+}
+
+// Idle returns a channel closed once no operation is pending (nil when
+// none is pending now).
+func (e *Engine) Idle() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.idle
+}
+
+// Transfers to and from other processes. A message of n bytes travels as
+// pieces of at most slot bytes: the first carries the header and the
+// first slot-Header bytes.
+
+func pieceRange(slot, total, j int) (off, n int) {
+	if j == 0 {
+		return 0, min(total, slot-Header)
+	}
+	off = slot - Header + (j-1)*slot
+	return off, min(slot, total-off)
+}
+
+func pieceCount(slot, n int) int {
+	if n <= slot-Header {
+		return 1
+	}
+	return 1 + (n-(slot-Header)+slot-1)/slot
+}
+
+// stageSlot returns the link's Go staging slot i.
+func (l *Link) stageSlot(i int) []byte {
+	if l.stage[i] == nil {
+		l.stage[i] = make([]byte, l.slot)
+	}
+	return l.stage[i]
+}
+
+// progressRemote advances o if it is the head of its link's queue; it
+// reports whether a piece completed. A failure fails o (and breaks the
+// group).
+func (e *Engine) progressRemote(o *Op) bool {
+	l := o.l
+	e.mu.Lock()
+	head := l.pq.Head() == o && !o.done
+	e.mu.Unlock()
+	if !head {
+		return false
+	}
+	if l.xop != o {
+		// It reached the head: its transfer starts.
+		l.xop, l.xposted, l.xcompleted, l.xpieces = o, 0, 0, pieceCount(l.slot, len(o.Data))
+	}
+	progressed := false
+	for {
+		// Post pieces while slots are free.
+		for l.xposted < l.xpieces && l.xposted-l.xcompleted < channel.Slots {
+			j := l.xposted
+			buf := l.stageSlot(j % channel.Slots)
+			off, n := pieceRange(l.slot, len(o.Data), j)
+			hn := 0
+			if j == 0 {
+				hn = Header
+			}
+			var req backend.Request
+			var err error
+			if o.Send {
+				if j == 0 {
+					binary.LittleEndian.PutUint64(buf[0:], uint64(o.DT))
+					binary.LittleEndian.PutUint64(buf[8:], uint64(o.Count))
+				}
+				copy(buf[hn:hn+n], o.Data[off:off+n])
+				req, err = l.tr.Isend(buf[:hn+n], l.proc, l.tag)
+			} else {
+				req, err = l.tr.Irecv(buf[:hn+n], l.proc, l.tag)
+			}
+			if err != nil {
+				e.failRemote(o, fmt.Errorf("%s with rank %d (process %d): %w", o.Name, o.Peer, l.proc, err))
+				return progressed
+			}
+			l.reqs[j%channel.Slots] = req
+			l.xposted++
+		}
+		if l.xcompleted == l.xposted {
+			break
+		}
+		j := l.xcompleted
+		done, err := l.reqs[j%channel.Slots].Test()
+		if err != nil {
+			l.reqs[j%channel.Slots] = nil
+			e.failRemote(o, fmt.Errorf("%s with rank %d (process %d) (sizes or types differ?): %w", o.Name, o.Peer, l.proc, err))
+			return progressed
+		}
+		if !done {
+			break
+		}
+		l.reqs[j%channel.Slots] = nil
+		l.xcompleted++
+		progressed = true
+		o.deadline = time.Now().Add(e.env.CommunicationTimeout())
+		if !o.Send {
+			buf := l.stage[j%channel.Slots]
+			off, n := pieceRange(l.slot, len(o.Data), j)
+			hn := 0
+			if j == 0 {
+				hn = Header
+				dt := backend.DType(binary.LittleEndian.Uint64(buf[0:]))
+				count := int64(binary.LittleEndian.Uint64(buf[8:]))
+				if dt != o.DT || count != o.Count {
+					e.failRemote(o, e.env.Mismatch(o, dt, count))
+					return progressed
+				}
+			}
+			copy(o.Data[off:off+n], buf[hn:hn+n])
+		}
+	}
+	if l.xcompleted == l.xpieces {
+		l.xop = nil
+		e.finish(o, nil) // and takes it off the link's queue
+	}
+	return progressed
+}
+
+// failRemote fails o with err and breaks the group.
+func (e *Engine) failRemote(o *Op, err error) {
+	e.env.Break(o, err)
+	e.Fail(o, err)
+}
+
+// cancelRemote cancels o's pieces in flight, if its transfer started. A
+// piece the transport cannot give back keeps its staging slot: the link
+// stops using it.
+func (e *Engine) cancelRemote(o *Op) {
+	l := o.l
+	if l.xop != o {
+		return
+	}
+	l.xop = nil
+	for i, r := range l.reqs {
+		if r == nil {
+			continue
+		}
+		l.reqs[i] = nil
+		if r.Cancel() != nil {
+			l.stage[i] = nil
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// env is a group of one engine's view in tests: never broken, no rank
+// gone; its errors name what they are.
+type env struct {
+	timeout time.Duration
+	broken  chan struct{}
+	mu      sync.Mutex
+	breaks  []error
+	done    chan error // asynchronous completions
+}
+
+func newEnv(timeout time.Duration) *env {
+	return &env{timeout: timeout, broken: make(chan struct{}), done: make(chan error, 16)}
+}
+
+var errTimeout = errors.New("timeout")
+
+func (e *env) Broken() error                       { return nil }
+func (e *env) BrokenCh() <-chan struct{}           { return e.broken }
+func (e *env) GoneEvents() uint64                  { return 0 }
+func (e *env) Gone(*Op) error                      { return nil }
+func (e *env) CommunicationTimeout() time.Duration { return e.timeout }
+func (e *env) Timeout(o *Op, ctxErr error) error {
+	if ctxErr != nil {
+		return ctxErr
+	}
+	return errTimeout
+}
+func (e *env) Mismatch(o *Op, dt backend.DType, count int64) error {
+	return fmt.Errorf("mismatch: %s %d against %s %d", o.DT, o.Count, dt, count)
+}
+func (e *env) Break(o *Op, err error) {
+	e.mu.Lock()
+	e.breaks = append(e.breaks, err)
+	e.mu.Unlock()
+}
+func (e *env) Complete(o *Op, err error) { e.done <- err }
+
+func pair(timeout time.Duration) (a, b *Engine, ea, eb *env) {
+	ea, eb = newEnv(timeout), newEnv(timeout)
+	a, b = new(Engine), new(Engine)
+	a.Init(ea)
+	b.Init(eb)
+	return a, b, ea, eb
+}
+
+// exchange posts send s on a's link la and receive r on b's link lb, and
+// waits for both.
+func exchange(a, b *Engine, s, r *Op, la, lb *Link) {
+	a.Post(s, la)
+	b.Post(r, lb)
+	a.Wait(context.Background(), s)
+	b.Wait(context.Background(), r)
+}
+
+// A send and a receive between two engines of one process meet on their
+// link, whichever is posted first; the receive gets the bytes.
+func TestLocalMatch(t *testing.T) {
+	ctx := context.Background()
+	for _, sendFirst := range []bool{true, false} {
+		a, b, _, _ := pair(time.Minute)
+		var l Link
+		src, dst := []byte{1, 2, 3, 4}, make([]byte, 4)
+		s := &Op{Name: "Send", Send: true, Peer: 1, Data: src, DT: backend.U8, Count: 4, Ctx: ctx}
+		r := &Op{Name: "Recv", Peer: 0, Data: dst, DT: backend.U8, Count: 4, Ctx: ctx}
+		if sendFirst {
+			a.Post(s, &l)
+			b.Post(r, &l)
+		} else {
+			b.Post(r, &l)
+			a.Post(s, &l)
+		}
+		a.Wait(ctx, s)
+		b.Wait(ctx, r)
+		if s.Err() != nil || r.Err() != nil || string(dst) != string(src) {
+			t.Fatalf("sendFirst %v: errors %v, %v; got %v", sendFirst, s.Err(), r.Err(), dst)
+		}
+		if idle := a.Idle(); idle != nil {
+			<-idle
+		}
+	}
+}
+
+// A pair that differs in count fails on both sides, and the receiver
+// breaks the group.
+func TestLocalMismatch(t *testing.T) {
+	ctx := context.Background()
+	a, b, _, eb := pair(time.Minute)
+	var l Link
+	s := &Op{Name: "Send", Send: true, Peer: 1, Data: make([]byte, 4), DT: backend.U8, Count: 4, Ctx: ctx}
+	r := &Op{Name: "Recv", Peer: 0, Data: make([]byte, 2), DT: backend.U8, Count: 2, Ctx: ctx}
+	exchange(a, b, s, r, &l, &l)
+	if s.Err() == nil || r.Err() == nil || len(eb.breaks) != 1 {
+		t.Fatalf("errors %v, %v; breaks %v", s.Err(), r.Err(), eb.breaks)
+	}
+}
+
+// An unmatched operation fails at its deadline, and an asynchronous one
+// when its context ends; both break the group.
+func TestDeadlineAndContext(t *testing.T) {
+	a, _, ea, _ := pair(20 * time.Millisecond)
+	var l Link
+	o := &Op{Name: "Recv", Peer: 1, Data: make([]byte, 1), DT: backend.U8, Count: 1, Ctx: context.Background()}
+	a.Post(o, &l)
+	if !o.Unmatched() {
+		t.Fatal("a posted receive without its send should be unmatched")
+	}
+	a.Wait(context.Background(), o)
+	if !errors.Is(o.Err(), errTimeout) {
+		t.Fatalf("got %v, want the timeout", o.Err())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Op{Name: "RecvAsync", Peer: 1, Data: make([]byte, 1), DT: backend.U8, Count: 1, Ctx: ctx, Work: 1}
+	w.Stop = context.AfterFunc(ctx, func() { a.Attend(w) })
+	a.Post(w, &l)
+	if a.Async() != 1 {
+		t.Fatalf("Async() = %d, want 1", a.Async())
+	}
+	cancel()
+	if err := <-ea.done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if idle := a.Idle(); idle != nil {
+		<-idle
+	}
+	if len(ea.breaks) != 2 {
+		t.Fatalf("breaks %v, want 2", ea.breaks)
+	}
+}
+
+// loop is a transport between two processes of one test: a message is
+// delivered to the receive posted with its (from, to, tag).
+type loop struct {
+	mu    sync.Mutex
+	boxes map[[3]int][][]byte
+}
+
+type loopEnd struct {
+	l    *loop
+	proc int
+}
+
+type sendReq struct{}
+
+func (sendReq) Test() (bool, error) { return true, nil }
+func (sendReq) Cancel() error       { return nil }
+
+type recvReq struct {
+	l   *loop
+	key [3]int
+	p   []byte
+}
+
+func (r *recvReq) Test() (bool, error) {
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	q := r.l.boxes[r.key]
+	if len(q) == 0 {
+		return false, nil
+	}
+	if len(q[0]) != len(r.p) {
+		return false, fmt.Errorf("truncated: %d bytes into %d", len(q[0]), len(r.p))
+	}
+	copy(r.p, q[0])
+	r.l.boxes[r.key] = q[1:]
+	return true, nil
+}
+func (r *recvReq) Cancel() error { return nil }
+
+func (e loopEnd) Name() string { return "loop" }
+func (e loopEnd) Rank() int    { return e.proc }
+func (e loopEnd) Size() int    { return 2 }
+func (e loopEnd) Isend(p []byte, peer, tag int) (backend.Request, error) {
+	e.l.mu.Lock()
+	defer e.l.mu.Unlock()
+	k := [3]int{e.proc, peer, tag}
+	e.l.boxes[k] = append(e.l.boxes[k], append([]byte(nil), p...))
+	return sendReq{}, nil
+}
+func (e loopEnd) Irecv(p []byte, peer, tag int) (backend.Request, error) {
+	return &recvReq{l: e.l, key: [3]int{peer, e.proc, tag}, p: p}, nil
+}
+func (e loopEnd) Allgather(context.Context, []byte, []byte) error { return errors.New("unused") }
+func (e loopEnd) Close() error                                    { return nil }
+
+// A message to another process travels in pieces of the slot size with
+// its header, in order behind the messages queued before it; a receive
+// whose count differs from the message's fails with a mismatch.
+func TestRemote(t *testing.T) {
+	ctx := context.Background()
+	tr := &loop{boxes: map[[3]int][][]byte{}}
+	a, b, _, eb := pair(time.Minute)
+	var la, lb Link
+	const slot = 40
+	la.InitRemote(loopEnd{tr, 0}, 1, 7, slot)
+	lb.InitRemote(loopEnd{tr, 1}, 0, 7, slot)
+	for _, n := range []int{0, 1, slot - Header, slot - Header + 1, 5*slot + 3} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*7 + n)
+		}
+		dst := make([]byte, n)
+		s := &Op{Name: "Send", Send: true, Peer: 1, Data: src, DT: backend.U8, Count: int64(n), Ctx: ctx}
+		r := &Op{Name: "Recv", Peer: 0, Data: dst, DT: backend.U8, Count: int64(n), Ctx: ctx}
+		exchange(a, b, s, r, &la, &lb)
+		if s.Err() != nil || r.Err() != nil || string(src) != string(dst) {
+			t.Fatalf("%d bytes: errors %v, %v", n, s.Err(), r.Err())
+		}
+	}
+	s := &Op{Name: "Send", Send: true, Peer: 1, Data: make([]byte, 8), DT: backend.U8, Count: 8, Ctx: ctx}
+	r := &Op{Name: "Recv", Peer: 0, Data: make([]byte, 8), DT: backend.I8, Count: 8, Ctx: ctx}
+	exchange(a, b, s, r, &la, &lb)
+	if r.Err() == nil || len(eb.breaks) != 1 {
+		t.Fatalf("a receive of another type: %v, breaks %v", r.Err(), eb.breaks)
+	}
+}
+
+func TestPieces(t *testing.T) {
+	const slot = 64
+	for _, n := range []int{0, 1, slot - Header, slot - Header + 1, slot, 3*slot + 5} {
+		k, sum := pieceCount(slot, n), 0
+		for j := 0; j < k; j++ {
+			off, m := pieceRange(slot, n, j)
+			if off != sum || m < 0 || (j > 0 && m == 0) {
+				t.Fatalf("n=%d piece %d: off %d n %d after %d bytes", n, j, off, m, sum)
+			}
+			sum += m
+		}
+		if sum != n {
+			t.Fatalf("n=%d: pieces hold %d bytes", n, sum)
+		}
+	}
+}
