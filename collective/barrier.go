@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/parktimer"
+	"github.com/gocoll/gocoll/internal/rendezvous"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
@@ -37,39 +36,12 @@ func (f fingerprint) String() string {
 	return s + ")"
 }
 
-// barrier is a reusable rendezvous of n ranks that carries fingerprints. A
-// generation completes when all n ranks arrived; waiting honours the
-// caller's context, CommunicationTimeout and the group breaking. It does not
-// allocate in steady state.
-type barrier struct {
-	mu      sync.Mutex
-	n       int
-	arrived int
-	gen     uint64
-	genSeen atomic.Uint64 // gen, readable without mu (spinning waiters)
-	present []bool
-	fps     []fingerprint
-	lastSeq []int64
-	results [2]*MismatchError // per generation parity
-	mism    []MismatchError   // preallocated storage for results
-	flags   []bool            // this generation's flag per rank
-	allFlag [2]bool           // per generation parity: every rank's flag was set
-	// completing is set while the last local rank meets the other
-	// processes.
-	completing bool
-}
+func (f fingerprint) Invalid() bool { return f.kind == collInvalid }
 
-func (b *barrier) init(n int) {
-	b.n = n
-	b.present = make([]bool, n)
-	b.fps = make([]fingerprint, n)
-	b.lastSeq = make([]int64, n)
-	for i := range b.lastSeq {
-		b.lastSeq[i] = -1
-	}
-	b.mism = make([]MismatchError, 2)
-	b.flags = make([]bool, n)
-}
+// barrier is the rendezvous of the group's local ranks (internal/rendezvous):
+// it carries fingerprints, and a generation's mismatch. Waiting honours the
+// caller's context, CommunicationTimeout and the group breaking.
+type barrier = rendezvous.Barrier[fingerprint, MismatchError]
 
 // arrive enters c's rank into the current generation with fp and waits for
 // the others. phase names the wait in timeout errors. It returns a
@@ -85,60 +57,48 @@ func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
 func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, flag bool) (bool, error) {
 	g := c.g
 	b := &g.bar
-	b.lock()
+	b.Lock(useBell.Load())
 	if g.Err() != nil {
-		b.mu.Unlock()
+		b.Unlock()
 		return false, c.brokenErr()
 	}
-	b.present[c.local] = true
-	b.flags[c.local] = flag
-	b.fps[c.local] = fp
-	b.lastSeq[c.local] = int64(c.seq)
-	b.arrived++
-	gen := b.gen
-	if b.arrived == b.n {
-		res := b.compare(gen)
-		if res != nil {
-			// compare numbers this process's ranks from 0.
-			res.Rank += g.base
-			res.Peer += g.base
+	gen, last := b.Arrive(c.local, fp, flag, int64(c.seq))
+	if last {
+		var res *MismatchError
+		if q, p, differ := b.Differ(); differ {
+			// The barrier numbers this process's ranks from 0.
+			res = b.Slot()
+			*res = MismatchError{Rank: g.base + q, Call: b.FP(q).String(), Peer: g.base + p, PeerCall: b.FP(p).String(),
+				invalid: b.FP(q).Invalid()}
 		}
-		all := true
-		for _, f := range b.flags {
-			all = all && f
-		}
+		all := b.AllFlags()
 		if g.tr != nil {
 			// The local ranks met: now the processes. The others keep
 			// waiting (their timers do not fire while this completes).
-			b.completing = true
-			b.mu.Unlock()
+			b.SetCompleting(true)
+			b.Unlock()
 			var err error
 			res, all, err = c.crossProcess(ctx, fp, res, all, phase)
-			b.mu.Lock()
-			b.completing = false
+			b.Lock(false)
+			b.SetCompleting(false)
 			if err != nil {
-				b.mu.Unlock()
+				b.Unlock()
 				return false, err
 			}
 		}
-		b.results[gen&1] = res
-		b.allFlag[gen&1] = all
-		b.arrived = 0
-		b.gen++
-		b.genSeen.Store(b.gen)
-		for r := range b.present {
-			b.present[r] = false
+		b.Complete(res, all)
+		for r, p := range g.comms {
 			if r != c.local {
-				g.comms[r].poke()
+				p.poke()
 			}
 		}
-		b.mu.Unlock()
+		b.Unlock()
 		if res != nil {
 			return false, c.mismatchFor(res)
 		}
 		return all, nil
 	}
-	b.mu.Unlock()
+	b.Unlock()
 
 	// Wait for the generation to complete: on a machine with cores to spare,
 	// spin briefly first (a goroutine woken from a channel costs tens of
@@ -151,7 +111,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	spin:
 		for start, k := time.Now(), 0; time.Since(start) < barrierSpin; k++ {
 			for i := 0; i < 256; i++ {
-				if b.genSeen.Load() != gen {
+				if b.Seen() != gen {
 					break spin
 				}
 			}
@@ -180,7 +140,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		if !look {
 			if bell {
 				t := c.bell.Ticket()
-				if b.genSeen.Load() == gen && g.Err() == nil && g.goneEvents.Load() == seen {
+				if b.Seen() == gen && g.Err() == nil && g.goneEvents.Load() == seen {
 					if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
 						continue
 					}
@@ -200,12 +160,10 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		}
 		look = false
 		seen = g.goneEvents.Load()
-		b.lock()
-		if b.gen != gen {
+		b.Lock(useBell.Load())
+		if res, all, over := b.Result(gen); over {
 			// Completed (possibly at the same moment as a timeout).
-			res := b.results[gen&1]
-			all := b.allFlag[gen&1]
-			b.mu.Unlock()
+			b.Unlock()
 			c.endWait()
 			if res != nil {
 				return false, c.mismatchFor(res)
@@ -213,7 +171,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			return all, nil
 		}
 		if g.Err() != nil && ctx.Err() == nil {
-			b.mu.Unlock()
+			b.Unlock()
 			c.endWait()
 			return false, c.brokenErr()
 		}
@@ -223,9 +181,9 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		}
 		if g.nGone.Load() > 0 && g.Err() == nil {
 			// A rank that has not arrived and is gone never will.
-			for r, here := range b.present {
-				if gi := g.comms[r].gone.Load(); !here && gi != nil {
-					b.mu.Unlock()
+			for r := range b.N() {
+				if gi := g.comms[r].gone.Load(); !b.Present(r) && gi != nil {
+					b.Unlock()
 					c.endWait()
 					ge := c.goneErr(g.base+r, gi, phase)
 					c.breakWith(ge)
@@ -233,7 +191,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 				}
 			}
 		}
-		if timedOut && b.completing && ctxErr == nil {
+		if timedOut && b.Completing() && ctxErr == nil {
 			// Every local rank is here and the last one is meeting the
 			// other processes, under its own deadline: keep waiting.
 			timedOut = false
@@ -244,65 +202,24 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 				due = parktimer.DueAfter(now, g.cfg.CommunicationTimeout)
 				c.wt.Arm(now, due)
 			}
-			b.mu.Unlock()
+			b.Unlock()
 			continue
 		}
 		if timedOut || ctxErr != nil {
 			te := &TimeoutError{Seq: c.seq, Phase: phase, Ctx: ctxErr}
-			for r, p := range b.present {
-				if !p {
+			for r := range b.N() {
+				if !b.Present(r) {
 					te.Missing = append(te.Missing, g.base+r)
-					te.LastSeq = append(te.LastSeq, b.lastSeq[r])
+					te.LastSeq = append(te.LastSeq, b.LastSeq(r))
 				}
 			}
-			b.mu.Unlock()
+			b.Unlock()
 			c.endWait()
 			c.breakWith(te)
 			return false, te
 		}
-		b.mu.Unlock()
+		b.Unlock()
 	}
-}
-
-// lock locks b.mu. With doorbell waits it never parks the goroutine (a
-// parked lock waiter takes a runtime sudog, as a channel wait does): the
-// critical sections are a few hundred nanoseconds, so it polls, yielding
-// between polls.
-func (b *barrier) lock() {
-	if !useBell.Load() {
-		b.mu.Lock()
-		return
-	}
-	for i := 0; !b.mu.TryLock(); i++ {
-		if i >= 16 {
-			runtime.Gosched()
-		}
-	}
-}
-
-// compare checks the generation's fingerprints; called with mu held.
-func (b *barrier) compare(gen uint64) *MismatchError {
-	for r := 1; r < b.n; r++ {
-		if b.fps[r] != b.fps[0] {
-			m := &b.mism[gen&1]
-			*m = MismatchError{Rank: 0, Peer: r}
-			m.Call = b.fps[0].String()
-			m.PeerCall = b.fps[r].String()
-			m.invalid = b.fps[0].kind == collInvalid
-			// A rank with invalid arguments is the one to name first.
-			if b.fps[0].kind != collInvalid {
-				for q := 0; q < b.n; q++ {
-					if b.fps[q].kind == collInvalid {
-						m.Rank, m.Peer, m.invalid = q, 0, true
-						m.Call, m.PeerCall = b.fps[q].String(), b.fps[0].String()
-						break
-					}
-				}
-			}
-			return m
-		}
-	}
-	return nil
 }
 
 // mismatchFor returns a copy of m for this rank's caller.

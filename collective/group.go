@@ -430,7 +430,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		g.devs = append(g.devs, dev)
 		g.infos = append(g.infos, dev.Info())
 	}
-	g.bar.init(g.nl)
+	g.bar.Init(g.nl)
 	g.slotBytes = opts.ChunkBytes
 	if g.slotBytes == 0 {
 		g.slotBytes = defaultSlot(g.tr != nil, g.infos)

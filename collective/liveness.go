@@ -325,14 +325,14 @@ func (g *Group) Pending() []PendingWait {
 		switch peer {
 		case waitrec.Barrier:
 			b := &g.bar
-			b.mu.Lock()
-			over := b.gen != gen
-			for r, here := range b.present {
-				if !here && !over {
+			b.Lock(false)
+			over := b.Gen() != gen
+			for r := range b.N() {
+				if !b.Present(r) && !over {
 					p.Missing = append(p.Missing, g.base+r)
 				}
 			}
-			b.mu.Unlock()
+			b.Unlock()
 			if over {
 				continue // the rendezvous completed; the rank is on its way out
 			}

@@ -170,7 +170,7 @@ func (c *Comm) crossProcess(ctx context.Context, fp fingerprint, local *Mismatch
 		f, fl, lm := decodeFP(g.fpAll[p*fpBytes:])
 		all = all && fl
 		if mism == nil && (f != fp || lm) && local == nil {
-			m := &g.bar.mism[g.bar.gen&1]
+			m := g.bar.Slot()
 			*m = MismatchError{Rank: g.base, Call: fp.String(), Peer: p * g.nl, PeerCall: f.String(), invalid: fp.kind == collInvalid || f.kind == collInvalid}
 			if lm && f == fp {
 				m.PeerCall = "mismatched calls among its own ranks"

@@ -1,0 +1,158 @@
+// Package rendezvous is where a process's ranks meet before a call: reusable
+// generations that complete once all n ranks arrived, each arrival carrying
+// the rank's fingerprint and a flag, and each generation a result its
+// waiters read after it completed. The waits themselves (spinning,
+// sleeping, deadlines, gone ranks) are the caller's; nothing here
+// allocates in steady state.
+package rendezvous
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// FP is a call's fingerprint: ranks agree when theirs are equal. Invalid
+// reports a rank whose own arguments failed their checks (the one a
+// mismatch names first).
+type FP interface {
+	comparable
+	Invalid() bool
+}
+
+// Barrier is a reusable rendezvous of n ranks carrying fingerprints of
+// type F and results of type R. Every method but Seen requires the lock
+// (Lock).
+type Barrier[F FP, R any] struct {
+	mu      sync.Mutex
+	n       int
+	arrived int
+	gen     uint64
+	genSeen atomic.Uint64 // gen, readable without mu (spinning waiters)
+	present []bool
+	fps     []F
+	lastSeq []int64
+	flags   []bool  // this generation's flag per rank
+	results [2]*R   // per generation parity
+	store   [2]R    // storage for results, per generation parity
+	allFlag [2]bool // per generation parity: every rank's flag was set
+	// completing is set while the last rank to arrive completes the
+	// generation outside the lock (meeting other processes).
+	completing bool
+}
+
+// Init makes b a rendezvous of n ranks.
+func (b *Barrier[F, R]) Init(n int) {
+	b.n = n
+	b.present = make([]bool, n)
+	b.fps = make([]F, n)
+	b.lastSeq = make([]int64, n)
+	for i := range b.lastSeq {
+		b.lastSeq[i] = -1
+	}
+	b.flags = make([]bool, n)
+}
+
+// Lock locks b. poll: never park the goroutine (a parked lock waiter takes
+// a runtime sudog, as a channel wait does); the critical sections are a few
+// hundred nanoseconds, so it polls, yielding between polls.
+func (b *Barrier[F, R]) Lock(poll bool) {
+	if !poll {
+		b.mu.Lock()
+		return
+	}
+	for i := 0; !b.mu.TryLock(); i++ {
+		if i >= 16 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// Unlock unlocks b.
+func (b *Barrier[F, R]) Unlock() { b.mu.Unlock() }
+
+// N is the number of ranks.
+func (b *Barrier[F, R]) N() int { return b.n }
+
+// Gen is the current generation's number.
+func (b *Barrier[F, R]) Gen() uint64 { return b.gen }
+
+// Seen is the current generation's number, read without the lock.
+func (b *Barrier[F, R]) Seen() uint64 { return b.genSeen.Load() }
+
+// Arrive enters rank r into the current generation with its fingerprint,
+// flag and latest call number seq. It returns the generation, and whether
+// r is the last to arrive (then r completes it: Complete).
+func (b *Barrier[F, R]) Arrive(r int, fp F, flag bool, seq int64) (gen uint64, last bool) {
+	b.present[r] = true
+	b.flags[r] = flag
+	b.fps[r] = fp
+	b.lastSeq[r] = seq
+	b.arrived++
+	return b.gen, b.arrived == b.n
+}
+
+// Present reports whether rank r arrived in the current generation, and
+// LastSeq is the call number it arrived with last (-1: never).
+func (b *Barrier[F, R]) Present(r int) bool  { return b.present[r] }
+func (b *Barrier[F, R]) LastSeq(r int) int64 { return b.lastSeq[r] }
+
+// FP is rank r's fingerprint in the generation being completed.
+func (b *Barrier[F, R]) FP(r int) F { return b.fps[r] }
+
+// Differ returns two ranks whose fingerprints differ, once all arrived:
+// rank 0 and the first rank unlike it, or a rank with invalid arguments
+// first when rank 0's are valid. ok is false when all agree.
+func (b *Barrier[F, R]) Differ() (rank, peer int, ok bool) {
+	for r := 1; r < b.n; r++ {
+		if b.fps[r] == b.fps[0] {
+			continue
+		}
+		if !b.fps[0].Invalid() {
+			for q := 0; q < b.n; q++ {
+				if b.fps[q].Invalid() {
+					return q, 0, true
+				}
+			}
+		}
+		return 0, r, true
+	}
+	return 0, 0, false
+}
+
+// AllFlags reports whether every rank's flag is set.
+func (b *Barrier[F, R]) AllFlags() bool {
+	all := true
+	for _, f := range b.flags {
+		all = all && f
+	}
+	return all
+}
+
+// Slot is the storage for the current generation's result (reused two
+// generations later, when every waiter of this one has read it).
+func (b *Barrier[F, R]) Slot() *R { return &b.store[b.gen&1] }
+
+// SetCompleting marks the generation as being completed outside the lock
+// (the waiters keep waiting), and Completing reports it.
+func (b *Barrier[F, R]) SetCompleting(on bool) { b.completing = on }
+func (b *Barrier[F, R]) Completing() bool      { return b.completing }
+
+// Complete ends the current generation with result res (nil: none) and
+// flag all, and starts the next.
+func (b *Barrier[F, R]) Complete(res *R, all bool) {
+	b.results[b.gen&1] = res
+	b.allFlag[b.gen&1] = all
+	b.arrived = 0
+	b.gen++
+	b.genSeen.Store(b.gen)
+	clear(b.present)
+}
+
+// Result returns generation gen's result and flag once it completed (ok).
+func (b *Barrier[F, R]) Result(gen uint64) (res *R, all, ok bool) {
+	if b.gen == gen {
+		return nil, false, false
+	}
+	return b.results[gen&1], b.allFlag[gen&1], true
+}
