@@ -125,8 +125,8 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	bell := useBell.Load()
 	// A rank gone before this wait is looked for before sleeping; the
 	// sleeps end when one goes (markGone rings and pokes every rank).
-	seen := g.goneEvents.Load()
-	look := g.nGone.Load() > 0
+	seen := g.live.Events()
+	look := g.live.Any()
 	now := c.beginWait(phase, waitrec.Barrier, gen)
 	if bell {
 		deadline = time.Now().Add(g.cfg.CommunicationTimeout)
@@ -140,7 +140,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		if !look {
 			if bell {
 				t := c.bell.Ticket()
-				if b.Seen() == gen && g.Err() == nil && g.goneEvents.Load() == seen {
+				if b.Seen() == gen && g.Err() == nil && g.live.Events() == seen {
 					if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
 						continue
 					}
@@ -159,7 +159,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			}
 		}
 		look = false
-		seen = g.goneEvents.Load()
+		seen = g.live.Events()
 		b.Lock(useBell.Load())
 		if res, all, over := b.Result(gen); over {
 			// Completed (possibly at the same moment as a timeout).
@@ -179,10 +179,10 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			// Broken, and this rank's own context ended too: its own error.
 			ctxErr = ctx.Err()
 		}
-		if g.nGone.Load() > 0 && g.Err() == nil {
+		if g.live.Any() && g.Err() == nil {
 			// A rank that has not arrived and is gone never will.
 			for r := range b.N() {
-				if gi := g.comms[r].gone.Load(); !b.Present(r) && gi != nil {
+				if gi := g.comms[r].gone.Mark(); !b.Present(r) && gi != nil {
 					b.Unlock()
 					c.endWait()
 					ge := c.goneErr(g.base+r, gi, phase)

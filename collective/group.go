@@ -18,6 +18,7 @@ import (
 	"github.com/gocoll/gocoll/internal/bell"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/importcache"
+	"github.com/gocoll/gocoll/internal/liveness"
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/pin"
@@ -208,17 +209,11 @@ type Group struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// Liveness (liveness.go): the local ranks gone now, the marks made so
-	// far, and whether the watchdog that logs long waits runs.
-	nGone      atomic.Int32
-	goneEvents atomic.Uint64
-	watching   atomic.Bool
-	// alert is closed when a local rank goes (markGone, which then makes
-	// a new one) or the group breaks (for good, alertFinal): an exchange
-	// wait sleeps on it, one channel for both (see waitOn).
-	alertMu    sync.Mutex
-	alert      atomic.Pointer[chan struct{}]
-	alertFinal bool
+	// Liveness (liveness.go, internal/liveness): the local ranks gone, the
+	// alert channel an exchange wait sleeps on (a rank went, or the group
+	// broke: see waitOn), and the watchdog that logs long waits.
+	live     liveness.Board
+	watchdog liveness.Watchdog
 	// parentRanks: an in-process sub-group's ranks in the parent group
 	// (Split); a rank gone from the parent's Run is gone here too.
 	parentRanks []int
@@ -303,7 +298,7 @@ type Comm struct {
 	// the synchronous point-to-point call's operations while the rank is
 	// blocked in them, and blkEpoch counts their changes; dl: the
 	// deadlock walk's scratch. waitRec: what the rank waits for now.
-	gone     atomic.Pointer[goneInfo]
+	gone     liveness.Rank
 	calls    atomic.Uint64
 	p2pCalls atomic.Uint64
 	blk      [2]atomic.Pointer[p2p.Op]
@@ -362,8 +357,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	if g.drainLimit == 0 {
 		g.drainLimit = 10 * time.Second
 	}
-	alert := make(chan struct{})
-	g.alert.Store(&alert)
+	g.live.Init()
 	g.log, g.logCalls = newLogger(opts.Logger)
 	opened := false
 	tr := opts.Transport
@@ -617,12 +611,7 @@ func (g *Group) breakGroup(b *BrokenError) {
 	}
 	g.brokenMu.Unlock()
 	if first {
-		g.alertMu.Lock()
-		if !g.alertFinal {
-			g.alertFinal = true
-			close(*g.alert.Load())
-		}
-		g.alertMu.Unlock()
+		g.live.Break()
 	}
 	if !first {
 		return

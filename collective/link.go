@@ -7,6 +7,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/channel"
+	"github.com/gocoll/gocoll/internal/liveness"
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/waitrec"
@@ -146,7 +147,7 @@ func parkOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase st
 	for {
 		// The alert channel is taken before the gone ranks are looked at:
 		// a rank that goes after the look closes it.
-		alert := *g.alert.Load()
+		alert := g.live.Alert()
 		if gi := g.goneRank(peer); gi != nil {
 			return goneOn(c, ch, peer, gi, phase)
 		}
@@ -182,7 +183,7 @@ func monoNow() time.Duration { return waitrec.Now() }
 
 // goneOn ends a wait on ch for peer, which is gone: what it sent before it
 // went is in ch; anything else never comes.
-func goneOn[T any](c *Comm, ch <-chan T, peer int, gi *goneInfo, phase string) (T, error) {
+func goneOn[T any](c *Comm, ch <-chan T, peer int, gi *liveness.Mark, phase string) (T, error) {
 	select {
 	case v := <-ch:
 		return v, nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gocoll/gocoll/internal/liveness"
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/waitfor"
 	"github.com/gocoll/gocoll/internal/waitrec"
@@ -42,31 +43,14 @@ const (
 	GoneClosed   = "closed"            // Comm.Close
 )
 
-// goneInfo is a gone rank's mark.
-type goneInfo struct {
-	reason  string
-	seq     uint64 // its last collective call number
-	p2pSeq  uint64 // its last point-to-point call number
-	fromRun bool   // set by Run, which forgets it when it returns
-}
-
 // markGone marks c gone (reason) and wakes every wait of the group's other
 // ranks, so those waiting for it fail.
 func (c *Comm) markGone(reason string, fromRun bool) {
 	g := c.g
-	if !c.gone.CompareAndSwap(nil, &goneInfo{reason: reason, seq: c.calls.Load(), p2pSeq: c.p2pCalls.Load(), fromRun: fromRun}) {
+	m := &liveness.Mark{Reason: reason, Seq: c.calls.Load(), P2PSeq: c.p2pCalls.Load(), FromRun: fromRun}
+	if !g.live.Go(&c.gone, m) {
 		return
 	}
-	g.nGone.Add(1)
-	g.goneEvents.Add(1)
-	g.alertMu.Lock()
-	if !g.alertFinal {
-		old := g.alert.Load()
-		alert := make(chan struct{})
-		g.alert.Store(&alert)
-		close(*old)
-	}
-	g.alertMu.Unlock()
 	for _, p := range g.comms {
 		if p != c {
 			p.poke()
@@ -77,9 +61,7 @@ func (c *Comm) markGone(reason string, fromRun bool) {
 
 // forgetRun clears the mark Run set (the rank may run again).
 func (c *Comm) forgetRun() {
-	if gi := c.gone.Load(); gi != nil && gi.fromRun && c.gone.CompareAndSwap(gi, nil) {
-		c.g.nGone.Add(-1)
-	}
+	c.g.live.Forget(&c.gone)
 }
 
 // leaveRun ends c's part in Run once its function returned (why): the
@@ -138,8 +120,8 @@ func (c *Comm) Close() error {
 
 // commClosed reports whether c was closed (Comm.Close).
 func (c *Comm) commClosed() bool {
-	gi := c.gone.Load()
-	return gi != nil && gi.reason == GoneClosed
+	gi := c.gone.Mark()
+	return gi != nil && gi.Reason == GoneClosed
 }
 
 // errCommClosed is the cause of a call on a closed Comm.
@@ -147,16 +129,16 @@ var errCommClosed = fmt.Errorf("the comm was closed: %w", ErrClosed)
 
 // goneRank returns the mark of global rank r if it is a gone rank of this
 // process, else nil.
-func (g *Group) goneRank(r int) *goneInfo {
-	if g.nGone.Load() == 0 || !g.isLocal(r) {
+func (g *Group) goneRank(r int) *liveness.Mark {
+	if !g.live.Any() || !g.isLocal(r) {
 		return nil
 	}
-	return g.local(r).gone.Load()
+	return g.local(r).gone.Mark()
 }
 
 // goneErr is the error of c's wait in phase for rank r, which is gone.
-func (c *Comm) goneErr(r int, gi *goneInfo, phase string) *RankGoneError {
-	return &RankGoneError{Rank: r, Reason: gi.reason, LastSeq: gi.seq, LastP2P: gi.p2pSeq, Phase: phase}
+func (c *Comm) goneErr(r int, gi *liveness.Mark, phase string) *RankGoneError {
+	return &RankGoneError{Rank: r, Reason: gi.Reason, LastSeq: gi.Seq, LastP2P: gi.P2PSeq, Phase: phase}
 }
 
 // Deadlock detection among synchronous point-to-point calls.
@@ -256,7 +238,7 @@ func (c *Comm) beginWait(phase string, peer int, gen uint64) time.Duration {
 		seq = c.p2pSeq
 	}
 	now := c.waitRec.Begin(c.op, phase, seq, c.inP2P, peer, gen)
-	if c.g.log != nil && !c.g.watching.Load() && c.g.watching.CompareAndSwap(false, true) {
+	if c.g.log != nil && c.g.watchdog.Claim() {
 		go c.g.watch()
 	}
 	return now
@@ -357,8 +339,8 @@ func (g *Group) Pending() []PendingWait {
 			if g.isLocal(r) {
 				pc := g.local(r)
 				last = int64(pc.calls.Load())
-				if gi := pc.gone.Load(); gi != nil {
-					why = gi.reason
+				if gi := pc.gone.Mark(); gi != nil {
+					why = gi.Reason
 				}
 			}
 			p.LastSeq = append(p.LastSeq, last)
@@ -375,30 +357,10 @@ func (g *Group) Pending() []PendingWait {
 // wait starts it again).
 func (g *Group) watch() {
 	every := waitrec.LogInterval(g.cfg.CommunicationTimeout)
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-g.brokenCh:
-			g.watching.Store(false)
-			return
+	liveness.Watch(&g.watchdog, every, g.brokenCh, g.Pending, func(p PendingWait) {
+		if waited := time.Since(p.Since); waited >= every {
+			g.log.Warn("gocoll: rank waiting", "rank", p.Rank, "op", p.Op, "seq", p.Seq, "p2p", p.P2P, "phase", p.Phase,
+				"missing", p.Missing, "lastSeq", p.LastSeq, "waited", waited.Round(time.Millisecond), "diagnosis", p.String())
 		}
-		t.Reset(every)
-		ps := g.Pending()
-		if len(ps) == 0 {
-			g.watching.Store(false)
-			// A wait that began meanwhile saw the watchdog running.
-			if len(g.Pending()) == 0 || !g.watching.CompareAndSwap(false, true) {
-				return
-			}
-			continue
-		}
-		for _, p := range ps {
-			if waited := time.Since(p.Since); waited >= every {
-				g.log.Warn("gocoll: rank waiting", "rank", p.Rank, "op", p.Op, "seq", p.Seq, "p2p", p.P2P, "phase", p.Phase,
-					"missing", p.Missing, "lastSeq", p.LastSeq, "waited", waited.Round(time.Millisecond), "diagnosis", p.String())
-			}
-		}
-	}
+	})
 }

@@ -251,7 +251,7 @@ func (e *p2pEnv) Broken() error {
 }
 
 func (e *p2pEnv) BrokenCh() <-chan struct{}           { return e.g.brokenCh }
-func (e *p2pEnv) GoneEvents() uint64                  { return e.g.goneEvents.Load() }
+func (e *p2pEnv) GoneEvents() uint64                  { return e.g.live.Events() }
 func (e *p2pEnv) CommunicationTimeout() time.Duration { return e.g.cfg.CommunicationTimeout }
 
 func (e *p2pEnv) Gone(o *p2p.Op) error {

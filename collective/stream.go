@@ -76,7 +76,7 @@ func (c *Comm) closedErr(name string) error {
 	if c.g.closed.Load() {
 		return c.wrapErr(name, 0, errGroupClosed)
 	}
-	if c.gone.Load() != nil && c.commClosed() {
+	if c.gone.Mark() != nil && c.commClosed() {
 		return c.wrapErr(name, 0, errCommClosed)
 	}
 	return nil
