@@ -32,10 +32,12 @@ const (
 	U8                    // uint8, wrapping arithmetic
 	Half                  // IEEE 754 binary16, reduced in float32
 	BFloat16              // bfloat16 (the top half of a binary32), reduced in float32
+	I16                   // int16, two's complement, wrapping arithmetic
+	U16                   // uint16, wrapping arithmetic
 )
 
 // NumDTypes is the number of element types.
-const NumDTypes = 10
+const NumDTypes = 12
 
 // Valid reports whether d is one of the element types.
 func (d DType) Valid() bool { return d >= F32 && d < NumDTypes }
@@ -47,25 +49,26 @@ func (d DType) Size() int {
 		return 8
 	case I8, U8:
 		return 1
-	case Half, BFloat16:
+	case Half, BFloat16, I16, U16:
 		return 2
 	}
 	return 4
 }
 
 // IsInt reports whether d is an integer type.
-func (d DType) IsInt() bool { return d >= I32 && d <= U8 }
+func (d DType) IsInt() bool { return (d >= I32 && d <= U8) || d == I16 || d == U16 }
 
 // Is16 reports whether d is a 16-bit floating-point type (Half, BFloat16).
 func (d DType) Is16() bool { return d == Half || d == BFloat16 }
 
 // Signed reports whether d is a signed integer type.
-func (d DType) Signed() bool { return d == I32 || d == I64 || d == I8 }
+func (d DType) Signed() bool { return d == I32 || d == I64 || d == I8 || d == I16 }
 
 // Bit returns d's bit in a DTypeSet.
 func (d DType) Bit() DTypeSet { return 1 << uint(d) }
 
-// String returns the nccl-tests name of the type.
+// String returns the nccl-tests name of the type (int16 and uint16, which
+// nccl-tests lacks, by their Go names).
 func (d DType) String() string {
 	switch d {
 	case F32:
@@ -88,6 +91,10 @@ func (d DType) String() string {
 		return "half"
 	case BFloat16:
 		return "bfloat16"
+	case I16:
+		return "int16"
+	case U16:
+		return "uint16"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }

@@ -151,6 +151,8 @@ func TestBitwiseLogicalOps(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/N=%d/%v", bk, N, op), func(t *testing.T) {
 					bitOpsCase[int8](t, g, rng, op, n)
 					bitOpsCase[uint8](t, g, rng, op, n)
+					bitOpsCase[int16](t, g, rng, op, n)
+					bitOpsCase[uint16](t, g, rng, op, n)
 					bitOpsCase[int32](t, g, rng, op, n)
 					bitOpsCase[uint32](t, g, rng, op, n)
 					bitOpsCase[int64](t, g, rng, op, n)

@@ -482,6 +482,7 @@ func drawLen(rng *rand.Rand, ranks, slotElems, depth, maxLen int) int {
 // seed and the limits, never on what this machine has.
 func drawSession(seed uint64, lim confLimits) *confSession {
 	rng := rand.New(rand.NewPCG(seed, 0x636f6e66))
+	side := rand.New(rand.NewPCG(seed, 0x6e657774)) // confNewerTypes
 	s := &confSession{Seed: seed}
 	g := &s.G
 	g.Backend = "host"
@@ -613,11 +614,12 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		if lim.every || lim.types {
 			// Half the calls on f32 and f64, the other half on the eight
 			// other types, the 16-bit floats (whose checks have the most
-			// cases) twice as often as each integer type.
+			// cases) twice as often as each integer type. (The types added
+			// since take a share of the integer calls, below.)
 			c.Type = confType(rng.IntN(2))
 			if rng.IntN(2) == 0 {
 				c.Type = tI8 + confType(rng.IntN(10))
-				if c.Type >= numConfTypes {
+				if c.Type > tBF16 {
 					c.Type -= 2
 				}
 			}
@@ -672,6 +674,18 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		}
 		if lim.every && (c.Path == pAsync || c.Path == pTensorAsync) && c.Coll.inPlaceLayout() && c.Coll.twoBuffers() {
 			c.OutOfPlace = rng.IntN(3) == 0
+		}
+		if (lim.every || lim.types) && c.Type.isInt() && side.IntN(3) == 0 {
+			// A third of the integer calls take a newer type no larger
+			// (the length was drawn for the old size); a float type gets
+			// another op where the integer call drew a bitwise or logical
+			// one.
+			if t := confNewerTypes[side.IntN(len(confNewerTypes))]; t.size() <= c.Type.size() {
+				c.Type = t
+				if !t.isInt() && c.Op.IntOnly() {
+					c.Op = Op(side.IntN(int(Prod) + 1))
+				}
+			}
 		}
 		c.Steps = roundSteps(c, *g)
 		s.Calls = append(s.Calls, c)
@@ -2152,7 +2166,14 @@ func (elemOf[T]) runConf(g *Group, s *confSession, c confCall, limit time.Durati
 
 // confElems are the element types, by confType.
 var confElems = [numConfTypes]confElem{elemOf[float32]{}, elemOf[float64]{}, elemOf[int8]{}, elemOf[uint8]{},
-	elemOf[int32]{}, elemOf[uint32]{}, elemOf[int64]{}, elemOf[uint64]{}, elemOf[Float16]{}, elemOf[BFloat16]{}}
+	elemOf[int32]{}, elemOf[uint32]{}, elemOf[int64]{}, elemOf[uint64]{}, elemOf[Float16]{}, elemOf[BFloat16]{},
+	elemOf[int16]{}, elemOf[uint16]{}}
+
+// confNewerTypes are the element types added after the draws of
+// drawSession were fixed: each takes a share of the integer calls, drawn
+// from a source of its own, so that the sessions of fixed seeds keep
+// drawing the calls they did (TestConformanceSubnormalDraws counts them).
+var confNewerTypes = []confType{tI16, tU16}
 
 // barrierAfterRejected checks that a barrier passes on every rank.
 func barrierAfterRejected(g *Group, limit time.Duration) []confFail {

@@ -28,17 +28,19 @@ const (
 	tU64
 	tF16  // Float16 (IEEE binary16)
 	tBF16 // BFloat16
+	tI16
+	tU16
 	numConfTypes
 )
 
-var typeNames = [...]string{"f32", "f64", "i8", "u8", "i32", "u32", "i64", "u64", "f16", "bf16"}
+var typeNames = [...]string{"f32", "f64", "i8", "u8", "i32", "u32", "i64", "u64", "f16", "bf16", "i16", "u16"}
 
 func (t confType) String() string { return typeNames[t] }
 
-func (t confType) size() int { return [...]int{4, 8, 1, 1, 4, 4, 8, 8, 2, 2}[t] }
+func (t confType) size() int { return [...]int{4, 8, 1, 1, 4, 4, 8, 8, 2, 2, 2, 2}[t] }
 
-func (t confType) isInt() bool  { return t >= tI8 && t <= tU64 }
-func (t confType) signed() bool { return t == tI8 || t == tI32 || t == tI64 }
+func (t confType) isInt() bool  { return t >= tI8 && t <= tU64 || t == tI16 || t == tU16 }
+func (t confType) signed() bool { return t == tI8 || t == tI16 || t == tI32 || t == tI64 }
 func (t confType) is16() bool   { return t == tF16 || t == tBF16 }
 
 // mask is the bits of an element.

@@ -158,9 +158,10 @@
 // Close ends the group's transport requests; a Group dropped without Close
 // releases its transport when collected (its devices only at exit).
 //
-// Element types (Elem): float32, float64, int8, uint8, int32, uint32, int64,
-// uint64 (and types defined on them), Float16 and BFloat16 (bit patterns in
-// a named uint16: Go has no 16-bit float). Reductions run in the backend's
+// Element types (Elem): float32, float64, int8, uint8, int16, uint16, int32,
+// uint32, int64, uint64 (and types defined on them, but for uint16, whose
+// defined types Float16 and BFloat16 are floats), Float16 and BFloat16 (bit
+// patterns in a named uint16: Go has no 16-bit float). Reductions run in the backend's
 // kernels: f32 in f32 and f64 in f64 (never rounded through f32); integers
 // wrap on Sum and Prod, as NCCL's do, and Mean of an integer type is an
 // ErrInvalidArgument, as are the bitwise and logical ops (BAnd, BOr, BXor,

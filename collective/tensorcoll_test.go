@@ -288,6 +288,7 @@ func runTensorTypes(t *testing.T, gs []*Group, rng *rand.Rand, size func() int) 
 	runTensorCase(t, gs, rng, intCase[int32]("int32"), size())
 	runTensorCase(t, gs, rng, intCase[int64]("int64"), size())
 	runTensorCase(t, gs, rng, intCase[uint8]("uint8"), size())
+	runTensorCase(t, gs, rng, intCase[int16]("int16"), size())
 	runTensorCase(t, gs, rng, halfCase("half", Float16From, Float16.Float32), size())
 	runTensorCase(t, gs, rng, halfCase("bfloat16", BFloat16From, BFloat16.Float32), size())
 }

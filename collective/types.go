@@ -16,8 +16,13 @@ type Float interface{ ~float32 | ~float64 }
 // complement), as NCCL's do; Max and Min compare as integers; Mean is not
 // defined for integers (an ErrInvalidArgument); the bitwise and logical
 // operators (BAnd to LXor) are defined for integers only.
+//
+// uint16 is an exact member, not ~uint16: Float16 and BFloat16 are defined
+// on uint16 and are not integers, so a type defined on uint16 is not an
+// Integer (convert its slices to []uint16). Every other member admits the
+// types defined on it.
 type Integer interface {
-	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64
+	~int8 | ~uint8 | ~int16 | uint16 | ~int32 | ~uint32 | ~int64 | ~uint64
 }
 
 // Elem is every element type of the collectives: Float, Integer, Float16
@@ -77,6 +82,10 @@ func dtypeOf[T Elem]() backend.DType {
 		return backend.I8
 	case reflect.Uint8:
 		return backend.U8
+	case reflect.Int16:
+		return backend.I16
+	case reflect.Uint16:
+		return backend.U16
 	}
 	return backend.F32
 }

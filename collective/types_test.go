@@ -29,7 +29,7 @@ type typeCase[T Elem] struct {
 }
 
 // intCase: full-range values; Sum and Prod wrap, as Go's arithmetic does.
-func intCase[T int8 | uint8 | int32 | uint32 | int64 | uint64](name string) typeCase[T] {
+func intCase[T int8 | uint8 | int16 | uint16 | int32 | uint32 | int64 | uint64](name string) typeCase[T] {
 	return typeCase[T]{
 		name: name,
 		ops:  []Op{Sum, Prod, Max, Min},
@@ -131,6 +131,8 @@ func TestElementTypes(t *testing.T) {
 				runTypeCase(t, g, rng, trials, intCase[uint64]("uint64"))
 				runTypeCase(t, g, rng, trials, intCase[int8]("int8"))
 				runTypeCase(t, g, rng, trials, intCase[uint8]("uint8"))
+				runTypeCase(t, g, rng, trials, intCase[int16]("int16"))
+				runTypeCase(t, g, rng, trials, intCase[uint16]("uint16"))
 				runTypeCase(t, g, rng, trials, halfCase("half", Float16From, Float16.Float32))
 				runTypeCase(t, g, rng, trials, halfCase("bfloat16", BFloat16From, BFloat16.Float32))
 			})

@@ -366,7 +366,7 @@ type DeviceInfo struct {
 	DriverVersion uint32 // vendor-specific encoding
 	ShaderFloat64 bool
 	// ShaderInt64, StorageBuffer8Bit and StorageBuffer16Bit report the
-	// features the int64/uint64, int8/uint8 and 16-bit float kernels need
+	// features the int64/uint64, int8/uint8 and 16-bit kernels need
 	// (shaderInt64; storageBuffer8BitAccess, Vulkan 1.2 or VK_KHR_8bit_storage;
 	// storageBuffer16BitAccess), which Open enables wherever the device has
 	// them. Metal reports none.

@@ -87,14 +87,15 @@ func unsafeBytes(w []uint64, n int) []byte {
 // type.
 type float interface{ ~float32 | ~float64 }
 
-// integer is the integer element types (backend.I32 ... backend.U8).
+// integer is the integer element types (backend.I32 ... backend.U8, I16,
+// U16).
 type integer interface {
-	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64
+	~int8 | ~uint8 | ~int16 | ~uint16 | ~int32 | ~uint32 | ~int64 | ~uint64
 }
 
 // elem is every Go type a buffer is viewed as: the float and integer element
-// types, and uint16 for the bits of backend.Half and backend.BFloat16.
-type elem interface{ float | integer | ~uint16 }
+// types (uint16 also holding the bits of backend.Half and backend.BFloat16).
+type elem interface{ float | integer }
 
 // view reinterprets b, whose first byte is aligned for T and whose length is
 // a multiple of T's size, as a []T.

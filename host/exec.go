@@ -134,6 +134,10 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 			reduceInt(c.op, view[int8](c.dst), more, srcs, lo, hi)
 		case backend.U8:
 			reduceInt(c.op, view[uint8](c.dst), more, srcs, lo, hi)
+		case backend.I16:
+			reduceInt(c.op, view[int16](c.dst), more, srcs, lo, hi)
+		case backend.U16:
+			reduceInt(c.op, view[uint16](c.dst), more, srcs, lo, hi)
 		case backend.Half, backend.BFloat16:
 			reduce16(c.op, view[uint16](c.dst), more, srcs, lo, hi, c)
 		}

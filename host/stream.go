@@ -120,7 +120,7 @@ func (s *stream) Copy(dst, src backend.Region) error {
 // binding.
 //
 // It takes every element type (backend.AllDTypes). Integers (I32, U32, I64,
-// U64, I8, U8) reduce in their own type: Sum and Prod wrap (two's
+// U64, I8, U8, I16, U16) reduce in their own type: Sum and Prod wrap (two's
 // complement, as Go's integer arithmetic does), Max and Min are the integer
 // maximum and minimum, BAnd, BOr and BXor act on the bits (two's
 // complement) and LAnd, LOr and LXor give 0 or 1 (backend.Op); they are not

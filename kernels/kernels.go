@@ -28,10 +28,11 @@
 // at byte 80.
 //
 // The integer variants (reduce_i32, reduce_u32, reduce_i64, reduce_u64 and
-// their reduce4_, reducem_ and reducem4_ forms; reduce_i8, reduce_u8 and
-// their reducem_ forms) have the interface of the f32 ones, the scale being
-// a 32-bit int or uint that they never read: integers are not scaled. The
-// 64-bit ones need shaderInt64, the 8-bit ones storageBuffer8BitAccess.
+// their reduce4_, reducem_ and reducem4_ forms; reduce_i8, reduce_u8,
+// reduce_i16, reduce_u16 and their reducem_ forms) have the interface of the
+// f32 ones, the scale being a 32-bit int or uint that they never read:
+// integers are not scaled. The 64-bit ones need shaderInt64, the 8-bit ones
+// storageBuffer8BitAccess, the 16-bit ones storageBuffer16BitAccess.
 //
 // The 16-bit float variants (reduce_f16, reduce_bf16 and their reducem_
 // forms, elements the uint16_t bits of binary16 or bfloat16 values; need
@@ -151,6 +152,13 @@ const (
 	ReduceU8  = "reduce_u8"
 	ReduceMI8 = "reducem_i8"
 	ReduceMU8 = "reducem_u8"
+
+	// 16-bit integer variants (int16_t, uint16_t in memory, computed in 32
+	// bits), scalar only.
+	ReduceI16  = "reduce_i16"
+	ReduceU16  = "reduce_u16"
+	ReduceMI16 = "reducem_i16"
+	ReduceMU16 = "reducem_u16"
 
 	// 16-bit float variants (binary16, bfloat16), reduced in float32 and
 	// rounded once; In32 reads src0 and Out32 writes dst as float32

@@ -46,7 +46,9 @@
 // 32-bit int or uint: -DGOCOLL_I64 / -DGOCOLL_U64 (int64_t, uint64_t;
 // i64vec2, u64vec2 in reduce4_i64/_u64; need shaderInt64), -DGOCOLL_I8 /
 // -DGOCOLL_U8 (int8_t, uint8_t storage, needs storageBuffer8BitAccess;
-// computed in 32 bits and truncated, which wraps exactly; no 16-byte form).
+// computed in 32 bits and truncated, which wraps exactly; no 16-byte form),
+// -DGOCOLL_I16 / -DGOCOLL_U16 (int16_t, uint16_t storage, needs
+// storageBuffer16BitAccess; as the 8-bit ones).
 //
 // With -DGOCOLL_F16 (binary16, reduce_f16) or -DGOCOLL_BF16 (bfloat16,
 // reduce_bf16) the elements are the uint16_t bits of the 16-bit values
@@ -118,6 +120,7 @@
 #endif
 #elif defined(GOCOLL_I8) || defined(GOCOLL_U8)
 #define GOCOLL_INT
+#define GOCOLL_NARROW_INT
 #extension GL_EXT_shader_8bit_storage : require
 #ifdef GOCOLL_I8
 #define S int
@@ -125,6 +128,19 @@
 #else
 #define S uint
 #define E uint8_t
+#endif
+#define T S
+#define U uint
+#elif defined(GOCOLL_I16) || defined(GOCOLL_U16)
+#define GOCOLL_INT
+#define GOCOLL_NARROW_INT
+#extension GL_EXT_shader_16bit_storage : require
+#ifdef GOCOLL_I16
+#define S int
+#define E int16_t
+#else
+#define S uint
+#define E uint16_t
 #endif
 #define T S
 #define U uint
@@ -332,7 +348,7 @@ T combine(T a, T b) {
     if (OP == 8u) return T(TRUTH(a) | TRUTH(b));
     return T(TRUTH(a) ^ TRUTH(b));
 }
-#if defined(GOCOLL_I8) || defined(GOCOLL_U8)
+#ifdef GOCOLL_NARROW_INT
 #define LOAD(x) T(x)
 #define STORE(x) (x)
 #define RES_T T

@@ -10,7 +10,7 @@
 // share one physical device and still exchange data for real. Reductions run
 // the kernels of package kernels (reduce_f32/f64, scale_f32/f64, and the
 // integer and 16-bit float reduce kernels; those of int64/uint64, int8/uint8
-// and half/bfloat16 where the device has shaderInt64,
+// and half/bfloat16/int16/uint16 where the device has shaderInt64,
 // storageBuffer8BitAccess and storageBuffer16BitAccess, which Open enables,
 // and DeviceInfo.Kernels says which) with
 // pipelines created once per (kernel, op, source count, scale) and cached;

@@ -17,12 +17,12 @@ import (
 )
 
 // The kernels of the types that need a device feature: int64 and uint64
-// (shaderInt64), int8 and uint8 (storageBuffer8BitAccess), half and bfloat16
-// (storageBuffer16BitAccess), checked bit for bit against the host backend
+// (shaderInt64), int8 and uint8 (storageBuffer8BitAccess), half, bfloat16,
+// int16 and uint16 (storageBuffer16BitAccess), checked bit for bit against the host backend
 // run on the same inputs, in the same regions of buffers laid out alike.
 
 // featureTypes are the element types whose kernels need a device feature.
-var featureTypes = []backend.DType{backend.I64, backend.U64, backend.I8, backend.U8, backend.Half, backend.BFloat16}
+var featureTypes = []backend.DType{backend.I64, backend.U64, backend.I8, backend.U8, backend.Half, backend.BFloat16, backend.I16, backend.U16}
 
 // seedEnv fixes the seed of the random cases (a decimal uint64); without it
 // the seed comes from the clock. It is logged either way.
@@ -46,7 +46,7 @@ func needType(t *testing.T, d *device, dt backend.DType) {
 // payloads), +-Inf, +-0, the least and largest subnormals, the least normal,
 // the largest finite value and its neighbours (sums overflow to Inf), 1.
 var (
-	intSpecials  = []int64{0, 1, -1, 2, -2, math.MaxInt8, math.MinInt8, math.MaxUint8, math.MaxInt32, math.MinInt32, math.MaxUint32, math.MaxInt64, math.MinInt64, 1 << 32, 1 << 31, 1 << 7, 3}
+	intSpecials  = []int64{0, 1, -1, 2, -2, math.MaxInt8, math.MinInt8, math.MaxUint8, math.MaxInt16, math.MinInt16, math.MaxUint16, 1 << 15, math.MaxInt32, math.MinInt32, math.MaxUint32, math.MaxInt64, math.MinInt64, 1 << 32, 1 << 31, 1 << 7, 3}
 	halfSpecials = []uint16{0x7e00, 0xfe00, 0x7c01, 0x7d55, 0xfc01, 0x7c00, 0xfc00, 0, 0x8000, 1, 0x8001, 2, 0x3ff, 0x83ff, 0x400,
 		0x8400, 0x7bff, 0xfbff, 0x7bfe, 0x3c00, 0xbc00, 0x3c01, 0x0200, 0x1400}
 	bf16Specials = []uint16{0x7fc0, 0xffc0, 0x7f81, 0x7fa5, 0xff81, 0x7f80, 0xff80, 0, 0x8000, 1, 0x8001, 2, 0x7f, 0x807f, 0x80,
@@ -432,7 +432,7 @@ func TestDTypeRefused(t *testing.T) {
 	}{
 		{raw.ShaderInt64, []backend.DType{backend.I64, backend.U64}},
 		{raw.StorageBuffer8Bit, []backend.DType{backend.I8, backend.U8}},
-		{raw.StorageBuffer16Bit, []backend.DType{backend.Half, backend.BFloat16}},
+		{raw.StorageBuffer16Bit, []backend.DType{backend.Half, backend.BFloat16, backend.I16, backend.U16}},
 	} {
 		for _, dt := range c.types {
 			if d.Info().Kernels.Has(dt) != c.feature {

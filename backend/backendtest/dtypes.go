@@ -18,7 +18,7 @@ import (
 )
 
 // The element types beyond f32 and f64: integers (I32, U32, I64, U64, I8,
-// U8), reduced in their own type with wrapping Sum and Prod and never scaled,
+// U8, I16, U16), reduced in their own type with wrapping Sum and Prod and never scaled,
 // and Half and BFloat16, reduced in float32 and rounded once to the 16-bit
 // type. A device takes those in its Info().Kernels; for the others the
 // suite checks that Reduce, ReduceMulti and Scale refuse them.
@@ -41,7 +41,7 @@ const SeedEnv = "GOCOLL_BACKENDTEST_SEED"
 // newDTypes are the element types the DTypes tests check.
 var newDTypes = []backend.DType{
 	backend.I32, backend.U32, backend.I64, backend.U64, backend.I8, backend.U8,
-	backend.Half, backend.BFloat16,
+	backend.Half, backend.BFloat16, backend.I16, backend.U16,
 }
 
 // dtypeSizes are the element counts of the random cases: empty, one, odd,
@@ -370,8 +370,8 @@ func readElems(t *testing.T, r backend.Region, dt backend.DType) []uint64 {
 
 // intSpecials are the integer values drawIn favours, as int64 (truncated
 // to the type): 0, +-1, 2, and the extremes of every width, which wrap.
-var intSpecials = []int64{0, 1, -1, 2, math.MaxInt8, math.MinInt8, math.MaxUint8, math.MaxInt32, math.MinInt32,
-	math.MaxUint32, math.MaxInt64, math.MinInt64}
+var intSpecials = []int64{0, 1, -1, 2, math.MaxInt8, math.MinInt8, math.MaxUint8, math.MaxInt16, math.MinInt16,
+	math.MaxUint16, math.MaxInt32, math.MinInt32, math.MaxUint32, math.MaxInt64, math.MinInt64}
 
 // half16 and bf16Specials are the 16-bit values drawIn favours: NaN, +-Inf,
 // +-0, the least and largest subnormal, the least normal, the largest finite
@@ -483,6 +483,18 @@ var dtTable = []dtRow{
 	{backend.U8, backend.Prod, []uint64{255, 255}, 1, 1, "255^2 mod 256"},
 	{backend.U8, backend.Max, []uint64{255, 0}, 1, 255, "max, unsigned"},
 	{backend.U8, backend.Min, []uint64{0x80, 0x7f}, 1, 0x7f, "min(128, 127), unsigned"},
+	{backend.I16, backend.Sum, []uint64{0x7fff, 1}, 1, 0x8000, "32767+1 wraps to -32768"},
+	{backend.I16, backend.Sum, []uint64{20000, 20000, 0xb1e0}, 1, 20000, "20000+20000-20000: wraps, and wraps back"},
+	{backend.I16, backend.Prod, []uint64{256, 256}, 1, 0, "256*256 wraps to 0"},
+	{backend.I16, backend.Prod, []uint64{0x8000, 0xffff}, 1, 0x8000, "-32768*-1 is -32768"},
+	{backend.I16, backend.Prod, []uint64{0xff, 0x101}, 1, 0xffff, "255*257 = 65535 wraps to -1"},
+	{backend.I16, backend.Max, []uint64{0x8000, 0x7fff}, 1, 0x7fff, "max(-32768, 32767), signed"},
+	{backend.I16, backend.Min, []uint64{0xffff, 0, 0x80}, 1, 0xffff, "min(-1, 0, 128), signed"},
+	{backend.U16, backend.Sum, []uint64{0xffff, 1}, 1, 0, "65535+1 wraps to 0"},
+	{backend.U16, backend.Sum, []uint64{40000, 30000}, 1, 4464, "70000 mod 65536"},
+	{backend.U16, backend.Prod, []uint64{0xffff, 0xffff}, 1, 1, "65535^2 mod 65536"},
+	{backend.U16, backend.Max, []uint64{0xffff, 0x7fff}, 1, 0xffff, "max, unsigned"},
+	{backend.U16, backend.Min, []uint64{0x8000, 0x7fff}, 1, 0x7fff, "min(32768, 32767), unsigned"},
 
 	{backend.I32, backend.BAnd, []uint64{0xffffffff, 0x80000001}, 1, 0x80000001, "-1 & x is x"},
 	{backend.I32, backend.BAnd, []uint64{0xf0f0f0f0, 0x0ff00ff0, 0xffff0000}, 1, 0x00f00000, "three sources"},
@@ -526,6 +538,18 @@ var dtTable = []dtRow{
 	{backend.U8, backend.LAnd, []uint64{0x80, 0x40}, 1, 1, "both true"},
 	{backend.U8, backend.LOr, []uint64{0, 0, 0x80}, 1, 1, "the last true"},
 	{backend.U8, backend.LXor, []uint64{0x80, 0x80, 0x80}, 1, 1, "three true: odd"},
+	{backend.I16, backend.BAnd, []uint64{0x8000, 0xffff}, 1, 0x8000, "-32768 & -1"},
+	{backend.I16, backend.BOr, []uint64{0x8000, 0x7fff}, 1, 0xffff, "-32768 | 32767 is -1"},
+	{backend.I16, backend.BXor, []uint64{0xffff, 0x00ff}, 1, 0xff00, "-1 ^ 255 is -256"},
+	{backend.I16, backend.LAnd, []uint64{0x8000, 0x0100}, 1, 1, "true by the high byte alone"},
+	{backend.I16, backend.LOr, []uint64{0, 0}, 1, 0, "both false"},
+	{backend.I16, backend.LXor, []uint64{0x8000, 1}, 1, 0, "both true"},
+	{backend.U16, backend.BAnd, []uint64{0xff00, 0x0ff0}, 1, 0x0f00, "0xff00 & 0x0ff0"},
+	{backend.U16, backend.BOr, []uint64{0x8000, 0x0001}, 1, 0x8001, "0x8000 | 1"},
+	{backend.U16, backend.BXor, []uint64{0xffff, 0x8000, 0x0001}, 1, 0x7ffe, "three sources"},
+	{backend.U16, backend.LAnd, []uint64{0x0100, 0}, 1, 0, "one false"},
+	{backend.U16, backend.LOr, []uint64{0, 0, 0x0100}, 1, 1, "the last true, by its high byte"},
+	{backend.U16, backend.LXor, []uint64{0x0100, 0x0100, 0x0100}, 1, 1, "three true: odd"},
 
 	{backend.Half, backend.Sum, []uint64{0x7bff, 0x7bff}, 1, 0x7c00, "65504+65504 overflows to +Inf"},
 	{backend.Half, backend.Sum, []uint64{0xfbff, 0xfbff}, 1, 0xfc00, "-65504-65504 overflows to -Inf"},

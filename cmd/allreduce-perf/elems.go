@@ -58,6 +58,10 @@ func valuesFor[T collective.Elem](dt dtype) values[T] {
 		v = intValues[int8]()
 	case uint8:
 		v = intValues[uint8]()
+	case int16:
+		v = intValues[int16]()
+	case uint16:
+		v = intValues[uint16]()
 	case int32:
 		v = intValues[int32]()
 	case uint32:
@@ -112,7 +116,7 @@ func reduce64(x func(r int) float64, op collective.Op, ranks []int) float64 {
 
 // integer is the integer element types.
 type integer interface {
-	int8 | uint8 | int32 | uint32 | int64 | uint64
+	int8 | uint8 | int16 | uint16 | int32 | uint32 | int64 | uint64
 }
 
 // intInput is rank r's element i of run rep for the integer types: any

@@ -33,8 +33,9 @@
 //
 // -d takes nccl-tests' types: float, double, int8, uint8, int32, uint32,
 // int64, uint64, half and bfloat16 (collective.Float16 and
-// collective.BFloat16), a comma list of them, or all (every one, in
-// nccl-tests' order); size(B) and count use the type's size (1, 2, 4 or 8
+// collective.BFloat16), and int16 and uint16, which nccl-tests lacks, a
+// comma list of them, or all (every one: nccl-tests' in its order, then
+// int16 and uint16); size(B) and count use the type's size (1, 2, 4 or 8
 // bytes), and count is what nccl-tests prints: the elements of one rank's
 // call, which the collectives that split the buffer among the ranks
 // (reducescatter, allgather, alltoall, gather, scatter) round down to whole
@@ -288,6 +289,10 @@ func runTables(ctx context.Context, rn *runner, tables []table, stdout io.Writer
 				err = runType[int8](ctx, rn, t, dt)
 			case dtUint8:
 				err = runType[uint8](ctx, rn, t, dt)
+			case dtInt16:
+				err = runType[int16](ctx, rn, t, dt)
+			case dtUint16:
+				err = runType[uint16](ctx, rn, t, dt)
 			case dtInt32:
 				err = runType[int32](ctx, rn, t, dt)
 			case dtUint32:

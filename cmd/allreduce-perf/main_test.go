@@ -227,7 +227,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-g", "0"},
 		{"-b", "1M", "-e", "1K"},
-		{"-d", "int16"},
+		{"-d", "int12"},
 		{"-d", "float,int9"},
 		{"-d", "int32", "-o", "avg"},
 		{"-d", "all", "-o", "sum,avg"},

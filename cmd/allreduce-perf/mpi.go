@@ -536,6 +536,10 @@ func (m *mpiRun) sweepAll(ctx context.Context) error {
 				err = mpiRunType[int8](ctx, m, t, dt)
 			case dtUint8:
 				err = mpiRunType[uint8](ctx, m, t, dt)
+			case dtInt16:
+				err = mpiRunType[int16](ctx, m, t, dt)
+			case dtUint16:
+				err = mpiRunType[uint16](ctx, m, t, dt)
 			case dtInt32:
 				err = mpiRunType[int32](ctx, m, t, dt)
 			case dtUint32:

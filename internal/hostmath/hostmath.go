@@ -20,7 +20,7 @@ type Float interface{ ~float32 | ~float64 }
 
 // Integer is an integer element type (Sum and Prod wrap).
 type Integer interface {
-	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64
+	~int8 | ~uint8 | ~int16 | ~uint16 | ~int32 | ~uint32 | ~int64 | ~uint64
 }
 
 // Maximum is IEEE 754-2019 maximum as reduce.comp computes it: a if a is
@@ -251,6 +251,10 @@ func ReduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off
 		reduceInt[int8](op, dst, src, stride, off, k, cnt)
 	case backend.U8:
 		reduceInt[uint8](op, dst, src, stride, off, k, cnt)
+	case backend.I16:
+		reduceInt[int16](op, dst, src, stride, off, k, cnt)
+	case backend.U16:
+		reduceInt[uint16](op, dst, src, stride, off, k, cnt)
 	case backend.Half, backend.BFloat16:
 		reduce16(dt == backend.BFloat16, op, dst, src, stride, off, k, cnt, s)
 	}

@@ -31,14 +31,16 @@ const (
 	kindReduceU32
 	kindReduce4I32
 	kindReduce4U32
-	// 64-bit integers, scalar and 16-byte (i64vec2, u64vec2), and 8-bit
-	// integers (scalar only), as the 32-bit ones.
+	// 64-bit integers, scalar and 16-byte (i64vec2, u64vec2), and 8- and
+	// 16-bit integers (scalar only), as the 32-bit ones.
 	kindReduceI64
 	kindReduceU64
 	kindReduce4I64
 	kindReduce4U64
 	kindReduceI8
 	kindReduceU8
+	kindReduceI16
+	kindReduceU16
 	// The 16-bit floats, each followed by its forms that read src0 (+in32),
 	// write dst (+out32), or both, as float32 partial results (more than 8
 	// sources). Scale by 1 is their reduce kernel with K = 0 (a copy of
@@ -96,6 +98,8 @@ var kinds = [numKinds]kindSpec{
 	kindReduce4U64:          {name: kernels.Reduce4U64, dt: backend.U64, vec: -1},
 	kindReduceI8:            {name: kernels.ReduceI8, dt: backend.I8, vec: -1},
 	kindReduceU8:            {name: kernels.ReduceU8, dt: backend.U8, vec: -1},
+	kindReduceI16:           {name: kernels.ReduceI16, dt: backend.I16, vec: -1},
+	kindReduceU16:           {name: kernels.ReduceU16, dt: backend.U16, vec: -1},
 	kindReduceF16:           {name: kernels.ReduceF16, dt: backend.Half, scale: 4, vec: -1},
 	kindReduceF16In32:       {name: kernels.ReduceF16In32, dt: backend.Half, scale: 4, vec: -1, in32: true},
 	kindReduceF16Out32:      {name: kernels.ReduceF16Out32, dt: backend.Half, vec: -1, out32: true},
@@ -295,8 +299,9 @@ func (d *Device) lookKernels(ftz bool) error {
 // kernels take: f32, int32 and uint32 (core in Vulkan and Metal), f64 where
 // the device reduces f64, and the types whose kernels need a feature the
 // device reports (and the shim enables at open): int64 and uint64
-// (shaderInt64), int8 and uint8 (storageBuffer8BitAccess), half and
-// bfloat16 (storageBuffer16BitAccess). Metal reports none of the three.
+// (shaderInt64), int8 and uint8 (storageBuffer8BitAccess), half, bfloat16,
+// int16 and uint16 (storageBuffer16BitAccess). Metal reports none of the
+// three.
 func kernelTypes(raw cshim.DeviceInfo, float64 bool) backend.DTypeSet {
 	set := backend.F32.Bit() | backend.I32.Bit() | backend.U32.Bit()
 	if float64 {
@@ -309,7 +314,7 @@ func kernelTypes(raw cshim.DeviceInfo, float64 bool) backend.DTypeSet {
 		set |= backend.I8.Bit() | backend.U8.Bit()
 	}
 	if raw.StorageBuffer16Bit {
-		set |= backend.Half.Bit() | backend.BFloat16.Bit()
+		set |= backend.Half.Bit() | backend.BFloat16.Bit() | backend.I16.Bit() | backend.U16.Bit()
 	}
 	return set
 }

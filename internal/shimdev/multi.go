@@ -20,6 +20,8 @@ const (
 	multiU64
 	multiI8
 	multiU8
+	multiI16
+	multiU16
 	multiF16
 	multiF16In32 // src0 holds float32 partial results
 	multiBF16
@@ -51,6 +53,8 @@ var multiKinds = [numMultiKinds]multiSpec{
 	multiU64:      {name: kernels.ReduceMU64, dt: backend.U64, vec: multi4U64},
 	multiI8:       {name: kernels.ReduceMI8, dt: backend.I8, vec: -1},
 	multiU8:       {name: kernels.ReduceMU8, dt: backend.U8, vec: -1},
+	multiI16:      {name: kernels.ReduceMI16, dt: backend.I16, vec: -1},
+	multiU16:      {name: kernels.ReduceMU16, dt: backend.U16, vec: -1},
 	multiF16:      {name: kernels.ReduceMF16, dt: backend.Half, vec: -1},
 	multiF16In32:  {name: kernels.ReduceMF16In32, dt: backend.Half, vec: -1},
 	multiBF16:     {name: kernels.ReduceMBF16, dt: backend.BFloat16, vec: -1},
@@ -84,6 +88,10 @@ func multiKind(kind int) int {
 		return multiI8
 	case kindReduceU8:
 		return multiU8
+	case kindReduceI16:
+		return multiI16
+	case kindReduceU16:
+		return multiU16
 	case kindReduceF16:
 		return multiF16
 	case kindReduceF16In32:

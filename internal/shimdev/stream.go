@@ -111,6 +111,7 @@ var dtypeKinds = [backend.NumDTypes]int{
 	backend.I32: kindReduceI32, backend.U32: kindReduceU32,
 	backend.I64: kindReduceI64, backend.U64: kindReduceU64,
 	backend.I8: kindReduceI8, backend.U8: kindReduceU8,
+	backend.I16: kindReduceI16, backend.U16: kindReduceU16,
 	backend.Half: kindReduceF16, backend.BFloat16: kindReduceBF16,
 }
 

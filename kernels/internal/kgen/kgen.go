@@ -78,6 +78,12 @@ var Variants = []Variant{
 	{Name: "reduce_u8", Source: "reduce.comp", Defines: []string{"GOCOLL_U8"}, MSL: true},
 	{Name: "reducem_i8", Source: "reduce.comp", Defines: []string{"GOCOLL_I8", "GOCOLL_MULTI"}, MSL: true},
 	{Name: "reducem_u8", Source: "reduce.comp", Defines: []string{"GOCOLL_U8", "GOCOLL_MULTI"}, MSL: true},
+	// 16-bit integers (int16_t, uint16_t storage), as the 8-bit ones,
+	// needing storageBuffer16BitAccess.
+	{Name: "reduce_i16", Source: "reduce.comp", Defines: []string{"GOCOLL_I16"}, MSL: true},
+	{Name: "reduce_u16", Source: "reduce.comp", Defines: []string{"GOCOLL_U16"}, MSL: true},
+	{Name: "reducem_i16", Source: "reduce.comp", Defines: []string{"GOCOLL_I16", "GOCOLL_MULTI"}, MSL: true},
+	{Name: "reducem_u16", Source: "reduce.comp", Defines: []string{"GOCOLL_U16", "GOCOLL_MULTI"}, MSL: true},
 	// binary16 and bfloat16 (uint16_t storage), reduced in float32 and
 	// rounded once, needing storageBuffer16BitAccess; _in32 reads src0, _out32
 	// writes dst as float32 partial results (more than 8 sources).
