@@ -294,15 +294,13 @@ type Comm struct {
 	copying copyBatch                       // parallel host copies in flight
 
 	// Liveness (liveness.go). gone: the rank is gone (nil: alive). calls,
-	// p2pCalls: its latest call numbers, readable by any goroutine. blk:
-	// the synchronous point-to-point call's operations while the rank is
-	// blocked in them, and blkEpoch counts their changes; dl: the
-	// deadlock walk's scratch. waitRec: what the rank waits for now.
+	// p2pCalls: its latest call numbers, readable by any goroutine (the
+	// operations of a synchronous point-to-point call it is blocked in are
+	// its lane's: p2p.Engine.Block); dl: the deadlock walk's scratch.
+	// waitRec: what the rank waits for now.
 	gone     liveness.Rank
 	calls    atomic.Uint64
 	p2pCalls atomic.Uint64
-	blk      [2]atomic.Pointer[p2p.Op]
-	blkEpoch atomic.Uint64
 	dl       waitfor.Walker
 	waitRec  waitrec.Record
 }

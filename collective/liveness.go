@@ -146,40 +146,29 @@ func (c *Comm) goneErr(r int, gi *liveness.Mark, phase string) *RankGoneError {
 // blockP2P publishes the synchronous call's posted operations while c
 // waits for them, and looks for a wait cycle through c.
 func (c *Comm) blockP2P(ops *[2]*p2p.Op) {
-	for i, o := range ops {
-		c.blk[i].Store(o)
-	}
-	c.blkEpoch.Add(1)
+	c.lane.Block(ops)
 	c.detectDeadlock()
-}
-
-// unblockP2P withdraws what blockP2P published.
-func (c *Comm) unblockP2P() {
-	c.blk[0].Store(nil)
-	c.blk[1].Store(nil)
-	c.blkEpoch.Add(1)
 }
 
 // blockedOn returns the local index of the peer of c's published operation
 // i if that operation is unmatched and the peer is a rank of this process,
 // else -1.
 func (c *Comm) blockedOn(i int) int {
-	o := c.blk[i].Load()
-	if o == nil || !o.Unmatched() {
-		return -1
+	if q := c.lane.BlockedOn(i); q >= 0 {
+		return q - c.g.base
 	}
-	return o.Peer - c.g.base
+	return -1
 }
 
 // p2pWaits is the wait-for graph of the group's local ranks blocked in
 // synchronous point-to-point calls.
 type p2pWaits struct{ g *Group }
 
-func (w p2pWaits) Epoch(r int) uint64 { return w.g.comms[r].blkEpoch.Load() }
+func (w p2pWaits) Epoch(r int) uint64 { return w.g.comms[r].lane.Epoch() }
 func (w p2pWaits) On(r, i int) int    { return w.g.comms[r].blockedOn(i) }
 func (w p2pWaits) Blocked(r int) bool {
 	pc := w.g.comms[r]
-	return pc.blk[0].Load() != nil || pc.blk[1].Load() != nil
+	return pc.lane.Blocked(0) != nil || pc.lane.Blocked(1) != nil
 }
 
 // detectDeadlock fails c's call with a *DeadlockError when c closes a wait
@@ -200,7 +189,7 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 	allSend, allRecv := true, true
 	for _, f := range cyc {
 		pc := g.comms[f.Rank]
-		o := pc.blk[f.Edge].Load()
+		o := pc.lane.Blocked(f.Edge)
 		if o == nil {
 			return
 		}
@@ -215,8 +204,8 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 	}
 	de.hint = waitfor.Hint(len(cyc), allSend, allRecv)
 	broke := false
-	for i := range c.blk {
-		o := c.blk[i].Load()
+	for i := range 2 {
+		o := c.lane.Blocked(i)
 		if o == nil {
 			continue
 		}
@@ -319,8 +308,8 @@ func (g *Group) Pending() []PendingWait {
 				continue // the rendezvous completed; the rank is on its way out
 			}
 		case waitrec.P2P:
-			for i := range c.blk {
-				o := c.blk[i].Load()
+			for i := range 2 {
+				o := c.lane.Blocked(i)
 				if q := c.blockedOn(i); q >= 0 || (o != nil && o.Remote() && !o.Done()) {
 					p.Missing = append(p.Missing, o.Peer)
 					if p.Phase == "" {

@@ -151,7 +151,7 @@ func (c *Comm) execP2P(ctx context.Context, d *desc) (err error) {
 		}
 	}
 	c.endWait()
-	c.unblockP2P()
+	c.lane.Unblock()
 	// The failure that caused the other one, if any, comes first.
 	for _, o := range ops {
 		if o != nil && o.Err() != nil {

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
@@ -201,6 +202,11 @@ type Engine struct {
 	// stage holds the send of a SendRecv with one buffer (the comm's
 	// running call).
 	stage []byte
+	// blk: the synchronous call's operations while its caller is blocked
+	// in them (Block), read by any goroutine; blkEpoch counts their
+	// changes.
+	blk      [2]atomic.Pointer[Op]
+	blkEpoch atomic.Uint64
 }
 
 // Init prepares e to serve env.
@@ -221,6 +227,36 @@ func (e *Engine) Stage(n int) []byte {
 		e.stage = make([]byte, n)
 	}
 	return e.stage[:n]
+}
+
+// Block publishes the synchronous call's operations while its caller waits
+// for them (the edges of the wait-for graph among blocked ranks,
+// internal/waitfor), and Unblock withdraws them.
+func (e *Engine) Block(ops *[2]*Op) {
+	for i, o := range ops {
+		e.blk[i].Store(o)
+	}
+	e.blkEpoch.Add(1)
+}
+
+func (e *Engine) Unblock() {
+	e.blk[0].Store(nil)
+	e.blk[1].Store(nil)
+	e.blkEpoch.Add(1)
+}
+
+// Blocked returns the published operation i (0 or 1), or nil; Epoch
+// counts the changes of what Block published.
+func (e *Engine) Blocked(i int) *Op { return e.blk[i].Load() }
+func (e *Engine) Epoch() uint64     { return e.blkEpoch.Load() }
+
+// BlockedOn returns the peer that the published operation i waits for if
+// it is unmatched and the peer is a rank of this process, else -1.
+func (e *Engine) BlockedOn(i int) int {
+	if o := e.blk[i].Load(); o != nil && o.Unmatched() {
+		return o.Peer
+	}
+	return -1
 }
 
 // Poke wakes the lane (a new operation, a context that ended, a rank gone).

@@ -244,3 +244,29 @@ func TestPieces(t *testing.T) {
 		}
 	}
 }
+
+// A blocked call publishes its operations: an unmatched one waits for its
+// peer, a matched one for nobody.
+func TestBlock(t *testing.T) {
+	ctx := context.Background()
+	a, b, _, _ := pair(time.Minute)
+	var l Link
+	r := &Op{Name: "Recv", Peer: 1, Data: make([]byte, 1), DT: backend.U8, Count: 1, Ctx: ctx}
+	a.Post(r, &l)
+	ops := [2]*Op{nil, r}
+	a.Block(&ops)
+	if a.Blocked(1) != r || a.BlockedOn(0) != -1 || a.BlockedOn(1) != 1 || a.Epoch() != 1 {
+		t.Fatalf("blocked: %v, on %d and %d, epoch %d", a.Blocked(1), a.BlockedOn(0), a.BlockedOn(1), a.Epoch())
+	}
+	s := &Op{Name: "Send", Send: true, Peer: 0, Data: make([]byte, 1), DT: backend.U8, Count: 1, Ctx: ctx}
+	b.Post(s, &l)
+	if a.BlockedOn(1) != -1 {
+		t.Fatal("a matched operation waits for nobody")
+	}
+	a.Wait(ctx, r)
+	b.Wait(ctx, s)
+	a.Unblock()
+	if a.Blocked(1) != nil || a.Epoch() != 2 {
+		t.Fatalf("unblocked: %v, epoch %d", a.Blocked(1), a.Epoch())
+	}
+}
