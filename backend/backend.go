@@ -34,10 +34,12 @@ const (
 	BFloat16              // bfloat16 (the top half of a binary32), reduced in float32
 	I16                   // int16, two's complement, wrapping arithmetic
 	U16                   // uint16, wrapping arithmetic
+	F8E4M3                // OCP fp8 E4M3 (FN: no infinities, max 448), reduced in float32
+	F8E5M2                // OCP fp8 E5M2 (IEEE-like, max 57344), reduced in float32
 )
 
 // NumDTypes is the number of element types.
-const NumDTypes = 12
+const NumDTypes = 14
 
 // Valid reports whether d is one of the element types.
 func (d DType) Valid() bool { return d >= F32 && d < NumDTypes }
@@ -47,7 +49,7 @@ func (d DType) Size() int {
 	switch d {
 	case F64, I64, U64:
 		return 8
-	case I8, U8:
+	case I8, U8, F8E4M3, F8E5M2:
 		return 1
 	case Half, BFloat16, I16, U16:
 		return 2
@@ -61,6 +63,14 @@ func (d DType) IsInt() bool { return (d >= I32 && d <= U8) || d == I16 || d == U
 // Is16 reports whether d is a 16-bit floating-point type (Half, BFloat16).
 func (d DType) Is16() bool { return d == Half || d == BFloat16 }
 
+// Is8 reports whether d is an 8-bit floating-point type (F8E4M3, F8E5M2).
+func (d DType) Is8() bool { return d == F8E4M3 || d == F8E5M2 }
+
+// IsNarrowFloat reports whether d is a floating-point type held as bits and
+// reduced in float32, rounded once per reduction (Half, BFloat16, F8E4M3,
+// F8E5M2).
+func (d DType) IsNarrowFloat() bool { return d.Is16() || d.Is8() }
+
 // Signed reports whether d is a signed integer type.
 func (d DType) Signed() bool { return d == I32 || d == I64 || d == I8 || d == I16 }
 
@@ -68,7 +78,7 @@ func (d DType) Signed() bool { return d == I32 || d == I64 || d == I8 || d == I1
 func (d DType) Bit() DTypeSet { return 1 << uint(d) }
 
 // String returns the nccl-tests name of the type (int16 and uint16, which
-// nccl-tests lacks, by their Go names).
+// nccl-tests lacks, by their Go names; the fp8 types f8e4m3 and f8e5m2).
 func (d DType) String() string {
 	switch d {
 	case F32:
@@ -95,6 +105,10 @@ func (d DType) String() string {
 		return "int16"
 	case U16:
 		return "uint16"
+	case F8E4M3:
+		return "f8e4m3"
+	case F8E5M2:
+		return "f8e5m2"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }

@@ -146,8 +146,9 @@ func AllGatherVAsync[T Elem](ctx context.Context, c *Comm, send []T, recv []T, c
 // rank order with one kernel on its device (on the CPU, with the kernels'
 // arithmetic, for a type some device has no kernels for): bitwise what
 // ReduceScatter gives with Config.Deterministic, for every element type
-// and op (Mean of Float16 and BFloat16 included: both divide the float32
-// sum by N before the one rounding to 16 bits). recv may be send's range r
+// and op (Mean of Float16, BFloat16 and the fp8 types included: they divide
+// the float32 sum by N before the one rounding to the type). recv may be
+// send's range r
 // (in place).
 func ReduceScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) error {
 	return c.run(ctx, &desc{kind: collReduceScatterV, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})

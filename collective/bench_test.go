@@ -33,7 +33,7 @@ func BenchmarkAllReduce(b *testing.B) {
 	}
 }
 
-func benchAllReduce[T Elem](b *testing.B, g *Group, n int) {
+func benchAllReduce[T convElem](b *testing.B, g *Group, n int) {
 	data := make([][]T, g.Size())
 	for r := range data {
 		data[r] = make([]T, n)

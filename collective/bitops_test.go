@@ -217,7 +217,7 @@ func TestBitwiseOpsInvalidOnFloats(t *testing.T) {
 	}
 }
 
-func bitOpsRefused[T Elem](t *testing.T, g *Group, op Op) {
+func bitOpsRefused[T convElem](t *testing.T, g *Group, op Op) {
 	t.Helper()
 	ctx := context.Background()
 	N := g.Size()

@@ -11,7 +11,7 @@ import (
 // The bitwise and logical operators (BAnd through LXor: MPI's MPI_BAND,
 // MPI_BOR, MPI_BXOR, MPI_LAND, MPI_LOR and MPI_LXOR) are defined on the
 // Integer types only; with a floating-point element type (Float, Float16,
-// BFloat16) a call fails with ErrInvalidArgument on every rank before any
+// BFloat16, Float8E4M3, Float8E5M2) a call fails with ErrInvalidArgument on every rank before any
 // data moves, as Mean of an integer type does. BAnd, BOr and BXor act on the
 // bits, two's complement for the signed types. LAnd, LOr and LXor give 1
 // where (a != 0) op (b != 0) holds, else 0: LXor is 1 where an odd number of

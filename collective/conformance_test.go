@@ -877,6 +877,8 @@ func confInputs(c confCall, ranks int) [][]uint64 {
 		return intInputs(c, ls)
 	case c.Type.is16():
 		return inputs16(c, ls)
+	case c.Type.is8():
+		return inputs8(c, ls)
 	}
 	in := floatInputs(c, ls)
 	out := make([][]uint64, ranks)
@@ -2167,13 +2169,13 @@ func (elemOf[T]) runConf(g *Group, s *confSession, c confCall, limit time.Durati
 // confElems are the element types, by confType.
 var confElems = [numConfTypes]confElem{elemOf[float32]{}, elemOf[float64]{}, elemOf[int8]{}, elemOf[uint8]{},
 	elemOf[int32]{}, elemOf[uint32]{}, elemOf[int64]{}, elemOf[uint64]{}, elemOf[Float16]{}, elemOf[BFloat16]{},
-	elemOf[int16]{}, elemOf[uint16]{}}
+	elemOf[int16]{}, elemOf[uint16]{}, elemOf[Float8E4M3]{}, elemOf[Float8E5M2]{}}
 
 // confNewerTypes are the element types added after the draws of
 // drawSession were fixed: each takes a share of the integer calls, drawn
 // from a source of its own, so that the sessions of fixed seeds keep
 // drawing the calls they did (TestConformanceSubnormalDraws counts them).
-var confNewerTypes = []confType{tI16, tU16}
+var confNewerTypes = []confType{tI16, tU16, tE4M3, tE5M2}
 
 // barrierAfterRejected checks that a barrier passes on every rank.
 func barrierAfterRejected(g *Group, limit time.Duration) []confFail {

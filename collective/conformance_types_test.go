@@ -30,18 +30,29 @@ const (
 	tBF16 // BFloat16
 	tI16
 	tU16
+	tE4M3 // Float8E4M3
+	tE5M2 // Float8E5M2
 	numConfTypes
 )
 
-var typeNames = [...]string{"f32", "f64", "i8", "u8", "i32", "u32", "i64", "u64", "f16", "bf16", "i16", "u16"}
+var typeNames = [...]string{"f32", "f64", "i8", "u8", "i32", "u32", "i64", "u64", "f16", "bf16", "i16", "u16", "e4m3", "e5m2"}
 
 func (t confType) String() string { return typeNames[t] }
 
-func (t confType) size() int { return [...]int{4, 8, 1, 1, 4, 4, 8, 8, 2, 2, 2, 2}[t] }
+func (t confType) size() int { return [...]int{4, 8, 1, 1, 4, 4, 8, 8, 2, 2, 2, 2, 1, 1}[t] }
 
 func (t confType) isInt() bool  { return t >= tI8 && t <= tU64 || t == tI16 || t == tU16 }
 func (t confType) signed() bool { return t == tI8 || t == tI16 || t == tI32 || t == tI64 }
 func (t confType) is16() bool   { return t == tF16 || t == tBF16 }
+func (t confType) is8() bool    { return t == tE4M3 || t == tE5M2 }
+
+// fmt8 is an fp8 type's format.
+func (t confType) fmt8() format8 {
+	if t == tE5M2 {
+		return e5m2
+	}
+	return e4m3
+}
 
 // mask is the bits of an element.
 func (t confType) mask() uint64 { return ^uint64(0) >> (64 - 8*t.size()) }
@@ -57,6 +68,8 @@ func (t confType) float(v uint64) float64 {
 		return binary16.decode(v)
 	case tBF16:
 		return bfloat16.decode(v)
+	case tE4M3, tE5M2:
+		return t.fmt8().decode(uint8(v))
 	}
 	panic("not a float type: " + t.String())
 }
@@ -72,6 +85,8 @@ func (t confType) encode(x float64) uint64 {
 		return binary16.encode(x)
 	case tBF16:
 		return bfloat16.encode(x)
+	case tE4M3, tE5M2:
+		return uint64(t.fmt8().encode(x))
 	}
 	panic("not a float type: " + t.String())
 }
@@ -90,22 +105,40 @@ var (
 func (f format16) decode(v uint64) float64 {
 	m := v & (1<<(f.p-1) - 1)
 	e := int(v>>(f.p-1)) & (1<<f.ebits - 1)
-	var x float64
-	switch e {
-	case 1<<f.ebits - 1:
+	x := finiteValue(m, e, f.p, f.bias, f.emin)
+	if e == 1<<f.ebits-1 {
 		if m != 0 {
 			return math.NaN()
 		}
 		x = math.Inf(1)
-	case 0: // zero and subnormals
-		x = math.Ldexp(float64(m), f.emin-(f.p-1))
-	default:
-		x = math.Ldexp(float64(m|1<<(f.p-1)), e-f.bias-(f.p-1))
 	}
 	if v&0x8000 != 0 {
 		x = -x
 	}
 	return x
+}
+
+// finiteValue is the value of a binary format's positive finite element of
+// exponent field e and fraction m (p bits of precision, bias bias, emin the
+// least normal exponent): a subnormal or zero where e is 0.
+func finiteValue(m uint64, e, p, bias, emin int) float64 {
+	if e == 0 {
+		return math.Ldexp(float64(m), emin-(p-1))
+	}
+	return math.Ldexp(float64(m|1<<(p-1)), e-bias-(p-1))
+}
+
+// roundSig rounds x > 0 to p significant bits, to nearest even, at an
+// exponent of at least emin: x rounds to r * 2^(E-(p-1)), r < 2^p (below
+// 2^(p-1): a subnormal, E == emin).
+func roundSig(x float64, p, emin int) (r uint64, E int) {
+	_, e := math.Frexp(x) // x in [2^(e-1), 2^e)
+	E = max(e-1, emin)
+	r = uint64(math.RoundToEven(x / math.Ldexp(1, E-(p-1)))) // the significand in ulps of 2^E
+	if r == 1<<p {
+		r, E = r/2, E+1
+	}
+	return r, E
 }
 
 // encode rounds x to the format, to nearest even: beyond the largest
@@ -125,12 +158,7 @@ func (f format16) encode(x float64) uint64 {
 	if x == 0 {
 		return sign
 	}
-	_, e := math.Frexp(x) // x in [2^(e-1), 2^e)
-	E := max(e-1, f.emin)
-	r := uint64(math.RoundToEven(x / math.Ldexp(1, E-(f.p-1)))) // the significand in ulps of 2^E
-	if r == 1<<f.p {
-		r, E = r/2, E+1
-	}
+	r, E := roundSig(x, f.p, f.emin)
 	switch {
 	case E > f.bias: // beyond the largest exponent
 		return sign | inf
@@ -157,7 +185,7 @@ func (t confType) format(v uint64) string {
 		return strconv.FormatInt(int64(v<<s)>>s, 10)
 	case t.isInt():
 		return strconv.FormatUint(v, 10)
-	case t.is16():
+	case t.is16(), t.is8():
 		return fmt.Sprintf("%v (%#04x)", t.float(v), v)
 	}
 	return fmt.Sprint(t.float(v))
@@ -174,6 +202,8 @@ func (t confType) poison() uint64 {
 		return t.encode(confPoison)
 	case tF16:
 		return 0xfbfe
+	case tE4M3, tE5M2:
+		return 0xf9 // -288 (E4M3), -40960 (E5M2): no sum of inputs8's, nor an extreme
 	}
 	return 0x5a5a5a5a5a5a5a5a & t.mask()
 }
@@ -336,20 +366,7 @@ func inputs16(c confCall, ls []int) [][]uint64 {
 		maxFinite, minNormal, minSub = bfloat16.decode(0x7f7f), 0x1p-126, 0x1p-133
 	}
 	extremes := []float64{maxFinite, -maxFinite, minNormal, -minNormal, minSub, -minSub, 0, math.Copysign(0, -1)}
-	// Overflow elements (sign +-1), the same index on every rank.
-	maxL := 0
-	for _, l := range ls {
-		maxL = max(maxL, l)
-	}
-	ov := make([]int8, maxL)
-	if c.Input == inSpecial && !(red && c.Op == Mean) {
-		orng := rand.New(rand.NewPCG(c.DataSeed, 0x6f766572))
-		for i := range ov {
-			if orng.IntN(24) == 0 {
-				ov[i] = int8(1 - 2*orng.IntN(2))
-			}
-		}
-	}
+	ov := overflowElems(c, ls)
 	prod := red && c.Op == Prod
 	big := func(sign int8) float64 {
 		if prod {
@@ -417,6 +434,93 @@ func inputs16(c confCall, ls []int) [][]uint64 {
 	return in
 }
 
+// overflowElems returns the elements of special inputs where every rank
+// holds a large value (sign +-1; 0 elsewhere), the same indices on every
+// rank; none for other inputs, nor for a reduction's Mean.
+func overflowElems(c confCall, ls []int) []int8 {
+	maxL := 0
+	for _, l := range ls {
+		maxL = max(maxL, l)
+	}
+	ov := make([]int8, maxL)
+	if c.Input == inSpecial && !(c.Coll.reduces() && c.Op == Mean) {
+		orng := rand.New(rand.NewPCG(c.DataSeed, 0x6f766572))
+		for i := range ov {
+			if orng.IntN(24) == 0 {
+				ov[i] = int8(1 - 2*orng.IntN(2))
+			}
+		}
+	}
+	return ov
+}
+
+// inputs8 draws fp8 inputs whose reductions every strategy computes
+// exactly, in any order and with any number of rounding steps, so that
+// each result is the rank-order reference (rankOrderRef) bit for bit:
+// integers times 2^e whose every partial sum over the ranks holds in the
+// format's significand (E4M3: up to 16, E5M2: up to 8, shared among the
+// ranks) at an exponent that keeps them finite and at least the least
+// subnormal; for products 1, 2, 1/2 and their negatives. Special inputs add
+// NaN (E5M2 also +-Inf, which absorb finite values in every order; E4M3 has
+// none, and its saturated +-448 would not), elements where every rank holds
+// a large value of one sign (products: any signs) so that every partial
+// sum or product of two saturates to the largest finite value (not for
+// Mean, whose direct strategies divide the float32 sum before rounding),
+// and for Max, Min and data movement the extreme finite, subnormal and zero
+// values. Data movement also takes any bit pattern.
+func inputs8(c confCall, ls []int) [][]uint64 {
+	rng := rand.New(rand.NewPCG(c.DataSeed, 0x696e70))
+	t, f := c.Type, c.Type.fmt8()
+	red := c.Coll.reduces()
+	limit, elo, ehi := 16, -9, 4 // E4M3: sums up to 16 * 2^4 = 256 < 448
+	bigLo, prodBigLo := 240.0, 32.0
+	if t == tE5M2 {
+		limit, elo, ehi = 8, -16, 12 // 8 * 2^12 = 32768 < 57344
+		bigLo, prodBigLo = 32768, 256
+	}
+	m := int64(limit / max(len(ls), 1)) // every partial sum within +-limit
+	e := elo + rng.IntN(ehi-elo+1)
+	prodSet := []float64{1, 2, -1, 0.5, -2, -0.5}
+	extremes := []float64{f.maxFin, -f.maxFin, f.decode(1 << (f.p - 1)), f.decode(1), -f.decode(1), 0, math.Copysign(0, -1)}
+	ov := overflowElems(c, ls)
+	prod := red && c.Op == Prod
+	in := make([][]uint64, len(ls))
+	for r := range in {
+		in[r] = make([]uint64, ls[r])
+		for i := range in[r] {
+			if !red && c.Input == inRandom {
+				in[r][i] = uint64(rng.IntN(256))
+				continue
+			}
+			var v float64
+			switch {
+			case prod:
+				v = prodSet[rng.IntN(len(prodSet))]
+			default:
+				v = math.Ldexp(float64(rng.Int64N(2*m+1)-m), e)
+			}
+			if c.Input == inSpecial {
+				switch {
+				case ov[i] != 0 && prod:
+					v = float64(1-2*rng.IntN(2)) * (prodBigLo + rng.Float64()*(f.maxFin-prodBigLo))
+				case ov[i] != 0:
+					v = float64(ov[i]) * (bigLo + rng.Float64()*(f.maxFin-bigLo))
+				case (!red || c.Op == Max || c.Op == Min) && rng.IntN(16) == 0:
+					v = extremes[rng.IntN(len(extremes))]
+				}
+				if rng.IntN(48) == 0 {
+					v = math.NaN()
+					if f.inf && rng.IntN(2) == 0 {
+						v = math.Inf(1 - 2*rng.IntN(2))
+					}
+				}
+			}
+			in[r][i] = t.encode(v)
+		}
+	}
+	return in
+}
+
 // confRefs is the reference of a reduction of c's inputs over every
 // element: for the float types the float64 reference and the sums of
 // magnitudes (confRef), for the integer types the exact result.
@@ -450,7 +554,7 @@ func refsOf(c confCall, in [][]uint64) *confRefs {
 	}
 	ref, abs := confRef(f, c.Op)
 	refs := &confRefs{f: ref, abs: abs}
-	if c.Type.is16() && c.Steps == 1 {
+	if c.Type.is16() && c.Steps == 1 || c.Type.is8() {
 		refs.ord = make([]uint64, len(ref))
 		vals := make([]uint64, len(in))
 		for i := range refs.ord {
@@ -510,6 +614,8 @@ func checkReduction(c confCall, ranks int, refs *confRefs, lo, hi int, got []uin
 		return checkReduced(g, refs.f[lo:hi], refs.abs[lo:hi], c.Op, ranks, c.exact())
 	case t.isInt():
 		return checkBits(t, got, refs.bits[lo:hi], false)
+	case t.is8():
+		return checkBits(t, got, refs.ord[lo:hi], true)
 	}
 	var ord []uint64
 	if refs.ord != nil {

@@ -161,11 +161,14 @@
 // Element types (Elem): float32, float64, int8, uint8, int16, uint16, int32,
 // uint32, int64, uint64 (and types defined on them, but for uint16, whose
 // defined types Float16 and BFloat16 are floats), Float16 and BFloat16 (bit
-// patterns in a named uint16: Go has no 16-bit float). Reductions run in the backend's
+// patterns in a named uint16: Go has no 16-bit float), and the fp8 types
+// Float8E4M3 and Float8E5M2 (OCP E4M3 FN and E5M2, one-byte bit patterns,
+// reduced as Float16 is, a finite overflow saturating to the largest finite
+// value). Reductions run in the backend's
 // kernels: f32 in f32 and f64 in f64 (never rounded through f32); integers
 // wrap on Sum and Prod, as NCCL's do, and Mean of an integer type is an
 // ErrInvalidArgument, as are the bitwise and logical ops (BAnd, BOr, BXor,
-// LAnd, LOr, LXor: integers only) on the other types; Float16 and BFloat16 are accumulated in float32 and
+// LAnd, LOr, LXor: integers only) on the other types; Float16, BFloat16 and the fp8 types are accumulated in float32 and
 // rounded once to the 16-bit type per reduction step (once per call on the
 // direct strategies, once per step of a ring or tree: each rounding is within
 // half a 16-bit ulp). A device without kernels for a type (f64 on some GPUs;

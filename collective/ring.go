@@ -209,9 +209,9 @@ func (s *stepper) Gather(ctx context.Context, parts []algo.Part) error {
 	return c.flush(ctx)
 }
 
-// Ordered: for Float16 and BFloat16 the ordered reduction's kernel also
-// applies the call's scale (a mean's division by N) to its float32
-// accumulator before the one rounding to 16 bits, as the direct
+// Ordered: for Float16, BFloat16 and the fp8 types the ordered reduction's
+// kernel also applies the call's scale (a mean's division by N) to its
+// float32 accumulator before the one rounding to the type, as the direct
 // all-reduce, ReduceScatterV and the host paths do, and marks the call
 // scaled, so Scale does not round the chunk a second time. Reduce does this
 // for more than 8 sources too: the partial results stay float32 (the
@@ -220,7 +220,7 @@ func (s *stepper) Gather(ctx context.Context, parts []algo.Part) error {
 // stored sum is the accumulator itself, so that pass rounds only the
 // quotient, as a fused one would.
 func (s *stepper) Ordered() {
-	if s.k.dt.Is16() && s.k.scale != 1 {
+	if s.k.dt.IsNarrowFloat() && s.k.scale != 1 {
 		s.k.scaled = true
 	}
 }
@@ -247,7 +247,7 @@ func (s *stepper) ReduceOrdered(ctx context.Context, members []int, a, b int) er
 		srcs[q] = in
 	}
 	scale := 1.0
-	if k.dt.Is16() && k.scale != 1 {
+	if k.dt.IsNarrowFloat() && k.scale != 1 {
 		scale = k.scale
 	}
 	if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), srcs, scale)); err != nil {

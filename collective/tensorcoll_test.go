@@ -291,6 +291,7 @@ func runTensorTypes(t *testing.T, gs []*Group, rng *rand.Rand, size func() int) 
 	runTensorCase(t, gs, rng, intCase[int16]("int16"), size())
 	runTensorCase(t, gs, rng, halfCase("half", Float16From, Float16.Float32), size())
 	runTensorCase(t, gs, rng, halfCase("bfloat16", BFloat16From, BFloat16.Float32), size())
+	runTensorCase(t, gs, rng, fp8Case("f8e4m3", Float8E4M3From, Float8E4M3.Float32), size())
 }
 
 // TestTensorCollectivesProcesses: the tensor collectives across simulated

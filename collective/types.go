@@ -25,10 +25,10 @@ type Integer interface {
 	~int8 | ~uint8 | ~int16 | uint16 | ~int32 | ~uint32 | ~int64 | ~uint64
 }
 
-// Elem is every element type of the collectives: Float, Integer, Float16
-// and BFloat16.
+// Elem is every element type of the collectives: Float, Integer, Float16,
+// BFloat16, Float8E4M3 and Float8E5M2.
 type Elem interface {
-	Float | Integer | Float16 | BFloat16
+	Float | Integer | Float16 | BFloat16 | Float8E4M3 | Float8E5M2
 }
 
 // Float16 is an IEEE 754 binary16 value held as its bit pattern. Go has no
@@ -58,6 +58,55 @@ func BFloat16From(f float32) BFloat16 { return BFloat16(hostmath.F32ToBF16(f)) }
 // Float32 returns b exactly.
 func (b BFloat16) Float32() float32 { return hostmath.BF16ToF32(uint16(b)) }
 
+// Float8E4M3 is an OCP 8-bit float in the E4M3 format, FN variant (a sign,
+// a 4-bit exponent of bias 7, a 3-bit fraction; no infinities, NaN only
+// S.1111.111, largest finite value 448), held as its bit pattern, as NCCL's
+// ncclFloat8e4m3. It is a struct of one byte, not a named uint8, so that it
+// is not an Integer (whose ~uint8 would admit it): Float8E4M3FromBits and
+// Bits convert the bits, and a []Float8E4M3 is the same memory as the
+// []uint8 of its bits. Reductions convert to float32, accumulate in float32
+// and round once to E4M3 (to nearest even) per reduction step, as Float16
+// is reduced. Overflow saturates: a result beyond +-448, and +-Inf, gives
+// +-448 (NCCL's conversions, __NV_SATFINITE, do the same); NaN stays NaN.
+type Float8E4M3 struct{ bits uint8 }
+
+// Float8E5M2 is an OCP 8-bit float in the E5M2 format (a sign, a 5-bit
+// exponent of bias 15, a 2-bit fraction; IEEE-like, with +-Inf and NaNs,
+// largest finite value 57344), held as its bit pattern, as NCCL's
+// ncclFloat8e5m2; a struct of one byte as Float8E4M3 is. Reductions work as
+// for Float8E4M3. Overflow saturates: a finite result beyond +-57344 gives
+// +-57344 (as NCCL's conversions do); +-Inf stays +-Inf (NCCL's gives
+// +-57344), so that a reduction of one rank's value is that value, and a
+// float32 accumulator that overflowed (a product beyond 3.4e38) gives Inf;
+// NaN stays NaN.
+type Float8E5M2 struct{ bits uint8 }
+
+// Float8E4M3From rounds f to the nearest E4M3 value (ties to even),
+// saturating beyond +-448 (Inf included); NaN stays NaN.
+func Float8E4M3From(f float32) Float8E4M3 { return Float8E4M3{hostmath.F32ToE4M3(f)} }
+
+// Float8E4M3FromBits returns the E4M3 value of bit pattern b.
+func Float8E4M3FromBits(b uint8) Float8E4M3 { return Float8E4M3{b} }
+
+// Bits returns x's bit pattern.
+func (x Float8E4M3) Bits() uint8 { return x.bits }
+
+// Float32 returns x exactly (S.1111.111 as a NaN).
+func (x Float8E4M3) Float32() float32 { return hostmath.E4M3ToF32(x.bits) }
+
+// Float8E5M2From rounds f to the nearest E5M2 value (ties to even),
+// saturating a finite value beyond +-57344; +-Inf and NaN stay so.
+func Float8E5M2From(f float32) Float8E5M2 { return Float8E5M2{hostmath.F32ToE5M2(f)} }
+
+// Float8E5M2FromBits returns the E5M2 value of bit pattern b.
+func Float8E5M2FromBits(b uint8) Float8E5M2 { return Float8E5M2{b} }
+
+// Bits returns x's bit pattern.
+func (x Float8E5M2) Bits() uint8 { return x.bits }
+
+// Float32 returns x exactly.
+func (x Float8E5M2) Float32() float32 { return hostmath.E5M2ToF32(x.bits) }
+
 // dtypeOf returns the backend type of T.
 func dtypeOf[T Elem]() backend.DType {
 	var z T
@@ -66,6 +115,10 @@ func dtypeOf[T Elem]() backend.DType {
 		return backend.Half
 	case BFloat16:
 		return backend.BFloat16
+	case Float8E4M3:
+		return backend.F8E4M3
+	case Float8E5M2:
+		return backend.F8E5M2
 	}
 	switch reflect.TypeFor[T]().Kind() {
 	case reflect.Float64:

@@ -71,6 +71,22 @@ func intCase[T int8 | uint8 | int16 | uint16 | int32 | uint32 | int64 | uint64](
 // the order and the number of rounding steps; Mean rounds the exact sum's
 // quotient to float32 and then to the 16-bit type.
 func halfCase[T Float16 | BFloat16](name string, from func(float32) T, to func(T) float32) typeCase[T] {
+	return narrowCase(name, from, to, 8)
+}
+
+// fp8Case: as halfCase, the sums' inputs in [-m, m] with m*5 within the
+// integers the format holds exactly (E4M3: 16, E5M2: 8), so that every
+// partial sum is exact; products of [-2, 2] over 5 ranks are too.
+func fp8Case[T Float8E4M3 | Float8E5M2](name string, from func(float32) T, to func(T) float32) typeCase[T] {
+	m := 3
+	if _, ok := any(*new(T)).(Float8E5M2); ok {
+		m = 1
+	}
+	return narrowCase(name, from, to, m)
+}
+
+// narrowCase is halfCase and fp8Case: sums of inputs in [-m, m].
+func narrowCase[T Float16 | BFloat16 | Float8E4M3 | Float8E5M2](name string, from func(float32) T, to func(T) float32, m int) typeCase[T] {
 	return typeCase[T]{
 		name: name,
 		ops:  []Op{Sum, Prod, Max, Min, Mean},
@@ -78,7 +94,7 @@ func halfCase[T Float16 | BFloat16](name string, from func(float32) T, to func(T
 			if op == Prod {
 				return from(float32(rng.IntN(5) - 2))
 			}
-			return from(float32(rng.IntN(17) - 8))
+			return from(float32(rng.IntN(2*m+1) - m))
 		},
 		ref: func(op Op, vals []T) T {
 			acc := float64(to(vals[0]))
@@ -103,7 +119,7 @@ func halfCase[T Float16 | BFloat16](name string, from func(float32) T, to func(T
 	}
 }
 
-// TestElementTypes: every integer and 16-bit type through every collective
+// TestElementTypes: every integer, 16-bit and 8-bit float type through every collective
 // that reduces or moves data, at random sizes, ops and strategies on 1 to 5
 // ranks, against the reference (exact), on the host backend (kernels for
 // every type) and on Vulkan (no kernels for these types: the exact host
@@ -135,6 +151,8 @@ func TestElementTypes(t *testing.T) {
 				runTypeCase(t, g, rng, trials, intCase[uint16]("uint16"))
 				runTypeCase(t, g, rng, trials, halfCase("half", Float16From, Float16.Float32))
 				runTypeCase(t, g, rng, trials, halfCase("bfloat16", BFloat16From, BFloat16.Float32))
+				runTypeCase(t, g, rng, trials, fp8Case("f8e4m3", Float8E4M3From, Float8E4M3.Float32))
+				runTypeCase(t, g, rng, trials, fp8Case("f8e5m2", Float8E5M2From, Float8E5M2.Float32))
 			})
 		}
 	}

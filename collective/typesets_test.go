@@ -9,19 +9,22 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 )
 
 // The element type sets (Float, Integer, Elem) must stay exact: Float16 and
-// BFloat16, defined on uint16, are not integers, although uint16 is. Go
+// BFloat16, defined on uint16, are not integers, although uint16 is; the fp8
+// types, one byte each, are not integers, although types defined on uint8
+// are. Go
 // cannot ask at run time whether a type satisfies a constraint, so
 // TestTypeSets asks the type checker: it takes the constraint and element
 // type declarations from types.go as they are, and checks one instantiation
 // per (constraint, type) pair in a package of their own.
 
 // typeSetDecls are the declarations of types.go the type-set checks need.
-var typeSetDecls = []string{"Float", "Integer", "Elem", "Float16", "BFloat16"}
+var typeSetDecls = []string{"Float", "Integer", "Elem", "Float16", "BFloat16", "Float8E4M3", "Float8E5M2"}
 
 // typeSetCases are the types checked, by the Go expression of each, and
 // the constraints each must satisfy (every other one it must not).
@@ -46,6 +49,9 @@ var typeSetCases = []struct {
 	{"uint64", []string{"Integer", "Elem"}},
 	{"Float16", []string{"Elem"}},
 	{"BFloat16", []string{"Elem"}},
+	{"Float8E4M3", []string{"Elem"}}, // one byte, and not admitted by Integer's ~uint8
+	{"Float8E5M2", []string{"Elem"}},
+	{"struct{ bits uint8 }", nil}, // the fp8 types' underlying type is not an element type
 	{"int", nil},
 	{"uint", nil},
 	{"uintptr", nil},
@@ -165,10 +171,12 @@ func TestDTypeOf(t *testing.T) {
 	check("uint64", dtypeOf[uint64](), 8, backend.U64)
 	check("Float16", dtypeOf[Float16](), 2, backend.Half)
 	check("BFloat16", dtypeOf[BFloat16](), 2, backend.BFloat16)
+	check("Float8E4M3", dtypeOf[Float8E4M3](), unsafe.Sizeof(Float8E4M3{}), backend.F8E4M3)
+	check("Float8E5M2", dtypeOf[Float8E5M2](), unsafe.Sizeof(Float8E5M2{}), backend.F8E5M2)
 	seen := map[backend.DType]bool{}
 	for _, dt := range []backend.DType{dtypeOf[float32](), dtypeOf[float64](), dtypeOf[int8](), dtypeOf[uint8](),
 		dtypeOf[int16](), dtypeOf[uint16](), dtypeOf[int32](), dtypeOf[uint32](), dtypeOf[int64](), dtypeOf[uint64](),
-		dtypeOf[Float16](), dtypeOf[BFloat16]()} {
+		dtypeOf[Float16](), dtypeOf[BFloat16](), dtypeOf[Float8E4M3](), dtypeOf[Float8E5M2]()} {
 		seen[dt] = true
 	}
 	for dt := backend.DType(0); dt < backend.NumDTypes; dt++ {
@@ -176,4 +184,10 @@ func TestDTypeOf(t *testing.T) {
 			t.Errorf("no element type maps to %v", dt)
 		}
 	}
+}
+
+// convElem is the element types a number converts to (every Elem but the
+// fp8 types, which are structs).
+type convElem interface {
+	Float | Integer | Float16 | BFloat16
 }

@@ -110,7 +110,9 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 		case backend.F64:
 			scaleRange(view[float64](c.dst)[lo:hi], view[float64](c.src)[lo:hi], c)
 		case backend.Half, backend.BFloat16:
-			scaleRange16(view[uint16](c.dst)[lo:hi], view[uint16](c.src)[lo:hi], c)
+			scaleNarrow(view[uint16](c.dst)[lo:hi], view[uint16](c.src)[lo:hi], c)
+		case backend.F8E4M3, backend.F8E5M2:
+			scaleNarrow(view[uint8](c.dst)[lo:hi], view[uint8](c.src)[lo:hi], c)
 		default: // an integer type, whose scale is 1 (checkScale): a copy
 			es := c.dt.Size()
 			copy(c.dst[lo*es:hi*es], c.src[lo*es:hi*es])
@@ -139,7 +141,9 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 		case backend.U16:
 			reduceInt(c.op, view[uint16](c.dst), more, srcs, lo, hi)
 		case backend.Half, backend.BFloat16:
-			reduce16(c.op, view[uint16](c.dst), more, srcs, lo, hi, c)
+			reduceNarrow(c.op, view[uint16](c.dst), more, srcs, lo, hi, c)
+		case backend.F8E4M3, backend.F8E5M2:
+			reduceNarrow(c.op, view[uint8](c.dst), more, srcs, lo, hi, c)
 		}
 	}
 }
@@ -200,52 +204,51 @@ func reduceInt[T integer](op backend.Op, dst []T, more, srcs [][]byte, lo, hi in
 	}
 }
 
-// reduce16 is reduceRange for Half and BFloat16 (c.dt), whose elements are
-// the bits of the 16-bit values: each element is converted to float32
+// reduceNarrow is reduceRange for the narrow float types (c.dt: Half and
+// BFloat16, elements of type uint16; F8E4M3 and F8E5M2, uint8), whose
+// elements are the bits of the values: each element is converted to float32
 // (exactly), the sources are reduced left to right in float32 as the f32
 // kernel reduces them (combine), the result is scaled as f32 is
-// (applyScale) and rounded once to the 16-bit type, to nearest even, and
-// stored to dst and to every region of more. (A GPU kernel reducing more
-// than eight sources in passes must keep its partial results in float32 to
-// give the same bits.)
-func reduce16(op backend.Op, dst []uint16, more, srcs [][]byte, lo, hi int, c *command) {
+// (applyScale) and rounded once to the type, to nearest even, and stored
+// to dst and to every region of more. (A GPU kernel reducing more than eight
+// sources in passes must keep its partial results in float32 to give the
+// same bits.)
+func reduceNarrow[E hostmath.Bits](op backend.Op, dst []E, more, srcs [][]byte, lo, hi int, c *command) {
 	var buf, x [block]float32
-	bf := c.dt == backend.BFloat16
 	for b := lo; b < hi; b += block {
 		e := min(b+block, hi)
 		acc := buf[:e-b]
-		hostmath.Widen(bf, acc, view[uint16](srcs[0])[b:e])
+		hostmath.Widen(c.dt, acc, view[E](srcs[0])[b:e])
 		for _, src := range srcs[1:] {
 			v := x[:e-b]
-			hostmath.Widen(bf, v, view[uint16](src)[b:e])
+			hostmath.Widen(c.dt, v, view[E](src)[b:e])
 			hostmath.Combine(op, acc, v)
 		}
 		if !c.sc.Identity() {
 			hostmath.Apply(c.sc, acc, acc)
 		}
 		// Every source of the block has been read: dst may be one of them.
-		hostmath.Narrow(bf, dst[b:e], acc)
+		hostmath.Narrow(c.dt, dst[b:e], acc)
 		for _, m := range more {
-			copy(view[uint16](m)[b:e], dst[b:e])
+			copy(view[E](m)[b:e], dst[b:e])
 		}
 	}
 }
 
-// scaleRange16 is scaleRange for Half and BFloat16 (c.dt): a copy when the
-// scale is 1, else each element converted to float32, scaled as f32 is
-// (applyScale) and rounded once to the 16-bit type. dst may be src.
-func scaleRange16(dst, src []uint16, c *command) {
+// scaleNarrow is scaleRange for the narrow float types (c.dt): a copy when
+// the scale is 1, else each element converted to float32, scaled as f32 is
+// (applyScale) and rounded once to the type. dst may be src.
+func scaleNarrow[E hostmath.Bits](dst, src []E, c *command) {
 	if c.sc.Identity() {
 		copy(dst, src)
 		return
 	}
 	var buf [block]float32
-	bf := c.dt == backend.BFloat16
 	for b := 0; b < len(src); b += block {
 		e := min(b+block, len(src))
 		v := buf[:e-b]
-		hostmath.Widen(bf, v, src[b:e])
+		hostmath.Widen(c.dt, v, src[b:e])
 		hostmath.Apply(c.sc, v, v)
-		hostmath.Narrow(bf, dst[b:e], v)
+		hostmath.Narrow(c.dt, dst[b:e], v)
 	}
 }

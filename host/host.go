@@ -12,9 +12,10 @@
 // splits a kernel into. It also reduces the element types no GPU kernel
 // takes yet (DeviceInfo.Kernels is backend.AllDTypes), defining what such
 // kernels must compute: integers in their own type, Sum and Prod wrapping,
-// never scaled (a scale other than 1 is an invalid argument); Half and
-// BFloat16 converted to float32, reduced and scaled there exactly as f32 is,
-// and rounded once to the 16-bit type, to nearest even. And it is the
+// never scaled (a scale other than 1 is an invalid argument); Half,
+// BFloat16, F8E4M3 and F8E5M2 converted to float32, reduced and scaled there
+// exactly as f32 is, and rounded once to the type, to nearest even (fp8: a
+// finite overflow saturating). And it is the
 // fallback when no GPU API is available: it needs no cgo, so every
 // collective algorithm runs on it under the race detector.
 //

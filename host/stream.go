@@ -126,12 +126,13 @@ func (s *stream) Copy(dst, src backend.Region) error {
 // complement) and LAnd, LOr and LXor give 0 or 1 (backend.Op); they are not
 // scaled, so a scale other than 1 is an error wrapping
 // backend.ErrInvalidArgument, as is an integer-only operator on a
-// floating-point type. Half and BFloat16 elements are
+// floating-point type. Half, BFloat16, F8E4M3 and F8E5M2 elements are
 // converted to float32 exactly, reduced left to right in float32 as the f32
 // kernel reduces (IEEE 754-2019 maximum and minimum), scaled as f32 is, and
-// rounded once to the 16-bit type, to nearest even (F32ToF16, F32ToBF16:
-// overflow gives +-Inf, NaN stays NaN). No GPU kernel computes these types
-// yet: the host defines what one must reproduce.
+// rounded once to the type, to nearest even (F32ToF16, F32ToBF16: overflow
+// gives +-Inf, NaN stays NaN; the fp8 types as hostmath.F32ToE4M3 and
+// F32ToE5M2 say: a finite overflow saturates): what the GPU kernels
+// reproduce.
 func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, srcs []backend.Region, scale float64) error {
 	d := s.d
 	if d.closed.Load() {
@@ -185,7 +186,7 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 // N when scale is 1/N) exactly as kernels/scale.comp computes it. dst and src may be the same region. It
 // counts one dispatch per piece, and the bytes written as BytesReduced (they
 // are written by a kernel). Integers are only copied (a scale other than 1
-// is an error wrapping backend.ErrInvalidArgument); Half and BFloat16
+// is an error wrapping backend.ErrInvalidArgument); Half, BFloat16 and fp8
 // elements are converted to float32, scaled as f32 is and rounded once to
 // their type, as Reduce does.
 func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {

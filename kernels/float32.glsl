@@ -242,3 +242,61 @@ uint f32_to_bf16(uint b) {
     if ((b & F32_ABS) > F32_INF) return (b >> 16) | 0x40u;
     return (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
 }
+
+// e4m3_to_f32 widens OCP E4M3 (FN) bits to binary32 bits, exactly;
+// S.1111.111 is a quiet NaN (host E4M3ToF32).
+uint e4m3_to_f32(uint h) {
+    uint sign = (h & 0x80u) << 24;
+    uint e = (h >> 3) & 0xFu, m = h & 7u;
+    if ((h & 0x7Fu) == 0x7Fu) return sign | 0x7FC00000u;
+    if (e == 0u) {
+        if (m == 0u) return sign;
+        int s = 3 - findMSB(m); // subnormal m * 2^-9: normalize
+        return sign | (uint(121 - s) << 23) | (((m << s) & 7u) << 20);
+    }
+    return sign | ((e + 120u) << 23) | (m << 20);
+}
+
+// e5m2_to_f32 widens OCP E5M2 bits to binary32 bits, exactly; a NaN keeps
+// its payload (host E5M2ToF32).
+uint e5m2_to_f32(uint h) {
+    uint sign = (h & 0x80u) << 24;
+    uint e = (h >> 2) & 0x1Fu, m = h & 3u;
+    if (e == 0x1Fu) return sign | F32_INF | (m << 21);
+    if (e == 0u) {
+        if (m == 0u) return sign;
+        int s = 2 - findMSB(m); // subnormal m * 2^-16: normalize
+        return sign | (uint(113 - s) << 23) | (((m << s) & 3u) << 21);
+    }
+    return sign | ((e + 112u) << 23) | (m << 21);
+}
+
+// f32_to_f8 rounds binary32 bits to the bits of an OCP 8-bit format (mbits
+// fraction bits, exponent bias bias, largest finite value maxb; inf: E5M2,
+// with infinities), to nearest even; a finite overflow saturates to maxb,
+// Inf too where the format has none; a NaN stays NaN (host fp8.from32, step
+// for step).
+uint f32_to_f8(uint b, uint mbits, int bias, uint maxb, bool inf) {
+    uint sign = (b >> 24) & 0x80u;
+    uint a = b & F32_ABS;
+    if (a > F32_INF) return inf ? sign | 0x7Eu | ((a >> (23u - mbits)) & 3u) : sign | 0x7Fu;
+    if (a == F32_INF) return inf ? sign | 0x7Cu : sign | maxb;
+    int exp = int(a >> 23);
+    if (exp == 0) return sign; // float32 zeros and subnormals round to zero
+    uint m = (a & 0x7FFFFFu) | 0x800000u;
+    int e = exp - 127 + bias;
+    uint shift = 23u - mbits;
+    if (e <= 0) {
+        shift += uint(1 - e); // subnormal
+        e = 0;
+        if (shift > 24u) return sign;
+    }
+    uint r = m >> shift;
+    if (e > 0) r = (uint(e) << mbits) | (r & ((1u << mbits) - 1u));
+    uint rem = m & ((1u << shift) - 1u), half_ = 1u << (shift - 1u);
+    if (rem > half_ || (rem == half_ && (r & 1u) != 0u)) r += 1u; // may carry into the exponent
+    return sign | min(r, maxb);
+}
+
+uint f32_to_e4m3(uint b) { return f32_to_f8(b, 3u, 7, 0x7Eu, false); }
+uint f32_to_e5m2(uint b) { return f32_to_f8(b, 2u, 15, 0x7Bu, true); }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gocoll/gocoll/host"
+	"github.com/gocoll/gocoll/internal/hostmath"
 )
 
 // float32.glsl in Go, statement for statement (uint is uint32, findMSB is
@@ -484,6 +485,112 @@ func TestFloat16Conversions(t *testing.T) {
 		}
 	}
 	for range 2000000 {
+		check(drawF32(r))
+	}
+}
+
+// e4m3ToF32, e5m2ToF32 and f32ToF8 are float32.glsl's e4m3_to_f32,
+// e5m2_to_f32 and f32_to_f8, step for step.
+func e4m3ToF32(h uint32) uint32 {
+	sign := (h & 0x80) << 24
+	e, m := h>>3&0xF, h&7
+	if h&0x7F == 0x7F {
+		return sign | 0x7FC00000
+	}
+	if e == 0 {
+		if m == 0 {
+			return sign
+		}
+		s := 3 - (bits.Len32(m) - 1)
+		return sign | uint32(121-s)<<23 | (m<<s&7)<<20
+	}
+	return sign | (e+120)<<23 | m<<20
+}
+
+func e5m2ToF32(h uint32) uint32 {
+	sign := (h & 0x80) << 24
+	e, m := h>>2&0x1F, h&3
+	if e == 0x1F {
+		return sign | 0x7F800000 | m<<21
+	}
+	if e == 0 {
+		if m == 0 {
+			return sign
+		}
+		s := 2 - (bits.Len32(m) - 1)
+		return sign | uint32(113-s)<<23 | (m<<s&3)<<21
+	}
+	return sign | (e+112)<<23 | m<<21
+}
+
+func f32ToF8(b, mbits uint32, bias int, maxb uint32, inf bool) uint32 {
+	sign := b >> 24 & 0x80
+	a := b & 0x7FFFFFFF
+	if a > 0x7F800000 {
+		if inf {
+			return sign | 0x7E | a>>(23-mbits)&3
+		}
+		return sign | 0x7F
+	}
+	if a == 0x7F800000 {
+		if inf {
+			return sign | 0x7C
+		}
+		return sign | maxb
+	}
+	exp := int(a >> 23)
+	if exp == 0 {
+		return sign
+	}
+	m := a&0x7FFFFF | 0x800000
+	e := exp - 127 + bias
+	shift := 23 - mbits
+	if e <= 0 {
+		shift += uint32(1 - e)
+		e = 0
+		if shift > 24 {
+			return sign
+		}
+	}
+	r := m >> shift
+	if e > 0 {
+		r = uint32(e)<<mbits | r&(1<<mbits-1)
+	}
+	rem, half := m&(1<<shift-1), uint32(1)<<(shift-1)
+	if rem > half || rem == half && r&1 != 0 {
+		r++
+	}
+	return sign | min(r, maxb)
+}
+
+// TestFloat8Conversions: the fp8 widening and rounding of float32.glsl
+// against the host's E4M3ToF32, E5M2ToF32, F32ToE4M3 and F32ToE5M2: every
+// fp8 value, and binary32 values around every rounding point of both.
+func TestFloat8Conversions(t *testing.T) {
+	for h := uint32(0); h < 256; h++ {
+		if got, want := e4m3ToF32(h), math.Float32bits(hostmath.E4M3ToF32(uint8(h))); got != want {
+			t.Fatalf("e4m3_to_f32(%#02x) = %#08x, want %#08x", h, got, want)
+		}
+		if got, want := e5m2ToF32(h), math.Float32bits(hostmath.E5M2ToF32(uint8(h))); got != want {
+			t.Fatalf("e5m2_to_f32(%#02x) = %#08x, want %#08x", h, got, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	check := func(b uint32) {
+		if got, want := f32ToF8(b, 3, 7, 0x7E, false), uint32(hostmath.F32ToE4M3(math.Float32frombits(b))); got != want {
+			t.Fatalf("f32_to_e4m3(%#08x) = %#02x, want %#02x", b, got, want)
+		}
+		if got, want := f32ToF8(b, 2, 15, 0x7B, true), uint32(hostmath.F32ToE5M2(math.Float32frombits(b))); got != want {
+			t.Fatalf("f32_to_e5m2(%#08x) = %#02x, want %#02x", b, got, want)
+		}
+	}
+	for top := uint32(0); top < 1<<9; top++ {
+		for _, low := range []uint32{0, 1, 0x7FFFF, 0x80000, 0x80001, 0xFFFFF, 0x100000, 0x100001, 0x1FFFFF, 0x200000, 0x200001, 0x3FFFFF, 0x400000, 0x7FFFFF} {
+			check(top<<23 | low)
+			check(top<<23 | (low+r.Uint32()&0x7FFFF)&0x7FFFFF)
+		}
+	}
+	for range 1000000 {
 		check(drawF32(r))
 	}
 }

@@ -42,6 +42,11 @@
 // results (4 bytes an element), so that more than 8 sources, reduced in
 // passes, are still rounded once. K = 0 (reduce_f16 and reduce_bf16 only)
 // copies src0's bits: Scale by 1.
+//
+// The 8-bit float variants (reduce_e4m3, reduce_e5m2, OCP E4M3 FN and E5M2,
+// and their _in32, _out32 and reducem_ forms; elements the uint8_t bits;
+// need storageBuffer8BitAccess) work as the 16-bit float ones, a finite
+// overflow saturating to the format's largest finite value.
 package kernels
 
 //go:generate go run gen.go
@@ -175,6 +180,21 @@ const (
 	ReduceBF16In32Out32 = "reduce_bf16_in32_out32"
 	ReduceMBF16         = "reducem_bf16"
 	ReduceMBF16In32     = "reducem_bf16_in32"
+
+	// OCP 8-bit float variants (E4M3 FN, E5M2), reduced in float32 and
+	// rounded once as the 16-bit ones, with the same In32 and Out32 forms.
+	ReduceE4M3          = "reduce_e4m3"
+	ReduceE4M3In32      = "reduce_e4m3_in32"
+	ReduceE4M3Out32     = "reduce_e4m3_out32"
+	ReduceE4M3In32Out32 = "reduce_e4m3_in32_out32"
+	ReduceME4M3         = "reducem_e4m3"
+	ReduceME4M3In32     = "reducem_e4m3_in32"
+	ReduceE5M2          = "reduce_e5m2"
+	ReduceE5M2In32      = "reduce_e5m2_in32"
+	ReduceE5M2Out32     = "reduce_e5m2_out32"
+	ReduceE5M2In32Out32 = "reduce_e5m2_in32_out32"
+	ReduceME5M2         = "reducem_e5m2"
+	ReduceME5M2In32     = "reducem_e5m2_in32"
 )
 
 // VecBytes is the size of one element of the 16-byte variants.

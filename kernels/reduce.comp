@@ -62,6 +62,14 @@
 // uint per element): -DGOCOLL_IN32 makes src0 such a partial result
 // (_in32), -DGOCOLL_OUT32 makes dst one, never scaled nor rounded (_out32).
 //
+// With -DGOCOLL_E4M3 (OCP E4M3, FN variant, reduce_e4m3) or -DGOCOLL_E5M2
+// (OCP E5M2, reduce_e5m2) the elements are the uint8_t bits of 8-bit floats
+// (needs storageBuffer8BitAccess), reduced as the 16-bit floats are (and
+// with their _in32 and _out32 forms): widened exactly, reduced and scaled in
+// float32, rounded once to nearest even, a finite overflow saturating to
+// the largest finite value (float32.glsl's f32_to_f8, the host's
+// F32ToE4M3 and F32ToE5M2).
+//
 // With -DGOCOLL_MULTI (reducem_f32, reducem_f64, reducem4_f32, reducem4_f64,
 // and reducem_ of every integer and 16-bit type, reducem4_ of the 32- and
 // 64-bit integers) the kernel writes the result to M destinations (spec
@@ -71,14 +79,19 @@
 // constants: n, dst_off[8], src_off[8], the scale at byte 72 and div at byte
 // 80.
 #version 450
-#if defined(GOCOLL_F16) || defined(GOCOLL_BF16)
-#define GOCOLL_16
+#if defined(GOCOLL_F16) || defined(GOCOLL_BF16) || defined(GOCOLL_E4M3) || defined(GOCOLL_E5M2)
+#define GOCOLL_NARROW
 #define GOCOLL_BITS
+#if defined(GOCOLL_E4M3) || defined(GOCOLL_E5M2)
+#extension GL_EXT_shader_8bit_storage : require
+#define E uint8_t
+#else
 #extension GL_EXT_shader_16bit_storage : require
+#define E uint16_t
+#endif
 // Accumulated as float32 bits; S and T are float for divide.glsl.
 #define S float
 #define T float
-#define E uint16_t
 #define A uint
 #elif defined(GOCOLL_FTZ)
 // float32 elements as their bits, reduced with float32.glsl's arithmetic;
@@ -298,10 +311,16 @@ A combine(A a, A b) { return combine1(a, b); }
 A scale_acc(A x) { return scale1(x); }
 #endif
 
-#ifdef GOCOLL_16
+#ifdef GOCOLL_NARROW
 #ifdef GOCOLL_BF16
 #define WIDEN(h) bf16_to_f32(uint(h))
 #define NARROW(x) f32_to_bf16(x)
+#elif defined(GOCOLL_E4M3)
+#define WIDEN(h) e4m3_to_f32(uint(h))
+#define NARROW(x) f32_to_e4m3(x)
+#elif defined(GOCOLL_E5M2)
+#define WIDEN(h) e5m2_to_f32(uint(h))
+#define NARROW(x) f32_to_e5m2(x)
 #else
 #define WIDEN(h) f16_to_f32(uint(h))
 #define NARROW(x) f32_to_f16(x)

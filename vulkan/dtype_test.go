@@ -3,7 +3,6 @@
 package vulkan
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -18,11 +17,13 @@ import (
 
 // The kernels of the types that need a device feature: int64 and uint64
 // (shaderInt64), int8 and uint8 (storageBuffer8BitAccess), half, bfloat16,
-// int16 and uint16 (storageBuffer16BitAccess), checked bit for bit against the host backend
+// int16 and uint16 (storageBuffer16BitAccess), fp8 E4M3 and E5M2
+// (storageBuffer8BitAccess), checked bit for bit against the host backend
 // run on the same inputs, in the same regions of buffers laid out alike.
 
 // featureTypes are the element types whose kernels need a device feature.
-var featureTypes = []backend.DType{backend.I64, backend.U64, backend.I8, backend.U8, backend.Half, backend.BFloat16, backend.I16, backend.U16}
+var featureTypes = []backend.DType{backend.I64, backend.U64, backend.I8, backend.U8, backend.Half, backend.BFloat16, backend.I16, backend.U16,
+	backend.F8E4M3, backend.F8E5M2}
 
 // seedEnv fixes the seed of the random cases (a decimal uint64); without it
 // the seed comes from the clock. It is logged either way.
@@ -55,6 +56,9 @@ var (
 
 // drawElem returns the bits of a random element of dt.
 func drawElem(r *rand.Rand, dt backend.DType) uint64 {
+	if dt.Is8() {
+		return uint64(r.IntN(256)) // every pattern: NaN, Inf, subnormals, the largest
+	}
 	if !dt.Is16() {
 		mask := ^uint64(0) >> (64 - 8*dt.Size())
 		switch r.IntN(6) {
@@ -192,7 +196,7 @@ func (tw *twin) reduce(what string, op backend.Op, in [][]uint64, m int, scale f
 			tw.t.Fatalf("%s on %s: %v", what, dev.Info().Backend, err)
 		}
 	}
-	exact := tw.dt.Is16() && (op == backend.Max || op == backend.Min) && scale == 1
+	exact := tw.dt.IsNarrowFloat() && (op == backend.Max || op == backend.Min) && scale == 1
 	for j := range nd {
 		tw.checks = append(tw.checks, check{what: fmt.Sprintf("%s dsts[%d]", what, j), reg: [2]backend.Region{dsts[0][j], dsts[1][j]}, exact: exact, in: in})
 	}
@@ -237,7 +241,7 @@ func (tw *twin) run() {
 		}
 		for e := range got[1] {
 			g, w := got[0][e], got[1][e]
-			if g == w || !c.exact && tw.dt.Is16() && backendtest.IsNaN16(tw.dt, uint16(g)) && backendtest.IsNaN16(tw.dt, uint16(w)) {
+			if g == w || !c.exact && backendtest.IsNaNBits(tw.dt, g) && backendtest.IsNaNBits(tw.dt, w) {
 				continue
 			}
 			tw.mismatch++
@@ -289,7 +293,7 @@ func TestDTypeKernels(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, uint64(dt)))
 			tw := newTwin(t, d, dt)
 			scales := func(k int) []float64 {
-				if dt.Is16() {
+				if dt.IsNarrowFloat() {
 					return scales16(k)
 				}
 				return []float64{1}
@@ -330,7 +334,7 @@ func TestDTypeKernels(t *testing.T) {
 				for _, m := range []int{1, 3, 9} {
 					for _, k := range []int{1, 2, 8, 9, 10} {
 						sc := 1.0
-						if dt.Is16() && (m+k)%2 == 0 {
+						if dt.IsNarrowFloat() && (m+k)%2 == 0 {
 							sc = 1 / float64(max(k, 2))
 						}
 						n := dtypeSizes[(m+k)%len(dtypeSizes)]
@@ -362,6 +366,8 @@ func TestDTypeOneRounding(t *testing.T) {
 	}{
 		{backend.Half, 0x6800, 0x3c00, 0x6804},     // 2048 + 9 -> 2056
 		{backend.BFloat16, 0x4380, 0x3f80, 0x4384}, // 256 + 9 -> 264
+		{backend.F8E4M3, 0x58, 0x38, 0x5c},         // 16 + 9 = 25 -> 24 (16 + 7 -> 24, + 2 -> 26)
+		{backend.F8E5M2, 0x44, 0x3c, 0x4a},         // 4 + 9 = 13 -> 12 (4 + 7 -> 12, + 2 -> 14)
 	} {
 		t.Run(c.dt.String(), func(t *testing.T) {
 			needType(t, d, c.dt)
@@ -374,11 +380,11 @@ func TestDTypeOneRounding(t *testing.T) {
 				tw.reduce(fmt.Sprintf("M=%d", m), backend.Sum, in, m, 1, 0, false)
 				chk := tw.checks[len(tw.checks)-1]
 				tw.run()
-				p := make([]byte, 2)
+				p := make([]byte, c.dt.Size())
 				if err := chk.reg[0].Buf.Read(chk.reg[0].Off, p); err != nil {
 					t.Fatal(err)
 				}
-				if got := uint64(binary.NativeEndian.Uint16(p)); got != c.want {
+				if got := backendtest.DecodeElems(c.dt, p)[0]; got != c.want {
 					t.Errorf("M=%d: %s, want %s", m, backendtest.FmtElem(c.dt, got), backendtest.FmtElem(c.dt, c.want))
 				}
 			}
@@ -431,7 +437,7 @@ func TestDTypeRefused(t *testing.T) {
 		types   []backend.DType
 	}{
 		{raw.ShaderInt64, []backend.DType{backend.I64, backend.U64}},
-		{raw.StorageBuffer8Bit, []backend.DType{backend.I8, backend.U8}},
+		{raw.StorageBuffer8Bit, []backend.DType{backend.I8, backend.U8, backend.F8E4M3, backend.F8E5M2}},
 		{raw.StorageBuffer16Bit, []backend.DType{backend.Half, backend.BFloat16, backend.I16, backend.U16}},
 	} {
 		for _, dt := range c.types {

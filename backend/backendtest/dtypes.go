@@ -18,18 +18,19 @@ import (
 )
 
 // The element types beyond f32 and f64: integers (I32, U32, I64, U64, I8,
-// U8, I16, U16), reduced in their own type with wrapping Sum and Prod and never scaled,
-// and Half and BFloat16, reduced in float32 and rounded once to the 16-bit
-// type. A device takes those in its Info().Kernels; for the others the
+// U8, I16, U16), reduced in their own type with wrapping Sum and Prod and
+// never scaled, and Half, BFloat16, F8E4M3 and F8E5M2, reduced in float32
+// and rounded once to the type (the 8-bit ones saturating a finite
+// overflow). A device takes those in its Info().Kernels; for the others the
 // suite checks that Reduce, ReduceMulti and Scale refuse them.
 //
 // The references here work on the bits of each element, zero-extended to a
 // uint64, and owe nothing to a backend's code: integer sums and products are
 // computed in uint64 and truncated to the type's width (the low bits of a
 // sum or product depend only on the low bits of its terms), comparisons
-// sign-extend signed types, 16-bit values are decoded from their fields and
-// rounded to nearest even by searching the ordered positive values of the
-// type, and the float32 reduction and scale are ref.go's combine and
+// sign-extend signed types, 16- and 8-bit float values are decoded from
+// their fields and rounded to nearest even by searching the ordered positive
+// values of the type, and the float32 reduction and scale are ref.go's combine and
 // scaleRef. Results are compared bit for bit (any NaN matching any NaN).
 
 // SeedEnv names the environment variable that fixes the seed of the DTypes
@@ -41,7 +42,7 @@ const SeedEnv = "GOCOLL_BACKENDTEST_SEED"
 // newDTypes are the element types the DTypes tests check.
 var newDTypes = []backend.DType{
 	backend.I32, backend.U32, backend.I64, backend.U64, backend.I8, backend.U8,
-	backend.Half, backend.BFloat16, backend.I16, backend.U16,
+	backend.Half, backend.BFloat16, backend.I16, backend.U16, backend.F8E4M3, backend.F8E5M2,
 }
 
 // dtypeSizes are the element counts of the random cases: empty, one, odd,
@@ -197,10 +198,13 @@ const (
 	bf16Over = 0x1p128
 )
 
-// to32 is the value of the 16-bit element h of dt, exactly: bfloat16 is the
-// top half of a binary32; binary16 is a sign, a 5-bit exponent of bias 15
-// and a 10-bit fraction.
+// to32 is the value of the 16- or 8-bit element h of dt, exactly: bfloat16
+// is the top half of a binary32; binary16 is a sign, a 5-bit exponent of
+// bias 15 and a 10-bit fraction; the fp8 types as fp8Value decodes them.
 func to32(dt backend.DType, h uint16) float32 {
+	if dt.Is8() {
+		return float32(fp8Value(dt, uint8(h)))
+	}
 	if dt == backend.BFloat16 {
 		return math.Float32frombits(uint32(h) << 16)
 	}
@@ -221,12 +225,88 @@ func to32(dt backend.DType, h uint16) float32 {
 	return float32(sign * math.Ldexp(1024+f, e-25))
 }
 
-// IsNaN16 reports whether h is a NaN of the 16-bit type dt.
+// IsNaN16 reports whether h is a NaN of the 16- or 8-bit float type dt.
 func IsNaN16(dt backend.DType, h uint16) bool {
+	if dt.Is8() {
+		v := fp8Value(dt, uint8(h))
+		return v != v
+	}
 	if dt == backend.BFloat16 {
 		return h&0x7f80 == 0x7f80 && h&0x7f != 0
 	}
 	return h&0x7c00 == 0x7c00 && h&0x3ff != 0
+}
+
+// IsNaNBits reports whether x holds the bits of a NaN of the narrow float
+// type dt (false for every other type).
+func IsNaNBits(dt backend.DType, x uint64) bool {
+	return dt.IsNarrowFloat() && IsNaN16(dt, uint16(x))
+}
+
+// fp8 formats: E4M3 (FN) has 3 fraction bits, bias 7, no infinities and
+// only S.1111.111 as NaN, largest finite 0x7e (448); E5M2 has 2 fraction
+// bits, bias 15, IEEE's infinities and NaNs, largest finite 0x7b (57344).
+func fp8Format(dt backend.DType) (mbits, bias int, maxFin uint8) {
+	if dt == backend.F8E5M2 {
+		return 2, 15, 0x7b
+	}
+	return 3, 7, 0x7e
+}
+
+// fp8Value is the value of the fp8 bits h of dt, from its fields.
+func fp8Value(dt backend.DType, h uint8) float64 {
+	mbits, bias, _ := fp8Format(dt)
+	sign := 1.0
+	if h&0x80 != 0 {
+		sign = -1
+	}
+	e, m := int(h&0x7f)>>mbits, float64(h&(1<<mbits-1))
+	switch {
+	case dt == backend.F8E5M2 && e == 0x1f:
+		if m != 0 {
+			return math.NaN()
+		}
+		return sign * math.Inf(1)
+	case dt == backend.F8E4M3 && h&0x7f == 0x7f:
+		return math.NaN()
+	case e == 0:
+		return sign * math.Ldexp(m, 1-bias-mbits)
+	}
+	return sign * math.Ldexp(float64(int(1)<<mbits)+m, e-bias-mbits)
+}
+
+// fp8From rounds x to the fp8 type dt, to nearest even: of the non-negative
+// finite values (whose bits order them, 0 up to the largest) the largest
+// not above |x| and the next one, the nearer, on a tie the one whose bits
+// are even; from the largest finite value up (and +-Inf in E4M3, which has
+// none) it saturates to the largest. +-Inf stays +-Inf in E5M2; a NaN gives
+// a NaN; the sign is x's.
+func fp8From(dt backend.DType, x float64) uint8 {
+	_, _, maxFin := fp8Format(dt)
+	if x != x {
+		if dt == backend.F8E5M2 {
+			return 0x7e
+		}
+		return 0x7f
+	}
+	var sign uint8
+	if math.Signbit(x) {
+		sign = 0x80
+	}
+	a := math.Abs(x)
+	if math.IsInf(a, 1) && dt == backend.F8E5M2 {
+		return sign | 0x7c
+	}
+	lo := uint8(sort.Search(int(maxFin)+1, func(i int) bool { return fp8Value(dt, uint8(i)) > a }) - 1)
+	if lo == maxFin {
+		return sign | maxFin
+	}
+	hi := lo + 1
+	dlo, dhi := a-fp8Value(dt, lo), fp8Value(dt, hi)-a
+	if dlo < dhi || dlo == dhi && lo%2 == 0 {
+		return sign | lo
+	}
+	return sign | hi
 }
 
 // from32 rounds x to dt, to nearest even: of the positive values of dt
@@ -235,6 +315,9 @@ func IsNaN16(dt backend.DType, h uint16) bool {
 // halfOver or bf16Over, so values from halfway to it on round to +Inf. The
 // sign is x's; a NaN gives a NaN.
 func from32(dt backend.DType, x float32) uint16 {
+	if dt.Is8() {
+		return uint16(fp8From(dt, float64(x)))
+	}
 	inf, over := uint16(halfInf), halfOver
 	if dt == backend.BFloat16 {
 		inf, over = bf16Inf, bf16Over
@@ -292,7 +375,7 @@ func refElem(dt backend.DType, op backend.Op, in [][]uint64, i int, scale float6
 // sameElem reports whether got is want: the same bits, or for a 16-bit type
 // both NaN (payloads are not compared).
 func sameElem(dt backend.DType, got, want uint64) bool {
-	if dt.Is16() && IsNaN16(dt, uint16(want)) {
+	if dt.IsNarrowFloat() && IsNaN16(dt, uint16(want)) {
 		return IsNaN16(dt, uint16(got))
 	}
 	return got == want
@@ -301,7 +384,7 @@ func sameElem(dt backend.DType, got, want uint64) bool {
 // FmtElem formats the element bits x of dt.
 func FmtElem(dt backend.DType, x uint64) string {
 	switch {
-	case dt.Is16():
+	case dt.IsNarrowFloat():
 		return fmt.Sprintf("%v (%#04x)", to32(dt, uint16(x)), x)
 	case dt.Signed():
 		return strconv.FormatInt(signExtend(x, 8*dt.Size()), 10)
@@ -406,6 +489,9 @@ func drawIn(r *rand.Rand, dt backend.DType) uint64 {
 		}
 		return r.Uint64() & mask
 	}
+	if dt.Is8() {
+		return drawFP8(r, dt)
+	}
 	specials, mant, maxFin, one := halfSpecials, 10, uint16(0x7bff), uint16(0x3c00)
 	if dt == backend.BFloat16 {
 		specials, mant, maxFin, one = bf16Specials, 7, 0x7f7f, 0x3f80
@@ -424,6 +510,22 @@ func drawIn(r *rand.Rand, dt backend.DType) uint64 {
 	// 0.25 <= |x| < 4: the exponents of 1/4, 1/2, 1 and 2.
 	e := r.IntN(4) - 2
 	return uint64(sign | uint16(int(one)+e<<mant) | uint16(r.IntN(1<<mant)))
+}
+
+// drawFP8 returns a random fp8 element of dt: any bits (NaN, Inf,
+// subnormals included), values near the largest finite one (whose sums
+// saturate), or values of magnitude 0.5..2, whose sums round.
+func drawFP8(r *rand.Rand, dt backend.DType) uint64 {
+	mbits, bias, maxFin := fp8Format(dt)
+	sign := uint8(r.IntN(2)) << 7
+	switch r.IntN(4) {
+	case 0:
+		return uint64(r.IntN(256))
+	case 1:
+		return uint64(sign | (maxFin - uint8(r.IntN(4))))
+	}
+	e := bias - 1 + r.IntN(2)
+	return uint64(sign | uint8(e<<mbits) | uint8(r.IntN(1<<mbits)))
 }
 
 // DrawInputs returns k sources of n elements of dt, each the bits draw
@@ -585,6 +687,43 @@ var dtTable = []dtRow{
 	{backend.BFloat16, backend.Max, []uint64{0x7fc0, 0x3f80}, 1, 0x7fc0, "max(NaN, 1) is NaN"},
 	{backend.BFloat16, backend.Min, []uint64{0x0000, 0x8000}, 1, 0x8000, "min(+0, -0) = -0"},
 	{backend.BFloat16, backend.Prod, []uint64{0x7f80, 0}, 1, 0x7fc0, "Inf*0 is NaN"},
+
+	{backend.F8E4M3, backend.Sum, []uint64{0x7e, 0x7e}, 1, 0x7e, "448+448 saturates to 448"},
+	{backend.F8E4M3, backend.Sum, []uint64{0xfe, 0xfe}, 1, 0xfe, "-448-448 saturates to -448"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x7e, 0x7e, 0xfe}, 1, 0x7e, "448+448-448 in float32: no saturation before the one rounding"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x7e, 0x7e}, 0.5, 0x7e, "mean of 448 and 448: scaled before the rounding"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x7d, 0x58}, 1, 0x7e, "416+16 = 432, a tie: even, 448"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x7e, 0x58}, 1, 0x7e, "448+16 = 464, halfway to 480 (no such value): 448"},
+	{backend.F8E4M3, backend.Prod, []uint64{0x7e, 0x40}, 1, 0x7e, "448*2 saturates to 448"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x38, 0x18}, 1, 0x38, "1+1/16, a tie: even, 1"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x39, 0x18}, 1, 0x3a, "1.125+1/16, a tie: even, 1.25"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x38, 0x18, 0x18}, 1, 0x39, "1+1/16+1/16 = 1.125: accumulated in float32, rounded once"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x38, 0x30}, 1.0 / 3, 0x30, "1.5 divided by 3"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x01, 0x01}, 1, 0x02, "subnormals add exactly"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x07, 0x01}, 1, 0x08, "largest subnormal + least: least normal"},
+	{backend.F8E4M3, backend.Prod, []uint64{0x01, 0x30}, 1, 0x00, "2^-9*0.5, a tie between 0 and 2^-9: even, +0"},
+	{backend.F8E4M3, backend.Prod, []uint64{0x81, 0x30}, 1, 0x80, "-2^-9*0.5 rounds to -0"},
+	{backend.F8E4M3, backend.Prod, []uint64{0x03, 0x30}, 1, 0x02, "3*2^-10, a tie between 2^-9 and 2^-8: even"},
+	{backend.F8E4M3, backend.Sum, []uint64{0x7f, 0x38}, 1, 0x7f, "NaN+1 is NaN"},
+	{backend.F8E4M3, backend.Max, []uint64{0x38, 0xff}, 1, 0x7f, "max(1, NaN) is NaN"},
+	{backend.F8E4M3, backend.Max, []uint64{0x80, 0x00}, 1, 0x00, "max(-0, +0) = +0"},
+	{backend.F8E4M3, backend.Min, []uint64{0x00, 0x80}, 1, 0x80, "min(+0, -0) = -0"},
+	{backend.F8E4M3, backend.Min, []uint64{0xfe, 0xfd}, 1, 0xfe, "min(-448, -416)"},
+	{backend.F8E5M2, backend.Sum, []uint64{0x7b, 0x7b}, 1, 0x7b, "57344+57344 saturates to 57344"},
+	{backend.F8E5M2, backend.Sum, []uint64{0xfb, 0xfb}, 1, 0xfb, "-57344-57344 saturates to -57344"},
+	{backend.F8E5M2, backend.Sum, []uint64{0x7a, 0x6c}, 1, 0x7a, "49152+4096, a tie: even, 49152"},
+	{backend.F8E5M2, backend.Sum, []uint64{0x7b, 0x6c}, 1, 0x7b, "57344+4096, halfway to 65536 (Inf): 57344"},
+	{backend.F8E5M2, backend.Sum, []uint64{0x7c, 0x3c}, 1, 0x7c, "Inf+1 is Inf"},
+	{backend.F8E5M2, backend.Sum, []uint64{0x7c, 0xfc}, 1, 0x7e, "Inf-Inf is NaN"},
+	{backend.F8E5M2, backend.Prod, []uint64{0x7c, 0}, 1, 0x7e, "Inf*0 is NaN"},
+	{backend.F8E5M2, backend.Max, []uint64{0xfc, 0xfb}, 1, 0xfb, "max(-Inf, -57344)"},
+	{backend.F8E5M2, backend.Min, []uint64{0x7b, 0x7c}, 1, 0x7b, "min(57344, +Inf)"},
+	{backend.F8E5M2, backend.Max, []uint64{0x7e, 0x3c}, 1, 0x7e, "max(NaN, 1) is NaN"},
+	{backend.F8E5M2, backend.Sum, []uint64{0x3c, 0x30}, 1, 0x3c, "1+1/8, a tie: even, 1"},
+	{backend.F8E5M2, backend.Sum, []uint64{0x3c, 0x30, 0x30}, 1, 0x3d, "1+1/8+1/8 = 1.25: accumulated in float32, rounded once"},
+	{backend.F8E5M2, backend.Sum, []uint64{0x01, 0x02}, 1, 0x03, "subnormals add exactly"},
+	{backend.F8E5M2, backend.Prod, []uint64{0x01, 0x38}, 1, 0x00, "2^-16*0.5, a tie between 0 and 2^-16: even, +0"},
+	{backend.F8E5M2, backend.Sum, []uint64{0x7b, 0x7b}, 0.5, 0x7b, "mean of 57344 and 57344"},
 }
 
 // testDTypeTable checks dtTable's rows of dt, each a reduction of one
@@ -841,7 +980,7 @@ func testDTypeScale(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 	writeElems(t, src, 0, dt, in)
 	whole := func(b backend.Buffer) backend.Region { return backend.Region{Buf: b, Len: n * es} }
 	scales := []float64{1}
-	if dt.Is16() {
+	if dt.IsNarrowFloat() {
 		scales = append(scales, 0.25, 0.3, 1.0/3, 1.0/7, 1e5)
 	}
 	st := dev.Stream()
@@ -968,7 +1107,7 @@ func testDTypeSteady(t *testing.T, dev backend.Device, dt backend.DType) {
 	}
 	es := dt.Size()
 	scale := 1.0
-	if dt.Is16() {
+	if dt.IsNarrowFloat() {
 		scale = 1.0 / 3
 	}
 	st := dev.Stream()

@@ -106,7 +106,7 @@ func (s *suite) testInvalid(t *testing.T) {
 	// The integer-only operators on every floating-point type the device
 	// reduces, in Reduce and ReduceMulti.
 	mr, _ := st.(backend.MultiReducer)
-	for _, dt := range []backend.DType{f32, f64, backend.Half, backend.BFloat16} {
+	for _, dt := range []backend.DType{f32, f64, backend.Half, backend.BFloat16, backend.F8E4M3, backend.F8E5M2} {
 		if !hasKernels(dev.Info(), dt) {
 			continue
 		}

@@ -22,7 +22,7 @@ var fast = []string{"-n", "2", "-w", "1"}
 // eltSizes are the size(B) bytes per element of each type column.
 var eltSizes = map[string]int64{
 	"float": 4, "double": 8, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "bfloat16": 2,
-	"int16": 2, "uint16": 2,
+	"int16": 2, "uint16": 2, "f8e4m3": 1, "f8e5m2": 1,
 }
 
 // checkShape checks a row's size, count, redop and root against the
@@ -272,7 +272,7 @@ func TestWireTypes(t *testing.T) {
 }
 
 // nativeTypes are the types beyond float and double, as -d names them.
-const nativeTypes = "int8,uint8,int16,uint16,int32,uint32,int64,uint64,half,bfloat16"
+const nativeTypes = "int8,uint8,int16,uint16,int32,uint32,int64,uint64,half,bfloat16,f8e4m3,f8e5m2"
 
 func TestNewTypes(t *testing.T) {
 	// Every collective in every new type, with sizes that are no multiple
@@ -346,7 +346,7 @@ func checkTypeRows(t *testing.T, out string, rows []row, n int) {
 	if !strings.Contains(out, "# Types: -o all skips avg for int8, uint8, int16, uint16, int32, uint32, int64, uint64 (avg is not defined for integer types)\n") {
 		t.Errorf("the header does not say avg is skipped:\n%s", out)
 	}
-	if !strings.Contains(out, "# Types: -o all skips band, bor, bxor, land, lor and lxor for half, bfloat16 (defined for integer types only)\n") {
+	if !strings.Contains(out, "# Types: -o all skips band, bor, bxor, land, lor and lxor for half, bfloat16, f8e4m3, f8e5m2 (defined for integer types only)\n") {
 		t.Errorf("the header does not say the bitwise and logical ops are skipped:\n%s", out)
 	}
 }
@@ -591,7 +591,7 @@ func TestJSONOutput(t *testing.T) {
 		doc.Devices[2].Name != "host" || doc.Devices[2].Rank != 2 || doc.Hostname == "" || doc.StartTime == "" || doc.EndTime == "" ||
 		doc.Build.GoVersion == "" || doc.Config.NGpus != 3 || doc.Config.StepFactor != 32 || doc.Config.Iterations != 2 ||
 		strings.Join(doc.Config.Collectives, ",") != "allreduce,broadcast" ||
-		strings.Join(doc.Config.Datatypes, ",") != "int8,uint8,int32,uint32,int64,uint64,half,float,double,bfloat16,int16,uint16" || doc.Config.Wire != "" ||
+		strings.Join(doc.Config.Datatypes, ",") != "int8,uint8,int32,uint32,int64,uint64,half,float,double,bfloat16,f8e4m3,f8e5m2,int16,uint16" || doc.Config.Wire != "" ||
 		strings.Join(doc.Config.Ops, ",") != "sum,max" || strings.Join(doc.Strategy, ",") != "auto,tree" ||
 		!doc.OutOfBounds.Okay || doc.OutOfBounds.Count != 0 || len(doc.Errors) != 0 {
 		t.Errorf("parameters: %+v", doc)

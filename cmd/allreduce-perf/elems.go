@@ -19,9 +19,9 @@ import (
 //     ops, are associative and commutative, so every order gives the same
 //     bits; for the logical ops (land, lor, lxor) half the inputs are 0
 //     instead, so that every result occurs;
-//   - half and bfloat16: input16's small integers and powers of two, whose
-//     every partial sum or product is exact in the 16-bit type whatever the
-//     number of ranks; avg is float32(float64(sum)/N) rounded to the type,
+//   - half, bfloat16, f8e4m3 and f8e5m2: input16's small integers and powers
+//     of two, whose every partial sum or product is exact in the type
+//     whatever the number of ranks; avg is float32(float64(sum)/N) rounded to the type,
 //     as the library defines it;
 //   - the wire types (float32 data, --wire): wireInput, checked against the
 //     bound in sweep.right, not here.
@@ -74,6 +74,10 @@ func valuesFor[T collective.Elem](dt dtype) values[T] {
 		v = halfValues(collective.Float16.Float32, collective.Float16From, half16)
 	case collective.BFloat16:
 		v = halfValues(collective.BFloat16.Float32, collective.BFloat16From, bfloat16)
+	case collective.Float8E4M3:
+		v = halfValues(collective.Float8E4M3.Float32, collective.Float8E4M3From, fp8e4m3)
+	case collective.Float8E5M2:
+		v = halfValues(collective.Float8E5M2.Float32, collective.Float8E5M2From, fp8e5m2)
 	}
 	return v.(values[T])
 }
@@ -204,7 +208,7 @@ func truth[T integer](b bool) T {
 	return 0
 }
 
-// format16 is what keeps a 16-bit type's inputs exact: the largest
+// format16 is what keeps a 16- or 8-bit float type's inputs exact: the largest
 // integer up to which it holds every integer, and the largest k for which
 // it holds 2^k and 2^-k as normal numbers.
 type format16 struct {
@@ -214,6 +218,8 @@ type format16 struct {
 var (
 	half16   = format16{maxInt: 2048, maxExp: 14} // binary16: 11 significant bits, 2^-14..2^15 normal
 	bfloat16 = format16{maxInt: 256, maxExp: 126} // bfloat16: 8 significant bits, float32's exponents
+	fp8e4m3  = format16{maxInt: 16, maxExp: 6}    // E4M3: 4 significant bits, 2^-6..2^8 normal
+	fp8e5m2  = format16{maxInt: 8, maxExp: 14}    // E5M2: 3 significant bits, 2^-14..2^15 normal
 )
 
 // input16 is input, capped so that every partial result of every order is
@@ -239,7 +245,7 @@ func input16(f format16, op collective.Op, r int, i int64, rep int) float64 {
 	return x
 }
 
-func halfValues[T collective.Float16 | collective.BFloat16](to32 func(T) float32, from32 func(float32) T, f format16) values[T] {
+func halfValues[T collective.Float16 | collective.BFloat16 | collective.Float8E4M3 | collective.Float8E5M2](to32 func(T) float32, from32 func(float32) T, f format16) values[T] {
 	nan := from32(float32(math.NaN()))
 	return values[T]{
 		input: func(op collective.Op, r int, i int64, rep int) T {

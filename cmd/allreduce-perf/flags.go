@@ -36,6 +36,8 @@ const (
 	dtWireBfloat16              // --wire bfloat16: float32 data, all-reduced over a bfloat16 wire
 	dtInt16                     // int16 (not in nccl-tests)
 	dtUint16                    // uint16 (not in nccl-tests)
+	dtF8E4M3                    // collective.Float8E4M3, nccl-tests' "f8e4m3"
+	dtF8E5M2                    // collective.Float8E5M2, nccl-tests' "f8e5m2"
 )
 
 // dtypeNames are the type column's names: nccl-tests' (a wire type prints
@@ -43,7 +45,7 @@ const (
 var dtypeNames = [...]string{
 	dtFloat: "float", dtDouble: "double", dtInt8: "int8", dtUint8: "uint8", dtInt32: "int32", dtUint32: "uint32",
 	dtInt64: "int64", dtUint64: "uint64", dtHalf: "half", dtBfloat16: "bfloat16", dtWireHalf: "half", dtWireBfloat16: "bfloat16",
-	dtInt16: "int16", dtUint16: "uint16",
+	dtInt16: "int16", dtUint16: "uint16", dtF8E4M3: "f8e4m3", dtF8E5M2: "f8e5m2",
 }
 
 func (d dtype) String() string { return dtypeNames[d] }
@@ -51,7 +53,7 @@ func (d dtype) String() string { return dtypeNames[d] }
 // allDtypes is what -d all runs: nccl-tests' types in nccl-tests' order,
 // then the types nccl-tests lacks.
 var allDtypes = []dtype{dtInt8, dtUint8, dtInt32, dtUint32, dtInt64, dtUint64, dtHalf, dtFloat, dtDouble, dtBfloat16,
-	dtInt16, dtUint16}
+	dtF8E4M3, dtF8E5M2, dtInt16, dtUint16}
 
 // elem is the library's element type of the user buffers (float for the
 // wire types).
@@ -79,6 +81,10 @@ func (d dtype) elem() backend.DType {
 		return backend.Half
 	case dtBfloat16:
 		return backend.BFloat16
+	case dtF8E4M3:
+		return backend.F8E4M3
+	case dtF8E5M2:
+		return backend.F8E5M2
 	}
 	return backend.F32
 }
@@ -134,6 +140,10 @@ func parseDtype(s string) (dtype, bool) {
 		return dtHalf, true
 	case "bfloat16", "bf16":
 		return dtBfloat16, true
+	case "fp8e4m3", "f8e4m3", "e4m3":
+		return dtF8E4M3, true
+	case "fp8e5m2", "f8e5m2", "e5m2":
+		return dtF8E5M2, true
 	}
 	return 0, false
 }
@@ -426,7 +436,7 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.Int64VarP(&r.stepFactor, "stepfactor", "f", r.stepFactor, "size multiplier; > 1 makes the sweep multiplicative (default 1)")
 	fs.IntVarP(&r.ngpus, "ngpus", "g", r.ngpus, "number of ranks, one goroutine each (default 1)")
 	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|gather|scatter|scan|exscan|sendrecv|all, or a comma list: scan and exscan are the inclusive and exclusive prefix reductions (no avg), sendrecv nccl-tests' ring shift (rank r sends to r+1, receives from r-1) (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf, reduce-perf, sendrecv-perf, ... defaults to that one)")
-	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|int8|uint8|int16|uint16|int32|uint32|int64|uint64|half|bfloat16|all, or a comma list: nccl-tests' types (half and bfloat16 are collective.Float16 and BFloat16) and int16 and uint16, which nccl-tests lacks; all runs every one, nccl-tests' in its order, then the others (default float)")
+	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|int8|uint8|int16|uint16|int32|uint32|int64|uint64|half|bfloat16|fp8e4m3|fp8e5m2|all, or a comma list: nccl-tests' types (half, bfloat16, fp8e4m3 and fp8e5m2 are collective.Float16, BFloat16, Float8E4M3 and Float8E5M2; f8e4m3 and f8e5m2, nccl-tests' names, are taken too) and int16 and uint16, which nccl-tests lacks; all runs every one, nccl-tests' in its order, then the others (default float)")
 	fs.StringVar(&r.wire, "wire", "", "half|bfloat16: all-reduce float32 data (-d float) compressed to 16 bits on the wire (collective.AllReduceWire, ring); the type column names the wire type, size(B) = count*2, #wrong counts elements outside collective.WireErrorBound (default none)")
 	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|band|bor|bxor|land|lor|lxor|all, or a comma list; avg is not defined for the integer types nor for scan and exscan, band to lxor (bitwise and logical, as MPI's) only for the integer types: all leaves out what a type or collective lacks (default sum)")
 	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast, reduce, gather and scatter, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")

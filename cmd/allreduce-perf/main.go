@@ -32,10 +32,11 @@
 // the last forwards one partial.
 //
 // -d takes nccl-tests' types: float, double, int8, uint8, int32, uint32,
-// int64, uint64, half and bfloat16 (collective.Float16 and
-// collective.BFloat16), and int16 and uint16, which nccl-tests lacks, a
-// comma list of them, or all (every one: nccl-tests' in its order, then
-// int16 and uint16); size(B) and count use the type's size (1, 2, 4 or 8
+// int64, uint64, half, bfloat16, fp8e4m3 and fp8e5m2 (collective.Float16,
+// BFloat16, Float8E4M3 and Float8E5M2; nccl-tests' names f8e4m3 and f8e5m2
+// too), and int16 and uint16, which nccl-tests lacks, a comma list of them,
+// or all (every one: nccl-tests' in its order, then int16 and uint16);
+// size(B) and count use the type's size (1, 2, 4 or 8
 // bytes), and count is what nccl-tests prints: the elements of one rank's
 // call, which the collectives that split the buffer among the ranks
 // (reducescatter, allgather, alltoall, gather, scatter) round down to whole
@@ -45,8 +46,8 @@
 // steps: the integer types take any odd value (for land, lor and lxor half
 // of them 0) and are reduced in their own wrapping arithmetic; the float
 // types take small integers and powers of
-// two, capped for half and bfloat16 so that every partial sum and product
-// is exact in 16 bits for any number of ranks (avg: float32(sum/N) rounded
+// two, capped for half, bfloat16 and the fp8 types so that every partial
+// sum and product is exact in the type for any number of ranks (avg: float32(sum/N) rounded
 // to the type; float and double avg may be 1 ulp off). avg is not defined
 // for the integer types, nor band, bor, bxor, land, lor and lxor (MPI's
 // bitwise and logical ops) for the others: -o avg with an integer type, or
@@ -305,6 +306,10 @@ func runTables(ctx context.Context, rn *runner, tables []table, stdout io.Writer
 				err = runType[collective.Float16](ctx, rn, t, dt)
 			case dtBfloat16:
 				err = runType[collective.BFloat16](ctx, rn, t, dt)
+			case dtF8E4M3:
+				err = runType[collective.Float8E4M3](ctx, rn, t, dt)
+			case dtF8E5M2:
+				err = runType[collective.Float8E5M2](ctx, rn, t, dt)
 			default: // float, and the wire types on float32 data
 				err = runType[float32](ctx, rn, t, dt)
 			}

@@ -552,6 +552,10 @@ func (m *mpiRun) sweepAll(ctx context.Context) error {
 				err = mpiRunType[collective.Float16](ctx, m, t, dt)
 			case dtBfloat16:
 				err = mpiRunType[collective.BFloat16](ctx, m, t, dt)
+			case dtF8E4M3:
+				err = mpiRunType[collective.Float8E4M3](ctx, m, t, dt)
+			case dtF8E5M2:
+				err = mpiRunType[collective.Float8E5M2](ctx, m, t, dt)
 			default:
 				err = mpiRunType[float32](ctx, m, t, dt)
 			}

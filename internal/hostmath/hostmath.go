@@ -2,7 +2,8 @@
 // the reduction operators of every element type as the kernels compute them
 // (floats in their own type with IEEE 754-2019 maximum and minimum, integers
 // wrapping, float16 and bfloat16 widened exactly to float32, reduced there
-// and rounded once), the mean's scaling, and the 16-bit conversions. The host
+// and rounded once, as are the 8-bit floats), the mean's scaling, and the
+// 16- and 8-bit float conversions. The host
 // backend's device and collective's CPU reductions both run it, so the two
 // give the same bits by construction (and the kernels are tested against
 // it).
@@ -187,45 +188,72 @@ func Apply[T Float](s Scale, dst, src []T) {
 	}
 }
 
-// Widen sets dst[i] to src[i], bfloat16 (bf) or binary16 bits, as float32:
-// exact.
-func Widen(bf bool, dst []float32, src []uint16) {
+// Bits is the memory of an element of a narrow float type: uint16 for
+// Half and BFloat16, uint8 for F8E4M3 and F8E5M2.
+type Bits interface{ uint8 | uint16 }
+
+// Widen sets dst[i] to src[i], the bits of an element of the narrow float
+// type dt (backend.DType.IsNarrowFloat: uint16 for Half and BFloat16, uint8
+// for F8E4M3 and F8E5M2), as float32: exact.
+func Widen[E Bits](dt backend.DType, dst []float32, src []E) {
 	src = src[:len(dst)]
-	if bf {
-		for i, h := range src {
-			dst[i] = BF16ToF32(h)
+	switch s := any(src).(type) {
+	case []uint16:
+		if dt == backend.BFloat16 {
+			for i, h := range s {
+				dst[i] = BF16ToF32(h)
+			}
+			return
 		}
-		return
-	}
-	t := f16Table()
-	for i, h := range src {
-		dst[i] = t[h]
+		t := f16Table()
+		for i, h := range s {
+			dst[i] = t[h]
+		}
+	case []uint8:
+		t := e4m3Table
+		if dt == backend.F8E5M2 {
+			t = e5m2Table
+		}
+		for i, h := range s {
+			dst[i] = t[h]
+		}
 	}
 }
 
-// Narrow sets dst[i] to src[i] rounded to bfloat16 (bf) or binary16, to
-// nearest even.
-func Narrow(bf bool, dst []uint16, src []float32) {
+// Narrow sets dst[i] to src[i] rounded to the narrow float type dt, to
+// nearest even (F32ToF16, F32ToBF16, F32ToE4M3, F32ToE5M2).
+func Narrow[E Bits](dt backend.DType, dst []E, src []float32) {
 	dst = dst[:len(src)]
-	if bf {
-		for i, v := range src {
-			dst[i] = F32ToBF16(v)
+	switch d := any(dst).(type) {
+	case []uint16:
+		if dt == backend.BFloat16 {
+			for i, v := range src {
+				d[i] = F32ToBF16(v)
+			}
+			return
 		}
-		return
-	}
-	for i, v := range src {
-		dst[i] = F32ToF16(v)
+		for i, v := range src {
+			d[i] = F32ToF16(v)
+		}
+	case []uint8:
+		f := e4m3
+		if dt == backend.F8E5M2 {
+			f = e5m2
+		}
+		for i, v := range src {
+			d[i] = f.from32(v)
+		}
 	}
 }
 
 // block is the number of elements ReduceStrided works on at a time (its
-// float32 accumulators for the 16-bit types live on the stack).
+// float32 accumulators for the narrow float types live on the stack).
 const block = 256
 
 // ReduceStrided reduces k inputs in order (input 0 op input 1 op ...) into
 // dst's first cnt elements of dt, then scales them: input p's elements are
 // src's elements [p*stride+off, p*stride+off+cnt). Floats reduce in their
-// own type, integers wrap, the 16-bit floats reduce in float32 and round
+// own type, integers wrap, the 16- and 8-bit floats reduce in float32 and round
 // once; op is Sum, Prod, Max or Min (a mean: Sum and the scale 1/N), or for
 // the integer types also a bitwise or logical operator. dst may be input 0's
 // elements. Integers are not scaled.
@@ -256,7 +284,9 @@ func ReduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off
 	case backend.U16:
 		reduceInt[uint16](op, dst, src, stride, off, k, cnt)
 	case backend.Half, backend.BFloat16:
-		reduce16(dt == backend.BFloat16, op, dst, src, stride, off, k, cnt, s)
+		reduceNarrow[uint16](dt, op, dst, src, stride, off, k, cnt, s)
+	case backend.F8E4M3, backend.F8E5M2:
+		reduceNarrow[uint8](dt, op, dst, src, stride, off, k, cnt, s)
 	}
 }
 
@@ -288,21 +318,21 @@ func reduceInt[T Integer](op backend.Op, dst, src []byte, stride, off, k, cnt in
 	}
 }
 
-func reduce16(bf bool, op backend.Op, dst, src []byte, stride, off, k, cnt int, s Scale) {
-	d := View[uint16](dst)[:cnt]
-	in := View[uint16](src)
+func reduceNarrow[E Bits](dt backend.DType, op backend.Op, dst, src []byte, stride, off, k, cnt int, s Scale) {
+	d := View[E](dst)[:cnt]
+	in := View[E](src)
 	var acc, x [block]float32
 	for lo := 0; lo < cnt; lo += block {
 		n := min(block, cnt-lo)
 		a := acc[:n]
-		Widen(bf, a, in[off+lo:off+lo+n])
+		Widen(dt, a, in[off+lo:off+lo+n])
 		for p := 1; p < k; p++ {
 			b := p*stride + off + lo
 			v := x[:n]
-			Widen(bf, v, in[b:b+n])
+			Widen(dt, v, in[b:b+n])
 			Combine(op, a, v)
 		}
 		Apply(s, a, a)
-		Narrow(bf, d[lo:lo+n], a)
+		Narrow(dt, d[lo:lo+n], a)
 	}
 }

@@ -53,6 +53,15 @@ const (
 	kindReduceBF16In32
 	kindReduceBF16Out32
 	kindReduceBF16In32Out32
+	// The 8-bit floats (OCP E4M3 FN, E5M2), as the 16-bit ones.
+	kindReduceE4M3
+	kindReduceE4M3In32
+	kindReduceE4M3Out32
+	kindReduceE4M3In32Out32
+	kindReduceE5M2
+	kindReduceE5M2In32
+	kindReduceE5M2Out32
+	kindReduceE5M2In32Out32
 	numKinds
 
 	in32  = 1 // kind + in32: src0 holds float32 partial results
@@ -75,7 +84,7 @@ type kindSpec struct {
 	isScale bool // a scale kernel (no op, one source)
 	vec     int  // the 16-byte kind of a scalar kind; -1 for none
 	// in32 and out32: src0 (in32) or dst (out32) holds float32 partial
-	// results, 4 bytes an element, the other bindings 16-bit elements.
+	// results, 4 bytes an element, the other bindings 16- or 8-bit elements.
 	in32, out32 bool
 }
 
@@ -108,13 +117,22 @@ var kinds = [numKinds]kindSpec{
 	kindReduceBF16In32:      {name: kernels.ReduceBF16In32, dt: backend.BFloat16, scale: 4, vec: -1, in32: true},
 	kindReduceBF16Out32:     {name: kernels.ReduceBF16Out32, dt: backend.BFloat16, vec: -1, out32: true},
 	kindReduceBF16In32Out32: {name: kernels.ReduceBF16In32Out32, dt: backend.BFloat16, vec: -1, in32: true, out32: true},
+	kindReduceE4M3:          {name: kernels.ReduceE4M3, dt: backend.F8E4M3, scale: 4, vec: -1},
+	kindReduceE4M3In32:      {name: kernels.ReduceE4M3In32, dt: backend.F8E4M3, scale: 4, vec: -1, in32: true},
+	kindReduceE4M3Out32:     {name: kernels.ReduceE4M3Out32, dt: backend.F8E4M3, vec: -1, out32: true},
+	kindReduceE4M3In32Out32: {name: kernels.ReduceE4M3In32Out32, dt: backend.F8E4M3, vec: -1, in32: true, out32: true},
+	kindReduceE5M2:          {name: kernels.ReduceE5M2, dt: backend.F8E5M2, scale: 4, vec: -1},
+	kindReduceE5M2In32:      {name: kernels.ReduceE5M2In32, dt: backend.F8E5M2, scale: 4, vec: -1, in32: true},
+	kindReduceE5M2Out32:     {name: kernels.ReduceE5M2Out32, dt: backend.F8E5M2, vec: -1, out32: true},
+	kindReduceE5M2In32Out32: {name: kernels.ReduceE5M2In32Out32, dt: backend.F8E5M2, vec: -1, in32: true, out32: true},
 }
 
 // isScaleKind reports whether kind is a scale kernel (no op, one source).
 func isScaleKind(kind int) bool { return kinds[kind].isScale }
 
-// is16Kind reports whether kind is a reduce kernel of a 16-bit float type.
-func is16Kind(kind int) bool { return kinds[kind].dt.Is16() }
+// isNarrowKind reports whether kind is a reduce kernel of a narrow float
+// type (16- or 8-bit, reduced in float32: backend.DType.IsNarrowFloat).
+func isNarrowKind(kind int) bool { return kinds[kind].dt.IsNarrowFloat() }
 
 // sizes returns the bytes of an element of dst and of src0 in a pass of
 // kind over elements of es bytes: es, or 4 where the binding holds float32
@@ -299,8 +317,8 @@ func (d *Device) lookKernels(ftz bool) error {
 // kernels take: f32, int32 and uint32 (core in Vulkan and Metal), f64 where
 // the device reduces f64, and the types whose kernels need a feature the
 // device reports (and the shim enables at open): int64 and uint64
-// (shaderInt64), int8 and uint8 (storageBuffer8BitAccess), half, bfloat16,
-// int16 and uint16 (storageBuffer16BitAccess). Metal reports none of the
+// (shaderInt64), int8, uint8 and the fp8 types (storageBuffer8BitAccess),
+// half, bfloat16, int16 and uint16 (storageBuffer16BitAccess). Metal reports none of the
 // three.
 func kernelTypes(raw cshim.DeviceInfo, float64 bool) backend.DTypeSet {
 	set := backend.F32.Bit() | backend.I32.Bit() | backend.U32.Bit()
@@ -311,7 +329,7 @@ func kernelTypes(raw cshim.DeviceInfo, float64 bool) backend.DTypeSet {
 		set |= backend.I64.Bit() | backend.U64.Bit()
 	}
 	if raw.StorageBuffer8Bit {
-		set |= backend.I8.Bit() | backend.U8.Bit()
+		set |= backend.I8.Bit() | backend.U8.Bit() | backend.F8E4M3.Bit() | backend.F8E5M2.Bit()
 	}
 	if raw.StorageBuffer16Bit {
 		set |= backend.Half.Bit() | backend.BFloat16.Bit() | backend.I16.Bit() | backend.U16.Bit()

@@ -71,7 +71,7 @@ func (d *Device) EveryPipeline() error {
 		if !has(spec.dt) {
 			continue
 		}
-		if is16Kind(kind) && !spec.in32 && !spec.out32 {
+		if isNarrowKind(kind) && !spec.in32 && !spec.out32 {
 			if _, err := d.pipeline(kind, backend.Sum, 0, false); err != nil {
 				return err
 			}

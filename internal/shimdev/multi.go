@@ -26,6 +26,10 @@ const (
 	multiF16In32 // src0 holds float32 partial results
 	multiBF16
 	multiBF16In32
+	multiE4M3
+	multiE4M3In32
+	multiE5M2
+	multiE5M2In32
 	multi4F32 // 16-byte variants, as in vec.go
 	multi4F64
 	multi4I32
@@ -59,6 +63,10 @@ var multiKinds = [numMultiKinds]multiSpec{
 	multiF16In32:  {name: kernels.ReduceMF16In32, dt: backend.Half, vec: -1},
 	multiBF16:     {name: kernels.ReduceMBF16, dt: backend.BFloat16, vec: -1},
 	multiBF16In32: {name: kernels.ReduceMBF16In32, dt: backend.BFloat16, vec: -1},
+	multiE4M3:     {name: kernels.ReduceME4M3, dt: backend.F8E4M3, vec: -1},
+	multiE4M3In32: {name: kernels.ReduceME4M3In32, dt: backend.F8E4M3, vec: -1},
+	multiE5M2:     {name: kernels.ReduceME5M2, dt: backend.F8E5M2, vec: -1},
+	multiE5M2In32: {name: kernels.ReduceME5M2In32, dt: backend.F8E5M2, vec: -1},
 	multi4F32:     {name: kernels.ReduceM4F32, ftz: kernels.ReduceM4F32FTZ, dt: backend.F32, vec: -1},
 	multi4F64:     {name: kernels.ReduceM4F64, dt: backend.F64, vec: -1},
 	multi4I32:     {name: kernels.ReduceM4I32, dt: backend.I32, vec: -1},
@@ -100,6 +108,14 @@ func multiKind(kind int) int {
 		return multiBF16
 	case kindReduceBF16In32:
 		return multiBF16In32
+	case kindReduceE4M3:
+		return multiE4M3
+	case kindReduceE4M3In32:
+		return multiE4M3In32
+	case kindReduceE5M2:
+		return multiE5M2
+	case kindReduceE5M2In32:
+		return multiE5M2In32
 	}
 	panic("shimdev: no multi-destination variant of kernel kind")
 }
@@ -177,7 +193,7 @@ func (s *Stream) ReduceMulti(op backend.Op, dt backend.DType, dsts []backend.Reg
 	last, lastKind := srcs, kind
 	switch {
 	case len(srcs) <= kernels.MaxSources:
-	case is16Kind(kind):
+	case isNarrowKind(kind):
 		// Float32 partial results in scratch (Reduce's), read by the
 		// reducem kernel of kind+in32.
 		partial, err := s.scratch(dsts[0].Len / es * 4)

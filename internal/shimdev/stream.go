@@ -81,12 +81,13 @@ func sameRegion(a, b backend.Region) bool {
 
 // dtype returns the element size and kernel kinds of dt, or an error when
 // dt is unknown, f64 is not available, or dt is an element type the device
-// has no kernels for (outside Info().Kernels: the 64- and 8-bit integer and
-// the 16-bit types where the device lacks their features). The last wraps
+// has no kernels for (outside Info().Kernels: the 64-, 16- and 8-bit integer
+// and the 16- and 8-bit float types where the device lacks their features).
+// The last wraps
 // backend.ErrUnsupported; an unknown dtype backend.ErrInvalidArgument. The
 // scale kind of every type but f32 and f64 is its reduce kind: Scale copies
-// the integers with it (one source, no scale) and scales the 16-bit types
-// with it (K = 0 for a copy of the bits).
+// the integers with it (one source, no scale) and scales the 16- and 8-bit
+// float types with it (K = 0 for a copy of the bits).
 func (s *Stream) dtype(op string, dt backend.DType) (es, reduceKind, scaleKind int, err error) {
 	switch {
 	case dt == backend.F64 && !s.d.info.Float64:
@@ -112,6 +113,7 @@ var dtypeKinds = [backend.NumDTypes]int{
 	backend.I64: kindReduceI64, backend.U64: kindReduceU64,
 	backend.I8: kindReduceI8, backend.U8: kindReduceU8,
 	backend.I16: kindReduceI16, backend.U16: kindReduceU16,
+	backend.F8E4M3: kindReduceE4M3, backend.F8E5M2: kindReduceE5M2,
 	backend.Half: kindReduceF16, backend.BFloat16: kindReduceBF16,
 }
 
@@ -208,7 +210,7 @@ func (s *Stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 		if err := s.pass(kind, op, es, dst, srcs, scale); err != nil {
 			return err
 		}
-	case is16Kind(kind):
+	case isNarrowKind(kind):
 		// The partial results stay float32, in scratch, so the result is
 		// rounded once, as the host's.
 		partial, err := s.scratch(dst.Len / es * 4)
@@ -311,7 +313,7 @@ func (s *Stream) Scale(dt backend.DType, dst, src backend.Region, scale float64)
 		return nil
 	}
 	op := backend.Sum
-	if is16Kind(kind) && scale == 1 {
+	if isNarrowKind(kind) && scale == 1 {
 		op = opCopy // a copy of the bits, as the host's (a reduce of one source would quiet a NaN)
 	}
 	s.passSrcs[0] = src
