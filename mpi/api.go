@@ -53,10 +53,14 @@ func Init() (*World, error) { return initMPI() }
 // process has called it. Finalize is idempotent.
 func Finalize() error { return finalizeMPI() }
 
-// Wait polls req.Test until the request completes or fails, or ctx ends (a
-// short spin, then sleeps of 50 to 200 µs). When ctx ends first, Wait cancels
-// req (Request.Cancel) and returns an *Error that matches backend.ErrTimeout
-// when the deadline passed, wraps ctx's error, and names the peer.
+// Wait waits until the request completes or fails, or ctx ends. A request
+// of this package is tested by the process's MPI progress thread
+// (MPI_Testsome over every pending request of every World), and Wait parks
+// until that thread signals its completion; any other backend.Request is
+// polled with Test (a short spin, then sleeps of 50 to 200 µs). When ctx
+// ends first, Wait cancels req (Request.Cancel) and returns an *Error that
+// matches backend.ErrTimeout when the deadline passed, wraps ctx's error, and
+// names the peer.
 func Wait(ctx context.Context, req backend.Request) error { return waitMPI(ctx, req) }
 
 // Name returns "mpi".

@@ -7,6 +7,7 @@ package mpi
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 // Every MPI call the package makes goes through one of these small functions.
 // They take and return handles and results by value, so Go passes no pointer
@@ -69,6 +70,7 @@ typedef struct {
 	int rank;
 	int size;
 	int tag_ub;
+	int local; // processes on this node (MPI_COMM_TYPE_SHARED), 0 if unknown
 } gm_world_ret;
 
 // gm_world makes errors on MPI_COMM_WORLD return instead of aborting, then
@@ -95,6 +97,14 @@ static gm_world_ret gm_world(void) {
 	int *ub = NULL, flag = 0;
 	if ((r.code = MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag)) != MPI_SUCCESS) return r;
 	r.tag_ub = (flag && ub) ? *ub : 32767; // 32767 is the least MPI allows
+	// Best effort: the number of processes that share this node, for the
+	// progress thread's choice between spinning and backing off.
+	MPI_Comm node = MPI_COMM_NULL;
+	if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
+	    node != MPI_COMM_NULL) {
+		if (MPI_Comm_size(node, &r.local) != MPI_SUCCESS) r.local = 0;
+		MPI_Comm_free(&node);
+	}
 	r.call = NULL;
 	return r;
 }
@@ -151,6 +161,83 @@ static gm_test_ret gm_test(MPI_Request req) {
 	if (r.code == MPI_SUCCESS && r.flag) {
 		MPI_Test_cancelled(&st, &r.cancelled);
 		if (!r.cancelled) MPI_Get_count(&st, MPI_BYTE, &r.count);
+	}
+	return r;
+}
+
+typedef struct {
+	int index; // into the requests given to gm_testsome
+	int code;  // the request's error (MPI_ERR_IN_STATUS), MPI_SUCCESS otherwise
+	int count; // bytes received
+	int cancelled;
+} gm_done;
+
+static long gm_since(const struct timespec *t0) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+typedef struct {
+	int k;    // requests completed, -1 when MPI_Testsome failed as a whole
+	int code; // then its error
+} gm_testsome_ret;
+
+// gm_testsome calls MPI_Testsome on the n requests, again and again for up
+// to spin_ns nanoseconds while none completes, and describes the completed
+// ones in out (room for n). It returns how many completed, or -1 when
+// MPI_Testsome failed as a whole (the caller then tests the requests one by
+// one). Completed requests become MPI_REQUEST_NULL in reqs, except a failed
+// one that MPI did not free.
+static gm_testsome_ret gm_testsome(MPI_Request *reqs, int n, gm_done *out, long spin_ns) {
+	gm_testsome_ret r = {0, MPI_SUCCESS};
+	enum { small = 64 };
+	int idx_small[small];
+	MPI_Status st_small[small];
+	int *idx = idx_small;
+	MPI_Status *st = st_small;
+	if (n > small) {
+		idx = malloc(n * sizeof *idx);
+		st = malloc(n * sizeof *st);
+		if (!idx || !st) {
+			free(idx);
+			free(st);
+			r.k = -1;
+			r.code = MPI_ERR_NO_MEM;
+			return r;
+		}
+	}
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int outcount = 0;
+		int rc = MPI_Testsome(n, reqs, &outcount, idx, st);
+		if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+			r.k = -1;
+			r.code = rc;
+			break;
+		}
+		if (outcount == MPI_UNDEFINED) break; // every request was null
+		if (outcount > 0) {
+			for (int i = 0; i < outcount; i++) {
+				gm_done *d = &out[i];
+				d->index = idx[i];
+				d->code = rc == MPI_ERR_IN_STATUS ? st[i].MPI_ERROR : MPI_SUCCESS;
+				d->count = 0;
+				d->cancelled = 0;
+				if (d->code == MPI_SUCCESS) {
+					MPI_Test_cancelled(&st[i], &d->cancelled);
+					if (!d->cancelled) MPI_Get_count(&st[i], MPI_BYTE, &d->count);
+				}
+			}
+			r.k = outcount;
+			break;
+		}
+		if (gm_since(&t0) >= spin_ns) break;
+	}
+	if (idx != idx_small) {
+		free(idx);
+		free(st);
 	}
 	return r;
 }
@@ -315,6 +402,14 @@ static void gm_nap(long ns) {
 	nanosleep(&ts, NULL);
 }
 
+// gm_cores is the number of processors online on this node, whatever the
+// process's affinity (a process bound to one core by mpirun still shares the
+// node's cores with the other processes).
+static int gm_cores(void) {
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 && n < 1 << 30 ? (int)n : 0;
+}
+
 static void *gm_malloc(size_t n) { return malloc(n ? n : 1); }
 static void gm_free(void *p) { free(p); }
 
@@ -336,6 +431,7 @@ enum {
 import "C"
 
 import (
+	"time"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
@@ -382,6 +478,7 @@ func cFinalize() int { return int(C.gm_finalize()) }
 type worldInfo struct {
 	comm, diag        cComm
 	rank, size, tagUB int
+	local             int // processes on this node, 0 if unknown
 	call              string
 	code              int
 }
@@ -389,7 +486,8 @@ type worldInfo struct {
 // cWorld sets MPI_ERRORS_RETURN and duplicates MPI_COMM_WORLD twice.
 func cWorld() worldInfo {
 	r := C.gm_world()
-	info := worldInfo{comm: r.comm, diag: r.diag, rank: int(r.rank), size: int(r.size), tagUB: int(r.tag_ub), code: int(r.code)}
+	info := worldInfo{comm: r.comm, diag: r.diag, rank: int(r.rank), size: int(r.size), tagUB: int(r.tag_ub),
+		local: int(r.local), code: int(r.code)}
 	if r.call != nil {
 		info.call = C.GoString(r.call)
 	}
@@ -433,6 +531,27 @@ type testResult struct {
 func cTest(req cRequest) testResult {
 	r := C.gm_test(req)
 	return testResult{req: r.req, done: r.flag != 0, cancelled: r.cancelled != 0, count: int(r.count), code: int(r.code)}
+}
+
+// doneResult describes one request gm_testsome found complete.
+type doneResult = C.gm_done
+
+// cTestsome is MPI_Testsome over reqs, repeated for up to spin while none
+// completes; out must have room for len(reqs). It returns how many completed
+// (described in out[:k]), or -1 and the error code of MPI_Testsome.
+func cTestsome(reqs []cRequest, out []doneResult, spin time.Duration) (k, code int) {
+	r := C.gm_testsome(unsafe.SliceData(reqs), C.int(len(reqs)), unsafe.SliceData(out), C.long(spin))
+	return int(r.k), int(r.code)
+}
+
+// makeDone describes, as gm_testsome does, piece i that MPI_Test found
+// complete.
+func makeDone(i int, t testResult) doneResult {
+	d := doneResult{index: C.int(i), code: C.int(t.code), count: C.int(t.count)}
+	if t.cancelled {
+		d.cancelled = 1
+	}
+	return d
 }
 
 func cCancel(req cRequest) int      { return int(C.gm_cancel(req)) }
@@ -508,6 +627,10 @@ func cLibraryVersion() string {
 
 // cNap sleeps ns nanoseconds in the kernel (nanosleep), without the rounding
 // of Go's timers.
+// cCores is the number of processors online on the node (sysconf), 0 if
+// unknown.
+func cCores() int { return int(C.gm_cores()) }
+
 func cNap(ns int64) { C.gm_nap(C.long(ns)) }
 
 func cMalloc(n int) unsafe.Pointer { return C.gm_malloc(C.size_t(n)) }

@@ -12,7 +12,8 @@ import (
 	"github.com/gocoll/gocoll/backend"
 )
 
-// Polling: a wait first spins (testing and yielding) for spinFor, then sleeps
+// Polling (poll, and the progress thread when it backs off, progress.go): a
+// wait first spins (testing and yielding) for spinFor, then sleeps
 // between tests, from sleepMin doubling to sleepMax, so a quick completion is
 // seen at once and a long wait costs little CPU (ranks may share cores). The
 // sleeps are nanosleep calls (cNap): Go's time.Sleep rounds a wait under a
@@ -231,34 +232,47 @@ func (w *World) collective(ctx context.Context, r *request, post func(*request))
 		}
 		return err
 	}
+	w.exec.progress.watch(r)
 	start := time.Now()
 	announceAt := announceAfter
 	if dl, ok := ctx.Deadline(); ok {
 		announceAt = min(announceAt, dl.Sub(start)/2)
 	}
-	announced := false
-	ended, err := poll(ctx, func() (bool, error) {
-		if !w.run(testRequest, r) || r.closedHit {
-			return false, closedError(r.call)
+	// Park until the progress thread completes r; announce arrival once
+	// after announceAt (a timer of the World's, reused: collectives of one
+	// World are one at a time, under collMu).
+	if w.announce == nil {
+		w.announce = time.NewTimer(announceAt)
+	} else {
+		w.announce.Reset(announceAt)
+	}
+	tick := w.announce.C
+	end := r.await(ctx.Done(), tick)
+	for end == awaitTick {
+		a := w.getRequest(kindCollective, r.call, -1, 0)
+		a.seq = r.seq
+		w.run(announce, a)
+		a.release()
+		end = r.await(ctx.Done(), nil)
+	}
+	w.announce.Stop()
+	if end == awaitDone && !w.exec.progress.unwatch(r) {
+		end = awaitReady // the thread completed r meanwhile
+	}
+	if end == awaitReady {
+		r.watched = false
+		switch {
+		case r.closedHit:
+			w.orphan(r)
+			return closedError(r.call)
+		case r.code != 0:
+			w.orphan(r) // MPI forbids cancelling a collective: leave the rest to MPI
+			return w.mpiError("MPI_Test", r.code, r.describe())
 		}
-		if r.code != 0 {
-			return false, w.mpiError("MPI_Test", r.code, r.describe())
-		}
-		return r.pending == 0, nil
-	}, func(waited time.Duration) {
-		if !announced && waited >= announceAt {
-			announced = true
-			w.run(announce, r)
-		}
-	})
-	if err == nil {
 		return nil
 	}
-	if !ended {
-		w.orphan(r) // MPI forbids cancelling a collective: leave the rest to MPI
-		return err
-	}
 	// The deadline passed: find who was seen to arrive.
+	err := ctx.Err()
 	missing, seen := w.arrivals(r.seq)
 	e := &Error{Call: r.call, Ranks: missing, Err: err, Msg: fmt.Sprintf(
 		"collective #%d not complete on process %d of %d after %v; processes not seen to arrive: %v (seen: %v); "+

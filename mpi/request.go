@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -63,6 +64,15 @@ type request struct {
 	pin   runtime.Pinner // keeps Go buffers in place while MPI holds them
 	done  chan struct{}  // the executor's answer in funneled mode
 
+	// The progress thread (progress.go). watched is the owner's: r was
+	// handed to the thread and not taken back. ready is set by the thread
+	// once it completed r (then it no longer touches r), or by Close when it
+	// took r over; wake is signalled with it (capacity 1).
+	watched bool
+	widx    int // r's index in the thread's list, under its lock
+	ready   atomic.Bool
+	wake    chan struct{}
+
 	// Ownership (see above).
 	mu         sync.Mutex
 	prev, next *request
@@ -88,7 +98,9 @@ type request struct {
 	color, key int
 }
 
-var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+var requestPool = sync.Pool{New: func() any {
+	return &request{done: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+}}
 
 func (w *World) getRequest(kind reqKind, call string, peer, tag int) *request {
 	r := requestPool.Get().(*request)
@@ -134,9 +146,13 @@ func (r *request) pinBuffer(p unsafe.Pointer) {
 func (r *request) release() {
 	r.unpin()
 	// Keep the Pinner (its internal record is reused, so pinning again does
-	// not allocate), the channel and the storage for split messages.
-	pin, many, done := r.pin, r.many, r.done
-	*r = request{pin: pin, many: many, done: done}
+	// not allocate), the channels and the storage for split messages.
+	pin, many, done, wake := r.pin, r.many, r.done, r.wake
+	select {
+	case <-wake: // a completion nobody waited for
+	default:
+	}
+	*r = request{pin: pin, many: many, done: done, wake: wake}
 	requestPool.Put(r)
 }
 
@@ -347,12 +363,33 @@ func cancelRequest(r *request) {
 // When the World was closed while the request was active, Close took it
 // over (cancelled it, and released it or kept it pinned): Test then reports
 // true with an error matching backend.ErrClosed.
-func (r *request) Test() (bool, error) {
+func (r *request) Test() (bool, error) { return r.test(false) }
+
+// test is Test; with park, a request that is not complete is handed to the
+// progress thread (watch), for a caller that parks until it completes.
+func (r *request) test(park bool) (bool, error) {
 	if err := r.own("Test"); err != nil {
 		return true, err
 	}
 	w := r.w
-	if !w.run(testRequest, r) || r.closedHit {
+	if r.watched {
+		// The progress thread tests r: read what it found, after a round of
+		// our own if the thread is not in one.
+		if !r.ready.Load() {
+			w.exec.progress.help(w.exec.finalized.Load())
+		}
+		if !r.ready.Load() {
+			r.mu.Unlock()
+			return false, nil
+		}
+		r.watched = false
+	} else {
+		progressStats.ownerTests.Add(1)
+		if !w.run(testRequest, r) {
+			r.closedHit = true
+		}
+	}
+	if r.closedHit {
 		w.finish(r, fateAbandon)
 		return true, closedError("MPI_Test")
 	}
@@ -364,6 +401,9 @@ func (r *request) Test() (bool, error) {
 		return true, err
 	}
 	if r.pending > 0 {
+		if park {
+			w.exec.progress.watch(r) // from now on the progress thread tests r
+		}
 		r.mu.Unlock()
 		return false, nil
 	}
@@ -404,6 +444,7 @@ func (r *request) cancel() (cancelled bool, err error) {
 // to the World when MPI does not let go within cancelGrace. The caller holds
 // r.mu; abort ends its hold (finish).
 func (w *World) abort(r *request) (cancelled bool, err error) {
+	w.exec.progress.unwatch(r)
 	if !w.run(cancelRequest, r) || r.closedHit {
 		w.finish(r, fateAbandon)
 		return false, closedError("MPI_Cancel")

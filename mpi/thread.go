@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -30,7 +31,7 @@ type mode int
 
 const (
 	modeConcurrent mode = iota // MPI_THREAD_MULTIPLE: call from any goroutine
-	modeSerialized             // MPI_THREAD_SERIALIZED: one call at a time, behind World.mu
+	modeSerialized             // MPI_THREAD_SERIALIZED: one call at a time in the process, behind serialMu
 	modeFunneled               // MPI_THREAD_FUNNELED or SINGLE: every call on the executor's thread
 )
 
@@ -56,15 +57,19 @@ type job struct {
 
 // executor is the OS thread that initialized MPI: MPI's "main thread". It
 // runs MPI_Init_thread and MPI_Finalize (which MPI wants on the same thread)
-// and, in funneled mode, every other MPI call too. There is one per process.
+// and, in funneled mode, every other MPI call too. It is also the process's
+// MPI progress thread (progress.go). There is one per process.
 type executor struct {
 	jobs      chan job
 	quit      chan struct{} // closed when the executor stops, after MPI_Finalize
 	finalized atomic.Bool
+	progress  progress
 }
 
 func startExecutor() *executor {
 	e := &executor{jobs: make(chan job), quit: make(chan struct{})}
+	e.progress.wake = make(chan struct{}, 1)
+	e.progress.mode = modeFunneled // until startMPI knows the level
 	go e.loop()
 	return e
 }
@@ -73,19 +78,16 @@ func (e *executor) loop() {
 	// Never unlocked: the goroutine keeps MPI's main thread for itself until
 	// MPI_Finalize, then exits, which ends the thread.
 	runtime.LockOSThread()
-	for {
-		select {
-		case j := <-e.jobs:
-			if j.fn != nil {
-				j.fn(j.r)
-			} else {
-				j.f()
-			}
-			j.done <- struct{}{}
-		case <-e.quit:
-			return
-		}
+	e.serve()
+}
+
+func (e *executor) runJob(j job) {
+	if j.fn != nil {
+		j.fn(j.r)
+	} else {
+		j.f()
 	}
+	j.done <- struct{}{}
 }
 
 // do runs f on the executor's thread and waits for it. It reports false,
@@ -101,8 +103,38 @@ func (e *executor) do(f func()) bool {
 	}
 }
 
+// serialMu serializes every MPI call of the process at MPI_THREAD_SERIALIZED.
+// The standard forbids two threads inside MPI at once at that level, whatever
+// the communicators, so one lock covers every World, duplicate and sub-World
+// (and Close: no call runs while it frees the communicators).
+var serialMu sync.Mutex
+
+// serialProbe counts the MPI calls in progress under serialMu while a test
+// turns it on, and keeps the most seen at once.
+var serialProbe struct {
+	on       atomic.Bool
+	in, most atomic.Int32
+}
+
+// lockSerial takes serialMu for one MPI call (or several made as one).
+func lockSerial() {
+	serialMu.Lock()
+	if serialProbe.on.Load() {
+		n := serialProbe.in.Add(1)
+		for m := serialProbe.most.Load(); n > m && !serialProbe.most.CompareAndSwap(m, n); m = serialProbe.most.Load() {
+		}
+	}
+}
+
+func unlockSerial() {
+	if serialProbe.on.Load() {
+		serialProbe.in.Add(-1)
+	}
+	serialMu.Unlock()
+}
+
 // run calls fn(r), where the thread level allows: on this goroutine
-// (concurrent), under w.mu (serialized), or on the executor (funneled). fn
+// (concurrent), under serialMu (serialized), or on the executor (funneled). fn
 // checks w.closed itself; run guarantees Close cannot free the communicators
 // while fn runs. It reports false, without running fn, when the executor
 // has stopped (after MPI_Finalize; the World is closed before that, so in
@@ -114,9 +146,9 @@ func (w *World) run(fn func(*request), r *request) bool {
 		fn(r)
 		w.mu.RUnlock()
 	case modeSerialized:
-		w.mu.Lock()
+		lockSerial()
 		fn(r)
-		w.mu.Unlock()
+		unlockSerial()
 	default:
 		select {
 		case w.exec.jobs <- job{fn: fn, r: r, done: r.done}:
@@ -135,7 +167,10 @@ func (w *World) cold(exclusive bool, f func()) bool {
 	switch {
 	case w.mode == modeFunneled:
 		return w.exec.do(f)
-	case exclusive || w.mode == modeSerialized:
+	case w.mode == modeSerialized:
+		lockSerial()
+		defer unlockSerial()
+	case exclusive:
 		w.mu.Lock()
 		defer w.mu.Unlock()
 	default:

@@ -53,15 +53,16 @@ type world struct {
 	diag    cComm // another dup: arrival notices, see collective.go
 	limit   int   // largest count per MPI call: C int, lowered by tests
 
-	mu        sync.RWMutex // see run: readers are MPI calls, the writer is Close
+	mu        sync.RWMutex // see run: readers are MPI calls, the writer is Close (serialized: serialMu instead)
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 
 	splitMu sync.Mutex // keeps the pieces of a split message together
 
-	collMu sync.Mutex // held by the collective in progress
-	seq    uint64     // collectives started, under collMu
+	collMu   sync.Mutex  // held by the collective in progress
+	seq      uint64      // collectives started, under collMu
+	announce *time.Timer // under collMu: when the collective in progress announces arrival
 
 	bgMu      sync.Mutex  // guards orphans, splitting and bgClosed; never held while calling MPI
 	orphans   []*request  // requests MPI still holds that nobody waits for
@@ -113,6 +114,7 @@ func initMPI() (*World, error) {
 		return nil, err
 	}
 	w.comm, w.diag, w.rank, w.size, w.tagUB = info.comm, info.diag, info.rank, info.size, info.tagUB
+	w.exec.progress.setLocal(w.exec.progress.policy, info.local, cCores())
 	w.seen = make([]uint64, w.size)
 	current = w
 	return w, nil
@@ -121,6 +123,10 @@ func initMPI() (*World, error) {
 // startMPI starts the executor and calls MPI_Init_thread on it.
 func startMPI() error {
 	required, err := parseThreadLevel(os.Getenv("GOCOLL_MPI_THREAD"))
+	if err != nil {
+		return &Error{Call: "MPI_Init_thread", Msg: err.Error(), Err: backend.ErrInvalidArgument}
+	}
+	policy, err := parseProgressPolicy(os.Getenv("GOCOLL_MPI_PROGRESS"))
 	if err != nil {
 		return &Error{Call: "MPI_Init_thread", Msg: err.Error(), Err: backend.ErrInvalidArgument}
 	}
@@ -145,6 +151,7 @@ func startMPI() error {
 			"MPI was initialized elsewhere with %v; without its main thread this package needs MPI_THREAD_SERIALIZED or more", prov)})
 	}
 	mainThread, initHere, provided = e, here, min(prov, required)
+	e.progress.mode, e.progress.policy = modeFor(provided), policy
 	return nil
 }
 
@@ -315,6 +322,13 @@ func (w *World) shutdown() error {
 func (w *World) close() error {
 	taken := w.takeLive()
 	for _, r := range taken {
+		w.exec.progress.unwatch(r)
+		// An owner parked in Wait wakes, and its Test finds r taken over.
+		r.ready.Store(true)
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
 		w.run(cancelRequest, r) // best effort: a failure leaves r to the grace below
 	}
 	for deadline := time.Now().Add(closeGrace); ; {
@@ -494,7 +508,15 @@ func (w *World) background() int {
 // waitMPI is Wait in the mpi build (api.go).
 func waitMPI(ctx context.Context, req backend.Request) error {
 	start := time.Now()
-	ended, err := poll(ctx, req.Test, nil)
+	var (
+		ended bool
+		err   error
+	)
+	if r, ok := req.(*request); ok {
+		ended, err = r.wait(ctx)
+	} else {
+		ended, err = poll(ctx, req.Test, nil)
+	}
 	if !ended {
 		return err
 	}
@@ -511,4 +533,22 @@ func waitMPI(ctx context.Context, req backend.Request) error {
 		e.Msg += "; cancelled"
 	}
 	return e
+}
+
+// wait is Wait on one of the package's requests: it parks until the
+// progress thread completes r, then Tests it, or returns ended and ctx's
+// error when ctx ends first (r is still the caller's, to cancel).
+func (r *request) wait(ctx context.Context) (ended bool, err error) {
+	done := ctx.Done()
+	for {
+		ok, err := r.test(true)
+		if err != nil || ok {
+			return false, err
+		}
+		// r is watched and not complete: park until the progress thread
+		// completes it (or Close takes it over).
+		if r.await(done, nil) == awaitDone {
+			return true, ctx.Err()
+		}
+	}
 }

@@ -1,0 +1,425 @@
+//go:build mpi && cgo
+
+package mpi
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MPI progresses only inside MPI calls. The executor (thread.go) is also the
+// process's progress thread, shared by every World: the World's collectives
+// from the moment they are posted, and the Isend and Irecv requests that a
+// Wait parks on, are watched by it, and it tests all of them at once
+// (MPI_Testsome) until MPI completes them, then signals the request's wake
+// channel, on which the waiter parks. A request that its owner polls with
+// Test (a group's transport waits do) is not handed over: Test makes its
+// MPI_Test as before, and a Test on a watched request reads what the thread
+// found (after a round of its own when the thread is between rounds).
+//
+// While requests are pending and waited for (hot), the thread spins when
+// the node has cores to spare for it (setLocal); otherwise it tests once
+// per round (no spin in C) and sleeps between rounds that complete nothing,
+// from sleepMin doubling to sleepMax (collective.go's polling constants).
+// Requests nobody waits for are tested every coldTick; with nothing pending
+// the thread blocks on a channel.
+//
+// Thread levels: at MPI_THREAD_MULTIPLE it calls MPI_Testsome while other
+// goroutines post; at MPI_THREAD_SERIALIZED it takes serialMu for each
+// MPI_Testsome, as every other call does; at MPI_THREAD_FUNNELED (and
+// SINGLE) it is MPI's main thread, and runs the other goroutines' calls
+// (jobs) between its tests.
+const (
+	// spinRound is how long one MPI_Testsome round keeps testing in C
+	// while nothing completes, before the thread looks at new requests,
+	// jobs and serialMu's other users.
+	spinRound = 5 * time.Microsecond
+	// hotFor: requests posted within it, or with a waiter parked on them,
+	// are waited for; the others (a group's control receives, pending for
+	// the group's life and polled by their owner) are only tested every
+	// coldTick, so an open group does not keep the thread spinning.
+	hotFor   = 10 * time.Millisecond
+	coldTick = time.Millisecond
+)
+
+// progressStats counts what the progress thread and the waiters did, for
+// tests: rounds of MPI_Testsome, naps (backing off), ticks (cold waits),
+// completions signalled, waiters woken, and MPI_Test calls the requests'
+// owners made themselves.
+var progressStats struct {
+	rounds, naps, ticks, completed, wakeups, ownerTests atomic.Int64
+}
+
+// progress is the progress thread's state, part of the executor.
+type progress struct {
+	mu      sync.Mutex // held by the thread for each round, and by unwatch
+	watched []*request // under mu: requests the thread tests
+	reqs    []cRequest // under mu: their pieces, for MPI_Testsome
+	who     []piece    // under mu: reqs[i] is piece who[i]
+	out     []doneResult
+
+	inMu     sync.Mutex
+	incoming []*request // under inMu: watched requests the thread has not taken yet
+	wake     chan struct{}
+
+	mode         mode // how to call MPI, set by startMPI before any request is watched
+	policy       progressPolicy
+	local, cores int // processes and processors online on this node, for tests and docs
+	spin         atomic.Bool
+	pending      atomic.Int64 // watched requests not yet completed
+	waiters      atomic.Int64 // goroutines parked in await
+	lastPost     atomic.Int64 // when the last request was watched (Unix ns)
+}
+
+// piece is one MPI request of a watched request: request w of the round,
+// sub-request s.
+type piece struct{ w, s int32 }
+
+// progressPolicy is GOCOLL_MPI_PROGRESS: "spin" or "backoff" forces the
+// progress thread's behaviour while requests are pending; "" or "auto"
+// decides from the node (setLocal).
+type progressPolicy uint8
+
+const (
+	policyAuto progressPolicy = iota
+	policySpin
+	policyBackoff
+)
+
+func parseProgressPolicy(s string) (progressPolicy, error) {
+	switch strings.ToLower(s) {
+	case "", "auto":
+		return policyAuto, nil
+	case "spin":
+		return policySpin, nil
+	case "backoff":
+		return policyBackoff, nil
+	}
+	return 0, fmt.Errorf("GOCOLL_MPI_PROGRESS=%q: want auto, spin or backoff", s)
+}
+
+// setLocal decides whether the thread spins while requests are pending.
+// Under the auto policy it spins when every process on this node (local,
+// from MPI_Comm_split_type with MPI_COMM_TYPE_SHARED) can have two of its
+// processors online (cores), one for its work and one for the thread, and
+// this process may run on two or more (runtime.NumCPU, which counts the
+// processors of its affinity mask): a process that mpirun bound to one core
+// (Open MPI's default for 2 processes) would share that core between its
+// work and a spinning thread. Spinning there, or with more threads than
+// cores, made the all-reduce of 2 processes on 2 cores several times
+// slower than backing off (docs/MPI.md, Progress).
+func (p *progress) setLocal(policy progressPolicy, local, cores int) {
+	spin := local > 0 && 2*local <= cores && runtime.NumCPU() >= 2
+	switch policy {
+	case policySpin:
+		spin = true
+	case policyBackoff:
+		spin = false
+	}
+	p.spin.Store(spin)
+	p.local, p.cores = local, cores
+}
+
+// watch hands r to the progress thread (r's owner holds r.mu, r's pieces
+// are posted, and the owner is about to park on r.wake). From now until a round completes r (r.ready) or
+// unwatch takes it back, only rounds test r: the thread's, or those a
+// polling owner runs in help, under mu either way.
+func (p *progress) watch(r *request) {
+	r.watched = true
+	p.pending.Add(1)
+	p.lastPost.Store(time.Now().UnixNano())
+	p.inMu.Lock()
+	p.incoming = append(p.incoming, r)
+	p.inMu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// unwatch takes r back from the progress thread, if it has not completed
+// it: after unwatch the caller alone tests r. It reports whether r was
+// still watched.
+func (p *progress) unwatch(r *request) bool {
+	if !r.watched {
+		return false
+	}
+	r.watched = false
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := r.widx; i >= 0 && i < len(p.watched) && p.watched[i] == r {
+		last := len(p.watched) - 1
+		p.watched[i] = p.watched[last]
+		p.watched[i].widx = i
+		p.watched[last] = nil
+		p.watched = p.watched[:last]
+		p.pending.Add(-1)
+		return true
+	}
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	if i := slices.Index(p.incoming, r); i >= 0 {
+		p.incoming = slices.Delete(p.incoming, i, i+1)
+		p.pending.Add(-1)
+		return true
+	}
+	return false // completed meanwhile (r.ready)
+}
+
+// help runs a round on the caller's goroutine when the progress thread is
+// between rounds and the thread level lets any thread call MPI: an owner
+// that polls Test (rather than parking in Wait) then progresses MPI
+// itself, as it did before the thread existed, and never waits for the
+// thread to be scheduled (testing.AllocsPerRun, for one, runs with
+// GOMAXPROCS=1, where a goroutine that polls in a loop holds the only P).
+// Under MPI_THREAD_FUNNELED it yields instead, so the thread can run.
+func (p *progress) help(finalized bool) {
+	if p.mode != modeFunneled && p.mu.TryLock() {
+		p.roundLocked(finalized, 0)
+		p.mu.Unlock()
+		return
+	}
+	select {
+	case p.wake <- struct{}{}: // a round soon, even if the thread was idle
+	default:
+	}
+	runtime.Gosched()
+}
+
+// busy reports whether any watched request is pending.
+func (p *progress) busy() bool { return p.pending.Load() > 0 }
+
+// round tests every watched request once: MPI_Testsome over all their
+// pieces, repeated in C for up to spin while none completes. It completes
+// the requests MPI finished, and those of a World that closed or of an MPI
+// that finalized (closedHit), and reports how many.
+func (p *progress) round(finalized bool, spin time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.roundLocked(finalized, spin)
+}
+
+func (p *progress) roundLocked(finalized bool, spin time.Duration) int {
+	p.inMu.Lock()
+	for _, r := range p.incoming {
+		r.widx = len(p.watched)
+		p.watched = append(p.watched, r)
+	}
+	clear(p.incoming)
+	p.incoming = p.incoming[:0]
+	p.inMu.Unlock()
+	p.reqs, p.who = p.reqs[:0], p.who[:0]
+	for i, r := range p.watched {
+		r.pending = 0
+		if finalized || r.w.closed.Load() {
+			r.closedHit = true
+			continue
+		}
+		for s, q := range r.subs {
+			if q != requestNull {
+				p.reqs = append(p.reqs, q)
+				p.who = append(p.who, piece{int32(i), int32(s)})
+				r.pending++
+			}
+		}
+	}
+	if n := len(p.reqs); n > 0 {
+		if cap(p.out) < n {
+			p.out = make([]doneResult, n)
+		}
+		p.out = p.out[:n]
+		progressStats.rounds.Add(1)
+		if p.mode == modeSerialized {
+			lockSerial()
+		}
+		k, _ := cTestsome(p.reqs, p.out, spin)
+		if k < 0 {
+			// MPI_Testsome failed as a whole: test the pieces one by one,
+			// as MPI_Test reports each one's own error.
+			k = p.testEach()
+		}
+		for _, d := range p.out[:k] {
+			pc := p.who[d.index]
+			r := p.watched[pc.w]
+			q := p.reqs[d.index]
+			if code := int(d.code); code != 0 {
+				if q != requestNull {
+					cRequestFree(q)
+				}
+				if r.code == 0 {
+					r.code = code
+				}
+			} else if d.cancelled != 0 {
+				r.cancelled++
+			} else {
+				r.got += int(d.count)
+			}
+			r.subs[pc.s] = requestNull
+			r.pending--
+		}
+		if p.mode == modeSerialized {
+			unlockSerial() // after MPI_Request_free above
+		}
+	}
+	keep := p.watched[:0]
+	done := 0
+	for _, r := range p.watched {
+		if r.pending > 0 && r.code == 0 {
+			r.widx = len(keep)
+			keep = append(keep, r)
+			continue
+		}
+		r.widx = -1
+		done++
+		r.ready.Store(true)
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	clear(p.watched[len(keep):])
+	p.watched = keep
+	if done > 0 {
+		p.pending.Add(int64(-done))
+		progressStats.completed.Add(int64(done))
+	}
+	return done
+}
+
+// testEach is the fallback of round when MPI_Testsome fails as a whole: MPI_Test
+// of each piece, results written to p.out as gm_testsome writes them.
+func (p *progress) testEach() int {
+	k := 0
+	for i, q := range p.reqs {
+		t := cTest(q)
+		p.reqs[i] = t.req
+		if t.code == 0 && !t.done {
+			continue
+		}
+		p.out[k] = makeDone(i, t)
+		k++
+	}
+	return k
+}
+
+// serve is the executor's loop: jobs (funneled calls, MPI_Init_thread and
+// MPI_Finalize) and, while requests are watched, rounds of tests.
+func (e *executor) serve() {
+	p := &e.progress
+	var nap time.Duration
+	tick := time.NewTimer(time.Hour)
+	tick.Stop()
+	for {
+		if !p.busy() {
+			select {
+			case j := <-e.jobs:
+				e.runJob(j)
+			case <-p.wake:
+			case <-e.quit:
+				p.round(true, 0)
+				return
+			}
+			nap = 0
+			continue
+		}
+		select {
+		case j := <-e.jobs:
+			e.runJob(j)
+		case <-e.quit:
+			p.round(true, 0) // completes every watched request as closed, without MPI
+			return
+		default:
+		}
+		spin := p.spin.Load()
+		var roundSpin time.Duration
+		if spin {
+			roundSpin = spinRound
+		}
+		if p.round(e.finalized.Load(), roundSpin) > 0 {
+			nap = 0
+			continue
+		}
+		if !p.hot(time.Now()) {
+			// Only requests nobody waits for, posted a while ago (a
+			// group's control receives): test them now and then, and at
+			// once when a request is posted or a waiter parks.
+			progressStats.ticks.Add(1)
+			tick.Reset(coldTick)
+			select {
+			case j := <-e.jobs:
+				e.runJob(j)
+			case <-p.wake:
+			case <-tick.C:
+			case <-e.quit:
+				p.round(true, 0)
+				return
+			}
+			tick.Stop()
+			continue
+		}
+		if spin {
+			continue
+		}
+		// Backing off: the processes outnumber the cores, and every
+		// moment this thread tests is taken from some process's work.
+		nap = min(max(2*nap, sleepMin), sleepMax)
+		progressStats.naps.Add(1)
+		cNap(int64(nap))
+	}
+}
+
+// hot reports whether someone waits for the watched requests: a waiter is
+// parked, or a request was posted within hotFor.
+func (p *progress) hot(now time.Time) bool {
+	return p.waiters.Load() > 0 || now.UnixNano()-p.lastPost.Load() < int64(hotFor)
+}
+
+// awaitEnd is why await returned.
+type awaitEnd uint8
+
+const (
+	awaitReady awaitEnd = iota // r.ready: the thread completed r (or Close took it)
+	awaitDone                  // the done channel closed first
+	awaitTick                  // the timer fired first
+)
+
+// await parks until the progress thread completed r (r.ready), signalled
+// on r.wake, or done closes, or tick fires. Where the thread spins, the
+// waiter first runs rounds itself for spinFor (help; no sleep), so that a
+// quick completion costs no hand-off between threads.
+func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
+	p := &r.w.exec.progress
+	if p.spin.Load() {
+		for start := time.Now(); !r.ready.Load() && time.Since(start) < spinFor; {
+			p.help(r.w.exec.finalized.Load())
+		}
+	}
+	if r.ready.Load() {
+		return awaitReady
+	}
+	p.waiters.Add(1)
+	defer p.waiters.Add(-1)
+	select {
+	case p.wake <- struct{}{}: // a thread testing only now and then tests at once
+	default:
+	}
+	for !r.ready.Load() {
+		select {
+		case <-r.wake:
+			progressStats.wakeups.Add(1)
+		case <-done:
+			if r.ready.Load() {
+				return awaitReady
+			}
+			return awaitDone
+		case <-tick:
+			return awaitTick
+		}
+	}
+	return awaitReady
+}

@@ -1,0 +1,236 @@
+//go:build mpi && cgo
+
+package mpi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+)
+
+// progressCounts is a snapshot of progressStats.
+type progressCounts struct{ rounds, naps, completed, wakeups, ownerTests int64 }
+
+func readProgress() progressCounts {
+	s := &progressStats
+	return progressCounts{s.rounds.Load(), s.naps.Load(), s.completed.Load(), s.wakeups.Load(), s.ownerTests.Load()}
+}
+
+func (c progressCounts) sub(o progressCounts) progressCounts {
+	return progressCounts{c.rounds - o.rounds, c.naps - o.naps, c.completed - o.completed, c.wakeups - o.wakeups,
+		c.ownerTests - o.ownerTests}
+}
+
+// TestProgressManyWaits runs many Waits at once over two Worlds (the World
+// and a duplicate): 8 goroutines on each, every one exchanging messages
+// around the ring of processes on its own tag and waiting with Wait, once
+// with the progress thread spinning and once backing off. Every message
+// must arrive intact, and the progress thread must do the waiting: a Wait
+// makes at most one MPI_Test of its own (before it parks) and wakes at most
+// once (its completion), not once per sleep of a polling loop; a spinning
+// thread never sleeps.
+func TestProgressManyWaits(t *testing.T) {
+	w, ctx := begin(t, 60*time.Second)
+	d := dup(t, ctx, w)
+	pr := &w.exec.progress
+	auto := pr.spin.Load()
+	defer pr.spin.Store(auto)
+	for _, spin := range []bool{true, false} {
+		pr.spin.Store(spin)
+		manyWaits(t, ctx, w, d, spin)
+	}
+	agree(t, w, !t.Failed(), "many waits")
+}
+
+func manyWaits(t *testing.T, ctx context.Context, w, d *World, spin bool) {
+	const goroutines, iters = 8, 20
+	next, prev := neighbours(w)
+	if err := w.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := readProgress()
+	errs := make(chan error, 2*goroutines)
+	var wg sync.WaitGroup
+	for i, x := range []*World{w, d} {
+		for g := range goroutines {
+			wg.Go(func() {
+				tag := 1000 + g
+				salt := i*goroutines + g
+				for it := range iters {
+					n := 1 + (it*131+salt*17)%3000
+					recv := make([]byte, n)
+					if err := exchange(ctx, x, pattern(x.Rank()*100+salt, n, it), recv, next, prev, tag); err != nil {
+						errs <- fmt.Errorf("spin %v: world %d, goroutine %d, exchange %d: %w", spin, i, g, it, err)
+						return
+					}
+					if !bytes.Equal(recv, pattern(prev*100+salt, n, it)) {
+						errs <- fmt.Errorf("spin %v: world %d, goroutine %d, exchange %d: wrong contents from process %d", spin, i, g, it, prev)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	c := readProgress().sub(before)
+	waits := int64(2 * 2 * goroutines * iters) // two Worlds, a send and a receive per exchange
+	pr := &w.exec.progress
+	t.Logf("process %d (%v, %d processes on %d cores, spinning: %v): %d Waits: %d completions, %d wake-ups, "+
+		"%d rounds of MPI_Testsome, %d naps, %d MPI_Test by owners",
+		w.Rank(), w.ThreadLevel(), pr.local, pr.cores, spin, waits, c.completed, c.wakeups, c.rounds, c.naps, c.ownerTests)
+	// One MPI_Test per Wait before it parks; the counters are the
+	// process's, so a group an earlier test left polling may add a few. A
+	// polling Wait would make several per Wait.
+	if c.ownerTests > 2*waits {
+		t.Errorf("spin %v: MPI_Test called %d times by owners for %d Waits; the progress thread should test parked requests",
+			spin, c.ownerTests, waits)
+	}
+	if c.completed+c.ownerTests < waits {
+		t.Errorf("spin %v: %d requests completed by the progress thread and %d tests by their owners, for %d Waits",
+			spin, c.completed, c.ownerTests, waits)
+	}
+	if c.wakeups > waits {
+		t.Errorf("spin %v: %d wake-ups for %d Waits: a Wait should wake at most once, on completion", spin, c.wakeups, waits)
+	}
+	if spin && c.naps != 0 {
+		t.Errorf("the spinning progress thread slept %d times", c.naps)
+	}
+}
+
+// TestSerializedLockProcessWide checks that at MPI_THREAD_SERIALIZED no two
+// MPI calls of the process overlap, even from two Worlds (the World and a
+// duplicate, each driven by its own goroutine): the probe in lockSerial
+// counts the calls in progress. At the other levels the traffic runs and
+// the probe stays unused.
+func TestSerializedLockProcessWide(t *testing.T) {
+	w, ctx := begin(t, 60*time.Second)
+	d := dup(t, ctx, w)
+	serialMu.Lock()
+	serialProbe.in.Store(0)
+	serialProbe.most.Store(0)
+	serialProbe.on.Store(true)
+	serialMu.Unlock()
+	defer func() {
+		serialMu.Lock()
+		serialProbe.on.Store(false)
+		serialMu.Unlock()
+	}()
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	for g, x := range []*World{w, d} {
+		wg.Go(func() { errs <- dupTraffic(ctx, x, g, 50, 11) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	serialMu.Lock()
+	most, in := serialProbe.most.Load(), serialProbe.in.Load()
+	serialMu.Unlock()
+	if w.ThreadLevel() == ThreadSerialized {
+		t.Logf("process %d: at most %d MPI call(s) at once", w.Rank(), most)
+		if most != 1 || in != 0 {
+			t.Errorf("at MPI_THREAD_SERIALIZED: %d MPI calls at once at most (want 1), %d in progress after (want 0)", most, in)
+		}
+	} else if most != 0 {
+		t.Errorf("at %v the serialized lock counted %d calls", w.ThreadLevel(), most)
+	}
+	agree(t, w, !t.Failed(), "serialized lock")
+}
+
+// TestProgressWaitCancel ends the ctx of Waits that the progress thread is
+// watching: a receive nobody sends to, once by deadline and once by cancel
+// from another goroutine. Wait returns the same errors as it always did
+// (an *Error for the peer matching backend.ErrTimeout and
+// context.DeadlineExceeded, or context.Canceled), cancels the receive, and
+// the tag works afterwards; a request polled with Test completes as before.
+func TestProgressWaitCancel(t *testing.T) {
+	w, ctx := begin(t, 30*time.Second)
+	next, prev := neighbours(w)
+	buf := make([]byte, 32)
+	rr, err := w.Irecv(buf, prev, 1100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	dctx, cancel := context.WithTimeout(ctx, 80*time.Millisecond)
+	err = Wait(dctx, rr)
+	elapsed := time.Since(start)
+	cancel()
+	var e *Error
+	if !errors.Is(err, backend.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) ||
+		!slices.Equal(e.Ranks, []int{prev}) {
+		t.Errorf("Wait past its deadline = %v; want an *Error matching ErrTimeout and DeadlineExceeded naming process %d", err, prev)
+	}
+	if elapsed < 80*time.Millisecond || elapsed > 500*time.Millisecond {
+		t.Errorf("Wait with an 80 ms deadline returned after %v", elapsed)
+	}
+
+	rr, err = w.Irecv(buf, prev, 1101)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, stop := context.WithCancel(ctx)
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		stop()
+	}()
+	err = Wait(cctx, rr)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, backend.ErrTimeout) || !errors.As(err, &e) {
+		t.Errorf("Wait whose ctx is cancelled = %v; want an *Error matching context.Canceled, not ErrTimeout", err)
+	}
+	if err := w.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The cancelled receives took nothing: both tags carry a message now.
+	for _, tag := range []int{1100, 1101} {
+		if err := exchange(ctx, w, pattern(w.Rank(), 32, tag), buf, next, prev, tag); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, pattern(prev, 32, tag)) {
+			t.Errorf("tag %d after a cancelled Wait: wrong contents", tag)
+		}
+	}
+
+	// Polled with Test, never parked on.
+	rr, err = w.Irecv(buf, prev, 1102)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := send(ctx, w, pattern(w.Rank(), 32, 1102), next, 1102); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		done, err := rr.Test()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("receive not complete after 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !bytes.Equal(buf, pattern(prev, 32, 1102)) {
+		t.Errorf("receive tested after completion: wrong contents")
+	}
+	agree(t, w, !t.Failed(), "wait cancel")
+}
