@@ -3,25 +3,63 @@ package collective
 import (
 	"context"
 
+	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/algo"
 )
 
-// pairwiseExchange moves chunk j of [0, n) to rank j, where it lands as
-// chunk i of rank j's [n, 2n) (and chunk j of rank j's [0, n) arrives
-// here as chunk j of [n, 2n)): N-1 shift steps of chunk length m, slice by slice.
-func (c *Comm) pairwiseExchange(ctx context.Context, k *call, n, m int) error {
-	N := c.g.n
-	i := c.rank
+// vCounts are the ranges of a V exchange: send's [sdispls[j],
+// +scounts[j]) go to rank j, and rank j's land at [rdispls[j],
+// +rcounts[j]) of a receive space of R elements. Without scounts, the
+// ranges are the equal chunks of m elements: chunk j goes to rank j, and
+// rank j's lands as chunk j.
+type vCounts struct {
+	scounts, sdispls []int
+	R                int
+	rcounts, rdispls []int
+	m                int
+}
+
+// sendRange and recvRange are the ranges of send to rank j and received
+// from rank j.
+func (v *vCounts) sendRange(j int) (int, int) {
+	if v.scounts == nil {
+		return j * v.m, j*v.m + v.m
+	}
+	return v.sdispls[j], v.sdispls[j] + v.scounts[j]
+}
+
+func (v *vCounts) recvRange(j int) (int, int) {
+	if v.scounts == nil {
+		return j * v.m, j*v.m + v.m
+	}
+	return v.rdispls[j], v.rdispls[j] + v.rcounts[j]
+}
+
+// pairwise is the all-to-all exchange of v: N-1 shift steps (to i+s, from
+// i-s), slice by slice, one message per link at a time. The ranges go from
+// src where it names a buffer (data outside the call's buffer: a tensor),
+// else from k's buffer, and the ranges received land in k's buffer at
+// element at + their offset. The caller moves its own range.
+func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, at int, v vCounts) error {
+	N, i := c.g.n, c.rank
 	slice := c.g.slotBytes / k.es
 	st := c.dev.Stream()
 	for s := 1; s < N; s++ {
 		to, from := algo.Mod(i+s, N), algo.Mod(i-s, N)
-		for j := 0; j*slice < m; j++ {
-			a, b := algo.SliceRange(to*m, to*m+m, slice, j)
-			if err := c.sendSlice(ctx, k, to, a, b); err != nil {
+		slo, shi := v.sendRange(to)
+		rlo, rhi := v.recvRange(from)
+		for j := 0; j*slice < max(shi-slo, rhi-rlo); j++ {
+			a, b := algo.SliceRange(slo, shi, slice, j)
+			var err error
+			if src.Buf != nil {
+				err = c.sendRegion(ctx, to, backend.Region{Buf: src.Buf, Off: src.Off + a*k.es, Len: (b - a) * k.es})
+			} else {
+				err = c.sendSlice(ctx, k, to, a, b)
+			}
+			if err != nil {
 				return err
 			}
-			a, b = algo.SliceRange(from*m, from*m+m, slice, j)
+			a, b = algo.SliceRange(rlo, rhi, slice, j)
 			if b <= a {
 				continue
 			}
@@ -29,7 +67,7 @@ func (c *Comm) pairwiseExchange(ctx context.Context, k *call, n, m int) error {
 			if err != nil {
 				return err
 			}
-			if err := c.rec(st.Copy(k.region(n+a, n+b), in)); err != nil {
+			if err := c.rec(st.Copy(k.region(at+a, at+b), in)); err != nil {
 				return err
 			}
 			if err := c.flush(ctx); err != nil {
@@ -38,6 +76,13 @@ func (c *Comm) pairwiseExchange(ctx context.Context, k *call, n, m int) error {
 		}
 	}
 	return nil
+}
+
+// pairwiseExchange moves chunk j of [0, n) to rank j, where it lands as
+// chunk i of rank j's [n, 2n) (and chunk j of rank j's [0, n) arrives
+// here as chunk j of [n, 2n)): pairwise with chunks of m.
+func (c *Comm) pairwiseExchange(ctx context.Context, k *call, n, m int) error {
+	return c.pairwise(ctx, k, backend.Region{}, n, vCounts{m: m})
 }
 
 // scatterFrom sends chunk q of root's [0, n) to rank q, into the same place

@@ -11,20 +11,37 @@ import (
 // the execution stage of run (call.go): each is entered with d checked,
 // the fingerprint matched, the comm owned and d's counts non-zero. Host
 // slices are uploaded into the rank's device buffer, the algorithm runs
-// there over the exchange layer, and the result is downloaded.
+// there over the exchange layer, and the result is downloaded. Those that
+// run in the work buffer (ReduceScatter, AllGather, Reduce) serve the
+// tensor forms as well (tensorcoll.go): move then copies on the device.
 
-// move is the execution stage of a collective on host slices: n elements
-// of d's type in the comm's work buffer, src uploaded at element at, the
-// algorithm's steps over the exchange layer, then elements [from,
-// +len(dst)) downloaded into dst (none when dst is nil). A failure before
-// the download leaves the caller's memory untouched.
+// move is the execution stage of a collective that runs in the comm's
+// work buffer: n elements of d's type there, src (host slices) or d's send
+// tensor copied in at element at, the algorithm's steps over the exchange
+// layer, then elements [from, +len(dst)) downloaded into dst (none when
+// dst is nil), or delivered into d's recv tensor (none when it has none).
+// A failure before that last step leaves the caller's memory untouched.
 func (c *Comm) move(ctx context.Context, d *desc, op Op, n int, src []byte, at int, steps func(k *call) error, dst []byte, from int) error {
 	k := &c.k
+	if d.tensor {
+		src = nil
+	}
 	if err := c.prepare(k, d.dt, op, n, src, at); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
+	if d.st != nil {
+		if err := c.record(k.region(at, at+d.st.n), d.st.region(0, d.st.n)); err != nil {
+			return c.failAfter(err, nil, nil)
+		}
+	}
 	if err := steps(k); err != nil {
 		return c.failAfter(err, nil, nil)
+	}
+	if d.tensor {
+		if d.rt == nil {
+			return nil
+		}
+		return c.deliver(ctx, d.rt.region(0, d.rt.n), k.region(from, from+d.rt.n))
 	}
 	if dst != nil {
 		if err := c.download(ctx, k, from, dst); err != nil {
@@ -46,7 +63,7 @@ func (c *Comm) atRoot(d *desc, b []byte) []byte {
 // Direct strategy) each chunk is reduced at its owner in rank order.
 func (c *Comm) execReduceScatter(ctx context.Context, d *desc, s Strategy) error {
 	N, r := c.g.n, c.rank
-	m := len(d.recv) / d.dt.Size()
+	_, m := d.lens()
 	return c.move(ctx, d, d.op, N*m, d.send, 0, func(k *call) error {
 		if N > 1 {
 			var err error
@@ -66,7 +83,7 @@ func (c *Comm) execReduceScatter(ctx context.Context, d *desc, s Strategy) error
 // execAllGather: a ring of N-1 steps.
 func (c *Comm) execAllGather(ctx context.Context, d *desc) error {
 	N := c.g.n
-	m := len(d.send) / d.dt.Size()
+	m, _ := d.lens()
 	return c.move(ctx, d, Sum, N*m, d.send, c.rank*m, func(k *call) error {
 		if N == 1 {
 			return nil
@@ -141,29 +158,37 @@ func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 }
 
 // execReduce: along a binary tree rooted at root; in deterministic mode a
-// reduce-scatter in rank order, then the chunks gathered at root.
+// reduce-scatter in rank order, then the chunks gathered at root (a
+// tensor's result then copied into root's recv).
 func (c *Comm) execReduce(ctx context.Context, d *desc) error {
-	n := len(d.send) / d.dt.Size()
-	if c.g.n == 1 {
+	n, _ := d.lens()
+	if c.g.n == 1 && !d.tensor {
 		copy(d.recv, d.send)
 		return nil
 	}
 	return c.move(ctx, d, d.op, n, d.send, 0, func(k *call) error {
-		if c.g.cfg.Deterministic {
+		var err error
+		switch {
+		case c.g.n == 1: // a tensor: send is in the work buffer
+		case c.g.cfg.Deterministic:
 			chunkLen := algo.CeilDiv(n, c.g.n)
-			if err := c.algo(k).DetReduceScatter(ctx, c.g.all, n, chunkLen); err != nil {
-				return err
+			if err = c.algo(k).DetReduceScatter(ctx, c.g.all, n, chunkLen); err == nil {
+				err = c.algo(k).GatherTo(ctx, c.g.all, d.root, n, chunkLen)
 			}
-			if err := c.algo(k).GatherTo(ctx, c.g.all, d.root, n, chunkLen); err != nil {
-				return err
-			}
-		} else if err := c.algo(k).TreeReduce(ctx, c.rotated(d.root), n); err != nil {
+		default:
+			err = c.algo(k).TreeReduce(ctx, c.rotated(d.root), n)
+		}
+		switch {
+		case err != nil:
 			return err
+		case c.rank == d.root:
+			return c.scaleOwned(ctx, k, 0, n)
+		case d.tensor:
+			// The copy of send ran with the first slice sent (flushed);
+			// settle makes sure before send is the caller's again.
+			return c.settle(ctx)
 		}
-		if c.rank != d.root {
-			return nil
-		}
-		return c.scaleOwned(ctx, k, 0, n)
+		return nil
 	}, c.atRoot(d, d.recv), 0)
 }
 
@@ -309,29 +334,8 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 			return c.failAfter(err, nil, nil)
 		}
 	}
-	slice := c.g.slotBytes / k.es
-	for s := 1; s < N; s++ {
-		to, from := algo.Mod(i+s, N), algo.Mod(i-s, N)
-		for j := 0; j*slice < max(scounts[to], rcounts[from]); j++ {
-			a, b := algo.SliceRange(sdispls[to], sdispls[to]+scounts[to], slice, j)
-			if err := c.sendSlice(ctx, k, to, a, b); err != nil {
-				return c.failAfter(err, nil, nil)
-			}
-			a, b = algo.SliceRange(rdispls[from], rdispls[from]+rcounts[from], slice, j)
-			if b <= a {
-				continue
-			}
-			in, err := c.take(ctx, from, 0, (b-a)*k.es)
-			if err != nil {
-				return c.failAfter(err, nil, nil)
-			}
-			if err := c.rec(st.Copy(k.region(S+a, S+b), in)); err != nil {
-				return c.failAfter(err, nil, nil)
-			}
-			if err := c.flush(ctx); err != nil {
-				return c.failAfter(err, nil, nil)
-			}
-		}
+	if err := c.pairwise(ctx, k, backend.Region{}, S, vCounts{scounts: scounts, sdispls: sdispls, rcounts: rcounts, rdispls: rdispls}); err != nil {
+		return c.failAfter(err, nil, nil)
 	}
 	if err := c.flush(ctx); err != nil {
 		return c.failAfter(err, nil, nil)

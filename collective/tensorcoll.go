@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
-	"github.com/gocoll/gocoll/internal/algo"
 )
 
 // The algorithms of the device-tensor forms of the collectives (entry
@@ -78,15 +77,15 @@ func (c *Comm) execTensor(ctx context.Context, d *desc) (err error) {
 	case collAllToAll:
 		m = ns / N
 	case collAllToAllV:
-		return c.vRunT(ctx, d, fp, vCounts{d.scounts, d.sdispls, nr, d.counts, d.displs}, false)
+		return c.vRunT(ctx, d, fp, vCounts{scounts: d.scounts, sdispls: d.sdispls, R: nr, rcounts: d.counts, rdispls: d.displs}, false)
 	case collAllGatherV:
 		sc, sd, _, _ := c.vScratch(N)
 		for j := range sc {
 			sc[j], sd[j] = ns, 0
 		}
-		return c.vRunT(ctx, d, fp, vCounts{sc, sd, nr, d.counts, d.displs}, false)
+		return c.vRunT(ctx, d, fp, vCounts{scounts: sc, sdispls: sd, R: nr, rcounts: d.counts, rdispls: d.displs}, false)
 	case collReduceScatterV:
-		return c.vRunT(ctx, d, fp, vCounts{d.counts, d.displs, 0, nil, nil}, true)
+		return c.vRunT(ctx, d, fp, vCounts{scounts: d.counts, sdispls: d.displs}, true)
 	default:
 		return fmt.Errorf("collective: %s has no tensor form", sp.name)
 	}
@@ -105,81 +104,19 @@ func (c *Comm) execTensor(ctx context.Context, d *desc) (err error) {
 	}
 	switch d.kind {
 	case collReduceScatter:
-		return c.execReduceScatterT(ctx, d, s)
+		return c.execReduceScatter(ctx, d, s)
 	case collAllGather:
-		return c.execAllGatherT(ctx, d)
+		return c.execAllGather(ctx, d)
 	case collBroadcast:
 		return c.execBroadcastT(ctx, d)
 	case collReduce:
-		return c.execReduceT(ctx, d)
+		return c.execReduce(ctx, d)
 	case collGather:
 		return c.execGatherT(ctx, d)
 	case collScatter:
 		return c.execScatterT(ctx, d)
 	}
 	return c.execAllToAllT(ctx, d, r)
-}
-
-// tmove is the execution stage of a tensor collective whose data runs in
-// the comm's work buffer: n elements there, send's elements [0, +cnt)
-// copied to element at, the algorithm's steps, then the result at element
-// from delivered into recv (none when recv is nil).
-func (c *Comm) tmove(ctx context.Context, d *desc, n, at, cnt int, steps func(k *call) error, from int) error {
-	es := d.dt.Size()
-	if err := c.ensureWork(n*es, d.dt); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	k := &c.k
-	*k = call{dt: d.dt, es: es, op: kernelOp(d.op), scale: scaleFor(d.op, c.g.n), work: c.work}
-	if d.st != nil {
-		if err := c.record(k.region(at, at+cnt), d.st.region(0, cnt)); err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-	}
-	if err := steps(k); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if d.rt == nil {
-		return nil
-	}
-	if err := c.deliver(ctx, d.rt.region(0, d.rt.n), k.region(from, from+d.rt.n)); err != nil {
-		return c.fail(err, true, nil, nil)
-	}
-	return nil
-}
-
-// execReduceScatterT: send copied into the work buffer, where the ring
-// (or, in deterministic mode and with the Direct strategy, the rank-ordered
-// reduction) runs as in ReduceScatter; chunk r is then copied into recv.
-func (c *Comm) execReduceScatterT(ctx context.Context, d *desc, s Strategy) error {
-	N, m := c.g.n, d.rt.n
-	n, me := m*N, c.rank*m
-	return c.tmove(ctx, d, n, 0, n, func(k *call) error {
-		if N > 1 {
-			var err error
-			if c.g.cfg.Deterministic || s == Direct {
-				err = c.algo(k).DetReduceScatter(ctx, c.g.all, n, m)
-			} else {
-				err = c.algo(k).RingReduceScatter(ctx, c.g.all, n, m, 0)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return c.scaleOwned(ctx, k, me, me+m)
-	}, me)
-}
-
-// execAllGatherT: a ring of N-1 steps in the work buffer, then copied into
-// recv.
-func (c *Comm) execAllGatherT(ctx context.Context, d *desc) error {
-	N, m := c.g.n, d.st.n
-	return c.tmove(ctx, d, m*N, c.rank*m, m, func(k *call) error {
-		if N == 1 {
-			return nil
-		}
-		return c.algo(k).RingAllGather(ctx, c.g.all, m*N, m, 0)
-	}, 0)
 }
 
 // execBroadcastT: down a binary tree, in place in the tensor.
@@ -195,34 +132,6 @@ func (c *Comm) execBroadcastT(ctx context.Context, d *desc) error {
 	return nil
 }
 
-// execReduceT: along a binary tree rooted at root (in deterministic mode
-// in rank order) in the work buffer, then copied into root's recv.
-func (c *Comm) execReduceT(ctx context.Context, d *desc) error {
-	N, n, root := c.g.n, d.st.n, d.root
-	return c.tmove(ctx, d, n, 0, n, func(k *call) error {
-		if N > 1 {
-			var err error
-			if c.g.cfg.Deterministic {
-				chunkLen := algo.CeilDiv(n, N)
-				if err = c.algo(k).DetReduceScatter(ctx, c.g.all, n, chunkLen); err == nil {
-					err = c.algo(k).GatherTo(ctx, c.g.all, root, n, chunkLen)
-				}
-			} else {
-				err = c.algo(k).TreeReduce(ctx, c.rotated(root), n)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if c.rank != root {
-			// The copy of send ran with the first slice sent (flushed);
-			// settle makes sure before send is the caller's again.
-			return c.settle(ctx)
-		}
-		return c.scaleOwned(ctx, k, 0, n)
-	}, 0)
-}
-
 // reduceGatherTensor is ReduceTensor for a type some device has no kernels
 // for (reduceGather's tensor form): every rank's send goes, slice by slice
 // and straight from the tensor, to root's pooled host-visible buffer; root
@@ -230,7 +139,7 @@ func (c *Comm) execReduceT(ctx context.Context, d *desc) error {
 // 0) and copies the result into recv.
 func (c *Comm) reduceGatherTensor(ctx context.Context, d *desc, fp fingerprint) (err error) {
 	sp := &callSpecs[d.kind]
-	N, n, root, dt := c.g.n, d.st.n, d.root, d.dt
+	N, n, dt := c.g.n, d.st.n, d.dt
 	es := dt.Size()
 	owned, err := c.begin(ctx, sp.tname, fp, sp.tphases[0])
 	if err != nil {
@@ -240,36 +149,15 @@ func (c *Comm) reduceGatherTensor(ctx context.Context, d *desc, fp fingerprint) 
 	if n == 0 {
 		return nil
 	}
-	if err := c.ensureWork(0, dt); err != nil { // the inbox
-		return c.fail(err, false, nil, nil)
-	}
-	k := &c.k
-	if c.rank != root {
-		*k = callAt(dt, d.st.buf, d.st.off, c.rank*n)
-		if err := c.algo(k).GatherTo(ctx, c.g.all, root, N*n, n); err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-		return nil
-	}
-	if err := c.ensure(&c.gather, N*n*es); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	*k = callAt(dt, c.gather, 0, 0)
-	if err := c.record(k.region(root*n, root*n+n), d.st.region(0, n)); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if err := c.algo(k).GatherTo(ctx, c.g.all, root, N*n, n); err != nil {
-		return c.failAfter(err, nil, nil)
+	if root, err := c.gatherAt(ctx, d, &c.gather); !root || err != nil {
+		return err
 	}
 	if err := c.settle(ctx); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	gb := c.gather.Bytes()
 	reduceHost(dt, gb[:n*es], gb[:N*n*es], n, 0, N, n, d.op, scaleFor(d.op, N))
-	if err := c.deliver(ctx, d.rt.region(0, n), k.region(0, n)); err != nil {
-		return c.fail(err, true, nil, nil)
-	}
-	return nil
+	return c.deliver(ctx, d.rt.region(0, n), c.k.region(0, n))
 }
 
 // execAllToAllT: chunks are sent straight from send and received into the
@@ -286,47 +174,57 @@ func (c *Comm) execAllToAllT(ctx context.Context, d *desc, r int) error {
 	if err := c.record(k.region(me, me+m), d.st.region(me, me+m)); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	cnt, dsp := c.eqScratch(N, m)
-	if err := c.pairwise(ctx, k, d.st.region(0, n), cnt, dsp, cnt, dsp); err != nil {
+	if err := c.pairwise(ctx, k, d.st.region(0, n), 0, vCounts{m: m}); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.deliver(ctx, d.rt.region(0, n), k.region(0, n)); err != nil {
-		return c.fail(err, true, nil, nil)
-	}
-	return nil
+	return c.deliver(ctx, d.rt.region(0, n), k.region(0, n))
 }
 
 // execGatherT: ranks send straight from their tensor; root receives into
 // the work buffer, then copies it into recv.
 func (c *Comm) execGatherT(ctx context.Context, d *desc) error {
-	N, m, root := c.g.n, d.st.n, d.root
-	n := N * m
-	size := 0
-	if c.rank == root {
-		size = n * d.dt.Size()
+	if root, err := c.gatherAt(ctx, d, &c.work); !root || err != nil {
+		return err
 	}
-	if err := c.ensureWork(size, d.dt); err != nil {
-		return c.fail(err, false, nil, nil)
+	n := c.g.n * d.st.n
+	return c.deliver(ctx, d.rt.region(0, n), c.k.region(0, n))
+}
+
+// gatherAt is the exchange of a tensor Gather: every rank's send (m
+// elements) goes slice by slice, straight from the tensor, to root, whose
+// buf (the work buffer, or a pooled one sized here) receives the N blocks
+// of m, its own copied in by the device. It reports whether this rank is
+// root; the comm's call then addresses buf.
+func (c *Comm) gatherAt(ctx context.Context, d *desc, buf *backend.Buffer) (bool, error) {
+	N, m, root, es := c.g.n, d.st.n, d.root, d.dt.Size()
+	size := 0
+	if c.rank == root && buf == &c.work {
+		size = N * m * es
+	}
+	if err := c.ensureWork(size, d.dt); err != nil { // the inbox, at least
+		return false, c.fail(err, false, nil, nil)
 	}
 	k := &c.k
 	if c.rank != root {
 		*k = callAt(d.dt, d.st.buf, d.st.off, c.rank*m)
-		if err := c.algo(k).GatherTo(ctx, c.g.all, root, n, m); err != nil {
-			return c.failAfter(err, nil, nil)
+		if err := c.algo(k).GatherTo(ctx, c.g.all, root, N*m, m); err != nil {
+			return false, c.failAfter(err, nil, nil)
 		}
-		return nil
+		return false, nil
 	}
-	*k = callAt(d.dt, c.work, 0, 0)
+	if buf != &c.work {
+		if err := c.ensure(buf, N*m*es); err != nil {
+			return false, c.fail(err, false, nil, nil)
+		}
+	}
+	*k = callAt(d.dt, *buf, 0, 0)
 	if err := c.record(k.region(root*m, root*m+m), d.st.region(0, m)); err != nil {
-		return c.failAfter(err, nil, nil)
+		return false, c.failAfter(err, nil, nil)
 	}
-	if err := c.algo(k).GatherTo(ctx, c.g.all, root, n, m); err != nil {
-		return c.failAfter(err, nil, nil)
+	if err := c.algo(k).GatherTo(ctx, c.g.all, root, N*m, m); err != nil {
+		return false, c.failAfter(err, nil, nil)
 	}
-	if err := c.deliver(ctx, d.rt.region(0, n), k.region(0, n)); err != nil {
-		return c.fail(err, true, nil, nil)
-	}
-	return nil
+	return true, nil
 }
 
 // execScatterT: root sends straight from its tensor; the others receive
@@ -348,10 +246,7 @@ func (c *Comm) execScatterT(ctx context.Context, d *desc) error {
 		if err := c.scatterFrom(ctx, k, root, n, m); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
-		if err := c.deliver(ctx, d.rt.region(0, m), k.region(me, me+m)); err != nil {
-			return c.fail(err, true, nil, nil)
-		}
-		return nil
+		return c.deliver(ctx, d.rt.region(0, m), k.region(me, me+m))
 	}
 	*k = callAt(d.dt, d.st.buf, d.st.off, 0)
 	if err := c.scatterFrom(ctx, k, root, n, m); err != nil {
@@ -373,20 +268,9 @@ func (c *Comm) execScatterT(ctx context.Context, d *desc) error {
 		own = w
 		fallthrough
 	default:
-		if err := c.deliver(ctx, dst, own); err != nil {
-			return c.fail(err, true, nil, nil)
-		}
+		return c.deliver(ctx, dst, own)
 	}
 	return nil
-}
-
-// vCounts are the ranges of a V exchange: send's [sdispls[j],
-// +scounts[j]) go to rank j, and rank j's land at [rdispls[j],
-// +rcounts[j]) of a receive space of R elements.
-type vCounts struct {
-	scounts, sdispls []int
-	R                int
-	rcounts, rdispls []int
 }
 
 // eqCounts is ReduceScatterTensor's exchange for a type without kernels,
@@ -473,7 +357,7 @@ func (c *Comm) vRunT(ctx context.Context, d *desc, fp fingerprint, v vCounts, re
 			return c.failAfter(err, nil, nil)
 		}
 	}
-	if err := c.pairwise(ctx, k, d.st.region(0, S), v.scounts, v.sdispls, v.rcounts, v.rdispls); err != nil {
+	if err := c.pairwise(ctx, k, d.st.region(0, S), 0, v); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	st := c.dev.Stream()
@@ -500,9 +384,7 @@ func (c *Comm) vRunT(ctx context.Context, d *desc, fp fingerprint, v vCounts, re
 		}
 		gb := c.gather.Bytes()
 		reduceHost(dt, gb[:m*es], gb[:R*es], R/N, 0, N, m, d.op, scaleFor(d.op, N))
-		if err := c.deliver(ctx, d.rt.region(0, m), k.region(0, m)); err != nil {
-			return c.fail(err, true, nil, nil)
-		}
+		return c.deliver(ctx, d.rt.region(0, m), k.region(0, m))
 	default:
 		if m > 0 {
 			srcs := c.regions(N)
@@ -566,42 +448,6 @@ func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, exc
 	return nil
 }
 
-// pairwise is AllToAllV's exchange for data outside the call's buffer:
-// src's ranges [sdispls[j], +scounts[j]) go to rank j, and the ranges rank
-// j sends here land in k's [rdispls[j], +rcounts[j]); N-1 shift steps (to
-// i+s, from i-s), slice by slice, one message per link at a time. The
-// caller copies its own range.
-func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, scounts, sdispls, rcounts, rdispls []int) error {
-	N, i := c.g.n, c.rank
-	slice := c.g.slotBytes / k.es
-	st := c.dev.Stream()
-	for s := 1; s < N; s++ {
-		to, from := algo.Mod(i+s, N), algo.Mod(i-s, N)
-		for j := 0; j*slice < max(scounts[to], rcounts[from]); j++ {
-			a, b := algo.SliceRange(sdispls[to], sdispls[to]+scounts[to], slice, j)
-			out := backend.Region{Buf: src.Buf, Off: src.Off + a*k.es, Len: (b - a) * k.es}
-			if err := c.sendRegion(ctx, to, out); err != nil {
-				return err
-			}
-			a, b = algo.SliceRange(rdispls[from], rdispls[from]+rcounts[from], slice, j)
-			if b <= a {
-				continue
-			}
-			in, err := c.take(ctx, from, 0, (b-a)*k.es)
-			if err != nil {
-				return err
-			}
-			if err := c.rec(st.Copy(k.region(a, b), in)); err != nil {
-				return err
-			}
-			if err := c.flush(ctx); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // sendRegion is sendSlice for a region outside the call's buffer: src
 // (at most one slot) goes to peer through a free outbox slot; nothing when
 // src is empty.
@@ -642,15 +488,20 @@ func (c *Comm) settle(ctx context.Context) error {
 }
 
 // deliver is a tensor collective's last step: the device copy of its
-// result src into the caller's dst, submitted and waited for (a failure
-// leaves dst undefined).
+// result src into the caller's dst, submitted and waited for. A failure
+// leaves dst undefined: a *DataError with Touched set.
 func (c *Comm) deliver(ctx context.Context, dst, src backend.Region) error {
+	var err error
 	if dst.Len > 0 {
-		if err := c.rec(c.dev.Stream().Copy(dst, src)); err != nil {
-			return err
-		}
+		err = c.rec(c.dev.Stream().Copy(dst, src))
 	}
-	return c.flush(ctx)
+	if err == nil {
+		err = c.flush(ctx)
+	}
+	if err != nil {
+		return c.fail(err, true, nil, nil)
+	}
+	return nil
 }
 
 // callAt returns a call (no reduction) on buf whose element at lies at
