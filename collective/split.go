@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/oncejoin"
 	"github.com/gocoll/gocoll/internal/splitplan"
 )
 
@@ -15,13 +16,9 @@ import (
 // returns a nil Comm for it), as MPI_UNDEFINED does.
 const NoColor = -1 // splitplan.NoColor
 
-// splitEntry is one sub-group being created by a Split call.
-type splitEntry struct {
-	done  chan struct{}
-	sub   *Group
-	err   error
-	users int // members that have not picked up their Comm yet
-}
+// splitEntry is one sub-group being created by a Split call, joined by
+// its members.
+type splitEntry = oncejoin.Entry[*Group]
 
 type splitKey struct {
 	seq   uint64
@@ -30,13 +27,9 @@ type splitKey struct {
 
 // procSplit is the work of one Split call in one process of a group that
 // spans processes: the transport splits and every sub-group with ranks in
-// this process, done once, by the first local rank to get there.
-type procSplit struct {
-	done  chan struct{}
-	subs  map[int]*Group // by color
-	err   error
-	users int // local ranks that have not picked up their outcome yet
-}
+// this process (by color), done once, by the first local rank to get
+// there.
+type procSplit = oncejoin.Entry[map[int]*Group]
 
 // Split partitions the ranks of c's group by color into sub-groups
 // (ncclCommSplit, MPI_Comm_split): every rank of the group calls it, and
@@ -120,54 +113,35 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		g.splitMu.Unlock()
 		return nil, c.splitErr(seq, errGroupClosed)
 	}
-	e := g.splits[k]
-	if e == nil {
-		e = &splitEntry{done: make(chan struct{}), users: len(members)}
-		if g.splits == nil {
-			g.splits = map[splitKey]*splitEntry{}
-		}
-		g.splits[k] = e
+	e, first := oncejoin.Join(&g.splits, k, len(members))
+	if first {
 		g.makingKids.Add(1)
-		g.splitMu.Unlock()
-		// The first member here opens the sub-group for all, unless the
-		// group broke (a member may have failed the exchange: it would
-		// not pick up its Comm).
-		if g.isBroken.Load() {
-			g.makingKids.Done()
-			e.err = c.brokenErr()
-		} else {
-			e.sub, e.err = g.openChild(ctx, members)
-		}
-		close(e.done)
-	} else {
-		g.splitMu.Unlock()
 	}
-	var ctxErr error
-	select {
-	case <-e.done:
-	default:
-		select {
-		case <-e.done:
-		case <-ctx.Done():
-			ctxErr = ctx.Err()
-		}
+	g.splitMu.Unlock()
+	// The first member here opens the sub-group for all, unless the group
+	// broke (a member may have failed the exchange: it would not pick up
+	// its Comm).
+	if first && g.isBroken.Load() {
+		g.makingKids.Done()
+		e.Do(nil, c.brokenErr())
+	} else if first {
+		e.Do(g.openChild(ctx, members))
 	}
+	ctxErr := e.Wait(ctx)
 	g.splitMu.Lock()
-	if e.users--; e.users == 0 {
-		delete(g.splits, k)
-	}
+	oncejoin.Leave(g.splits, k, e)
 	g.splitMu.Unlock()
 	switch {
 	case ctxErr != nil:
 		return nil, c.splitErr(seq, &TimeoutError{Seq: seq, Phase: fmt.Sprintf("Split, waiting for the sub-group of color %d to open", color), Ctx: ctxErr})
-	case errors.Is(e.err, ErrGroupBroken):
-		return nil, c.splitErr(seq, e.err)
-	case isCtxErr(e.err):
-		return nil, c.splitErr(seq, &TimeoutError{Seq: seq, Phase: fmt.Sprintf("Split, opening the sub-group of color %d", color), Ctx: e.err})
-	case e.err != nil:
-		return nil, c.splitErr(seq, fmt.Errorf("opening the sub-group of color %d: %w", color, e.err))
+	case errors.Is(e.Err, ErrGroupBroken):
+		return nil, c.splitErr(seq, e.Err)
+	case isCtxErr(e.Err):
+		return nil, c.splitErr(seq, &TimeoutError{Seq: seq, Phase: fmt.Sprintf("Split, opening the sub-group of color %d", color), Ctx: e.Err})
+	case e.Err != nil:
+		return nil, c.splitErr(seq, fmt.Errorf("opening the sub-group of color %d: %w", color, e.Err))
 	}
-	return e.sub.Comm(me), nil
+	return e.Val.Comm(me), nil
 }
 
 // splitErr makes err an *Error of this rank's Split call number seq. An
@@ -241,41 +215,28 @@ func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *spl
 		g.splitMu.Unlock()
 		return nil, c.splitErr(seq, errGroupClosed)
 	}
-	e := g.procSplits[seq]
-	if e == nil {
-		e = &procSplit{done: make(chan struct{}), users: g.nl}
-		if g.procSplits == nil {
-			g.procSplits = map[uint64]*procSplit{}
-		}
-		g.procSplits[seq] = e
+	e, first := oncejoin.Join(&g.procSplits, seq, g.nl)
+	if first {
 		g.makingKids.Add(1)
-		g.splitMu.Unlock()
-		e.subs, e.err = g.makeChildren(ctx, l)
-		close(e.done)
-	} else {
-		g.splitMu.Unlock()
 	}
-	var ctxErr error
-	select {
-	case <-e.done:
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
+	g.splitMu.Unlock()
+	if first {
+		e.Do(g.makeChildren(ctx, l))
 	}
+	ctxErr := e.Wait(ctx)
 	g.splitMu.Lock()
-	if e.users--; e.users == 0 {
-		delete(g.procSplits, seq)
-	}
+	oncejoin.Leave(g.procSplits, seq, e)
 	g.splitMu.Unlock()
 	switch {
 	case ctxErr != nil:
 		return nil, &Error{Rank: c.rank, Op: "Split", Seq: seq, Err: &TimeoutError{Seq: seq, Phase: "Split, waiting for this process's sub-groups", Ctx: ctxErr}}
-	case e.err != nil:
-		return nil, &Error{Rank: c.rank, Op: "Split", Seq: seq, Err: e.err}
+	case e.Err != nil:
+		return nil, &Error{Rank: c.rank, Op: "Split", Seq: seq, Err: e.Err}
 	case color == NoColor:
 		return nil, nil
 	}
 	local := l.Local(color, g.base, g.nl)
-	return e.subs[color].Comm(slices.Index(local, c.rank)), nil
+	return e.Val[color].Comm(slices.Index(local, c.rank)), nil
 }
 
 // splitOutcome classes err as the outcome of one process's part of a Split,
