@@ -813,7 +813,10 @@ func (s *mpiSweep[T]) verify(ctx context.Context, n int, op collective.Op, inPla
 			return err
 		}
 		if s.corrupt && i == 0 && n > 0 {
-			s.recv[0][0] += 1 // for the 16-bit types: the next bit pattern, one ulp off
+			// The lowest bit of the first element flipped: one unit or
+			// one ulp off, for every type (fp8 and 16-bit floats are bit
+			// patterns).
+			*(*byte)(unsafe.Pointer(&s.recv[0][0])) ^= 1
 		}
 		return nil
 	})

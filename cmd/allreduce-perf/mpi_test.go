@@ -287,7 +287,7 @@ func TestUnderMpirun(t *testing.T) {
 			if baseline != (f[16] == "0") || baseline == (f[13] == "N/A") {
 				t.Errorf("row %q: MPI_Allreduce columns (want a time and 0 wrong for float and double but avg, else N/A)", line)
 			}
-			if f[3] == "avg" && eltSizes[f[2]] != 0 && !strings.Contains("float double half bfloat16", f[2]) {
+			if f[3] == "avg" && eltSizes[f[2]] != 0 && !strings.Contains("float double half bfloat16 f8e4m3 f8e5m2", f[2]) {
 				t.Errorf("row %q: avg of an integer type", line)
 			}
 		}
