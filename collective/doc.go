@@ -168,13 +168,15 @@
 // kernels: f32 in f32 and f64 in f64 (never rounded through f32); integers
 // wrap on Sum and Prod, as NCCL's do, and Mean of an integer type is an
 // ErrInvalidArgument, as are the bitwise and logical ops (BAnd, BOr, BXor,
-// LAnd, LOr, LXor: integers only) on the other types; Float16, BFloat16 and the fp8 types are accumulated in float32 and
-// rounded once to the 16-bit type per reduction step (once per call on the
-// direct strategies, once per step of a ring or tree: each rounding is within
-// half a 16-bit ulp). A device without kernels for a type (f64 on some GPUs;
-// int64, uint64, the 8-bit and the 16-bit types on Vulkan and Metal today,
-// where int32 and uint32 have kernels) reduces it exactly
-// on the host, in rank order (AllReduce, ReduceScatter, Reduce,
+// LAnd, LOr, LXor: integers only) on the other types; Float16, BFloat16 and
+// the fp8 types are accumulated in float32 and rounded once to the type per
+// reduction step (once per call on the direct strategies, once per step of a
+// ring or tree: each rounding is within half an ulp of the type). Vulkan has
+// kernels for every type where the device has the features they need (f64:
+// shaderFloat64; int64 and uint64: shaderInt64; the 8-bit types:
+// storageBuffer8BitAccess; the 16-bit types: storageBuffer16BitAccess), Metal
+// for float32, int32 and uint32. A device without kernels for a type reduces
+// it exactly on the host, in rank order (AllReduce, ReduceScatter, Reduce,
 // ReduceScatterV, and their tensor forms, which stage the blocks through
 // the comm's pooled host-visible memory); an AllReduce of such a type
 // across processes, and a tensor all-reduce, is ErrUnsupported. Mean is the sum divided by N, correctly rounded (for the

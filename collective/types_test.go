@@ -121,9 +121,9 @@ func narrowCase[T Float16 | BFloat16 | Float8E4M3 | Float8E5M2](name string, fro
 
 // TestElementTypes: every integer, 16-bit and 8-bit float type through every collective
 // that reduces or moves data, at random sizes, ops and strategies on 1 to 5
-// ranks, against the reference (exact), on the host backend (kernels for
-// every type) and on Vulkan (no kernels for these types: the exact host
-// paths).
+// ranks, against the reference (exact), on the host backend and on Vulkan
+// (kernels for every type where the device has the storage features they
+// need, else the exact host paths).
 func TestElementTypes(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
