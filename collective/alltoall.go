@@ -43,7 +43,6 @@ func (v *vCounts) recvRange(j int) (int, int) {
 func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, at int, v vCounts) error {
 	N, i := c.g.n, c.rank
 	slice := c.g.slotBytes / k.es
-	st := c.dev.Stream()
 	for s := 1; s < N; s++ {
 		to, from := algo.Mod(i+s, N), algo.Mod(i-s, N)
 		slo, shi := v.sendRange(to)
@@ -60,17 +59,7 @@ func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, at int
 				return err
 			}
 			a, b = algo.SliceRange(rlo, rhi, slice, j)
-			if b <= a {
-				continue
-			}
-			in, err := c.take(ctx, from, 0, (b-a)*k.es)
-			if err != nil {
-				return err
-			}
-			if err := c.rec(st.Copy(k.region(at+a, at+b), in)); err != nil {
-				return err
-			}
-			if err := c.flush(ctx); err != nil {
+			if err := c.recvSlice(ctx, k, from, at+a, at+b); err != nil {
 				return err
 			}
 		}
@@ -106,19 +95,26 @@ func (c *Comm) scatterFrom(ctx context.Context, k *call, root, n, m int) error {
 		}
 		lo, hi := algo.ChunkRange(n, m, c.rank)
 		a, b := algo.SliceRange(lo, hi, slice, j)
-		if b <= a {
-			continue
-		}
-		in, err := c.take(ctx, root, 0, (b-a)*k.es)
-		if err != nil {
-			return err
-		}
-		if err := c.rec(c.dev.Stream().Copy(k.region(a, b), in)); err != nil {
-			return err
-		}
-		if err := c.flush(ctx); err != nil {
+		if err := c.recvSlice(ctx, k, root, a, b); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// recvSlice receives elements [a, b) of k's buffer from rank from (its
+// message in the first inbox slot) and waits for the copy; nothing when
+// the slice is empty.
+func (c *Comm) recvSlice(ctx context.Context, k *call, from, a, b int) error {
+	if b <= a {
+		return nil
+	}
+	in, err := c.take(ctx, from, 0, (b-a)*k.es)
+	if err != nil {
+		return err
+	}
+	if err := c.rec(c.dev.Stream().Copy(k.region(a, b), in)); err != nil {
+		return err
+	}
+	return c.flush(ctx)
 }

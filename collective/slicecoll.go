@@ -135,10 +135,7 @@ func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 	if n == 0 {
 		return nil
 	}
-	if cap(c.vBlocks) < N*n*es {
-		c.vBlocks = make([]byte, N*n*es)
-	}
-	blocks := c.vBlocks[:N*n*es]
+	blocks := c.blocks(N * n * es)
 	if err := c.move(ctx, d, Sum, N*n, d.send, r*n, func(k *call) error {
 		if N == 1 {
 			return nil
@@ -211,10 +208,7 @@ func (c *Comm) reduceGather(ctx context.Context, d *desc, fp fingerprint) (err e
 	g := *d
 	g.recv = nil
 	if c.rank == d.root {
-		if cap(c.vBlocks) < N*n*es {
-			c.vBlocks = make([]byte, N*n*es)
-		}
-		g.recv = c.vBlocks[:N*n*es]
+		g.recv = c.blocks(N * n * es)
 	}
 	if err := c.gatherExec(ctx, &g, fp, callSpecs[collReduce].phases[0]); err != nil {
 		return err
@@ -290,10 +284,7 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 		}
 		red, recv = d.recv, nil
 		if c.noKernels(d.dt) {
-			if cap(c.vBlocks) < N*m*es {
-				c.vBlocks = make([]byte, N*m*es)
-			}
-			recv, red, reduce = c.vBlocks[:N*m*es], nil, false
+			recv, red, reduce = c.blocks(N*m*es), nil, false
 			defer func() {
 				if err == nil && m > 0 {
 					reduceHost(d.dt, d.recv, recv, m, 0, N, m, d.op, scaleFor(d.op, N))
@@ -397,6 +388,15 @@ func (c *Comm) exchangeCounts(ctx context.Context, k *call, scounts []int, cnt [
 		return c.fail(err, false, nil, nil)
 	}
 	return nil
+}
+
+// blocks returns the comm's pooled host memory of n bytes for the blocks
+// a rank gathers to reduce on the CPU (c.vBlocks).
+func (c *Comm) blocks(n int) []byte {
+	if cap(c.vBlocks) < n {
+		c.vBlocks = make([]byte, n)
+	}
+	return c.vBlocks[:n]
 }
 
 // vPubBuf returns the comm's pooled copy of its send counts, which the

@@ -59,8 +59,10 @@ func (c *Comm) execTensor(ctx context.Context, d *desc) (err error) {
 	switch d.kind {
 	case collReduceScatter:
 		if c.noKernels(d.dt) {
+			// As ReduceScatterVTensor with equal blocks, reduced on the CPU.
+			cnt, dsp := c.eqScratch(N, nr)
 			fp.strategy = Direct
-			return c.vRunT(ctx, d, fp, c.eqCounts(N, nr), true)
+			return c.vRunT(ctx, d, fp, vCounts{scounts: cnt, sdispls: dsp}, true)
 		}
 		m = nr
 	case collAllGather, collReduce, collGather:
@@ -271,13 +273,6 @@ func (c *Comm) execScatterT(ctx context.Context, d *desc) error {
 		return c.deliver(ctx, dst, own)
 	}
 	return nil
-}
-
-// eqCounts is ReduceScatterTensor's exchange for a type without kernels,
-// as ReduceScatterVTensor with equal blocks of m.
-func (c *Comm) eqCounts(N, m int) vCounts {
-	cnt, dsp := c.eqScratch(N, m)
-	return vCounts{scounts: cnt, sdispls: dsp}
 }
 
 // vRunT is the tensor forms' V exchange: send's ranges go to their ranks
