@@ -42,14 +42,26 @@ func callAsync[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]
 	return cmp.Or(waitWorks(c.Wait, true, w), err)
 }
 
-// callShift runs a send/recv shift: SendRecv; on async SendAsync and
-// RecvAsync (in either order), waited for as c.Wait says; on async+sync
-// RecvAsync, then a blocking Send (to itself, which a blocking Send
-// refuses: a Batch of the Send).
+// callShift runs a send/recv shift or permutation (cPermute): SendRecv
+// (on one buffer where in place); on async SendAsync and RecvAsync (in
+// either order), waited for as c.Wait says; on async+sync RecvAsync, then
+// a blocking Send (to itself, which a blocking Send refuses: a Batch of
+// the Send), or, for a permutation with bit 2 of the data seed set, a
+// Batch of the send and the receive (in either order).
 func callShift[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
-	n, r := cm.Group().Size(), cm.Rank()
-	k := c.shift(n)
-	to, from := (r+k)%n, (r-k+n)%n
+	to, from := c.peers(cm.Group().Size(), cm.Rank())
+	r := cm.Rank()
+	if c.Path == pAsyncPair && c.Coll == cPermute && c.DataSeed&4 != 0 {
+		bt := cm.Batch()
+		if c.DataSeed&8 == 0 {
+			BatchSend(bt, b.send, to)
+			BatchRecv(bt, b.recv, from)
+		} else {
+			BatchRecv(bt, b.recv, from)
+			BatchSend(bt, b.send, to)
+		}
+		return bt.Run(ctx)
+	}
 	switch c.Path {
 	case pAsync:
 		var ws, wr *Work

@@ -30,11 +30,15 @@ import (
 // across ranks. Every collective (AllReduce, ReduceScatter, AllGather,
 // Broadcast, Reduce, send/recv shifts (a shift of 0: each rank with
 // itself), AllToAll, Gather, Scatter, AllToAllV, AllGatherV,
-// ReduceScatterV, GatherV, ScatterV) runs on every element type, out of
-// place and in its in-place layout (each rank's send and recv one buffer),
-// on Go slices, HostBuffers and, where it has a tensor form, device
-// tensors, synchronously and through its asynchronous form (waited for
-// with Wait, WaitAll, WaitAny or by polling Test):
+// ReduceScatterV, GatherV, ScatterV, and from a source of their own Scan,
+// Exscan (rank 0's recv left as it was), BroadcastInto and SendRecv along
+// permutations in which some ranks send to themselves, through SendRecv
+// (one buffer in place), SendAsync and RecvAsync, or a Batch) runs on
+// every element type, out of place and in its in-place layout (each
+// rank's send and recv one buffer), on Go slices, HostBuffers and, where
+// it has a tensor form, device tensors, synchronously and through its
+// asynchronous form (waited for with Wait, WaitAll, WaitAny or by polling
+// Test):
 // float32 and float64 against a float64 reference (exact or within a
 // stated bound), the integer types exactly (wrapping sums and products,
 // signed and unsigned extrema; Mean must be rejected), the 16-bit floats
@@ -135,21 +139,33 @@ const (
 	// and a buffer that must stay as it is.
 	cGatherV
 	cScatterV
+	// The collectives drawn from a source of their own (confNewerColls):
+	// Scan and Exscan (N: each rank's send and recv), BroadcastInto (out of
+	// place; in place on the root only, a non-root's send nil with
+	// NilRecv), and cPermute: SendRecv along a permutation drawn from the
+	// data seed in which some ranks send to and receive from themselves
+	// (confCall.perm), in place with one buffer on the in-place paths.
+	cScan
+	cExscan
+	cBroadcastInto
+	cPermute
 )
 
 var collNames = [...]string{"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce", "Shift",
-	"AllToAll", "Gather", "Scatter", "AllToAllV", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV"}
+	"AllToAll", "Gather", "Scatter", "AllToAllV", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV",
+	"Scan", "Exscan", "BroadcastInto", "Permute"}
 
 func (k confColl) String() string { return collNames[k] }
 
 // reduces reports whether the collective takes an op.
 func (k confColl) reduces() bool {
-	return k == cAllReduce || k == cReduceScatter || k == cReduce || k == cReduceScatterV
+	return k == cAllReduce || k == cReduceScatter || k == cReduce || k == cReduceScatterV || k == cScan || k == cExscan
 }
 
 // rooted reports whether the collective has a root.
 func (k confColl) rooted() bool {
-	return k == cBroadcast || k == cReduce || k == cGather || k == cScatter || k == cGatherV || k == cScatterV
+	return k == cBroadcast || k == cReduce || k == cGather || k == cScatter || k == cGatherV || k == cScatterV ||
+		k == cBroadcastInto
 }
 
 // vCounts reports whether the collective takes counts and offsets
@@ -159,7 +175,9 @@ func (k confColl) vCounts() bool {
 }
 
 // hasTensor reports whether the collective has a tensor form.
-func (k confColl) hasTensor() bool { return k != cShift && k != cGatherV && k != cScatterV }
+func (k confColl) hasTensor() bool {
+	return k != cShift && k != cGatherV && k != cScatterV && k < cScan
+}
 
 // inPlaceLayout reports whether the collective has an in-place layout
 // (setupOwnBufs): every one but send/recv shifts. The in-place paths and
@@ -230,6 +248,22 @@ func (p confPath) async() bool {
 }
 func (p confPath) tensor() bool {
 	return p == pTensor || p == pTensorInPlace || p == pTensorAsync || p == pTensorAsyncPair
+}
+
+// slicePath is the path on Go slices of tensor path p (p itself for the
+// others), for the collectives without a tensor form.
+func (p confPath) slicePath() confPath {
+	switch p {
+	case pTensor:
+		return pSlice
+	case pTensorInPlace:
+		return pInPlace
+	case pTensorAsync:
+		return pAsync
+	case pTensorAsyncPair:
+		return pAsyncPair
+	}
+	return p
 }
 
 // pair reports whether the path runs an asynchronous call on a copy of the
@@ -371,7 +405,7 @@ func (c confCall) String() string {
 	if (c.Coll == cReduce || c.Coll == cGather || c.Coll == cGatherV) && c.NilRecv {
 		s += " nil-recv"
 	}
-	if (c.Coll == cScatter || c.Coll == cScatterV) && c.NilRecv {
+	if (c.Coll == cScatter || c.Coll == cScatterV || c.Coll == cBroadcastInto) && c.NilRecv {
 		s += " nil-send"
 	}
 	if c.Path.async() {
@@ -482,7 +516,8 @@ func drawLen(rng *rand.Rand, ranks, slotElems, depth, maxLen int) int {
 // seed and the limits, never on what this machine has.
 func drawSession(seed uint64, lim confLimits) *confSession {
 	rng := rand.New(rand.NewPCG(seed, 0x636f6e66))
-	side := rand.New(rand.NewPCG(seed, 0x6e657774)) // confNewerTypes
+	side := rand.New(rand.NewPCG(seed, 0x6e657774))  // confNewerTypes
+	kinds := rand.New(rand.NewPCG(seed, 0x6b696e64)) // confNewerColls
 	s := &confSession{Seed: seed}
 	g := &s.G
 	g.Backend = "host"
@@ -589,17 +624,13 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 			c.Path = confPath(rng.IntN(2)) // slice or in place
 		}
 		if c.Coll == cShift {
-			// No tensors: slices, the asynchronous tensor paths the
-			// asynchronous slice paths.
-			switch c.Path {
-			case pInPlace, pTensor, pTensorInPlace:
+			// No tensors and no in-place layout: slices, the asynchronous
+			// tensor paths the asynchronous slice paths.
+			switch c.Path = c.Path.slicePath(); c.Path {
+			case pInPlace:
 				c.Path = pSlice
 			case pPinnedInPlace:
 				c.Path = pPinned
-			case pTensorAsync:
-				c.Path = pAsync
-			case pTensorAsyncPair:
-				c.Path = pAsyncPair
 			}
 		}
 		if c.Coll == cBroadcast {
@@ -687,6 +718,9 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 				}
 			}
 		}
+		if lim.every {
+			drawNewerColl(kinds, &c, *g, max(1, slot/c.Type.size()), maxLen)
+		}
 		c.Steps = roundSteps(c, *g)
 		s.Calls = append(s.Calls, c)
 	}
@@ -703,7 +737,7 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 // partial results), and for Mean once more: the last step rounds the sum,
 // the scale then the quotient.
 func roundSteps(c confCall, g confGroup) int {
-	if g.Deterministic || g.noKernels(c.Type) || c.Coll == cReduceScatterV {
+	if g.Deterministic || g.noKernels(c.Type) || c.Coll == cReduceScatterV || c.Coll == cScan || c.Coll == cExscan {
 		return 1
 	}
 	resolve := func(s Strategy) Strategy {
@@ -1230,7 +1264,7 @@ func (c confCall) asyncPart() confCall {
 // likewise.
 func setupBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], error) {
 	b, err := setupOwnBufs[T](c, ranks, r, in)
-	if err != nil || !c.Path.pair() || c.Coll == cShift {
+	if err != nil || !c.Path.pair() || c.Coll == cShift || c.Coll == cPermute {
 		return b, err
 	}
 	if b.async, err = setupOwnBufs[T](c.asyncPart(), ranks, r, in); err != nil {
@@ -1294,7 +1328,7 @@ func setupOwnBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], 
 		b.send = b.recv[lo:hi]
 		fill(b.send, in)
 		return b, nil
-	case (c.Coll == cScatter || c.Coll == cScatterV) && c.NilRecv && !root:
+	case (c.Coll == cScatter || c.Coll == cScatterV || c.Coll == cBroadcastInto) && c.NilRecv && !root:
 		// The send of a non-root is not used: nil.
 		if b.recv, b.hr, err = alloc(lr, c.Path.recvPinned()); err != nil {
 			return b, err
@@ -1328,7 +1362,7 @@ func setupOwnBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], 
 // callRank runs call c on comm cm with rank r's buffers.
 func callRank[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
 	switch {
-	case c.Coll == cShift:
+	case c.Coll == cShift || c.Coll == cPermute:
 		return callShift(ctx, cm, c, b)
 	case c.Path.tensor():
 		return callTensors(ctx, cm, c, b)
@@ -1415,6 +1449,15 @@ func confForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.C
 	case cScatterV:
 		return func(ctx context.Context) error { return ScatterV(ctx, cm, b.send, b.recv, counts, displs, c.Root) },
 			func(ctx context.Context) *Work { return ScatterVAsync(ctx, cm, b.send, b.recv, counts, displs, c.Root) }
+	case cScan:
+		return func(ctx context.Context) error { return Scan(ctx, cm, b.send, b.recv, c.Op) },
+			func(ctx context.Context) *Work { return ScanAsync(ctx, cm, b.send, b.recv, c.Op) }
+	case cExscan:
+		return func(ctx context.Context) error { return Exscan(ctx, cm, b.send, b.recv, c.Op) },
+			func(ctx context.Context) *Work { return ExscanAsync(ctx, cm, b.send, b.recv, c.Op) }
+	case cBroadcastInto:
+		return func(ctx context.Context) error { return BroadcastInto(ctx, cm, b.send, b.recv, c.Root) },
+			func(ctx context.Context) *Work { return BroadcastIntoAsync(ctx, cm, b.send, b.recv, c.Root) }
 	}
 	err := fmt.Errorf("no call of %s", c.Coll)
 	return func(context.Context) error { return err }, func(context.Context) *Work { return failedWork(err) }
@@ -1625,13 +1668,16 @@ func (c confCall) unsupportedOK(g confGroup) bool {
 }
 
 // wantErr is the error every rank's call must fail with, nil for none:
-// Mean of an integer type, and a bitwise or logical op of a floating-point
-// type, is an invalid argument (ops are checked first);
+// Mean of an integer type, and of any type in Scan and Exscan, and a
+// bitwise or logical op of a floating-point type, is an invalid argument
+// (ops are checked first);
 // an all-reduce of device tensors of a type some device has no kernels for
 // is unsupported (every other call has a host path for it).
 func (c confCall) wantErr(g confGroup) error {
 	switch {
 	case c.Type.isInt() && c.Op == Mean && c.Coll.reduces():
+		return ErrInvalidArgument
+	case c.Op == Mean && (c.Coll == cScan || c.Coll == cExscan):
 		return ErrInvalidArgument
 	case !c.Type.isInt() && c.Op.IntOnly() && c.Coll.reduces():
 		return ErrInvalidArgument
@@ -1914,10 +1960,9 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 				moved(r, elemBits(b.recv), want, "gathered data")
 			}
 		}
-	case cShift:
-		k := c.shift(ranks)
+	case cShift, cPermute:
 		for r, b := range bufs {
-			from := (r - k + ranks) % ranks
+			_, from := c.peers(ranks, r)
 			if good(r) {
 				moved(r, elemBits(b.recv), in[from], fmt.Sprintf("data received from rank %d", from))
 			}
@@ -1928,6 +1973,16 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 				moved(r, elemBits(b.send), in[c.Root], fmt.Sprintf("data broadcast from root %d", c.Root))
 			}
 		}
+	case cBroadcastInto:
+		// A send is never written (out of place: checked above; the
+		// root's in place is its recv).
+		for r, b := range bufs {
+			if good(r) {
+				moved(r, elemBits(b.recv), in[c.Root], fmt.Sprintf("data broadcast from root %d", c.Root))
+			}
+		}
+	case cScan, cExscan:
+		fails = append(fails, checkScan(c, in, bufs, good)...)
 	case cAllToAll:
 		m := c.N
 		for r, b := range bufs {
