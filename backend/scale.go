@@ -42,6 +42,13 @@ func Divisor(scale float64) int {
 	return int(n)
 }
 
+// IntScale reports whether an integer element type takes scale: 1 (no
+// scaling), or 1/N (Divisor), a mean: the sum, wrapped in the type, divided
+// by N once, truncated toward zero for the signed types (NCCL's ncclAvg on
+// integers). Backends refuse any other integer scale with
+// ErrInvalidArgument.
+func IntScale(scale float64) bool { return scale == 1 || Divisor(scale) != 0 }
+
 // ApplyScale64 scales x as every backend's f64 kernels do: x unchanged when
 // scale is 1, x/N correctly rounded when Divisor(scale) is N, else x*scale.
 func ApplyScale64(x, scale float64) float64 {

@@ -113,9 +113,10 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 			scaleNarrow(view[uint16](c.dst)[lo:hi], view[uint16](c.src)[lo:hi], c)
 		case backend.F8E4M3, backend.F8E5M2:
 			scaleNarrow(view[uint8](c.dst)[lo:hi], view[uint8](c.src)[lo:hi], c)
-		default: // an integer type, whose scale is 1 (checkScale): a copy
+		default: // an integer type: a copy, divided by N for a mean's 1/N (checkScale)
 			es := c.dt.Size()
 			copy(c.dst[lo*es:hi*es], c.src[lo*es:hi*es])
+			scaleInt(c.dt, c.dst[lo*es:hi*es], c.sc)
 		}
 	case cmdReduce, cmdReduceMulti:
 		srcs, more := srcs[:len(srcs)-c.ndst], srcs[len(srcs)-c.ndst:]
@@ -125,21 +126,21 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 		case backend.F64:
 			reduceRange(c.op, view[float64](c.dst), more, srcs, lo, hi, c)
 		case backend.I32:
-			reduceInt(c.op, view[int32](c.dst), more, srcs, lo, hi)
+			reduceInt(c.op, view[int32](c.dst), more, srcs, lo, hi, c.sc)
 		case backend.U32:
-			reduceInt(c.op, view[uint32](c.dst), more, srcs, lo, hi)
+			reduceInt(c.op, view[uint32](c.dst), more, srcs, lo, hi, c.sc)
 		case backend.I64:
-			reduceInt(c.op, view[int64](c.dst), more, srcs, lo, hi)
+			reduceInt(c.op, view[int64](c.dst), more, srcs, lo, hi, c.sc)
 		case backend.U64:
-			reduceInt(c.op, view[uint64](c.dst), more, srcs, lo, hi)
+			reduceInt(c.op, view[uint64](c.dst), more, srcs, lo, hi, c.sc)
 		case backend.I8:
-			reduceInt(c.op, view[int8](c.dst), more, srcs, lo, hi)
+			reduceInt(c.op, view[int8](c.dst), more, srcs, lo, hi, c.sc)
 		case backend.U8:
-			reduceInt(c.op, view[uint8](c.dst), more, srcs, lo, hi)
+			reduceInt(c.op, view[uint8](c.dst), more, srcs, lo, hi, c.sc)
 		case backend.I16:
-			reduceInt(c.op, view[int16](c.dst), more, srcs, lo, hi)
+			reduceInt(c.op, view[int16](c.dst), more, srcs, lo, hi, c.sc)
 		case backend.U16:
-			reduceInt(c.op, view[uint16](c.dst), more, srcs, lo, hi)
+			reduceInt(c.op, view[uint16](c.dst), more, srcs, lo, hi, c.sc)
 		case backend.Half, backend.BFloat16:
 			reduceNarrow(c.op, view[uint16](c.dst), more, srcs, lo, hi, c)
 		case backend.F8E4M3, backend.F8E5M2:
@@ -187,8 +188,10 @@ func reduceRange[T float](op backend.Op, dst []T, more, srcs [][]byte, lo, hi in
 // srcs[1][i], ...) left to right in T, Sum and Prod wrapping as Go's integer
 // arithmetic does, Max and Min the integer maximum and minimum, the bitwise
 // and logical operators as hostmath.CombineInt computes them, stored to
-// dst and to every region of more. Integers are not scaled (checkScale).
-func reduceInt[T integer](op backend.Op, dst []T, more, srcs [][]byte, lo, hi int) {
+// dst and to every region of more. A mean's scale 1/N divides the wrapped
+// result by N, truncated toward zero (hostmath.ApplyInt); checkScale takes no
+// other scale but 1.
+func reduceInt[T integer](op backend.Op, dst []T, more, srcs [][]byte, lo, hi int, sc hostmath.Scale) {
 	var buf [block]T
 	for b := lo; b < hi; b += block {
 		e := min(b+block, hi)
@@ -197,10 +200,37 @@ func reduceInt[T integer](op backend.Op, dst []T, more, srcs [][]byte, lo, hi in
 		for _, src := range srcs[1:] {
 			hostmath.CombineInt(op, acc, view[T](src)[b:e])
 		}
+		hostmath.ApplyInt(sc, acc)
 		copy(dst[b:e], acc)
 		for _, m := range more {
 			copy(view[T](m)[b:e], acc)
 		}
+	}
+}
+
+// scaleInt divides the integers of dt in b by N where sc is 1/N
+// (hostmath.ApplyInt), else leaves them.
+func scaleInt(dt backend.DType, b []byte, sc hostmath.Scale) {
+	if sc.Identity() {
+		return
+	}
+	switch dt {
+	case backend.I32:
+		hostmath.ApplyInt(sc, view[int32](b))
+	case backend.U32:
+		hostmath.ApplyInt(sc, view[uint32](b))
+	case backend.I64:
+		hostmath.ApplyInt(sc, view[int64](b))
+	case backend.U64:
+		hostmath.ApplyInt(sc, view[uint64](b))
+	case backend.I8:
+		hostmath.ApplyInt(sc, view[int8](b))
+	case backend.U8:
+		hostmath.ApplyInt(sc, view[uint8](b))
+	case backend.I16:
+		hostmath.ApplyInt(sc, view[int16](b))
+	case backend.U16:
+		hostmath.ApplyInt(sc, view[uint16](b))
 	}
 }
 

@@ -123,8 +123,9 @@ func (s *stream) Copy(dst, src backend.Region) error {
 // U64, I8, U8, I16, U16) reduce in their own type: Sum and Prod wrap (two's
 // complement, as Go's integer arithmetic does), Max and Min are the integer
 // maximum and minimum, BAnd, BOr and BXor act on the bits (two's
-// complement) and LAnd, LOr and LXor give 0 or 1 (backend.Op); they are not
-// scaled, so a scale other than 1 is an error wrapping
+// complement) and LAnd, LOr and LXor give 0 or 1 (backend.Op); a scale of
+// 1/N (a mean) divides the wrapped result by N once, truncated toward zero
+// (hostmath.ApplyInt), any scale other than 1 and 1/N is an error wrapping
 // backend.ErrInvalidArgument, as is an integer-only operator on a
 // floating-point type. Half, BFloat16, F8E4M3 and F8E5M2 elements are
 // converted to float32 exactly, reduced left to right in float32 as the f32
@@ -185,8 +186,9 @@ func (s *stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, src
 // Scale records dst[i] = src[i] * scale (a copy when scale is 1; divided by
 // N when scale is 1/N) exactly as kernels/scale.comp computes it. dst and src may be the same region. It
 // counts one dispatch per piece, and the bytes written as BytesReduced (they
-// are written by a kernel). Integers are only copied (a scale other than 1
-// is an error wrapping backend.ErrInvalidArgument); Half, BFloat16 and fp8
+// are written by a kernel). Integers are copied, or divided by N truncated
+// toward zero when scale is 1/N (any other scale is an error wrapping
+// backend.ErrInvalidArgument); Half, BFloat16 and fp8
 // elements are converted to float32, scaled as f32 is and rounded once to
 // their type, as Reduce does.
 func (s *stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {
@@ -261,11 +263,11 @@ func (s *stream) checkType(dt backend.DType) error {
 	return nil
 }
 
-// checkScale checks the scale of a reduction or Scale of dt: integers are
-// not scaled, so theirs must be 1.
+// checkScale checks the scale of a reduction or Scale of dt: integers take
+// 1 and a mean's 1/N only (backend.IntScale).
 func checkScale(dt backend.DType, scale float64) error {
-	if dt.IsInt() && scale != 1 {
-		return fmt.Errorf("scale %v of %v elements (integers are not scaled; only 1 is taken): %w", scale, dt, backend.ErrInvalidArgument)
+	if dt.IsInt() && !backend.IntScale(scale) {
+		return fmt.Errorf("scale %v of %v elements (integers take only 1 and a mean's 1/N): %w", scale, dt, backend.ErrInvalidArgument)
 	}
 	return nil
 }

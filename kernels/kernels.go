@@ -30,8 +30,9 @@
 // The integer variants (reduce_i32, reduce_u32, reduce_i64, reduce_u64 and
 // their reduce4_, reducem_ and reducem4_ forms; reduce_i8, reduce_u8,
 // reduce_i16, reduce_u16 and their reducem_ forms) have the interface of the
-// f32 ones, the scale being a 32-bit int or uint that they never read:
-// integers are not scaled. The 64-bit ones need shaderInt64, the 8-bit ones
+// f32 ones, the scale being a 32-bit int or uint that they never read: a
+// scaled pass (a mean) divides the result, wrapped in the type, by div (N)
+// once, truncated toward zero for the signed types. The 64-bit ones need shaderInt64, the 8-bit ones
 // storageBuffer8BitAccess, the 16-bit ones storageBuffer16BitAccess.
 //
 // The 16-bit float variants (reduce_f16, reduce_bf16 and their reducem_

@@ -39,9 +39,11 @@
 // bitwise operators 4 band, 5 bor and 6 bxor (on the bits, two's complement)
 // and the logical ones 7 land, 8 lor and 9 lxor (1 where (a != 0) op
 // (b != 0) holds, else 0; K = 1 copies the source, as every operator does).
-// Integers are never scaled: SCALE is
-// declared but ignored, and the scale push constant (an S, unused) keeps the
-// float kernels' layout, so the backend fills every variant alike.
+// SCALE on an integer kernel is a mean (NCCL's ncclAvg on integers): the
+// result, wrapped in the element type, divided once by div (N), truncated
+// toward zero for the signed types (scale_acc); the scale push constant (an
+// S, unused) keeps the float kernels' layout, so the backend fills every
+// variant alike.
 // The other integer types work alike, the scale push constant an unused
 // 32-bit int or uint: -DGOCOLL_I64 / -DGOCOLL_U64 (int64_t, uint64_t;
 // i64vec2, u64vec2 in reduce4_i64/_u64; need shaderInt64), -DGOCOLL_I8 /
@@ -367,6 +369,37 @@ T combine(T a, T b) {
     if (OP == 8u) return T(TRUTH(a) | TRUTH(b));
     return T(TRUTH(a) ^ TRUTH(b));
 }
+#if defined(GOCOLL_I8) || defined(GOCOLL_I16) || defined(GOCOLL_I32) || defined(GOCOLL_I64)
+#define GOCOLL_SIGNED
+#endif
+#ifdef GOCOLL_I64
+#define SIGN_SHIFT 63
+#else
+#define SIGN_SHIFT 31
+#endif
+// A mean (SCALE, div = N): the sum wrapped in the element type (the 8- and
+// 16-bit ones are accumulated in 32 bits: their low bits, sign-extended for
+// the signed types), divided by N once, truncated toward zero for the signed
+// types as NCCL does it (the magnitude divided, the sign put back), on the
+// bits as U, so that no target language divides a negative value.
+T scale_acc(T x) {
+#if defined(GOCOLL_I8)
+    x = T(U(x) << 24u) >> 24;
+#elif defined(GOCOLL_I16)
+    x = T(U(x) << 16u) >> 16;
+#elif defined(GOCOLL_U8)
+    x &= 0xffu;
+#elif defined(GOCOLL_U16)
+    x &= 0xffffu;
+#endif
+#ifdef GOCOLL_SIGNED
+    U m = U(x >> SIGN_SHIFT); // all ones where x is negative, else 0
+    U q = ((U(x) ^ m) - m) / U(pc.div);
+    return T((q ^ m) - m);
+#else
+    return T(U(x) / U(pc.div));
+#endif
+}
 #ifdef GOCOLL_NARROW_INT
 #define LOAD(x) T(x)
 #define STORE(x) (x)
@@ -509,7 +542,7 @@ void main() {
 #ifdef GOCOLL_FTZ
         }
 #endif
-#if !defined(GOCOLL_INT) && !defined(GOCOLL_OUT32)
+#ifndef GOCOLL_OUT32
         if (SCALE) acc = scale_acc(acc);
 #endif
 #ifdef STORE

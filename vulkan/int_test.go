@@ -322,8 +322,9 @@ func intReduceMulti[T int32s](t *testing.T, d *device) {
 
 // TestIntScale: Scale of int32 and uint32 by 1 is a copy by the integer
 // reduce kernel (a dispatch, its bytes in BytesReduced; in place too), with
-// the 16-byte kernel where aligned; any other scale, in Scale, Reduce and
-// ReduceMulti, is an invalid argument that records nothing.
+// the 16-byte kernel where aligned; any scale but 1 and a mean's 1/N
+// (backend.IntScale), in Scale, Reduce and ReduceMulti, is an invalid
+// argument that records nothing (backendtest checks the divisions).
 func TestIntScale(t *testing.T) {
 	d := openDevice(t, backend.OpenOptions{})
 	for _, dt := range []backend.DType{backend.I32, backend.U32} {
@@ -366,7 +367,7 @@ func TestIntScale(t *testing.T) {
 			r := func(i int) backend.Region { return backend.Region{Buf: a, Off: 16 * i, Len: 16} }
 			mr := s.(backend.MultiReducer)
 			before := d.Counters().Snapshot()
-			for _, sc := range []float64{0.5, 1.0 / 3, 2, 0, -1, math.NaN(), math.Inf(1)} {
+			for _, sc := range []float64{0.3, 1.0 / 4097, 2, 0, -1, math.NaN(), math.Inf(1)} {
 				for name, err := range map[string]error{
 					"Scale":       s.Scale(dt, r(0), r(1), sc),
 					"Reduce":      s.Reduce(backend.Sum, dt, r(0), []backend.Region{r(1), r(2)}, sc),

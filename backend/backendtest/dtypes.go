@@ -18,8 +18,9 @@ import (
 )
 
 // The element types beyond f32 and f64: integers (I32, U32, I64, U64, I8,
-// U8, I16, U16), reduced in their own type with wrapping Sum and Prod and
-// never scaled, and Half, BFloat16, F8E4M3 and F8E5M2, reduced in float32
+// U8, I16, U16), reduced in their own type with wrapping Sum and Prod, a
+// mean's scale 1/N dividing the wrapped result once, truncated toward zero,
+// and Half, BFloat16, F8E4M3 and F8E5M2, reduced in float32
 // and rounded once to the type (the 8-bit ones saturating a finite
 // overflow). A device takes those in its Info().Kernels; for the others the
 // suite checks that Reduce, ReduceMulti and Scale refuse them.
@@ -71,7 +72,7 @@ func RandomSeed(t *testing.T, env string) uint64 {
 // testDTypes runs the checks of every type of newDTypes: refusal where the
 // device has no kernels for it, else hand-written cases, random reductions
 // and multi-destination reductions against the references, Scale, the
-// refusal of an integer scale other than 1, and the split of a kernel under
+// refusal of an integer scale other than 1 and 1/N, and the split of a kernel under
 // a lowered MaxBindingBytes with its counters.
 func (s *suite) testDTypes(t *testing.T) {
 	seed := RandomSeed(t, SeedEnv)
@@ -187,6 +188,22 @@ func refInt(dt backend.DType, op backend.Op, a, b uint64) uint64 {
 		return b
 	}
 	return a
+}
+
+// refIntDiv is a, an element of the integer type dt, divided by N where
+// scale is 1/N (backend.Divisor: a mean, NCCL's ncclAvg on integers), in
+// int64 or uint64 arithmetic: Go's / truncates toward zero, as NCCL's
+// division of the magnitude with the sign put back does. Any other scale
+// leaves a.
+func refIntDiv(dt backend.DType, a uint64, scale float64) uint64 {
+	n := backend.Divisor(scale)
+	if n == 0 {
+		return a
+	}
+	if dt.Signed() {
+		return uint64(signExtend(a, 8*dt.Size())/int64(n)) & intMask(dt)
+	}
+	return a / uint64(n)
 }
 
 // halfInf and bf16Inf are the bits of +Inf; halfOver and bf16Over the value
@@ -354,7 +371,8 @@ func from32(dt backend.DType, x float32) uint16 {
 }
 
 // refElem is element i of the reduction of in by op, scaled by scale:
-// integers left to right with refInt (their scale is 1); 16-bit types
+// integers left to right with refInt, then divided by N where scale is 1/N
+// (refIntDiv); 16-bit types
 // converted to float32, reduced left to right in float32 and scaled as the
 // f32 kernels do (combine, scaleRef), then rounded once (from32).
 func refElem(dt backend.DType, op backend.Op, in [][]uint64, i int, scale float64) uint64 {
@@ -363,7 +381,7 @@ func refElem(dt backend.DType, op backend.Op, in [][]uint64, i int, scale float6
 		for _, s := range in[1:] {
 			acc = refInt(dt, op, acc, s[i])
 		}
-		return acc
+		return refIntDiv(dt, acc, scale)
 	}
 	acc := to32(dt, uint16(in[0][i]))
 	for _, s := range in[1:] {
@@ -555,6 +573,23 @@ type dtRow struct {
 }
 
 var dtTable = []dtRow{
+	// A mean of integers (scale 1/N): the sum wrapped in the type, divided
+	// once by N, truncated toward zero for the signed types (NCCL's ncclAvg).
+	{backend.I32, backend.Sum, []uint64{0xfffffff9, 0}, 0.5, 0xfffffffd, "-7/2 truncates toward zero: -3"},
+	{backend.I32, backend.Sum, []uint64{0xfffffff9, 0, 0}, 1.0 / 3, 0xfffffffe, "-7/3 truncates toward zero: -2"},
+	{backend.I32, backend.Sum, []uint64{0x7fffffff, 1}, 0.5, 0xc0000000, "MaxInt32+1 wraps to MinInt32, /2"},
+	{backend.U32, backend.Sum, []uint64{0xffffffff, 0xffffffff, 0xffffffff}, 1.0 / 3, 0x55555554, "3*MaxUint32 wraps to 2^32-3, /3"},
+	{backend.I64, backend.Sum, []uint64{1 << 63, 0xffffffffffffffff}, 0.5, 0x3fffffffffffffff, "MinInt64-1 wraps to MaxInt64, /2"},
+	{backend.I64, backend.Sum, []uint64{0xfffffffffffffff9, 0}, 0.5, 0xfffffffffffffffd, "-7/2: -3"},
+	{backend.U64, backend.Sum, []uint64{0xffffffffffffffff, 2}, 1.0 / 7, 0, "MaxUint64+2 wraps to 1, /7"},
+	{backend.U64, backend.Sum, []uint64{0xffffffffffffffff, 0}, 0.5, 0x7fffffffffffffff, "MaxUint64/2"},
+	{backend.I8, backend.Sum, []uint64{0x7f, 0x7f}, 0.5, 0xff, "127+127 wraps to -2, /2: -1"},
+	{backend.I8, backend.Sum, []uint64{0x80, 0x80, 0x80}, 1.0 / 3, 0xd6, "3*-128 wraps to -128, /3: -42"},
+	{backend.I8, backend.Sum, []uint64{0x80, 0xff}, 0.5, 0x3f, "-128-1 wraps to 127, /2: 63"},
+	{backend.U8, backend.Sum, []uint64{0xff, 0x03}, 0.5, 0x01, "255+3 wraps to 2, /2"},
+	{backend.I16, backend.Sum, []uint64{0x8000, 0xffff}, 0.5, 0x3fff, "-32768-1 wraps to 32767, /2"},
+	{backend.I16, backend.Sum, []uint64{0xfff9, 0x0000}, 0.5, 0xfffd, "-7/2: -3"},
+	{backend.U16, backend.Sum, []uint64{0xffff, 0xffff, 0xffff}, 1.0 / 3, 0x5554, "3*65535 wraps to 65533, /3"},
 	{backend.I32, backend.Sum, []uint64{0x7fffffff, 1}, 1, 0x80000000, "MaxInt32+1 wraps to MinInt32"},
 	{backend.I32, backend.Sum, []uint64{0x80000000, 0xffffffff}, 1, 0x7fffffff, "MinInt32-1 wraps to MaxInt32"},
 	{backend.I32, backend.Prod, []uint64{0x10000, 0x10000}, 1, 0, "2^16*2^16 wraps to 0"},
@@ -807,13 +842,14 @@ func (c dtCase) String() string {
 	return s
 }
 
-// drawScale returns the scale of case c of dt: 1 for integers; for 16-bit
-// types mostly 1, else a mean's 1/k (a division) or 0.3 (a multiply).
+// drawScale returns the scale of case c of dt: mostly 1, else a mean's 1/k
+// (a division), and for the float types 0.3 (a multiply); integers take
+// only 1 and 1/N.
 func drawScale(dt backend.DType, c, k int) float64 {
 	switch {
-	case dt.IsInt() || c%3 == 0:
+	case c%3 == 0:
 		return 1
-	case c%3 == 1:
+	case c%3 == 1 || dt.IsInt():
 		return 1 / float64(max(k, 2))
 	}
 	return 0.3
@@ -983,6 +1019,9 @@ func testDTypeScale(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 	if dt.IsNarrowFloat() {
 		scales = append(scales, 0.25, 0.3, 1.0/3, 1.0/7, 1e5)
 	}
+	if dt.IsInt() {
+		scales = append(scales, 0.5, 1.0/3, 1.0/7, 1.0/4096) // a mean's 1/N: a division
+	}
 	st := dev.Stream()
 	type out struct {
 		what  string
@@ -1009,7 +1048,10 @@ func testDTypeScale(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 		mis := mismatches{t: t, what: fmt.Sprintf("%v %s by %.6g", dt, o.what, o.scale)}
 		for i, x := range in {
 			want := x
-			if o.scale != 1 {
+			switch {
+			case dt.IsInt():
+				want = refIntDiv(dt, x, o.scale)
+			case o.scale != 1:
 				want = uint64(from32(dt, scaleRef(to32(dt, uint16(x)), o.scale)))
 			}
 			if !sameElem(dt, got[i], want) {
@@ -1020,10 +1062,11 @@ func testDTypeScale(t *testing.T, dev backend.Device, dt backend.DType, r *rand.
 	}
 }
 
-// testIntScaleRefused checks that integers are not scaled: Reduce,
-// ReduceMulti and Scale of dt with a scale other than 1 (a mean's 1/N
-// included) fail with an error wrapping backend.ErrInvalidArgument, record
-// nothing, and leave work recorded before them intact.
+// testIntScaleRefused checks that integers take only the scales 1 and a
+// mean's 1/N (backend.IntScale): Reduce, ReduceMulti and Scale of dt with
+// any other scale (1/N for an N no backend divides by exactly among them)
+// fail with an error wrapping backend.ErrInvalidArgument, record nothing,
+// and leave work recorded before them intact.
 func testIntScaleRefused(t *testing.T, dev backend.Device, dt backend.DType) {
 	needDType(t, dev, dt)
 	es := dt.Size()
@@ -1036,7 +1079,7 @@ func testIntScaleRefused(t *testing.T, dev backend.Device, dt backend.DType) {
 	must(t, st.Reduce(backend.Sum, dt, reg(1), []backend.Region{reg(0), reg(0)}, 1), "Reduce with scale 1")
 	must(t, st.Scale(dt, reg(2), reg(0), 1), "Scale by 1")
 	before := dev.Counters().Snapshot()
-	for _, sc := range []float64{0.5, 1.0 / 3, 2, 0, -1, math.NaN(), math.Inf(1)} {
+	for _, sc := range []float64{0.3, 0.25 + 1e-9, 1.0 / 4097, 2, 0, -1, math.NaN(), math.Inf(1)} {
 		what := fmt.Sprintf("Reduce of %v * %v", dt, sc)
 		isErr(t, noPanic(t, what, func() error {
 			return st.Reduce(backend.Sum, dt, reg(3), []backend.Region{reg(0), reg(1)}, sc)

@@ -188,6 +188,27 @@ func Apply[T Float](s Scale, dst, src []T) {
 	}
 }
 
+// ApplyInt divides d[i] by N in place where s is the mean's scale 1/N
+// (backend.Divisor): the wrapped sum divided once, truncated toward zero for
+// the signed types (Go's /, the same as NCCL's division of the magnitude
+// with the sign put back), plain division for the unsigned ones. Any other
+// scale leaves d unchanged (backends accept only 1 and 1/N for integers).
+func ApplyInt[T Integer](s Scale, d []T) {
+	if s.div == 0 {
+		return
+	}
+	n := T(s.div) // N <= backend.MaxDivisor: representable in every type it can scale (checked by the caller)
+	if int64(n) != int64(s.div) {
+		// N does not fit the type (int8 with N > 127, ...): every wrapped
+		// sum's quotient has a magnitude below 1.
+		clear(d)
+		return
+	}
+	for i, v := range d {
+		d[i] = v / n
+	}
+}
+
 // Bits is the memory of an element of a narrow float type: uint16 for
 // Half and BFloat16, uint8 for F8E4M3 and F8E5M2.
 type Bits interface{ uint8 | uint16 }
@@ -256,7 +277,9 @@ const block = 256
 // own type, integers wrap, the 16- and 8-bit floats reduce in float32 and round
 // once; op is Sum, Prod, Max or Min (a mean: Sum and the scale 1/N), or for
 // the integer types also a bitwise or logical operator. dst may be input 0's
-// elements. Integers are not scaled.
+// elements. Integers take only the scale 1/N (ApplyInt: the wrapped sum
+// divided once by N, truncated toward zero); any other scale leaves them
+// unscaled.
 func ReduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off, k, cnt int, scale float64) {
 	if cnt <= 0 || k <= 0 {
 		return
@@ -268,21 +291,21 @@ func ReduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off
 	case backend.F64:
 		reduceFloat[float64](op, dst, src, stride, off, k, cnt, s)
 	case backend.I32:
-		reduceInt[int32](op, dst, src, stride, off, k, cnt)
+		reduceInt[int32](op, dst, src, stride, off, k, cnt, s)
 	case backend.U32:
-		reduceInt[uint32](op, dst, src, stride, off, k, cnt)
+		reduceInt[uint32](op, dst, src, stride, off, k, cnt, s)
 	case backend.I64:
-		reduceInt[int64](op, dst, src, stride, off, k, cnt)
+		reduceInt[int64](op, dst, src, stride, off, k, cnt, s)
 	case backend.U64:
-		reduceInt[uint64](op, dst, src, stride, off, k, cnt)
+		reduceInt[uint64](op, dst, src, stride, off, k, cnt, s)
 	case backend.I8:
-		reduceInt[int8](op, dst, src, stride, off, k, cnt)
+		reduceInt[int8](op, dst, src, stride, off, k, cnt, s)
 	case backend.U8:
-		reduceInt[uint8](op, dst, src, stride, off, k, cnt)
+		reduceInt[uint8](op, dst, src, stride, off, k, cnt, s)
 	case backend.I16:
-		reduceInt[int16](op, dst, src, stride, off, k, cnt)
+		reduceInt[int16](op, dst, src, stride, off, k, cnt, s)
 	case backend.U16:
-		reduceInt[uint16](op, dst, src, stride, off, k, cnt)
+		reduceInt[uint16](op, dst, src, stride, off, k, cnt, s)
 	case backend.Half, backend.BFloat16:
 		reduceNarrow[uint16](dt, op, dst, src, stride, off, k, cnt, s)
 	case backend.F8E4M3, backend.F8E5M2:
@@ -308,7 +331,7 @@ func reduceFloat[T Float](op backend.Op, dst, src []byte, stride, off, k, cnt in
 	Apply(s, d, d)
 }
 
-func reduceInt[T Integer](op backend.Op, dst, src []byte, stride, off, k, cnt int) {
+func reduceInt[T Integer](op backend.Op, dst, src []byte, stride, off, k, cnt int, s Scale) {
 	d := View[T](dst)[:cnt]
 	in := View[T](src)
 	copy(d, in[off:off+cnt])
@@ -316,6 +339,7 @@ func reduceInt[T Integer](op backend.Op, dst, src []byte, stride, off, k, cnt in
 		b := p*stride + off
 		CombineInt(op, d, in[b:b+cnt])
 	}
+	ApplyInt(s, d)
 }
 
 func reduceNarrow[E Bits](dt backend.DType, op backend.Op, dst, src []byte, stride, off, k, cnt int, s Scale) {

@@ -3,7 +3,9 @@ package hostmath
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -193,4 +195,44 @@ func get(dt backend.DType, b []byte, i int) float64 {
 		return float64(BF16ToF32(View[uint16](b)[i]))
 	}
 	return math.NaN()
+}
+
+// TestIntMean: ReduceStrided of the integer types with a mean's scale 1/N
+// is the sum wrapped in the type, divided once by N, truncated toward zero
+// (NCCL's ncclAvg), and ApplyInt leaves integers alone for other scales.
+func TestIntMean(t *testing.T) {
+	i8 := []int8{127, -128, -7, -128, 127, -1, 0, -128} // two inputs of 4
+	d := make([]int8, 4)
+	ReduceStrided(backend.I8, backend.Sum, asBytes(d), asBytes(i8), 4, 0, 2, 4, 0.5)
+	if want := []int8{-1, 63, -3, 0}; !slices.Equal(d, want) { // 254 wraps to -2, -129 to 127, -256 to 0
+		t.Errorf("int8 mean of 2: %v, want %v", d, want)
+	}
+	u16 := []uint16{65535, 65535, 65535}
+	e := make([]uint16, 1)
+	ReduceStrided(backend.U16, backend.Sum, asBytes(e), asBytes(u16), 1, 0, 3, 1, 1.0/3)
+	if e[0] != 65533/3 {
+		t.Errorf("uint16 mean of 3: %v, want %v", e[0], 65533/3)
+	}
+	i64 := []int64{-7, 0, 0}
+	f := make([]int64, 1)
+	ReduceStrided(backend.I64, backend.Sum, asBytes(f), asBytes(i64), 1, 0, 3, 1, 1.0/3)
+	if f[0] != -2 {
+		t.Errorf("int64 -7/3: %v, want -2", f[0])
+	}
+	g := []uint8{200, 7}
+	ApplyInt(NewScale(1.0/300), g) // 300 does not fit uint8: every quotient of a wrapped sum is 0
+	ApplyInt(NewScale(0.3), g[1:]) // not 1/N: unchanged
+	if g[0] != 0 || g[1] != 0 {
+		t.Errorf("uint8 / 300: %v, want [0 0]", g)
+	}
+	h := []int32{-7}
+	ApplyInt(NewScale(0.3), h)
+	if h[0] != -7 {
+		t.Errorf("int32 scaled by 0.3: %v, want -7 (unchanged)", h[0])
+	}
+}
+
+func asBytes[T Integer](s []T) []byte {
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }

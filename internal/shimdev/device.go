@@ -25,8 +25,8 @@ const (
 	kindScale4F32
 	kindScale4F64
 	// 32-bit integer reduce kernels, scalar and 16-byte (ivec4, uvec4).
-	// Integers have no scale kind: Scale copies them (scale 1, the only
-	// one they take) with the reduce kernel of one source.
+	// Integers have no scale kind: Scale copies them (scale 1), or divides
+	// them by N (a mean's 1/N), with the reduce kernel of one source.
 	kindReduceI32
 	kindReduceU32
 	kindReduce4I32
@@ -77,9 +77,9 @@ type kindSpec struct {
 	// the bits (kernels/float32.glsl).
 	ftz string
 	dt  backend.DType
-	// scale is the size of the scale push constant: 4 (float), 8
-	// (double), or 0 for a kind that is never scaled (the integers, and
-	// the 16-bit kinds that write partial results).
+	// scale is the size of the float scale push constant: 4 (float), 8
+	// (double), or 0 for the integers (which take only div, a mean's N)
+	// and the 16-bit kinds that write partial results (never scaled).
 	scale   int
 	isScale bool // a scale kernel (no op, one source)
 	vec     int  // the 16-byte kind of a scalar kind; -1 for none

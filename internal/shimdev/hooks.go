@@ -60,8 +60,8 @@ func (s *Stream) Recorded() bool { return s.recorded }
 
 // EveryPipeline creates every variant of the reduce and scale kernels the
 // stream can ask for on this device (each op, 1..8 sources, with and
-// without scale, of every type in Info().Kernels; the integer kernels and
-// those writing partial results without scale; the 16-bit kernels' copy,
+// without scale, of every type in Info().Kernels (the integers' scale a
+// mean's division); those writing partial results without scale; the 16-bit kernels' copy,
 // K = 0), and one of each multi-destination kernel (sum, 8 sources, 8
 // destinations), so a kernel the API rejects fails by name (test hook).
 func (d *Device) EveryPipeline() error {
@@ -82,7 +82,7 @@ func (d *Device) EveryPipeline() error {
 			}
 			for k := 1; k <= len(d.stream.passSrcs); k++ {
 				for _, sc := range []bool{false, true} {
-					if sc && spec.scale == 0 {
+					if sc && spec.scale == 0 && !spec.dt.IsInt() {
 						continue
 					}
 					if _, err := d.pipeline(kind, op, k, sc); err != nil {

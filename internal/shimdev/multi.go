@@ -342,7 +342,10 @@ func (s *Stream) multiPass(kind int, op backend.Op, es int, dsts, srcs []backend
 	info := &d.multi.kinfo[mk]
 	push := s.push[:info.PushConstantBytes]
 	clear(push)
-	if sb := kinds[kind].scale; sb != 0 { // integers are never scaled: scale and div stay 0
+	if kinds[kind].dt.IsInt() { // a mean's 1/N: div is N, the scale unused
+		ne.PutUint32(push[pushMultiDiv:], uint32(backend.Divisor(scale)))
+	}
+	if sb := kinds[kind].scale; sb != 0 { // partial results are never scaled: scale and div stay 0
 		ne.PutUint32(push[pushMultiDiv:], uint32(backend.Divisor(scale)))
 		if sb == 4 {
 			ne.PutUint32(push[pushMultiScale:], math.Float32bits(float32(scale)))

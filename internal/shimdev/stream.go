@@ -117,12 +117,12 @@ var dtypeKinds = [backend.NumDTypes]int{
 	backend.Half: kindReduceF16, backend.BFloat16: kindReduceBF16,
 }
 
-// checkScale refuses a scale other than 1 (NaN included) of an integer
-// type, with an error wrapping backend.ErrInvalidArgument: integers are not
-// scaled.
+// checkScale refuses a scale other than 1 and a mean's 1/N (NaN included)
+// of an integer type (backend.IntScale), with an error wrapping
+// backend.ErrInvalidArgument.
 func (s *Stream) checkScale(op string, dt backend.DType, scale float64) error {
-	if dt.IsInt() && scale != 1 {
-		return s.d.errorf("%s: scale %v of %v elements (integers are not scaled; only 1 is taken): %w", op, scale, dt, backend.ErrInvalidArgument)
+	if dt.IsInt() && !backend.IntScale(scale) {
+		return s.d.errorf("%s: scale %v of %v elements (integers take only 1 and a mean's 1/N): %w", op, scale, dt, backend.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -163,9 +163,11 @@ func (s *Stream) Copy(dst, src backend.Region) error {
 
 // Reduce records dst = op(srcs...) * scale with the reduce kernel: one pass
 // for up to 8 sources, more passes for more, each later pass reading the
-// partial result first, so the order of srcs is kept. int32 and uint32 run
-// the integer kernels (wrapping sum and prod) and take only scale 1; any
-// other is an error wrapping backend.ErrInvalidArgument, nothing recorded.
+// partial result first, so the order of srcs is kept. The integer types run
+// the integer kernels (wrapping sum and prod) and take only scale 1 and a
+// mean's 1/N (the wrapped result divided by N once, in the last pass,
+// truncated toward zero); any other is an error wrapping
+// backend.ErrInvalidArgument, nothing recorded.
 func (s *Stream) Reduce(op backend.Op, dt backend.DType, dst backend.Region, srcs []backend.Region, scale float64) error {
 	const name = "reduce"
 	d := s.d
@@ -279,9 +281,10 @@ func (s *Stream) partials16(kind int, op backend.Op, es int, partial backend.Reg
 // kernel, or for the 16-bit types with their reduce kernel (K = 0 copying
 // the bits when scale is 1). Its bytes count as BytesReduced: they are
 // written by a kernel.
-// Integers take only scale 1 (else an error wrapping
-// backend.ErrInvalidArgument, nothing recorded) and are copied by their
-// reduce kernel with one source, counted as a float copy by 1 is: a
+// Integers take only scale 1 and a mean's 1/N (else an error wrapping
+// backend.ErrInvalidArgument, nothing recorded) and are copied, or divided
+// by N truncated toward zero, by their reduce kernel with one source,
+// counted as a float copy by 1 is: a
 // dispatch per piece, its bytes in BytesReduced. dst may be src, as for
 // floats, which vkCmdCopyBuffer (Copy) would refuse.
 func (s *Stream) Scale(dt backend.DType, dst, src backend.Region, scale float64) error {
@@ -387,11 +390,14 @@ func (s *Stream) pass(kind int, op backend.Op, es int, out backend.Region, srcs 
 	info := &d.kinfo[kind]
 	push := s.push[:info.PushConstantBytes]
 	clear(push)
-	if scaleBytes != 0 { // integers and partial results are never scaled: scale and div stay 0
-		scaleAt, divAt := pushScaleScale, pushScaleDiv
-		if isReduce {
-			scaleAt, divAt = pushReduceScale, pushReduceDiv
-		}
+	scaleAt, divAt := pushScaleScale, pushScaleDiv
+	if isReduce {
+		scaleAt, divAt = pushReduceScale, pushReduceDiv
+	}
+	if spec.dt.IsInt() { // a mean's 1/N: div is N, the scale unused
+		ne.PutUint32(push[divAt:], uint32(backend.Divisor(scale)))
+	}
+	if scaleBytes != 0 { // partial results are never scaled: scale and div stay 0
 		ne.PutUint32(push[divAt:], uint32(backend.Divisor(scale)))
 		if scaleBytes == 4 {
 			ne.PutUint32(push[scaleAt:], math.Float32bits(float32(scale)))

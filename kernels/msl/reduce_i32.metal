@@ -7,18 +7,15 @@ using namespace metal;
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _17 = (OP == 0u);
-constant bool _28 = (OP == 1u);
-constant bool _39 = (OP == 2u);
-constant bool _47 = (OP == 3u);
-constant bool _55 = (OP == 4u);
-constant bool _63 = (OP == 5u);
-constant bool _71 = (OP == 6u);
-constant bool _79 = (OP == 7u);
-constant bool _93 = (OP == 8u);
-constant uint _123_tmp [[function_constant(0)]];
-constant uint _123 = is_function_constant_defined(_123_tmp) ? _123_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_123, 1u, 1u);
+constant bool _21 = (OP == 0u);
+constant bool _32 = (OP == 1u);
+constant bool _43 = (OP == 2u);
+constant bool _51 = (OP == 3u);
+constant bool _59 = (OP == 4u);
+constant bool _67 = (OP == 5u);
+constant bool _75 = (OP == 6u);
+constant bool _83 = (OP == 7u);
+constant bool _97 = (OP == 8u);
 
 struct Params
 {
@@ -30,6 +27,10 @@ struct Params
     uint div;
 };
 
+constant uint _156_tmp [[function_constant(0)]];
+constant uint _156 = is_function_constant_defined(_156_tmp) ? _156_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_156, 1u, 1u);
+
 struct Src0
 {
     int d[1];
@@ -37,56 +38,51 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _159 = (K > 1u);
+constant bool _187 = (K > 1u);
 
 struct Src1
 {
     int d[1];
 };
 
-constant bool _177 = (K > 2u);
+constant bool _205 = (K > 2u);
 
 struct Src2
 {
     int d[1];
 };
 
-constant bool _194 = (K > 3u);
+constant bool _222 = (K > 3u);
 
 struct Src3
 {
     int d[1];
 };
 
-constant bool _212 = (K > 4u);
+constant bool _240 = (K > 4u);
 
 struct Src4
 {
     int d[1];
 };
 
-constant bool _230 = (K > 5u);
+constant bool _257 = (K > 5u);
 
 struct Src5
 {
     int d[1];
 };
 
-constant bool _248 = (K > 6u);
+constant bool _275 = (K > 6u);
 
 struct Src6
 {
     int d[1];
 };
 
-constant bool _266 = (K > 7u);
+constant bool _293 = (K > 7u);
 
 struct Src7
-{
-    int d[1];
-};
-
-struct Dst
 {
     int d[1];
 };
@@ -94,95 +90,113 @@ struct Dst
 constant bool SCALE_tmp [[function_constant(3)]];
 constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
+struct Dst
+{
+    int d[1];
+};
+
 static inline __attribute__((always_inline))
 int combine(thread const int& a, thread const int& b)
 {
-    if (_17)
+    if (_21)
     {
         return int(uint(a) + uint(b));
     }
-    if (_28)
+    if (_32)
     {
         return int(uint(a) * uint(b));
     }
-    if (_39)
+    if (_43)
     {
         return max(a, b);
     }
-    if (_47)
+    if (_51)
     {
         return min(a, b);
     }
-    if (_55)
+    if (_59)
     {
         return a & b;
     }
-    if (_63)
+    if (_67)
     {
         return a | b;
     }
-    if (_71)
+    if (_75)
     {
         return a ^ b;
     }
-    if (_79)
+    if (_83)
     {
         return int(uint(a != 0) & uint(b != 0));
     }
-    if (_93)
+    if (_97)
     {
         return int(uint(a != 0) | uint(b != 0));
     }
     return int(uint(a != 0) ^ uint(b != 0));
 }
 
+static inline __attribute__((always_inline))
+int scale_acc(thread const int& x, constant Params& pc)
+{
+    uint m = uint(x >> 31);
+    uint q = ((uint(x) ^ m) - m) / pc.div;
+    return int((q ^ m) - m);
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _126 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _126, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _159 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _159, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         int acc = s0.d[pc.src_off[0] + i];
-        if (_159)
+        if (_187)
         {
             int param = acc;
             int param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_177)
+        if (_205)
         {
             int param_2 = acc;
             int param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_194)
+        if (_222)
         {
             int param_4 = acc;
             int param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_212)
+        if (_240)
         {
             int param_6 = acc;
             int param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_230)
+        if (_257)
         {
             int param_8 = acc;
             int param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_248)
+        if (_275)
         {
             int param_10 = acc;
             int param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_266)
+        if (_293)
         {
             int param_12 = acc;
             int param_13 = s7.d[pc.src_off[7] + i];
             acc = combine(param_12, param_13);
+        }
+        if (SCALE)
+        {
+            int param_14 = acc;
+            acc = scale_acc(param_14, pc);
         }
         dst.d[pc.dst_off + i] = acc;
     }

@@ -7,18 +7,15 @@ using namespace metal;
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _16 = (OP == 0u);
-constant bool _24 = (OP == 1u);
-constant bool _32 = (OP == 2u);
-constant bool _40 = (OP == 3u);
-constant bool _48 = (OP == 4u);
-constant bool _56 = (OP == 5u);
-constant bool _64 = (OP == 6u);
-constant bool _72 = (OP == 7u);
-constant bool _84 = (OP == 8u);
-constant uint _111_tmp [[function_constant(0)]];
-constant uint _111 = is_function_constant_defined(_111_tmp) ? _111_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_111, 1u, 1u);
+constant bool _20 = (OP == 0u);
+constant bool _28 = (OP == 1u);
+constant bool _36 = (OP == 2u);
+constant bool _44 = (OP == 3u);
+constant bool _52 = (OP == 4u);
+constant bool _60 = (OP == 5u);
+constant bool _68 = (OP == 6u);
+constant bool _76 = (OP == 7u);
+constant bool _88 = (OP == 8u);
 
 struct Params
 {
@@ -30,6 +27,10 @@ struct Params
     uint div;
 };
 
+constant uint _128_tmp [[function_constant(0)]];
+constant uint _128 = is_function_constant_defined(_128_tmp) ? _128_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_128, 1u, 1u);
+
 struct Src0
 {
     uint d[1];
@@ -37,56 +38,51 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _149 = (K > 1u);
+constant bool _160 = (K > 1u);
 
 struct Src1
 {
     uint d[1];
 };
 
-constant bool _167 = (K > 2u);
+constant bool _178 = (K > 2u);
 
 struct Src2
 {
     uint d[1];
 };
 
-constant bool _184 = (K > 3u);
+constant bool _195 = (K > 3u);
 
 struct Src3
 {
     uint d[1];
 };
 
-constant bool _202 = (K > 4u);
+constant bool _213 = (K > 4u);
 
 struct Src4
 {
     uint d[1];
 };
 
-constant bool _220 = (K > 5u);
+constant bool _230 = (K > 5u);
 
 struct Src5
 {
     uint d[1];
 };
 
-constant bool _238 = (K > 6u);
+constant bool _248 = (K > 6u);
 
 struct Src6
 {
     uint d[1];
 };
 
-constant bool _256 = (K > 7u);
+constant bool _266 = (K > 7u);
 
 struct Src7
-{
-    uint d[1];
-};
-
-struct Dst
 {
     uint d[1];
 };
@@ -94,95 +90,111 @@ struct Dst
 constant bool SCALE_tmp [[function_constant(3)]];
 constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
+struct Dst
+{
+    uint d[1];
+};
+
 static inline __attribute__((always_inline))
 uint combine(thread const uint& a, thread const uint& b)
 {
-    if (_16)
+    if (_20)
     {
         return a + b;
     }
-    if (_24)
+    if (_28)
     {
         return a * b;
     }
-    if (_32)
+    if (_36)
     {
         return max(a, b);
     }
-    if (_40)
+    if (_44)
     {
         return min(a, b);
     }
-    if (_48)
+    if (_52)
     {
         return a & b;
     }
-    if (_56)
+    if (_60)
     {
         return a | b;
     }
-    if (_64)
+    if (_68)
     {
         return a ^ b;
     }
-    if (_72)
+    if (_76)
     {
         return uint(a != 0u) & uint(b != 0u);
     }
-    if (_84)
+    if (_88)
     {
         return uint(a != 0u) | uint(b != 0u);
     }
     return uint(a != 0u) ^ uint(b != 0u);
 }
 
+static inline __attribute__((always_inline))
+uint scale_acc(thread const uint& x, constant Params& pc)
+{
+    return x / pc.div;
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _114 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _114, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _131 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _131, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         uint acc = s0.d[pc.src_off[0] + i];
-        if (_149)
+        if (_160)
         {
             uint param = acc;
             uint param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_167)
+        if (_178)
         {
             uint param_2 = acc;
             uint param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_184)
+        if (_195)
         {
             uint param_4 = acc;
             uint param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_202)
+        if (_213)
         {
             uint param_6 = acc;
             uint param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_220)
+        if (_230)
         {
             uint param_8 = acc;
             uint param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_238)
+        if (_248)
         {
             uint param_10 = acc;
             uint param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_256)
+        if (_266)
         {
             uint param_12 = acc;
             uint param_13 = s7.d[pc.src_off[7] + i];
             acc = combine(param_12, param_13);
+        }
+        if (SCALE)
+        {
+            uint param_14 = acc;
+            acc = scale_acc(param_14, pc);
         }
         dst.d[pc.dst_off + i] = acc;
     }

@@ -7,18 +7,15 @@ using namespace metal;
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _18 = (OP == 0u);
-constant bool _31 = (OP == 1u);
-constant bool _42 = (OP == 2u);
-constant bool _50 = (OP == 3u);
-constant bool _58 = (OP == 4u);
-constant bool _66 = (OP == 5u);
-constant bool _74 = (OP == 6u);
-constant bool _82 = (OP == 7u);
-constant bool _102 = (OP == 8u);
-constant uint _132_tmp [[function_constant(0)]];
-constant uint _132 = is_function_constant_defined(_132_tmp) ? _132_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_132, 1u, 1u);
+constant bool _22 = (OP == 0u);
+constant bool _35 = (OP == 1u);
+constant bool _46 = (OP == 2u);
+constant bool _54 = (OP == 3u);
+constant bool _62 = (OP == 4u);
+constant bool _70 = (OP == 5u);
+constant bool _78 = (OP == 6u);
+constant bool _86 = (OP == 7u);
+constant bool _106 = (OP == 8u);
 
 struct Params
 {
@@ -31,6 +28,10 @@ struct Params
     uint div;
 };
 
+constant uint _172_tmp [[function_constant(0)]];
+constant uint _172 = is_function_constant_defined(_172_tmp) ? _172_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_172, 1u, 1u);
+
 struct Src0
 {
     long2 d[1];
@@ -38,54 +39,57 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _171 = (K > 1u);
+constant bool _204 = (K > 1u);
 
 struct Src1
 {
     long2 d[1];
 };
 
-constant bool _189 = (K > 2u);
+constant bool _222 = (K > 2u);
 
 struct Src2
 {
     long2 d[1];
 };
 
-constant bool _206 = (K > 3u);
+constant bool _239 = (K > 3u);
 
 struct Src3
 {
     long2 d[1];
 };
 
-constant bool _224 = (K > 4u);
+constant bool _257 = (K > 4u);
 
 struct Src4
 {
     long2 d[1];
 };
 
-constant bool _242 = (K > 5u);
+constant bool _274 = (K > 5u);
 
 struct Src5
 {
     long2 d[1];
 };
 
-constant bool _260 = (K > 6u);
+constant bool _292 = (K > 6u);
 
 struct Src6
 {
     long2 d[1];
 };
 
-constant bool _278 = (K > 7u);
+constant bool _310 = (K > 7u);
 
 struct Src7
 {
     long2 d[1];
 };
+
+constant bool SCALE_tmp [[function_constant(3)]];
+constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
 struct Dst0
 {
@@ -94,174 +98,184 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _307 = (M > 1u);
+constant bool _345 = (M > 1u);
 
 struct Dst1
 {
     long2 d[1];
 };
 
-constant bool _320 = (M > 2u);
+constant bool _358 = (M > 2u);
 
 struct Dst2
 {
     long2 d[1];
 };
 
-constant bool _333 = (M > 3u);
+constant bool _371 = (M > 3u);
 
 struct Dst3
 {
     long2 d[1];
 };
 
-constant bool _346 = (M > 4u);
+constant bool _384 = (M > 4u);
 
 struct Dst4
 {
     long2 d[1];
 };
 
-constant bool _359 = (M > 5u);
+constant bool _397 = (M > 5u);
 
 struct Dst5
 {
     long2 d[1];
 };
 
-constant bool _372 = (M > 6u);
+constant bool _410 = (M > 6u);
 
 struct Dst6
 {
     long2 d[1];
 };
 
-constant bool _385 = (M > 7u);
+constant bool _423 = (M > 7u);
 
 struct Dst7
 {
     long2 d[1];
 };
 
-constant bool SCALE_tmp [[function_constant(3)]];
-constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
-
 static inline __attribute__((always_inline))
 long2 combine(thread const long2& a, thread const long2& b)
 {
-    if (_18)
+    if (_22)
     {
         return long2(ulong2(a) + ulong2(b));
     }
-    if (_31)
+    if (_35)
     {
         return long2(ulong2(a) * ulong2(b));
     }
-    if (_42)
+    if (_46)
     {
         return max(a, b);
     }
-    if (_50)
+    if (_54)
     {
         return min(a, b);
     }
-    if (_58)
+    if (_62)
     {
         return a & b;
     }
-    if (_66)
+    if (_70)
     {
         return a | b;
     }
-    if (_74)
+    if (_78)
     {
         return a ^ b;
     }
-    if (_82)
+    if (_86)
     {
         return long2(ulong2(a != long2(0l)) & ulong2(b != long2(0l)));
     }
-    if (_102)
+    if (_106)
     {
         return long2(ulong2(a != long2(0l)) | ulong2(b != long2(0l)));
     }
     return long2(ulong2(a != long2(0l)) ^ ulong2(b != long2(0l)));
 }
 
+static inline __attribute__((always_inline))
+long2 scale_acc(thread const long2& x, constant Params& pc)
+{
+    ulong2 m = ulong2(x >> long2(int2(63)));
+    ulong2 q = ((ulong2(x) ^ m) - m) / ulong2(ulong(pc.div));
+    return long2((q ^ m) - m);
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _135 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _135, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _175 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _175, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         long2 acc = s0.d[pc.src_off[0] + i];
-        if (_171)
+        if (_204)
         {
             long2 param = acc;
             long2 param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_189)
+        if (_222)
         {
             long2 param_2 = acc;
             long2 param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_206)
+        if (_239)
         {
             long2 param_4 = acc;
             long2 param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_224)
+        if (_257)
         {
             long2 param_6 = acc;
             long2 param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_242)
+        if (_274)
         {
             long2 param_8 = acc;
             long2 param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_260)
+        if (_292)
         {
             long2 param_10 = acc;
             long2 param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_278)
+        if (_310)
         {
             long2 param_12 = acc;
             long2 param_13 = s7.d[pc.src_off[7] + i];
             acc = combine(param_12, param_13);
         }
+        if (SCALE)
+        {
+            long2 param_14 = acc;
+            acc = scale_acc(param_14, pc);
+        }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_307)
+        if (_345)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_320)
+        if (_358)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_333)
+        if (_371)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_346)
+        if (_384)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_359)
+        if (_397)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_372)
+        if (_410)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_385)
+        if (_423)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

@@ -7,18 +7,15 @@ using namespace metal;
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _18 = (OP == 0u);
-constant bool _35 = (OP == 1u);
-constant bool _52 = (OP == 2u);
-constant bool _60 = (OP == 3u);
-constant bool _68 = (OP == 4u);
-constant bool _76 = (OP == 5u);
-constant bool _84 = (OP == 6u);
-constant bool _92 = (OP == 7u);
-constant bool _112 = (OP == 8u);
-constant uint _146_tmp [[function_constant(0)]];
-constant uint _146 = is_function_constant_defined(_146_tmp) ? _146_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_146, 1u, 1u);
+constant bool _22 = (OP == 0u);
+constant bool _39 = (OP == 1u);
+constant bool _56 = (OP == 2u);
+constant bool _64 = (OP == 3u);
+constant bool _72 = (OP == 4u);
+constant bool _80 = (OP == 5u);
+constant bool _88 = (OP == 6u);
+constant bool _96 = (OP == 7u);
+constant bool _116 = (OP == 8u);
 
 struct Params
 {
@@ -31,6 +28,10 @@ struct Params
     uint div;
 };
 
+constant uint _172_tmp [[function_constant(0)]];
+constant uint _172 = is_function_constant_defined(_172_tmp) ? _172_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_172, 1u, 1u);
+
 struct Src0
 {
     ulong2 d[1];
@@ -38,54 +39,57 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _185 = (K > 1u);
+constant bool _204 = (K > 1u);
 
 struct Src1
 {
     ulong2 d[1];
 };
 
-constant bool _203 = (K > 2u);
+constant bool _222 = (K > 2u);
 
 struct Src2
 {
     ulong2 d[1];
 };
 
-constant bool _220 = (K > 3u);
+constant bool _239 = (K > 3u);
 
 struct Src3
 {
     ulong2 d[1];
 };
 
-constant bool _238 = (K > 4u);
+constant bool _257 = (K > 4u);
 
 struct Src4
 {
     ulong2 d[1];
 };
 
-constant bool _256 = (K > 5u);
+constant bool _274 = (K > 5u);
 
 struct Src5
 {
     ulong2 d[1];
 };
 
-constant bool _274 = (K > 6u);
+constant bool _292 = (K > 6u);
 
 struct Src6
 {
     ulong2 d[1];
 };
 
-constant bool _292 = (K > 7u);
+constant bool _310 = (K > 7u);
 
 struct Src7
 {
     ulong2 d[1];
 };
+
+constant bool SCALE_tmp [[function_constant(3)]];
+constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
 struct Dst0
 {
@@ -94,174 +98,182 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _321 = (M > 1u);
+constant bool _345 = (M > 1u);
 
 struct Dst1
 {
     ulong2 d[1];
 };
 
-constant bool _334 = (M > 2u);
+constant bool _358 = (M > 2u);
 
 struct Dst2
 {
     ulong2 d[1];
 };
 
-constant bool _347 = (M > 3u);
+constant bool _371 = (M > 3u);
 
 struct Dst3
 {
     ulong2 d[1];
 };
 
-constant bool _360 = (M > 4u);
+constant bool _384 = (M > 4u);
 
 struct Dst4
 {
     ulong2 d[1];
 };
 
-constant bool _373 = (M > 5u);
+constant bool _397 = (M > 5u);
 
 struct Dst5
 {
     ulong2 d[1];
 };
 
-constant bool _386 = (M > 6u);
+constant bool _410 = (M > 6u);
 
 struct Dst6
 {
     ulong2 d[1];
 };
 
-constant bool _399 = (M > 7u);
+constant bool _423 = (M > 7u);
 
 struct Dst7
 {
     ulong2 d[1];
 };
 
-constant bool SCALE_tmp [[function_constant(3)]];
-constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
-
 static inline __attribute__((always_inline))
 ulong2 combine(thread const ulong2& a, thread const ulong2& b)
 {
-    if (_18)
+    if (_22)
     {
         return ulong2(ulong2(a) + ulong2(b));
     }
-    if (_35)
+    if (_39)
     {
         return ulong2(ulong2(a) * ulong2(b));
     }
-    if (_52)
+    if (_56)
     {
         return max(a, b);
     }
-    if (_60)
+    if (_64)
     {
         return min(a, b);
     }
-    if (_68)
+    if (_72)
     {
         return a & b;
     }
-    if (_76)
+    if (_80)
     {
         return a | b;
     }
-    if (_84)
+    if (_88)
     {
         return a ^ b;
     }
-    if (_92)
+    if (_96)
     {
         return ulong2(ulong2(a != ulong2(0ul)) & ulong2(b != ulong2(0ul)));
     }
-    if (_112)
+    if (_116)
     {
         return ulong2(ulong2(a != ulong2(0ul)) | ulong2(b != ulong2(0ul)));
     }
     return ulong2(ulong2(a != ulong2(0ul)) ^ ulong2(b != ulong2(0ul)));
 }
 
+static inline __attribute__((always_inline))
+ulong2 scale_acc(thread const ulong2& x, constant Params& pc)
+{
+    return ulong2(ulong2(x) / ulong2(ulong(pc.div)));
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _149 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _149, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _175 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _175, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         ulong2 acc = s0.d[pc.src_off[0] + i];
-        if (_185)
+        if (_204)
         {
             ulong2 param = acc;
             ulong2 param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_203)
+        if (_222)
         {
             ulong2 param_2 = acc;
             ulong2 param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_220)
+        if (_239)
         {
             ulong2 param_4 = acc;
             ulong2 param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_238)
+        if (_257)
         {
             ulong2 param_6 = acc;
             ulong2 param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_256)
+        if (_274)
         {
             ulong2 param_8 = acc;
             ulong2 param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_274)
+        if (_292)
         {
             ulong2 param_10 = acc;
             ulong2 param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_292)
+        if (_310)
         {
             ulong2 param_12 = acc;
             ulong2 param_13 = s7.d[pc.src_off[7] + i];
             acc = combine(param_12, param_13);
         }
+        if (SCALE)
+        {
+            ulong2 param_14 = acc;
+            acc = scale_acc(param_14, pc);
+        }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_321)
+        if (_345)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_334)
+        if (_358)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_347)
+        if (_371)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_360)
+        if (_384)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_373)
+        if (_397)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_386)
+        if (_410)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_399)
+        if (_423)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

@@ -7,18 +7,15 @@ using namespace metal;
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _17 = (OP == 0u);
-constant bool _28 = (OP == 1u);
-constant bool _39 = (OP == 2u);
-constant bool _47 = (OP == 3u);
-constant bool _55 = (OP == 4u);
-constant bool _63 = (OP == 5u);
-constant bool _71 = (OP == 6u);
-constant bool _79 = (OP == 7u);
-constant bool _93 = (OP == 8u);
-constant uint _123_tmp [[function_constant(0)]];
-constant uint _123 = is_function_constant_defined(_123_tmp) ? _123_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_123, 1u, 1u);
+constant bool _21 = (OP == 0u);
+constant bool _32 = (OP == 1u);
+constant bool _43 = (OP == 2u);
+constant bool _51 = (OP == 3u);
+constant bool _59 = (OP == 4u);
+constant bool _67 = (OP == 5u);
+constant bool _75 = (OP == 6u);
+constant bool _83 = (OP == 7u);
+constant bool _97 = (OP == 8u);
 
 struct Params
 {
@@ -31,6 +28,10 @@ struct Params
     uint div;
 };
 
+constant uint _157_tmp [[function_constant(0)]];
+constant uint _157 = is_function_constant_defined(_157_tmp) ? _157_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_157, 1u, 1u);
+
 struct Src0
 {
     int d[1];
@@ -38,54 +39,57 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _160 = (K > 1u);
+constant bool _188 = (K > 1u);
 
 struct Src1
 {
     int d[1];
 };
 
-constant bool _178 = (K > 2u);
+constant bool _206 = (K > 2u);
 
 struct Src2
 {
     int d[1];
 };
 
-constant bool _195 = (K > 3u);
+constant bool _223 = (K > 3u);
 
 struct Src3
 {
     int d[1];
 };
 
-constant bool _213 = (K > 4u);
+constant bool _241 = (K > 4u);
 
 struct Src4
 {
     int d[1];
 };
 
-constant bool _231 = (K > 5u);
+constant bool _258 = (K > 5u);
 
 struct Src5
 {
     int d[1];
 };
 
-constant bool _249 = (K > 6u);
+constant bool _276 = (K > 6u);
 
 struct Src6
 {
     int d[1];
 };
 
-constant bool _267 = (K > 7u);
+constant bool _294 = (K > 7u);
 
 struct Src7
 {
     int d[1];
 };
+
+constant bool SCALE_tmp [[function_constant(3)]];
+constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
 struct Dst0
 {
@@ -94,174 +98,184 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _296 = (M > 1u);
+constant bool _329 = (M > 1u);
 
 struct Dst1
 {
     int d[1];
 };
 
-constant bool _309 = (M > 2u);
+constant bool _342 = (M > 2u);
 
 struct Dst2
 {
     int d[1];
 };
 
-constant bool _322 = (M > 3u);
+constant bool _355 = (M > 3u);
 
 struct Dst3
 {
     int d[1];
 };
 
-constant bool _335 = (M > 4u);
+constant bool _368 = (M > 4u);
 
 struct Dst4
 {
     int d[1];
 };
 
-constant bool _348 = (M > 5u);
+constant bool _381 = (M > 5u);
 
 struct Dst5
 {
     int d[1];
 };
 
-constant bool _361 = (M > 6u);
+constant bool _394 = (M > 6u);
 
 struct Dst6
 {
     int d[1];
 };
 
-constant bool _374 = (M > 7u);
+constant bool _407 = (M > 7u);
 
 struct Dst7
 {
     int d[1];
 };
 
-constant bool SCALE_tmp [[function_constant(3)]];
-constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
-
 static inline __attribute__((always_inline))
 int combine(thread const int& a, thread const int& b)
 {
-    if (_17)
+    if (_21)
     {
         return int(uint(a) + uint(b));
     }
-    if (_28)
+    if (_32)
     {
         return int(uint(a) * uint(b));
     }
-    if (_39)
+    if (_43)
     {
         return max(a, b);
     }
-    if (_47)
+    if (_51)
     {
         return min(a, b);
     }
-    if (_55)
+    if (_59)
     {
         return a & b;
     }
-    if (_63)
+    if (_67)
     {
         return a | b;
     }
-    if (_71)
+    if (_75)
     {
         return a ^ b;
     }
-    if (_79)
+    if (_83)
     {
         return int(uint(a != 0) & uint(b != 0));
     }
-    if (_93)
+    if (_97)
     {
         return int(uint(a != 0) | uint(b != 0));
     }
     return int(uint(a != 0) ^ uint(b != 0));
 }
 
+static inline __attribute__((always_inline))
+int scale_acc(thread const int& x, constant Params& pc)
+{
+    uint m = uint(x >> 31);
+    uint q = ((uint(x) ^ m) - m) / pc.div;
+    return int((q ^ m) - m);
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _126 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _126, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _160 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _160, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         int acc = s0.d[pc.src_off[0] + i];
-        if (_160)
+        if (_188)
         {
             int param = acc;
             int param_1 = s1.d[pc.src_off[1] + i];
             acc = combine(param, param_1);
         }
-        if (_178)
+        if (_206)
         {
             int param_2 = acc;
             int param_3 = s2.d[pc.src_off[2] + i];
             acc = combine(param_2, param_3);
         }
-        if (_195)
+        if (_223)
         {
             int param_4 = acc;
             int param_5 = s3.d[pc.src_off[3] + i];
             acc = combine(param_4, param_5);
         }
-        if (_213)
+        if (_241)
         {
             int param_6 = acc;
             int param_7 = s4.d[pc.src_off[4] + i];
             acc = combine(param_6, param_7);
         }
-        if (_231)
+        if (_258)
         {
             int param_8 = acc;
             int param_9 = s5.d[pc.src_off[5] + i];
             acc = combine(param_8, param_9);
         }
-        if (_249)
+        if (_276)
         {
             int param_10 = acc;
             int param_11 = s6.d[pc.src_off[6] + i];
             acc = combine(param_10, param_11);
         }
-        if (_267)
+        if (_294)
         {
             int param_12 = acc;
             int param_13 = s7.d[pc.src_off[7] + i];
             acc = combine(param_12, param_13);
         }
+        if (SCALE)
+        {
+            int param_14 = acc;
+            acc = scale_acc(param_14, pc);
+        }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_296)
+        if (_329)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_309)
+        if (_342)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_322)
+        if (_355)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_335)
+        if (_368)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_348)
+        if (_381)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_361)
+        if (_394)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_374)
+        if (_407)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

@@ -7,18 +7,15 @@ using namespace metal;
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _17 = (OP == 0u);
-constant bool _28 = (OP == 1u);
-constant bool _39 = (OP == 2u);
-constant bool _47 = (OP == 3u);
-constant bool _55 = (OP == 4u);
-constant bool _63 = (OP == 5u);
-constant bool _71 = (OP == 6u);
-constant bool _79 = (OP == 7u);
-constant bool _93 = (OP == 8u);
-constant uint _123_tmp [[function_constant(0)]];
-constant uint _123 = is_function_constant_defined(_123_tmp) ? _123_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_123, 1u, 1u);
+constant bool _21 = (OP == 0u);
+constant bool _32 = (OP == 1u);
+constant bool _43 = (OP == 2u);
+constant bool _51 = (OP == 3u);
+constant bool _59 = (OP == 4u);
+constant bool _67 = (OP == 5u);
+constant bool _75 = (OP == 6u);
+constant bool _83 = (OP == 7u);
+constant bool _97 = (OP == 8u);
 
 struct Params
 {
@@ -31,6 +28,10 @@ struct Params
     uint div;
 };
 
+constant uint _164_tmp [[function_constant(0)]];
+constant uint _164 = is_function_constant_defined(_164_tmp) ? _164_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_164, 1u, 1u);
+
 struct Src0
 {
     char d[1];
@@ -38,54 +39,57 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _162 = (K > 1u);
+constant bool _197 = (K > 1u);
 
 struct Src1
 {
     char d[1];
 };
 
-constant bool _181 = (K > 2u);
+constant bool _216 = (K > 2u);
 
 struct Src2
 {
     char d[1];
 };
 
-constant bool _199 = (K > 3u);
+constant bool _234 = (K > 3u);
 
 struct Src3
 {
     char d[1];
 };
 
-constant bool _218 = (K > 4u);
+constant bool _253 = (K > 4u);
 
 struct Src4
 {
     char d[1];
 };
 
-constant bool _237 = (K > 5u);
+constant bool _271 = (K > 5u);
 
 struct Src5
 {
     char d[1];
 };
 
-constant bool _256 = (K > 6u);
+constant bool _290 = (K > 6u);
 
 struct Src6
 {
     char d[1];
 };
 
-constant bool _275 = (K > 7u);
+constant bool _309 = (K > 7u);
 
 struct Src7
 {
     char d[1];
 };
+
+constant bool SCALE_tmp [[function_constant(3)]];
+constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
 struct Dst0
 {
@@ -94,175 +98,187 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _308 = (M > 1u);
+constant bool _348 = (M > 1u);
 
 struct Dst1
 {
     char d[1];
 };
 
-constant bool _322 = (M > 2u);
+constant bool _362 = (M > 2u);
 
 struct Dst2
 {
     char d[1];
 };
 
-constant bool _336 = (M > 3u);
+constant bool _376 = (M > 3u);
 
 struct Dst3
 {
     char d[1];
 };
 
-constant bool _350 = (M > 4u);
+constant bool _390 = (M > 4u);
 
 struct Dst4
 {
     char d[1];
 };
 
-constant bool _364 = (M > 5u);
+constant bool _404 = (M > 5u);
 
 struct Dst5
 {
     char d[1];
 };
 
-constant bool _378 = (M > 6u);
+constant bool _418 = (M > 6u);
 
 struct Dst6
 {
     char d[1];
 };
 
-constant bool _392 = (M > 7u);
+constant bool _432 = (M > 7u);
 
 struct Dst7
 {
     char d[1];
 };
 
-constant bool SCALE_tmp [[function_constant(3)]];
-constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
-
 static inline __attribute__((always_inline))
 int combine(thread const int& a, thread const int& b)
 {
-    if (_17)
+    if (_21)
     {
         return int(uint(a) + uint(b));
     }
-    if (_28)
+    if (_32)
     {
         return int(uint(a) * uint(b));
     }
-    if (_39)
+    if (_43)
     {
         return max(a, b);
     }
-    if (_47)
+    if (_51)
     {
         return min(a, b);
     }
-    if (_55)
+    if (_59)
     {
         return a & b;
     }
-    if (_63)
+    if (_67)
     {
         return a | b;
     }
-    if (_71)
+    if (_75)
     {
         return a ^ b;
     }
-    if (_79)
+    if (_83)
     {
         return int(uint(a != 0) & uint(b != 0));
     }
-    if (_93)
+    if (_97)
     {
         return int(uint(a != 0) | uint(b != 0));
     }
     return int(uint(a != 0) ^ uint(b != 0));
 }
 
+static inline __attribute__((always_inline))
+int scale_acc(thread int& x, constant Params& pc)
+{
+    x = int(uint(x) << 24u) >> 24;
+    uint m = uint(x >> 31);
+    uint q = ((uint(x) ^ m) - m) / pc.div;
+    return int((q ^ m) - m);
+}
+
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _126 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint stride = _126, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    uint _167 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint stride = _167, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
         int acc = int(s0.d[pc.src_off[0] + i]);
-        if (_162)
+        if (_197)
         {
             int param = acc;
             int param_1 = int(s1.d[pc.src_off[1] + i]);
             acc = combine(param, param_1);
         }
-        if (_181)
+        if (_216)
         {
             int param_2 = acc;
             int param_3 = int(s2.d[pc.src_off[2] + i]);
             acc = combine(param_2, param_3);
         }
-        if (_199)
+        if (_234)
         {
             int param_4 = acc;
             int param_5 = int(s3.d[pc.src_off[3] + i]);
             acc = combine(param_4, param_5);
         }
-        if (_218)
+        if (_253)
         {
             int param_6 = acc;
             int param_7 = int(s4.d[pc.src_off[4] + i]);
             acc = combine(param_6, param_7);
         }
-        if (_237)
+        if (_271)
         {
             int param_8 = acc;
             int param_9 = int(s5.d[pc.src_off[5] + i]);
             acc = combine(param_8, param_9);
         }
-        if (_256)
+        if (_290)
         {
             int param_10 = acc;
             int param_11 = int(s6.d[pc.src_off[6] + i]);
             acc = combine(param_10, param_11);
         }
-        if (_275)
+        if (_309)
         {
             int param_12 = acc;
             int param_13 = int(s7.d[pc.src_off[7] + i]);
             acc = combine(param_12, param_13);
         }
+        if (SCALE)
+        {
+            int param_14 = acc;
+            int _333 = scale_acc(param_14, pc);
+            acc = _333;
+        }
         int res = acc;
         d0.d[pc.dst_off[0] + i] = char(res);
-        if (_308)
+        if (_348)
         {
             d1.d[pc.dst_off[1] + i] = char(res);
         }
-        if (_322)
+        if (_362)
         {
             d2.d[pc.dst_off[2] + i] = char(res);
         }
-        if (_336)
+        if (_376)
         {
             d3.d[pc.dst_off[3] + i] = char(res);
         }
-        if (_350)
+        if (_390)
         {
             d4.d[pc.dst_off[4] + i] = char(res);
         }
-        if (_364)
+        if (_404)
         {
             d5.d[pc.dst_off[5] + i] = char(res);
         }
-        if (_378)
+        if (_418)
         {
             d6.d[pc.dst_off[6] + i] = char(res);
         }
-        if (_392)
+        if (_432)
         {
             d7.d[pc.dst_off[7] + i] = char(res);
         }
