@@ -284,7 +284,7 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 		err = checkAlias(name, s, r, sp.layout, at)
 	}
 	if err == nil && sp.reduces {
-		err = checkOp(d.op, d.dt)
+		err = checkOp(d.op, d.dt, c.g.n)
 	}
 	if err != nil {
 		return c.refuse(ctx, d, err)

@@ -12,7 +12,7 @@ import (
 // MPI_BOR, MPI_BXOR, MPI_LAND, MPI_LOR and MPI_LXOR) are defined on the
 // Integer types only; with a floating-point element type (Float, Float16,
 // BFloat16, Float8E4M3, Float8E5M2) a call fails with ErrInvalidArgument on every rank before any
-// data moves, as Mean of an integer type does. BAnd, BOr and BXor act on the
+// data moves. BAnd, BOr and BXor act on the
 // bits, two's complement for the signed types. LAnd, LOr and LXor give 1
 // where (a != 0) op (b != 0) holds, else 0: LXor is 1 where an odd number of
 // the inputs are nonzero. A result of two or more ranks' elements is 0 or 1;
@@ -22,7 +22,7 @@ type Op int
 
 const (
 	Sum  Op = iota // element-wise sum
-	Mean           // the sum divided by N, correctly rounded, on every backend
+	Mean           // the sum divided by N: floats correctly rounded; integers the wrapped sum divided once, truncated toward zero (NCCL's ncclAvg)
 	Max            // maximum; NaN if any input is NaN
 	Min            // minimum; NaN if any input is NaN
 	Prod           // product

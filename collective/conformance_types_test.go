@@ -541,7 +541,7 @@ func refsOf(c confCall, in [][]uint64) *confRefs {
 			for r := 1; r < len(in); r++ {
 				acc = intOp(c.Type, c.Op, acc, in[r][i])
 			}
-			ref[i] = acc
+			ref[i] = intMean(c.Type, c.Op, acc, len(in))
 		}
 		return &confRefs{bits: ref}
 	}
@@ -574,7 +574,7 @@ func intOp(t confType, op Op, a, b uint64) uint64 {
 	switch op {
 	case BAnd, BOr, BXor, LAnd, LOr, LXor:
 		return bitRef(op, a, b) // on the bits, zero-extended: the same bits
-	case Sum:
+	case Sum, Mean: // Mean: the wrapped sum, divided by intMean
 		return (a + b) & t.mask()
 	case Prod:
 		return (a * b) & t.mask()
@@ -590,6 +590,20 @@ func intOp(t confType, op Op, a, b uint64) uint64 {
 		return a
 	}
 	panic("no integer " + op.String())
+}
+
+// intMean is acc, op's wrapped result over n ranks, divided by n where op is
+// Mean (NCCL's ncclAvg on integers: truncated toward zero, Go's /), else
+// acc.
+func intMean(t confType, op Op, acc uint64, n int) uint64 {
+	if op != Mean {
+		return acc
+	}
+	if t.signed() {
+		s := 64 - 8*uint(t.size())
+		return uint64((int64(acc<<s)>>s)/int64(n)) & t.mask()
+	}
+	return acc / uint64(n)
 }
 
 // checkReduction checks got, elements [lo, hi) of the reduction of c's
@@ -768,7 +782,7 @@ func rankOrderRef(t confType, op Op, vals []uint64) uint64 {
 		for _, v := range vals[1:] {
 			acc = intOp(t, op, acc, v)
 		}
-		return acc
+		return intMean(t, op, acc, len(vals))
 	}
 	minmax := func(a, b float64) float64 {
 		if op == Max {

@@ -166,9 +166,16 @@
 // reduced as Float16 is, a finite overflow saturating to the largest finite
 // value). Reductions run in the backend's
 // kernels: f32 in f32 and f64 in f64 (never rounded through f32); integers
-// wrap on Sum and Prod, as NCCL's do, and Mean of an integer type is an
-// ErrInvalidArgument, as are the bitwise and logical ops (BAnd, BOr, BXor,
-// LAnd, LOr, LXor: integers only) on the other types; Float16, BFloat16 and
+// wrap on Sum and Prod, as NCCL's do; Mean of an integer type is NCCL's
+// ncclAvg on integers: the sum, wrapped in the type (two's complement, as
+// Sum), divided once by N at the end, truncated toward zero for the signed
+// types (-7/2 is -3: Go's /) and plain division for the unsigned ones. That
+// is what NCCL users and nccl-tests expect of avg, and the one definition
+// every strategy can give exactly: a ring or tree carries the wrapped
+// partial sums and divides only where it writes the result. (Scan and Exscan
+// refuse Mean on every type.) The bitwise and logical ops (BAnd, BOr, BXor,
+// LAnd, LOr, LXor: integers only) on the other types are an
+// ErrInvalidArgument; Float16, BFloat16 and
 // the fp8 types are accumulated in float32 and rounded once to the type per
 // reduction step (once per call on the direct strategies, once per step of a
 // ring or tree: each rounding is within half an ulp of the type). Vulkan has

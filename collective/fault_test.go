@@ -328,7 +328,7 @@ func (tr *trigger) hasFired() bool {
 // runFaultCall runs call i of the session with the fault's cancellation
 // (if any), poisons the callers' buffers as each call returns, and checks
 // errors and the results of the ranks that succeeded. A call every rank
-// must reject (wantErr, such as Mean of an integer type) leaves the
+// must reject (wantErr, such as a bitwise op of a float type) leaves the
 // buffers of the ranks that reject it untouched and the group intact. It
 // returns the state the call left the group in, and false in ok when the
 // session must stop (a hang).

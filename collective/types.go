@@ -13,9 +13,10 @@ import (
 type Float interface{ ~float32 | ~float64 }
 
 // Integer is the integer element types. Sum and Prod wrap (two's
-// complement), as NCCL's do; Max and Min compare as integers; Mean is not
-// defined for integers (an ErrInvalidArgument); the bitwise and logical
-// operators (BAnd to LXor) are defined for integers only.
+// complement), as NCCL's do; Max and Min compare as integers; Mean is the
+// wrapped sum divided once by N, truncated toward zero (NCCL's ncclAvg on
+// integers); the bitwise and logical operators (BAnd to LXor) are defined
+// for integers only.
 //
 // uint16 is an exact member, not ~uint16: Float16 and BFloat16 are defined
 // on uint16 and are not integers, so a type defined on uint16 is not an
@@ -162,14 +163,16 @@ func viewAs[T any](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
 }
 
-// checkOp returns an error for an op not defined on dt (Mean on integers,
-// a bitwise or logical op on a floating-point type).
-func checkOp(op Op, dt backend.DType) error {
+// checkOp returns an error for an op not defined on dt (a bitwise or
+// logical op on a floating-point type), or, for Mean of an integer type, on
+// n ranks where the backends cannot divide by n exactly (backend.Divisor:
+// n above 4096 with an odd part of 4096 or more).
+func checkOp(op Op, dt backend.DType, n int) error {
 	if !op.Valid() {
 		return invalidArg("unknown op %d", int(op))
 	}
-	if op == Mean && dt.IsInt() {
-		return invalidArg("op avg is not defined for integer type %s (use sum and divide)", dt)
+	if op == Mean && dt.IsInt() && n > 1 && backend.Divisor(scaleFor(op, n)) == 0 {
+		return invalidArg("op avg of integer type %s on %d ranks: the kernels divide by at most %d (odd part below 4096)", dt, n, backend.MaxDivisor)
 	}
 	if op.IntOnly() && !dt.IsInt() {
 		return invalidArg("op %v is not defined for floating-point type %s (integer types only)", op, dt)

@@ -244,18 +244,19 @@ func runTypeCase[T Elem](t *testing.T, g *Group, rng *rand.Rand, trials int, tc 
 	}
 }
 
-// TestElementTypeErrors: Mean of an integer type is an invalid argument on
-// every rank (the group stays usable); a device-resident all-reduce of a
-// type the device has no kernels for is unsupported.
+// TestElementTypeErrors: an integer-only op of a float type is an invalid
+// argument on every rank (the group stays usable), Mean of an integer type
+// the wrapped sum divided by N; a device-resident all-reduce of a type the
+// device has no kernels for is unsupported.
 func TestElementTypeErrors(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
 		g := openGroup(t, bk, 2)
 		errs := onRanks(g, func(c *Comm) error {
-			return AllReduce(context.Background(), c, make([]int32, 10), Mean)
+			return AllReduce(context.Background(), c, make([]float32, 10), BXor)
 		})
 		for r, err := range errs {
 			if !errors.Is(err, ErrInvalidArgument) {
-				t.Fatalf("%s: rank %d: Mean of int32: %v, want ErrInvalidArgument", bk, r, err)
+				t.Fatalf("%s: rank %d: BXor of float32: %v, want ErrInvalidArgument", bk, r, err)
 			}
 		}
 		data := [][]uint8{{1, 200, 7}, {2, 100, 250}}
@@ -264,6 +265,13 @@ func TestElementTypeErrors(t *testing.T) {
 		}))
 		if want := []uint8{3, 44, 1}; !slices.Equal(data[0], want) || !slices.Equal(data[1], want) {
 			t.Fatalf("%s: uint8 sum after a rejected call: %v %v, want %v (wrapping)", bk, data[0], data[1], want)
+		}
+		means := [][]int32{{-7, 3, math.MaxInt32}, {0, 4, 1}}
+		noErrors(t, onRanks(g, func(c *Comm) error {
+			return AllReduce(context.Background(), c, means[c.Rank()], Mean)
+		}))
+		if want := []int32{-3, 3, math.MinInt32 / 2}; !slices.Equal(means[0], want) || !slices.Equal(means[1], want) {
+			t.Fatalf("%s: int32 mean: %v %v, want %v (wrapped sum / 2, truncated)", bk, means[0], means[1], want)
 		}
 		if g.kernels.Has(backend.I64) {
 			// Devices with int64 kernels (the host backend, Vulkan with

@@ -334,8 +334,8 @@ func checkTypeRows(t *testing.T, out string, rows []row, n int) {
 			t.Errorf("no %s rows", d)
 			continue
 		}
-		if seen[d]["avg"] == dt.isInt() {
-			t.Errorf("%s rows: avg %v, want %v", d, seen[d]["avg"], !dt.isInt())
+		if !seen[d]["avg"] {
+			t.Errorf("%s rows: no avg", d)
 		}
 		for _, op := range []string{"band", "bor", "bxor", "land", "lor", "lxor"} {
 			if seen[d][op] != dt.isInt() {
@@ -343,8 +343,8 @@ func checkTypeRows(t *testing.T, out string, rows []row, n int) {
 			}
 		}
 	}
-	if !strings.Contains(out, "# Types: -o all skips avg for int8, uint8, int16, uint16, int32, uint32, int64, uint64 (avg is not defined for integer types)\n") {
-		t.Errorf("the header does not say avg is skipped:\n%s", out)
+	if strings.Contains(out, "skips avg") {
+		t.Errorf("the header says avg is skipped:\n%s", out)
 	}
 	if !strings.Contains(out, "# Types: -o all skips band, bor, bxor, land, lor and lxor for half, bfloat16, f8e4m3, f8e5m2 (defined for integer types only)\n") {
 		t.Errorf("the header does not say the bitwise and logical ops are skipped:\n%s", out)

@@ -17,8 +17,9 @@ import (
 //   - the integer types: any odd value of the type (a hash of rank, element
 //     and run), reduced in T itself: wrapping sum and prod, and the bitwise
 //     ops, are associative and commutative, so every order gives the same
-//     bits; for the logical ops (land, lor, lxor) half the inputs are 0
-//     instead, so that every result occurs;
+//     bits; avg is that wrapped sum divided once by N, Go's / (truncated
+//     toward zero, as NCCL's ncclAvg); for the logical ops (land, lor,
+//     lxor) half the inputs are 0 instead, so that every result occurs;
 //   - half, bfloat16, f8e4m3 and f8e5m2: input16's small integers and powers
 //     of two, whose every partial sum or product is exact in the type
 //     whatever the number of ranks; avg is float32(float64(sum)/N) rounded to the type,
@@ -150,12 +151,22 @@ func intValues[T integer]() values[T] {
 	// A sum or XOR of n odd values has n's parity; a product, a max, a
 	// min, an AND and an OR of odd values, and a copy of one, are odd.
 	// Wrapping keeps the parity. The logical ops' results are 0 or 1 (a
-	// copy: 0 or odd), never an even value other than 0.
+	// copy: 0 or odd), never an even value other than 0. An avg of n >= 2
+	// ranks has any parity but a magnitude of at most half the type's
+	// range: never even's bits (0x5a..., above a quarter of the range) in a
+	// signed type, nor odd's (0xa5..., above half) in an unsigned one.
 	oddResult := func(op collective.Op, n int, reduced bool) bool {
 		return !(reduced && (op == collective.Sum || op == collective.BXor) && n%2 == 0)
 	}
 	even, odd := uint64(0x5a5a5a5a5a5a5a5a), uint64(0xa5a5a5a5a5a5a5a5)
+	signed := T(0)-1 < 0
 	poison := func(op collective.Op, n int, reduced bool) T {
+		if op == collective.Mean && reduced && n >= 2 {
+			if signed {
+				return T(even)
+			}
+			return T(odd)
+		}
 		if logical(op) || oddResult(op, n, reduced) {
 			return T(even)
 		}
@@ -168,7 +179,7 @@ func intValues[T integer]() values[T] {
 			for _, r := range ranks[1:] {
 				x := in(op, r, i, rep)
 				switch op {
-				case collective.Sum:
+				case collective.Sum, collective.Mean:
 					acc += x
 				case collective.Prod:
 					acc *= x
@@ -189,6 +200,11 @@ func intValues[T integer]() values[T] {
 				case collective.LXor:
 					acc = truth[T]((acc != 0) != (x != 0))
 				}
+			}
+			if n := T(len(ranks)); op == collective.Mean && int(n) == len(ranks) {
+				acc /= n
+			} else if op == collective.Mean {
+				acc = 0 // N beyond the type: every wrapped sum's quotient is 0
 			}
 			return acc
 		},

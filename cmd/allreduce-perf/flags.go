@@ -89,7 +89,8 @@ func (d dtype) elem() backend.DType {
 	return backend.F32
 }
 
-// isInt reports whether d is an integer type (no avg).
+// isInt reports whether d is an integer type (the bitwise and logical ops;
+// avg the wrapped sum divided by N, truncated).
 func (d dtype) isInt() bool { return d.elem().IsInt() }
 
 // size is the element size the size(B) column counts, as nccl-tests does
@@ -149,14 +150,13 @@ func parseDtype(s string) (dtype, bool) {
 }
 
 // opsFor is the ops a table of collective c runs for type d: every op
-// asked for, less avg for the integer types and for scan and exscan, and
-// less the bitwise and logical ops (band, bor, bxor, land, lor, lxor) for
-// the floating-point types (-o all, and --coll all for the scans; an
-// explicit -o avg with an integer type, an explicit --coll scan or exscan,
-// or an explicit bitwise or logical op with a floating-point type is
-// refused).
+// asked for, less avg for scan and exscan, and less the bitwise and logical
+// ops (band, bor, bxor, land, lor, lxor) for the floating-point types (-o
+// all, and --coll all for the scans; an explicit -o avg with an explicit
+// --coll scan or exscan, or an explicit bitwise or logical op with a
+// floating-point type is refused).
 func (o *options) opsFor(c coll, d dtype) []collective.Op {
-	dropMean := (d.isInt() || c.noMean()) && containsOp(o.ops, collective.Mean)
+	dropMean := c.noMean() && containsOp(o.ops, collective.Mean)
 	dropInt := !d.isInt() && slices.ContainsFunc(o.ops, collective.Op.IntOnly)
 	if !dropMean && !dropInt {
 		return o.ops
@@ -438,7 +438,7 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|gather|scatter|scan|exscan|sendrecv|all, or a comma list: scan and exscan are the inclusive and exclusive prefix reductions (no avg), sendrecv nccl-tests' ring shift (rank r sends to r+1, receives from r-1) (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf, reduce-perf, sendrecv-perf, ... defaults to that one)")
 	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|int8|uint8|int16|uint16|int32|uint32|int64|uint64|half|bfloat16|fp8e4m3|fp8e5m2|all, or a comma list: nccl-tests' types (half, bfloat16, fp8e4m3 and fp8e5m2 are collective.Float16, BFloat16, Float8E4M3 and Float8E5M2; f8e4m3 and f8e5m2, nccl-tests' names, are taken too) and int16 and uint16, which nccl-tests lacks; all runs every one, nccl-tests' in its order, then the others (default float)")
 	fs.StringVar(&r.wire, "wire", "", "half|bfloat16: all-reduce float32 data (-d float) compressed to 16 bits on the wire (collective.AllReduceWire, ring); the type column names the wire type, size(B) = count*2, #wrong counts elements outside collective.WireErrorBound (default none)")
-	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|band|bor|bxor|land|lor|lxor|all, or a comma list; avg is not defined for the integer types nor for scan and exscan, band to lxor (bitwise and logical, as MPI's) only for the integer types: all leaves out what a type or collective lacks (default sum)")
+	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|band|bor|bxor|land|lor|lxor|all, or a comma list; avg of the integer types is NCCL's (the wrapped sum divided by the rank count, truncated), not defined for scan and exscan, band to lxor (bitwise and logical, as MPI's) only for the integer types: all leaves out what a type or collective lacks (default sum)")
 	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast, reduce, gather and scatter, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")
 	fs.IntVarP(&r.iters, "iters", "n", r.iters, "timed iterations per size (default 20)")
 	fs.IntVarP(&r.warmup, "warmup_iters", "w", r.warmup, "warm-up iterations at the largest and smallest size (default 5)")
@@ -609,7 +609,7 @@ func (r *rawFlags) validate() (*options, error) {
 	}
 	if strings.EqualFold(strings.TrimSpace(r.op), "all") {
 		// nccl-tests' order, then MPI's bitwise and logical ops; the
-		// integer types, scan and exscan skip avg, the floating-point
+		// scans skip avg, the floating-point
 		// types the bitwise and logical ops (opsFor).
 		o.ops = []collective.Op{collective.Sum, collective.Prod, collective.Max, collective.Min, collective.Mean,
 			collective.BAnd, collective.BOr, collective.BXor, collective.LAnd, collective.LOr, collective.LXor}
@@ -624,11 +624,6 @@ func (r *rawFlags) validate() (*options, error) {
 			}
 		}
 		if containsOp(o.ops, collective.Mean) {
-			for _, d := range o.dtypes {
-				if d.isInt() {
-					return nil, usagef("-o avg is not defined for integer type %s (-d %s): use sum and divide, or -o all, which skips avg for the integer types", d, strings.TrimSpace(r.datatype))
-				}
-			}
 			for _, c := range o.colls {
 				if c.noMean() && !collsAll {
 					return nil, usagef("-o avg is not defined for a prefix reduction (--coll %s): use sum and divide rank r's result by r+1 (exscan: r), or -o all, which skips avg for scan and exscan", c)

@@ -48,11 +48,11 @@
 // types take small integers and powers of
 // two, capped for half, bfloat16 and the fp8 types so that every partial
 // sum and product is exact in the type for any number of ranks (avg: float32(sum/N) rounded
-// to the type; float and double avg may be 1 ulp off). avg is not defined
-// for the integer types, nor band, bor, bxor, land, lor and lxor (MPI's
-// bitwise and logical ops) for the others: -o avg with an integer type, or
-// -o band with a float type, is bad usage, and -o all skips them (the
-// header says so).
+// to the type; float and double avg may be 1 ulp off; the integer types' avg
+// is NCCL's, the wrapped sum divided once by N, truncated toward zero,
+// checked exactly). band, bor, bxor, land, lor and lxor (MPI's bitwise and
+// logical ops) are not defined for the float types: -o band with a float
+// type is bad usage, and -o all skips them (the header says so).
 //
 // --wire half and --wire bfloat16 (what -d half and -d bfloat16 meant
 // before they became the 16-bit types) all-reduce float32 data, -d float,
@@ -372,8 +372,8 @@ func wireOf(o *options) dtype {
 }
 
 // typeNotes are the header's lines about the element types: -o all
-// skipping avg for the integer types and the bitwise and logical ops for
-// the others, and the types the devices have no
+// skipping the bitwise and logical ops for the floating-point types, and
+// the types the devices have no
 // kernels for (reduced exactly on the host, in one process).
 func typeNotes(o *options, kernels backend.DTypeSet, backendName string) []string {
 	var notes []string
@@ -384,20 +384,14 @@ func typeNotes(o *options, kernels backend.DTypeSet, backendName string) []strin
 	if !reduces {
 		return nil
 	}
-	var ints, floats, host []string
+	var floats, host []string
 	for _, d := range o.dtypes {
-		if d.isInt() && containsOp(o.ops, collective.Mean) {
-			ints = append(ints, d.String())
-		}
 		if !d.isInt() && slices.ContainsFunc(o.ops, collective.Op.IntOnly) {
 			floats = append(floats, d.String())
 		}
 		if d.wire() == 0 && !kernels.Has(d.elem()) {
 			host = append(host, d.String())
 		}
-	}
-	if len(ints) > 0 {
-		notes = append(notes, fmt.Sprintf("# Types: -o all skips avg for %s (avg is not defined for integer types)", strings.Join(ints, ", ")))
 	}
 	if len(floats) > 0 {
 		notes = append(notes, fmt.Sprintf("# Types: -o all skips band, bor, bxor, land, lor and lxor for %s (defined for integer types only)", strings.Join(floats, ", ")))
