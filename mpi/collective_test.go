@@ -178,22 +178,28 @@ func isInput[T float](x []T, op collective.Op, r int) bool {
 func refReduce(op collective.Op, n, i int) float64 {
 	acc := exactIn(op, 0, i)
 	for r := 1; r < n; r++ {
-		x := exactIn(op, r, i)
-		switch op {
-		case collective.Sum, collective.Mean:
-			acc += x
-		case collective.Prod:
-			acc *= x
-		case collective.Max:
-			acc = math.Max(acc, x)
-		case collective.Min:
-			acc = math.Min(acc, x)
-		}
+		acc = step64(op, acc, exactIn(op, r, i))
 	}
 	if op == collective.Mean {
 		acc /= float64(n)
 	}
 	return acc
+}
+
+// step64 is one step of the float64 reference reductions: acc op x (Mean
+// sums; the callers divide).
+func step64(op collective.Op, acc, x float64) float64 {
+	switch op {
+	case collective.Sum, collective.Mean:
+		return acc + x
+	case collective.Prod:
+		return acc * x
+	case collective.Max:
+		return math.Max(acc, x)
+	case collective.Min:
+		return math.Min(acc, x)
+	}
+	panic(fmt.Sprintf("no float64 reference for op %v", op))
 }
 
 type float interface{ float32 | float64 }
@@ -418,6 +424,16 @@ func runAllReduceCase(t *testing.T, w *World, g *collective.Group, tc arCase, in
 // Send/Recv between ranks of different processes, in float32 and float64.
 func TestGroupCollectives(t *testing.T) {
 	w := needWorld(t)
+	onGroups(t, w, func(t *testing.T, _ string, g *collective.Group) {
+		runCollectives[float32](t, w, g)
+		runCollectives[float64](t, w, g)
+	})
+}
+
+// onGroups runs f in a subtest per backend and number of local ranks, on
+// a group opened for it: 2 local ranks, and 1 too on host outside the
+// light jobs.
+func onGroups(t *testing.T, w *World, f func(t *testing.T, bk string, g *collective.Group)) {
 	for _, bk := range groupBackends(t) {
 		for _, local := range []int{1, 2} {
 			if (light() || bk != "host") && local == 1 {
@@ -425,9 +441,7 @@ func TestGroupCollectives(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s/L=%d", bk, local), func(t *testing.T) {
 				_, _ = begin(t, 20*time.Second)
-				g := openTestGroup(t, w, bk, local, 30*time.Second)
-				runCollectives[float32](t, w, g)
-				runCollectives[float64](t, w, g)
+				f(t, bk, openTestGroup(t, w, bk, local, 30*time.Second))
 			})
 		}
 	}
