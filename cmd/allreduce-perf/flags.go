@@ -259,7 +259,8 @@ func (c coll) hasRoot() bool {
 // 0 on one rank. That is the bound any prefix algorithm meets, not what
 // gocoll's Scan moves (it all-gathers every input, (n-1) buffers into
 // every rank), so a busbw below the link's speed shows that overhead, as
-// nccl-tests' factors show an algorithm's against its optimum.
+// nccl-tests' factors show an algorithm's against its optimum. busFormulas
+// writes each factor out for the help.
 func (c coll) busFactor(n int) float64 {
 	switch c {
 	case collAllReduce:
@@ -268,6 +269,15 @@ func (c coll) busFactor(n int) float64 {
 		return float64(n-1) / float64(n)
 	}
 	return 1
+}
+
+// busFormulas are busFactor's formulas by collective, as the help prints
+// them (n: the number of ranks).
+var busFormulas = [...]string{
+	collAllReduce: "2(n-1)/n", collReduceScatter: "(n-1)/n", collAllGather: "(n-1)/n", collBroadcast: "1",
+	collReduce: "1", collAllToAll: "(n-1)/n", collGather: "(n-1)/n", collScatter: "(n-1)/n",
+	collScan: "(n-1)/n, a chain's traffic: nccl-tests has no scan", collExscan: "(n-1)/n, as scan",
+	collSendRecv: "1",
 }
 
 // entryPoints are the collectives' entry points in the library, as its
@@ -438,7 +448,7 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|gather|scatter|scan|exscan|sendrecv|all, or a comma list: scan and exscan are the inclusive and exclusive prefix reductions (no avg), sendrecv nccl-tests' ring shift (rank r sends to r+1, receives from r-1) (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf, reduce-perf, sendrecv-perf, ... defaults to that one)")
 	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|int8|uint8|int16|uint16|int32|uint32|int64|uint64|half|bfloat16|fp8e4m3|fp8e5m2|all, or a comma list: nccl-tests' types (half, bfloat16, fp8e4m3 and fp8e5m2 are collective.Float16, BFloat16, Float8E4M3 and Float8E5M2; f8e4m3 and f8e5m2, nccl-tests' names, are taken too) and int16 and uint16, which nccl-tests lacks; all runs every one, nccl-tests' in its order, then the others (default float)")
 	fs.StringVar(&r.wire, "wire", "", "half|bfloat16: all-reduce float32 data (-d float) compressed to 16 bits on the wire (collective.AllReduceWire, ring); the type column names the wire type, size(B) = count*2, #wrong counts elements outside collective.WireErrorBound (default none)")
-	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|band|bor|bxor|land|lor|lxor|all, or a comma list; avg of the integer types is NCCL's (the wrapped sum divided by the rank count, truncated), not defined for scan and exscan, band to lxor (bitwise and logical, as MPI's) only for the integer types: all leaves out what a type or collective lacks (default sum)")
+	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|band|bor|bxor|land|lor|lxor|all, or a comma list; avg of the integer types is NCCL's (the wrapped sum divided by the rank count, truncated), not defined for scan and exscan, band to lxor (bitwise and logical, as MPI's) only for the integer types: all leaves out what a type or collective lacks; premulsum (NCCL's) is not implemented yet and refused (default sum)")
 	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast, reduce, gather and scatter, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")
 	fs.IntVarP(&r.iters, "iters", "n", r.iters, "timed iterations per size (default 20)")
 	fs.IntVarP(&r.warmup, "warmup_iters", "w", r.warmup, "warm-up iterations at the largest and smallest size (default 5)")
@@ -468,6 +478,12 @@ func printUsage(w io.Writer, prog string, fs *pflag.FlagSet) {
 		}
 		fmt.Fprintf(w, "  %-24s %s\n", names, f.Usage)
 	})
+	fmt.Fprintln(w, "algbw = size(B) / time; busbw = algbw * factor, nccl-tests' factor where it has the collective (n ranks):")
+	for _, c := range allColls {
+		fmt.Fprintf(w, "  %-24s %s\n", c, busFormulas[c])
+	}
+	fmt.Fprintln(w, "count is one rank's elements; reducescatter, allgather, alltoall, gather and scatter round it down to whole")
+	fmt.Fprintln(w, "16-byte groups and size(B) is the full buffer, as nccl-tests (3 ranks, -b 1K of float: count 84, size 1008).")
 }
 
 // parseFlags parses and validates args for the program invoked as prog
@@ -615,6 +631,9 @@ func (r *rawFlags) validate() (*options, error) {
 			collective.BAnd, collective.BOr, collective.BXor, collective.LAnd, collective.LOr, collective.LXor}
 	} else {
 		for _, f := range strings.Split(r.op, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), "premulsum") {
+				return nil, usagef("-o premulsum (NCCL's ncclRedOpCreatePreMulSum: each rank scales its input by its own scalar, then the sum) is not implemented yet: the library has no such op; use -o sum")
+			}
 			op, err := collective.ParseOp(strings.TrimSpace(f))
 			if err != nil {
 				return nil, usagef("-o/--op %q is not supported (want sum, prod, min, max, avg, band, bor, bxor, land, lor, lxor, all or a comma list)", r.op)

@@ -16,6 +16,12 @@
 //	allreduce-perf -g 4 -b 8 -e 8M -f 4
 //	allreduce-perf --coll broadcast -r all -g 3 -b 8 -e 1M -f 8
 //
+// algbw is size(B) over the time; busbw is algbw times nccl-tests' factor
+// for n ranks where nccl-tests has the collective: allreduce 2(n-1)/n;
+// reducescatter, allgather, alltoall, gather and scatter (n-1)/n;
+// broadcast, reduce and sendrecv 1. scan and exscan, which nccl-tests
+// lacks, take (n-1)/n (below). -h lists them.
+//
 // Invoked under another name (a symlink or copy) named reducescatter-perf,
 // allgather-perf, broadcast-perf or reduce-perf (or nccl-tests'
 // reduce_scatter_perf, ...), the binary runs that collective by default.
