@@ -147,16 +147,7 @@ func (c *Comm) crossProcess(ctx context.Context, fp fingerprint, local *Mismatch
 		err = fmt.Errorf("%w: %w", ErrTimeout, err)
 	}
 	if err != nil {
-		te := &TimeoutError{Seq: c.seq, Phase: phase + " across processes (" + err.Error() + ")", Ctx: ctx.Err()}
-		var mp backend.MissingProcesses
-		if errors.As(err, &mp) {
-			// Every rank of a process that did not arrive.
-			for _, p := range mp.MissingProcesses() {
-				for r := p * g.nl; r < (p+1)*g.nl; r++ {
-					te.Missing = append(te.Missing, r)
-				}
-			}
-		}
+		te := &TimeoutError{Seq: c.seq, Phase: phase + " across processes (" + err.Error() + ")", Ctx: ctx.Err(), Missing: g.ranksOf(err)}
 		if !(isCtxErr(err) || errors.Is(err, backend.ErrTimeout)) {
 			c.breakWith(err)
 			return nil, false, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/oncejoin"
+	"github.com/gocoll/gocoll/internal/procsplit"
 	"github.com/gocoll/gocoll/internal/splitplan"
 )
 
@@ -107,30 +108,18 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	members := l.Members[color]
 	me := slices.Index(members, c.rank)
-	k := splitKey{seq, color}
-	g.splitMu.Lock()
-	if g.closingKids {
-		g.splitMu.Unlock()
-		return nil, c.splitErr(seq, errGroupClosed)
-	}
-	e, first := oncejoin.Join(&g.splits, k, len(members))
-	if first {
-		g.makingKids.Add(1)
-	}
-	g.splitMu.Unlock()
 	// The first member here opens the sub-group for all, unless the group
 	// broke (a member may have failed the exchange: it would not pick up
 	// its Comm).
-	if first && g.isBroken.Load() {
-		g.makingKids.Done()
-		e.Do(nil, c.brokenErr())
-	} else if first {
-		e.Do(g.openChild(ctx, members))
+	e, ctxErr, err := joinKids(ctx, g, &g.splits, splitKey{seq, color}, len(members), func() (*Group, error) {
+		if g.isBroken.Load() {
+			return nil, c.brokenErr()
+		}
+		return g.openChild(ctx, members)
+	})
+	if err != nil {
+		return nil, c.splitErr(seq, err)
 	}
-	ctxErr := e.Wait(ctx)
-	g.splitMu.Lock()
-	oncejoin.Leave(g.splits, k, e)
-	g.splitMu.Unlock()
 	switch {
 	case ctxErr != nil:
 		return nil, c.splitErr(seq, &TimeoutError{Seq: seq, Phase: fmt.Sprintf("Split, waiting for the sub-group of color %d to open", color), Ctx: ctxErr})
@@ -161,10 +150,9 @@ func (c *Comm) splitErr(seq uint64, err error) error {
 // sub-group; an error fails the opening.
 var splitOpenHook func(ctx context.Context) error
 
-// openChild opens the in-process sub-group of members (counted in
-// makingKids) and adds it to the group's children.
+// openChild opens the in-process sub-group of members and adds it to the
+// group's children.
 func (g *Group) openChild(ctx context.Context, members []int) (*Group, error) {
-	defer g.makingKids.Done()
 	if h := splitOpenHook; h != nil {
 		if err := h(ctx); err != nil {
 			return nil, err
@@ -196,6 +184,34 @@ func (g *Group) childOptions(local []int, tr backend.Transport) Options {
 	return o
 }
 
+// joinKids joins the work of a Split under key in table m (one of the
+// group's, guarded by splitMu) with its users: the first to join does the
+// work, counted in makingKids, and each waits for the outcome (e) until ctx
+// ends (ctxErr). Once the group closes (stopChildren) it fails with
+// errGroupClosed.
+func joinKids[K comparable, V any](ctx context.Context, g *Group, m *map[K]*oncejoin.Entry[V], key K, users int, work func() (V, error)) (e *oncejoin.Entry[V], ctxErr, err error) {
+	g.splitMu.Lock()
+	if g.closingKids {
+		g.splitMu.Unlock()
+		return nil, nil, errGroupClosed
+	}
+	e, first := oncejoin.Join(m, key, users)
+	if first {
+		g.makingKids.Add(1)
+	}
+	g.splitMu.Unlock()
+	if first {
+		v, err := work()
+		g.makingKids.Done()
+		e.Do(v, err)
+	}
+	ctxErr = e.Wait(ctx)
+	g.splitMu.Lock()
+	oncejoin.Leave(*m, key, e)
+	g.splitMu.Unlock()
+	return e, ctxErr, nil
+}
+
 // splitLayout is splitplan.Plan for the group: the sub-groups worked out
 // alike on every rank from the gathered colors and keys, and the check that
 // each sub-group spanning processes has a supported layout.
@@ -210,23 +226,10 @@ func (g *Group) splitLayout(all []int64) (*splitplan.Layout, error) {
 // rank to get here makes this process's part for all of them.
 func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *splitplan.Layout) (*Comm, error) {
 	g := c.g
-	g.splitMu.Lock()
-	if g.closingKids {
-		g.splitMu.Unlock()
-		return nil, c.splitErr(seq, errGroupClosed)
+	e, ctxErr, err := joinKids(ctx, g, &g.procSplits, seq, g.nl, func() (map[int]*Group, error) { return g.makeChildren(ctx, l) })
+	if err != nil {
+		return nil, c.splitErr(seq, err)
 	}
-	e, first := oncejoin.Join(&g.procSplits, seq, g.nl)
-	if first {
-		g.makingKids.Add(1)
-	}
-	g.splitMu.Unlock()
-	if first {
-		e.Do(g.makeChildren(ctx, l))
-	}
-	ctxErr := e.Wait(ctx)
-	g.splitMu.Lock()
-	oncejoin.Leave(g.procSplits, seq, e)
-	g.splitMu.Unlock()
 	switch {
 	case ctxErr != nil:
 		return nil, &Error{Rank: c.rank, Op: "Split", Seq: seq, Err: &TimeoutError{Seq: seq, Phase: "Split, waiting for this process's sub-groups", Ctx: ctxErr}}
@@ -239,119 +242,13 @@ func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *spl
 	return e.Val[color].Comm(slices.Index(local, c.rank)), nil
 }
 
-// splitOutcome classes err as the outcome of one process's part of a Split,
-// as the processes agree on it.
-func splitOutcome(err error) splitplan.Outcome {
-	switch {
-	case err == nil:
-		return splitplan.OK
-	case errors.Is(err, ErrTimeout) || isCtxErr(err):
-		return splitplan.Timeout
-	case errors.Is(err, ErrUnsupported):
-		return splitplan.Unsupported
-	case errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidConfig):
-		return splitplan.Invalid
-	case errors.Is(err, ErrClosed):
-		return splitplan.Closed
-	}
-	return splitplan.Failed
-}
-
-// makeChildren makes this process's part of a Split, in two steps that end
-// with an agreement among the processes: the transport splits (one per
-// spanning color, ascending, on every process), then the sub-groups with
-// ranks here (ascending colors, so processes that share several sub-groups
-// open them in the same order). After a failure other than a timeout a
-// process carries on with the step (the other splits, the other
-// sub-groups), so the others' collective calls are matched and do not wait
-// for it in vain; after a timeout (a process is missing) it stops. On
-// any failure, in this process or another, it closes what it made and every
-// process returns an error.
+// makeChildren makes this process's part of a Split (internal/procsplit)
+// and adds the sub-groups with ranks here to the group's children.
 func (g *Group) makeChildren(ctx context.Context, l *splitplan.Layout) (map[int]*Group, error) {
-	defer g.makingKids.Done() // counted by splitProcesses
-	// The waits end with ctx, or when the parent breaks.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-g.brokenCh:
-			cancel()
-		case <-wctx.Done():
-		}
-	}()
-	me := g.tr.Rank()
-	trs := map[int]backend.Transport{} // made by the transport, not yet handed to a sub-group
-	kids := map[int]*Group{}
-	undo := func() {
-		for _, t := range trs {
-			t.Close()
-		}
-		for _, k := range kids {
-			k.Close()
-		}
-	}
-	var err error
-	for i, col := range l.Spans {
-		procs := l.Procs[col]
-		idx := slices.Index(procs, me)
-		sub := -1 // not a member: MPI_UNDEFINED
-		if idx >= 0 {
-			sub = i // any color the members alone share will do: a small one
-		}
-		t, e := g.splitTransport(wctx, ctx, col, sub, max(idx, 0))
-		switch {
-		case e != nil:
-		case sub < 0 && t != nil:
-			t.Close()
-			e = fmt.Errorf("color %d: %s gave this process (%d) a sub-communicator it did not ask for", col, g.tr.Name(), me)
-		case sub >= 0 && (t == nil || t.Size() != len(procs) || t.Rank() != idx):
-			if t != nil {
-				t.Close()
-			}
-			e = fmt.Errorf("color %d: %s's sub-communicator does not rank process %d as %d of %d (%v)", col, g.tr.Name(), me, idx, len(procs), procs)
-		case sub >= 0:
-			trs[col] = t
-		}
-		if err == nil {
-			err = e
-		}
-		if splitOutcome(e) == splitplan.Timeout || g.isBroken.Load() {
-			break
-		}
-	}
-	if len(l.Spans) > 0 && !g.isBroken.Load() {
-		err = g.agreeSplit(wctx, ctx, "splitting the transport", err)
-	}
+	s := procsplit.Split[*Group]{Tr: g.tr, Base: g.base, Local: g.nl, Timeout: g.cfg.CommunicationTimeout,
+		Broke: g.brokenCh, Invalid: ErrInvalidConfig, Env: (*splitEnv)(g)}
+	kids, err := s.Make(ctx, l)
 	if err != nil {
-		undo()
-		return nil, err
-	}
-	for _, col := range l.Colors {
-		local := l.Local(col, g.base, g.nl)
-		if len(local) == 0 {
-			continue
-		}
-		t := trs[col]
-		delete(trs, col) // the sub-group owns it now, failing or not
-		kid, e := newGroup(wctx, g.childOptions(local, t), t != nil)
-		if e != nil {
-			if err == nil {
-				err = fmt.Errorf("opening the sub-group of color %d: %w", col, e)
-			}
-			if splitOutcome(e) == splitplan.Timeout {
-				break
-			}
-			continue
-		}
-		kids[col] = kid
-	}
-	if !g.isBroken.Load() {
-		err = g.agreeSplit(wctx, ctx, "opening the sub-groups", err)
-	} else if err == nil {
-		err = g.brokenCause()
-	}
-	if err != nil {
-		undo()
 		return nil, err
 	}
 	g.splitMu.Lock()
@@ -364,22 +261,31 @@ func (g *Group) makeChildren(ctx context.Context, l *splitplan.Layout) (map[int]
 	return kids, nil
 }
 
-// splitTransport is one backend.Splitter call, under CommunicationTimeout.
-func (g *Group) splitTransport(wctx, ctx context.Context, col, sub, key int) (backend.Transport, error) {
-	sctx, cancel := context.WithTimeout(wctx, g.cfg.CommunicationTimeout)
-	defer cancel()
-	t, err := g.tr.(backend.Splitter).Split(sctx, sub, key)
-	if err == nil {
-		return t, nil
+// splitEnv is the group as its process's part of a Split sees it
+// (procsplit.Env).
+type splitEnv Group
+
+func (e *splitEnv) Open(ctx context.Context, col int, local []int, t backend.Transport) (*Group, error) {
+	return newGroup(ctx, (*Group)(e).childOptions(local, t), t != nil)
+}
+
+func (e *splitEnv) Close(k *Group) { k.Close() }
+
+func (e *splitEnv) Broken() error {
+	if !e.isBroken.Load() {
+		return nil
 	}
-	if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
-		te := &TimeoutError{Phase: fmt.Sprintf("splitting %s for color %d (%v)", g.tr.Name(), col, err), Ctx: ctx.Err()}
-		te.Missing = g.ranksOf(err)
-		return nil, g.transportFailed(te)
-	}
-	// Not a timeout: the transport made its collective call (a failure after
-	// it, or before any: an argument refused, the transport closed).
-	return nil, fmt.Errorf("splitting %s for color %d: %w", g.tr.Name(), col, err)
+	return (*Group)(e).brokenCause()
+}
+
+func (e *splitEnv) Failed(err error) error { return (*Group)(e).transportFailed(err) }
+
+func (e *splitEnv) TimedOut(phase string, err, ctxErr error) error {
+	return &TimeoutError{Phase: phase, Ctx: ctxErr, Missing: (*Group)(e).ranksOf(err)}
+}
+
+func (e *splitEnv) Remote(p int, timeout bool, msg string) error {
+	return &RemoteError{Process: p, Rank: -1, Timeout: timeout, Msg: msg}
 }
 
 // transportFailed handles a collective call on the parent's transport
@@ -423,57 +329,6 @@ func (g *Group) ranksOf(err error) []int {
 	}
 	return ranks
 }
-
-// agreeSplit gathers every process's outcome of a step of Split (an
-// Allgather of one byte on the parent's transport, under
-// CommunicationTimeout) and returns this process's error, or, when it
-// succeeded, the first failure elsewhere.
-func (g *Group) agreeSplit(wctx, ctx context.Context, step string, mine error) error {
-	all := make([]byte, g.nproc)
-	actx, cancel := context.WithTimeout(wctx, g.cfg.CommunicationTimeout)
-	err := g.tr.Allgather(actx, []byte{byte(splitOutcome(mine))}, all)
-	cancel()
-	if err != nil {
-		if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
-			err = g.transportFailed(&TimeoutError{Phase: "agreeing on the outcome of Split (" + step + ") across processes (" + err.Error() + ")",
-				Ctx: ctx.Err(), Missing: g.ranksOf(err)})
-		} else {
-			err = g.transportFailed(fmt.Errorf("agreeing on the outcome of Split (%s) across processes: %w", step, err))
-		}
-		if mine != nil {
-			return errors.Join(mine, err)
-		}
-		return err
-	}
-	if mine != nil {
-		return mine
-	}
-	bad := splitplan.Failures(all)
-	if len(bad) == 0 {
-		return nil
-	}
-	o := splitplan.Outcome(all[bad[0]])
-	re := &RemoteError{Process: bad[0], Rank: -1, Timeout: o == splitplan.Timeout,
-		Msg: fmt.Sprintf("Split, %s: %s (failed in process(es) %v; what this process made is closed again)", step, o, bad)}
-	switch o {
-	case splitplan.Unsupported:
-		return classed{re, ErrUnsupported}
-	case splitplan.Invalid:
-		return classed{re, ErrInvalidArgument}
-	case splitplan.Closed:
-		return classed{re, ErrClosed}
-	}
-	return re
-}
-
-// classed is an error that also matches a sentinel its text already names.
-type classed struct {
-	error
-	class error
-}
-
-func (e classed) Is(t error) bool { return t == e.class }
-func (e classed) Unwrap() error   { return e.error }
 
 // stopChildren makes every later Split of the group fail with ErrClosed
 // (Close, first).
