@@ -5,10 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
-	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/reqwait"
 	"github.com/gocoll/gocoll/internal/waitctx"
 )
 
@@ -181,53 +180,31 @@ func (g *Group) procOf(r int) int { return r / g.nl }
 // tag is the transport tag of the link from global rank a to b.
 func (g *Group) tag(a, b int) int { return (a%g.nl)*g.nl + b%g.nl }
 
-// waitReq polls a transport request until it completes, honouring the
-// comm's timeout, ctx and the group breaking; a request that does not
-// complete is cancelled.
+// waitReq waits for a transport request (internal/reqwait) under the comm's
+// timeout, ctx and the group breaking; a request that does not complete is
+// cancelled, and its failure or timeout breaks the group.
 //
 // held is the Go buffer the request uses: when the request can be neither
 // completed nor cancelled, the transport keeps it and *held is set to nil,
 // so the link allocates a new one.
 func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase string, held *[]byte) error {
 	g := c.g
-	deadline := time.Now().Add(g.cfg.CommunicationTimeout)
-	for spins := 0; ; spins++ {
-		done, err := req.Test()
-		if err != nil {
-			err = fmt.Errorf("%s with rank %d (process %d): %w", phase, peer, g.procOf(peer), err)
-			c.breakWith(err)
-			return err
-		}
-		if done {
-			return nil
-		}
-		var te *TimeoutError
-		select {
-		case <-ctx.Done():
-			te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
-		case <-g.brokenCh:
-			if req.Cancel() != nil {
-				*held = nil
-			}
-			return c.brokenErr()
-		default:
-			if time.Now().After(deadline) {
-				te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
-			}
-		}
-		if te != nil {
-			if req.Cancel() != nil {
-				*held = nil
-			}
-			c.breakWith(te)
-			return te
-		}
-		// Poll without sleeping for the first 2 ms (a Go sleep below a
-		// millisecond often lasts one), then back off.
-		if spins < 64 || time.Since(deadline.Add(-g.cfg.CommunicationTimeout)) < 2*time.Millisecond {
-			runtime.Gosched()
-		} else {
-			time.Sleep(50 * time.Microsecond)
-		}
+	end, err := reqwait.Wait(ctx, req, g.cfg.CommunicationTimeout, g.brokenCh, held)
+	var te *TimeoutError
+	switch end {
+	case reqwait.Done:
+		return nil
+	case reqwait.Failed:
+		err = fmt.Errorf("%s with rank %d (process %d): %w", phase, peer, g.procOf(peer), err)
+		c.breakWith(err)
+		return err
+	case reqwait.Broken:
+		return c.brokenErr()
+	case reqwait.Cancelled:
+		te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
+	default:
+		te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
 	}
+	c.breakWith(te)
+	return te
 }
