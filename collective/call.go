@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/callcheck"
 	"github.com/gocoll/gocoll/internal/memory"
 )
 
@@ -14,8 +15,8 @@ import (
 // hands it to run, the one path every call takes, stage by stage:
 //
 //  1. what one rank can check alone: the root or the peers, the lengths,
-//     counts and offsets the collective's kind requires (shape), the op
-//     for the type;
+//     counts and offsets the collective's kind requires (shape: the
+//     kind's rule, internal/callcheck), the op for the type;
 //  2. memory: the owners of the slices are counted as users and the
 //     overlap of send and recv is checked against the kind's one in-place
 //     layout (resolve.go, internal/memory);
@@ -40,9 +41,9 @@ import (
 // run when its turn comes (a point-to-point operation is then posted, and
 // its Work completes when it meets its peer's).
 //
-// Adding a collective: its collKind and callSpecs entry and its shape and
-// exec cases here, its entry points in api.go, its algorithms in the table
-// (algorithms.go).
+// Adding a collective: its collKind and callSpecs entry (its shape rule
+// among them) and its exec case here, its entry points in api.go, its
+// algorithms in the table (algorithms.go).
 
 // collKind names a collective: the kind of a desc, and in fingerprints.
 type collKind uint8
@@ -101,9 +102,10 @@ type callSpec struct {
 	shared  sharedKind
 	rooted  bool
 	only    rootOnly
-	reduces bool          // takes an op
-	p2p     bool          // a point-to-point call: posted, numbered apart
-	layout  memory.Layout // the in-place layout allowed
+	reduces bool           // takes an op
+	p2p     bool           // a point-to-point call: posted, numbered apart
+	layout  memory.Layout  // the in-place layout allowed
+	shape   callcheck.Rule // what shape checks of a call's lengths, counts and offsets
 }
 
 func phases(name string) [4]string {
@@ -120,29 +122,29 @@ func withTensor(sp callSpec, shared sharedKind) callSpec {
 }
 
 var callSpecs = [numCollKinds]callSpec{
-	collAllReduce:      withTensor(callSpec{name: "AllReduce", phases: phases("AllReduce"), only: oneBuffer, reduces: true, layout: memory.SameMem}, sharedAllReduce),
+	collAllReduce:      withTensor(callSpec{name: "AllReduce", phases: phases("AllReduce"), only: oneBuffer, reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}}, sharedAllReduce),
 	collBarrier:        {name: "Barrier", phases: [4]string{"Barrier"}},
 	collInvalid:        {name: "a call with invalid arguments"},
 	collSend:           {name: "Send", p2p: true},
 	collRecv:           {name: "Recv", p2p: true},
 	collSendRecv:       {name: "SendRecv", p2p: true, layout: memory.SameMem}, // one buffer: staged
 	collAllReduceWire:  {name: "AllReduceWire", phases: phases("AllReduceWire"), reduces: true, layout: memory.SameMem},
-	collReduceScatter:  withTensor(callSpec{name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: memory.RecvInSend}, sharedReduceScatter),
-	collAllGather:      withTensor(callSpec{name: "AllGather", phases: phases("AllGather"), layout: memory.SendInRecv}, sharedAllGather),
+	collReduceScatter:  withTensor(callSpec{name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: memory.RecvInSend, shape: callcheck.Rule{Size: callcheck.Times, At: callcheck.AtRank}}, sharedReduceScatter),
+	collAllGather:      withTensor(callSpec{name: "AllGather", phases: phases("AllGather"), layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRank}}, sharedAllGather),
 	collBroadcast:      withTensor(callSpec{name: "Broadcast", phases: phases("Broadcast"), rooted: true, only: oneBuffer}, sharedBroadcast),
-	collReduce:         withTensor(callSpec{name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: memory.SameMem}, sharedReduce),
-	collAllToAll:       withTensor(callSpec{name: "AllToAll", phases: phases("AllToAll"), layout: memory.SameMem}, sharedAllToAll),
-	collGather:         withTensor(callSpec{name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: memory.SendInRecv}, sharedGather),
-	collScatter:        withTensor(callSpec{name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: memory.RecvInSend}, sharedScatter),
-	collAllToAllV:      withTensor(callSpec{name: "AllToAllV", phases: phases("AllToAllV"), layout: memory.SameMem}, sharedAllToAllV),
-	collAllGatherV:     withTensor(callSpec{name: "AllGatherV", phases: phases("AllGatherV"), layout: memory.SendInRecv}, sharedAllToAllV),
-	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: memory.RecvInSend}, sharedReduceScatterV),
-	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: memory.SendInRecv},
-	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: memory.RecvInSend},
-	collSplit:          {name: "Split", phases: phases("Split"), layout: memory.SendInRecv},
-	collScan:           {name: "Scan", phases: phases("Scan"), reduces: true, layout: memory.SameMem},
-	collExscan:         {name: "Exscan", phases: phases("Exscan"), reduces: true, layout: memory.SameMem},
-	collBroadcastInto:  {name: "BroadcastInto", phases: phases("Broadcast"), rooted: true, only: rootSend, layout: memory.SameMem},
+	collReduce:         withTensor(callSpec{name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal, Checked: callcheck.Recv}}, sharedReduce),
+	collAllToAll:       withTensor(callSpec{name: "AllToAll", phases: phases("AllToAll"), layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Multiples}}, sharedAllToAll),
+	collGather:         withTensor(callSpec{name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRoot}}, sharedGather),
+	collScatter:        withTensor(callSpec{name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Size: callcheck.Times, At: callcheck.AtRoot}}, sharedScatter),
+	collAllToAllV:      withTensor(callSpec{name: "AllToAllV", phases: phases("AllToAllV"), layout: memory.SameMem, shape: callcheck.Rule{Ranges: callcheck.BothRanges}}, sharedAllToAllV),
+	collAllGatherV:     withTensor(callSpec{name: "AllGatherV", phases: phases("AllGatherV"), layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}}, sharedAllToAllV),
+	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendOwnRecv, At: callcheck.AtDispl}}, sharedReduceScatterV),
+	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}},
+	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendRanges, At: callcheck.AtDispl}},
+	collSplit:          {name: "Split", phases: phases("Split"), layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRank}},
+	collScan:           {name: "Scan", phases: phases("Scan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
+	collExscan:         {name: "Exscan", phases: phases("Exscan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
+	collBroadcastInto:  {name: "BroadcastInto", phases: phases("Broadcast"), rooted: true, only: rootSend, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
 }
 
 // desc describes one call of a collective: on host slices (send, recv),
@@ -269,8 +271,10 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 	}
 	sp := &callSpecs[d.kind]
 	name := d.name()
-	if sp.rooted && (d.root < 0 || d.root >= c.g.n) {
-		return c.refuse(ctx, d, invalidArg("root %d out of range [0, %d)", d.root, c.g.n))
+	if sp.rooted {
+		if err := argErr(callcheck.Root(d.root, c.g.n)); err != nil {
+			return c.refuse(ctx, d, err)
+		}
 	}
 	d.unused(c.rank)
 	u := c.uses(ctx)
@@ -340,42 +344,33 @@ func (c *Comm) refuse(ctx context.Context, d *desc, err error) error {
 	return c.invalidCall(ctx, name, err)
 }
 
-// shape checks d's lengths, counts and offsets against its kind, and
-// returns the byte offset of the in-place block the kind's layout allows.
+// shape checks d's root or peers, lengths, counts and offsets against its
+// kind (its callSpec's rule, internal/callcheck), then what the kind
+// requires of its op, strategy or format; it returns the byte offset of
+// the in-place block the kind's layout allows.
 func (c *Comm) shape(d *desc) (at int, err error) {
-	N, r, es := c.g.n, c.rank, d.dt.Size()
-	ns, nr := d.lens()
-	ls, lr := "len(send)", "len(recv)"
-	if d.tensor {
-		ls, lr = "send.Len()", "recv.Len()"
-	}
-	root := c.rank == d.root
-	bad := func(p int) bool { return p < -1 || p >= N }
+	sp := &callSpecs[d.kind]
+	N, r := c.g.n, c.rank
 	switch d.kind {
-	case collSend, collRecv:
-		p := d.to
-		if d.kind == collRecv {
-			p = d.from
-		}
-		if p < 0 || bad(p) {
-			return 0, invalidArg("bad peer %d", p)
-		}
-		if p == r && !d.async {
-			// Nothing can post the matching operation while the call
-			// waits: a one-rank wait cycle.
-			return 0, invalidArg("a blocking %s with this rank itself (%d) waits for itself: use SendRecv to and from itself, "+
-				"SendAsync and RecvAsync, or a Batch with both", d.name(), r)
-		}
+	case collSend:
+		return 0, argErr(callcheck.Peer(d.to, r, N, !d.async, d.name()))
+	case collRecv:
+		return 0, argErr(callcheck.Peer(d.from, r, N, !d.async, d.name()))
 	case collSendRecv:
-		if bad(d.to) || bad(d.from) || (d.to < 0 && d.from < 0) {
-			return 0, invalidArg("bad peers: to %d, from %d", d.to, d.from)
-		}
-		if (d.to == r) != (d.from == r) {
-			// Its send to itself, or receive from itself, has no match
-			// in the call: a one-rank wait cycle.
-			return 0, invalidArg("SendRecv to %d and from %d: a SendRecv with this rank itself (%d) sends to and receives from it "+
-				"(or use SendAsync and RecvAsync, or a Batch with both)", d.to, d.from, r)
-		}
+		return 0, argErr(callcheck.Peers(d.to, d.from, r, N))
+	}
+	ns, nr := d.lens()
+	if d.tensor && sp.only == oneBuffer {
+		nr = ns // one tensor, in place
+	}
+	rule := sp.shape
+	rule.RootOnly = sp.rooted
+	at, err = callcheck.Check(rule, &callcheck.Call{N: N, Rank: r, Root: d.root, NSend: ns, NRecv: nr, Tensor: d.tensor,
+		SCounts: d.scounts, SDispls: d.sdispls, Counts: d.counts, Displs: d.displs})
+	if err != nil {
+		return 0, argErr(err)
+	}
+	switch d.kind {
 	case collAllReduceWire:
 		if d.wire != backend.F16 && d.wire != backend.BF16 {
 			return 0, invalidArg("unknown wire format %d", int(d.wire))
@@ -384,116 +379,36 @@ func (c *Comm) shape(d *desc) (at int, err error) {
 			return 0, fmt.Errorf("the %s backend has no compression kernels: %w", c.g.bk, ErrUnsupported)
 		}
 	case collAllReduce:
-		if !d.tensor && ns != nr {
-			return 0, invalidArg("len(send)=%d != len(recv)=%d", ns, nr)
-		}
 		if !d.strategy.valid() {
 			return 0, invalidArg("unknown strategy %d", int(d.strategy))
 		}
 		if !d.tensor && d.strategy == Host && c.g.tr != nil {
 			return 0, fmt.Errorf("strategy host reduces in one process; this group runs over a Transport (%s): %w", plural(c.g.nproc, "process", "processes"), ErrUnsupported)
 		}
-	case collReduceScatter:
-		if ns != nr*N {
-			return 0, invalidArg("%s=%d, want %s*%d=%d", ls, ns, lr, N, nr*N)
-		}
-		return r * nr * es, nil
-	case collAllGather, collSplit:
-		if nr != ns*N {
-			return 0, invalidArg("%s=%d, want %s*%d=%d", lr, nr, ls, N, ns*N)
-		}
-		return r * ns * es, nil
-	case collReduce:
-		if root && nr != ns {
-			return 0, invalidArg("root's %s=%d != %s=%d", lr, nr, ls, ns)
-		}
-	case collGather:
-		if root && nr != ns*N {
-			return 0, invalidArg("root's %s=%d, want %s*%d=%d", lr, nr, ls, N, ns*N)
-		}
-		return d.root * ns * es, nil
-	case collScatter:
-		if root && ns != nr*N {
-			return 0, invalidArg("root's %s=%d, want %s*%d=%d", ls, ns, lr, N, nr*N)
-		}
-		return d.root * nr * es, nil
 	case collScan, collExscan:
-		if ns != nr {
-			return 0, invalidArg("%s=%d != %s=%d", ls, ns, lr, nr)
-		}
 		if d.op == Mean {
 			return 0, invalidArg("Mean is not defined for a prefix reduction (divide rank r's Sum by r+1)")
 		}
-	case collBroadcastInto:
-		if root && ns != nr {
-			return 0, invalidArg("root's %s=%d != %s=%d", ls, ns, lr, nr)
-		}
-	case collAllToAll:
-		if ns != nr || ns%N != 0 {
-			return 0, invalidArg("%s=%d and %s=%d, want equal multiples of the group size (%d)", ls, ns, lr, nr, N)
-		}
-	case collAllToAllV:
-		if err := checkV(N, ns, d.scounts, d.sdispls, "send"); err != nil {
-			return 0, err
-		}
-		return 0, checkRecvV(N, nr, d.counts, d.displs)
-	case collAllGatherV:
-		if err := checkRecvV(N, nr, d.counts, d.displs); err != nil {
-			return 0, err
-		}
-		return d.displs[r] * es, nil
-	case collReduceScatterV:
-		if err := checkV(N, ns, d.counts, d.displs, "send"); err != nil {
-			return 0, err
-		}
-		if nr != d.counts[r] {
-			return 0, invalidArg("%s=%d, want counts[%d]=%d", lr, nr, r, d.counts[r])
-		}
-		return d.displs[r] * es, nil
-	case collGatherV:
-		if root {
-			if err := checkRecvV(N, nr, d.counts, d.displs); err != nil {
-				return 0, err
-			}
-			return d.displs[r] * es, nil
-		}
-	case collScatterV:
-		if root {
-			if err := checkV(N, ns, d.counts, d.displs, "send"); err != nil {
-				return 0, err
-			}
-			return d.displs[r] * es, nil
-		}
 	}
-	return 0, nil
+	return at * d.dt.Size(), nil
+}
+
+// argErr is an error of internal/callcheck as an argument error.
+func argErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", err, ErrInvalidArgument)
 }
 
 // checkV checks n ranges [displs[j], +counts[j]) of a length-element slice.
 func checkV(n, length int, counts, displs []int, what string) error {
-	if len(counts) != n || len(displs) != n {
-		return invalidArg("%d %s counts and %d offsets, want %d each", len(counts), what, len(displs), n)
-	}
-	for j := range counts {
-		if counts[j] < 0 || displs[j] < 0 || displs[j] > length || counts[j] > length-displs[j] {
-			return invalidArg("%s range %d [%d, +%d) outside the %d-element slice", what, j, displs[j], counts[j], length)
-		}
-	}
-	return nil
+	return argErr(callcheck.V(n, length, counts, displs, what))
 }
 
 // checkRecvV is checkV of the ranges received, which may not overlap.
 func checkRecvV(n, length int, counts, displs []int) error {
-	if err := checkV(n, length, counts, displs, "recv"); err != nil {
-		return err
-	}
-	for a := 0; a < n; a++ {
-		for b := a + 1; b < n; b++ {
-			if counts[a] > 0 && counts[b] > 0 && displs[a] < displs[b]+counts[b] && displs[b] < displs[a]+counts[a] {
-				return invalidArg("recv ranges %d and %d overlap", a, b)
-			}
-		}
-	}
-	return nil
+	return argErr(callcheck.RecvV(n, length, counts, displs))
 }
 
 // exec runs d, checked: the fingerprint, the kind's algorithm (or its
