@@ -165,14 +165,14 @@ func (c *Comm) start(ctx context.Context, d desc) *Work {
 // resolved until the operation ends (so closing that memory waits for it).
 func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx context.Context) error) *Work {
 	if c == nil {
-		u.release()
+		u.Release()
 		return failedWork(invalidArg("nil Comm"))
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	if !c.busy.CompareAndSwap(false, true) {
-		u.release()
+		u.Release()
 		return failedWork(c.wrapErr(name, 0, ErrConcurrentUse))
 	}
 	defer c.busy.Store(false)
@@ -180,7 +180,7 @@ func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed || c.g.closed.Load() {
-		u.release()
+		u.Release()
 		if c.commClosed() && !c.g.closed.Load() {
 			return failedWork(c.wrapErr(name, 0, errCommClosed))
 		}
@@ -224,7 +224,7 @@ func (c *Comm) runQueue(idle chan struct{}) {
 			continue
 		}
 		w.err = err
-		w.mem.release()
+		w.mem.Release()
 		w.fn, w.ctx = nil, nil
 		a.mu.Lock()
 		a.pending--

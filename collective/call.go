@@ -278,7 +278,7 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 	}
 	d.unused(c.rank)
 	u := c.uses(ctx)
-	defer u.release()
+	defer u.Release()
 	if err := c.hold(&u, d, true); err != nil {
 		return c.refuse(ctx, d, err)
 	}

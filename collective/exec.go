@@ -27,7 +27,7 @@ func (c *Comm) Go(ctx context.Context, name string, fn func(ctx context.Context)
 	var u memUse
 	for _, m := range uses {
 		if err := m.resolveInto(&u); err != nil {
-			u.release()
+			u.Release()
 			if c == nil {
 				return failedWork(err)
 			}
@@ -79,7 +79,7 @@ func (c *Comm) Exec(ctx context.Context, name string, record func(s backend.Stre
 		return invalidArg("nil Comm")
 	}
 	u := c.uses(ctx)
-	defer u.release()
+	defer u.Release()
 	for _, m := range uses {
 		if err := m.resolveInto(&u); err != nil {
 			return c.wrapErr(name, 0, err)

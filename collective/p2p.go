@@ -279,7 +279,7 @@ func (e *p2pEnv) Complete(o *p2p.Op, err error) {
 	if err != nil {
 		w.err = (*Comm)(e).wrapP2P(o.Name, o.Seq, err)
 	}
-	w.mem.release()
+	w.mem.Release()
 	w.fn, w.ctx = nil, nil
 	close(w.done)
 }

@@ -32,18 +32,9 @@ import (
 // overlap is ErrInvalidArgument on every rank of a collective before data
 // moves.
 
-// maxUses bounds the owners one call resolves (send, recv, and a Comm.Go
-// or Exec operation's named memory).
-const maxUses = 8
-
-// memUse is the owners a call resolved, released once it drained. It lives
-// on the entry point's stack (no allocation).
-type memUse struct {
-	own    [maxUses]*memory.Owner
-	n      int
-	more   []*memory.Owner // past maxUses (a Holding of many HostBuffers)
-	parent *memUse         // what the queued operation running this call holds
-}
+// memUse is the owners a call resolved (memory.Uses), released once it
+// drained. It lives on the entry point's stack (no allocation).
+type memUse struct{ memory.Uses }
 
 // uses starts the resolution of a call on c. Inside an operation the
 // comm's worker runs (an asynchronous form, Comm.Go), the memory that
@@ -54,7 +45,7 @@ func (c *Comm) uses(ctx context.Context) memUse {
 		return memUse{}
 	}
 	if w := c.running.Load(); w != nil && ctx.Value(workerKey{}) == c {
-		return memUse{parent: &w.mem}
+		return memUse{memory.Uses{Parent: &w.mem.Uses}}
 	}
 	return memUse{}
 }
@@ -74,38 +65,12 @@ func (e closedMemError) Error() string { return string(e) + " was closed" }
 
 func (e closedMemError) Is(t error) bool { return t == ErrClosed || t == ErrInvalidArgument }
 
-// add counts the call as a user of o.
+// add counts the call as a user of o (what names it in the error).
 func (m *memUse) add(o *memory.Owner, what string) error {
-	if o == nil {
-		return nil
-	}
-	if m.holds(o) || (m.parent != nil && m.parent.holds(o)) {
-		return nil // held by this call, or by the queued operation running it
-	}
-	if !o.Acquire() {
+	if !m.Add(o) {
 		return errClosedMem(what)
 	}
-	if m.n < maxUses {
-		m.own[m.n] = o
-		m.n++
-	} else {
-		m.more = append(m.more, o)
-	}
 	return nil
-}
-
-func (m *memUse) holds(o *memory.Owner) bool {
-	for _, x := range m.own[:m.n] {
-		if x == o {
-			return true
-		}
-	}
-	for _, x := range m.more {
-		if x == o {
-			return true
-		}
-	}
-	return false
 }
 
 // slice resolves a host slice: a slice of a HostBuffer counts the call as
@@ -132,28 +97,9 @@ func (m *memUse) slices(send, recv []byte) error {
 	return m.slice(recv)
 }
 
-// release ends the call's use of what it resolved.
-func (m *memUse) release() {
-	for i := range m.own[:m.n] {
-		m.own[i].Release()
-		m.own[i] = nil
-	}
-	m.n = 0
-	for i, o := range m.more {
-		o.Release()
-		m.more[i] = nil
-	}
-	m.more = m.more[:0]
-}
-
 // take moves m's owners to the returned memUse (an asynchronous operation
 // keeps them until its Work is done).
-func (m *memUse) take() memUse {
-	t := *m
-	t.parent = nil
-	*m = memUse{}
-	return t
-}
+func (m *memUse) take() memUse { return memUse{m.Take()} }
 
 // checkAlias is memory.Allowed as an argument error of call name.
 func checkAlias(name string, s, r memory.Area, allow memory.Layout, at int) error {
@@ -185,6 +131,6 @@ func Hold[T Elem](ctx context.Context, c *Comm, h *Holding, s []T) error {
 
 // Release ends h's hold on everything it held.
 func (h *Holding) Release() {
-	h.u.release()
-	h.u.parent, h.used = nil, false
+	h.u.Release()
+	h.u.Parent, h.used = nil, false
 }
