@@ -56,7 +56,7 @@ func (h *HostBuffer[T]) resolveInto(u *memUse) error {
 	if h == nil || h.ent == nil {
 		return nil
 	}
-	return u.add(&h.ent.own, "the HostBuffer")
+	return u.add(&h.ent.Own, "the HostBuffer")
 }
 
 func (t *Tensor[T]) resolveInto(u *memUse) error { return u.tensor(t.life()) }

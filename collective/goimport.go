@@ -5,6 +5,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/importcache"
+	"github.com/gocoll/gocoll/internal/pin"
 )
 
 // Plain Go slices imported in place: a large plain slice passed to a
@@ -50,7 +51,7 @@ func importOptions(opts Options) (off bool, bound int64, err error) {
 // newImportRank is c's side of the import cache, in its group's ig.
 func (c *Comm) newImportRank(ig *importcache.Group, off bool) *importcache.Rank {
 	return ig.NewRank(importcache.Device{Dev: c.dev, HostImport: c.info.HostImport, Off: off, Lost: c.isLost,
-		Pinned: func(b []byte) bool { return lookupPinned(b) != nil }, Failed: c.logImportFailed})
+		Pinned: func(b []byte) bool { return pin.Lookup(b) != nil }, Failed: c.logImportFailed})
 }
 
 func (c *Comm) logImportFailed(n int, err error) {

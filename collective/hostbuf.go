@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
-	"github.com/gocoll/gocoll/internal/memory"
 	"github.com/gocoll/gocoll/internal/pin"
 )
 
@@ -19,7 +18,7 @@ import (
 // memory stage it like any other slice.
 type HostBuffer[T Elem] struct {
 	Data []T
-	ent  *pinnedEntry
+	ent  *pin.Buffer
 }
 
 // NewHostBuffer allocates n elements of pinned host memory, zeroed.
@@ -28,13 +27,11 @@ func NewHostBuffer[T Elem](n int) (*HostBuffer[T], error) {
 	if n < 0 || n > maxAlloc/es {
 		return nil, invalidArg("NewHostBuffer: length %d out of range [0, %d]", n, maxAlloc/es)
 	}
-	m, err := pin.Alloc(n * es)
+	e, err := pin.New(n * es)
 	if err != nil {
 		return nil, fmt.Errorf("collective: NewHostBuffer(%d): %w", n, err)
 	}
-	e := &pinnedEntry{Mem: m}
-	pinned.Add(e)
-	mem := m.Bytes()
+	mem := e.Bytes()
 	data := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(mem))), n)
 	return &HostBuffer[T]{Data: data, ent: e}, nil
 }
@@ -57,44 +54,23 @@ func (h *HostBuffer[T]) Close() error {
 	if h.ent == nil {
 		return nil
 	}
-	e := h.ent
-	// The entry stays in the pinned set, closed, until its memory is
-	// retired: a call resolving it meanwhile gets ErrClosed.
-	if !e.own.Close() {
-		return nil
+	// The buffer stays in the set of pinned memory, closed, until its
+	// memory is retired: a call resolving it meanwhile gets ErrClosed.
+	// Retired, the addresses stay reserved while the record of closed
+	// ranges holds them: a stale slice of this buffer is refused, never
+	// read, and no other mapping can be mistaken for it.
+	first, leak, err := h.ent.Close()
+	if first {
+		h.Data = nil
 	}
-	e.own.Wait()
-	h.Data = nil
-	leak, cerr := e.CloseImports()
 	if leak {
 		return fmt.Errorf("collective: HostBuffer.Close: a device that imported it was declared lost; the memory is leaked: %w", ErrDeviceLost)
 	}
-	// Retired, the addresses stay reserved while the record of closed
-	// ranges holds them: a stale slice of this buffer is refused, never
-	// read, and no other mapping can be mistaken for it. One snapshot
-	// drops the entry and records its range: a call finds either, never
-	// neither.
-	if err := e.Release(func(retired []byte) { pinned.Remove(e, retired) }); err != nil && cerr == nil {
-		cerr = err
-	}
-	return cerr
+	return err
 }
 
-// pinnedEntry is one HostBuffer's memory, the devices that imported it
-// (internal/pin), and the calls (running or queued) that resolved it.
-type pinnedEntry struct {
-	*pin.Mem
-	own memory.Owner
-}
-
-// pinned is every HostBuffer's memory, and the ranges of closed ones.
-var pinned memory.Registry[*pinnedEntry]
-
-// lookupPinned returns the HostBuffer entry that holds b entirely, or nil.
-func lookupPinned(b []byte) *pinnedEntry {
-	e, _ := pinned.Lookup(b)
-	return e
-}
+// lookupPinned returns the HostBuffer memory that holds b entirely, or nil.
+func lookupPinned(b []byte) *pin.Buffer { return pin.Lookup(b) }
 
 // pinnedRegion returns b as a region of this rank's import of its
 // HostBuffer, importing it on first use, or of the rank's imported Go slice
@@ -104,7 +80,7 @@ func (c *Comm) pinnedRegion(b []byte) (backend.Region, bool) {
 	if r, ok := c.goRegion(b); ok {
 		return r, true // a Go slice the call adopted (goimport.go)
 	}
-	if lookupPinned(b) == nil {
+	if pin.Lookup(b) == nil {
 		return backend.Region{}, false // a plain slice the call did not adopt
 	}
 	r, ok, _ := c.importRegion(b)
@@ -118,7 +94,7 @@ func (c *Comm) importRegion(b []byte) (backend.Region, bool, error) {
 	if _, isImp := c.dev.(backend.Importer); !isImp {
 		return backend.Region{}, false, nil
 	}
-	e := lookupPinned(b)
+	e := pin.Lookup(b)
 	if e == nil {
 		return c.goImportRegion(b) // an imported Go slice (goimport.go)
 	}

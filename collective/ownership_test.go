@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/pin"
 )
 
 // The ownership and aliasing rules of resolve.go, through the public API,
@@ -452,7 +453,7 @@ func TestAliasingTable(t *testing.T) {
 // TestSizeOverflow: sizes whose byte count overflows are ErrInvalidArgument,
 // with nothing left in the pinned set.
 func TestSizeOverflow(t *testing.T) {
-	before := pinned.Len()
+	before := pin.Buffers()
 	for _, n := range []int{1 << 62, 1<<63 - 1, -1} {
 		if _, err := NewHostBuffer[float32](n); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("NewHostBuffer[float32](%d): %v, want ErrInvalidArgument", n, err)
@@ -461,7 +462,7 @@ func TestSizeOverflow(t *testing.T) {
 			t.Errorf("NewHostBuffer[float64](%d): %v, want ErrInvalidArgument", n, err)
 		}
 	}
-	after := pinned.Len()
+	after := pin.Buffers()
 	if after != before {
 		t.Errorf("pinned set grew from %d to %d entries", before, after)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/memory"
+	"github.com/gocoll/gocoll/internal/pin"
 )
 
 // The first stage of every call: memory ownership and aliasing, decided in
@@ -79,9 +80,9 @@ func (m *memUse) slice(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	e, ok, closed := pinned.Find(b)
+	e, ok, closed := pin.Find(b)
 	if ok {
-		return m.add(&e.own, "the HostBuffer")
+		return m.add(&e.Own, "the HostBuffer")
 	}
 	if closed && !importcache.InGoHeap(unsafe.Pointer(unsafe.SliceData(b))) {
 		return errClosedMem("the HostBuffer holding this slice")
