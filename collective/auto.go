@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
@@ -17,11 +15,7 @@ import (
 // uses the same measured constants, so every rank makes the same choice for
 // the same call; the choice is also part of the call's fingerprint, which
 // would catch a disagreement before any data moved.
-type costModel struct {
-	once sync.Once
-	done atomic.Bool // once has run
-	tuning.Model
-}
+type costModel struct{ tuning.Shared }
 
 // linkPathOf returns how g's links move slots (within its process).
 func linkPathOf(g *Group) tuning.LinkPath {
@@ -71,16 +65,14 @@ func (g *Group) measureOn(c *Comm) (m *costModel, err error) {
 }
 
 func (g *Group) measure(c *Comm) *costModel {
-	m := &g.model
-	m.once.Do(func() {
+	g.model.Measure(func(m *tuning.Model) {
 		if p := g.opts.parent; p != nil {
 			// A sub-group (Split) runs on its parent's devices: the
 			// parent's model, measured once for both (on this rank's
 			// device), with the sub-group's own slots and links.
 			if pm := p.measure(c); pm.Err == nil {
-				m.Model = pm.Model
+				*m = pm.Model
 				m.SlotBytes, m.Links, m.Measured = g.slotBytes, linkPathOf(g), 0
-				m.done.Store(true)
 				return
 			}
 		}
@@ -91,18 +83,14 @@ func (g *Group) measure(c *Comm) *costModel {
 		// measurement fail (and Auto fall back) instead of hanging every
 		// rank in this Once.
 		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.CommunicationTimeout)
-		m.Err = tuning.Measure(ctx, c.dev, &m.Model)
+		m.Err = tuning.Measure(ctx, c.dev, m)
 		cancel()
 		m.Measured = time.Since(start)
-		m.done.Store(true)
 		if g.log != nil {
-			g.log.Info("gocoll: cost model measured", "rank", c.rank, "submit_us", m.Submit*1e6,
-				"memcpy_GBps", m.Memcpy/1e9, "par_memcpy_GBps", m.ParMemcpy/1e9, "copy_GBps", m.Copy/1e9,
-				"reduce_GBps", m.Reduce/1e9, "host_reduce_GBps", m.HostReduce/1e9, "cpu_reduce_GBps", m.CPUReduce/1e9,
-				"handoff_us", m.Handoff*1e6, "took", m.Measured, "err", m.Err)
+			g.log.Info("gocoll: cost model measured", append([]any{"rank", c.rank}, m.LogAttrs()...)...)
 		}
 	})
-	return m
+	return &g.model
 }
 
 // predict is the model's time of strategy s (+Inf for Auto).
@@ -167,7 +155,7 @@ func (c *Comm) AutoChoice(bytes int, dt backend.DType) (Strategy, map[Strategy]t
 	g := c.g
 	out := map[Strategy]time.Duration{}
 	m := &g.model
-	if !m.done.Load() {
+	if !m.Done() {
 		var err error
 		if m, err = g.measureOn(c); err != nil {
 			return Ring, out

@@ -526,13 +526,13 @@ func TestSplitSharesCostModel(t *testing.T) {
 			t.Fatalf("%s first: %v", first, err)
 		}
 		pm := &g.model
-		if !pm.done.Load() || pm.Err != nil || pm.Measured == 0 {
-			t.Fatalf("%s first: the parent's model: done %v, err %v, measured in %v", first, pm.done.Load(), pm.Err, pm.Measured)
+		if !pm.Done() || pm.Err != nil || pm.Measured == 0 {
+			t.Fatalf("%s first: the parent's model: done %v, err %v, measured in %v", first, pm.Done(), pm.Err, pm.Measured)
 		}
 		for _, r := range []int{0, 1} {
 			sg := subs[r].Group()
 			m := &sg.model
-			if !m.done.Load() || m.Measured != 0 || m.Memcpy != pm.Memcpy || m.Handoff != pm.Handoff || m.Submit != pm.Submit ||
+			if !m.Done() || m.Measured != 0 || m.Memcpy != pm.Memcpy || m.Handoff != pm.Handoff || m.Submit != pm.Submit ||
 				m.SlotBytes != sg.slotBytes || m.Links != linkPathOf(sg) {
 				t.Errorf("%s first: sub-group of color %d: model %+v; want the parent's (%+v) with its own slots and links, not measured again",
 					first, r, m.Model, pm.Model)

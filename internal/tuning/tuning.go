@@ -1,7 +1,8 @@
 // Package tuning is the cost model that Auto chooses an all-reduce
 // algorithm by: the time of the primitives the algorithms are built of,
-// measured once on a device (Measure), and each algorithm's time predicted
-// from them (Model.Predict).
+// measured once on a device (Measure) for the ranks of a group that share
+// them (Shared), and each algorithm's time predicted from them
+// (Model.Predict).
 package tuning
 
 import (
