@@ -60,12 +60,10 @@ func (c *Comm) collStrategy(collective string) Strategy {
 	return strategyFor(collective, c.g.cfg.Strategy)
 }
 
-// eqScratch returns the comm's counts and offsets of n equal blocks of m.
+// eqScratch returns the comm's counts and offsets of n equal blocks of m:
+// the first two of vScratch's slices.
 func (c *Comm) eqScratch(n, m int) ([]int, []int) {
-	if cap(c.eqCnt) < n {
-		c.eqCnt, c.eqDsp = make([]int, n), make([]int, n)
-	}
-	cnt, dsp := c.eqCnt[:n], c.eqDsp[:n]
+	cnt, dsp, _, _ := c.vScratch(n)
 	for q := range cnt {
 		cnt[q], dsp[q] = m, q*m
 	}

@@ -3,7 +3,6 @@ package collective
 import (
 	"fmt"
 
-	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/pin"
 )
@@ -59,18 +58,6 @@ func (c *Comm) logImportFailed(n int, err error) {
 		c.g.log.Debug("gocoll: plain slice staged: import failed", "rank", c.rank, "bytes", n, "err", err)
 	}
 }
-
-// adopt imports b for the current call, or finds its import; false when b
-// is staged.
-func (c *Comm) adopt(b []byte) bool { return c.goImp.Adopt(b) }
-
-// goRegion returns b as a region of an import the current call adopted.
-func (c *Comm) goRegion(b []byte) (backend.Region, bool) { return c.goImp.Region(b) }
-
-// goImportRegion returns b as a region of this rank's import of an entry a
-// call uses now (a peer's slice), importing it on this rank's device first
-// if needed.
-func (c *Comm) goImportRegion(b []byte) (backend.Region, bool, error) { return c.goImp.PeerRegion(b) }
 
 // adoptCall adopts the large plain slices of a collective other than
 // all-reduce (whose upload and download then run as DMA copies from and to

@@ -238,10 +238,10 @@ func TestGoSliceImportOnlyGoHeap(t *testing.T) {
 	// so later calls on it allocate nothing.
 	c0 := g.Comm(0)
 	mb := asBytes(mm[0])
-	if c0.adopt(mb) {
+	if c0.goImp.Adopt(mb) {
 		t.Fatal("mmap memory adopted")
 	}
-	if a := testing.AllocsPerRun(20, func() { c0.adopt(mb) }); a != 0 {
+	if a := testing.AllocsPerRun(20, func() { c0.goImp.Adopt(mb) }); a != 0 {
 		t.Errorf("adopt of known non-heap memory: %v allocations", a)
 	}
 	if importcache.InGoHeap(unsafe.Pointer(&mm[0][0])) || importcache.InGoHeap(unsafe.Pointer(&globalSlab[0][0])) {

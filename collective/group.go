@@ -242,15 +242,14 @@ type Comm struct {
 	running atomic.Pointer[Work]
 
 	// Pooled scratch of the V kinds (slicecoll.go, tensorcoll.go).
-	vInts        []int // vScratch
-	vCnt         []float64
-	vPub         []int  // the send counts this rank publishes (vPubBuf)
-	vPubV        []int  // its send offsets, receive counts and offsets (publishV)
-	vBlocks      []byte // ReduceScatterV's received blocks, reduceGather's gathered ones
-	eqCnt, eqDsp []int  // eqScratch
-	queue        opQueue
-	wctx         waitctx.Ctx
-	last         backend.Fence // the last submission (queues are FIFO)
+	vInts   []int // vScratch
+	vCnt    []float64
+	vPub    []int  // the send counts this rank publishes (vPubBuf)
+	vPubV   []int  // its send offsets, receive counts and offsets (publishV)
+	vBlocks []byte // ReduceScatterV's received blocks, reduceGather's gathered ones
+	queue   opQueue
+	wctx    waitctx.Ctx
+	last    backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
 	unsubmitted bool
 	sharedCalls uint64 // shared-memory collectives this comm started (sharedRun)

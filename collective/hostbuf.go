@@ -77,7 +77,7 @@ func lookupPinned(b []byte) *pin.Buffer { return pin.Lookup(b) }
 // that holds it; ok is false for other plain slices or devices that cannot
 // import.
 func (c *Comm) pinnedRegion(b []byte) (backend.Region, bool) {
-	if r, ok := c.goRegion(b); ok {
+	if r, ok := c.goImp.Region(b); ok {
 		return r, true // a Go slice the call adopted (goimport.go)
 	}
 	if pin.Lookup(b) == nil {
@@ -96,7 +96,7 @@ func (c *Comm) importRegion(b []byte) (backend.Region, bool, error) {
 	}
 	e := pin.Lookup(b)
 	if e == nil {
-		return c.goImportRegion(b) // an imported Go slice (goimport.go)
+		return c.goImp.PeerRegion(b) // a peer's imported Go slice (goimport.go), imported here first if needed
 	}
 	return c.pins.Region(e.Mem, b)
 }
