@@ -171,26 +171,25 @@ type desc struct {
 	counts, displs   []int
 }
 
-// unused drops the buffers d does not use on rank r: the one a rooted
-// kind uses on the root only, when r is not the root; a point-to-point
-// call's buffer without a peer.
+// used reports which of its buffers d uses on rank r: a rooted kind's
+// root-only one on the root only, a point-to-point call's with a peer, a
+// one-tensor form's send only.
+func (d *desc) used(r int) (send, recv bool) {
+	sp := &callSpecs[d.kind]
+	if sp.p2p {
+		return d.to >= 0, d.from >= 0
+	}
+	notRoot := sp.rooted && r != d.root
+	return !(notRoot && sp.only == rootSend), !(notRoot && sp.only == rootRecv) && !(d.tensor && sp.only == oneBuffer)
+}
+
+// unused drops the buffers d does not use on rank r.
 func (d *desc) unused(r int) {
-	if callSpecs[d.kind].p2p {
-		if d.to < 0 {
-			d.send = nil
-		}
-		if d.from < 0 {
-			d.recv = nil
-		}
-		return
-	}
-	if !callSpecs[d.kind].rooted || r == d.root {
-		return
-	}
-	switch callSpecs[d.kind].only {
-	case rootSend:
+	send, recv := d.used(r)
+	if !send {
 		d.send, d.st = nil, nil
-	case rootRecv:
+	}
+	if !recv {
 		d.recv, d.rt = nil, nil
 	}
 }
@@ -245,9 +244,7 @@ func (c *Comm) hold(u *memUse, d *desc, check bool) error {
 		return u.slices(d.send, d.recv)
 	}
 	sp := &callSpecs[d.kind]
-	notRoot := sp.rooted && c.rank != d.root
-	needS := !(notRoot && sp.only == rootSend)
-	needR := !(notRoot && sp.only == rootRecv) && sp.only != oneBuffer
+	needS, needR := d.used(c.rank)
 	var err error
 	if needS {
 		err = u.tensor(d.st.life())

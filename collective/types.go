@@ -121,28 +121,14 @@ func dtypeOf[T Elem]() backend.DType {
 	case Float8E5M2:
 		return backend.F8E5M2
 	}
-	switch reflect.TypeFor[T]().Kind() {
-	case reflect.Float64:
-		return backend.F64
-	case reflect.Int32:
-		return backend.I32
-	case reflect.Uint32:
-		return backend.U32
-	case reflect.Int64:
-		return backend.I64
-	case reflect.Uint64:
-		return backend.U64
-	case reflect.Int8:
-		return backend.I8
-	case reflect.Uint8:
-		return backend.U8
-	case reflect.Int16:
-		return backend.I16
-	case reflect.Uint16:
-		return backend.U16
-	}
-	return backend.F32
+	return kindDTypes[reflect.TypeFor[T]().Kind()]
 }
+
+// kindDTypes is the backend type of each kind of the Float and Integer
+// types (float32 the zero value's).
+var kindDTypes = [reflect.Float64 + 1]backend.DType{reflect.Float32: backend.F32, reflect.Float64: backend.F64,
+	reflect.Int8: backend.I8, reflect.Uint8: backend.U8, reflect.Int16: backend.I16, reflect.Uint16: backend.U16,
+	reflect.Int32: backend.I32, reflect.Uint32: backend.U32, reflect.Int64: backend.I64, reflect.Uint64: backend.U64}
 
 // asBytes returns the memory of s.
 func asBytes[T Elem](s []T) []byte {
