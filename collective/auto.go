@@ -33,21 +33,6 @@ func linkPathOf(g *Group) tuning.LinkPath {
 	return tuning.LinksImported
 }
 
-// modelConstants returns the group's cost-model constants, measuring them on rank's
-// device if that has not happened yet (tests).
-// The measurement runs on rank's device as an operation of its Comm: it
-// fails with ErrConcurrentUse while the Comm is in use by another goroutine.
-func (g *Group) modelConstants(rank int) (Submit, Memcpy, Copy, Reduce, Handoff float64, err error) {
-	if rank < 0 || rank >= g.nl {
-		return 0, 0, 0, 0, 0, invalidArg("modelConstants: rank %d out of range", rank)
-	}
-	m, err := g.measureOn(g.comms[rank])
-	if err != nil {
-		return 0, 0, 0, 0, 0, err
-	}
-	return m.Submit, m.Memcpy, m.Copy, m.Reduce, m.Handoff, m.Err
-}
-
 // measureOn measures the model (once per group) as an operation of c,
 // from outside any collective.
 func (g *Group) measureOn(c *Comm) (m *costModel, err error) {

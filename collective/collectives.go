@@ -53,13 +53,6 @@ func (c *Comm) prepare(k *call, dt backend.DType, op Op, n int, src []byte, at i
 	return nil
 }
 
-// collStrategy returns the strategy collective runs under the group's
-// Config.Strategy (the algorithm table: the configured one where the table
-// lists it for the collective, else the collective's default).
-func (c *Comm) collStrategy(collective string) Strategy {
-	return strategyFor(collective, c.g.cfg.Strategy)
-}
-
 // eqScratch returns the comm's counts and offsets of n equal blocks of m:
 // the first two of vScratch's slices.
 func (c *Comm) eqScratch(n, m int) ([]int, []int) {

@@ -139,16 +139,6 @@ func asBytes[T Elem](s []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }
 
-// viewAs returns b's memory as a slice of T (b's length a multiple of T's
-// size, b aligned for T: buffers and slices of the caller's element type).
-func viewAs[T any](b []byte) []T {
-	if len(b) == 0 {
-		return nil
-	}
-	var z T
-	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
-}
-
 // checkOp returns an error for an op not defined on dt (a bitwise or
 // logical op on a floating-point type), or, for Mean of an integer type, on
 // n ranks where the backends cannot divide by n exactly (backend.Divisor:
