@@ -1,8 +1,9 @@
-// Package pin keeps the pinned host memory of HostBuffers and each device's
-// import of it: a rank imports a buffer once, the first time a call hands
-// it over, reuses the import on later calls, and the import is closed when
-// the buffer or the rank is, or leaked when its device was declared lost
-// (that device may still write the pages).
+// Package pin keeps the pinned host memory of HostBuffers (Buffer: the
+// process's set of them, the calls using each, its closing) and each
+// device's import of it: a rank imports a buffer once, the first time a
+// call hands it over, reuses the import on later calls, and the import is
+// closed when the buffer or the rank is, or leaked when its device was
+// declared lost (that device may still write the pages).
 package pin
 
 import (
