@@ -7,6 +7,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/algo"
+	"github.com/gocoll/gocoll/internal/direct"
 )
 
 // AllReduce reduces data across all ranks with op, in place: on return every
@@ -82,11 +83,6 @@ func kernelOp(op Op) backend.Op {
 		return backend.LXor
 	}
 	return backend.Sum
-}
-
-// sliceOf returns rank r's share [lo, hi) of n elements among size ranks.
-func sliceOf(n, size, r int) (lo, hi int) {
-	return n * r / size, n * (r + 1) / size
 }
 
 // dataPath says how a caller's data is held; ranks must agree on it.
@@ -191,12 +187,9 @@ func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
 		if strat == Pipelined && !hostF64 {
 			depth = g.cfg.PipelineDepth
 		}
-		if allPinned {
-			return c.directPinned(ctx, send, recv, n, es, dt, op, depth)
-		}
 		// One process: direct and pipelined exchange through shared host
 		// memory (and f64 without f64 kernels is reduced there exactly).
-		return c.direct(ctx, send, recv, n, es, dt, op, depth)
+		return c.direct(ctx, send, recv, n, dt, op, depth, allPinned)
 	}
 	if hostF64 {
 		return c.fail(fmt.Errorf("%s across processes needs %s kernels on every device: %w", dt, dt, ErrUnsupported), false, send, recv)
@@ -252,26 +245,28 @@ func (c *Comm) logCall(ctx context.Context, name string, n int, dt backend.DType
 	}
 }
 
-// direct is the one-shot all-reduce through host memory: every rank's
-// send and receive slices were published at the fingerprint rendezvous;
-// rank r gathers slice r of every rank's input into its own host-visible
-// buffer, reduces it with one kernel (in rank order, so the result is
-// deterministic), and copies the reduced slice into slice r of every rank's
-// output. A completion rendezvous keeps every rank in the call until all
-// slices are written. With depth > 1 (the pipelined strategy) the slice is
-// cut into depth chunks: each chunk's kernel is submitted without waiting
-// while the next chunk is gathered, and chunk d's result is copied out while
-// chunk d+1 runs. Large copies are spread over the cores.
-//
-// In place is safe: rank r writes only slice r of each output, after it
-// has read slice r of each input, and no other rank reads slice r.
+// direct runs the one-process direct or pipelined exchange (internal/direct)
+// through every rank's send and receive slices, published at the
+// fingerprint rendezvous: zero-copy where every rank's buffers are host
+// memory its device imported, else staged through host memory. A
+// completion rendezvous keeps every rank in the call until all slices are
+// written.
 //
 // Ranks touch each other's memory here, so every rank is counted in
 // g.access until its own copies and device work are done; a rank that fails
 // drains its own work, leaves, and waits for the others to leave before it
 // returns (waitAccess), so no peer writes its buffers after it returned.
-func (c *Comm) direct(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op, depth int) error {
-	if err := c.directSlice(ctx, send, recv, n, es, dt, op, depth); err != nil {
+func (c *Comm) direct(ctx context.Context, send, recv []byte, n int, dt backend.DType, op Op, depth int, zeroCopy bool) error {
+	g := c.g
+	k := &direct.Call{DT: dt, Op: kernelOp(op), Scale: scaleFor(op, g.n), N: n, Me: c.rank, Sends: g.sendOf, Recvs: g.recvOf,
+		Depth: depth, Host: c.noKernels(dt) || c.strat == Host}
+	var err error
+	if zeroCopy {
+		err = c.dx.ZeroCopy(ctx, (*directRank)(c), k)
+	} else {
+		err = c.dx.Staged(ctx, (*directRank)(c), k)
+	}
+	if err != nil {
 		return c.failDirect(err, send, recv)
 	}
 	c.leaveAccess()
@@ -305,254 +300,43 @@ func (c *Comm) failDirect(err error, send, recv []byte) error {
 	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: true, Strategy: c.strat}
 }
 
-// broken reports whether the group broke (cheap: no lock).
-func (c *Comm) broken() bool {
+// directRank is the comm as the direct exchange's direct.Rank.
+type directRank Comm
+
+func (r *directRank) Stream() backend.Stream { return r.dev.Stream() }
+
+func (r *directRank) Buffer(which, n int) (backend.Buffer, error) {
+	b, where := &r.stage, backend.HostVisible
+	switch which {
+	case direct.Gather:
+		b = &r.gather
+	case direct.Work:
+		b, where = &r.work, backend.DeviceLocal
+	}
+	err := (*Comm)(r).ensureMem(b, n, where)
+	return *b, err
+}
+
+func (r *directRank) CopyIn(buf backend.Buffer, off int, p []byte)  { (*Comm)(r).copyIn(buf, off, p) }
+func (r *directRank) CopyOut(buf backend.Buffer, off int, p []byte) { (*Comm)(r).copyOut(buf, off, p) }
+func (r *directRank) CopyWait() error                               { return (*Comm)(r).copyWait() }
+func (r *directRank) Submit() (backend.Fence, error)                { return (*Comm)(r).submitWork() }
+
+func (r *directRank) Wait(ctx context.Context, f backend.Fence) error {
+	return (*Comm)(r).waitFence(ctx, f)
+}
+
+func (r *directRank) Broken() error {
 	select {
-	case <-c.g.brokenCh:
-		return true
+	case <-r.g.brokenCh:
+		return (*Comm)(r).brokenErr()
 	default:
-		return false
-	}
-}
-
-// directSlice is direct's exchange; the caller handles failures.
-func (c *Comm) directSlice(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op, depth int) error {
-	g := c.g
-	lo, hi := sliceOf(n, g.n, c.rank)
-	cnt := hi - lo
-	if cnt == 0 {
 		return nil
 	}
-	if err := c.ensure(&c.stage, cnt*es); err != nil {
-		return err
-	}
-	// Rank p's inputs go to slot p of the gather buffer; slots and chunk
-	// boundaries sit on 16-byte boundaries so kernels can use 16-byte
-	// accesses.
-	stride := (cnt*es + 15) &^ 15
-	if err := c.ensure(&c.gather, g.n*stride); err != nil {
-		return err
-	}
-	host := c.noKernels(dt) || c.strat == Host
-	depth = max(1, min(depth, cnt, MaxPipelineDepth))
-	if host {
-		depth = 1
-	}
-	gb := c.gather.Bytes()
-	s := c.dev.Stream()
-	srcs := c.regions(g.n)
-	for d := 0; d < depth; d++ {
-		if c.broken() {
-			return c.brokenErr()
-		}
-		a, b := chunkBounds(lo, cnt, d, depth)
-		m := b - a
-		c.fences[d] = nil
-		if m > 0 {
-			for p := 0; p < g.n; p++ {
-				// Buffer.Write: the exchange is counted at the backend seam.
-				c.copyIn(c.gather, p*stride+(a-lo)*es, g.sendOf[p][a*es:b*es])
-			}
-			if err := c.copyWait(); err != nil {
-				return err
-			}
-			res := c.stage.Bytes()[(a-lo)*es : (b-lo)*es]
-			if host {
-				reduceHost(dt, res, gb, stride/es, (a - lo), g.n, m, op, scaleFor(op, g.n))
-				if err := c.scatter(d, lo, a, b, es); err != nil {
-					return err
-				}
-				continue
-			}
-			for p := 0; p < g.n; p++ {
-				srcs[p] = backend.Region{Buf: c.gather, Off: p*stride + (a-lo)*es, Len: m * es}
-			}
-			dst := backend.Region{Buf: c.stage, Off: (a - lo) * es, Len: m * es}
-			if err := s.Reduce(kernelOp(op), dt, dst, srcs, scaleFor(op, g.n)); err != nil {
-				return err
-			}
-			f, err := c.submitWork()
-			if err != nil {
-				return err
-			}
-			c.fences[d] = f
-		}
-		// Copy out the previous chunk while this one runs (an empty chunk
-		// still lets the one before it finish).
-		if d > 0 {
-			if err := c.finishChunk(ctx, d-1, depth, lo, cnt, es); err != nil {
-				return err
-			}
-		}
-	}
-	if !host {
-		return c.finishChunk(ctx, depth-1, depth, lo, cnt, es)
-	}
-	return nil
 }
 
-// finishChunk waits for chunk d's kernel and copies its result into every
-// rank's output.
-func (c *Comm) finishChunk(ctx context.Context, d, depth, lo, cnt, es int) error {
-	a, b := chunkBounds(lo, cnt, d, depth)
-	if a == b || c.fences[d] == nil {
-		return nil
-	}
-	if err := c.waitFence(ctx, c.fences[d]); err != nil {
-		return err
-	}
-	c.fences[d] = nil
-	if c.broken() {
-		return c.brokenErr()
-	}
-	return c.scatter(d, lo, a, b, es)
-}
-
-// chunkBounds returns chunk d of depth chunks of [lo, lo+cnt); inner
-// boundaries are multiples of 4 elements from lo (16-byte aligned).
-func chunkBounds(lo, cnt, d, depth int) (int, int) {
-	a, b := (cnt*d/depth)&^3, (cnt*(d+1)/depth)&^3
-	if d == depth-1 {
-		b = cnt
-	}
-	if a > b {
-		a = b
-	}
-	return lo + a, lo + b
-}
-
-// scatter copies reduced elements [a, b) (at their place in the stage
-// buffer) into every rank's output.
-func (c *Comm) scatter(d, lo, a, b, es int) error {
-	for p := 0; p < c.g.n; p++ {
-		c.copyOut(c.stage, (a-lo)*es, c.g.recvOf[p][a*es:b*es])
-	}
-	return c.copyWait()
-}
-
-// directPinned is the direct algorithm without a single host copy, for
-// pinned host buffers (NewHostBuffer) on devices that import host memory:
-// rank r's kernel reads slice r of every rank's send buffer straight from
-// host memory, reduces it in rank order into device memory, and its device
-// copies the result into slice r of every rank's receive buffer. The slice
-// is cut into depth chunks, each submitted without waiting; one fence (the
-// last: queues are FIFO) covers the batch. A final rendezvous keeps every
-// rank in the call until all ranks have written their slices. Failures are
-// handled as in direct.
-func (c *Comm) directPinned(ctx context.Context, send, recv []byte, n, es int, dt backend.DType, op Op, depth int) error {
-	if err := c.directPinnedSlice(ctx, n, es, dt, op, depth); err != nil {
-		return c.failDirect(err, send, recv)
-	}
-	c.leaveAccess()
-	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce pinned completion"); err != nil {
-		if werr := c.waitAccess(); werr != nil {
-			return werr
-		}
-		return err
-	}
-	return nil
-}
-
-func (c *Comm) directPinnedSlice(ctx context.Context, n, es int, dt backend.DType, op Op, depth int) error {
-	g := c.g
-	lo, hi := sliceOf(n, g.n, c.rank)
-	cnt := hi - lo
-	if cnt == 0 {
-		return nil
-	}
-	depth = max(1, min(depth, cnt))
-	s := c.dev.Stream()
-	mr, multi := s.(backend.MultiReducer)
-	if !multi {
-		if err := c.ensureMem(&c.work, cnt*es, backend.DeviceLocal); err != nil {
-			return err
-		}
-	}
-	srcs := c.regions(g.n)
-	dsts := c.dstRegions(g.n)
-	var last backend.Fence
-	for d := 0; d < depth; d++ {
-		a, b := lo+cnt*d/depth, lo+cnt*(d+1)/depth
-		if a == b {
-			continue
-		}
-		for p := 0; p < g.n; p++ {
-			r, ok, err := c.importRegion(g.sendOf[p][a*es : b*es])
-			if !ok {
-				return importFailed(p, err)
-			}
-			srcs[p] = r
-			if r, ok, err = c.importRegion(g.recvOf[p][a*es : b*es]); !ok {
-				return importFailed(p, err)
-			}
-			dsts[p] = r
-		}
-		if multi && multiSafe(dsts, srcs) {
-			// One pass reads every rank's pinned input and writes every
-			// rank's pinned output: host-to-device and device-to-host
-			// traffic in the same dispatch, both PCIe directions at once.
-			if err := mr.ReduceMulti(kernelOp(op), dt, dsts, srcs, scaleFor(op, g.n)); err != nil {
-				return err
-			}
-		} else {
-			if err := c.ensureMem(&c.work, cnt*es, backend.DeviceLocal); err != nil {
-				return err
-			}
-			w := backend.Region{Buf: c.work, Off: (a - lo) * es, Len: (b - a) * es}
-			if err := s.Reduce(kernelOp(op), dt, w, srcs, scaleFor(op, g.n)); err != nil {
-				return err
-			}
-			for _, r := range dsts {
-				if err := s.Copy(r, w); err != nil {
-					return err
-				}
-			}
-		}
-		f, err := c.submitWork()
-		if err != nil {
-			return err
-		}
-		last = f
-	}
-	if last != nil {
-		return c.waitFence(ctx, last)
-	}
-	return nil
-}
-
-// multiSafe reports whether one ReduceMulti may write dsts from srcs: the
-// destinations pairwise disjoint, and every source either exactly a
-// destination (in place) or apart from all of them. (Within one comm a
-// host allocation is imported once, so regions of one memory share a
-// Buffer.) Ranks passing overlapping buffers take the staged path instead.
-func multiSafe(dsts, srcs []backend.Region) bool {
-	overlap := func(a, b backend.Region) bool {
-		return a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len
-	}
-	for j, r := range dsts {
-		for _, o := range dsts[:j] {
-			if overlap(r, o) {
-				return false
-			}
-		}
-	}
-	for _, r := range srcs {
-		for _, d := range dsts {
-			if overlap(r, d) && r != d {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// importFailed is the error of a failed import of rank p's pinned buffer
-// during a zero-copy exchange (every rank's own import had succeeded).
-func importFailed(p int, err error) error {
-	if err == nil {
-		err = ErrUnsupported
-	}
-	return fmt.Errorf("importing rank %d's pinned buffer: %w", p, err)
+func (r *directRank) Import(p []byte) (backend.Region, bool, error) {
+	return (*Comm)(r).importRegion(p)
 }
 
 // failAfter wraps an error from an algorithm that worked on the device

@@ -17,6 +17,7 @@ import (
 	"github.com/gocoll/gocoll/internal/algo"
 	"github.com/gocoll/gocoll/internal/bell"
 	"github.com/gocoll/gocoll/internal/channel"
+	"github.com/gocoll/gocoll/internal/direct"
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/liveness"
 	"github.com/gocoll/gocoll/internal/p2p"
@@ -289,8 +290,8 @@ type Comm struct {
 	// The rank's side of the cache of imported Go slices (goimport.go).
 	goImp *importcache.Rank
 
-	fences  [MaxPipelineDepth]backend.Fence // the direct algorithm's chunks in flight
-	copying copyBatch                       // parallel host copies in flight
+	dx      direct.Exchange // the direct all-reduce's state (allreduce.go)
+	copying copyBatch       // parallel host copies in flight
 
 	// Liveness (liveness.go). gone: the rank is gone (nil: alive). calls,
 	// p2pCalls: its latest call numbers, readable by any goroutine (the

@@ -103,27 +103,3 @@ func TestHostBufferPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// multiSafe accepts in-place and disjoint regions and refuses overlaps that
-// one ReduceMulti pass cannot write correctly.
-func TestMultiSafe(t *testing.T) {
-	a, b := backend.Buffer(nil), backend.Buffer(new(struct{ backend.Buffer }))
-	r := func(buf backend.Buffer, off, n int) backend.Region { return backend.Region{Buf: buf, Off: off, Len: n} }
-	cases := []struct {
-		name       string
-		dsts, srcs []backend.Region
-		want       bool
-	}{
-		{"in place", []backend.Region{r(a, 0, 8), r(a, 8, 8)}, []backend.Region{r(a, 0, 8), r(a, 8, 8)}, true},
-		{"out of place", []backend.Region{r(a, 0, 8), r(a, 8, 8)}, []backend.Region{r(b, 0, 8), r(b, 8, 8)}, true},
-		{"same offsets, other buffers", []backend.Region{r(a, 0, 8)}, []backend.Region{r(b, 0, 8)}, true},
-		{"destinations overlap", []backend.Region{r(a, 0, 8), r(a, 4, 8)}, []backend.Region{r(b, 0, 8), r(b, 8, 8)}, false},
-		{"source partly over a destination", []backend.Region{r(a, 0, 8), r(a, 8, 8)}, []backend.Region{r(a, 4, 8), r(b, 0, 8)}, false},
-		{"source over another rank's destination", []backend.Region{r(a, 0, 8), r(a, 8, 8)}, []backend.Region{r(a, 8, 8), r(a, 0, 8)}, true},
-	}
-	for _, tc := range cases {
-		if got := multiSafe(tc.dsts, tc.srcs); got != tc.want {
-			t.Errorf("%s: multiSafe = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
