@@ -60,27 +60,15 @@ func scaleFor(op Op, n int) float64 {
 	return 1
 }
 
+// kernelOps maps each collective op onto the kernels' operator (Mean: the
+// sum, scaled once).
+var kernelOps = [...]backend.Op{Sum: backend.Sum, Mean: backend.Sum, Max: backend.Max, Min: backend.Min, Prod: backend.Prod,
+	BAnd: backend.BAnd, BOr: backend.BOr, BXor: backend.BXor, LAnd: backend.LAnd, LOr: backend.LOr, LXor: backend.LXor}
+
 // kernelOp maps a collective op onto the kernels' operator.
 func kernelOp(op Op) backend.Op {
-	switch op {
-	case Prod:
-		return backend.Prod
-	case Max:
-		return backend.Max
-	case Min:
-		return backend.Min
-	case BAnd:
-		return backend.BAnd
-	case BOr:
-		return backend.BOr
-	case BXor:
-		return backend.BXor
-	case LAnd:
-		return backend.LAnd
-	case LOr:
-		return backend.LOr
-	case LXor:
-		return backend.LXor
+	if op.Valid() {
+		return kernelOps[op]
 	}
 	return backend.Sum
 }
@@ -94,14 +82,11 @@ const (
 	pathTensor                     // a device tensor
 )
 
+var dataPathNames = [...]string{"none", pathSlice: "slice", pathPinned: "pinned", pathTensor: "tensor"}
+
 func (p dataPath) String() string {
-	switch p {
-	case pathSlice:
-		return "slice"
-	case pathPinned:
-		return "pinned"
-	case pathTensor:
-		return "tensor"
+	if int(p) < len(dataPathNames) {
+		return dataPathNames[p]
 	}
 	return "none"
 }
@@ -194,12 +179,8 @@ func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
 	if hostF64 {
 		return c.fail(fmt.Errorf("%s across processes needs %s kernels on every device: %w", dt, dt, ErrUnsupported), false, send, recv)
 	}
-	if err := c.ensureWork(n*es, dt); err != nil {
-		return c.fail(err, false, send, recv)
-	}
 	k := &c.k
-	*k = call{dt: dt, es: es, op: kernelOp(op), scale: scaleFor(op, g.n), work: c.work}
-	if err := c.upload(k, 0, send[:n*es]); err != nil {
+	if err := c.prepare(k, dt, op, n, send[:n*es], 0); err != nil {
 		return c.fail(err, false, send, recv)
 	}
 	if err := c.runAllReduce(ctx, k, strat, n); err != nil {

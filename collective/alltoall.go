@@ -43,6 +43,7 @@ func (v *vCounts) recvRange(j int) (int, int) {
 func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, at int, v vCounts) error {
 	N, i := c.g.n, c.rank
 	slice := c.g.slotBytes / k.es
+	r := c.algo(k)
 	for s := 1; s < N; s++ {
 		to, from := algo.Mod(i+s, N), algo.Mod(i-s, N)
 		slo, shi := v.sendRange(to)
@@ -53,13 +54,13 @@ func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, at int
 			if src.Buf != nil {
 				err = c.sendRegion(ctx, to, backend.Region{Buf: src.Buf, Off: src.Off + a*k.es, Len: (b - a) * k.es})
 			} else {
-				err = c.sendSlice(ctx, k, to, a, b)
+				err = r.Send(ctx, to, a, b)
 			}
 			if err != nil {
 				return err
 			}
 			a, b = algo.SliceRange(rlo, rhi, slice, j)
-			if err := c.recvSlice(ctx, k, from, at+a, at+b); err != nil {
+			if err := r.Recv(ctx, from, at+a, at+b); err != nil {
 				return err
 			}
 		}
@@ -69,51 +70,14 @@ func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, at int
 
 // pairwiseExchange moves chunk j of [0, n) to rank j, where it lands as
 // chunk i of rank j's [n, 2n) (and chunk j of rank j's [0, n) arrives
-// here as chunk j of [n, 2n)): pairwise with chunks of m.
+// here as chunk j of [n, 2n)): the rank's own chunk copied by the device,
+// then pairwise with chunks of m.
 func (c *Comm) pairwiseExchange(ctx context.Context, k *call, n, m int) error {
-	return c.pairwise(ctx, k, backend.Region{}, n, vCounts{m: m})
-}
-
-// scatterFrom sends chunk q of root's [0, n) to rank q, into the same place
-// of its buffer, slice by slice.
-func (c *Comm) scatterFrom(ctx context.Context, k *call, root, n, m int) error {
-	N := c.g.n
-	slice := c.g.slotBytes / k.es
-	for j := 0; j*slice < m; j++ {
-		if c.rank == root {
-			for q := 0; q < N; q++ {
-				if q == root {
-					continue
-				}
-				lo, hi := algo.ChunkRange(n, m, q)
-				a, b := algo.SliceRange(lo, hi, slice, j)
-				if err := c.sendSlice(ctx, k, q, a, b); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		lo, hi := algo.ChunkRange(n, m, c.rank)
-		a, b := algo.SliceRange(lo, hi, slice, j)
-		if err := c.recvSlice(ctx, k, root, a, b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// recvSlice receives elements [a, b) of k's buffer from rank from (its
-// message in the first inbox slot) and waits for the copy; nothing when
-// the slice is empty.
-func (c *Comm) recvSlice(ctx context.Context, k *call, from, a, b int) error {
-	if b <= a {
-		return nil
-	}
-	in, err := c.take(ctx, from, 0, (b-a)*k.es)
-	if err != nil {
+	i := c.rank
+	if err := c.rec(c.dev.Stream().Copy(k.region(n+i*m, n+i*m+m), k.region(i*m, i*m+m))); err != nil {
 		return err
 	}
-	if err := c.rec(c.dev.Stream().Copy(k.region(a, b), in)); err != nil {
+	if err := c.pairwise(ctx, k, backend.Region{}, n, vCounts{m: m}); err != nil {
 		return err
 	}
 	return c.flush(ctx)

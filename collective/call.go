@@ -477,9 +477,6 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		one[d.root] = own
 		return c.vRun(ctx, d, fp, sc, sd, rc, rd, false)
 	}
-	if d.kind == collReduce && fp.noF64 {
-		return c.reduceGather(ctx, d, fp)
-	}
 	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
 	if err != nil {
 		return err

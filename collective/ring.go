@@ -22,6 +22,9 @@ type call struct {
 	// scaled is set once the reduction itself applied the scale (see
 	// stepper.Ordered); scaleOwned then leaves the chunk as it is.
 	scaled bool
+	// slice, when set, is the elements per message in place of a slot's
+	// worth (the compressed rank-ordered reduce-scatter's half slot).
+	slice int
 }
 
 func (k *call) region(lo, hi int) backend.Region {
@@ -39,13 +42,6 @@ func (c *Comm) algo(k *call) *algo.Rank {
 	return &c.alg
 }
 
-// sendSlice sends elements [a, b) of the call's buffer to peer (nothing
-// when the slice is empty): into a free outbox slot (converted to the wire
-// format if the call has one), then posted.
-func (c *Comm) sendSlice(ctx context.Context, k *call, to, a, b int) error {
-	return c.algo(k).Send(ctx, to, a, b)
-}
-
 // stepper is the comm's algo.Steps for one call: the device work of each
 // step over the comm's links.
 type stepper struct {
@@ -53,8 +49,13 @@ type stepper struct {
 	k *call
 }
 
-func (s *stepper) Me() int    { return s.c.rank }
-func (s *stepper) Slice() int { return s.c.g.slotBytes / s.k.es }
+func (s *stepper) Me() int { return s.c.rank }
+func (s *stepper) Slice() int {
+	if s.k.slice > 0 {
+		return s.k.slice
+	}
+	return s.c.g.slotBytes / s.k.es
+}
 
 // Reduce is a ring or tree step's reduction: the received slices (unpacked
 // from the wire format into an inbox slot) and the buffer's own into the
@@ -174,21 +175,22 @@ func (s *stepper) Copy(ctx context.Context, from int, to []int, a, b int) error 
 	return c.flushPost(ctx, pend)
 }
 
-// Scatter copies each part into an outbox slot to its rank, then posts
-// them all once the copies completed.
+// Scatter copies each part into an outbox slot to its rank (converted to
+// the wire format if the call has one), then posts them all once the
+// copies completed.
 func (s *stepper) Scatter(ctx context.Context, parts []algo.Part) error {
 	c, k := s.c, s.k
 	st := c.dev.Stream()
 	pend := c.pendings(len(parts))
 	for q, p := range parts {
-		slot, out, err := c.reserve(ctx, p.Rank, (p.B-p.A)*k.es)
+		slot, out, err := c.reserve(ctx, p.Rank, k.wireBytes(p.B-p.A))
 		if err != nil {
 			return err
 		}
-		if err := c.rec(st.Copy(out, k.region(p.A, p.B))); err != nil {
+		if err := c.rec(k.sendInto(st, out, k.region(p.A, p.B), false)); err != nil {
 			return err
 		}
-		pend[q] = pending{to: p.Rank, slot: slot, n: (p.B - p.A) * k.es}
+		pend[q] = pending{to: p.Rank, slot: slot, n: k.wireBytes(p.B - p.A)}
 	}
 	return c.flushPost(ctx, pend)
 }
@@ -226,23 +228,32 @@ func (s *stepper) Ordered() {
 }
 
 // ReduceOrdered reduces the slice from every member, in member order, with
-// one kernel (the rank's own slice copied into its inbox slot).
+// one kernel (the rank's own slice copied into its inbox slot). With a
+// wire format every input is unpacked (the rank's own packed and unpacked
+// the same way, so each input is rounded exactly once whoever owns the
+// chunk) into the second half of its slot: the call's slices are half a
+// slot long (k.slice).
 func (s *stepper) ReduceOrdered(ctx context.Context, members []int, a, b int) error {
 	c, k := s.c, s.k
 	st := c.dev.Stream()
 	srcs := c.regions(len(members))
 	for q, r := range members {
+		in := backend.Region{Buf: c.inbox, Off: q * c.g.slotBytes, Len: k.wireBytes(b - a)}
+		var err error
 		if r == c.rank {
-			in := backend.Region{Buf: c.inbox, Off: q * c.g.slotBytes, Len: (b - a) * k.es}
-			if err := c.rec(st.Copy(in, k.region(a, b))); err != nil {
-				return err
-			}
-			srcs[q] = in
-			continue
+			err = c.rec(k.sendInto(st, in, k.region(a, b), false))
+		} else {
+			in, err = c.take(ctx, r, q, k.wireBytes(b-a))
 		}
-		in, err := c.take(ctx, r, q, (b-a)*k.es)
 		if err != nil {
 			return err
+		}
+		if k.wire != 0 {
+			unpacked := backend.Region{Buf: c.inbox, Off: q*c.g.slotBytes + c.g.slotBytes/2, Len: (b - a) * k.es}
+			if err := c.rec(k.comp.Unpack(k.wire, unpacked, in)); err != nil {
+				return err
+			}
+			in = unpacked
 		}
 		srcs[q] = in
 	}

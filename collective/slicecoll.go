@@ -135,13 +135,9 @@ func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 	if n == 0 {
 		return nil
 	}
-	blocks := c.blocks(N * n * es)
-	if err := c.move(ctx, d, Sum, N*n, d.send, r*n, func(k *call) error {
-		if N == 1 {
-			return nil
-		}
-		return c.algo(k).RingAllGather(ctx, c.g.all, N*n, n, 0)
-	}, blocks, 0); err != nil {
+	g := *d
+	g.recv = c.blocks(N * n * es)
+	if err := c.execAllGather(ctx, &g); err != nil {
 		return err
 	}
 	k := r + 1
@@ -149,7 +145,7 @@ func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 		k = r
 	}
 	if k > 0 {
-		reduceHost(d.dt, d.recv, blocks, n, 0, k, n, d.op, 1)
+		reduceHost(d.dt, d.recv, g.recv, n, 0, k, n, d.op, 1)
 	}
 	return nil
 }
@@ -162,6 +158,9 @@ func (c *Comm) execReduce(ctx context.Context, d *desc) error {
 	if c.g.n == 1 && !d.tensor {
 		copy(d.recv, d.send)
 		return nil
+	}
+	if c.noKernels(d.dt) && !d.tensor {
+		return c.reduceGather(ctx, d)
 	}
 	return c.move(ctx, d, d.op, n, d.send, 0, func(k *call) error {
 		var err error
@@ -202,7 +201,7 @@ func (c *Comm) execGather(ctx context.Context, d *desc) error {
 // rank's send is gathered at root, which reduces the N copies on the CPU in
 // rank order with the kernels' arithmetic (exact: bitwise what a
 // deterministic Reduce gives).
-func (c *Comm) reduceGather(ctx context.Context, d *desc, fp fingerprint) (err error) {
+func (c *Comm) reduceGather(ctx context.Context, d *desc) error {
 	N, es := c.g.n, d.dt.Size()
 	n := len(d.send) / es
 	g := *d
@@ -210,30 +209,13 @@ func (c *Comm) reduceGather(ctx context.Context, d *desc, fp fingerprint) (err e
 	if c.rank == d.root {
 		g.recv = c.blocks(N * n * es)
 	}
-	if err := c.gatherExec(ctx, &g, fp, callSpecs[collReduce].phases[0]); err != nil {
+	if err := c.execGather(ctx, &g); err != nil {
 		return err
 	}
-	if c.rank == d.root && n > 0 {
+	if c.rank == d.root {
 		reduceHost(d.dt, d.recv, g.recv, n, 0, N, n, d.op, scaleFor(d.op, N))
 	}
 	return nil
-}
-
-// gatherExec is a Gather of d under fingerprint fp: begin, execGather,
-// leave.
-func (c *Comm) gatherExec(ctx context.Context, d *desc, fp fingerprint, phase string) (err error) {
-	name := callSpecs[d.kind].name
-	owned, err := c.begin(ctx, name, fp, phase)
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	c.adoptCall(d.send, d.recv)
-	defer c.releaseAdopted()
-	if len(d.send) == 0 {
-		return nil
-	}
-	return c.execGather(ctx, d)
 }
 
 // execScatter: root's blocks straight to their ranks.
@@ -241,7 +223,7 @@ func (c *Comm) execScatter(ctx context.Context, d *desc) error {
 	N := c.g.n
 	m := len(d.recv) / d.dt.Size()
 	return c.move(ctx, d, Sum, N*m, c.atRoot(d, d.send), 0, func(k *call) error {
-		return c.scatterFrom(ctx, k, d.root, N*m, m)
+		return c.algo(k).ScatterFrom(ctx, c.g.all, d.root, N*m, m)
 	}, d.recv, c.rank*m)
 }
 
@@ -250,17 +232,11 @@ func (c *Comm) execScatter(ctx context.Context, d *desc) error {
 // MPI_IN_PLACE) works as it is: send is copied into the device buffer
 // before recv is written.
 func (c *Comm) execAllToAll(ctx context.Context, d *desc) error {
-	N, i := c.g.n, c.rank
+	N := c.g.n
 	m := len(d.send) / d.dt.Size() / N
 	n := N * m
 	return c.move(ctx, d, Sum, 2*n, d.send, 0, func(k *call) error {
-		if err := c.rec(c.dev.Stream().Copy(k.region(n+i*m, n+i*m+m), k.region(i*m, i*m+m))); err != nil {
-			return err
-		}
-		if err := c.pairwiseExchange(ctx, k, n, m); err != nil {
-			return err
-		}
-		return c.flush(ctx)
+		return c.pairwiseExchange(ctx, k, n, m)
 	}, d.recv, n)
 }
 
@@ -365,7 +341,7 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 // exchange of one float64 each, as the data moves) and leaves what each
 // rank j sends this one in cnt[N+j].
 func (c *Comm) exchangeCounts(ctx context.Context, k *call, scounts []int, cnt []float64) error {
-	N, i := c.g.n, c.rank
+	N := c.g.n
 	if err := c.prepare(k, backend.F64, Sum, 2*N, nil, 0); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
@@ -375,13 +351,7 @@ func (c *Comm) exchangeCounts(ctx context.Context, k *call, scounts []int, cnt [
 	if err := c.upload(k, 0, asBytes(cnt[:N])); err != nil {
 		return c.fail(err, false, nil, nil)
 	}
-	if err := c.rec(c.dev.Stream().Copy(k.region(N+i, N+i+1), k.region(i, i+1))); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
 	if err := c.pairwiseExchange(ctx, k, N, 1); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if err := c.flush(ctx); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	if err := c.download(ctx, k, N, asBytes(cnt[N:2*N])); err != nil {

@@ -245,13 +245,13 @@ func (c *Comm) execScatterT(ctx context.Context, d *desc) error {
 	if c.rank != root {
 		// Chunk me lands at element 0 of the work buffer.
 		*k = callAt(d.dt, c.work, 0, me)
-		if err := c.scatterFrom(ctx, k, root, n, m); err != nil {
+		if err := c.algo(k).ScatterFrom(ctx, c.g.all, root, n, m); err != nil {
 			return c.failAfter(err, nil, nil)
 		}
 		return c.deliver(ctx, d.rt.region(0, m), k.region(me, me+m))
 	}
 	*k = callAt(d.dt, d.st.buf, d.st.off, 0)
-	if err := c.scatterFrom(ctx, k, root, n, m); err != nil {
+	if err := c.algo(k).ScatterFrom(ctx, c.g.all, root, n, m); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	own, dst := d.st.region(me, me+m), d.rt.region(0, m)

@@ -44,13 +44,12 @@ func AllReduceWire(ctx context.Context, c *Comm, data []float32, op Op, f backen
 	return c.run(ctx, &desc{kind: collAllReduceWire, dt: backend.F32, op: op, send: b, recv: b, wire: f})
 }
 
-// allReduceWire runs AllReduceWire's call d, checked (call.go).
+// allReduceWire runs AllReduceWire's call d, checked (call.go), in the
+// work buffer (move).
 func (c *Comm) allReduceWire(ctx context.Context, d *desc) (err error) {
 	sp := &callSpecs[d.kind]
-	data, op, f := d.send, d.op, d.wire
-	comp := c.dev.Stream().(backend.Compressor)
-	n := len(data) / 4
-	owned, err := c.begin(ctx, sp.name, fingerprint{kind: collAllReduce, op: op, dt: backend.F32, count: int64(n), root: int32(f), strategy: Ring, path: pathSlice}, sp.phases[0])
+	n := len(d.send) / 4
+	owned, err := c.begin(ctx, sp.name, fingerprint{kind: collAllReduce, op: d.op, dt: backend.F32, count: int64(n), root: int32(d.wire), strategy: Ring, path: pathSlice}, sp.phases[0])
 	if err != nil {
 		return err
 	}
@@ -58,128 +57,57 @@ func (c *Comm) allReduceWire(ctx context.Context, d *desc) (err error) {
 	if n == 0 || c.g.n == 1 {
 		return nil
 	}
-	k := &c.k
-	if err := c.prepare(k, backend.F32, op, n, data, 0); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	k.wire = f
-	k.comp = comp
+	return c.move(ctx, d, d.op, n, d.send, 0, func(k *call) error {
+		k.wire, k.comp = d.wire, c.dev.Stream().(backend.Compressor)
+		return c.wireRing(ctx, k, n)
+	}, d.recv, 0)
+}
+
+// wireRing is the compressed ring all-reduce of the call's n elements.
+func (c *Comm) wireRing(ctx context.Context, k *call, n int) (err error) {
 	members := c.g.all
 	km := len(members)
 	chunkLen := algo.CeilDiv(n, km)
 	i := algo.Position(members, c.rank)
 	off := 1 // member i owns chunk i+off after the reduce-scatter
 	if c.g.cfg.Deterministic {
+		// The rank-ordered reduce-scatter with a compressed exchange:
+		// slices of half a slot, so that a packed message and its
+		// unpacked f32 copy share the receiver's inbox slot
+		// (stepper.ReduceOrdered). Member i ends owning chunk i.
 		off = 0
-		err = c.wireDetReduceScatter(ctx, k, members, n, chunkLen)
+		k.slice = c.g.slotBytes / 2 / k.es // a multiple of 4: slotBytes is of 8
+		err = c.algo(k).DetReduceScatter(ctx, members, n, chunkLen)
+		k.slice = 0
 	} else {
 		err = c.algo(k).RingReduceScatter(ctx, members, n, chunkLen, off)
 	}
 	if err != nil {
-		return c.failAfter(err, nil, nil)
+		return err
 	}
 	lo, hi := algo.ChunkRange(n, chunkLen, algo.Mod(i+off, km))
 	// The chunk was reduced in float32 (only the exchange is 16-bit), so
 	// scaling the stored sum rounds only the quotient before the rounding
 	// to the format below.
 	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
-		return c.failAfter(err, nil, nil)
+		return err
 	}
 	// Round the owned chunk as the others will receive it.
 	slice := c.wireSlice(k)
 	for a := lo; a < hi; a += slice {
 		b := min(a+slice, hi)
 		tmp := backend.Region{Buf: c.inbox, Off: 0, Len: packedLen(b - a)}
-		if err := c.rec(comp.Pack(f, tmp, k.region(a, b))); err != nil {
-			return c.failAfter(err, nil, nil)
+		if err := c.rec(k.comp.Pack(k.wire, tmp, k.region(a, b))); err != nil {
+			return err
 		}
-		if err := c.rec(comp.Unpack(f, k.region(a, b), tmp)); err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-		if err := c.flush(ctx); err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-	}
-	if err := c.algo(k).RingAllGather(ctx, members, n, chunkLen, off); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	if err := c.download(ctx, k, 0, data); err != nil {
-		return c.fail(err, true, nil, nil)
-	}
-	return nil
-}
-
-// wireDetReduceScatter is algo.DetReduceScatter with a compressed exchange:
-// every member sends its packed slice of chunk q to member q, which unpacks
-// every member's slice (its own packed and unpacked the same way, so each
-// input is rounded exactly once whoever owns the chunk) and reduces them in
-// member order with one kernel. Slices are half a slot long: the packed
-// message and its unpacked f32 copy share the sender's inbox slot. Member i
-// ends owning chunk i.
-func (c *Comm) wireDetReduceScatter(ctx context.Context, k *call, members []int, n, chunkLen int) error {
-	km := len(members)
-	i := algo.Position(members, c.rank)
-	half := c.g.slotBytes / 2 // a multiple of 4: slotBytes is of 8
-	slice := half / k.es
-	st := c.dev.Stream()
-	pend, srcs := c.pendings(km), c.regions(km)
-	for j := 0; j*slice < chunkLen; j++ {
-		nsend := 0
-		for q := 0; q < km; q++ {
-			if q == i {
-				continue
-			}
-			lo, hi := algo.ChunkRange(n, chunkLen, q)
-			a, b := algo.SliceRange(lo, hi, slice, j)
-			if b <= a {
-				continue
-			}
-			slot, out, err := c.reserve(ctx, members[q], packedLen(b-a))
-			if err != nil {
-				return err
-			}
-			if err := c.rec(k.comp.Pack(k.wire, out, k.region(a, b))); err != nil {
-				return err
-			}
-			pend[nsend] = pending{to: members[q], slot: slot, n: packedLen(b - a)}
-			nsend++
-		}
-		if nsend > 0 {
-			if err := c.flushPost(ctx, pend[:nsend]); err != nil {
-				return err
-			}
-		}
-		lo, hi := algo.ChunkRange(n, chunkLen, i)
-		a, b := algo.SliceRange(lo, hi, slice, j)
-		if b <= a {
-			continue
-		}
-		for q := 0; q < km; q++ {
-			in := backend.Region{Buf: c.inbox, Off: q * c.g.slotBytes, Len: packedLen(b - a)}
-			if q == i {
-				if err := c.rec(k.comp.Pack(k.wire, in, k.region(a, b))); err != nil {
-					return err
-				}
-			} else {
-				var err error
-				if in, err = c.take(ctx, members[q], q, packedLen(b-a)); err != nil {
-					return err
-				}
-			}
-			unpacked := backend.Region{Buf: c.inbox, Off: q*c.g.slotBytes + half, Len: (b - a) * k.es}
-			if err := c.rec(k.comp.Unpack(k.wire, unpacked, in)); err != nil {
-				return err
-			}
-			srcs[q] = unpacked
-		}
-		if err := c.rec(st.Reduce(k.op, k.dt, k.region(a, b), srcs[:km], 1)); err != nil {
+		if err := c.rec(k.comp.Unpack(k.wire, k.region(a, b), tmp)); err != nil {
 			return err
 		}
 		if err := c.flush(ctx); err != nil {
 			return err
 		}
 	}
-	return nil
+	return c.algo(k).RingAllGather(ctx, members, n, chunkLen, off)
 }
 
 // packedLen is the byte length of n elements in a 16-bit wire format,

@@ -1,7 +1,8 @@
 // Package algo holds the collective algorithms as schedules: which slice
 // of the buffer a rank sends to which rank, receives from which, and in
-// which order, for the ring, the binary tree, the hierarchical all-reduce
-// and the rank-ordered (deterministic) reduce-scatter. A schedule is
+// which order, for the ring, the binary tree, the hierarchical all-reduce,
+// the rank-ordered (deterministic) reduce-scatter, and the rooted gather and
+// scatter. A schedule is
 // written once over the exchange steps of Steps (reduce, copy, scatter,
 // gather, the ordered reduction, the final scale), which the rank
 // implements on its device and its links; an algorithm never touches a
@@ -96,6 +97,15 @@ func (r *Rank) Send(ctx context.Context, to, a, b int) error {
 	}
 	r.to[0] = to
 	return r.S.Copy(ctx, -1, r.to[:1], a, b)
+}
+
+// Recv receives elements [a, b) of the buffer from rank from (nothing when
+// the slice is empty).
+func (r *Rank) Recv(ctx context.Context, from, a, b int) error {
+	if b <= a {
+		return nil
+	}
+	return r.S.Copy(ctx, from, nil, a, b)
 }
 
 // RingAllReduce is reduce-scatter then all-gather over members: 2(k-1)
@@ -217,21 +227,40 @@ func (r *Rank) DetReduceScatter(ctx context.Context, members []int, n, chunkLen 
 // GatherTo sends member i's chunk i (of chunkLen elements) to
 // members[root].
 func (r *Rank) GatherTo(ctx context.Context, members []int, root, n, chunkLen int) error {
+	return r.rooted(ctx, members, root, n, chunkLen, true)
+}
+
+// ScatterFrom sends chunk q (of chunkLen elements) of members[root]'s
+// buffer to member q, into the same place of its buffer.
+func (r *Rank) ScatterFrom(ctx context.Context, members []int, root, n, chunkLen int) error {
+	return r.rooted(ctx, members, root, n, chunkLen, false)
+}
+
+// rooted is GatherTo (gather) or ScatterFrom, slice by slice: each member
+// sends its chunk's slice to root or receives it from root, and root
+// receives or sends each round's slices together.
+func (r *Rank) rooted(ctx context.Context, members []int, root, n, chunkLen int, gather bool) error {
 	i := Position(members, r.S.Me())
 	slice := r.S.Slice()
 	for j := 0; j*slice < chunkLen; j++ {
+		var err error
 		if i != root {
 			lo, hi := ChunkRange(n, chunkLen, i)
 			a, b := SliceRange(lo, hi, slice, j)
-			if err := r.Send(ctx, members[root], a, b); err != nil {
-				return err
+			if gather {
+				err = r.Send(ctx, members[root], a, b)
+			} else {
+				err = r.Recv(ctx, members[root], a, b)
 			}
-			continue
+		} else if parts := r.others(members, root, n, chunkLen, slice, j); len(parts) > 0 {
+			if gather {
+				err = r.S.Gather(ctx, parts)
+			} else {
+				err = r.S.Scatter(ctx, parts)
+			}
 		}
-		if parts := r.others(members, root, n, chunkLen, slice, j); len(parts) > 0 {
-			if err := r.S.Gather(ctx, parts); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 	}
 	return nil

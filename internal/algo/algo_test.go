@@ -192,28 +192,54 @@ func hier(size int) func(r *algo.Rank, all []int, n int) error {
 
 // TestGatherTo: the root ends with every member's chunk.
 func TestGatherTo(t *testing.T) {
-	const N, n, root = 5, 23, 2
-	net := newNet(N)
-	members := []int{4, 0, 3, 1, 2} // member q is rank members[q]
-	chunk := algo.CeilDiv(n, N)
-	ranks := make([]*steps, N)
-	want := make([]float64, n)
-	for r := range ranks {
-		ranks[r] = &steps{net: net, me: r, slice: 2, buf: make([]float64, n)}
-	}
+	members, ranks, chunk := rootedRanks()
+	want := make([]float64, rootedN)
 	for q, r := range members {
-		lo, hi := algo.ChunkRange(n, chunk, q)
+		lo, hi := algo.ChunkRange(rootedN, chunk, q)
 		for i := lo; i < hi; i++ {
 			ranks[r].buf[i] = float64(100*q + i)
 			want[i] = float64(100*q + i)
 		}
 	}
-	parallel(t, N, func(r int) error {
-		return (&algo.Rank{S: ranks[r]}).GatherTo(context.Background(), members, root, n, chunk)
+	parallel(t, len(ranks), func(r int) error {
+		return (&algo.Rank{S: ranks[r]}).GatherTo(context.Background(), members, rootedRoot, rootedN, chunk)
 	})
-	if diff := cmp.Diff(want, ranks[members[root]].buf); diff != "" {
+	if diff := cmp.Diff(want, ranks[members[rootedRoot]].buf); diff != "" {
 		t.Errorf("root (-want +got):\n%s", diff)
 	}
+}
+
+// TestScatterFrom: every member ends with its chunk of the root's buffer.
+func TestScatterFrom(t *testing.T) {
+	members, ranks, chunk := rootedRanks()
+	for i := range rootedN {
+		ranks[members[rootedRoot]].buf[i] = float64(7 * i)
+	}
+	parallel(t, len(ranks), func(r int) error {
+		return (&algo.Rank{S: ranks[r]}).ScatterFrom(context.Background(), members, rootedRoot, rootedN, chunk)
+	})
+	for q, r := range members {
+		lo, hi := algo.ChunkRange(rootedN, chunk, q)
+		for i := lo; i < hi; i++ {
+			if got := ranks[r].buf[i]; got != float64(7*i) {
+				t.Errorf("member %d element %d: %v, want %v", q, i, got, 7*i)
+			}
+		}
+	}
+}
+
+// The rooted tests' layout: rootedN elements over 5 ranks in another
+// order (member q is rank members[q]), rooted at member rootedRoot.
+const rootedN, rootedRoot = 23, 2
+
+func rootedRanks() (members []int, ranks []*steps, chunk int) {
+	members = []int{4, 0, 3, 1, 2}
+	net := newNet(len(members))
+	ranks = make([]*steps, len(members))
+	for r := range ranks {
+		ranks[r] = &steps{net: net, me: r, slice: 2, buf: make([]float64, rootedN)}
+	}
+	return members, ranks, algo.CeilDiv(rootedN, len(members))
 }
 
 // parallel runs f for ranks 0 to n-1 at once and fails t on an error.
