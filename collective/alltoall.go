@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/gocoll/gocoll/backend"
-	"github.com/gocoll/gocoll/internal/algo"
 )
 
 // vCounts are the ranges of a V exchange: send's [sdispls[j],
@@ -35,37 +34,18 @@ func (v *vCounts) recvRange(j int) (int, int) {
 	return v.rdispls[j], v.rdispls[j] + v.rcounts[j]
 }
 
-// pairwise is the all-to-all exchange of v: N-1 shift steps (to i+s, from
-// i-s), slice by slice, one message per link at a time. The ranges go from
-// src where it names a buffer (data outside the call's buffer: a tensor),
-// else from k's buffer, and the ranges received land in k's buffer at
-// element at + their offset. The caller moves its own range.
+// pairwise is the all-to-all exchange of v (algo.Rank.Pairwise). The
+// ranges go from src where it names a buffer (data outside the call's
+// buffer: a tensor), else from k's buffer, and the ranges received land in
+// k's buffer at element at + their offset. The caller moves its own range.
 func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, at int, v vCounts) error {
-	N, i := c.g.n, c.rank
-	slice := c.g.slotBytes / k.es
-	r := c.algo(k)
-	for s := 1; s < N; s++ {
-		to, from := algo.Mod(i+s, N), algo.Mod(i-s, N)
-		slo, shi := v.sendRange(to)
-		rlo, rhi := v.recvRange(from)
-		for j := 0; j*slice < max(shi-slo, rhi-rlo); j++ {
-			a, b := algo.SliceRange(slo, shi, slice, j)
-			var err error
-			if src.Buf != nil {
-				err = c.sendRegion(ctx, to, backend.Region{Buf: src.Buf, Off: src.Off + a*k.es, Len: (b - a) * k.es})
-			} else {
-				err = r.Send(ctx, to, a, b)
-			}
-			if err != nil {
-				return err
-			}
-			a, b = algo.SliceRange(rlo, rhi, slice, j)
-			if err := r.Recv(ctx, from, at+a, at+b); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	k.src = src
+	err := c.algo(k).Pairwise(ctx, c.g.all, v.sendRange, func(j int) (int, int) {
+		lo, hi := v.recvRange(j)
+		return at + lo, at + hi
+	})
+	k.src = backend.Region{}
+	return err
 }
 
 // pairwiseExchange moves chunk j of [0, n) to rank j, where it lands as

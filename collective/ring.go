@@ -25,6 +25,9 @@ type call struct {
 	// slice, when set, is the elements per message in place of a slot's
 	// worth (the compressed rank-ordered reduce-scatter's half slot).
 	slice int
+	// src, when set, is where the call's sends read elements [a, b) from
+	// (element a at src.Off): data outside the buffer, a tensor.
+	src backend.Region
 }
 
 func (k *call) region(lo, hi int) backend.Region {
@@ -119,8 +122,8 @@ func (s *stepper) Reduce(ctx context.Context, from []int, to, a, b int) error {
 	return nil
 }
 
-// Copy is a ring or tree step's copy (a send of the buffer's own slice
-// when from < 0): the received slice into the buffer (unpacked from the
+// Copy is a ring or tree step's copy (a send of the buffer's own slice,
+// or of k.src's, when from < 0): the received slice into the buffer (unpacked from the
 // wire format) and, as received, into the next ranks' slots. Where
 // fuseCopy allows it, one pass copies the slot into the buffer and into
 // the next ranks' slots.
@@ -151,6 +154,9 @@ func (s *stepper) Copy(ctx context.Context, from int, to []int, a, b int) error 
 		}
 	} else {
 		src, packed := dst, false
+		if k.src.Buf != nil {
+			src = backend.Region{Buf: k.src.Buf, Off: k.src.Off + a*k.es, Len: (b - a) * k.es}
+		}
 		if from >= 0 {
 			var err error
 			if k.wire != 0 {

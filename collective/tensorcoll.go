@@ -443,27 +443,6 @@ func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, exc
 	return nil
 }
 
-// sendRegion is sendSlice for a region outside the call's buffer: src
-// (at most one slot) goes to peer through a free outbox slot; nothing when
-// src is empty.
-func (c *Comm) sendRegion(ctx context.Context, to int, src backend.Region) error {
-	if src.Len == 0 {
-		return nil
-	}
-	slot, out, err := c.reserve(ctx, to, src.Len)
-	if err != nil {
-		return err
-	}
-	if err := c.rec(c.dev.Stream().Copy(out, src)); err != nil {
-		return err
-	}
-	if err := c.flush(ctx); err != nil {
-		return err
-	}
-	c.post(to, slot, src.Len)
-	return nil
-}
-
 // record records the device copy dst = src (nothing when empty); it runs
 // with the next submission, ahead of what is recorded after it.
 func (c *Comm) record(dst, src backend.Region) error {

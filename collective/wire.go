@@ -92,8 +92,10 @@ func (c *Comm) wireRing(ctx context.Context, k *call, n int) (err error) {
 	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
 		return err
 	}
-	// Round the owned chunk as the others will receive it.
-	slice := c.wireSlice(k)
+	// Round the owned chunk as the others will receive it, slice by slice
+	// (the slot holds the f32 slice on the receiving side: it is unpacked
+	// into an inbox slot).
+	slice := c.algo(k).S.Slice()
 	for a := lo; a < hi; a += slice {
 		b := min(a+slice, hi)
 		tmp := backend.Region{Buf: c.inbox, Off: 0, Len: packedLen(b - a)}
@@ -113,10 +115,6 @@ func (c *Comm) wireRing(ctx context.Context, k *call, n int) (err error) {
 // packedLen is the byte length of n elements in a 16-bit wire format,
 // rounded up to whole 4-byte words.
 func packedLen(n int) int { return (2*n + 3) &^ 3 }
-
-// wireSlice is the elements per exchanged slice: the slot holds the f32
-// slice on the receiving side (it is unpacked into an inbox slot).
-func (c *Comm) wireSlice(k *call) int { return c.g.slotBytes / k.es }
 
 // send records src (a slice of the device buffer or an inbox region) into
 // the outbox region out: a copy, or a conversion to the wire format.

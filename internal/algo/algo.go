@@ -1,8 +1,8 @@
 // Package algo holds the collective algorithms as schedules: which slice
 // of the buffer a rank sends to which rank, receives from which, and in
 // which order, for the ring, the binary tree, the hierarchical all-reduce,
-// the rank-ordered (deterministic) reduce-scatter, and the rooted gather and
-// scatter. A schedule is
+// the rank-ordered (deterministic) reduce-scatter, the rooted gather and
+// scatter, and the pairwise all-to-all exchange. A schedule is
 // written once over the exchange steps of Steps (reduce, copy, scatter,
 // gather, the ordered reduction, the final scale), which the rank
 // implements on its device and its links; an algorithm never touches a
@@ -261,6 +261,32 @@ func (r *Rank) rooted(ctx context.Context, members []int, root, n, chunkLen int,
 		}
 		if err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// Pairwise is the all-to-all exchange over members: k-1 shift steps (to
+// member i+s, from member i-s), slice by slice, one message per link at a
+// time. send(j) is the range of the buffer that goes to member j, recv(j)
+// the range where member j's lands. The caller moves its own range.
+func (r *Rank) Pairwise(ctx context.Context, members []int, send, recv func(j int) (lo, hi int)) error {
+	km := len(members)
+	i := Position(members, r.S.Me())
+	slice := r.S.Slice()
+	for s := 1; s < km; s++ {
+		to, from := Mod(i+s, km), Mod(i-s, km)
+		slo, shi := send(to)
+		rlo, rhi := recv(from)
+		for j := 0; j*slice < max(shi-slo, rhi-rlo); j++ {
+			a, b := SliceRange(slo, shi, slice, j)
+			if err := r.Send(ctx, members[to], a, b); err != nil {
+				return err
+			}
+			a, b = SliceRange(rlo, rhi, slice, j)
+			if err := r.Recv(ctx, members[from], a, b); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -228,6 +228,46 @@ func TestScatterFrom(t *testing.T) {
 	}
 }
 
+// TestPairwise: with ranges of other sizes per pair, every rank ends with
+// each member's range for it, in place of that member's in its buffer.
+func TestPairwise(t *testing.T) {
+	const N = 4
+	net := newNet(N)
+	members := []int{2, 0, 3, 1}
+	size := func(from, to int) int { return 1 + (3*from+to)%4 } // elements member from sends member to
+	ranks := make([]*steps, N)
+	for r := range ranks {
+		ranks[r] = &steps{net: net, me: r, slice: 2, buf: make([]float64, 2*N*4)}
+	}
+	// Member q's range for member j is [4j, 4j+size(q, j)); member j's
+	// range for member q lands at [16+4j, 16+4j+size(j, q)).
+	for q, r := range members {
+		for j := range N {
+			for e := range size(q, j) {
+				ranks[r].buf[4*j+e] = float64(100*q + 10*j + e)
+			}
+		}
+	}
+	parallel(t, N, func(r int) error {
+		q := algo.Position(members, r)
+		send := func(j int) (int, int) { return 4 * j, 4*j + size(q, j) }
+		recv := func(j int) (int, int) { return 16 + 4*j, 16 + 4*j + size(j, q) }
+		return (&algo.Rank{S: ranks[r]}).Pairwise(context.Background(), members, send, recv)
+	})
+	for q, r := range members {
+		for j := range N {
+			if j == q {
+				continue
+			}
+			for e := range size(j, q) {
+				if got, want := ranks[r].buf[16+4*j+e], float64(100*j+10*q+e); got != want {
+					t.Errorf("member %d, from member %d, element %d: %v, want %v", q, j, e, got, want)
+				}
+			}
+		}
+	}
+}
+
 // The rooted tests' layout: rootedN elements over 5 ranks in another
 // order (member q is rank members[q]), rooted at member rootedRoot.
 const rootedN, rootedRoot = 23, 2
