@@ -30,16 +30,17 @@ import (
 func (c *Comm) sharedAllReduce(ctx context.Context, own backend.Region, n int, dt backend.DType, op Op, s Strategy, why string) error {
 	c.g.tensorOf[c.rank] = own
 	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: s, path: pathTensor}
-	return c.sharedRun(ctx, "AllReduceTensor", "AllReduceTensor fingerprint check", fp, why, sharedJob{kind: sharedAllReduce, m: n})
+	return c.sharedRun(ctx, "AllReduceTensor", "AllReduceTensor fingerprint check", fp, why, sharedAllReduce, n, 0)
 }
 
 // sharedRun is the protocol of a device-resident collective among ranks
 // sharing memory: the caller claimed the comm and published its regions
 // (g.tensorOf, g.tRecvOf); every rank's earlier work is made complete, the
-// ranks meet once (fingerprint fp, phase naming the rendezvous), and the leader runs job (recorded,
+// ranks meet once (fingerprint fp, phase naming the rendezvous), and the
+// leader runs the collective of kind with chunk m and root (recorded,
 // submitted and waited for: sharedWork) while the others wait for its
 // signal.
-func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint, why string, job sharedJob) error {
+func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint, why string, kind sharedKind, m, root int) error {
 	g := c.g
 	// Inputs ready: this rank's recorded and submitted work is done before
 	// another rank's queue reads the tensor.
@@ -84,7 +85,7 @@ func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint
 		}
 		return nil
 	}
-	if err := c.sharedWork(ctx, fp, job); err != nil {
+	if err := c.sharedWork(ctx, fp, kind, m, root); err != nil {
 		return c.failDirect(err, nil, nil)
 	}
 	c.leaveAccess()
@@ -169,37 +170,6 @@ func (c *Comm) awaitShared(ctx context.Context, name string, call uint64) error 
 		c.breakWith(te)
 		return te
 	}
-}
-
-// sharedReduce is the leader's work, one submission: one pass that reads
-// every rank's tensor once and writes the result into every rank's tensor
-// (backend.MultiReducer), or, on a backend without it, every tensor reduced
-// into the leader's, then copied into every other rank's with a kernel
-// (device copies run far below memory bandwidth on some GPUs).
-func (c *Comm) sharedReduce(ctx context.Context, dt backend.DType, op Op) error {
-	g := c.g
-	st := c.dev.Stream()
-	srcs := c.regions(g.n)
-	copy(srcs, g.tensorOf)
-	if m, ok := st.(backend.MultiReducer); ok {
-		if err := m.ReduceMulti(kernelOp(op), dt, g.tensorOf, srcs, scaleFor(op, g.n)); err != nil {
-			return c.rec(err)
-		}
-		return c.flush(ctx)
-	}
-	own := g.tensorOf[c.rank]
-	if err := st.Reduce(kernelOp(op), dt, own, srcs, scaleFor(op, g.n)); err != nil {
-		return c.rec(err)
-	}
-	for p, r := range g.tensorOf {
-		if p == c.rank {
-			continue
-		}
-		if err := st.Scale(dt, r, own, 1); err != nil {
-			return c.rec(err)
-		}
-	}
-	return c.flush(ctx)
 }
 
 // deviceSpin is how long a rank polls for the completion of device work

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/shareddev"
 )
 
 // The algorithms of the device-tensor forms of the collectives (entry
@@ -92,8 +93,7 @@ func (c *Comm) execTensor(ctx context.Context, d *desc) (err error) {
 		return fmt.Errorf("collective: %s has no tensor form", sp.name)
 	}
 	fp.count = int64(m)
-	send, recv := d.st.whole(true), d.rt.whole(true)
-	if ok, err := c.tryShared(ctx, sp.tname, sp.tphases[0], fp, sp.shared, send, recv, m, root); ok {
+	if ok, err := c.tryShared(ctx, d, fp, sp.shared, m, root); ok {
 		return err
 	}
 	owned, err := c.begin(ctx, sp.tname, fp, sp.tphases[0])
@@ -257,7 +257,7 @@ func (c *Comm) execScatterT(ctx context.Context, d *desc) error {
 	own, dst := d.st.region(me, me+m), d.rt.region(0, m)
 	switch {
 	case own == dst: // in place: root's chunk is already there
-	case overlaps(own, dst):
+	case shareddev.Overlaps(own, dst):
 		// A partial overlap: through the work buffer (Copy needs disjoint
 		// regions).
 		if err := c.ensureWork(m*es, d.dt); err != nil {
@@ -323,9 +323,7 @@ func (c *Comm) vRunT(ctx context.Context, d *desc, fp fingerprint, v vCounts, re
 		if reduce {
 			sk = sharedReduceScatterV
 		}
-		c.g.tensorOf[c.rank], c.g.tRecvOf[c.rank] = d.st.whole(true), d.rt.whole(true)
-		c.strat = fp.strategy
-		return c.sharedRun(ctx, name, d.phase(3), fp, "the ranks share device memory", sharedJob{kind: sk, m: 1})
+		return c.sharedColl(ctx, d, d.phase(3), fp, sk, 1, 0)
 	}
 	S, i, R := d.st.n, c.rank, v.R
 	if S+R == 0 {
@@ -484,9 +482,4 @@ func (c *Comm) deliver(ctx context.Context, dst, src backend.Region) error {
 func callAt(dt backend.DType, buf backend.Buffer, off, at int) call {
 	es := dt.Size()
 	return call{dt: dt, es: es, op: backend.Sum, scale: 1, work: buf, base: off - at*es}
-}
-
-// overlaps reports whether two regions share a byte.
-func overlaps(a, b backend.Region) bool {
-	return a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len
 }
