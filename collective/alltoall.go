@@ -8,12 +8,11 @@ import (
 
 // vCounts are the ranges of a V exchange: send's [sdispls[j],
 // +scounts[j]) go to rank j, and rank j's land at [rdispls[j],
-// +rcounts[j]) of a receive space of R elements. Without scounts, the
+// +rcounts[j]) of the receive space. Without scounts, the
 // ranges are the equal chunks of m elements: chunk j goes to rank j, and
 // rank j's lands as chunk j.
 type vCounts struct {
 	scounts, sdispls []int
-	R                int
 	rcounts, rdispls []int
 	m                int
 }

@@ -63,7 +63,7 @@ func (c *Comm) execTensor(ctx context.Context, d *desc) (err error) {
 			// As ReduceScatterVTensor with equal blocks, reduced on the CPU.
 			cnt, dsp := c.eqScratch(N, nr)
 			fp.strategy = Direct
-			return c.vRunT(ctx, d, fp, vCounts{scounts: cnt, sdispls: dsp}, true)
+			return c.vRun(ctx, d, fp, cnt, dsp, nil, nil, true)
 		}
 		m = nr
 	case collAllGather, collReduce, collGather:
@@ -80,15 +80,15 @@ func (c *Comm) execTensor(ctx context.Context, d *desc) (err error) {
 	case collAllToAll:
 		m = ns / N
 	case collAllToAllV:
-		return c.vRunT(ctx, d, fp, vCounts{scounts: d.scounts, sdispls: d.sdispls, R: nr, rcounts: d.counts, rdispls: d.displs}, false)
+		return c.vRun(ctx, d, fp, d.scounts, d.sdispls, d.counts, d.displs, false)
 	case collAllGatherV:
 		sc, sd, _, _ := c.vScratch(N)
 		for j := range sc {
 			sc[j], sd[j] = ns, 0
 		}
-		return c.vRunT(ctx, d, fp, vCounts{scounts: sc, sdispls: sd, R: nr, rcounts: d.counts, rdispls: d.displs}, false)
+		return c.vRun(ctx, d, fp, sc, sd, d.counts, d.displs, false)
 	case collReduceScatterV:
-		return c.vRunT(ctx, d, fp, vCounts{scounts: d.counts, sdispls: d.displs}, true)
+		return c.vRun(ctx, d, fp, d.counts, d.displs, nil, nil, true)
 	default:
 		return fmt.Errorf("collective: %s has no tensor form", sp.name)
 	}
@@ -271,172 +271,6 @@ func (c *Comm) execScatterT(ctx context.Context, d *desc) error {
 		fallthrough
 	default:
 		return c.deliver(ctx, dst, own)
-	}
-	return nil
-}
-
-// vRunT is the tensor forms' V exchange: send's ranges go to their ranks
-// and the ranges received land in a receive space of v.R elements
-// described by v.rcounts and v.rdispls: the comm's work buffer, whose
-// ranges are then copied into recv (AllToAllV, AllGatherV), or with reduce
-// (ReduceScatterV, and ReduceScatter without kernels) N blocks of
-// recv.Len() elements, 16 bytes apart so that the kernel reads them
-// aligned, reduced into recv by a kernel or on the host (the comm's
-// host-visible buffer is then the receive space).
-func (c *Comm) vRunT(ctx context.Context, d *desc, fp fingerprint, v vCounts, reduce bool) (err error) {
-	N := c.g.n
-	dt := d.dt
-	es := dt.Size()
-	m := d.rt.n
-	if reduce {
-		stride := ((m*es + 15) &^ 15) / es
-		_, _, rc, rd := c.vScratch(N)
-		for q := range rc {
-			rc[q], rd[q] = m, q*stride
-		}
-		v.R, v.rcounts, v.rdispls = N*stride, rc, rd
-	}
-	if e := checkV(N, d.st.n, v.scounts, v.sdispls, "send"); e != nil {
-		return c.invalidCall(ctx, d.name(), e)
-	}
-	if e := checkRecvV(N, v.R, v.rcounts, v.rdispls); e != nil {
-		return c.invalidCall(ctx, d.name(), e)
-	}
-	name := d.name()
-	owned, err := c.begin(ctx, name, fp, d.phase(0))
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	host := reduce && c.noKernels(dt)
-	// Ranks sharing device memory: the leader moves (or reduces) every
-	// range in one submission once the counts agree (sharedcoll.go).
-	shared := c.g.sharedMem && !host
-	if shared {
-		c.publishV(v.sdispls, v.rcounts, v.rdispls)
-	}
-	if err := c.agreeCounts(ctx, name, fp, d.phase(2), d.phase(1), v.scounts, v.rcounts); err != nil {
-		return err
-	}
-	if shared {
-		sk := sharedAllToAllV
-		if reduce {
-			sk = sharedReduceScatterV
-		}
-		return c.sharedColl(ctx, d, d.phase(3), fp, sk, 1, 0)
-	}
-	S, i, R := d.st.n, c.rank, v.R
-	if S+R == 0 {
-		return nil
-	}
-	size := R * es
-	if host {
-		size = 0
-	}
-	if err := c.ensureWork(size, dt); err != nil {
-		return c.fail(err, false, nil, nil)
-	}
-	k := &c.k
-	if host {
-		if err := c.ensure(&c.gather, R*es); err != nil {
-			return c.fail(err, false, nil, nil)
-		}
-		*k = callAt(dt, c.gather, 0, 0)
-	} else {
-		*k = callAt(dt, c.work, 0, 0)
-	}
-	if v.scounts[i] > 0 {
-		if err := c.record(k.region(v.rdispls[i], v.rdispls[i]+v.rcounts[i]), d.st.region(v.sdispls[i], v.sdispls[i]+v.scounts[i])); err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-	}
-	if err := c.pairwise(ctx, k, d.st.region(0, S), 0, v); err != nil {
-		return c.failAfter(err, nil, nil)
-	}
-	st := c.dev.Stream()
-	switch {
-	case !reduce:
-		for j := 0; j < N; j++ {
-			if v.rcounts[j] == 0 {
-				continue
-			}
-			a, b := v.rdispls[j], v.rdispls[j]+v.rcounts[j]
-			if err := c.rec(st.Copy(d.rt.region(a, b), k.region(a, b))); err != nil {
-				return c.fail(err, true, nil, nil)
-			}
-		}
-		if err := c.flush(ctx); err != nil {
-			return c.fail(err, true, nil, nil)
-		}
-	case host:
-		if err := c.settle(ctx); err != nil {
-			return c.failAfter(err, nil, nil)
-		}
-		if m == 0 {
-			return nil
-		}
-		gb := c.gather.Bytes()
-		reduceHost(dt, gb[:m*es], gb[:R*es], R/N, 0, N, m, d.op, scaleFor(d.op, N))
-		return c.deliver(ctx, d.rt.region(0, m), k.region(0, m))
-	default:
-		if m > 0 {
-			srcs := c.regions(N)
-			for q := range srcs {
-				srcs[q] = k.region(v.rdispls[q], v.rdispls[q]+m)
-			}
-			if err := c.rec(st.Reduce(kernelOp(d.op), dt, d.rt.region(0, m), srcs, scaleFor(d.op, N))); err != nil {
-				return c.fail(err, true, nil, nil)
-			}
-		}
-		if err := c.flush(ctx); err != nil {
-			return c.fail(err, true, nil, nil)
-		}
-	}
-	return nil
-}
-
-// agreeCounts is the V collectives' counts check: every rank learns what
-// each rank j sends it (scounts[me] of rank j) and compares it with its
-// rcounts, and the ranks agree on the outcome (rendezvous check) before any
-// data moves. In one process each rank publishes a copy of its scounts and
-// the ranks meet once (rendezvous exchange) before reading the peers';
-// across processes the counts travel through the devices
-// (exchangeCounts). A disagreement is a *MismatchError on every rank; the
-// group stays usable.
-func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, exchange, check string, scounts, rcounts []int) error {
-	g := c.g
-	N, i := g.n, c.rank
-	cnt := c.vCountBuf(2 * N)
-	if g.tr == nil {
-		pub := c.vPubBuf(N)
-		copy(pub, scounts)
-		g.vCountsOf[i] = pub
-		if err := c.arrive(ctx, fp, exchange); err != nil {
-			return err
-		}
-		for j := 0; j < N; j++ {
-			cnt[N+j] = float64(g.vCountsOf[j][i])
-		}
-	} else if err := c.exchangeCounts(ctx, &c.k, scounts, cnt); err != nil {
-		return err
-	}
-	bad := -1
-	for j := 0; j < N; j++ {
-		if int(cnt[N+j]) != rcounts[j] {
-			bad = j
-			break
-		}
-	}
-	all, err := c.arriveFlag(ctx, fp, check, bad < 0)
-	if err != nil {
-		return err
-	}
-	if !all {
-		if bad >= 0 {
-			return &MismatchError{Seq: c.seq, Rank: i, Call: fmt.Sprintf("%s expecting %d elements from rank %d", name, rcounts[bad], bad),
-				Peer: bad, PeerCall: fmt.Sprintf("%s sending %d", name, int(cnt[N+bad]))}
-		}
-		return &MismatchError{Seq: c.seq, Rank: i, Call: name, Peer: -1, PeerCall: name + " with counts that disagree between other ranks"}
 	}
 	return nil
 }
