@@ -308,8 +308,6 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 		return c.allReduceTensor(ctx, d)
 	case d.kind == collAllReduce:
 		return c.allReduce(ctx, d)
-	case d.tensor:
-		return c.execTensor(ctx, d)
 	}
 	return c.exec(ctx, d)
 }
@@ -409,13 +407,14 @@ func checkRecvV(n, length int, counts, displs []int) error {
 }
 
 // exec runs d, checked: the fingerprint, the kind's algorithm (or its
-// exact host path), drain and release.
+// exact host path), drain and release; a tensor call's algorithm is
+// execTensor's.
 func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 	sp := &callSpecs[d.kind]
-	N, r, es := c.g.n, c.rank, d.dt.Size()
-	ns, nr := len(d.send)/es, len(d.recv)/es
+	N, r := c.g.n, c.rank
+	ns, nr := d.lens()
 	s := strategyFor(sp.name, c.g.cfg.Strategy)
-	fp := fingerprint{kind: d.kind, op: d.op, dt: d.dt, root: int32(d.root), strategy: s}
+	fp := fingerprint{kind: d.kind, op: d.op, dt: d.dt, root: int32(d.root), strategy: s, path: d.path()}
 	if !sp.rooted {
 		fp.root = 0
 	}
@@ -476,6 +475,9 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		clear(oneD)
 		one[d.root] = own
 		return c.vRun(ctx, d, fp, sc, sd, rc, rd, false)
+	}
+	if d.tensor {
+		return c.execTensor(ctx, d, fp, s)
 	}
 	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
 	if err != nil {

@@ -41,67 +41,33 @@ import (
 // slice form's result), and the result is copied into recv. Pooled buffers
 // grow once; a steady-state call allocates nothing.
 
-// execTensor runs d, a checked tensor call: the exact host path of a type
-// without kernels, the shared-memory path where the ranks share device
-// memory, else the fingerprint and the kind's algorithm on the device.
-func (c *Comm) execTensor(ctx context.Context, d *desc) (err error) {
-	sp := &callSpecs[d.kind]
-	N, r := c.g.n, c.rank
-	ns, nr := d.lens()
-	s := strategyFor(sp.name, c.g.cfg.Strategy)
-	fp := fingerprint{kind: d.kind, dt: d.dt, strategy: s, path: pathTensor}
-	if sp.rooted {
-		fp.root = int32(d.root)
+// path is the data path exec fingerprints d's call with: a tensor's (the
+// slice forms leave it unset).
+func (d *desc) path() dataPath {
+	if d.tensor {
+		return pathTensor
 	}
-	if sp.reduces {
-		fp.op = d.op
+	return 0
+}
+
+// execTensor runs d, a checked tensor call, from exec's prologue (the
+// fingerprint fp, the strategy s): the exact host path of a type without
+// kernels, the shared-memory path where the ranks share device memory,
+// else the kind's algorithm on the device.
+func (c *Comm) execTensor(ctx context.Context, d *desc, fp fingerprint, s Strategy) (err error) {
+	if fp.noF64 {
+		return c.reduceGatherTensor(ctx, d, fp)
 	}
-	m, root := 0, 0
-	switch d.kind {
-	case collReduceScatter:
-		if c.noKernels(d.dt) {
-			// As ReduceScatterVTensor with equal blocks, reduced on the CPU.
-			cnt, dsp := c.eqScratch(N, nr)
-			fp.strategy = Direct
-			return c.vRun(ctx, d, fp, cnt, dsp, nil, nil, true)
-		}
-		m = nr
-	case collAllGather, collReduce, collGather:
-		m, root = ns, d.root
-		if d.kind == collReduce && c.noKernels(d.dt) {
-			fp.strategy, fp.noF64, fp.count = Direct, true, int64(ns)
-			return c.reduceGatherTensor(ctx, d, fp)
-		}
-	case collBroadcast, collScatter:
-		m, root = nr, d.root
-		if d.kind == collBroadcast {
-			m = ns
-		}
-	case collAllToAll:
-		m = ns / N
-	case collAllToAllV:
-		return c.vRun(ctx, d, fp, d.scounts, d.sdispls, d.counts, d.displs, false)
-	case collAllGatherV:
-		sc, sd, _, _ := c.vScratch(N)
-		for j := range sc {
-			sc[j], sd[j] = ns, 0
-		}
-		return c.vRun(ctx, d, fp, sc, sd, d.counts, d.displs, false)
-	case collReduceScatterV:
-		return c.vRun(ctx, d, fp, d.counts, d.displs, nil, nil, true)
-	default:
-		return fmt.Errorf("collective: %s has no tensor form", sp.name)
-	}
-	fp.count = int64(m)
-	if ok, err := c.tryShared(ctx, d, fp, sp.shared, m, root); ok {
+	m := int(fp.count)
+	if ok, err := c.tryShared(ctx, d, fp, callSpecs[d.kind].shared, m, d.root); ok {
 		return err
 	}
-	owned, err := c.begin(ctx, sp.tname, fp, sp.tphases[0])
+	owned, err := c.begin(ctx, d.name(), fp, d.phase(0))
 	if err != nil {
 		return err
 	}
 	defer c.leave(owned, &err)
-	if m == 0 || (d.kind == collBroadcast && N == 1) {
+	if m == 0 || (d.kind == collBroadcast && c.g.n == 1) {
 		return nil
 	}
 	switch d.kind {
@@ -117,8 +83,10 @@ func (c *Comm) execTensor(ctx context.Context, d *desc) (err error) {
 		return c.execGatherT(ctx, d)
 	case collScatter:
 		return c.execScatterT(ctx, d)
+	case collAllToAll:
+		return c.execAllToAllT(ctx, d)
 	}
-	return c.execAllToAllT(ctx, d, r)
+	return fmt.Errorf("collective: %s has no tensor form", callSpecs[d.kind].name)
 }
 
 // execBroadcastT: down a binary tree, in place in the tensor.
@@ -164,8 +132,8 @@ func (c *Comm) reduceGatherTensor(ctx context.Context, d *desc, fp fingerprint) 
 
 // execAllToAllT: chunks are sent straight from send and received into the
 // work buffer, pairwise as in AllToAll, then copied into recv.
-func (c *Comm) execAllToAllT(ctx context.Context, d *desc, r int) error {
-	N := c.g.n
+func (c *Comm) execAllToAllT(ctx context.Context, d *desc) error {
+	N, r := c.g.n, c.rank
 	m := d.st.n / N
 	n, me := N*m, r*m
 	if err := c.ensureWork(n*d.dt.Size(), d.dt); err != nil {
