@@ -11,7 +11,7 @@ import (
 
 // TestSharedTensorCollectives: where the ranks share device memory (the
 // default layout on host and lavapipe) every fixed-size tensor collective
-// and the V forms run as one pass of the leader's (sharedcoll.go): exact
+// and the V forms run as one pass of the leader's (shared.go): exact
 // int32 results, no byte through host memory (the backend-seam counters
 // stay at 0; the per-rank layout, which moves host bytes, runs the same
 // calls as the control); views of one buffer in an in-place layout give

@@ -192,10 +192,13 @@ func (c *Comm) allReduceTensor(ctx context.Context, d *desc) (err error) {
 		s, why = Direct, "host reduction applies to host slices: direct on the device"
 	}
 	c.strat = s
+	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(t.n), strategy: s, path: pathTensor}
 	if c.g.sharedMem && (s == Direct || s == Pipelined) {
-		return c.sharedAllReduce(ctx, backend.Region{Buf: t.buf, Off: t.off, Len: t.n * dt.Size()}, t.n, dt, op, s, why)
+		// Through device memory, in place in every rank's tensor.
+		c.g.tensorOf[c.rank] = t.whole(true)
+		return c.sharedRun(ctx, "AllReduceTensor", d.phase(0), fp, why, sharedAllReduce, t.n, 0)
 	}
-	if err := c.arrive(ctx, fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(t.n), strategy: s, path: pathTensor}, "AllReduceTensor fingerprint check"); err != nil {
+	if err := c.arrive(ctx, fp, d.phase(0)); err != nil {
 		return err
 	}
 	if c.g.logCalls {

@@ -27,7 +27,7 @@ import (
 // the host backend: the default layout of ranks on one GPU), the tensor
 // collectives skip the exchange: one rank records the whole collective,
 // device copies and rank-ordered reduce kernels reading the peers' tensors
-// in place, as one submission (sharedcoll.go; the V forms once the counts
+// in place, as one submission (shared.go; the V forms once the counts
 // agree); the reductions then give the deterministic mode's result
 // whatever the strategy. A device error during that submission
 // leaves the recv tensors undefined. A rank's tensors must not share memory
@@ -59,8 +59,13 @@ func (c *Comm) execTensor(ctx context.Context, d *desc, fp fingerprint, s Strate
 		return c.reduceGatherTensor(ctx, d, fp)
 	}
 	m := int(fp.count)
-	if ok, err := c.tryShared(ctx, d, fp, callSpecs[d.kind].shared, m, d.root); ok {
-		return err
+	if c.g.sharedMem {
+		owned, e := c.enter(ctx, d.name(), true)
+		if e != nil {
+			return e
+		}
+		defer c.leave(owned, &err)
+		return c.sharedColl(ctx, d, d.phase(0), fp, callSpecs[d.kind].shared, m, d.root)
 	}
 	owned, err := c.begin(ctx, d.name(), fp, d.phase(0))
 	if err != nil {

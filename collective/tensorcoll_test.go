@@ -626,7 +626,7 @@ func randomReduce[T float32 | float64](t *testing.T, g *Group, rng *rand.Rand, m
 	}
 
 	// Where the ranks share device memory the tensor reductions run in
-	// rank order in one pass (sharedcoll.go), whatever the strategy: they
+	// rank order in one pass (shared.go), whatever the strategy: they
 	// must then equal the rank-ordered sum in T's arithmetic, bit for bit;
 	// elsewhere they run the slice forms' algorithms.
 	rankOrder := func(off, n int) []T {

@@ -23,7 +23,7 @@ import (
 // received land in the work buffer and reach recv by device copies (or the
 // kernel's write) once the exchange succeeded. Tensors among ranks sharing
 // device memory skip the exchange: the leader moves (or reduces) every
-// range in one submission once the counts agree (sharedcoll.go).
+// range in one submission once the counts agree (shared.go).
 func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdispls, rcounts, rdispls []int, reduce bool) (err error) {
 	N, i, dt, es := c.g.n, c.rank, d.dt, d.dt.Size()
 	S, R := d.lens()
