@@ -104,21 +104,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	// spin briefly first (a goroutine woken from a channel costs tens of
 	// microseconds, a collective of a few KiB about as much), then block.
 	if spinBarrier {
-		// Poll the atomic in a tight loop (the cores are spare: a
-		// runtime.Gosched between polls costs a trip through the
-		// scheduler, which looks for work on every idle P), yielding only
-		// now and then.
-	spin:
-		for start, k := time.Now(), 0; time.Since(start) < barrierSpin; k++ {
-			for i := 0; i < 256; i++ {
-				if b.Seen() != gen {
-					break spin
-				}
-			}
-			if k%64 == 63 {
-				runtime.Gosched()
-			}
-		}
+		b.Spin(gen, barrierSpin)
 	}
 	var deadline time.Time
 	var due time.Duration // without doorbells: the deadline for c.wt
@@ -127,13 +113,15 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	// sleeps end when one goes (markGone rings and pokes every rank).
 	seen := g.live.Events()
 	look := g.live.Any()
-	now := c.beginWait(phase, waitrec.Barrier, gen)
-	if bell {
-		deadline = time.Now().Add(g.cfg.CommunicationTimeout)
-	} else {
-		due = parktimer.DueAfter(now, g.cfg.CommunicationTimeout)
-		c.wt.Arm(now, due)
+	arm := func(now time.Duration) {
+		if bell {
+			deadline = time.Now().Add(g.cfg.CommunicationTimeout)
+		} else {
+			due = parktimer.DueAfter(now, g.cfg.CommunicationTimeout)
+			c.wt.Arm(now, due)
+		}
 	}
+	arm(c.beginWait(phase, waitrec.Barrier, gen))
 	var ctxErr error
 	timedOut := false
 	for {
@@ -195,24 +183,13 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			// Every local rank is here and the last one is meeting the
 			// other processes, under its own deadline: keep waiting.
 			timedOut = false
-			if bell {
-				deadline = time.Now().Add(g.cfg.CommunicationTimeout)
-			} else {
-				now := monoNow()
-				due = parktimer.DueAfter(now, g.cfg.CommunicationTimeout)
-				c.wt.Arm(now, due)
-			}
+			arm(monoNow())
 			b.Unlock()
 			continue
 		}
 		if timedOut || ctxErr != nil {
 			te := &TimeoutError{Seq: c.seq, Phase: phase, Ctx: ctxErr}
-			for r := range b.N() {
-				if !b.Present(r) {
-					te.Missing = append(te.Missing, g.base+r)
-					te.LastSeq = append(te.LastSeq, b.LastSeq(r))
-				}
-			}
+			te.Missing, te.LastSeq = b.Missing(g.base)
 			b.Unlock()
 			c.endWait()
 			c.breakWith(te)

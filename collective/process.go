@@ -146,13 +146,11 @@ func (c *Comm) crossProcess(ctx context.Context, fp fingerprint, local *Mismatch
 		err = fmt.Errorf("%w: %w", ErrTimeout, err)
 	}
 	if err != nil {
-		te := &TimeoutError{Seq: c.seq, Phase: phase + " across processes (" + err.Error() + ")", Ctx: ctx.Err(), Missing: g.ranksOf(err)}
-		if !(isCtxErr(err) || errors.Is(err, backend.ErrTimeout)) {
-			c.breakWith(err)
-			return nil, false, err
+		if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
+			err = &TimeoutError{Seq: c.seq, Phase: phase + " across processes (" + err.Error() + ")", Ctx: ctx.Err(), Missing: g.ranksOf(err)}
 		}
-		c.breakWith(te)
-		return nil, false, te
+		c.breakWith(err)
+		return nil, false, err
 	}
 	all := true
 	var mism *MismatchError

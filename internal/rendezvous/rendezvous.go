@@ -1,15 +1,16 @@
 // Package rendezvous is where a process's ranks meet before a call: reusable
 // generations that complete once all n ranks arrived, each arrival carrying
 // the rank's fingerprint and a flag, and each generation a result its
-// waiters read after it completed. The waits themselves (spinning,
-// sleeping, deadlines, gone ranks) are the caller's; nothing here
-// allocates in steady state.
+// waiters read after it completed. A waiter may spin on a generation
+// (Spin); its sleeps, deadlines and gone ranks are the caller's. Nothing
+// here allocates in steady state.
 package rendezvous
 
 import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // FP is a call's fingerprint: ranks agree when theirs are equal. Invalid
@@ -96,6 +97,38 @@ func (b *Barrier[F, R]) Arrive(r int, fp F, flag bool, seq int64) (gen uint64, l
 // LastSeq is the call number it arrived with last (-1: never).
 func (b *Barrier[F, R]) Present(r int) bool  { return b.present[r] }
 func (b *Barrier[F, R]) LastSeq(r int) int64 { return b.lastSeq[r] }
+
+// Missing returns the ranks that have not arrived in the current
+// generation, numbered from base, and the call number each arrived with
+// last (-1: never).
+func (b *Barrier[F, R]) Missing(base int) (ranks []int, lastSeq []int64) {
+	for r, here := range b.present {
+		if !here {
+			ranks = append(ranks, base+r)
+			lastSeq = append(lastSeq, b.lastSeq[r])
+		}
+	}
+	return ranks, lastSeq
+}
+
+// Spin polls, without the lock, until generation gen has completed (true)
+// or d has passed (false). It polls the generation in a tight loop (a
+// runtime.Gosched between polls costs a trip through the scheduler, which
+// looks for work on every idle P), yielding only now and then: for cores
+// that are spare.
+func (b *Barrier[F, R]) Spin(gen uint64, d time.Duration) bool {
+	for start, k := time.Now(), 0; time.Since(start) < d; k++ {
+		for i := 0; i < 256; i++ {
+			if b.Seen() != gen {
+				return true
+			}
+		}
+		if k%64 == 63 {
+			runtime.Gosched()
+		}
+	}
+	return false
+}
 
 // FP is rank r's fingerprint in the generation being completed.
 func (b *Barrier[F, R]) FP(r int) F { return b.fps[r] }

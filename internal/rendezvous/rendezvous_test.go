@@ -1,8 +1,10 @@
 package rendezvous
 
 import (
+	"reflect"
 	"sync"
 	"testing"
+	"time"
 )
 
 type fp struct {
@@ -74,5 +76,30 @@ func TestDiffer(t *testing.T) {
 		if rank, peer, ok := b.Differ(); rank != c.rank || peer != c.peer || ok != c.ok {
 			t.Errorf("%v: Differ = %d, %d, %v; want %d, %d, %v", c.fps, rank, peer, ok, c.rank, c.peer, c.ok)
 		}
+	}
+}
+
+// Missing names the ranks not yet arrived (from base) with their last call
+// numbers; Spin returns once the generation completes, or false after its
+// time.
+func TestMissingAndSpin(t *testing.T) {
+	var b Barrier[fp, result]
+	b.Init(3)
+	b.Arrive(1, fp{}, true, 5)
+	if ranks, last := b.Missing(10); !reflect.DeepEqual(ranks, []int{10, 12}) || !reflect.DeepEqual(last, []int64{-1, -1}) {
+		t.Fatalf("Missing(10) = %v, %v; want [10 12], [-1 -1]", ranks, last)
+	}
+	if b.Spin(0, time.Millisecond) {
+		t.Fatal("Spin on an open generation returned true")
+	}
+	b.Arrive(0, fp{}, true, 6)
+	b.Arrive(2, fp{}, true, 7)
+	b.Complete(nil, true)
+	b.Arrive(0, fp{}, true, 8)
+	if ranks, last := b.Missing(0); !reflect.DeepEqual(ranks, []int{1, 2}) || !reflect.DeepEqual(last, []int64{5, 7}) {
+		t.Fatalf("Missing(0) = %v, %v; want [1 2], [5 7]", ranks, last)
+	}
+	if !b.Spin(0, time.Hour) {
+		t.Fatal("Spin on a completed generation returned false")
 	}
 }
