@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"sync"
+
+	"github.com/gocoll/gocoll/internal/opqueue"
 )
 
 // Work is an operation started asynchronously on a Comm. Wait for it before
@@ -125,20 +126,6 @@ func failedWork(err error) *Work {
 	return w
 }
 
-// opQueue holds a Comm's asynchronous operations. They run in the order
-// they were started, on a goroutine that lives while the queue is not
-// empty; a synchronous call first waits for the queue to empty, so sync and
-// async calls on one Comm run in call order. Every queued operation runs
-// (after the group broke or closed it fails at once), so every Work ends.
-type opQueue struct {
-	mu      sync.Mutex
-	items   []*Work
-	head    int
-	pending int           // queued or running
-	idle    chan struct{} // closed when the current worker exits; nil when none runs
-	closed  bool
-}
-
 // workerKey marks the context of an operation that the comm's worker runs.
 type workerKey struct{}
 
@@ -176,112 +163,49 @@ func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx 
 		return failedWork(c.wrapErr(name, 0, ErrConcurrentUse))
 	}
 	defer c.busy.Store(false)
-	a := &c.queue
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed || c.g.closed.Load() {
-		u.Release()
-		if c.commClosed() && !c.g.closed.Load() {
-			return failedWork(c.wrapErr(name, 0, errCommClosed))
-		}
-		return failedWork(c.wrapErr(name, 0, errGroupClosed))
-	}
 	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, mem: u.take()}
-	a.items = append(a.items, w)
-	a.pending++
-	if a.idle == nil {
-		a.idle = make(chan struct{})
-		go c.runQueue(a.idle)
+	if !c.g.closed.Load() && c.queue.Push(w) {
+		return w
 	}
-	return w
+	w.mem.Release()
+	if c.commClosed() && !c.g.closed.Load() {
+		return failedWork(c.wrapErr(name, 0, errCommClosed))
+	}
+	return failedWork(c.wrapErr(name, 0, errGroupClosed))
 }
 
-// runQueue runs queued operations until the queue is empty.
-func (c *Comm) runQueue(idle chan struct{}) {
-	a := &c.queue
-	for {
-		a.mu.Lock()
-		if a.head == len(a.items) {
-			clear(a.items)
-			a.items, a.head = a.items[:0], 0
-			a.idle = nil
-			a.mu.Unlock()
-			close(idle)
-			return
-		}
-		w := a.items[a.head]
-		a.items[a.head] = nil
-		a.head++
-		a.mu.Unlock()
-		c.running.Store(w)
-		err := w.fn(w.ctx)
-		c.running.Store(nil)
-		if w.posted {
-			// Its operation completes it (finish), maybe already has.
-			a.mu.Lock()
-			a.pending--
-			a.mu.Unlock()
-			continue
-		}
-		w.err = err
-		w.mem.Release()
-		w.fn, w.ctx = nil, nil
-		a.mu.Lock()
-		a.pending--
-		a.mu.Unlock()
-		close(w.done)
+// runOp runs the queued operation w (on the comm's queue's worker, which
+// runs them in the order they were started: opqueue.Queue).
+func (c *Comm) runOp(w *Work) {
+	c.running.Store(w)
+	err := w.fn(w.ctx)
+	c.running.Store(nil)
+	if w.posted {
+		// Its operation completes it (finish), maybe already has.
+		c.queue.Done()
+		return
 	}
+	w.err = err
+	w.mem.Release()
+	w.fn, w.ctx = nil, nil
+	c.queue.Done()
+	close(w.done)
 }
 
 // waitQueue waits until every queued operation finished (ctx bounds the
-// wait). It returns the channel it could not wait for when ctx ended.
-func (c *Comm) waitQueue(ctx context.Context) error {
-	a := &c.queue
-	a.mu.Lock()
-	idle := a.idle
-	a.mu.Unlock()
-	return waitIdle(ctx, idle)
-}
+// wait).
+func (c *Comm) waitQueue(ctx context.Context) error { return c.queue.Wait(ctx) }
 
 // waitIdle waits for idle to close (nil: nothing to wait for) or ctx to end.
-func waitIdle(ctx context.Context, idle <-chan struct{}) error {
-	if idle == nil {
-		return nil
-	}
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func waitIdle(ctx context.Context, idle <-chan struct{}) error { return opqueue.WaitIdle(ctx, idle) }
 
 // closeQueue refuses new operations and waits for the queued ones, which
 // fail fast once the group is broken.
-func (c *Comm) closeQueue() {
-	a := &c.queue
-	a.mu.Lock()
-	a.closed = true
-	idle := a.idle
-	a.mu.Unlock()
-	if idle != nil {
-		<-idle
-	}
-}
+func (c *Comm) closeQueue() { c.queue.Close() }
 
 // queuedAsync counts the queued operations not started (point-to-point
 // ones: not posted).
-func (c *Comm) queuedAsync() int {
-	c.queue.mu.Lock()
-	defer c.queue.mu.Unlock()
-	return c.queue.pending
-}
+func (c *Comm) queuedAsync() int { return c.queue.Pending() }
 
 // PendingAsync returns the number of asynchronous operations not finished.
-func (c *Comm) PendingAsync() int {
-	c.queue.mu.Lock()
-	n := c.queue.pending
-	c.queue.mu.Unlock()
-	n += c.lane.Async()
-	return n
-}
+func (c *Comm) PendingAsync() int { return c.queue.Pending() + c.lane.Async() }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/internal/bell"
+	"github.com/gocoll/gocoll/internal/park"
 )
 
 // Rendezvous and exchange waits sleep on the comm's doorbell (internal/bell)
@@ -34,13 +35,11 @@ func (c *Comm) poke() {
 // or deadline passes; it reports which of the latter two happened (neither:
 // the caller checks its condition again).
 func (c *Comm) bellWait(ctx context.Context, t uint32, deadline time.Time) (timedOut bool, ctxErr error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	d := time.Until(deadline)
-	if d <= 0 {
+	switch park.Sleep(&c.bell, ctx, t, deadline) {
+	case park.TimedOut:
 		return true, nil
+	case park.Cancelled:
+		return false, ctx.Err()
 	}
-	c.bell.Sleep(t, min(d, bell.Slice))
-	return false, ctx.Err()
+	return false, nil
 }

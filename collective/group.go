@@ -20,6 +20,7 @@ import (
 	"github.com/gocoll/gocoll/internal/direct"
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/liveness"
+	"github.com/gocoll/gocoll/internal/opqueue"
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/pin"
@@ -245,10 +246,10 @@ type Comm struct {
 	// Pooled scratch of the V kinds (slicecoll.go, tensorcoll.go).
 	vInts   []int // vScratch
 	vCnt    []float64
-	vPub    []int  // the send counts this rank publishes (vPubBuf)
-	vPubV   []int  // its send offsets, receive counts and offsets (publishV)
-	vBlocks []byte // ReduceScatterV's received blocks, reduceGather's gathered ones
-	queue   opQueue
+	vPub    []int                // the send counts this rank publishes (vPubBuf)
+	vPubV   []int                // its send offsets, receive counts and offsets (publishV)
+	vBlocks []byte               // ReduceScatterV's received blocks, reduceGather's gathered ones
+	queue   opqueue.Queue[*Work] // its asynchronous operations (async.go)
 	wctx    waitctx.Ctx
 	last    backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
@@ -468,6 +469,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		c.wt.Init()
 		c.wctx.Init(g.brokenCh)
 		c.initLane()
+		c.queue.Init(c.runOp)
 		g.comms = append(g.comms, c)
 	}
 	if g.log != nil {

@@ -2,14 +2,13 @@ package collective
 
 import (
 	"context"
-	"runtime"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/liveness"
 	"github.com/gocoll/gocoll/internal/p2p"
-	"github.com/gocoll/gocoll/internal/parktimer"
+	"github.com/gocoll/gocoll/internal/park"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
@@ -66,114 +65,53 @@ func (c *Comm) link(a, b int) *link {
 // local returns the comm of rank r, a rank of this process.
 func (g *Group) local(r int) *Comm { return g.comms[r-g.base] }
 
-// waitOn blocks on ch (a message or a credit) with the comm's timer, the
-// caller's context and the group's breaking; peer names who is awaited.
+// waitOn blocks on ch (a message or a credit) with the comm's doorbell or
+// timer (internal/park), the caller's context and the group's breaking;
+// peer names who is awaited.
 func waitOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase string) (T, error) {
-	select {
-	case v := <-ch:
-		return v, nil
-	default:
-	}
 	// With cores to spare, poll briefly before parking (as the barrier
 	// does): a parked receive costs a wake-up and, spread over many Ps, a
 	// runtime allocation now and then (sudog caches are per P).
+	spin := time.Duration(0)
 	if spinBarrier {
-		for start := time.Now(); time.Since(start) < linkSpin; {
-			select {
-			case v := <-ch:
-				return v, nil
-			default:
-			}
-			runtime.Gosched()
-		}
+		spin = linkSpin
+	}
+	if v, ok := park.Poll(ch, spin); ok {
+		return v, nil
 	}
 	now := c.beginWait(phase, peer, 0)
 	defer c.endWait()
-	if useBell.Load() {
-		return bellWaitOn(c, ctx, ch, peer, phase)
-	}
-	return parkOn(c, ctx, ch, peer, phase, now)
-}
-
-// bellWaitOn is waitOn's sleep on the doorbell, which the peer rings after
-// each message or credit it sends to this rank (see internal/bell), and
-// markGone when a rank goes.
-func bellWaitOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase string) (T, error) {
-	var zero T
 	g := c.g
-	deadline := time.Now().Add(g.cfg.CommunicationTimeout)
+	w := park.Begin(&c.bell, &c.wt, useBell.Load(), now, g.cfg.CommunicationTimeout)
 	for {
-		t := c.bell.Ticket()
-		select {
-		case v := <-ch:
-			return v, nil
-		default:
-		}
-		if gi := g.goneRank(peer); gi != nil {
-			return goneOn(c, ch, peer, gi, phase)
-		}
-		var timedOut bool
-		var ctxErr error
-		if g.Err() == nil {
-			if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
-				continue
-			}
-		}
-		switch {
-		case timedOut:
-			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
-			c.breakWith(te)
-			return zero, te
-		case ctxErr != nil:
-			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctxErr}
-			c.breakWith(te)
-			return zero, te
-		}
-		if err := ctx.Err(); err != nil {
-			return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
-		}
-		return zero, c.brokenErr()
-	}
-}
-
-// parkOn is waitOn's parked receive, from now (monoNow) on: ch, the
-// comm's timer (parktimer.Timer), the group's alert channel (a rank went,
-// or the group broke) and the caller's context.
-func parkOn[T any](c *Comm, ctx context.Context, ch <-chan T, peer int, phase string, now time.Duration) (T, error) {
-	var zero T
-	g := c.g
-	due := parktimer.DueAfter(now, g.cfg.CommunicationTimeout)
-	c.wt.Arm(now, due)
-	for {
-		// The alert channel is taken before the gone ranks are looked at:
-		// a rank that goes after the look closes it.
+		// The bell's ticket and the alert channel are taken before the
+		// gone ranks are looked at: a rank that goes after the look rings
+		// the bell and closes the alert channel (as the group breaking
+		// does).
+		t := w.Ticket()
 		alert := g.live.Alert()
 		if gi := g.goneRank(peer); gi != nil {
 			return goneOn(c, ch, peer, gi, phase)
 		}
-		select {
-		case v := <-ch:
+		v, ev := park.Next(&w, ctx, t, ch, alert)
+		var ctxErr error
+		switch ev {
+		case park.Got:
 			return v, nil
-		case <-alert:
+		case park.Woken:
 			if g.Err() == nil {
-				continue // a rank went: is it peer?
+				continue // a rank went (is it peer?), or the sleep's slice ended
 			}
 			if err := ctx.Err(); err != nil {
-				return zero, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
+				return v, &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: err}
 			}
-			return zero, c.brokenErr()
-		case <-c.wt.C():
-			if !c.wt.Fired(monoNow(), due) {
-				continue
-			}
-			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
-			c.breakWith(te)
-			return zero, te
-		case <-ctx.Done():
-			te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
-			c.breakWith(te)
-			return zero, te
+			return v, c.brokenErr()
+		case park.Cancelled:
+			ctxErr = ctx.Err()
 		}
+		te := &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctxErr}
+		c.breakWith(te)
+		return v, te
 	}
 }
 

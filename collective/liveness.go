@@ -107,11 +107,7 @@ func (c *Comm) Close() error {
 	if c.commClosed() {
 		return nil
 	}
-	c.queue.mu.Lock()
-	c.queue.closed = true
-	idle := c.queue.idle
-	c.queue.mu.Unlock()
-	_ = waitIdle(context.Background(), idle)
+	c.closeQueue()
 	_ = c.waitLane(context.Background())
 	c.forgetRun()
 	c.markGone(GoneClosed, false)

@@ -1,0 +1,116 @@
+// Package opqueue is a comm's queue of asynchronous operations: they run one
+// at a time, in the order they were queued, on a worker goroutine that lives
+// while the queue is not empty. A caller can wait for the queue to empty
+// (a synchronous call does, so synchronous and asynchronous calls on one
+// comm run in call order), and closing the queue refuses new operations and
+// waits for the queued ones. What an operation does, and how its end is
+// reported, is the caller's: the queue only orders and counts them.
+package opqueue
+
+import (
+	"context"
+	"sync"
+)
+
+// Queue is a queue of operations of type T, run by the function given to
+// Init. The zero Queue needs Init before its first Push.
+type Queue[T any] struct {
+	mu      sync.Mutex
+	run     func(T)
+	items   []T
+	head    int
+	pending int           // queued or running, until Done
+	idle    chan struct{} // closed when the current worker exits; nil when none runs
+	closed  bool
+}
+
+// Init sets the function the worker runs each operation with. run must
+// call Done once the operation counts as finished (it may call it before
+// returning, or leave it to whoever finishes the operation later).
+func (q *Queue[T]) Init(run func(T)) { q.run = run }
+
+// Push queues op as the next operation and starts a worker when none runs;
+// it reports false, queuing nothing, when the queue is closed.
+func (q *Queue[T]) Push(op T) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	q.items = append(q.items, op)
+	q.pending++
+	if q.idle == nil {
+		q.idle = make(chan struct{})
+		go q.work(q.idle)
+	}
+	return true
+}
+
+// work runs queued operations until the queue is empty, then closes idle.
+func (q *Queue[T]) work(idle chan struct{}) {
+	var zero T
+	for {
+		q.mu.Lock()
+		if q.head == len(q.items) {
+			clear(q.items)
+			q.items, q.head = q.items[:0], 0
+			q.idle = nil
+			q.mu.Unlock()
+			close(idle)
+			return
+		}
+		op := q.items[q.head]
+		q.items[q.head] = zero
+		q.head++
+		q.mu.Unlock()
+		q.run(op)
+	}
+}
+
+// Done counts one operation as finished.
+func (q *Queue[T]) Done() {
+	q.mu.Lock()
+	q.pending--
+	q.mu.Unlock()
+}
+
+// Pending returns the number of operations queued or running and not Done.
+func (q *Queue[T]) Pending() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pending
+}
+
+// Wait waits until the queue is empty (its worker exited) or ctx ends
+// (returning ctx.Err()).
+func (q *Queue[T]) Wait(ctx context.Context) error {
+	q.mu.Lock()
+	idle := q.idle
+	q.mu.Unlock()
+	return WaitIdle(ctx, idle)
+}
+
+// Close refuses new operations and waits for the queued ones.
+func (q *Queue[T]) Close() {
+	q.mu.Lock()
+	q.closed = true
+	idle := q.idle
+	q.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
+}
+
+// WaitIdle waits for idle to close (nil: nothing to wait for) or ctx to end
+// (returning ctx.Err()).
+func WaitIdle(ctx context.Context, idle <-chan struct{}) error {
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
