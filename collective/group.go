@@ -17,6 +17,7 @@ import (
 	"github.com/gocoll/gocoll/internal/algo"
 	"github.com/gocoll/gocoll/internal/bell"
 	"github.com/gocoll/gocoll/internal/channel"
+	"github.com/gocoll/gocoll/internal/devopen"
 	"github.com/gocoll/gocoll/internal/direct"
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/liveness"
@@ -107,23 +108,6 @@ type Options struct {
 	parent *Group
 }
 
-// defaultSlot is ChunkBytes' default; spans: the group spans processes.
-func defaultSlot(spans bool, infos []backend.DeviceInfo) int {
-	if spans || len(infos) == 0 {
-		return 1 << 20 // the same on every process, whatever its devices
-	}
-	for _, inf := range infos {
-		if inf.Type != "discrete" {
-			return 1 << 20
-		}
-	}
-	return 32 << 20
-}
-
-// groupKeys numbers the groups: each group's ranks share logical devices
-// only among themselves.
-var groupKeys atomic.Uint64
-
 // MaxRanks is the largest number of ranks of one process a Group accepts.
 // Memory per group grows linearly with the ranks (a few KiB each before the
 // first call; an all-reduce's buffers come on first use).
@@ -158,7 +142,7 @@ type Group struct {
 	procSplits map[uint64]*procSplit // across processes: by the Split's call number
 	children   []*Group
 	bk         string
-	skipped    []Skip
+	skipped    []devopen.Skip
 	placement  []int
 	devs       []backend.Device
 	infos      []backend.DeviceInfo
@@ -322,28 +306,27 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 			}
 		}()
 	}
-	if opts.Ranks < 1 || opts.Ranks > MaxRanks {
-		return nil, &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("must be in [1, %d], got %d", MaxRanks, opts.Ranks)}
-	}
-	if opts.DrainLimit < 0 {
-		return nil, &ConfigError{Field: "DrainLimit", Reason: "must be >= 0"}
+	for _, chk := range []struct {
+		bad           bool
+		field, reason string
+	}{
+		{opts.Ranks < 1 || opts.Ranks > MaxRanks, "Ranks", fmt.Sprintf("must be in [1, %d], got %d", MaxRanks, opts.Ranks)},
+		{opts.DrainLimit < 0, "DrainLimit", "must be >= 0"},
+		{opts.MaxBindingBytes < 0, "MaxBindingBytes", "must be >= 0"},
+		{opts.ChunkBytes < 0 || (opts.ChunkBytes > 0 && opts.ChunkBytes < 64), "ChunkBytes", fmt.Sprintf("must be 0 (default) or >= 64, got %d", opts.ChunkBytes)},
+		{opts.Devices != nil && len(opts.Devices) != opts.Ranks, "Devices", fmt.Sprintf("has %s for %s", plural(len(opts.Devices), "entry", "entries"), plural(opts.Ranks, "rank", "ranks"))},
+	} {
+		if chk.bad {
+			return nil, &ConfigError{Field: chk.field, Reason: chk.reason}
+		}
 	}
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
 	opts.Config = opts.Config.WithDefaults()
-	if opts.MaxBindingBytes < 0 {
-		return nil, &ConfigError{Field: "MaxBindingBytes", Reason: "must be >= 0"}
-	}
-	if opts.ChunkBytes < 0 || (opts.ChunkBytes > 0 && opts.ChunkBytes < 64) {
-		return nil, &ConfigError{Field: "ChunkBytes", Reason: fmt.Sprintf("must be 0 (default) or >= 64, got %d", opts.ChunkBytes)}
-	}
 	impOff, impBound, err := importOptions(opts)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Devices != nil && len(opts.Devices) != opts.Ranks {
-		return nil, &ConfigError{Field: "Devices", Reason: fmt.Sprintf("has %s for %s", plural(len(opts.Devices), "entry", "entries"), plural(opts.Ranks, "rank", "ranks"))}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -388,62 +371,28 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		}()
 	}
 
-	b, skipped, err := selectBackend(opts.Backend)
-	g.skipped = skipped
+	ds, err := devopen.Open(devopen.Options{Backend: opts.Backend, Ranks: g.nl, Devices: opts.Devices,
+		Open: backend.OpenOptions{MaxBindingBytes: opts.MaxBindingBytes, DisableFloat64: opts.DisableFloat64, Validation: opts.Validation,
+			ShareDevice: !opts.DevicePerRank, DrainLimit: g.drainLimit}})
+	var pe *devopen.PlacementError
+	if errors.As(err, &pe) {
+		return nil, &ConfigError{Field: "Devices", Reason: pe.Error()}
+	}
 	if err != nil {
 		return nil, err
 	}
-	g.bk = b.Name()
-	infos, err := b.Devices()
-	if err != nil {
-		return nil, fmt.Errorf("collective: %s: listing devices: %w", g.bk, err)
-	}
-	if len(infos) == 0 {
-		return nil, fmt.Errorf("collective: %s has no devices: %w", g.bk, ErrBackendUnavailable)
-	}
-	g.placement = make([]int, g.nl)
-	for r := range g.placement {
-		d := r % len(infos)
-		if opts.Devices != nil {
-			d = opts.Devices[r]
-			if d < 0 || d >= len(infos) {
-				return nil, &ConfigError{Field: "Devices", Reason: fmt.Sprintf("rank %d: device %d out of range (the %s backend has %d)", r, d, g.bk, len(infos))}
-			}
-		}
-		g.placement[r] = d
-	}
-	oo := backend.OpenOptions{MaxBindingBytes: opts.MaxBindingBytes, DisableFloat64: opts.DisableFloat64, Validation: opts.Validation,
-		ShareDevice: !opts.DevicePerRank, ShareKey: groupKeys.Add(1), DrainLimit: g.drainLimit}
-	for r := 0; r < g.nl; r++ {
-		dev, err := b.Open(g.placement[r], oo)
-		if err != nil {
-			g.closeDevices()
-			return nil, fmt.Errorf("collective: rank %d: opening %s device %d: %w", r, g.bk, g.placement[r], err)
-		}
-		g.devs = append(g.devs, dev)
-		g.infos = append(g.infos, dev.Info())
-	}
+	g.bk, g.skipped, g.placement, g.devs, g.infos = ds.Backend, ds.Skipped, ds.Placement, ds.Devs, ds.Infos
 	g.bar.Init(g.nl)
-	g.slotBytes = opts.ChunkBytes
-	if g.slotBytes == 0 {
-		g.slotBytes = defaultSlot(g.tr != nil, g.infos)
-	}
-	g.slotBytes &^= 7 // whole f64 elements
+	g.slotBytes = ds.SlotBytes(opts.ChunkBytes, g.tr != nil)
 	g.all = make([]int, g.n)
 	g.sendOf = make([][]byte, g.n)
 	g.tensorOf = make([]backend.Region, g.n)
 	g.tRecvOf = make([]backend.Region, g.n)
 	g.vCountsOf = make([][]int, g.n)
 	g.vSDOf, g.vRCOf, g.vRDOf = make([][]int, g.n), make([][]int, g.n), make([][]int, g.n)
-	g.sharedMem = g.tr == nil && g.nl > 1
-	for _, d := range g.devs {
-		g.sharedMem = g.sharedMem && backend.SharesMemory(g.devs[0], d) && backend.SharesMemory(d, g.devs[0])
-	}
+	g.sharedMem = g.tr == nil && g.nl > 1 && ds.SharesMemory()
 	g.recvOf = make([][]byte, g.n)
-	g.kernels = backend.AllDTypes
-	for _, inf := range g.infos {
-		g.kernels &= inf.KernelTypes()
-	}
+	g.kernels = ds.Kernels()
 	g.groupOf = make([]int, g.n)
 	groupSize := g.cfg.LocalGroupSize
 	if g.tr != nil {
@@ -473,17 +422,11 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		g.comms = append(g.comms, c)
 	}
 	if g.log != nil {
-		for _, s := range g.skipped {
-			g.log.Info("gocoll: backend skipped", "backend", s.Backend, "reason", s.Reason)
-		}
-		for r, inf := range g.infos {
-			g.log.Info("gocoll: rank placed", "rank", g.base+r, "backend", g.bk, "device", g.placement[r], "name", inf.Name,
-				"f64", inf.Float64, "maxBindingBytes", inf.MaxBindingBytes)
-		}
+		ds.Log(g.log, g.base)
 	}
 	if g.tr != nil {
 		if err := g.startCtrl(g.trOwned); err != nil {
-			g.closeDevices()
+			ds.Close()
 			return nil, err
 		}
 		// A Group dropped without Close: its control requests end and its
@@ -508,45 +451,6 @@ func newLogger(l *slog.Logger) (*slog.Logger, bool) {
 	return nil, false
 }
 
-// selectBackend applies the order: explicit name, GOCOLL_BACKEND, then the
-// backends by priority (backend.Preference: metal on macOS, vulkan, host).
-func selectBackend(name string) (backend.Backend, []Skip, error) {
-	if name == "" {
-		name = os.Getenv("GOCOLL_BACKEND")
-	}
-	name = strings.ToLower(strings.TrimSpace(name))
-	if name != "" && name != "auto" {
-		b, err := backend.Lookup(name)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrBackendUnavailable, err)
-		}
-		if err := b.Available(); err != nil {
-			return nil, nil, fmt.Errorf("%w: %q: %w", ErrBackendUnavailable, name, err)
-		}
-		return b, nil, nil
-	}
-	var skipped []Skip
-	for _, n := range backend.Preference() {
-		b, err := backend.Lookup(n)
-		if err == nil {
-			err = b.Available()
-			if err == nil {
-				var infos []backend.DeviceInfo
-				infos, err = b.Devices()
-				if err == nil && len(infos) == 0 {
-					err = errors.New("no devices")
-				}
-			}
-		}
-		if err != nil {
-			skipped = append(skipped, Skip{Backend: n, Reason: err.Error()})
-			continue
-		}
-		return b, skipped, nil
-	}
-	return nil, skipped, fmt.Errorf("collective: no backend available (%v): %w", skipped, ErrBackendUnavailable)
-}
-
 // Size returns the number of ranks (of every process).
 func (g *Group) Size() int { return g.n }
 
@@ -569,7 +473,13 @@ func (g *Group) isLocal(r int) bool { return r >= g.base && r < g.base+g.nl }
 func (g *Group) Backend() string { return g.bk }
 
 // Skipped returns the backends that selection passed over, and why.
-func (g *Group) Skipped() []Skip { return append([]Skip(nil), g.skipped...) }
+func (g *Group) Skipped() []Skip {
+	var out []Skip
+	for _, s := range g.skipped {
+		out = append(out, Skip(s))
+	}
+	return out
+}
 
 // Placement returns each local rank's device index.
 func (g *Group) Placement() []int { return append([]int(nil), g.placement...) }
@@ -834,7 +744,7 @@ func (g *Group) Close() error {
 		// limit) before it frees anything, and one that does not drain
 		// declares itself lost and leaks its memory. Buffers of a comm
 		// declared lost were not closed one by one above.
-		if err := g.closeDevices(); err != nil && !lost {
+		if err := devopen.CloseAll(g.devs); err != nil && !lost {
 			errs = append(errs, err)
 		}
 		if lost {
@@ -853,16 +763,6 @@ func (g *Group) Close() error {
 // declared lost.
 func (g *Group) lostRank(r int) bool {
 	return g.isLocal(r) && g.comms[r-g.base].lost != nil
-}
-
-func (g *Group) closeDevices() error {
-	var errs []error
-	for i := len(g.devs) - 1; i >= 0; i-- {
-		if err := g.devs[i].Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Device returns the rank's backend device, for interoperation (for
