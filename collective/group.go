@@ -16,6 +16,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/algo"
 	"github.com/gocoll/gocoll/internal/bell"
+	"github.com/gocoll/gocoll/internal/bufpool"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/devopen"
 	"github.com/gocoll/gocoll/internal/direct"
@@ -25,6 +26,7 @@ import (
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/pin"
+	"github.com/gocoll/gocoll/internal/rootcause"
 	"github.com/gocoll/gocoll/internal/waitctx"
 	"github.com/gocoll/gocoll/internal/waitfor"
 	"github.com/gocoll/gocoll/internal/waitrec"
@@ -642,30 +644,14 @@ func (c *Comm) runFn(ctx context.Context, fn func(ctx context.Context, c *Comm) 
 // rank that broke the group, if it is that rank's own; else the first
 // error that is not another rank's failure; else the first.
 func (g *Group) rootCause(errs []error, order []int) error {
-	if len(order) == 0 {
-		return nil
-	}
 	g.brokenMu.Lock()
 	by := g.brokenBy
 	g.brokenMu.Unlock()
+	broke := -1
 	if by != nil && by.Rank >= 0 && g.isLocal(by.Rank) {
-		if err := errs[by.Rank-g.base]; err != nil && !derivedErr(err) {
-			return err
-		}
+		broke = by.Rank - g.base
 	}
-	// A rank that noticed a gone rank is a root cause only when no rank
-	// failed on its own.
-	for _, i := range order {
-		if !derivedErr(errs[i]) && !errors.Is(errs[i], ErrRankGone) {
-			return errs[i]
-		}
-	}
-	for _, i := range order {
-		if !derivedErr(errs[i]) {
-			return errs[i]
-		}
-	}
-	return errs[order[0]]
+	return rootcause.Pick(errs, order, broke, derivedErr, func(err error) bool { return errors.Is(err, ErrRankGone) })
 }
 
 // derivedErr reports whether err only reports another rank's failure (or
@@ -784,39 +770,29 @@ func (c *Comm) Group() *Group { return c.g }
 // tree rooted at root. The slice is the comm's scratch, valid until the
 // next call.
 func (c *Comm) rotated(root int) []int {
-	n := c.g.n
-	if cap(c.rot) < n {
-		c.rot = make([]int, n)
-	}
-	r := c.rot[:n]
+	r := scratch(&c.rot, c.g.n)
 	for i := range r {
-		r[i] = (root + i) % n
+		r[i] = (root + i) % len(r)
 	}
 	return r
 }
 
 // regions returns the comm's scratch of n regions (grown on first use).
-func (c *Comm) regions(n int) []backend.Region {
-	if cap(c.srcs) < n {
-		c.srcs = make([]backend.Region, n)
-	}
-	return c.srcs[:n]
-}
+func (c *Comm) regions(n int) []backend.Region { return scratch(&c.srcs, n) }
 
 // dstRegions returns the comm's scratch of n destination regions.
-func (c *Comm) dstRegions(n int) []backend.Region {
-	if cap(c.dsts) < n {
-		c.dsts = make([]backend.Region, n)
-	}
-	return c.dsts[:n]
-}
+func (c *Comm) dstRegions(n int) []backend.Region { return scratch(&c.dsts, n) }
 
 // pendings returns the comm's scratch of n pending sends.
-func (c *Comm) pendings(n int) []pending {
-	if cap(c.pend) < n {
-		c.pend = make([]pending, n)
+func (c *Comm) pendings(n int) []pending { return scratch(&c.pend, n) }
+
+// scratch returns (*s)[:n], growing *s to n first (its old contents are
+// not kept when it grows).
+func scratch[T any](s *[]T, n int) []T {
+	if cap(*s) < n {
+		*s = make([]T, n)
 	}
-	return c.pend[:n]
+	return (*s)[:n]
 }
 
 // ensureWork sizes the device buffer and the inbox for a call of n bytes.
@@ -836,29 +812,7 @@ func (c *Comm) ensure(b *backend.Buffer, n int) error {
 	return c.ensureMem(b, n, backend.HostVisible)
 }
 
-// ensureMem grows a pooled buffer to at least n bytes.
+// ensureMem grows a pooled buffer to at least n bytes (internal/bufpool).
 func (c *Comm) ensureMem(b *backend.Buffer, n int, where backend.Memory) error {
-	if *b != nil && (*b).Len() >= n {
-		return nil
-	}
-	if *b != nil {
-		if err := (*b).Close(); err != nil {
-			return err
-		}
-		*b = nil
-	}
-	// Grow with headroom so a slowly growing size does not reallocate each call.
-	size := n + n/4
-	if size < 4096 {
-		size = 4096
-	}
-	nb, err := c.dev.Alloc(size, where)
-	if err != nil {
-		// Retry at the exact size before giving up.
-		if nb, err = c.dev.Alloc(n, where); err != nil {
-			return err
-		}
-	}
-	*b = nb
-	return nil
+	return bufpool.Ensure(c.dev, b, n, where)
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/gocoll/gocoll/internal/hang"
 	"github.com/gocoll/gocoll/internal/liveness"
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/waitfor"
@@ -251,29 +251,7 @@ type PendingWait struct {
 	Gone    []string
 }
 
-func (p PendingWait) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "rank %d has waited %v in %s (%s #%d), %s", p.Rank, time.Since(p.Since).Round(time.Millisecond), p.Op,
-		callKind(p.P2P), p.Seq, p.Phase)
-	if len(p.Missing) > 0 {
-		b.WriteString(", for")
-		for i, r := range p.Missing {
-			if i > 0 {
-				b.WriteString(",")
-			}
-			fmt.Fprintf(&b, " rank %d", r)
-			switch {
-			case p.Gone[i] != "":
-				fmt.Fprintf(&b, " (gone: %s)", p.Gone[i])
-			case p.LastSeq[i] > 0:
-				fmt.Fprintf(&b, " (at call #%d)", p.LastSeq[i])
-			case p.LastSeq[i] == 0:
-				b.WriteString(" (no call yet)")
-			}
-		}
-	}
-	return b.String()
-}
+func (p PendingWait) String() string { return hang.Wait(p).String() }
 
 // Pending returns the waits of this process's ranks that are blocked in a
 // call now, by rank: which call each waits in, since when, and which ranks
@@ -282,58 +260,60 @@ func (p PendingWait) String() string {
 // may be called from any goroutine.
 func (g *Group) Pending() []PendingWait {
 	var out []PendingWait
-	for _, c := range g.comms {
-		w, on := c.waitRec.Snapshot()
-		if !on {
-			continue
-		}
-		p := PendingWait{Rank: c.rank, Op: w.Op, Seq: w.Seq, P2P: w.P2P, Phase: w.Phase, Since: w.Since}
-		peer, gen := w.Peer, w.Gen
-		switch peer {
-		case waitrec.Barrier:
-			b := &g.bar
-			b.Lock(false)
-			over := b.Gen() != gen
-			for r := range b.N() {
-				if !b.Present(r) && !over {
-					p.Missing = append(p.Missing, g.base+r)
-				}
-			}
-			b.Unlock()
-			if over {
-				continue // the rendezvous completed; the rank is on its way out
-			}
-		case waitrec.P2P:
-			for i := range 2 {
-				o := c.lane.Blocked(i)
-				if q := c.blockedOn(i); q >= 0 || (o != nil && o.Remote() && !o.Done()) {
-					p.Missing = append(p.Missing, o.Peer)
-					if p.Phase == "" {
-						p.Phase = opPhase(o)
-					}
-				}
-			}
-			if len(p.Missing) == 0 {
-				continue // matched: the rank is on its way out
-			}
-		default:
-			p.Missing = append(p.Missing, peer)
-		}
-		for _, r := range p.Missing {
-			last, why := int64(-1), ""
-			if g.isLocal(r) {
-				pc := g.local(r)
-				last = int64(pc.calls.Load())
-				if gi := pc.gone.Mark(); gi != nil {
-					why = gi.Reason
-				}
-			}
-			p.LastSeq = append(p.LastSeq, last)
-			p.Gone = append(p.Gone, why)
-		}
-		out = append(out, p)
+	for _, p := range hang.Pending((*hangSource)(g)) {
+		out = append(out, PendingWait(p))
 	}
 	return out
+}
+
+// hangSource is the group as the hang diagnosis reads it.
+type hangSource Group
+
+func (s *hangSource) Ranks() int { return s.nl }
+
+func (s *hangSource) Record(i int) (int, *waitrec.Record) {
+	return s.comms[i].rank, &s.comms[i].waitRec
+}
+
+func (s *hangSource) Absent(gen uint64, missing []int) ([]int, bool) {
+	b := &s.bar
+	b.Lock(false)
+	defer b.Unlock()
+	if b.Gen() != gen {
+		return missing, true
+	}
+	for r := range b.N() {
+		if !b.Present(r) {
+			missing = append(missing, s.base+r)
+		}
+	}
+	return missing, false
+}
+
+func (s *hangSource) Unmatched(i int, missing []int) ([]int, string) {
+	c, phase := s.comms[i], ""
+	for i := range 2 {
+		o := c.lane.Blocked(i)
+		if q := c.blockedOn(i); q >= 0 || (o != nil && o.Remote() && !o.Done()) {
+			missing = append(missing, o.Peer)
+			if phase == "" {
+				phase = opPhase(o)
+			}
+		}
+	}
+	return missing, phase
+}
+
+func (s *hangSource) Where(r int) (int64, string) {
+	g := (*Group)(s)
+	if !g.isLocal(r) {
+		return -1, ""
+	}
+	pc := g.local(r)
+	if gi := pc.gone.Mark(); gi != nil {
+		return int64(pc.calls.Load()), gi.Reason
+	}
+	return int64(pc.calls.Load()), ""
 }
 
 // watch logs the waits that lasted longer than waitrec.LogInterval (of

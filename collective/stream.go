@@ -148,19 +148,22 @@ func (c *Comm) leave(owned bool, errp *error) {
 
 // wrapErr makes err an *Error of this rank (once).
 func (c *Comm) wrapErr(name string, seq uint64, err error) error {
-	if e, ok := err.(*Error); ok && e.Rank == c.rank {
-		return err
-	}
-	return &Error{Rank: c.rank, Op: name, Seq: seq, Err: err}
+	return c.wrapAs(name, seq, false, err)
 }
 
 // wrapP2P makes err an *Error of this rank's point-to-point call number
 // seq (once).
 func (c *Comm) wrapP2P(name string, seq uint64, err error) error {
+	return c.wrapAs(name, seq, true, err)
+}
+
+// wrapAs makes err an *Error of this rank's call name number seq (p2p: a
+// point-to-point call), unless it is one already.
+func (c *Comm) wrapAs(name string, seq uint64, p2p bool, err error) error {
 	if e, ok := err.(*Error); ok && e.Rank == c.rank {
 		return err
 	}
-	return &Error{Rank: c.rank, Op: name, Seq: seq, P2P: true, Err: err}
+	return &Error{Rank: c.rank, Op: name, Seq: seq, P2P: p2p, Err: err}
 }
 
 // callErr makes err an *Error of the running call.

@@ -1,0 +1,36 @@
+// Package bufpool grows a rank's pooled device buffers on demand: a buffer
+// too small for a call is closed and allocated again, with headroom, so a
+// slowly growing size does not allocate on each call, and a buffer large
+// enough is reused as it is.
+package bufpool
+
+import "github.com/gocoll/gocoll/backend"
+
+// MinBytes is the smallest buffer Ensure allocates.
+const MinBytes = 4096
+
+// Ensure makes *b a buffer of dev in memory where holding at least n
+// bytes: it keeps *b if it is large enough, else closes it and allocates
+// n + n/4 bytes (at least MinBytes), or exactly n if that fails. On an
+// error *b is nil or the old buffer (when closing it failed).
+func Ensure(dev backend.Device, b *backend.Buffer, n int, where backend.Memory) error {
+	if *b != nil && (*b).Len() >= n {
+		return nil
+	}
+	if *b != nil {
+		if err := (*b).Close(); err != nil {
+			return err
+		}
+		*b = nil
+	}
+	size := max(n+n/4, MinBytes)
+	nb, err := dev.Alloc(size, where)
+	if err != nil {
+		// Retry at the exact size before giving up.
+		if nb, err = dev.Alloc(n, where); err != nil {
+			return err
+		}
+	}
+	*b = nb
+	return nil
+}
