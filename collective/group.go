@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +26,7 @@ import (
 	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/pin"
 	"github.com/gocoll/gocoll/internal/rootcause"
+	"github.com/gocoll/gocoll/internal/runranks"
 	"github.com/gocoll/gocoll/internal/waitctx"
 	"github.com/gocoll/gocoll/internal/waitfor"
 	"github.com/gocoll/gocoll/internal/waitrec"
@@ -580,43 +580,18 @@ func (g *Group) Abort(cause error) {
 // errors.Is(err, context.Canceled) holds, whichever rank noticed first. It
 // is nil when every fn returned nil.
 func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		errs  = make([]error, len(g.comms))
-		order []int // the ranks whose fn failed, in the order they returned
-	)
-	for i, c := range g.comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			why := GoneReturned
-			// Deferred, so a function that ends its goroutine
-			// (runtime.Goexit) is gone too.
-			defer func() { c.leaveRun(why) }()
-			err := c.runFn(ctx, fn)
-			if err == nil {
-				return
-			}
-			why = GoneFailed
-			var pe *PanicError
-			if errors.As(err, &pe) && pe.Rank == c.rank {
-				why = GonePanicked
-			}
-			// This rank's own failure: it breaks the group naming the
-			// rank (a no-op when a failed call of the rank, or another
-			// rank, broke it first), before the rank is gone.
-			g.breakGroup(&BrokenError{Rank: c.rank, Op: opRun, Cause: err, hideCtx: true})
-			cancel(err)
-			mu.Lock()
-			errs[i] = err
-			order = append(order, i)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	errs, order := runranks.Run(ctx, len(g.comms), func(ctx context.Context, i int) error { return fn(ctx, g.comms[i]) }, runranks.Hooks{
+		Panicked: func(i int, v any, stack []byte) error {
+			return &PanicError{Rank: g.comms[i].rank, Value: v, Stack: stack}
+		},
+		// This rank's own failure: it breaks the group naming the rank (a
+		// no-op when a failed call of the rank, or another rank, broke it
+		// first), before the rank is gone.
+		Failed: func(i int, err error) {
+			g.breakGroup(&BrokenError{Rank: g.comms[i].rank, Op: opRun, Cause: err, hideCtx: true})
+		},
+		Left: func(i int, err error) { g.comms[i].leaveRun(goneWhy(g.comms[i].rank, err)) },
+	})
 	for _, c := range g.comms {
 		c.forgetRun()
 		for _, sc := range c.subComms() {
@@ -629,14 +604,16 @@ func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, c *Comm) e
 // opRun is the Op of the BrokenError a rank's fn in Run records.
 const opRun = "Run"
 
-// runFn calls fn for c, recovering a panic into a *PanicError.
-func (c *Comm) runFn(ctx context.Context, fn func(ctx context.Context, c *Comm) error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &PanicError{Rank: c.rank, Value: p, Stack: debug.Stack()}
-		}
-	}()
-	return fn(ctx, c)
+// goneWhy is why rank is gone once its fn in Run returned err.
+func goneWhy(rank int, err error) string {
+	var pe *PanicError
+	switch {
+	case err == nil:
+		return GoneReturned
+	case errors.As(err, &pe) && pe.Rank == rank:
+		return GonePanicked
+	}
+	return GoneFailed
 }
 
 // rootCause picks Run's error from the ranks' errors (by local index;

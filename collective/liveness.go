@@ -321,11 +321,5 @@ func (s *hangSource) Where(r int) (int64, string) {
 // goroutine per group at a time: it ends when no rank waits, and the next
 // wait starts it again).
 func (g *Group) watch() {
-	every := waitrec.LogInterval(g.cfg.CommunicationTimeout)
-	liveness.Watch(&g.watchdog, every, g.brokenCh, g.Pending, func(p PendingWait) {
-		if waited := time.Since(p.Since); waited >= every {
-			g.log.Warn("gocoll: rank waiting", "rank", p.Rank, "op", p.Op, "seq", p.Seq, "p2p", p.P2P, "phase", p.Phase,
-				"missing", p.Missing, "lastSeq", p.LastSeq, "waited", waited.Round(time.Millisecond), "diagnosis", p.String())
-		}
-	})
+	hang.Log(&g.watchdog, waitrec.LogInterval(g.cfg.CommunicationTimeout), g.brokenCh, (*hangSource)(g), g.log)
 }

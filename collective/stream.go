@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/drain"
 	"github.com/gocoll/gocoll/internal/waitctx"
 )
 
@@ -44,12 +44,8 @@ func (c *Comm) claim(ctx context.Context, name string) (owned bool, err error) {
 	if ctx.Value(workerKey{}) == c {
 		return false, nil
 	}
-	if err := c.waitQueue(ctx); err != nil {
-		// The call never started, but peers will wait for it: break
-		// the group, naming this rank's context.
-		te := &TimeoutError{Phase: "waiting for the comm's earlier operations", Ctx: err}
-		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
-		return false, c.wrapErr(name, 0, te)
+	if err := c.waitEarlier(ctx, name, "operations", c.waitQueue); err != nil {
+		return false, err
 	}
 	if !c.busy.CompareAndSwap(false, true) {
 		if c.g.closed.Load() {
@@ -62,6 +58,20 @@ func (c *Comm) claim(ctx context.Context, name string) (owned bool, err error) {
 		return false, c.wrapErr(name, 0, ErrConcurrentUse)
 	}
 	return true, nil
+}
+
+// waitEarlier waits for the comm's earlier operations of a kind (what),
+// with wait, before operation name starts. When ctx ends first the call
+// never started, but peers will wait for it: it breaks the group, naming
+// this rank's context.
+func (c *Comm) waitEarlier(ctx context.Context, name, what string, wait func(context.Context) error) error {
+	err := wait(ctx)
+	if err == nil {
+		return nil
+	}
+	te := &TimeoutError{Phase: "waiting for the comm's earlier " + what, Ctx: err}
+	c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
+	return c.wrapErr(name, 0, te)
 }
 
 // release ends the claim of an operation that owned the comm.
@@ -107,10 +117,8 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 		return false, c.wrapErr(name, 0, fmt.Errorf("collective: internal error: %s entered the comm without claiming it", name))
 	}
 	if !p2p {
-		if err := c.waitLane(ctx); err != nil {
-			te := &TimeoutError{Phase: "waiting for the comm's earlier point-to-point operations", Ctx: err}
-			c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
-			return false, c.wrapErr(name, 0, te)
+		if err := c.waitEarlier(ctx, name, "point-to-point operations", c.waitLane); err != nil {
+			return false, err
 		}
 	}
 	if numbered {
@@ -251,22 +259,11 @@ func (c *Comm) drain() error {
 	}
 	c.unsubmitted = false
 	c.last = nil
-	var ctx context.Context
-	var cancel context.CancelFunc
-	for _, f := range fs {
-		if f == nil {
-			continue
-		}
-		if ctx == nil {
-			ctx, cancel = context.WithTimeout(context.Background(), c.g.drainLimit)
-			defer cancel()
-		}
-		werr := f.Wait(ctx)
-		if werr != nil && errors.Is(werr, context.DeadlineExceeded) {
-			c.markLost(errors.New("the device did not finish within the drain limit"))
-			return c.lostErr()
-		}
-		// Another failure (the device reported an error): the work ended.
+	// A fence that reports another failure (the device reported an
+	// error): the work ended.
+	if !drain.Fences(c.g.drainLimit, fs[:]...) {
+		c.markLost(errors.New("the device did not finish within the drain limit"))
+		return c.lostErr()
 	}
 	c.releaseHeld()
 	return nil
@@ -309,19 +306,12 @@ func (c *Comm) leaveAccess() { c.g.access.Add(-1) }
 // peers' memory any more: a failing rank of the direct algorithms calls it
 // before returning, so no peer touches its buffers after it returned.
 func (c *Comm) waitAccess() error {
-	if c.g.access.Load() == 0 {
-		return nil
-	}
 	// A peer whose device hangs gives up after CommunicationTimeout and
 	// then drains for up to the drain limit (declaring its own device lost
 	// if that fails): wait that long before blaming this rank's device.
-	deadline := time.Now().Add(c.g.cfg.CommunicationTimeout + c.g.drainLimit)
-	for c.g.access.Load() != 0 {
-		if time.Now().After(deadline) {
-			c.markLost(errors.New("peers did not leave the exchange within the drain limit"))
-			return c.lostErr()
-		}
-		time.Sleep(20 * time.Microsecond)
+	if !drain.Zero(&c.g.access, c.g.cfg.CommunicationTimeout+c.g.drainLimit) {
+		c.markLost(errors.New("peers did not leave the exchange within the drain limit"))
+		return c.lostErr()
 	}
 	return nil
 }

@@ -3,14 +3,17 @@
 // since when, and which ranks it waits for (those that have not reached the
 // call, or not sent or received what it waits for), each with where it is:
 // its latest call, or why it is gone. The ranks, their rendezvous and their
-// point-to-point operations are read through a Source.
+// point-to-point operations are read through a Source. With a logger, the
+// waits that last are logged while they go on (Log).
 package hang
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/gocoll/gocoll/internal/liveness"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
@@ -112,4 +115,16 @@ func Pending(s Source) []Wait {
 		out = append(out, p)
 	}
 	return out
+}
+
+// Log logs, at Warn, the waits of s that lasted every or longer, at that
+// interval, while any rank waits (liveness.Watch: one goroutine per
+// watchdog at a time, which ends when no rank waits and broken is closed).
+func Log(w *liveness.Watchdog, every time.Duration, broken <-chan struct{}, s Source, l *slog.Logger) {
+	liveness.Watch(w, every, broken, func() []Wait { return Pending(s) }, func(p Wait) {
+		if waited := time.Since(p.Since); waited >= every {
+			l.Warn("gocoll: rank waiting", "rank", p.Rank, "op", p.Op, "seq", p.Seq, "p2p", p.P2P, "phase", p.Phase,
+				"missing", p.Missing, "lastSeq", p.LastSeq, "waited", waited.Round(time.Millisecond), "diagnosis", p.String())
+		}
+	})
 }

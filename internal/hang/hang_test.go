@@ -1,9 +1,15 @@
 package hang
 
 import (
+	"bytes"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/gocoll/gocoll/internal/liveness"
 
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
@@ -78,4 +84,45 @@ func TestPending(t *testing.T) {
 	if got := Pending(f); len(got) != 0 {
 		t.Fatalf("after the rendezvous completed and the operations matched: %v, want none", got)
 	}
+}
+
+// Log logs a wait that lasts, with its diagnosis, until broken is closed.
+func TestLog(t *testing.T) {
+	f := &fake{gen: 7, absent: []int{11}}
+	f.recs[0].Begin("AllReduce", "rendezvous", 5, false, waitrec.Barrier, 7)
+	var buf syncBuf
+	l := slog.New(slog.NewTextHandler(&buf, nil))
+	var w liveness.Watchdog
+	if !w.Claim() {
+		t.Fatal("a new watchdog is running")
+	}
+	broken := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		Log(&w, 5*time.Millisecond, broken, f, l)
+		close(done)
+	}()
+	for !strings.Contains(buf.String(), "rank 11 (no call yet)") {
+		time.Sleep(time.Millisecond)
+	}
+	close(broken)
+	<-done
+}
+
+// syncBuf is a bytes.Buffer safe for one writer and one reader.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
