@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gocoll/gocoll/internal/completion"
 )
 
 // TestGatherVScatterV draws per-rank counts (0 and sizes around the
@@ -256,7 +258,7 @@ func TestWaitAnyAll(t *testing.T) {
 		t.Fatalf("WaitAll(nil) = %v", err)
 	}
 	boom := errors.New("boom")
-	pending := &Work{done: make(chan struct{})}
+	pending := &Work{end: completion.Make()}
 	failed := failedWork(boom)
 	if i, err := WaitAny(context.Background(), pending, nil, failed); i != 2 || !errors.Is(err, boom) {
 		t.Fatalf("WaitAny = %d, %v, want 2, boom", i, err)
@@ -274,8 +276,7 @@ func TestWaitAnyAll(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(10 * time.Millisecond)
-		pending.err = boom
-		close(pending.done)
+		pending.end.Finish(boom)
 	}()
 	if i, err := WaitAny(context.Background(), nil, pending); i != 1 || !errors.Is(err, boom) {
 		t.Fatalf("WaitAny = %d, %v, want 1, boom", i, err)

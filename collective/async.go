@@ -2,20 +2,18 @@ package collective
 
 import (
 	"context"
-	"errors"
-	"reflect"
 
+	"github.com/gocoll/gocoll/internal/completion"
 	"github.com/gocoll/gocoll/internal/opqueue"
 )
 
 // Work is an operation started asynchronously on a Comm. Wait for it before
 // reading or writing its buffers.
 type Work struct {
-	done chan struct{}
-	err  error
-	ctx  context.Context
-	fn   func(ctx context.Context) error
-	mem  memUse // the memory it resolved (resolve.go), released when done
+	end completion.C // finished once with the operation's error
+	ctx context.Context
+	fn  func(ctx context.Context) error
+	mem memUse // the memory it resolved (resolve.go), released when done
 	// posted: a point-to-point operation, posted by fn (execP2P) and
 	// completed when it meets its peer's (written by the comm's worker).
 	posted bool
@@ -26,58 +24,20 @@ type Work struct {
 // operation itself is bounded by the context it was started with and by
 // CommunicationTimeout, and keeps owning its buffers until Done. Waiting
 // again returns the same result.
-func (w *Work) Wait(ctx context.Context) error {
-	select {
-	case <-w.done:
-		return w.err
-	default:
-	}
-	select {
-	case <-w.done:
-		return w.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (w *Work) Wait(ctx context.Context) error { return w.end.Wait(ctx) }
 
 // Done reports whether the operation has finished.
-func (w *Work) Done() bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
-	}
-}
+func (w *Work) Done() bool { return w.end.Done() }
 
 // Test reports whether the operation has finished and, if so, its error
 // (MPI_Test); it never blocks.
-func (w *Work) Test() (done bool, err error) {
-	select {
-	case <-w.done:
-		return true, w.err
-	default:
-		return false, nil
-	}
-}
+func (w *Work) Test() (done bool, err error) { return w.end.Test() }
 
 // WaitAll waits until every one of works finished (nil entries are
 // skipped) and returns their errors joined in the order of works (nil when
 // all succeeded), or ctx.Err() when ctx ends first (the operations go on).
 func WaitAll(ctx context.Context, works ...*Work) error {
-	var errs []error
-	for _, w := range works {
-		if w == nil {
-			continue
-		}
-		if err := w.Wait(ctx); err != nil {
-			if ctx.Err() != nil && !w.Done() {
-				return ctx.Err()
-			}
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return completion.WaitAll(ctx, works, (*Work).completion)
 }
 
 // WaitAny waits until one of works finished and returns its index and
@@ -85,45 +45,24 @@ func WaitAll(ctx context.Context, works ...*Work) error {
 // works holds no Work (nil entries are skipped), and -1 and ctx.Err() when
 // ctx ends first.
 func WaitAny(ctx context.Context, works ...*Work) (int, error) {
-	n := 0
-	for i, w := range works {
-		if w == nil {
-			continue
-		}
-		n++
-		if done, err := w.Test(); done {
-			return i, err
-		}
-	}
-	if n == 0 {
-		return -1, nil
-	}
-	cases := make([]reflect.SelectCase, 0, n+1)
-	index := make([]int, 0, n)
-	for i, w := range works {
-		if w != nil {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.done)})
-			index = append(index, i)
-		}
-	}
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
-	chosen, _, _ := reflect.Select(cases)
-	if chosen == n {
-		return -1, ctx.Err()
-	}
-	// The first of works that finished, as when it was already done.
-	for i, w := range works {
-		if w != nil && w.Done() {
-			return i, w.err
-		}
-	}
-	return index[chosen], works[index[chosen]].err
+	return completion.WaitAny(ctx, works, (*Work).completion)
 }
 
-func failedWork(err error) *Work {
-	w := &Work{done: make(chan struct{}), err: err}
-	close(w.done)
-	return w
+// completion is w's completion; nil for a nil Work.
+func (w *Work) completion() *completion.C {
+	if w == nil {
+		return nil
+	}
+	return &w.end
+}
+
+func failedWork(err error) *Work { return &Work{end: completion.Finished(err)} }
+
+// release drops what the operation held once it ended: the memory it
+// resolved, its function and context.
+func (w *Work) release() {
+	w.mem.Release()
+	w.fn, w.ctx = nil, nil
 }
 
 // workerKey marks the context of an operation that the comm's worker runs.
@@ -163,7 +102,7 @@ func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx 
 		return failedWork(c.wrapErr(name, 0, ErrConcurrentUse))
 	}
 	defer c.busy.Store(false)
-	w := &Work{done: make(chan struct{}), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, mem: u.take()}
+	w := &Work{end: completion.Make(), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, mem: u.take()}
 	if !c.g.closed.Load() && c.queue.Push(w) {
 		return w
 	}
@@ -185,11 +124,9 @@ func (c *Comm) runOp(w *Work) {
 		c.queue.Done()
 		return
 	}
-	w.err = err
-	w.mem.Release()
-	w.fn, w.ctx = nil, nil
+	w.release()
 	c.queue.Done()
-	close(w.done)
+	w.end.Finish(err)
 }
 
 // waitQueue waits until every queued operation finished (ctx bounds the

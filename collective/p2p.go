@@ -277,11 +277,10 @@ func (e *p2pEnv) Break(o *p2p.Op, err error) { (*Comm)(e).breakP2P(o, err) }
 func (e *p2pEnv) Complete(o *p2p.Op, err error) {
 	w := o.Work.(*Work)
 	if err != nil {
-		w.err = (*Comm)(e).wrapP2P(o.Name, o.Seq, err)
+		err = (*Comm)(e).wrapP2P(o.Name, o.Seq, err)
 	}
-	w.mem.Release()
-	w.fn, w.ctx = nil, nil
-	close(w.done)
+	w.release()
+	w.end.Finish(err)
 }
 
 // p2pTag is the transport tag of point-to-point messages from global rank
