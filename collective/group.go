@@ -27,6 +27,7 @@ import (
 	"github.com/gocoll/gocoll/internal/pin"
 	"github.com/gocoll/gocoll/internal/rootcause"
 	"github.com/gocoll/gocoll/internal/runranks"
+	"github.com/gocoll/gocoll/internal/subgroups"
 	"github.com/gocoll/gocoll/internal/waitctx"
 	"github.com/gocoll/gocoll/internal/waitfor"
 	"github.com/gocoll/gocoll/internal/waitrec"
@@ -139,23 +140,15 @@ type Group struct {
 	cfg     Config
 	opts    Options
 	// Sub-groups made by Split (split.go), closed with the group.
-	splitMu    sync.Mutex
-	splits     map[splitKey]*splitEntry
-	procSplits map[uint64]*procSplit // across processes: by the Split's call number
-	children   []*Group
-	bk         string
-	skipped    []devopen.Skip
-	placement  []int
-	devs       []backend.Device
-	infos      []backend.DeviceInfo
-	comms      []*Comm
-	log        *slog.Logger
-	logCalls   bool
-
-	// closingKids: the group closes; Split makes no sub-group from then on
-	// (splitMu). makingKids counts the sub-groups being made until then.
-	closingKids bool
-	makingKids  sync.WaitGroup
+	kids      subgroups.Set[*Group]
+	bk        string
+	skipped   []devopen.Skip
+	placement []int
+	devs      []backend.Device
+	infos     []backend.DeviceInfo
+	comms     []*Comm
+	log       *slog.Logger
+	logCalls  bool
 
 	bar barrier
 
@@ -648,11 +641,11 @@ func (g *Group) Close() error {
 		// promptly once the group is broken (a Split across processes
 		// waits for the parent's transport until then), and close with
 		// the others.
-		g.stopChildren()
+		g.kids.Stop()
 		clean := g.Err() == nil
 		g.breakGroup(errGroupClosed)
 		g.closed.Store(true)
-		childErrs := g.closeChildren()
+		childErrs := g.kids.Close()
 		for _, c := range g.comms {
 			c.closeQueue()
 			c.waitLane(context.Background()) // the broken group fails what is pending

@@ -82,12 +82,8 @@ func (c *Comm) leaveRun(why string) {
 // subComms returns the comms of c's rank in the in-process sub-groups
 // Split made of c's group, and of theirs.
 func (c *Comm) subComms() []*Comm {
-	g := c.g
-	g.splitMu.Lock()
-	kids := slices.Clone(g.children)
-	g.splitMu.Unlock()
 	var out []*Comm
-	for _, k := range kids {
+	for _, k := range c.g.kids.List() {
 		if i := slices.Index(k.parentRanks, c.rank); i >= 0 {
 			out = append(out, k.comms[i])
 			out = append(out, k.comms[i].subComms()...)

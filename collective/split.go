@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/gocoll/gocoll/backend"
-	"github.com/gocoll/gocoll/internal/oncejoin"
 	"github.com/gocoll/gocoll/internal/procsplit"
 	"github.com/gocoll/gocoll/internal/splitplan"
 )
@@ -16,21 +14,6 @@ import (
 // NoColor passed to Split leaves the rank out of every sub-group (Split
 // returns a nil Comm for it), as MPI_UNDEFINED does.
 const NoColor = -1 // splitplan.NoColor
-
-// splitEntry is one sub-group being created by a Split call, joined by
-// its members.
-type splitEntry = oncejoin.Entry[*Group]
-
-type splitKey struct {
-	seq   uint64
-	color int
-}
-
-// procSplit is the work of one Split call in one process of a group that
-// spans processes: the transport splits and every sub-group with ranks in
-// this process (by color), done once, by the first local rank to get
-// there.
-type procSplit = oncejoin.Entry[map[int]*Group]
 
 // Split partitions the ranks of c's group by color into sub-groups
 // (ncclCommSplit, MPI_Comm_split): every rank of the group calls it, and
@@ -111,14 +94,14 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	// The first member here opens the sub-group for all, unless the group
 	// broke (a member may have failed the exchange: it would not pick up
 	// its Comm).
-	e, ctxErr, err := joinKids(ctx, g, &g.splits, splitKey{seq, color}, len(members), func() (*Group, error) {
+	e, ctxErr, ok := g.kids.Join(ctx, seq, color, len(members), func() (*Group, error) {
 		if g.isBroken.Load() {
 			return nil, c.brokenErr()
 		}
 		return g.openChild(ctx, members)
 	})
-	if err != nil {
-		return nil, c.splitErr(seq, err)
+	if !ok {
+		return nil, c.splitErr(seq, errGroupClosed)
 	}
 	switch {
 	case ctxErr != nil:
@@ -150,8 +133,7 @@ func (c *Comm) splitErr(seq uint64, err error) error {
 // sub-group; an error fails the opening.
 var splitOpenHook func(ctx context.Context) error
 
-// openChild opens the in-process sub-group of members and adds it to the
-// group's children.
+// openChild opens the in-process sub-group of members.
 func (g *Group) openChild(ctx context.Context, members []int) (*Group, error) {
 	if h := splitOpenHook; h != nil {
 		if err := h(ctx); err != nil {
@@ -163,9 +145,6 @@ func (g *Group) openChild(ctx context.Context, members []int) (*Group, error) {
 		return nil, err
 	}
 	sub.parentRanks = members
-	g.splitMu.Lock()
-	g.children = append(g.children, sub)
-	g.splitMu.Unlock()
 	return sub, nil
 }
 
@@ -184,34 +163,6 @@ func (g *Group) childOptions(local []int, tr backend.Transport) Options {
 	return o
 }
 
-// joinKids joins the work of a Split under key in table m (one of the
-// group's, guarded by splitMu) with its users: the first to join does the
-// work, counted in makingKids, and each waits for the outcome (e) until ctx
-// ends (ctxErr). Once the group closes (stopChildren) it fails with
-// errGroupClosed.
-func joinKids[K comparable, V any](ctx context.Context, g *Group, m *map[K]*oncejoin.Entry[V], key K, users int, work func() (V, error)) (e *oncejoin.Entry[V], ctxErr, err error) {
-	g.splitMu.Lock()
-	if g.closingKids {
-		g.splitMu.Unlock()
-		return nil, nil, errGroupClosed
-	}
-	e, first := oncejoin.Join(m, key, users)
-	if first {
-		g.makingKids.Add(1)
-	}
-	g.splitMu.Unlock()
-	if first {
-		v, err := work()
-		g.makingKids.Done()
-		e.Do(v, err)
-	}
-	ctxErr = e.Wait(ctx)
-	g.splitMu.Lock()
-	oncejoin.Leave(*m, key, e)
-	g.splitMu.Unlock()
-	return e, ctxErr, nil
-}
-
 // splitLayout is splitplan.Plan for the group: the sub-groups worked out
 // alike on every rank from the gathered colors and keys, and the check that
 // each sub-group spanning processes has a supported layout.
@@ -226,9 +177,9 @@ func (g *Group) splitLayout(all []int64) (*splitplan.Layout, error) {
 // rank to get here makes this process's part for all of them.
 func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *splitplan.Layout) (*Comm, error) {
 	g := c.g
-	e, ctxErr, err := joinKids(ctx, g, &g.procSplits, seq, g.nl, func() (map[int]*Group, error) { return g.makeChildren(ctx, l) })
-	if err != nil {
-		return nil, c.splitErr(seq, err)
+	e, ctxErr, ok := g.kids.JoinProcess(ctx, seq, g.nl, func() (map[int]*Group, error) { return g.makeChildren(ctx, l) })
+	if !ok {
+		return nil, c.splitErr(seq, errGroupClosed)
 	}
 	switch {
 	case ctxErr != nil:
@@ -242,23 +193,12 @@ func (c *Comm) splitProcesses(ctx context.Context, seq uint64, color int, l *spl
 	return e.Val[color].Comm(slices.Index(local, c.rank)), nil
 }
 
-// makeChildren makes this process's part of a Split (internal/procsplit)
-// and adds the sub-groups with ranks here to the group's children.
+// makeChildren makes this process's part of a Split (internal/procsplit):
+// the sub-groups with ranks here, by color.
 func (g *Group) makeChildren(ctx context.Context, l *splitplan.Layout) (map[int]*Group, error) {
 	s := procsplit.Split[*Group]{Tr: g.tr, Base: g.base, Local: g.nl, Timeout: g.cfg.CommunicationTimeout,
 		Broke: g.brokenCh, Invalid: ErrInvalidConfig, Env: (*splitEnv)(g)}
-	kids, err := s.Make(ctx, l)
-	if err != nil {
-		return nil, err
-	}
-	g.splitMu.Lock()
-	for _, col := range l.Colors {
-		if k := kids[col]; k != nil {
-			g.children = append(g.children, k)
-		}
-	}
-	g.splitMu.Unlock()
-	return kids, nil
+	return s.Make(ctx, l)
 }
 
 // splitEnv is the group as its process's part of a Split sees it
@@ -328,41 +268,4 @@ func (g *Group) ranksOf(err error) []int {
 		}
 	}
 	return ranks
-}
-
-// stopChildren makes every later Split of the group fail with ErrClosed
-// (Close, first).
-func (g *Group) stopChildren() {
-	g.splitMu.Lock()
-	g.closingKids = true
-	g.splitMu.Unlock()
-}
-
-// closeChildren closes the sub-groups Split made, once the ones being made
-// (before stopChildren) are done.
-func (g *Group) closeChildren() []error {
-	g.makingKids.Wait()
-	g.splitMu.Lock()
-	kids := g.children
-	g.children = nil
-	// Entries of Splits some members never reached (they failed the
-	// exchange, which broke the group).
-	g.splits, g.procSplits = nil, nil
-	g.splitMu.Unlock()
-	var errs []error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, k := range kids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := k.Close(); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return errs
 }

@@ -11,9 +11,7 @@ import (
 
 // splitEntries counts the Split calls a group still keeps state for.
 func splitEntries(g *Group) int {
-	g.splitMu.Lock()
-	defer g.splitMu.Unlock()
-	return len(g.splits) + len(g.procSplits)
+	return g.kids.Entries()
 }
 
 // checkSplitErr checks that err is rank's typed Split error matching want.

@@ -193,14 +193,7 @@ func (c *Comm) breakWith(err error) {
 }
 
 // brokenErr returns the error a rank gets from a group that is broken.
-func (c *Comm) brokenErr() error {
-	c.g.brokenMu.Lock()
-	defer c.g.brokenMu.Unlock()
-	if c.g.brokenBy == nil {
-		return ErrGroupBroken
-	}
-	return c.g.brokenBy
-}
+func (c *Comm) brokenErr() error { return c.g.brokenCause() }
 
 // submitWork submits what the stream recorded and remembers the fence.
 func (c *Comm) submitWork() (backend.Fence, error) {
