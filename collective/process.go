@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/devopen"
+	"github.com/gocoll/gocoll/internal/procjoin"
 	"github.com/gocoll/gocoll/internal/reqwait"
 	"github.com/gocoll/gocoll/internal/waitctx"
 )
@@ -21,66 +23,24 @@ import (
 // fpBytes is the size of one process's rendezvous record.
 const fpBytes = 24
 
-// joinProcesses checks that every process has the same number of local
-// ranks and numbers the ranks. own: tr is the group's own communicator
-// already (see newGroup), used as it is.
-func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport, own bool) (err error) {
-	g.tr = tr
-	g.trOwned = own
-	g.nproc = tr.Size()
-	if d, ok := tr.(backend.Duplicator); ok && g.nproc > 1 && !own {
-		// The group's own communicator: groups over one transport never
-		// see each other's messages and may run at the same time.
-		cctx, cancel := context.WithTimeout(ctx, g.cfg.CommunicationTimeout)
-		dup, err := d.Dup(cctx)
-		cancel()
-		if err != nil {
-			if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
-				return &TimeoutError{Phase: "duplicating the transport (" + err.Error() + ")", Ctx: ctx.Err()}
-			}
-			return fmt.Errorf("collective: duplicating %s: %w", tr.Name(), err)
-		}
-		g.tr, g.trOwned = dup, true
-		tr = dup
-		defer func() {
-			if err != nil {
-				dup.Close()
-				g.trOwned = false
-			}
-		}()
+// joinProcesses meets the other processes (internal/procjoin): the
+// group's own communicator, and the check that every process has the same
+// number of local ranks and slot size; it numbers the ranks. own: tr is the
+// group's own communicator already (see newGroup), used as it is.
+func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport, own bool) error {
+	tr, dup, err := procjoin.Join(ctx, tr, procjoin.Options{Local: g.nl, Slot: devopen.SpanSlotBytes(g.opts.ChunkBytes),
+		MaxRanks: 1 << 14, Own: own, Timeout: g.cfg.CommunicationTimeout})
+	var se *procjoin.ShapeError
+	var te *procjoin.StepError
+	switch {
+	case errors.As(err, &se):
+		return &ConfigError{Field: se.Field, Reason: se.Reason}
+	case errors.As(err, &te) && te.Timeout:
+		return &TimeoutError{Phase: te.Phase + " (" + te.Err.Error() + ")", Ctx: ctx.Err()}
+	case err != nil:
+		return fmt.Errorf("collective: %w", err)
 	}
-	if g.nproc < 1 || tr.Rank() < 0 || tr.Rank() >= g.nproc {
-		return &ConfigError{Field: "Transport", Reason: fmt.Sprintf("rank %d of %s", tr.Rank(), plural(g.nproc, "process", "processes"))}
-	}
-	if g.nl*g.nproc > 1<<14 {
-		return &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("%d ranks in %s exceed the 16384 supported", g.nl*g.nproc, plural(g.nproc, "process", "processes"))}
-	}
-	// Slot sizes must agree: messages between processes travel in slots.
-	slot := g.opts.ChunkBytes
-	if slot == 0 {
-		slot = 1 << 20
-	}
-	slot &^= 7
-	mine := make([]byte, 16)
-	binary.LittleEndian.PutUint64(mine, uint64(g.nl))
-	binary.LittleEndian.PutUint64(mine[8:], uint64(slot))
-	all := make([]byte, 16*g.nproc)
-	cctx, cancel := context.WithTimeout(ctx, g.cfg.CommunicationTimeout)
-	defer cancel()
-	if err := tr.Allgather(cctx, mine, all); err != nil {
-		if isCtxErr(err) || errors.Is(err, backend.ErrTimeout) {
-			return &TimeoutError{Phase: "joining the processes (" + err.Error() + ")", Ctx: ctx.Err()}
-		}
-		return fmt.Errorf("collective: joining %s over %s: %w", plural(g.nproc, "process", "processes"), tr.Name(), err)
-	}
-	for p := 0; p < g.nproc; p++ {
-		if n := int(binary.LittleEndian.Uint64(all[16*p:])); n != g.nl {
-			return &ConfigError{Field: "Ranks", Reason: fmt.Sprintf("process %d has %d local ranks, process %d has %d: every process needs the same number", p, n, tr.Rank(), g.nl)}
-		}
-		if s := int(binary.LittleEndian.Uint64(all[16*p+8:])); s != slot {
-			return &ConfigError{Field: "ChunkBytes", Reason: fmt.Sprintf("process %d uses %d-byte slots, process %d uses %d: every process needs the same ChunkBytes", p, s, tr.Rank(), slot)}
-		}
-	}
+	g.tr, g.trOwned, g.nproc = tr, own || dup, tr.Size()
 	g.n = g.nl * g.nproc
 	g.base = tr.Rank() * g.nl
 	g.fpBuf = make([]byte, fpBytes)

@@ -188,9 +188,12 @@ func (s *Set) Kernels() backend.DTypeSet {
 // slots must agree whatever each one's devices; the default is then 1 MiB,
 // as it is for any device that is not a discrete GPU, else 32 MiB.
 func (s *Set) SlotBytes(chunk int, spans bool) int {
+	if spans {
+		return SpanSlotBytes(chunk)
+	}
 	if chunk == 0 {
 		chunk = 32 << 20
-		if spans || len(s.Infos) == 0 {
+		if len(s.Infos) == 0 {
 			chunk = 1 << 20
 		}
 		for _, inf := range s.Infos {
@@ -198,6 +201,17 @@ func (s *Set) SlotBytes(chunk int, spans bool) int {
 				chunk = 1 << 20
 			}
 		}
+	}
+	return chunk &^ 7
+}
+
+// SpanSlotBytes is the exchange slot size of a group that spans processes
+// for chunk bytes asked for (0: the default, 1 MiB), in whole f64 elements:
+// the processes agree on it before they open their devices, so it depends
+// on none of them.
+func SpanSlotBytes(chunk int) int {
+	if chunk == 0 {
+		chunk = 1 << 20
 	}
 	return chunk &^ 7
 }

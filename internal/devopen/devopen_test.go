@@ -75,6 +75,20 @@ func TestSlotBytesDefault(t *testing.T) {
 	}
 }
 
+// Across processes the slot depends on no device: 1 MiB by default, else
+// the chunk asked for in whole f64 elements, whatever the devices.
+func TestSpanSlotBytes(t *testing.T) {
+	gpu := &Set{Infos: []backend.DeviceInfo{{Type: "discrete"}}}
+	for _, c := range []struct{ chunk, want int }{{0, 1 << 20}, {100, 96}, {4096, 4096}} {
+		if got := SpanSlotBytes(c.chunk); got != c.want {
+			t.Fatalf("SpanSlotBytes(%d) = %d, want %d", c.chunk, got, c.want)
+		}
+		if got := gpu.SlotBytes(c.chunk, true); got != c.want {
+			t.Fatalf("SlotBytes(%d) across processes on a discrete GPU = %d, want %d", c.chunk, got, c.want)
+		}
+	}
+}
+
 func mustHost(t *testing.T) backend.Backend {
 	b, err := backend.Lookup("host")
 	if err != nil {
