@@ -97,11 +97,11 @@ func (c *Comm) enqueue(ctx context.Context, name string, u *memUse, fn func(ctx 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if !c.busy.CompareAndSwap(false, true) {
+	if !c.queue.Hold() {
 		u.Release()
 		return failedWork(c.wrapErr(name, 0, ErrConcurrentUse))
 	}
-	defer c.busy.Store(false)
+	defer c.queue.Release()
 	w := &Work{end: completion.Make(), ctx: context.WithValue(ctx, workerKey{}, c), fn: fn, mem: u.take()}
 	if !c.g.closed.Load() && c.queue.Push(w) {
 		return w
@@ -139,10 +139,6 @@ func waitIdle(ctx context.Context, idle <-chan struct{}) error { return opqueue.
 // closeQueue refuses new operations and waits for the queued ones, which
 // fail fast once the group is broken.
 func (c *Comm) closeQueue() { c.queue.Close() }
-
-// queuedAsync counts the queued operations not started (point-to-point
-// ones: not posted).
-func (c *Comm) queuedAsync() int { return c.queue.Pending() }
 
 // PendingAsync returns the number of asynchronous operations not finished.
 func (c *Comm) PendingAsync() int { return c.queue.Pending() + c.lane.Async() }

@@ -273,7 +273,7 @@ func TestConcurrentUseDetected(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- AllReduce(context.Background(), g.Comm(0), []float32{1}, Sum) }()
 	// Wait until rank 0 is inside its call.
-	for !g.Comm(0).busy.Load() {
+	for !g.Comm(0).queue.Held() {
 		runtime.Gosched()
 	}
 	err := AllReduce(context.Background(), g.Comm(0), []float32{1}, Sum)

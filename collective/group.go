@@ -210,7 +210,6 @@ type Comm struct {
 	dev   backend.Device
 	info  backend.DeviceInfo
 
-	busy  atomic.Bool
 	seq   uint64 // collectives started on this comm
 	op    string // the operation running
 	strat Strategy
@@ -228,7 +227,7 @@ type Comm struct {
 	vPub    []int                // the send counts this rank publishes (vPubBuf)
 	vPubV   []int                // its send offsets, receive counts and offsets (publishV)
 	vBlocks []byte               // ReduceScatterV's received blocks, reduceGather's gathered ones
-	queue   opqueue.Queue[*Work] // its asynchronous operations (async.go)
+	queue   opqueue.Queue[*Work] // its asynchronous operations, and who holds the comm (async.go, stream.go)
 	wctx    waitctx.Ctx
 	last    backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
@@ -652,9 +651,7 @@ func (g *Group) Close() error {
 		}
 		// Take every comm, so no call is still using its buffers.
 		for _, c := range g.comms {
-			for !c.busy.CompareAndSwap(false, true) {
-				time.Sleep(100 * time.Microsecond)
-			}
+			c.queue.Take()
 		}
 		var errs []error
 		lost := false
@@ -709,7 +706,7 @@ func (g *Group) Close() error {
 		g.closeErr = errors.Join(append(childErrs, errs...)...)
 		// Release the comms: later calls see ErrClosed.
 		for _, c := range g.comms {
-			c.busy.Store(false)
+			c.queue.Release()
 		}
 	})
 	return g.closeErr

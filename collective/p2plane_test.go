@@ -115,7 +115,7 @@ func TestP2PLaneWorkPerOp(t *testing.T) {
 			ws[i] = RecvAsync(ctx, c, bufs[0][i:i+1], 1)
 		}
 		if mode == "cancelled" {
-			for c.PendingAsync() != k || c.queuedAsync() != 0 {
+			for c.PendingAsync() != k || c.queue.Pending() != 0 {
 				time.Sleep(time.Millisecond)
 			}
 			cancel()

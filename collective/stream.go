@@ -7,6 +7,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/drain"
+	"github.com/gocoll/gocoll/internal/opqueue"
 	"github.com/gocoll/gocoll/internal/waitctx"
 )
 
@@ -26,7 +27,8 @@ import (
 
 // claim takes the comm for operation name, before it touches anything
 // the comm owns: a synchronous call first waits for the comm's queued
-// operations, then claims the comm; an operation the comm's worker runs is
+// operations, then claims the comm (opqueue.Queue.Claim: one operation holds
+// the comm at a time); an operation the comm's worker runs is
 // already ordered (owned is false: there is nothing to release). An
 // operation that owns the comm releases it when it ends (release). Every
 // operation claims the comm before it enters it: run for every call, and
@@ -44,31 +46,23 @@ func (c *Comm) claim(ctx context.Context, name string) (owned bool, err error) {
 	if ctx.Value(workerKey{}) == c {
 		return false, nil
 	}
-	if err := c.waitEarlier(ctx, name, "operations", c.waitQueue); err != nil {
-		return false, err
-	}
-	if !c.busy.CompareAndSwap(false, true) {
-		if c.g.closed.Load() {
-			return false, c.wrapErr(name, 0, errGroupClosed) // Close holds the comm
-		}
+	switch err := c.queue.Claim(ctx); {
+	case err == nil:
+		return true, nil
+	case err == opqueue.ErrHeld && c.g.closed.Load():
+		return false, c.wrapErr(name, 0, errGroupClosed) // Close holds the comm
+	case err == opqueue.ErrHeld, err == opqueue.ErrQueued:
 		return false, c.wrapErr(name, 0, ErrConcurrentUse)
+	default:
+		return false, c.earlierErr(name, "operations", err)
 	}
-	if c.queuedAsync() > 0 {
-		c.busy.Store(false)
-		return false, c.wrapErr(name, 0, ErrConcurrentUse)
-	}
-	return true, nil
 }
 
-// waitEarlier waits for the comm's earlier operations of a kind (what),
-// with wait, before operation name starts. When ctx ends first the call
+// earlierErr is the error of operation name whose ctx ended (err) while it
+// waited for the comm's earlier operations of a kind (what). The call
 // never started, but peers will wait for it: it breaks the group, naming
 // this rank's context.
-func (c *Comm) waitEarlier(ctx context.Context, name, what string, wait func(context.Context) error) error {
-	err := wait(ctx)
-	if err == nil {
-		return nil
-	}
+func (c *Comm) earlierErr(name, what string, err error) error {
 	te := &TimeoutError{Phase: "waiting for the comm's earlier " + what, Ctx: err}
 	c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, Cause: te, hideCtx: true})
 	return c.wrapErr(name, 0, te)
@@ -77,7 +71,7 @@ func (c *Comm) waitEarlier(ctx context.Context, name, what string, wait func(con
 // release ends the claim of an operation that owned the comm.
 func (c *Comm) release(owned bool) {
 	if owned {
-		c.busy.Store(false)
+		c.queue.Release()
 	}
 }
 
@@ -113,12 +107,12 @@ func (c *Comm) enterOp(ctx context.Context, name string, numbered, p2p bool) (bo
 	if err := c.closedErr(name); err != nil {
 		return false, err
 	}
-	if !c.busy.Load() && ctx.Value(workerKey{}) != c {
+	if !c.queue.Held() && ctx.Value(workerKey{}) != c {
 		return false, c.wrapErr(name, 0, fmt.Errorf("collective: internal error: %s entered the comm without claiming it", name))
 	}
 	if !p2p {
-		if err := c.waitEarlier(ctx, name, "point-to-point operations", c.waitLane); err != nil {
-			return false, err
+		if err := c.waitLane(ctx); err != nil {
+			return false, c.earlierErr(name, "point-to-point operations", err)
 		}
 	}
 	if numbered {

@@ -5,11 +5,25 @@
 // comm run in call order), and closing the queue refuses new operations and
 // waits for the queued ones. What an operation does, and how its end is
 // reported, is the caller's: the queue only orders and counts them.
+//
+// One operation at a time holds the comm: a synchronous call (Claim, once
+// the queued operations ended and none was queued meanwhile), the queuing of
+// an asynchronous one (Hold around Push), or the comm's closing (Take, which
+// waits for the holder); a second one at the same time is refused.
 package opqueue
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Claim's errors.
+var (
+	ErrHeld   = errors.New("opqueue: another operation holds the comm")
+	ErrQueued = errors.New("opqueue: an operation was queued while the claim waited")
 )
 
 // Queue is a queue of operations of type T, run by the function given to
@@ -22,6 +36,7 @@ type Queue[T any] struct {
 	pending int           // queued or running, until Done
 	idle    chan struct{} // closed when the current worker exits; nil when none runs
 	closed  bool
+	held    atomic.Bool // an operation holds the comm (Claim, Hold, Take)
 }
 
 // Init sets the function the worker runs each operation with. run must
@@ -112,5 +127,41 @@ func WaitIdle(ctx context.Context, idle <-chan struct{}) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Claim takes the comm for a synchronous call once the queued operations
+// ended (ctx bounds that wait; its error is returned): ErrHeld when another
+// operation holds the comm, ErrQueued when one was queued meanwhile.
+// Release ends the claim.
+func (q *Queue[T]) Claim(ctx context.Context) error {
+	if err := q.Wait(ctx); err != nil {
+		return err
+	}
+	if !q.held.CompareAndSwap(false, true) {
+		return ErrHeld
+	}
+	if q.Pending() > 0 {
+		q.held.Store(false)
+		return ErrQueued
+	}
+	return nil
+}
+
+// Hold takes the comm at once, to queue an operation (Push): false when
+// another operation holds it. Release ends the hold.
+func (q *Queue[T]) Hold() bool { return q.held.CompareAndSwap(false, true) }
+
+// Release ends a claim, a hold or a take.
+func (q *Queue[T]) Release() { q.held.Store(false) }
+
+// Held reports whether an operation holds the comm.
+func (q *Queue[T]) Held() bool { return q.held.Load() }
+
+// Take takes the comm for its closing, waiting until the operation that
+// holds it released it. Release hands it back.
+func (q *Queue[T]) Take() {
+	for !q.held.CompareAndSwap(false, true) {
+		time.Sleep(100 * time.Microsecond)
 	}
 }

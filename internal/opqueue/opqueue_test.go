@@ -101,3 +101,104 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A claim waits for the queued operations, then holds the comm: a second
+// claim, a hold and a claim while an operation is queued are refused;
+// Release hands the comm back.
+func TestClaim(t *testing.T) {
+	var q Queue[chan struct{}]
+	q.Init(func(c chan struct{}) {
+		<-c
+		q.Done()
+	})
+	op := make(chan struct{})
+	if !q.Hold() {
+		t.Fatal("Hold of a free comm refused")
+	}
+	if !q.Push(op) {
+		t.Fatal("Push refused")
+	}
+	q.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := q.Claim(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Claim with an operation running = %v, want the ctx's error", err)
+	}
+	close(op)
+	if err := q.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	q.Hold()
+	if err := q.Claim(context.Background()); err != ErrHeld {
+		t.Fatalf("Claim while held = %v, want ErrHeld", err)
+	}
+	q.Release()
+	if err := q.Claim(context.Background()); err != nil {
+		t.Fatalf("Claim once the queue emptied = %v", err)
+	}
+	if !q.Held() {
+		t.Fatal("not Held after Claim")
+	}
+	if q.Hold() {
+		t.Fatal("Hold while claimed succeeded")
+	}
+	if err := q.Claim(context.Background()); err != ErrHeld {
+		t.Fatalf("a second Claim = %v, want ErrHeld", err)
+	}
+	q.Release()
+	if q.Held() {
+		t.Fatal("Held after Release")
+	}
+}
+
+// An operation queued between a claim's wait and its hold makes it fail
+// with ErrQueued, leaving the comm free.
+func TestClaimQueuedMeanwhile(t *testing.T) {
+	var q Queue[chan struct{}]
+	q.Init(func(c chan struct{}) { <-c })
+	// The worker exits once the queue is empty, while the operation stays
+	// pending (not Done): the claim's wait ends, the count refuses it.
+	op := make(chan struct{})
+	q.Push(op)
+	close(op)
+	if err := q.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Claim(context.Background()); err != ErrQueued {
+		t.Fatalf("Claim with an operation pending = %v, want ErrQueued", err)
+	}
+	if q.Held() {
+		t.Fatal("a refused Claim holds the comm")
+	}
+	q.Done()
+	if err := q.Claim(context.Background()); err != nil {
+		t.Fatalf("Claim = %v", err)
+	}
+}
+
+// Take waits for the holder to release the comm, then holds it.
+func TestTake(t *testing.T) {
+	var q Queue[int]
+	q.Init(func(int) { q.Done() })
+	if err := q.Claim(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	taken := make(chan struct{})
+	go func() {
+		q.Take()
+		close(taken)
+	}()
+	select {
+	case <-taken:
+		t.Fatal("Take returned while the comm was claimed")
+	case <-time.After(20 * time.Millisecond):
+	}
+	q.Release()
+	<-taken
+	if !q.Held() || q.Hold() {
+		t.Fatal("the comm is not held after Take")
+	}
+	if err := q.Claim(context.Background()); err != ErrHeld {
+		t.Fatalf("Claim after Take = %v, want ErrHeld", err)
+	}
+}
