@@ -99,28 +99,29 @@ func slicePath(send, recv []byte) dataPath {
 	return pathSlice
 }
 
-// allReduce is the execution stage of an all-reduce of host slices (run
-// checked d): the strategy (the call's, the group's, or Auto's choice),
-// the fingerprint, then the one-process direct paths through the ranks'
-// host memory, or the strategy on the device buffer.
+// allReduce is the execution stage of an all-reduce (run checked d): the
+// strategy (the call's, the group's, or Auto's choice), then on tensors
+// allReduceTensor; on host slices the fingerprint, then the one-process
+// direct paths through the ranks' host memory, or the strategy on the
+// device buffer.
 func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
-	name, send, recv, dt, op, strat := d.name(), d.send, d.recv, d.dt, d.op, d.strategy
-	n := len(send) / dt.Size()
+	name, send, recv, dt, op := d.name(), d.send, d.recv, d.dt, d.op
+	es := dt.Size()
+	n, _ := d.lens()
+	if d.tensor && c.noKernels(dt) {
+		return c.unsupportedType(ctx, name, dt)
+	}
 	owned, err := c.enter(ctx, name, true)
 	if err != nil {
 		return err
 	}
 	defer c.leave(owned, &err)
 	g := c.g
-	es := dt.Size()
-	if strat == Auto {
-		strat = g.cfg.Strategy
-	}
-	why := "configured"
-	if strat == Auto {
-		strat, why = c.autoStrategy(n*es, dt, true)
-	}
+	strat, why := c.allReduceStrategy(d, n*es)
 	c.strat = strat
+	if d.tensor {
+		return c.allReduceTensor(ctx, d, strat, why)
+	}
 	path := slicePath(send[:n*es], recv[:n*es])
 	hostF64 := c.noKernels(dt) // reduced exactly on the host
 	// A large plain slice is imported in place (goimport.go).
@@ -142,7 +143,7 @@ func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
 		zc = s1 && s2
 	}
 	if peers {
-		g.sendOf[c.rank], g.recvOf[c.rank] = send, recv
+		g.pub.Send[c.rank], g.pub.Recv[c.rank] = send, recv
 		c.enterAccess()
 	}
 	allPinned, err := c.arriveFlag(ctx, fp, "AllReduce fingerprint check", zc)
@@ -201,7 +202,7 @@ func (c *Comm) runAllReduce(ctx context.Context, k *call, s Strategy, n int) err
 	case Tree:
 		return c.algo(k).TreeAllReduce(ctx, g.all, n)
 	case Hierarchical:
-		return c.algo(k).HierAllReduce(ctx, g.groups[g.groupOf[c.rank]], g.leaders, g.all, n)
+		return g.hier.AllReduce(ctx, c.algo(k), n)
 	}
 	// Direct and Pipelined on a device buffer: the rank-ordered
 	// reduce-scatter, then a ring all-gather.
@@ -239,7 +240,7 @@ func (c *Comm) logCall(ctx context.Context, name string, n int, dt backend.DType
 // returns (waitAccess), so no peer writes its buffers after it returned.
 func (c *Comm) direct(ctx context.Context, send, recv []byte, n int, dt backend.DType, op Op, depth int, zeroCopy bool) error {
 	g := c.g
-	k := &direct.Call{DT: dt, Op: kernelOp(op), Scale: scaleFor(op, g.n), N: n, Me: c.rank, Sends: g.sendOf, Recvs: g.recvOf,
+	k := &direct.Call{DT: dt, Op: kernelOp(op), Scale: scaleFor(op, g.n), N: n, Me: c.rank, Sends: g.pub.Send, Recvs: g.pub.Recv,
 		Depth: depth, Host: c.noKernels(dt) || c.strat == Host}
 	var err error
 	if zeroCopy {

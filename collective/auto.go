@@ -49,32 +49,19 @@ func (g *Group) measureOn(c *Comm) (m *costModel, err error) {
 	return g.measure(c), nil
 }
 
+// measure returns the group's model, measured on c's device the first time
+// (internal/tuning: Shared.MeasureOnce).
 func (g *Group) measure(c *Comm) *costModel {
-	g.model.Measure(func(m *tuning.Model) {
-		if p := g.opts.parent; p != nil {
-			// A sub-group (Split) runs on its parent's devices: the
-			// parent's model, measured once for both (on this rank's
-			// device), with the sub-group's own slots and links.
-			if pm := p.measure(c); pm.Err == nil {
-				*m = pm.Model
-				m.SlotBytes, m.Links, m.Measured = g.slotBytes, linkPathOf(g), 0
-				return
-			}
-		}
-		start := time.Now()
-		m.SlotBytes = g.slotBytes
-		m.Links = linkPathOf(g)
-		// Bounded: a device that does not finish its work makes the
-		// measurement fail (and Auto fall back) instead of hanging every
-		// rank in this Once.
-		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.CommunicationTimeout)
-		m.Err = tuning.Measure(ctx, c.dev, m)
-		cancel()
-		m.Measured = time.Since(start)
-		if g.log != nil {
-			g.log.Info("gocoll: cost model measured", append([]any{"rank", c.rank}, m.LogAttrs()...)...)
-		}
-	})
+	if g.model.Done() {
+		return &g.model
+	}
+	set := tuning.Setup{Dev: c.dev, SlotBytes: g.slotBytes, Links: linkPathOf(g), Timeout: g.cfg.CommunicationTimeout, Log: g.log, Rank: c.rank}
+	if p := g.opts.parent; p != nil {
+		// A sub-group (Split) runs on its parent's devices: the parent's
+		// model, measured once for both (on this rank's device).
+		set.Parent = func() *tuning.Shared { return &p.measure(c).Shared }
+	}
+	g.model.MeasureOnce(set)
 	return &g.model
 }
 
@@ -125,6 +112,26 @@ func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy,
 		return best, "cost model: the CPU reduction is faster than any device path"
 	}
 	return best, "cost model"
+}
+
+// allReduceStrategy returns the strategy of d, an all-reduce of bytes
+// bytes, and why: d's own, else the group's configured one, else Auto's
+// choice (Direct where ranks sharing device memory reduce a tensor); a
+// tensor runs Host as Direct.
+func (c *Comm) allReduceStrategy(d *desc, bytes int) (Strategy, string) {
+	s := d.strategy
+	if s == Auto {
+		s = c.g.cfg.Strategy
+	}
+	switch {
+	case s == Host && d.tensor:
+		return Direct, "host reduction applies to host slices: direct on the device"
+	case s != Auto:
+		return s, "configured"
+	case d.tensor && c.g.sharedMem:
+		return Direct, "the ranks share device memory"
+	}
+	return c.autoStrategy(bytes, d.dt, !d.tensor)
 }
 
 // AutoChoice returns the strategy Auto picks for an all-reduce of bytes

@@ -304,8 +304,6 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 		return c.execP2P(ctx, d)
 	case d.kind == collAllReduceWire:
 		return c.allReduceWire(ctx, d)
-	case d.kind == collAllReduce && d.tensor:
-		return c.allReduceTensor(ctx, d)
 	case d.kind == collAllReduce:
 		return c.allReduce(ctx, d)
 	}

@@ -1,8 +1,6 @@
 package collective
 
 import (
-	"fmt"
-
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/pin"
 )
@@ -33,20 +31,6 @@ func SetImportCacheBytes(n int64) int64 { return importcache.SetBudget(n) }
 // lost. It is at most the budget (SetImportCacheBytes) plus the last.
 func ImportedBytes() int64 { return importcache.Bytes() }
 
-// importOptions maps Options.ImportCacheBytes onto the group's side of the
-// cache: off (negative), or the group's own bound (positive; 0: none).
-func importOptions(opts Options) (off bool, bound int64, err error) {
-	switch {
-	case opts.ImportCacheBytes < 0:
-		return true, 0, nil
-	case opts.ImportCacheBytes == 0:
-		return false, 0, nil
-	case opts.ImportCacheBytes < importcache.MinBytes:
-		return false, 0, &ConfigError{Field: "ImportCacheBytes", Reason: fmt.Sprintf("must be 0 (default), negative (off) or >= %d, got %d", importcache.MinBytes, opts.ImportCacheBytes)}
-	}
-	return false, opts.ImportCacheBytes, nil
-}
-
 // newImportRank is c's side of the import cache, in its group's ig.
 func (c *Comm) newImportRank(ig *importcache.Group, off bool) *importcache.Rank {
 	return ig.NewRank(importcache.Device{Dev: c.dev, HostImport: c.info.HostImport, Off: off, Lost: c.isLost,
@@ -76,21 +60,10 @@ func (c *Comm) adoptPair(send, recv []byte) (ok bool) { return c.goImp.AdoptPair
 // of the slices it published to its peers (every peer is done with them:
 // the call's last rendezvous, or waitAccess on failure).
 func (c *Comm) releaseAdopted() {
-	g := c.g
-	if c.rank < len(g.sendOf) {
-		g.sendOf[c.rank] = nil
-	}
-	if c.rank < len(g.recvOf) {
-		g.recvOf[c.rank] = nil
-	}
-	c.goImp.Release(g.isBroken.Load())
+	c.g.pub.DropSlices(c.rank)
+	c.goImp.Release(c.g.isBroken.Load())
 }
 
 // dropCallRefs drops the references to the last calls' memory the group
 // keeps for its ranks (Group.Close).
-func (g *Group) dropCallRefs() {
-	clear(g.sendOf)
-	clear(g.recvOf)
-	clear(g.tensorOf)
-	clear(g.tRecvOf)
-}
+func (g *Group) dropCallRefs() { g.pub.Clear() }

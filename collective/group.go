@@ -15,6 +15,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/algo"
 	"github.com/gocoll/gocoll/internal/bell"
+	"github.com/gocoll/gocoll/internal/board"
 	"github.com/gocoll/gocoll/internal/bufpool"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/devopen"
@@ -153,18 +154,10 @@ type Group struct {
 	bar barrier
 
 	slotBytes int
-	links     []*link // links[a*n+b]: from rank a to rank b
-	all       []int   // 0..n-1
-	groups    [][]int // hierarchical groups of LocalGroupSize ranks
-	groupOf   []int
-	leaders   []int
-	sendOf    [][]byte         // each rank's buffers of the current call (zero-copy direct)
-	tensorOf  []backend.Region // each rank's tensor (send) of the current call (shared memory)
-	tRecvOf   []backend.Region // each rank's recv tensor of the current call (shared memory)
-	vCountsOf [][]int          // each rank's published send counts of the current V call (one process)
-	vSDOf     [][]int          // and send offsets, receive counts and offsets (V tensor calls, shared memory)
-	vRCOf     [][]int
-	vRDOf     [][]int
+	links     []*link        // links[a*n+b]: from rank a to rank b
+	all       []int          // 0..n-1
+	hier      algo.Hierarchy // the hierarchical strategy's groups of LocalGroupSize ranks
+	pub       board.Board    // what each rank publishes to its peers for the current call (one process)
 	// sharedMem: one process, and every rank's device can use every other
 	// rank's buffers (one shared logical device, or the host backend):
 	// device-resident collectives exchange through device memory.
@@ -172,7 +165,6 @@ type Group struct {
 	// sharedDone is the number of the last shared-memory collective whose
 	// device work completed (the leader stores it; sharedRun).
 	sharedDone atomic.Uint64
-	recvOf     [][]byte
 	model      costModel
 	kernels    backend.DTypeSet // the element types every rank's device reduces in kernels
 	linkMu     sync.Mutex
@@ -318,9 +310,8 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		return nil, err
 	}
 	opts.Config = opts.Config.WithDefaults()
-	impOff, impBound, err := importOptions(opts)
-	if err != nil {
-		return nil, err
+	if b := opts.ImportCacheBytes; b > 0 && b < importcache.MinBytes {
+		return nil, &ConfigError{Field: "ImportCacheBytes", Reason: fmt.Sprintf("must be 0 (default), negative (off) or >= %d, got %d", importcache.MinBytes, b)}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -378,36 +369,21 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	g.bk, g.skipped, g.placement, g.devs, g.infos = ds.Backend, ds.Skipped, ds.Placement, ds.Devs, ds.Infos
 	g.bar.Init(g.nl)
 	g.slotBytes = ds.SlotBytes(opts.ChunkBytes, g.tr != nil)
-	g.all = make([]int, g.n)
-	g.sendOf = make([][]byte, g.n)
-	g.tensorOf = make([]backend.Region, g.n)
-	g.tRecvOf = make([]backend.Region, g.n)
-	g.vCountsOf = make([][]int, g.n)
-	g.vSDOf, g.vRCOf, g.vRDOf = make([][]int, g.n), make([][]int, g.n), make([][]int, g.n)
+	g.pub.Init(g.n)
 	g.sharedMem = g.tr == nil && g.nl > 1 && ds.SharesMemory()
-	g.recvOf = make([][]byte, g.n)
 	g.kernels = ds.Kernels()
-	g.groupOf = make([]int, g.n)
 	groupSize := g.cfg.LocalGroupSize
 	if g.tr != nil {
 		groupSize = g.nl // across processes, the hierarchy's groups are the processes
 	}
-	for r := range g.all {
-		g.all[r] = r
-		gi := r / groupSize
-		if gi == len(g.groups) {
-			g.groups = append(g.groups, nil)
-			g.leaders = append(g.leaders, r)
-		}
-		g.groups[gi] = append(g.groups[gi], r)
-		g.groupOf[r] = gi
-	}
-	imports := importcache.NewGroup(impBound)
+	g.hier = algo.NewHierarchy(g.n, groupSize)
+	g.all = g.hier.All
+	imports := importcache.NewGroup(max(opts.ImportCacheBytes, 0)) // 0: the process's budget alone
 	for r := 0; r < g.nl; r++ {
 		c := &Comm{g: g, rank: g.base + r, local: r, dev: g.devs[r], info: g.infos[r], wake: make(chan struct{}, 1),
 			links: map[int64]*link{}}
 		// A host rank's buffers are host memory: nothing to import.
-		c.goImp = c.newImportRank(imports, impOff || g.bk == "host")
+		c.goImp = c.newImportRank(imports, opts.ImportCacheBytes < 0 || g.bk == "host")
 		c.pins = pin.NewRank(c.dev, c.isLost)
 		c.wt.Init()
 		c.wctx.Init(g.brokenCh)
@@ -662,14 +638,7 @@ func (g *Group) Close() error {
 				lost = true
 				continue // leaked: the device may still use it
 			}
-			for _, b := range []backend.Buffer{c.gather, c.stage, c.work, c.inbox} {
-				if b != nil {
-					if err := b.Close(); err != nil {
-						errs = append(errs, err)
-					}
-				}
-			}
-			c.gather, c.stage, c.work, c.inbox = nil, nil, nil, nil
+			errs = append(errs, bufpool.Close(&c.gather, &c.stage, &c.work, &c.inbox)...)
 			c.pins.Close()
 			c.wt.Stop()
 		}

@@ -61,7 +61,7 @@ const (
 // caller checked the arguments and claimed the comm (enter).
 func (c *Comm) sharedColl(ctx context.Context, d *desc, phase string, fp fingerprint, kind sharedKind, m, root int) error {
 	g := c.g
-	g.tensorOf[c.rank], g.tRecvOf[c.rank] = d.st.whole(true), d.rt.whole(true)
+	g.pub.SendT[c.rank], g.pub.RecvT[c.rank] = d.st.whole(true), d.rt.whole(true)
 	c.strat = fp.strategy
 	return c.sharedRun(ctx, d.name(), phase, fp, "the ranks share device memory", kind, m, root)
 }
@@ -74,7 +74,7 @@ func (c *Comm) sharedWork(ctx context.Context, fp fingerprint, kind sharedKind, 
 	}
 	g := c.g
 	p := shareddev.Plan{Kind: kind, DT: fp.dt, Op: kernelOp(fp.op), Scale: scaleFor(fp.op, g.n), M: m, Root: root, Leader: c.rank,
-		Send: g.tensorOf, Recv: g.tRecvOf, SCounts: g.vCountsOf, SDispls: g.vSDOf, RDispls: g.vRDOf,
+		Send: g.pub.SendT, Recv: g.pub.RecvT, SCounts: g.pub.SCounts, SDispls: g.pub.SDispls, RDispls: g.pub.RDispls,
 		Sends: c.dstRegions(g.n), Srcs: c.regions(g.n)}
 	if n := p.Staging(); n > 0 {
 		if err := c.ensureMem(&c.work, n, backend.DeviceLocal); err != nil {
@@ -88,7 +88,7 @@ func (c *Comm) sharedWork(ctx context.Context, fp fingerprint, kind sharedKind, 
 }
 
 // publishV publishes copies of a V tensor collective's send offsets and
-// receive counts and offsets for the leader (g.vSDOf, g.vRCOf, g.vRDOf;
+// receive counts and offsets for the leader (g.pub's SDispls, RCounts, RDispls;
 // the send counts are published by agreeCounts), before the rendezvous
 // that precedes its reads.
 func (c *Comm) publishV(sdispls, rcounts, rdispls []int) {
@@ -100,12 +100,12 @@ func (c *Comm) publishV(sdispls, rcounts, rdispls []int) {
 	copy(b, sdispls)
 	copy(b[N:], rcounts)
 	copy(b[2*N:], rdispls)
-	c.g.vSDOf[c.rank], c.g.vRCOf[c.rank], c.g.vRDOf[c.rank] = b[:N], b[N:2*N], b[2*N:]
+	c.g.pub.SDispls[c.rank], c.g.pub.RCounts[c.rank], c.g.pub.RDispls[c.rank] = b[:N], b[N:2*N], b[2*N:]
 }
 
 // sharedRun is the protocol of a device-resident collective among ranks
 // sharing memory: the caller claimed the comm and published its regions
-// (g.tensorOf, g.tRecvOf); every rank's earlier work is made complete, the
+// (g.pub's SendT, RecvT); every rank's earlier work is made complete, the
 // ranks meet once (fingerprint fp, phase naming the rendezvous), and the
 // leader runs the collective of kind with chunk m and root (recorded,
 // submitted and waited for: sharedWork) while the others wait for its

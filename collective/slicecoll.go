@@ -273,7 +273,7 @@ func (c *Comm) blocks(n int) []byte {
 }
 
 // vPubBuf returns the comm's pooled copy of its send counts, which the
-// ranks of one process read (g.vCountsOf).
+// ranks of one process read (g.pub.SCounts).
 func (c *Comm) vPubBuf(n int) []int {
 	if cap(c.vPub) < n {
 		c.vPub = make([]int, n)

@@ -165,37 +165,15 @@ func (t *tcore) check(c *Comm, name string) error {
 	return nil
 }
 
-// allReduceTensor is the execution stage of AllReduceTensor (run checked
-// d): the strategy, then the ranks' shared device memory, or the strategy
-// in place in the tensor.
-func (c *Comm) allReduceTensor(ctx context.Context, d *desc) (err error) {
-	t, dt, op, s := d.st, d.dt, d.op, d.strategy
-	if c.noKernels(dt) {
-		return c.unsupportedType(ctx, "AllReduceTensor", dt)
-	}
-	owned, err := c.enter(ctx, "AllReduceTensor", true)
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	if s == Auto {
-		s = c.g.cfg.Strategy
-	}
-	why := "configured"
-	switch {
-	case s == Auto && c.g.sharedMem:
-		s, why = Direct, "the ranks share device memory"
-	case s == Auto:
-		s, why = c.autoStrategy(t.n*dt.Size(), dt, false)
-	}
-	if s == Host {
-		s, why = Direct, "host reduction applies to host slices: direct on the device"
-	}
-	c.strat = s
+// allReduceTensor is allReduce on a tensor with strategy s (why: the
+// reason it was chosen): through the ranks' shared device memory, or the
+// strategy in place in the tensor.
+func (c *Comm) allReduceTensor(ctx context.Context, d *desc, s Strategy, why string) error {
+	t, dt, op := d.st, d.dt, d.op
 	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(t.n), strategy: s, path: pathTensor}
 	if c.g.sharedMem && (s == Direct || s == Pipelined) {
 		// Through device memory, in place in every rank's tensor.
-		c.g.tensorOf[c.rank] = t.whole(true)
+		c.g.pub.SendT[c.rank] = t.whole(true)
 		return c.sharedRun(ctx, "AllReduceTensor", d.phase(0), fp, why, sharedAllReduce, t.n, 0)
 	}
 	if err := c.arrive(ctx, fp, d.phase(0)); err != nil {

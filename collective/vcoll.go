@@ -205,12 +205,12 @@ func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, exc
 	if g.tr == nil {
 		pub := c.vPubBuf(N)
 		copy(pub, scounts)
-		g.vCountsOf[i] = pub
+		g.pub.SCounts[i] = pub
 		if err := c.arrive(ctx, fp, exchange); err != nil {
 			return err
 		}
 		for j := 0; j < N; j++ {
-			cnt[N+j] = float64(g.vCountsOf[j][i])
+			cnt[N+j] = float64(g.pub.SCounts[j][i])
 		}
 	} else if err := c.exchangeCounts(ctx, &c.k, scounts, cnt); err != nil {
 		return err

@@ -93,3 +93,34 @@ func (r *Rank) HierAllReduce(ctx context.Context, grp, leaders, all []int, n int
 	}
 	return r.TreeBroadcast(ctx, grp, n)
 }
+
+// Hierarchy is how HierAllReduce groups ranks 0..n-1: consecutive ranks in
+// groups of a given size (the last one may be smaller), each group led by
+// its first rank.
+type Hierarchy struct {
+	All     []int   // 0..n-1
+	Groups  [][]int // each group's ranks
+	GroupOf []int   // each rank's group
+	Leaders []int   // each group's first rank
+}
+
+// NewHierarchy groups ranks 0..n-1 by size (>= 1) consecutive ranks.
+func NewHierarchy(n, size int) Hierarchy {
+	h := Hierarchy{All: make([]int, n), GroupOf: make([]int, n)}
+	for r := range h.All {
+		h.All[r] = r
+		gi := r / size
+		if gi == len(h.Groups) {
+			h.Groups = append(h.Groups, nil)
+			h.Leaders = append(h.Leaders, r)
+		}
+		h.Groups[gi] = append(h.Groups[gi], r)
+		h.GroupOf[r] = gi
+	}
+	return h
+}
+
+// AllReduce is HierAllReduce of rank r's group on h.
+func (h *Hierarchy) AllReduce(ctx context.Context, r *Rank, n int) error {
+	return r.HierAllReduce(ctx, h.Groups[h.GroupOf[r.S.Me()]], h.Leaders, h.All, n)
+}

@@ -1,7 +1,7 @@
 // Package bufpool grows a rank's pooled device buffers on demand: a buffer
 // too small for a call is closed and allocated again, with headroom, so a
 // slowly growing size does not allocate on each call, and a buffer large
-// enough is reused as it is.
+// enough is reused as it is; Close frees them when the rank closes.
 package bufpool
 
 import "github.com/gocoll/gocoll/backend"
@@ -33,4 +33,19 @@ func Ensure(dev backend.Device, b *backend.Buffer, n int, where backend.Memory) 
 	}
 	*b = nb
 	return nil
+}
+
+// Close closes each of the pooled buffers bs that is allocated and leaves
+// it nil; it returns the errors of the closes that failed.
+func Close(bs ...*backend.Buffer) []error {
+	var errs []error
+	for _, b := range bs {
+		if *b != nil {
+			if err := (*b).Close(); err != nil {
+				errs = append(errs, err)
+			}
+			*b = nil
+		}
+	}
+	return errs
 }

@@ -34,3 +34,26 @@ func TestEnsure(t *testing.T) {
 	}
 	b.Close()
 }
+
+// Close closes the allocated buffers, skips the ones never allocated, and
+// leaves every one nil.
+func TestClose(t *testing.T) {
+	dev, err := host.Open(backend.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	var a, b, none backend.Buffer
+	if err := Ensure(dev, &a, 10, backend.HostVisible); err != nil {
+		t.Fatal(err)
+	}
+	if err := Ensure(dev, &b, 10, backend.DeviceLocal); err != nil {
+		t.Fatal(err)
+	}
+	if errs := Close(&a, &none, &b); len(errs) != 0 {
+		t.Fatalf("Close: %v", errs)
+	}
+	if a != nil || b != nil || none != nil {
+		t.Fatalf("Close left %v, %v, %v; want every buffer nil", a, b, none)
+	}
+}

@@ -1,8 +1,13 @@
 package tuning
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
 )
 
 // Shared is a group's model: measured once, the first time one of its
@@ -22,6 +27,50 @@ func (s *Shared) Measure(measure func(m *Model)) *Shared {
 		s.done.Store(true)
 	})
 	return s
+}
+
+// Setup is what the measurement of a group's model takes.
+type Setup struct {
+	Dev       backend.Device // the device it is measured on
+	SlotBytes int            // the group's slot size
+	Links     LinkPath       // how the group's links move slots
+	// Timeout bounds the measurement: a device that does not finish its
+	// work makes it fail (and the callers fall back) instead of hanging
+	// every rank that waits for it.
+	Timeout time.Duration
+	// Parent, when set, returns the model of the group this one was split
+	// from, on the same devices, measured once for both: it is taken over,
+	// with this group's own slots and links, unless it failed.
+	Parent func() *Shared
+	// Log, when set, receives the measured constants (Info), naming Rank.
+	Log  *slog.Logger
+	Rank int
+}
+
+// MeasureOnce measures s for a group set up as set, the first time it is
+// called (see Measure), and returns s.
+func (s *Shared) MeasureOnce(set Setup) *Shared {
+	if s.Done() {
+		return s
+	}
+	return s.Measure(func(m *Model) {
+		if set.Parent != nil {
+			if pm := set.Parent(); pm.Err == nil {
+				*m = pm.Model
+				m.SlotBytes, m.Links, m.Measured = set.SlotBytes, set.Links, 0
+				return
+			}
+		}
+		start := time.Now()
+		m.SlotBytes, m.Links = set.SlotBytes, set.Links
+		ctx, cancel := context.WithTimeout(context.Background(), set.Timeout)
+		m.Err = Measure(ctx, set.Dev, m)
+		cancel()
+		m.Measured = time.Since(start)
+		if set.Log != nil {
+			set.Log.Info("gocoll: cost model measured", append([]any{"rank", set.Rank}, m.LogAttrs()...)...)
+		}
+	})
 }
 
 // Done reports whether s was measured.

@@ -1,7 +1,8 @@
 // Package tuning is the cost model that Auto chooses an all-reduce
 // algorithm by: the time of the primitives the algorithms are built of,
 // measured once on a device (Measure) for the ranks of a group that share
-// them (Shared), and each algorithm's time predicted from them
+// them (Shared; MeasureOnce: bounded in time, a sub-group taking over its
+// parent's), and each algorithm's time predicted from them
 // (Model.Predict).
 package tuning
 

@@ -13,15 +13,7 @@ import (
 // positive and finite, and the predictions of each algorithm grow with
 // the size.
 func TestMeasureHost(t *testing.T) {
-	b, err := backend.Lookup("host")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := b.Open(0, backend.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := openHost(t)
 	m := Model{SlotBytes: 1 << 20, Links: LinksShared}
 	if err := Measure(context.Background(), dev, &m); err != nil {
 		t.Fatal(err)
@@ -42,4 +34,19 @@ func TestMeasureHost(t *testing.T) {
 	if h := m.Predict(Hierarchical, backend.F32, 1<<20, 4, 4, 4); !math.IsInf(h, 1) {
 		t.Errorf("Hierarchical with one group of 4: %v, want +Inf", h)
 	}
+}
+
+// openHost opens a host device, closed when the test ends.
+func openHost(t *testing.T) backend.Device {
+	t.Helper()
+	b, err := backend.Lookup("host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := b.Open(0, backend.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
 }
