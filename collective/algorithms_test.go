@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gocoll/gocoll/internal/calllog"
 )
 
 // TestAlgorithmTable: every strategy but Auto has one entry; the names
@@ -131,4 +133,11 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestLevelTrace: the exported level is the one the call log uses.
+func TestLevelTrace(t *testing.T) {
+	if LevelTrace != calllog.LevelTrace {
+		t.Fatalf("LevelTrace %v, the call log's %v", LevelTrace, calllog.LevelTrace)
+	}
 }

@@ -3,10 +3,10 @@ package collective
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/algo"
+	"github.com/gocoll/gocoll/internal/calllog"
 	"github.com/gocoll/gocoll/internal/direct"
 )
 
@@ -127,7 +127,7 @@ func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
 	// A large plain slice is imported in place (goimport.go).
 	imported := false
 	if path == pathSlice && n > 0 && g.n > 1 && !hostF64 && strat != Host {
-		imported = c.adoptPair(send[:n*es], recv[:n*es])
+		imported = c.goImp.AdoptPair(send[:n*es], recv[:n*es]) // until releaseAdopted
 		defer c.releaseAdopted()
 	}
 	fp := fingerprint{kind: collAllReduce, op: op, dt: dt, count: int64(n), strategy: strat, path: path, noF64: hostF64}
@@ -217,14 +217,10 @@ func (c *Comm) runAllReduce(ctx context.Context, k *call, s Strategy, n int) err
 	return c.algo(k).RingAllGather(ctx, g.all, n, chunkLen, 0)
 }
 
+// logCall logs a call of c (internal/calllog).
 func (c *Comm) logCall(ctx context.Context, name string, n int, dt backend.DType, op Op, s Strategy, why string) {
-	g := c.g
-	if g.log.Enabled(ctx, LevelTrace) {
-		g.log.Log(ctx, LevelTrace, "gocoll: "+name, "rank", c.rank, "seq", c.seq, "count", n, "type", dt.String(),
-			"op", op.String(), "strategy", s.String(), "why", why, "hostReduce", c.noKernels(dt))
-	} else if c.rank == 0 && g.log.Enabled(ctx, slog.LevelInfo) {
-		g.log.Info("gocoll: "+name, "seq", c.seq, "count", n, "type", dt.String(), "op", op.String(), "strategy", s.String(), "why", why)
-	}
+	calllog.Log(ctx, c.g.log, calllog.Call{Name: name, Rank: c.rank, Seq: c.seq, Count: n, Type: dt.String(), Op: op.String(),
+		Strategy: s.String(), Why: why, HostReduce: c.noKernels(dt)})
 }
 
 // direct runs the one-process direct or pipelined exchange (internal/direct)
@@ -309,12 +305,10 @@ func (r *directRank) Wait(ctx context.Context, f backend.Fence) error {
 }
 
 func (r *directRank) Broken() error {
-	select {
-	case <-r.g.brokenCh:
-		return (*Comm)(r).brokenErr()
-	default:
-		return nil
+	if !r.g.isBroken.Load() {
+		return nil // the steady state: no lock
 	}
+	return (*Comm)(r).brokenErr()
 }
 
 func (r *directRank) Import(p []byte) (backend.Region, bool, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -260,6 +261,26 @@ func bitOpsRefused[T convElem](t *testing.T, g *Group, op Op) {
 					t.Fatalf("%s of %T with %v: rank %d's buffers were written", call.name, *new(T), op, r)
 				}
 			}
+		}
+	}
+}
+
+// TestParseOp: every op's name parses back in any case, "mean" is Mean,
+// anything else is ErrInvalidArgument.
+func TestParseOp(t *testing.T) {
+	for o := Sum; o <= LXor; o++ {
+		for _, name := range []string{o.String(), strings.ToUpper(o.String())} {
+			if got, err := ParseOp(name); err != nil || got != o {
+				t.Errorf("ParseOp(%q) = %v, %v; want %v", name, got, err, o)
+			}
+		}
+	}
+	if got, err := ParseOp("Mean"); err != nil || got != Mean {
+		t.Errorf("ParseOp(Mean) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "average", "Op(11)", "sum "} {
+		if _, err := ParseOp(bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("ParseOp(%q) = %v; want ErrInvalidArgument", bad, err)
 		}
 	}
 }

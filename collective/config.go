@@ -56,22 +56,13 @@ func (o Op) IntOnly() bool { return o >= BAnd && o <= LXor }
 // ParseOp accepts sum, avg (or mean), max, min, prod, band, bor, bxor, land,
 // lor and lxor.
 func ParseOp(s string) (Op, error) {
-	switch l := strings.ToLower(s); l {
-	case "sum":
-		return Sum, nil
-	case "avg", "mean":
+	l := strings.ToLower(s)
+	if l == "mean" {
 		return Mean, nil
-	case "max":
-		return Max, nil
-	case "min":
-		return Min, nil
-	case "prod":
-		return Prod, nil
-	default:
-		for o := BAnd; o <= LXor; o++ {
-			if l == opNames[o] {
-				return o, nil
-			}
+	}
+	for o, name := range opNames {
+		if l == name {
+			return Op(o), nil
 		}
 	}
 	return 0, fmt.Errorf("collective: unknown op %q (want sum, avg, max, min, prod, band, bor, bxor, land, lor or lxor): %w", s, ErrInvalidArgument)

@@ -9,7 +9,7 @@ import (
 // collective is imported by the rank's device the second time its memory
 // is seen and kept imported for later calls (internal/importcache, whose
 // package doc gives the design). A call adopts its slices at the start
-// (adoptPair, adoptCall) and releases them when it drained
+// (importcache.Rank.AdoptPair, adoptCall) and releases them when it drained
 // (releaseAdopted); Group.Close closes its ranks' imports and drops the
 // references to the last call's slices the group kept (dropCallRefs).
 
@@ -48,13 +48,9 @@ func (c *Comm) logImportFailed(n int, err error) {
 // the imported memory, as for HostBuffers); nothing for a group of one.
 func (c *Comm) adoptCall(send, recv []byte) {
 	if c.g.n > 1 {
-		c.adoptPair(send, recv)
+		c.goImp.AdoptPair(send, recv)
 	}
 }
-
-// adoptPair adopts a call's send and recv slices until releaseAdopted; ok
-// reports whether both are imported.
-func (c *Comm) adoptPair(send, recv []byte) (ok bool) { return c.goImp.AdoptPair(send, recv) }
 
 // releaseAdopted ends the current call's use of the slices it adopted, and
 // of the slices it published to its peers (every peer is done with them:

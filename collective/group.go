@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/gocoll/gocoll/internal/bell"
 	"github.com/gocoll/gocoll/internal/board"
 	"github.com/gocoll/gocoll/internal/bufpool"
+	"github.com/gocoll/gocoll/internal/calllog"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/devopen"
 	"github.com/gocoll/gocoll/internal/direct"
@@ -123,7 +123,8 @@ type Skip struct {
 	Reason  string
 }
 
-// LevelTrace is the slog level of GOCOLL_DEBUG=TRACE (per-call details).
+// LevelTrace is the slog level of GOCOLL_DEBUG=TRACE (per-call details;
+// internal/calllog's).
 const LevelTrace = slog.LevelDebug - 4
 
 // Group is a set of ranks that run collectives together. Create it with
@@ -325,7 +326,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 		g.drainLimit = 10 * time.Second
 	}
 	g.live.Init()
-	g.log, g.logCalls = newLogger(opts.Logger)
+	g.log, g.logCalls = calllog.New(opts.Logger)
 	opened := false
 	tr := opts.Transport
 	if tr != nil && tr.Size() == 1 && tr.Rank() == 0 {
@@ -406,19 +407,6 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	}
 	opened = true
 	return g, nil
-}
-
-func newLogger(l *slog.Logger) (*slog.Logger, bool) {
-	if l != nil {
-		return l, l.Enabled(context.Background(), slog.LevelInfo)
-	}
-	switch strings.ToUpper(os.Getenv("GOCOLL_DEBUG")) {
-	case "INFO":
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})), true
-	case "TRACE":
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: LevelTrace})), true
-	}
-	return nil, false
 }
 
 // Size returns the number of ranks (of every process).

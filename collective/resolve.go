@@ -55,11 +55,9 @@ func (c *Comm) uses(ctx context.Context) memUse {
 // call's own checks refuse).
 func (m *memUse) tensor(o *memory.Owner) error { return m.add(o, "the tensor") }
 
-// errClosedMem is the failure of a call handed memory already closed: it
-// matches ErrClosed, and ErrInvalidArgument (the caller passed memory it
-// had closed).
-func errClosedMem(what string) error { return closedMemError(what) }
-
+// closedMemError is the failure of a call handed memory already closed
+// (what names it): it matches ErrClosed, and ErrInvalidArgument (the
+// caller passed memory it had closed).
 type closedMemError string
 
 func (e closedMemError) Error() string { return string(e) + " was closed" }
@@ -69,7 +67,7 @@ func (e closedMemError) Is(t error) bool { return t == ErrClosed || t == ErrInva
 // add counts the call as a user of o (what names it in the error).
 func (m *memUse) add(o *memory.Owner, what string) error {
 	if !m.Add(o) {
-		return errClosedMem(what)
+		return closedMemError(what)
 	}
 	return nil
 }
@@ -85,7 +83,7 @@ func (m *memUse) slice(b []byte) error {
 		return m.add(&e.Own, "the HostBuffer")
 	}
 	if closed && !importcache.InGoHeap(unsafe.Pointer(unsafe.SliceData(b))) {
-		return errClosedMem("the HostBuffer holding this slice")
+		return closedMemError("the HostBuffer holding this slice")
 	}
 	return nil
 }

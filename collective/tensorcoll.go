@@ -51,15 +51,12 @@ func (d *desc) path() dataPath {
 }
 
 // execTensor runs d, a checked tensor call, from exec's prologue (the
-// fingerprint fp, the strategy s): the exact host path of a type without
-// kernels, the shared-memory path where the ranks share device memory,
-// else the kind's algorithm on the device.
+// fingerprint fp, the strategy s): the shared-memory path where the ranks
+// share device memory, else the fingerprint, then the exact host path of a
+// type without kernels or the kind's algorithm on the device.
 func (c *Comm) execTensor(ctx context.Context, d *desc, fp fingerprint, s Strategy) (err error) {
-	if fp.noF64 {
-		return c.reduceGatherTensor(ctx, d, fp)
-	}
 	m := int(fp.count)
-	if c.g.sharedMem {
+	if c.g.sharedMem && !fp.noF64 {
 		owned, e := c.enter(ctx, d.name(), true)
 		if e != nil {
 			return e
@@ -74,6 +71,9 @@ func (c *Comm) execTensor(ctx context.Context, d *desc, fp fingerprint, s Strate
 	defer c.leave(owned, &err)
 	if m == 0 || (d.kind == collBroadcast && c.g.n == 1) {
 		return nil
+	}
+	if fp.noF64 {
+		return c.reduceGatherTensor(ctx, d)
 	}
 	switch d.kind {
 	case collReduceScatter:
@@ -112,18 +112,9 @@ func (c *Comm) execBroadcastT(ctx context.Context, d *desc) error {
 // and straight from the tensor, to root's pooled host-visible buffer; root
 // reduces the N blocks there in rank order on the CPU (in place, into block
 // 0) and copies the result into recv.
-func (c *Comm) reduceGatherTensor(ctx context.Context, d *desc, fp fingerprint) (err error) {
-	sp := &callSpecs[d.kind]
+func (c *Comm) reduceGatherTensor(ctx context.Context, d *desc) error {
 	N, n, dt := c.g.n, d.st.n, d.dt
 	es := dt.Size()
-	owned, err := c.begin(ctx, sp.tname, fp, sp.tphases[0])
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	if n == 0 {
-		return nil
-	}
 	if root, err := c.gatherAt(ctx, d, &c.gather); !root || err != nil {
 		return err
 	}
