@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
-	"github.com/gocoll/gocoll/internal/parktimer"
+	"github.com/gocoll/gocoll/internal/park"
 	"github.com/gocoll/gocoll/internal/rendezvous"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
@@ -106,42 +106,24 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 	if spinBarrier {
 		b.Spin(gen, barrierSpin)
 	}
-	var deadline time.Time
-	var due time.Duration // without doorbells: the deadline for c.wt
-	bell := useBell.Load()
 	// A rank gone before this wait is looked for before sleeping; the
 	// sleeps end when one goes (markGone rings and pokes every rank).
 	seen := g.live.Events()
 	look := g.live.Any()
-	arm := func(now time.Duration) {
-		if bell {
-			deadline = time.Now().Add(g.cfg.CommunicationTimeout)
-		} else {
-			due = parktimer.DueAfter(now, g.cfg.CommunicationTimeout)
-			c.wt.Arm(now, due)
-		}
-	}
-	arm(c.beginWait(phase, waitrec.Barrier, gen))
+	bell := useBell.Load()
+	w := park.Begin(&c.bell, &c.wt, bell, c.beginWait(phase, waitrec.Barrier, gen), g.cfg.CommunicationTimeout)
 	var ctxErr error
 	timedOut := false
 	for {
 		if !look {
-			if bell {
-				t := c.bell.Ticket()
-				if b.Seen() == gen && g.Err() == nil && g.live.Events() == seen {
-					if timedOut, ctxErr = c.bellWait(ctx, t, deadline); !timedOut && ctxErr == nil {
-						continue
-					}
-				}
-			} else {
-				select {
-				case <-c.wake:
-				case <-c.wt.C():
-					if !c.wt.Fired(monoNow(), due) {
-						continue
-					}
+			t := w.Ticket()
+			if b.Seen() == gen && g.Err() == nil && g.live.Events() == seen {
+				switch _, ev := park.Next[struct{}](&w, ctx, t, nil, c.wake); ev {
+				case park.Woken:
+					continue
+				case park.TimedOut:
 					timedOut = true
-				case <-ctx.Done():
+				case park.Cancelled:
 					ctxErr = ctx.Err()
 				}
 			}
@@ -183,7 +165,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			// Every local rank is here and the last one is meeting the
 			// other processes, under its own deadline: keep waiting.
 			timedOut = false
-			arm(monoNow())
+			w = park.Begin(&c.bell, &c.wt, bell, monoNow(), g.cfg.CommunicationTimeout)
 			b.Unlock()
 			continue
 		}

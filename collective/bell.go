@@ -1,12 +1,9 @@
 package collective
 
 import (
-	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/gocoll/gocoll/internal/bell"
-	"github.com/gocoll/gocoll/internal/park"
 )
 
 // Rendezvous and exchange waits sleep on the comm's doorbell (internal/bell)
@@ -29,17 +26,4 @@ func (c *Comm) poke() {
 	default:
 	}
 	c.bell.Ring()
-}
-
-// bellWait sleeps on c's doorbell with ticket t until it rings, ctx ends,
-// or deadline passes; it reports which of the latter two happened (neither:
-// the caller checks its condition again).
-func (c *Comm) bellWait(ctx context.Context, t uint32, deadline time.Time) (timedOut bool, ctxErr error) {
-	switch park.Sleep(&c.bell, ctx, t, deadline) {
-	case park.TimedOut:
-		return true, nil
-	case park.Cancelled:
-		return false, ctx.Err()
-	}
-	return false, nil
 }

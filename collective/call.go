@@ -7,6 +7,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/callcheck"
 	"github.com/gocoll/gocoll/internal/memory"
+	"github.com/gocoll/gocoll/internal/shareddev"
 )
 
 // The call pipeline of the collectives, Barrier and the point-to-point
@@ -99,7 +100,7 @@ type callSpec struct {
 	phases  [4]string // rendezvous: fingerprint check, counts check, counts exchange, shared data
 	tname   string    // the tensor form's entry point
 	tphases [4]string // its rendezvous
-	shared  sharedKind
+	shared  shareddev.Kind
 	rooted  bool
 	only    rootOnly
 	reduces bool           // takes an op
@@ -114,7 +115,7 @@ func phases(name string) [4]string {
 
 // withTensor fills sp's tensor form (the entry point's name + "Tensor"),
 // run in shared device memory as shared where the ranks share it.
-func withTensor(sp callSpec, shared sharedKind) callSpec {
+func withTensor(sp callSpec, shared shareddev.Kind) callSpec {
 	sp.tname = sp.name + "Tensor"
 	sp.tphases = phases(sp.tname)
 	sp.shared = shared
@@ -122,23 +123,23 @@ func withTensor(sp callSpec, shared sharedKind) callSpec {
 }
 
 var callSpecs = [numCollKinds]callSpec{
-	collAllReduce:      withTensor(callSpec{name: "AllReduce", phases: phases("AllReduce"), only: oneBuffer, reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}}, sharedAllReduce),
+	collAllReduce:      withTensor(callSpec{name: "AllReduce", phases: phases("AllReduce"), only: oneBuffer, reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}}, shareddev.AllReduce),
 	collBarrier:        {name: "Barrier", phases: [4]string{"Barrier"}},
 	collInvalid:        {name: "a call with invalid arguments"},
 	collSend:           {name: "Send", p2p: true},
 	collRecv:           {name: "Recv", p2p: true},
 	collSendRecv:       {name: "SendRecv", p2p: true, layout: memory.SameMem}, // one buffer: staged
 	collAllReduceWire:  {name: "AllReduceWire", phases: phases("AllReduceWire"), reduces: true, layout: memory.SameMem},
-	collReduceScatter:  withTensor(callSpec{name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: memory.RecvInSend, shape: callcheck.Rule{Size: callcheck.Times, At: callcheck.AtRank}}, sharedReduceScatter),
-	collAllGather:      withTensor(callSpec{name: "AllGather", phases: phases("AllGather"), layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRank}}, sharedAllGather),
-	collBroadcast:      withTensor(callSpec{name: "Broadcast", phases: phases("Broadcast"), rooted: true, only: oneBuffer}, sharedBroadcast),
-	collReduce:         withTensor(callSpec{name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal, Checked: callcheck.Recv}}, sharedReduce),
-	collAllToAll:       withTensor(callSpec{name: "AllToAll", phases: phases("AllToAll"), layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Multiples}}, sharedAllToAll),
-	collGather:         withTensor(callSpec{name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRoot}}, sharedGather),
-	collScatter:        withTensor(callSpec{name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Size: callcheck.Times, At: callcheck.AtRoot}}, sharedScatter),
-	collAllToAllV:      withTensor(callSpec{name: "AllToAllV", phases: phases("AllToAllV"), layout: memory.SameMem, shape: callcheck.Rule{Ranges: callcheck.BothRanges}}, sharedAllToAllV),
-	collAllGatherV:     withTensor(callSpec{name: "AllGatherV", phases: phases("AllGatherV"), layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}}, sharedAllToAllV),
-	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendOwnRecv, At: callcheck.AtDispl}}, sharedReduceScatterV),
+	collReduceScatter:  withTensor(callSpec{name: "ReduceScatter", phases: phases("ReduceScatter"), reduces: true, layout: memory.RecvInSend, shape: callcheck.Rule{Size: callcheck.Times, At: callcheck.AtRank}}, shareddev.ReduceScatter),
+	collAllGather:      withTensor(callSpec{name: "AllGather", phases: phases("AllGather"), layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRank}}, shareddev.AllGather),
+	collBroadcast:      withTensor(callSpec{name: "Broadcast", phases: phases("Broadcast"), rooted: true, only: oneBuffer}, shareddev.Broadcast),
+	collReduce:         withTensor(callSpec{name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal, Checked: callcheck.Recv}}, shareddev.Reduce),
+	collAllToAll:       withTensor(callSpec{name: "AllToAll", phases: phases("AllToAll"), layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Multiples}}, shareddev.AllToAll),
+	collGather:         withTensor(callSpec{name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRoot}}, shareddev.Gather),
+	collScatter:        withTensor(callSpec{name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Size: callcheck.Times, At: callcheck.AtRoot}}, shareddev.Scatter),
+	collAllToAllV:      withTensor(callSpec{name: "AllToAllV", phases: phases("AllToAllV"), layout: memory.SameMem, shape: callcheck.Rule{Ranges: callcheck.BothRanges}}, shareddev.AllToAllV),
+	collAllGatherV:     withTensor(callSpec{name: "AllGatherV", phases: phases("AllGatherV"), layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}}, shareddev.AllToAllV),
+	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendOwnRecv, At: callcheck.AtDispl}}, shareddev.ReduceScatterV),
 	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}},
 	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendRanges, At: callcheck.AtDispl}},
 	collSplit:          {name: "Split", phases: phases("Split"), layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRank}},

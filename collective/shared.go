@@ -2,11 +2,10 @@ package collective
 
 import (
 	"context"
-	"runtime"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
-	"github.com/gocoll/gocoll/internal/parktimer"
+	"github.com/gocoll/gocoll/internal/park"
 	"github.com/gocoll/gocoll/internal/shareddev"
 )
 
@@ -38,28 +37,12 @@ import (
 // moves; a device error during the one submission leaves the recv tensors
 // undefined (a DataError with Touched set), the group broken.
 
-// sharedKind is the collective a shared-memory tensor call runs.
-type sharedKind = shareddev.Kind
-
-const (
-	sharedAllReduce      = shareddev.AllReduce
-	sharedReduceScatter  = shareddev.ReduceScatter
-	sharedAllGather      = shareddev.AllGather
-	sharedReduce         = shareddev.Reduce
-	sharedBroadcast      = shareddev.Broadcast
-	sharedAllToAll       = shareddev.AllToAll
-	sharedGather         = shareddev.Gather
-	sharedScatter        = shareddev.Scatter
-	sharedAllToAllV      = shareddev.AllToAllV      // AllToAllVTensor and AllGatherVTensor
-	sharedReduceScatterV = shareddev.ReduceScatterV // ReduceScatterVTensor
-)
-
 // sharedColl runs a tensor collective of d through shared device memory:
 // send and recv are this rank's tensors (whole; either may be empty where
 // the collective does not use it), m the chunk length in elements (the
 // per-rank block of the collective), root the root where there is one. The
 // caller checked the arguments and claimed the comm (enter).
-func (c *Comm) sharedColl(ctx context.Context, d *desc, phase string, fp fingerprint, kind sharedKind, m, root int) error {
+func (c *Comm) sharedColl(ctx context.Context, d *desc, phase string, fp fingerprint, kind shareddev.Kind, m, root int) error {
 	g := c.g
 	g.pub.SendT[c.rank], g.pub.RecvT[c.rank] = d.st.whole(true), d.rt.whole(true)
 	c.strat = fp.strategy
@@ -68,7 +51,7 @@ func (c *Comm) sharedColl(ctx context.Context, d *desc, phase string, fp fingerp
 
 // sharedWork is the leader's part of sharedRun: the collective of kind
 // recorded over every rank's published regions, submitted and waited for.
-func (c *Comm) sharedWork(ctx context.Context, fp fingerprint, kind sharedKind, m, root int) error {
+func (c *Comm) sharedWork(ctx context.Context, fp fingerprint, kind shareddev.Kind, m, root int) error {
 	if m == 0 {
 		return nil
 	}
@@ -110,7 +93,7 @@ func (c *Comm) publishV(sdispls, rcounts, rdispls []int) {
 // leader runs the collective of kind with chunk m and root (recorded,
 // submitted and waited for: sharedWork) while the others wait for its
 // signal.
-func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint, why string, kind sharedKind, m, root int) error {
+func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint, why string, kind shareddev.Kind, m, root int) error {
 	g := c.g
 	// Inputs ready: this rank's recorded and submitted work is done before
 	// another rank's queue reads the tensor.
@@ -177,53 +160,23 @@ func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint
 // (breaking the group).
 func (c *Comm) awaitShared(ctx context.Context, name string, call uint64) error {
 	g := c.g
-	if spinBarrier {
-		for start, k := time.Now(), 0; time.Since(start) < deviceSpin; k++ {
-			for i := 0; i < 256; i++ {
-				if g.sharedDone.Load() >= call {
-					return nil
-				}
-			}
-			if k%64 == 63 {
-				runtime.Gosched()
-			}
-		}
+	if spinBarrier && park.Spin(&g.sharedDone, call, deviceSpin) {
+		return nil
 	}
-	var deadline time.Time
-	var due time.Duration // without doorbells: the deadline for c.wt
-	bell := useBell.Load()
-	if bell {
-		deadline = time.Now().Add(g.cfg.CommunicationTimeout + g.drainLimit)
-	} else {
-		now := monoNow()
-		due = parktimer.DueAfter(now, g.cfg.CommunicationTimeout+g.drainLimit)
-		c.wt.Arm(now, due)
-	}
+	w := park.Begin(&c.bell, &c.wt, useBell.Load(), monoNow(), g.cfg.CommunicationTimeout+g.drainLimit)
 	for {
-		t := c.bell.Ticket()
+		t := w.Ticket()
 		if g.sharedDone.Load() >= call {
 			return nil
 		}
 		var ctxErr error
-		if bell {
-			if g.Err() == nil {
-				timedOut, err := c.bellWait(ctx, t, deadline)
-				if !timedOut && err == nil {
-					continue
-				}
-				ctxErr = err
-			}
-		} else {
-			select {
-			case <-c.wake:
+		if g.Err() == nil {
+			switch _, ev := park.Next[struct{}](&w, ctx, t, nil, c.wake); ev {
+			case park.Woken:
 				if g.Err() == nil {
 					continue
 				}
-			case <-c.wt.C():
-				if !c.wt.Fired(monoNow(), due) {
-					continue
-				}
-			case <-ctx.Done():
+			case park.Cancelled:
 				ctxErr = ctx.Err()
 			}
 		}

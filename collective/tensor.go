@@ -6,6 +6,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/memory"
+	"github.com/gocoll/gocoll/internal/shareddev"
 )
 
 // Tensor is n elements of T that live on one rank's device (device-local
@@ -174,7 +175,7 @@ func (c *Comm) allReduceTensor(ctx context.Context, d *desc, s Strategy, why str
 	if c.g.sharedMem && (s == Direct || s == Pipelined) {
 		// Through device memory, in place in every rank's tensor.
 		c.g.pub.SendT[c.rank] = t.whole(true)
-		return c.sharedRun(ctx, "AllReduceTensor", d.phase(0), fp, why, sharedAllReduce, t.n, 0)
+		return c.sharedRun(ctx, "AllReduceTensor", d.phase(0), fp, why, shareddev.AllReduce, t.n, 0)
 	}
 	if err := c.arrive(ctx, fp, d.phase(0)); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/shareddev"
 )
 
 // vRun is the V kinds' exchange, on host slices or device tensors: send's
@@ -59,9 +60,9 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 		return err
 	}
 	if shared {
-		kind := sharedAllToAllV
+		kind := shareddev.AllToAllV
 		if reduce {
-			kind = sharedReduceScatterV
+			kind = shareddev.ReduceScatterV
 		}
 		return c.sharedColl(ctx, d, d.phase(3), fp, kind, 1, 0)
 	}

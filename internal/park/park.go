@@ -1,5 +1,5 @@
-// Package park is how a rank's blocking waits sleep once their spin is
-// over, until their deadline: on the rank's doorbell (internal/bell) where
+// Package park is how a rank's blocking waits spin (Spin, Poll) and then
+// sleep, until their deadline: on the rank's doorbell (internal/bell) where
 // waits use doorbells, else parked on channels under the rank's lazily armed
 // timer (internal/parktimer). Each sleep ends with one event: a value
 // arrived on the wait's channel, the rank was woken (its bell rang, or the
@@ -10,6 +10,7 @@ package park
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocoll/gocoll/internal/bell"
@@ -128,4 +129,22 @@ func Poll[T any](ch <-chan T, spin time.Duration) (T, bool) {
 	}
 	var zero T
 	return zero, false
+}
+
+// Spin polls v, without parking, until it reaches want (true) or d has
+// passed (false). It polls in a tight loop (a runtime.Gosched between polls
+// costs a trip through the scheduler, which looks for work on every idle
+// P), yielding only now and then: for cores that are spare.
+func Spin(v *atomic.Uint64, want uint64, d time.Duration) bool {
+	for start, k := time.Now(), 0; time.Since(start) < d; k++ {
+		for i := 0; i < 256; i++ {
+			if v.Load() >= want {
+				return true
+			}
+		}
+		if k%64 == 63 {
+			runtime.Gosched()
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package park
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,5 +141,26 @@ func TestPoll(t *testing.T) {
 	}()
 	if v, ok := Poll(ch, 5*time.Second); !ok || v != 3 {
 		t.Fatalf("Poll = %v, %v; want 3, true", v, ok)
+	}
+}
+
+// Spin returns once the counter reaches its target, and gives up after its
+// duration.
+func TestSpin(t *testing.T) {
+	var v atomic.Uint64
+	v.Store(3)
+	if !Spin(&v, 3, time.Hour) || !Spin(&v, 2, time.Hour) {
+		t.Fatal("Spin missed a counter already at its target")
+	}
+	start := time.Now()
+	if Spin(&v, 4, 5*time.Millisecond) || time.Since(start) < 5*time.Millisecond {
+		t.Fatal("Spin below its target did not spin for its duration")
+	}
+	go func() {
+		time.Sleep(time.Millisecond)
+		v.Add(1)
+	}()
+	if !Spin(&v, 4, 5*time.Second) {
+		t.Fatal("Spin missed the counter reaching its target")
 	}
 }

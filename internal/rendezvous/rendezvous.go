@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gocoll/gocoll/internal/park"
 )
 
 // FP is a call's fingerprint: ranks agree when theirs are equal. Invalid
@@ -112,22 +114,10 @@ func (b *Barrier[F, R]) Missing(base int) (ranks []int, lastSeq []int64) {
 }
 
 // Spin polls, without the lock, until generation gen has completed (true)
-// or d has passed (false). It polls the generation in a tight loop (a
-// runtime.Gosched between polls costs a trip through the scheduler, which
-// looks for work on every idle P), yielding only now and then: for cores
+// or d has passed (false): park.Spin on the generation's number, for cores
 // that are spare.
 func (b *Barrier[F, R]) Spin(gen uint64, d time.Duration) bool {
-	for start, k := time.Now(), 0; time.Since(start) < d; k++ {
-		for i := 0; i < 256; i++ {
-			if b.Seen() != gen {
-				return true
-			}
-		}
-		if k%64 == 63 {
-			runtime.Gosched()
-		}
-	}
-	return false
+	return park.Spin(&b.genSeen, gen+1, d)
 }
 
 // FP is rank r's fingerprint in the generation being completed.
