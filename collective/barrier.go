@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/liveness"
 	"github.com/gocoll/gocoll/internal/park"
 	"github.com/gocoll/gocoll/internal/rendezvous"
 	"github.com/gocoll/gocoll/internal/waitrec"
@@ -63,6 +64,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 		return false, c.brokenErr()
 	}
 	gen, last := b.Arrive(c.local, fp, flag, int64(c.seq))
+	var o rendezvous.Outcome[MismatchError]
 	if last {
 		var res *MismatchError
 		if q, p, differ := b.Differ(); differ {
@@ -93,93 +95,43 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 			}
 		}
 		b.Unlock()
-		if res != nil {
-			return false, c.mismatchFor(res)
-		}
-		return all, nil
-	}
-	b.Unlock()
-
-	// Wait for the generation to complete: on a machine with cores to spare,
-	// spin briefly first (a goroutine woken from a channel costs tens of
-	// microseconds, a collective of a few KiB about as much), then block.
-	if spinBarrier {
-		b.Spin(gen, barrierSpin)
-	}
-	// A rank gone before this wait is looked for before sleeping; the
-	// sleeps end when one goes (markGone rings and pokes every rank).
-	seen := g.live.Events()
-	look := g.live.Any()
-	bell := useBell.Load()
-	w := park.Begin(&c.bell, &c.wt, bell, c.beginWait(phase, waitrec.Barrier, gen), g.cfg.CommunicationTimeout)
-	var ctxErr error
-	timedOut := false
-	for {
-		if !look {
-			t := w.Ticket()
-			if b.Seen() == gen && g.Err() == nil && g.live.Events() == seen {
-				switch _, ev := park.Next[struct{}](&w, ctx, t, nil, c.wake); ev {
-				case park.Woken:
-					continue
-				case park.TimedOut:
-					timedOut = true
-				case park.Cancelled:
-					ctxErr = ctx.Err()
-				}
-			}
-		}
-		look = false
-		seen = g.live.Events()
-		b.Lock(useBell.Load())
-		if res, all, over := b.Result(gen); over {
-			// Completed (possibly at the same moment as a timeout).
-			b.Unlock()
-			c.endWait()
-			if res != nil {
-				return false, c.mismatchFor(res)
-			}
-			return all, nil
-		}
-		if g.Err() != nil && ctx.Err() == nil {
-			b.Unlock()
-			c.endWait()
-			return false, c.brokenErr()
-		}
-		if g.Err() != nil {
-			// Broken, and this rank's own context ended too: its own error.
-			ctxErr = ctx.Err()
-		}
-		if g.live.Any() && g.Err() == nil {
-			// A rank that has not arrived and is gone never will.
-			for r := range b.N() {
-				if gi := g.comms[r].gone.Mark(); !b.Present(r) && gi != nil {
-					b.Unlock()
-					c.endWait()
-					ge := c.goneErr(g.base+r, gi, phase)
-					c.breakWith(ge)
-					return false, ge
-				}
-			}
-		}
-		if timedOut && b.Completing() && ctxErr == nil {
-			// Every local rank is here and the last one is meeting the
-			// other processes, under its own deadline: keep waiting.
-			timedOut = false
-			w = park.Begin(&c.bell, &c.wt, bell, monoNow(), g.cfg.CommunicationTimeout)
-			b.Unlock()
-			continue
-		}
-		if timedOut || ctxErr != nil {
-			te := &TimeoutError{Seq: c.seq, Phase: phase, Ctx: ctxErr}
-			te.Missing, te.LastSeq = b.Missing(g.base)
-			b.Unlock()
-			c.endWait()
-			c.breakWith(te)
-			return false, te
-		}
+		o = rendezvous.Outcome[MismatchError]{End: rendezvous.Completed, Res: res, All: all}
+	} else {
 		b.Unlock()
+		// Wait for the generation to complete: on a machine with cores to
+		// spare, spin briefly first (a goroutine woken from a channel costs
+		// tens of microseconds, a collective of a few KiB about as much),
+		// then block.
+		if spinBarrier {
+			b.Spin(gen, barrierSpin)
+		}
+		w := park.Begin(&c.bell, &c.wt, useBell.Load(), c.beginWait(phase, waitrec.Barrier, gen), g.cfg.CommunicationTimeout)
+		o = b.Wait(ctx, gen, &w, rendezvous.Waiter{Wake: c.wake, Live: &g.live, Env: (*barrierEnv)(g), Base: g.base})
+		c.endWait()
 	}
+	switch o.End {
+	case rendezvous.Completed:
+		if o.Res != nil {
+			return false, c.mismatchFor(o.Res)
+		}
+		return o.All, nil
+	case rendezvous.Broken:
+		return false, c.brokenErr()
+	case rendezvous.Gone:
+		ge := c.goneErr(g.base+o.Rank, o.Mark, phase)
+		c.breakWith(ge)
+		return false, ge
+	}
+	te := &TimeoutError{Seq: c.seq, Phase: phase, Ctx: o.Ctx, Missing: o.Missing, LastSeq: o.LastSeq}
+	c.breakWith(te)
+	return false, te
 }
+
+// barrierEnv is the group as its rendezvous waits read it.
+type barrierEnv Group
+
+func (e *barrierEnv) Broken() bool              { return (*Group)(e).Err() != nil }
+func (e *barrierEnv) Gone(r int) *liveness.Mark { return e.comms[r].gone.Mark() }
 
 // mismatchFor returns a copy of m for this rank's caller.
 func (c *Comm) mismatchFor(m *MismatchError) error {

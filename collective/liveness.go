@@ -272,18 +272,7 @@ func (s *hangSource) Record(i int) (int, *waitrec.Record) {
 }
 
 func (s *hangSource) Absent(gen uint64, missing []int) ([]int, bool) {
-	b := &s.bar
-	b.Lock(false)
-	defer b.Unlock()
-	if b.Gen() != gen {
-		return missing, true
-	}
-	for r := range b.N() {
-		if !b.Present(r) {
-			missing = append(missing, s.base+r)
-		}
-	}
-	return missing, false
+	return s.bar.Absent(gen, s.base, missing)
 }
 
 func (s *hangSource) Unmatched(i int, missing []int) ([]int, string) {

@@ -31,25 +31,37 @@ const (
 // Wait is one blocking wait of a rank, from Begin to its deadline. Its
 // parked sleeps keep time on waitrec.Now's clock.
 type Wait struct {
-	bell  *bell.Bell // nil: the sleeps park on channels under timer
-	timer *parktimer.Timer
-	at    time.Time     // the deadline of bell sleeps
-	due   time.Duration // the timer's deadline (parked sleeps)
+	bell    *bell.Bell // nil: the sleeps park on channels under timer
+	timer   *parktimer.Timer
+	timeout time.Duration
+	at      time.Time     // the deadline of bell sleeps
+	due     time.Duration // the timer's deadline (parked sleeps)
 }
 
 // Begin starts a wait of timeout from now (waitrec.Now): with doorbells
 // (useBell) it sleeps on b, else it parks on channels under t, which it
 // arms.
 func Begin(b *bell.Bell, t *parktimer.Timer, useBell bool, now, timeout time.Duration) Wait {
-	w := Wait{timer: t}
+	w := Wait{timer: t, timeout: timeout}
 	if useBell {
-		w.bell, w.at = b, time.Now().Add(timeout)
-		return w
+		w.bell = b
 	}
-	w.due = parktimer.DueAfter(now, timeout)
-	t.Arm(now, w.due)
+	w.Renew(now)
 	return w
 }
+
+// Renew moves the wait's deadline to its timeout from now (waitrec.Now).
+func (w *Wait) Renew(now time.Duration) {
+	if w.bell != nil {
+		w.at = time.Now().Add(w.timeout)
+		return
+	}
+	w.due = parktimer.DueAfter(now, w.timeout)
+	w.timer.Arm(now, w.due)
+}
+
+// OnBell reports whether the wait sleeps on a doorbell (else it parks).
+func (w *Wait) OnBell() bool { return w.bell != nil }
 
 // Ticket returns the ticket of the next bell sleep (0 when the wait
 // parks): take it before looking at what the wait waits for, so a ring

@@ -82,20 +82,7 @@ func TestEvents(t *testing.T) {
 		}
 
 		w = Begin(&b, &tm, useBell, waitrec.Now(), 20*time.Millisecond)
-		start := time.Now()
-		for {
-			_, ev := Next(&w, ctx, w.Ticket(), ch, nil)
-			if ev == Woken {
-				continue
-			}
-			if ev != TimedOut {
-				t.Fatalf("past the deadline: %v, want TimedOut", ev)
-			}
-			break
-		}
-		if d := time.Since(start); d < 15*time.Millisecond {
-			t.Fatalf("a 20 ms wait timed out after %v", d)
-		}
+		untilTimedOut(t, &w, ch, time.Now())
 	})
 }
 
@@ -162,5 +149,42 @@ func TestSpin(t *testing.T) {
 	}()
 	if !Spin(&v, 4, 5*time.Second) {
 		t.Fatal("Spin missed the counter reaching its target")
+	}
+}
+
+// Renew moves a wait's deadline to its timeout from then.
+func TestRenew(t *testing.T) {
+	modes(t, func(t *testing.T, useBell bool) {
+		var b bell.Bell
+		var tm parktimer.Timer
+		tm.Init()
+		defer tm.Stop()
+		w := Begin(&b, &tm, useBell, waitrec.Now(), 20*time.Millisecond)
+		if w.OnBell() != useBell {
+			t.Fatalf("OnBell = %v, want %v", w.OnBell(), useBell)
+		}
+		time.Sleep(15 * time.Millisecond)
+		start := time.Now()
+		w.Renew(waitrec.Now())
+		untilTimedOut(t, &w, nil, start)
+	})
+}
+
+// untilTimedOut sleeps through w until its deadline, which must be 20 ms
+// after start.
+func untilTimedOut(t *testing.T, w *Wait, ch chan int, start time.Time) {
+	t.Helper()
+	for {
+		_, ev := Next(w, context.Background(), w.Ticket(), ch, nil)
+		if ev == Woken {
+			continue
+		}
+		if ev != TimedOut {
+			t.Fatalf("past the deadline: %v, want TimedOut", ev)
+		}
+		break
+	}
+	if d := time.Since(start); d < 15*time.Millisecond {
+		t.Fatalf("a 20 ms wait timed out after %v", d)
 	}
 }

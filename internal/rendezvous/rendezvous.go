@@ -1,18 +1,23 @@
 // Package rendezvous is where a process's ranks meet before a call: reusable
 // generations that complete once all n ranks arrived, each arrival carrying
 // the rank's fingerprint and a flag, and each generation a result its
-// waiters read after it completed. A waiter may spin on a generation
-// (Spin); its sleeps, deadlines and gone ranks are the caller's. Nothing
-// here allocates in steady state.
+// waiters read after it completed. A waiter spins on its generation (Spin),
+// then sleeps (Wait, through internal/park) until it completes, the group
+// breaks, a rank that has not arrived is gone, the deadline passes or the
+// waiter's context ends; the errors each of these makes are the caller's.
+// Nothing here allocates in steady state.
 package rendezvous
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gocoll/gocoll/internal/liveness"
 	"github.com/gocoll/gocoll/internal/park"
+	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
 // FP is a call's fingerprint: ranks agree when theirs are equal. Invalid
@@ -178,4 +183,136 @@ func (b *Barrier[F, R]) Result(gen uint64) (res *R, all, ok bool) {
 		return nil, false, false
 	}
 	return b.results[gen&1], b.allFlag[gen&1], true
+}
+
+// Absent appends to missing the ranks, numbered from base, that have not
+// arrived in generation gen, unless gen is over (over).
+func (b *Barrier[F, R]) Absent(gen uint64, base int, missing []int) (_ []int, over bool) {
+	b.Lock(false)
+	defer b.Unlock()
+	if b.gen != gen {
+		return missing, true
+	}
+	for r, here := range b.present {
+		if !here {
+			missing = append(missing, base+r)
+		}
+	}
+	return missing, false
+}
+
+// Env is what a waiting rank reads of its group besides the rendezvous.
+type Env interface {
+	// Broken reports whether the group broke.
+	Broken() bool
+	// Gone returns the mark of rank r (0..n-1) if it is gone, else nil.
+	Gone(r int) *liveness.Mark
+}
+
+// Waiter is a rank waiting for a generation: its wake channel, and its
+// group.
+type Waiter struct {
+	Wake <-chan struct{} // the rank's wake channel
+	Live *liveness.Board // the group's gone ranks
+	Env  Env             // the group
+	Base int             // the number of rank 0 in Outcome.Missing
+}
+
+// End is how a wait for a generation ended.
+type End int
+
+const (
+	Completed End = iota // the generation completed (Res, All)
+	Broken               // the group broke, the waiter's context alive
+	Gone                 // a rank that had not arrived is gone (Rank, Mark)
+	TimedOut             // the deadline passed, or the context ended (Ctx; Missing, LastSeq)
+)
+
+// Outcome is how a wait for a generation ended, and what it found.
+type Outcome[R any] struct {
+	End     End
+	Res     *R             // Completed: the generation's result (nil: none)
+	All     bool           // Completed: every rank's flag was set
+	Rank    int            // Gone: the rank, numbered from 0
+	Mark    *liveness.Mark // Gone: its mark
+	Ctx     error          // TimedOut: the context's error (nil: the deadline passed)
+	Missing []int          // TimedOut: the ranks that had not arrived, numbered from Waiter.Base
+	LastSeq []int64        // TimedOut: each one's latest call number (Missing)
+}
+
+// Wait sleeps through p (the wait's sleeps from its beginning to its
+// deadline; it does not escape) until generation gen completes (a generation
+// completed at the same moment as a deadline counts as completed), the
+// group breaks, a rank that has not arrived is gone, the deadline passes
+// or ctx ends; a group that broke when ctx ended too is ctx's timeout. A
+// rank gone before the wait is looked for before sleeping; the sleeps end
+// when one goes (it wakes every rank). A deadline that passes while the
+// last rank completes the generation outside the lock (SetCompleting:
+// meeting other processes under its own deadline) is renewed.
+func (b *Barrier[F, R]) Wait(ctx context.Context, gen uint64, p *park.Wait, w Waiter) Outcome[R] {
+	seen := w.Live.Events()
+	look := w.Live.Any()
+	var ctxErr error
+	timedOut := false
+	for {
+		if !look {
+			t := p.Ticket()
+			if b.Seen() == gen && !w.Env.Broken() && w.Live.Events() == seen {
+				switch _, ev := park.Next[struct{}](p, ctx, t, nil, w.Wake); ev {
+				case park.Woken:
+					continue
+				case park.TimedOut:
+					timedOut = true
+				case park.Cancelled:
+					ctxErr = ctx.Err()
+				}
+			}
+		}
+		look = false
+		seen = w.Live.Events()
+		b.Lock(p.OnBell())
+		o, over := b.ended(ctx, gen, p, w, timedOut, ctxErr)
+		b.Unlock()
+		if over {
+			return o
+		}
+		timedOut = false // renewed, if it had passed
+	}
+}
+
+// ended is Wait's look, under the lock, at what ends it: generation gen
+// completed (possibly at the same moment as the deadline), the group
+// broke, a rank that has not arrived is gone, the deadline passed
+// (timedOut) or ctx ended (ctxErr). A deadline that passed while the last
+// rank completes the generation is renewed.
+func (b *Barrier[F, R]) ended(ctx context.Context, gen uint64, p *park.Wait, w Waiter, timedOut bool, ctxErr error) (Outcome[R], bool) {
+	if res, all, over := b.Result(gen); over {
+		return Outcome[R]{End: Completed, Res: res, All: all}, true
+	}
+	if w.Env.Broken() {
+		if ctx.Err() == nil {
+			return Outcome[R]{End: Broken}, true
+		}
+		// Broken, and the waiter's own context ended too: its own timeout.
+		ctxErr = ctx.Err()
+	} else if w.Live.Any() {
+		// A rank that has not arrived and is gone never will.
+		for r, here := range b.present {
+			if m := w.Env.Gone(r); !here && m != nil {
+				return Outcome[R]{End: Gone, Rank: r, Mark: m}, true
+			}
+		}
+	}
+	if timedOut && b.completing && ctxErr == nil {
+		// Every rank is here and the last one is meeting the other
+		// processes, under its own deadline: keep waiting.
+		p.Renew(waitrec.Now())
+		return Outcome[R]{}, false
+	}
+	if !timedOut && ctxErr == nil {
+		return Outcome[R]{}, false
+	}
+	o := Outcome[R]{End: TimedOut, Ctx: ctxErr}
+	o.Missing, o.LastSeq = b.Missing(w.Base)
+	return o, true
 }
