@@ -38,12 +38,12 @@ func (v *vCounts) recvRange(j int) (int, int) {
 // buffer: a tensor), else from k's buffer, and the ranges received land in
 // k's buffer at element at + their offset. The caller moves its own range.
 func (c *Comm) pairwise(ctx context.Context, k *call, src backend.Region, at int, v vCounts) error {
-	k.src = src
+	k.xc.Src = src
 	err := c.algo(k).Pairwise(ctx, c.g.all, v.sendRange, func(j int) (int, int) {
 		lo, hi := v.recvRange(j)
 		return at + lo, at + hi
 	})
-	k.src = backend.Region{}
+	k.xc.Src = backend.Region{}
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/steps"
 )
 
 // BenchmarkAllReduce measures in-place all-reduce (sum) per backend, element
@@ -326,8 +327,8 @@ func benchOptions(b *testing.B) func(*Options) {
 	chunk, _ := strconv.Atoi(os.Getenv("GOCOLL_BENCH_CHUNK"))
 	noImport := os.Getenv("GOCOLL_BENCH_IMPORT") == "off"
 	if os.Getenv("GOCOLL_BENCH_FUSE") == "off" {
-		fuseOff = true
-		b.Cleanup(func() { fuseOff = false })
+		steps.FuseOff = true
+		b.Cleanup(func() { steps.FuseOff = false })
 	}
 	return func(o *Options) {
 		if chunk > 0 {

@@ -237,8 +237,9 @@
 // algorithm is a Strategy, its table entry, its cost in the model
 // (auto.go) and its schedule in package internal/algo, written over the
 // exchange steps of algo.Steps (reduce, copy, scatter, gather, the ordered
-// reduction, the scale), which the comm implements on its device and links
-// (stepper, ring.go); a new kind of step is a method there. A way for bytes to travel between two ranks
+// reduction, the scale), which package internal/steps implements on the
+// comm's device and links (steps.Steps; the comm's side, ring.go); a new
+// kind of step is a method there. A way for bytes to travel between two ranks
 // is a way of package internal/channel (a Link's reserve, post and take,
 // written once per way: host slots, shared device memory and the remote
 // transport today; its constructor is chosen in newLink, link.go) and,

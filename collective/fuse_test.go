@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"unsafe"
+
+	"github.com/gocoll/gocoll/internal/steps"
 )
 
 // The fused ring and tree steps (one ReduceMulti pass that reduces or
@@ -13,9 +15,9 @@ import (
 // patterns (NaN payloads, subnormals, -0, Inf) arrive unchanged, and the
 // all-reduce suites pass, with the fused copies forced on.
 func TestFusedSteps(t *testing.T) {
-	was := fuseCopyAlways
-	fuseCopyAlways = true
-	defer func() { fuseCopyAlways = was }()
+	was := steps.FuseCopyAlways
+	steps.FuseCopyAlways = true
+	defer func() { steps.FuseCopyAlways = was }()
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 3))

@@ -28,6 +28,7 @@ import (
 	"github.com/gocoll/gocoll/internal/pin"
 	"github.com/gocoll/gocoll/internal/rootcause"
 	"github.com/gocoll/gocoll/internal/runranks"
+	"github.com/gocoll/gocoll/internal/steps"
 	"github.com/gocoll/gocoll/internal/subgroups"
 	"github.com/gocoll/gocoll/internal/waitctx"
 	"github.com/gocoll/gocoll/internal/waitfor"
@@ -249,14 +250,9 @@ type Comm struct {
 	work      backend.Buffer // device-local: the tensor the algorithms work on
 	inbox     backend.Buffer // host-visible: received slices, one slot per peer
 	k         call
-	srcs2     [2]backend.Region
-	dsts2     [2]backend.Region
-	dsts3     [3]backend.Region
-	srcs3     [3]backend.Region
-	pend      []pending
 	rot       []int
-	alg       algo.Rank // the algorithms' runner over stp (ring.go: algo)
-	stp       stepper
+	alg       algo.Rank   // the algorithms' runner over stp (ring.go: algo)
+	stp       steps.Steps // the exchange steps (internal/steps)
 
 	pins *pin.Rank // the pinned HostBuffers this rank's device imported
 	// The rank's side of the cache of imported Go slices (goimport.go).
@@ -706,9 +702,6 @@ func (c *Comm) regions(n int) []backend.Region { return scratch(&c.srcs, n) }
 
 // dstRegions returns the comm's scratch of n destination regions.
 func (c *Comm) dstRegions(n int) []backend.Region { return scratch(&c.dsts, n) }
-
-// pendings returns the comm's scratch of n pending sends.
-func (c *Comm) pendings(n int) []pending { return scratch(&c.pend, n) }
 
 // scratch returns (*s)[:n], growing *s to n first (its old contents are
 // not kept when it grows).

@@ -211,18 +211,6 @@ func (c *Comm) flush(ctx context.Context) error {
 	return c.waitFence(ctx, f)
 }
 
-// flushPost submits the slices copied into outbox slots, waits for them and
-// posts them to their receivers.
-func (c *Comm) flushPost(ctx context.Context, pend []pending) error {
-	if err := c.flush(ctx); err != nil {
-		return err
-	}
-	for _, p := range pend {
-		c.post(p.to, p.slot, p.n)
-	}
-	return nil
-}
-
 // rec wraps a recording error: it breaks the group.
 func (c *Comm) rec(err error) error {
 	if err != nil {

@@ -58,7 +58,7 @@ func (c *Comm) allReduceWire(ctx context.Context, d *desc) (err error) {
 		return nil
 	}
 	return c.move(ctx, d, d.op, n, d.send, 0, func(k *call) error {
-		k.wire, k.comp = d.wire, c.dev.Stream().(backend.Compressor)
+		k.xc.Wire, k.xc.Comp = d.wire, c.dev.Stream().(backend.Compressor)
 		return c.wireRing(ctx, k, n)
 	}, d.recv, 0)
 }
@@ -74,11 +74,11 @@ func (c *Comm) wireRing(ctx context.Context, k *call, n int) (err error) {
 		// The rank-ordered reduce-scatter with a compressed exchange:
 		// slices of half a slot, so that a packed message and its
 		// unpacked f32 copy share the receiver's inbox slot
-		// (stepper.ReduceOrdered). Member i ends owning chunk i.
+		// (steps.Steps.ReduceOrdered). Member i ends owning chunk i.
 		off = 0
-		k.slice = c.g.slotBytes / 2 / k.es // a multiple of 4: slotBytes is of 8
+		k.xc.Slice = c.g.slotBytes / 2 / k.es // a multiple of 4: slotBytes is of 8
 		err = c.algo(k).DetReduceScatter(ctx, members, n, chunkLen)
-		k.slice = 0
+		k.xc.Slice = 0
 	} else {
 		err = c.algo(k).RingReduceScatter(ctx, members, n, chunkLen, off)
 	}
@@ -92,43 +92,9 @@ func (c *Comm) wireRing(ctx context.Context, k *call, n int) (err error) {
 	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
 		return err
 	}
-	// Round the owned chunk as the others will receive it, slice by slice
-	// (the slot holds the f32 slice on the receiving side: it is unpacked
-	// into an inbox slot).
-	slice := c.algo(k).S.Slice()
-	for a := lo; a < hi; a += slice {
-		b := min(a+slice, hi)
-		tmp := backend.Region{Buf: c.inbox, Off: 0, Len: packedLen(b - a)}
-		if err := c.rec(k.comp.Pack(k.wire, tmp, k.region(a, b))); err != nil {
-			return err
-		}
-		if err := c.rec(k.comp.Unpack(k.wire, k.region(a, b), tmp)); err != nil {
-			return err
-		}
-		if err := c.flush(ctx); err != nil {
-			return err
-		}
+	// Round the owned chunk as the others will receive it.
+	if err := c.stp.Round(ctx, lo, hi); err != nil {
+		return err
 	}
 	return c.algo(k).RingAllGather(ctx, members, n, chunkLen, off)
-}
-
-// packedLen is the byte length of n elements in a 16-bit wire format,
-// rounded up to whole 4-byte words.
-func packedLen(n int) int { return (2*n + 3) &^ 3 }
-
-// send records src (a slice of the device buffer or an inbox region) into
-// the outbox region out: a copy, or a conversion to the wire format.
-func (k *call) sendInto(st backend.Stream, out, src backend.Region, packed bool) error {
-	if k.wire == 0 || packed {
-		return st.Copy(out, src)
-	}
-	return k.comp.Pack(k.wire, out, src)
-}
-
-// wireBytes is the message length of a slice of m elements.
-func (k *call) wireBytes(m int) int {
-	if k.wire == 0 {
-		return m * k.es
-	}
-	return packedLen(m)
 }
