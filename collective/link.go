@@ -160,33 +160,43 @@ func (w *linkWaiter) Mismatch(peer int) error {
 	return err
 }
 
-// reserve waits for a free slot on the link to peer and returns the region
+// stepRank is a comm as the rank its exchange steps (internal/steps) run
+// on: its links and its submissions.
+type stepRank Comm
+
+// Reserve waits for a free slot on the link to peer and returns the region
 // of n bytes in it. The sender's outbox is allocated on first use.
-func (c *Comm) reserve(ctx context.Context, to, n int) (int, backend.Region, error) {
+func (r *stepRank) Reserve(ctx context.Context, to, n int) (int, backend.Region, error) {
+	c := (*Comm)(r)
 	return c.link(c.rank, to).Reserve(ctx, c.end(), n)
 }
 
-// post sends the reserved slot's n bytes to peer. It never blocks: credits
+// Post sends the reserved slot's n bytes to peer. It never blocks: credits
 // bound the messages in flight.
-func (c *Comm) post(to, slot, n int) {
+func (r *stepRank) Post(to, slot, n int) {
+	c := (*Comm)(r)
 	c.link(c.rank, to).Post(c.end(), slot, n, c.seq)
 }
 
-// take waits for the next message of this call from peer (n bytes
+// Take waits for the next message of this call from peer (n bytes
 // expected) and returns where its bytes are for this rank's device: read
 // in place (held until the device work reading it completed), or copied
 // into inbox slot idx.
-func (c *Comm) take(ctx context.Context, from, idx, n int) (backend.Region, error) {
-	r, h, err := c.link(from, c.rank).Take(ctx, c.end(), c.inbox, idx, c.seq, n)
+func (r *stepRank) Take(ctx context.Context, from, idx, n int) (backend.Region, error) {
+	c := (*Comm)(r)
+	reg, h, err := c.link(from, c.rank).Take(ctx, c.end(), c.inbox, idx, c.seq, n)
 	if err != nil {
-		return r, err
+		return reg, err
 	}
 	if h != (channel.Held{}) {
 		c.held = append(c.held, h)
 	}
 	c.recvBytes += int64(n)
-	return r, nil
+	return reg, nil
 }
+
+func (r *stepRank) Flush(ctx context.Context) error { return (*Comm)(r).flush(ctx) }
+func (r *stepRank) Fail(err error) error            { return (*Comm)(r).rec(err) }
 
 // releaseHeld returns the held slots to their senders: the comm's device
 // work submitted so far is complete (queues are FIFO, so any later fence

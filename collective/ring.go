@@ -17,7 +17,7 @@ type call struct {
 	work  backend.Buffer
 	base  int // byte offset of element 0 in work
 	// xc is the call's exchange state (internal/steps): its wire format
-	// (wire.go), the elements per message, where its sends read.
+	// (wire.go), where its sends read, its rank-ordered reduction.
 	xc steps.Exchange
 }
 
@@ -42,19 +42,3 @@ func (c *Comm) scaleOwned(ctx context.Context, k *call, lo, hi int) error {
 	c.algo(k)
 	return c.stp.Scale(ctx, lo, hi)
 }
-
-// stepRank is a comm as the rank its exchange steps run on
-// (steps.Rank): its links (link.go) and its submissions.
-type stepRank Comm
-
-func (r *stepRank) Take(ctx context.Context, from, idx, n int) (backend.Region, error) {
-	return (*Comm)(r).take(ctx, from, idx, n)
-}
-
-func (r *stepRank) Reserve(ctx context.Context, to, n int) (int, backend.Region, error) {
-	return (*Comm)(r).reserve(ctx, to, n)
-}
-
-func (r *stepRank) Post(to, slot, n int)            { (*Comm)(r).post(to, slot, n) }
-func (r *stepRank) Flush(ctx context.Context) error { return (*Comm)(r).flush(ctx) }
-func (r *stepRank) Fail(err error) error            { return (*Comm)(r).rec(err) }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/gocoll/gocoll/backend"
-	"github.com/gocoll/gocoll/internal/algo"
 )
 
 // Wire compression: the ring all-reduce of f32 data with every exchanged
@@ -21,6 +20,10 @@ import (
 // ...), scales, and rounds the result once for the all-gather. The result
 // is then a function of the inputs alone, W(op_r W(x_r)) with W the
 // rounding, whatever the chunking, slot size or chunk owner.
+//
+// The algorithm is internal/algo's ring all-reduce; the call's exchange
+// format (steps.Exchange.Wire) makes its steps (internal/steps) pack what
+// they send, unpack what they receive and round each owned chunk.
 
 // WireErrorBound is the documented bound of wire compression for a sum of
 // N ranks' inputs x_r: |result - exact| <= N * u * sum_r |x_r| (+ the f32
@@ -59,42 +62,6 @@ func (c *Comm) allReduceWire(ctx context.Context, d *desc) (err error) {
 	}
 	return c.move(ctx, d, d.op, n, d.send, 0, func(k *call) error {
 		k.xc.Wire, k.xc.Comp = d.wire, c.dev.Stream().(backend.Compressor)
-		return c.wireRing(ctx, k, n)
+		return c.algo(k).RingAllReduce(ctx, c.g.all, n)
 	}, d.recv, 0)
-}
-
-// wireRing is the compressed ring all-reduce of the call's n elements.
-func (c *Comm) wireRing(ctx context.Context, k *call, n int) (err error) {
-	members := c.g.all
-	km := len(members)
-	chunkLen := algo.CeilDiv(n, km)
-	i := algo.Position(members, c.rank)
-	off := 1 // member i owns chunk i+off after the reduce-scatter
-	if c.g.cfg.Deterministic {
-		// The rank-ordered reduce-scatter with a compressed exchange:
-		// slices of half a slot, so that a packed message and its
-		// unpacked f32 copy share the receiver's inbox slot
-		// (steps.Steps.ReduceOrdered). Member i ends owning chunk i.
-		off = 0
-		k.xc.Slice = c.g.slotBytes / 2 / k.es // a multiple of 4: slotBytes is of 8
-		err = c.algo(k).DetReduceScatter(ctx, members, n, chunkLen)
-		k.xc.Slice = 0
-	} else {
-		err = c.algo(k).RingReduceScatter(ctx, members, n, chunkLen, off)
-	}
-	if err != nil {
-		return err
-	}
-	lo, hi := algo.ChunkRange(n, chunkLen, algo.Mod(i+off, km))
-	// The chunk was reduced in float32 (only the exchange is 16-bit), so
-	// scaling the stored sum rounds only the quotient before the rounding
-	// to the format below.
-	if err := c.scaleOwned(ctx, k, lo, hi); err != nil {
-		return err
-	}
-	// Round the owned chunk as the others will receive it.
-	if err := c.stp.Round(ctx, lo, hi); err != nil {
-		return err
-	}
-	return c.algo(k).RingAllGather(ctx, members, n, chunkLen, off)
 }

@@ -35,15 +35,17 @@ type Steps interface {
 	Scatter(ctx context.Context, parts []Part) error
 	// Gather receives each part's elements from its rank into the buffer.
 	Gather(ctx context.Context, parts []Part) error
-	// Ordered starts a rank-ordered reduction (ReduceOrdered): its last
-	// pass may apply the call's final scale, which Scale then leaves out.
+	// Ordered starts a rank-ordered reduction (ReduceOrdered), before its
+	// Slice is asked (its messages may be shorter): its last pass may apply
+	// the call's final scale, which Scale then leaves out.
 	Ordered()
 	// ReduceOrdered receives elements [a, b) from every rank of members
 	// but this one and reduces them with its own in member order, so the
 	// result has the same bits on any layout.
 	ReduceOrdered(ctx context.Context, members []int, a, b int) error
 	// Scale applies the call's final scale (a mean's) to elements [lo,
-	// hi), unless the reduction applied it already.
+	// hi), unless the reduction applied it already, and ends a rank-ordered
+	// reduction.
 	Scale(ctx context.Context, lo, hi int) error
 }
 
@@ -204,8 +206,8 @@ func (r *Rank) RingAllGather(ctx context.Context, members []int, n, chunkLen, of
 // slices in member order. Member i ends owning chunk i.
 func (r *Rank) DetReduceScatter(ctx context.Context, members []int, n, chunkLen int) error {
 	i := Position(members, r.S.Me())
-	slice := r.S.Slice()
 	r.S.Ordered()
+	slice := r.S.Slice()
 	for j := 0; j*slice < chunkLen; j++ {
 		// Send my slice of every other member's chunk.
 		if parts := r.others(members, i, n, chunkLen, slice, j); len(parts) > 0 {

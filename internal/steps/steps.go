@@ -56,22 +56,22 @@ func (k *Call) Region(lo, hi int) backend.Region {
 }
 
 // Exchange is one call's state of its exchange, zero at the call's start:
-// how its messages are cut and formatted, where its sends read, and whether
-// its reduction applied the final scale already.
+// how its messages are formatted, where its sends read, and where its
+// rank-ordered reduction stands.
 type Exchange struct {
 	// Wire, when set, converts every exchanged slice to a 16-bit format
-	// with Comp's kernels (the compressed ring: see Steps.Round).
+	// with Comp's kernels (the compressed ring all-reduce): reductions stay
+	// in float32, and the owner of each reduced chunk rounds it as the
+	// others receive it (Scale).
 	Wire backend.WireFormat
 	Comp backend.Compressor
-	// Slice, when set, is the elements per message in place of a slot's
-	// worth (the compressed rank-ordered reduce-scatter's half slot).
-	Slice int
 	// Src, when set, is where the sends read elements [a, b) from (element
 	// a at Src.Off): data outside the buffer, a tensor.
 	Src backend.Region
-	// scaled is set once the reduction itself applied the scale (see
-	// Steps.Ordered); Scale then leaves the chunk as it is.
-	scaled bool
+	// ordering: a rank-ordered reduction runs (Ordered), until Scale.
+	// scaled: the reduction itself applied the scale; Scale then leaves
+	// the chunk as it is.
+	ordering, scaled bool
 }
 
 // FuseOff turns the fused steps off (tests compare both).
@@ -113,10 +113,13 @@ func (s *Steps) Use(k Call, x *Exchange) { s.k, s.x = k, x }
 // Me is the rank that runs the steps.
 func (s *Steps) Me() int { return s.Self }
 
-// Slice is the most elements one message carries.
+// Slice is the most elements one message carries: a slot's worth, or half
+// of it in a rank-ordered reduction with a wire format, so that a packed
+// message and its unpacked float32 copy share the receiver's inbox slot
+// (ReduceOrdered); a multiple of 4 either way, slots being of 8 bytes.
 func (s *Steps) Slice() int {
-	if s.x.Slice > 0 {
-		return s.x.Slice
+	if s.x.Wire != 0 && s.x.ordering {
+		return s.SlotBytes / 2 / s.k.ES
 	}
 	return s.SlotBytes / s.k.ES
 }
@@ -291,6 +294,7 @@ func (s *Steps) Gather(ctx context.Context, parts []algo.Part) error {
 // stored sum is the accumulator itself, so that pass rounds only the
 // quotient, as a fused one would.
 func (s *Steps) Ordered() {
+	s.x.ordering = true
 	if s.k.DT.IsNarrowFloat() && s.k.Scale != 1 {
 		s.x.scaled = true
 	}
@@ -301,7 +305,7 @@ func (s *Steps) Ordered() {
 // wire format every input is unpacked (the rank's own packed and unpacked
 // the same way, so each input is rounded exactly once whoever owns the
 // chunk) into the second half of its slot: the call's slices are half a
-// slot long (Exchange.Slice).
+// slot long (Slice).
 func (s *Steps) ReduceOrdered(ctx context.Context, members []int, a, b int) error {
 	k, x := &s.k, s.x
 	st := s.Dev.Stream()
@@ -336,24 +340,32 @@ func (s *Steps) ReduceOrdered(ctx context.Context, members []int, a, b int) erro
 }
 
 // Scale applies the final scale (mean) to the chunk [lo, hi) this rank
-// owns, unless the reduction already did.
+// owns, unless the reduction already did, and ends a rank-ordered
+// reduction. With a wire format it then rounds the chunk to the format and
+// back, as the other ranks will receive it, so that every rank ends with
+// the same bits: the chunk was reduced in float32 (only the exchange is
+// 16-bit), so the scale rounds only the quotient before that rounding.
 func (s *Steps) Scale(ctx context.Context, lo, hi int) error {
 	k := &s.k
-	if k.Scale == 1 || s.x.scaled || hi <= lo {
-		return nil
+	s.x.ordering = false
+	if k.Scale != 1 && !s.x.scaled && hi > lo {
+		r := k.Region(lo, hi)
+		if err := s.Dev.Stream().Scale(k.DT, r, r, k.Scale); err != nil {
+			return s.R.Fail(err)
+		}
+		if err := s.R.Flush(ctx); err != nil {
+			return err
+		}
 	}
-	r := k.Region(lo, hi)
-	if err := s.Dev.Stream().Scale(k.DT, r, r, k.Scale); err != nil {
-		return s.R.Fail(err)
+	if s.x.Wire != 0 {
+		return s.round(ctx, lo, hi)
 	}
-	return s.R.Flush(ctx)
+	return nil
 }
 
-// Round rounds elements [lo, hi) of the buffer to the wire format and back,
-// slice by slice (through the first inbox slot), as the other ranks will
-// receive them: the owner of a chunk the compressed ring reduced keeps the
-// same bits as they do.
-func (s *Steps) Round(ctx context.Context, lo, hi int) error {
+// round rounds elements [lo, hi) of the buffer to the wire format and back,
+// slice by slice, through the first inbox slot.
+func (s *Steps) round(ctx context.Context, lo, hi int) error {
 	k, x := &s.k, s.x
 	slice := s.Slice()
 	for a := lo; a < hi; a += slice {

@@ -258,38 +258,33 @@ func TestOrderedScalesOnce(t *testing.T) {
 	}
 }
 
-// The compressed ring (a 16-bit wire format) reduces in float32, rounds
-// each owned chunk as the others receive it, and leaves every rank with the
-// same bits, within the format's rounding of the exact sum.
+// The compressed ring all-reduce (a 16-bit wire format, ring or
+// rank-ordered reduce-scatter) reduces in float32, rounds each owned chunk
+// as the others receive it, and leaves every rank with the same bits,
+// within the format's rounding of the exact sum.
 func TestWireRing(t *testing.T) {
 	const ranks, n = 3, 100
 	for _, f := range []backend.WireFormat{backend.F16, backend.BF16} {
-		out := group(t, backend.F32, backend.Sum, 1, inputs(ranks, n), func(ctx context.Context, a *algo.Rank, s *steps.Steps, x *steps.Exchange, n int) error {
-			x.Wire, x.Comp = f, s.Dev.Stream().(backend.Compressor)
-			members := []int{0, 1, 2}
-			chunk := algo.CeilDiv(n, ranks)
-			if err := a.RingReduceScatter(ctx, members, n, chunk, 1); err != nil {
-				return err
+		for _, det := range []bool{false, true} {
+			out := group(t, backend.F32, backend.Sum, 1, inputs(ranks, n), func(ctx context.Context, a *algo.Rank, s *steps.Steps, x *steps.Exchange, n int) error {
+				x.Wire, x.Comp = f, s.Dev.Stream().(backend.Compressor)
+				a.Det = det
+				return a.RingAllReduce(ctx, []int{0, 1, 2}, n)
+			})
+			u := 0x1p-11
+			if f == backend.BF16 {
+				u = 0x1p-8
 			}
-			lo, hi := algo.ChunkRange(n, chunk, algo.Mod(s.Me()+1, ranks))
-			if err := s.Round(ctx, lo, hi); err != nil {
-				return err
+			for r, b := range out {
+				if string(b) != string(out[0]) {
+					t.Fatalf("%v (deterministic %v): rank %d's result differs from rank 0's", f, det, r)
+				}
 			}
-			return a.RingAllGather(ctx, members, n, chunk, 1)
-		})
-		u := 0x1p-11
-		if f == backend.BF16 {
-			u = 0x1p-8
-		}
-		for r, b := range out {
-			if string(b) != string(out[0]) {
-				t.Fatalf("%v: rank %d's result differs from rank 0's", f, r)
-			}
-		}
-		for i, got := range fromF32(out[0]) {
-			want := float64(3000 + 3*i)
-			if math.Abs(float64(got)-want) > ranks*u*want {
-				t.Fatalf("%v: element %d = %v, want %v within the format's rounding", f, i, got, want)
+			for i, got := range fromF32(out[0]) {
+				want := float64(3000 + 3*i)
+				if math.Abs(float64(got)-want) > ranks*u*want {
+					t.Fatalf("%v (deterministic %v): element %d = %v, want %v within the format's rounding", f, det, i, got, want)
+				}
 			}
 		}
 	}
