@@ -452,27 +452,14 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		fp.count = int64(ns / N)
 	case collAllToAllV:
 		return c.vRun(ctx, d, fp, d.scounts, d.sdispls, d.counts, d.displs, false)
-	case collAllGatherV:
-		sc, sd, _, _ := c.vScratch(N)
-		for j := range sc {
-			sc[j], sd[j] = ns, 0
-		}
-		return c.vRun(ctx, d, fp, sc, sd, d.counts, d.displs, false)
 	case collReduceScatterV:
 		return c.vRun(ctx, d, fp, d.counts, d.displs, nil, nil, true)
-	case collGatherV, collScatterV:
-		// GatherV: every rank sends its len(send) to root, which receives
-		// the ranges of counts and displs. ScatterV: root sends those
-		// ranges, every rank receives its len(recv) from root.
+	case collAllGatherV, collGatherV, collScatterV:
+		// One side's ranges given (on the root, if rooted), the other one
+		// block of the rank's whole buffer (internal/callcheck).
 		sc, sd, rc, rd := c.vScratch(N)
-		ranged, rangedD, one, oneD, own := rc, rd, sc, sd, ns
-		if d.kind == collScatterV {
-			ranged, rangedD, one, oneD, own = sc, sd, rc, rd, nr
-		}
-		rootRanges(ranged, rangedD, d, r)
-		clear(one)
-		clear(oneD)
-		one[d.root] = own
+		callcheck.Spread(sp.shape.Ranges, sp.rooted, &callcheck.Call{N: N, Rank: r, Root: d.root, NSend: ns, NRecv: nr,
+			Counts: d.counts, Displs: d.displs}, sc, sd, rc, rd)
 		return c.vRun(ctx, d, fp, sc, sd, rc, rd, false)
 	}
 	if d.tensor {
@@ -509,18 +496,6 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		return c.execAllToAll(ctx, d)
 	}
 	return fmt.Errorf("collective: no algorithm for %s", sp.name)
-}
-
-// rootRanges fills cnt and dsp with d's counts and displs on d's root
-// (rank r), with zeros elsewhere.
-func rootRanges(cnt, dsp []int, d *desc, r int) {
-	if r == d.root {
-		copy(cnt, d.counts)
-		copy(dsp, d.displs)
-		return
-	}
-	clear(cnt)
-	clear(dsp)
 }
 
 // vScratch returns the comm's four pooled count and offset slices of n

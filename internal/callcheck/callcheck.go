@@ -3,7 +3,8 @@
 // lengths against each other, its per-rank counts and offsets against the
 // slices they describe (ranges inside the slice, received ranges apart),
 // all on plain ints; and it gives the offset of the one in-place block a
-// kind's layout allows. The rules of the kinds are data (Rule); the
+// kind's layout allows, and the ranges a rank sends and receives where a
+// kind describes one side only (Spread). The rules of the kinds are data (Rule); the
 // caller maps its collectives onto them.
 package callcheck
 
@@ -133,6 +134,32 @@ func checkRanges(r Ranges, c *Call, lr string) error {
 		}
 	}
 	return nil
+}
+
+// Spread fills, for a kind whose counts and offsets describe one side of
+// the exchange (RecvRanges: AllGatherV, GatherV; SendRanges: ScatterV), the
+// elements rank c.Rank sends to each rank (sc, sd) and receives from each
+// (rc, rd): on the described side c's counts and offsets (on the root only
+// when rooted, zeros elsewhere), on the other its whole buffer as one block
+// at offset 0, with every rank (with the root only when rooted).
+func Spread(r Ranges, rooted bool, c *Call, sc, sd, rc, rd []int) {
+	ranged, rangedD, one, oneD, own := rc, rd, sc, sd, c.NSend
+	if r == SendRanges {
+		ranged, rangedD, one, oneD, own = sc, sd, rc, rd, c.NRecv
+	}
+	clear(ranged)
+	clear(rangedD)
+	clear(oneD)
+	if !rooted || c.Rank == c.Root {
+		copy(ranged, c.Counts)
+		copy(rangedD, c.Displs)
+	}
+	for j := range one {
+		one[j] = 0
+		if !rooted || j == c.Root {
+			one[j] = own
+		}
+	}
 }
 
 // V checks n ranges [displs[j], +counts[j]) of a length-element slice

@@ -1,6 +1,7 @@
 package callcheck
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,45 @@ func TestCheck(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: got %v; want an error with %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+// Spread gives each rank the ranges it sends and receives where the call
+// gives one side's counts and offsets: the other side is the rank's whole
+// buffer, with every rank, or with the root only; stale entries are
+// overwritten.
+func TestSpread(t *testing.T) {
+	counts, displs := []int{1, 2, 3}, []int{5, 0, 2}
+	none := []int{0, 0, 0}
+	cases := []struct {
+		name           string
+		r              Ranges
+		rooted         bool
+		c              Call
+		sc, sd, rc, rd []int
+	}{
+		{"all-gather-v", RecvRanges, false, Call{N: 3, Rank: 1, NSend: 2, NRecv: 8, Counts: counts, Displs: displs},
+			[]int{2, 2, 2}, none, counts, displs},
+		{"gather-v root", RecvRanges, true, Call{N: 3, Rank: 2, Root: 2, NSend: 3, NRecv: 8, Counts: counts, Displs: displs},
+			[]int{0, 0, 3}, none, counts, displs},
+		{"gather-v non-root", RecvRanges, true, Call{N: 3, Rank: 0, Root: 2, NSend: 1, Counts: counts, Displs: displs},
+			[]int{0, 0, 1}, none, none, none},
+		{"scatter-v root", SendRanges, true, Call{N: 3, Rank: 1, Root: 1, NSend: 8, NRecv: 2, Counts: counts, Displs: displs},
+			counts, displs, []int{0, 2, 0}, none},
+		{"scatter-v non-root", SendRanges, true, Call{N: 3, Rank: 2, Root: 1, NRecv: 3, Counts: counts, Displs: displs},
+			none, none, []int{0, 3, 0}, none},
+	}
+	for _, tc := range cases {
+		sc, sd, rc, rd := []int{9, 9, 9}, []int{9, 9, 9}, []int{9, 9, 9}, []int{9, 9, 9}
+		Spread(tc.r, tc.rooted, &tc.c, sc, sd, rc, rd)
+		for _, g := range []struct {
+			what      string
+			got, want []int
+		}{{"send counts", sc, tc.sc}, {"send offsets", sd, tc.sd}, {"recv counts", rc, tc.rc}, {"recv offsets", rd, tc.rd}} {
+			if !slices.Equal(g.got, g.want) {
+				t.Errorf("%s: %s = %v, want %v", tc.name, g.what, g.got, g.want)
+			}
 		}
 	}
 }
