@@ -266,7 +266,7 @@ func bitOpsRefused[T convElem](t *testing.T, g *Group, op Op) {
 }
 
 // TestParseOp: every op's name parses back in any case, "mean" is Mean,
-// anything else is ErrInvalidArgument.
+// anything else (a PreMulSum op's name included) is ErrInvalidArgument.
 func TestParseOp(t *testing.T) {
 	for o := Sum; o <= LXor; o++ {
 		for _, name := range []string{o.String(), strings.ToUpper(o.String())} {
@@ -278,7 +278,7 @@ func TestParseOp(t *testing.T) {
 	if got, err := ParseOp("Mean"); err != nil || got != Mean {
 		t.Errorf("ParseOp(Mean) = %v, %v", got, err)
 	}
-	for _, bad := range []string{"", "average", "Op(11)", "sum "} {
+	for _, bad := range []string{"", "average", "Op(11)", "sum ", "premulsum", "PreMulSum", opPreMulSum.String()} {
 		if _, err := ParseOp(bad); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("ParseOp(%q) = %v; want ErrInvalidArgument", bad, err)
 		}

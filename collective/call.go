@@ -166,6 +166,7 @@ type desc struct {
 	to, from int
 	async    bool
 	wire     backend.WireFormat // AllReduceWire's exchange format
+	scalar   float64            // a PreMulSum op's (premulsum.go)
 	// The V kinds: AllToAllV's four; AllGatherV's, ReduceScatterV's,
 	// GatherV's and ScatterV's counts and displs are counts and displs.
 	scounts, sdispls []int
@@ -286,7 +287,7 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 		err = checkAlias(name, s, r, sp.layout, at)
 	}
 	if err == nil && sp.reduces {
-		err = checkOp(d.op, d.dt, c.g.n)
+		err = c.reduceOp(d)
 	}
 	if err != nil {
 		return c.refuse(ctx, d, err)
@@ -300,6 +301,11 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 		return err
 	}
 	defer c.release(owned)
+	if d.op == opPreMulSum {
+		if err := c.preScale(ctx, d); err != nil {
+			return c.invalidCall(ctx, name, err)
+		}
+	}
 	switch {
 	case sp.p2p:
 		return c.execP2P(ctx, d)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gocoll/gocoll/internal/premul"
 )
 
 // Op is a reduction operator.
@@ -18,6 +20,10 @@ import (
 // the inputs are nonzero. A result of two or more ranks' elements is 0 or 1;
 // a result that is one rank's element alone (a group of one rank, Scan's
 // rank 0, Exscan's rank 1) is that element unchanged, as in MPI.
+//
+// Besides the constants, an Op may be one a comm made: Comm.PreMulSum's
+// (valid on that comm only, until Comm.DestroyOp; Valid reports false for
+// it).
 type Op int
 
 const (
@@ -35,11 +41,15 @@ const (
 )
 
 var opNames = [...]string{Sum: "sum", Mean: "avg", Max: "max", Min: "min", Prod: "prod",
-	BAnd: "band", BOr: "bor", BXor: "bxor", LAnd: "land", LOr: "lor", LXor: "lxor"}
+	BAnd: "band", BOr: "bor", BXor: "bxor", LAnd: "land", LOr: "lor", LXor: "lxor", opPreMulSum: "premulsum"}
 
-// String returns the nccl-tests name of the op (sum, avg, max, min, prod),
-// or MPI's without the prefix (band, bor, bxor, land, lor, lxor).
+// String returns the nccl-tests name of the op (sum, avg, max, min, prod,
+// premulsum for an op of Comm.PreMulSum), or MPI's without the prefix
+// (band, bor, bxor, land, lor, lxor).
 func (o Op) String() string {
+	if premul.IsHandle(int(o)) {
+		return "premulsum"
+	}
 	if o >= 0 && int(o) < len(opNames) {
 		return opNames[o]
 	}
@@ -54,15 +64,16 @@ func (o Op) Valid() bool { return o >= Sum && o <= LXor }
 func (o Op) IntOnly() bool { return o >= BAnd && o <= LXor }
 
 // ParseOp accepts sum, avg (or mean), max, min, prod, band, bor, bxor, land,
-// lor and lxor.
+// lor and lxor. A PreMulSum op is made by Comm.PreMulSum, never parsed:
+// "premulsum" is ErrInvalidArgument.
 func ParseOp(s string) (Op, error) {
 	l := strings.ToLower(s)
 	if l == "mean" {
 		return Mean, nil
 	}
-	for o, name := range opNames {
-		if l == name {
-			return Op(o), nil
+	for o := Sum; o <= LXor; o++ {
+		if l == opNames[o] {
+			return o, nil
 		}
 	}
 	return 0, fmt.Errorf("collective: unknown op %q (want sum, avg, max, min, prod, band, bor, bxor, land, lor or lxor): %w", s, ErrInvalidArgument)

@@ -26,6 +26,7 @@ import (
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/parktimer"
 	"github.com/gocoll/gocoll/internal/pin"
+	"github.com/gocoll/gocoll/internal/premul"
 	"github.com/gocoll/gocoll/internal/rootcause"
 	"github.com/gocoll/gocoll/internal/runranks"
 	"github.com/gocoll/gocoll/internal/steps"
@@ -229,6 +230,10 @@ type Comm struct {
 	sharedCalls uint64 // shared-memory collectives this comm started (sharedRun)
 	lost        error  // the device was declared lost (guarded by g.brokenMu)
 	links       map[int64]*link
+
+	// PreMulSum's live ops and the scaled inputs (premulsum.go).
+	preMul    premul.Table
+	preMulBuf premul.Scratch
 
 	// lane is the point-to-point engine (internal/p2p); p2pSeq numbers
 	// the point-to-point calls, and inP2P says the running synchronous
