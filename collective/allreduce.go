@@ -120,7 +120,7 @@ func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
 	strat, why := c.allReduceStrategy(d, n*es)
 	c.strat = strat
 	if d.tensor {
-		return c.allReduceTensor(ctx, d, strat, why)
+		return c.preMulBack(ctx, d, c.allReduceTensor(ctx, d, strat, why))
 	}
 	path := slicePath(send[:n*es], recv[:n*es])
 	hostF64 := c.noKernels(dt) // reduced exactly on the host

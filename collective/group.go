@@ -231,9 +231,16 @@ type Comm struct {
 	lost        error  // the device was declared lost (guarded by g.brokenMu)
 	links       map[int64]*link
 
-	// PreMulSum's live ops and the scaled inputs (premulsum.go).
-	preMul    premul.Table
-	preMulBuf premul.Scratch
+	// PreMulSum's live ops and the scaled inputs (premulsum.go): in host
+	// memory, or a tensor's in preMulDev (preMulT, in place of the
+	// caller's preMulIn), an integer scalar for its Prod in preMulFill.
+	preMul     premul.Table
+	preMulBuf  premul.Scratch
+	preMulDev  backend.Buffer
+	preMulFill backend.Buffer
+	preMulIn   *tcore
+	preMulT    tcore
+	preMulSrcs [2]backend.Region
 
 	// lane is the point-to-point engine (internal/p2p); p2pSeq numbers
 	// the point-to-point calls, and inP2P says the running synchronous
@@ -627,7 +634,7 @@ func (g *Group) Close() error {
 				lost = true
 				continue // leaked: the device may still use it
 			}
-			errs = append(errs, bufpool.Close(&c.gather, &c.stage, &c.work, &c.inbox)...)
+			errs = append(errs, bufpool.Close(&c.gather, &c.stage, &c.work, &c.inbox, &c.preMulDev, &c.preMulFill)...)
 			c.pins.Close()
 			c.wt.Stop()
 		}

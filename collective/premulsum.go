@@ -2,8 +2,8 @@ package collective
 
 import (
 	"context"
-	"fmt"
 
+	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/premul"
 )
 
@@ -85,19 +85,90 @@ func (c *Comm) reduceOp(d *desc) error {
 	if err := premul.Check(d.dt, s); err != nil {
 		return invalidArg("%v", err)
 	}
-	if d.tensor {
-		return fmt.Errorf("PreMulSum on tensors: %w", ErrUnsupported)
-	}
 	d.op, d.scalar = opPreMulSum, s
 	return nil
 }
 
 // preScale replaces the send of d, a PreMulSum call, by this rank's input
 // multiplied by its scalar in the comm's pooled memory (internal/premul);
-// run calls it once the comm is claimed.
-func (c *Comm) preScale(_ context.Context, d *desc) error {
+// run calls it once the comm is claimed. A tensor's products are made on
+// the device (preScaleTensor).
+func (c *Comm) preScale(ctx context.Context, d *desc) error {
+	if d.tensor {
+		return c.preScaleTensor(ctx, d)
+	}
 	b := c.preMulBuf.Bytes(len(d.send))
 	premul.Scale(d.dt, b, d.send, d.scalar)
 	d.send = b
 	return nil
+}
+
+// preScaleTensor replaces the send tensor of d, a PreMulSum call, by the
+// comm's pooled device buffer holding its elements multiplied by the
+// scalar, submitted and waited for: a float type by the Scale kernel, an
+// integer type by a Prod kernel with a pooled buffer of the scalar, and a
+// type without kernels on the host (read, premul.Scale, written back).
+func (c *Comm) preScaleTensor(ctx context.Context, d *desc) (err error) {
+	in, es := d.st, d.dt.Size()
+	if err := c.ensureMem(&c.preMulDev, in.n*es, backend.DeviceLocal); err != nil {
+		return err
+	}
+	c.preMulIn, c.preMulT = in, tcore{c: c, buf: c.preMulDev, n: in.n, es: es, own: in.own}
+	d.st = &c.preMulT
+	if in.n == 0 {
+		return nil
+	}
+	if _, err := c.enter(ctx, d.name(), false); err != nil {
+		return err
+	}
+	defer c.leave(false, &err)
+	dst, src := c.preMulT.whole(true), in.whole(true)
+	st := c.dev.Stream()
+	switch {
+	case c.noKernels(d.dt):
+		b := c.preMulBuf.Bytes(in.n * es)
+		if err := in.buf.Read(in.off, b); err != nil {
+			return err
+		}
+		premul.Scale(d.dt, b, b, d.scalar)
+		return c.preMulDev.Write(0, b)
+	case d.dt.IsInt():
+		if err := c.ensure(&c.preMulFill, in.n*es); err != nil {
+			return err
+		}
+		premul.Fill(d.dt, c.preMulFill.Bytes()[:in.n*es], d.scalar)
+		c.preMulSrcs = [2]backend.Region{src, {Buf: c.preMulFill, Len: in.n * es}}
+		err = st.Reduce(backend.Prod, d.dt, dst, c.preMulSrcs[:], 1)
+	default:
+		err = st.Scale(d.dt, dst, src, d.scalar)
+	}
+	if err != nil {
+		return err
+	}
+	f, err := c.submitWork()
+	if err != nil {
+		return err
+	}
+	return c.waitFence(ctx, f)
+}
+
+// preMulBack copies the result of AllReduceTensor with a PreMulSum op
+// (err nil), reduced in the comm's pooled buffer, into the caller's
+// tensor.
+func (c *Comm) preMulBack(ctx context.Context, d *desc, err error) error {
+	if err != nil || d.op != opPreMulSum || d.st.n == 0 {
+		return err
+	}
+	if _, err := c.enter(ctx, d.name(), false); err != nil {
+		return err
+	}
+	defer c.leave(false, &err)
+	if err := c.dev.Stream().Copy(c.preMulIn.whole(true), d.st.whole(true)); err != nil {
+		return err
+	}
+	f, err := c.submitWork()
+	if err != nil {
+		return err
+	}
+	return c.waitFence(ctx, f)
 }

@@ -278,6 +278,62 @@ func preMulCase[T Elem](t *testing.T, g *Group, rng *rand.Rand, n int, strategie
 	form("Exscan in place", above0, func(c *Comm, send []T, op Op) ([]T, error) {
 		return send, Exscan(ctx, c, send, send, op)
 	})
+	// The tensor forms: send uploaded into a tensor (downloaded again into
+	// send after the call, so the check above covers the tensor), the
+	// result downloaded.
+	tensors := func(c *Comm, send []T, m int, call func(st, rt *Tensor[T]) error) ([]T, error) {
+		st, err := NewTensor[T](c, len(send))
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		rt, err := NewTensor[T](c, m)
+		if err != nil {
+			return nil, err
+		}
+		defer rt.Close()
+		if err := st.Upload(send); err != nil {
+			return nil, err
+		}
+		if err := call(st, rt); err != nil {
+			return nil, err
+		}
+		out := make([]T, m)
+		if err := rt.Download(out); err != nil {
+			return nil, err
+		}
+		return out, st.Download(send)
+	}
+	if g.kernels.Has(dtypeOf[T]()) {
+		for _, s := range strategies {
+			form(fmt.Sprintf("AllReduceTensor %v", s), nil, func(c *Comm, send []T, op Op) ([]T, error) {
+				t, err := NewTensor[T](c, len(send))
+				if err != nil {
+					return nil, err
+				}
+				defer t.Close()
+				if err := t.Upload(send); err != nil {
+					return nil, err
+				}
+				if err := AllReduceTensorAsync(ctx, c, t, op, s).Wait(ctx); err != nil {
+					return nil, err
+				}
+				out := make([]T, len(send))
+				return out, t.Download(out)
+			})
+		}
+	}
+	form("ReduceScatterTensor", nil, func(c *Comm, send []T, op Op) ([]T, error) {
+		return tensors(c, send, n, func(st, rt *Tensor[T]) error { return ReduceScatterTensor(ctx, c, st, rt, op) })
+	})
+	form("ReduceScatterVTensor", nil, func(c *Comm, send []T, op Op) ([]T, error) {
+		return tensors(c, send[:at], counts[c.Rank()], func(st, rt *Tensor[T]) error {
+			return ReduceScatterVTensor(ctx, c, st, rt, counts, displs, op)
+		})
+	})
+	form(fmt.Sprintf("ReduceTensor to %d", root), []int{root}, func(c *Comm, send []T, op Op) ([]T, error) {
+		return tensors(c, send, len(send), func(st, rt *Tensor[T]) error { return ReduceTensor(ctx, c, st, rt, op, root) })
+	})
 	if ints, ok := any(scaled).([][]int32); ok {
 		// Exact, without the library's Sum: the wrapped sum of the products.
 		got := make([][]T, N)
@@ -491,8 +547,9 @@ func TestPreMulSumRefused(t *testing.T) {
 	}))
 }
 
-// TestPreMulSumZeroAllocs: a steady-state PreMulSum all-reduce (and a
-// ReduceScatter) allocates nothing: the products' memory is pooled.
+// TestPreMulSumZeroAllocs: steady-state PreMulSum all-reduces of slices and
+// tensors (float32 and int32) and a ReduceScatter allocate nothing: the
+// products' memory is pooled.
 func TestPreMulSumZeroAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -510,9 +567,29 @@ func TestPreMulSumZeroAllocs(t *testing.T) {
 			}
 		}
 		ctx := context.Background()
+		ft, it := make([]*Tensor[float32], 3), make([]*Tensor[int32], 3)
+		iops := make([]Op, 3)
+		for r := range ft {
+			var err error
+			if ft[r], err = NewTensor[float32](g.Comm(r), n); err != nil {
+				t.Fatal(err)
+			}
+			if it[r], err = NewTensor[int32](g.Comm(r), n); err != nil {
+				t.Fatal(err)
+			}
+			if iops[r], err = g.Comm(r).PreMulSum(-3); err != nil {
+				t.Fatal(err)
+			}
+		}
 		call := func(c *Comm) error {
 			r := c.Rank()
 			if err := AllReduce(ctx, c, data[r], ops[r]); err != nil {
+				return err
+			}
+			if err := AllReduceTensor(ctx, c, ft[r], ops[r], Auto); err != nil {
+				return err
+			}
+			if err := AllReduceTensor(ctx, c, it[r], iops[r], Ring); err != nil {
 				return err
 			}
 			return ReduceScatter(ctx, c, data[r], data[r][r*n:(r+1)*n], ops[r])
@@ -531,6 +608,10 @@ func TestPreMulSumZeroAllocs(t *testing.T) {
 			}
 		})
 		l.stop()
+		for r := range ft {
+			ft[r].Close()
+			it[r].Close()
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

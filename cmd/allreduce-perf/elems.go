@@ -83,6 +83,38 @@ func valuesFor[T collective.Elem](dt dtype) values[T] {
 	return v.(values[T])
 }
 
+// opPreMulSum stands for -o premulsum among the options' ops: each rank
+// calls with its own op of Comm.PreMulSum (sweep.rankOp), whose scalar is
+// premulScalar of its rank.
+const opPreMulSum collective.Op = -1
+
+// premulScalar is rank r's scalar for -o premulsum: nccl-tests'
+// (ncclVerifiablePremulScalar), 1 on the even ranks, 2 on the odd ones,
+// so every product and sum of the inputs stays exact.
+func premulScalar(r int) float64 {
+	if r%2 == 0 {
+		return 1
+	}
+	return 2
+}
+
+// opString is op's name in the tables (premulsum for opPreMulSum).
+func opString(op collective.Op) string {
+	if op == opPreMulSum {
+		return "premulsum"
+	}
+	return op.String()
+}
+
+// scaled returns the op a reference reduces with (premulsum: the sum) and
+// rank r's multiplier of its input (premulsum: premulScalar, else 1).
+func scaled(op collective.Op, r int) (collective.Op, float64) {
+	if op == opPreMulSum {
+		return collective.Sum, premulScalar(r)
+	}
+	return op, 1
+}
+
 func floatValues[T float](in func(collective.Op, int, int64, int) float64) values[T] {
 	nan := T(math.NaN())
 	return values[T]{
@@ -97,11 +129,14 @@ func floatValues[T float](in func(collective.Op, int, int64, int) float64) value
 }
 
 // reduce64 reduces x(r) over ranks in float64, in a plain loop (avg:
-// divided by len(ranks)).
-func reduce64(x func(r int) float64, op collective.Op, ranks []int) float64 {
-	acc := x(ranks[0])
+// divided by len(ranks); premulsum: the sum of x(r) times rank r's
+// scalar).
+func reduce64(x func(r int) float64, op0 collective.Op, ranks []int) float64 {
+	op, k := scaled(op0, ranks[0])
+	acc := x(ranks[0]) * k
 	for _, r := range ranks[1:] {
-		v := x(r)
+		_, k := scaled(op0, r)
+		v := x(r) * k
 		switch op {
 		case collective.Sum, collective.Mean:
 			acc += v
@@ -148,7 +183,8 @@ func intValues[T integer]() values[T] {
 		}
 		return T(x)
 	}
-	// A sum or XOR of n odd values has n's parity; a product, a max, a
+	// A sum or XOR of n odd values has n's parity (premulsum: n's even
+	// ranks', the odd ranks' inputs doubled); a product, a max, a
 	// min, an AND and an OR of odd values, and a copy of one, are odd.
 	// Wrapping keeps the parity. The logical ops' results are 0 or 1 (a
 	// copy: 0 or odd), never an even value other than 0. An avg of n >= 2
@@ -156,7 +192,10 @@ func intValues[T integer]() values[T] {
 	// range: never even's bits (0x5a..., above a quarter of the range) in a
 	// signed type, nor odd's (0xa5..., above half) in an unsigned one.
 	oddResult := func(op collective.Op, n int, reduced bool) bool {
-		return !(reduced && (op == collective.Sum || op == collective.BXor) && n%2 == 0)
+		if op == opPreMulSum { // the odd ranks' inputs doubled: even
+			n = (n + 1) / 2
+		}
+		return !(reduced && (op == collective.Sum || op == collective.BXor || op == opPreMulSum) && n%2 == 0)
 	}
 	even, odd := uint64(0x5a5a5a5a5a5a5a5a), uint64(0xa5a5a5a5a5a5a5a5)
 	signed := T(0)-1 < 0
@@ -174,10 +213,12 @@ func intValues[T integer]() values[T] {
 	}
 	return values[T]{
 		input: in,
-		reduce: func(op collective.Op, ranks []int, i int64, rep int) T {
-			acc := in(op, ranks[0], i, rep)
+		reduce: func(op0 collective.Op, ranks []int, i int64, rep int) T {
+			op, k := scaled(op0, ranks[0])
+			acc := in(op0, ranks[0], i, rep) * T(k)
 			for _, r := range ranks[1:] {
-				x := in(op, r, i, rep)
+				_, k := scaled(op0, r)
+				x := in(op0, r, i, rep) * T(k)
 				switch op {
 				case collective.Sum, collective.Mean:
 					acc += x
@@ -242,7 +283,8 @@ var (
 // exact in the 16-bit type f, however many ranks there are: sum and avg
 // take input's values in [-5, 5] from the first maxInt/5 ranks (51 for
 // bfloat16, 409 for half) and 0 from the others, so a partial sum never
-// leaves [-maxInt, maxInt]; prod takes input's 1, 2, 1/2 or -1 from the
+// leaves [-maxInt, maxInt] (premulsum, whose odd ranks' inputs are
+// doubled, from the first maxInt/10 ranks, at least rank 0); prod takes input's 1, 2, 1/2 or -1 from the
 // first maxExp ranks (14 for half, 126 for bfloat16) and the sign alone
 // from the others, so a partial product is +-2^k with |k| <= maxExp. Max
 // and min are exact anyway.
@@ -251,6 +293,10 @@ func input16(f format16, op collective.Op, r int, i int64, rep int) float64 {
 	switch op {
 	case collective.Sum, collective.Mean:
 		if r >= f.maxInt/5 {
+			return 0
+		}
+	case opPreMulSum: // doubled on the odd ranks
+		if r >= max(f.maxInt/10, 1) {
 			return 0
 		}
 	case collective.Prod:

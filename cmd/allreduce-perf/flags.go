@@ -448,7 +448,7 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.StringVar(&r.coll, "coll", r.coll, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall|gather|scatter|scan|exscan|sendrecv|all, or a comma list: scan and exscan are the inclusive and exclusive prefix reductions (no avg), sendrecv nccl-tests' ring shift (rank r sends to r+1, receives from r-1) (default allreduce; the binary invoked as reducescatter-perf, allgather-perf, broadcast-perf, reduce-perf, sendrecv-perf, ... defaults to that one)")
 	fs.StringVarP(&r.datatype, "datatype", "d", r.datatype, "float|double|int8|uint8|int16|uint16|int32|uint32|int64|uint64|half|bfloat16|fp8e4m3|fp8e5m2|all, or a comma list: nccl-tests' types (half, bfloat16, fp8e4m3 and fp8e5m2 are collective.Float16, BFloat16, Float8E4M3 and Float8E5M2; f8e4m3 and f8e5m2, nccl-tests' names, are taken too) and int16 and uint16, which nccl-tests lacks; all runs every one, nccl-tests' in its order, then the others (default float)")
 	fs.StringVar(&r.wire, "wire", "", "half|bfloat16: all-reduce float32 data (-d float) compressed to 16 bits on the wire (collective.AllReduceWire, ring); the type column names the wire type, size(B) = count*2, #wrong counts elements outside collective.WireErrorBound (default none)")
-	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|band|bor|bxor|land|lor|lxor|all, or a comma list; avg of the integer types is NCCL's (the wrapped sum divided by the rank count, truncated), not defined for scan and exscan, band to lxor (bitwise and logical, as MPI's) only for the integer types: all leaves out what a type or collective lacks; premulsum (NCCL's) is not implemented yet and refused (default sum)")
+	fs.StringVarP(&r.op, "op", "o", r.op, "sum|prod|min|max|avg|premulsum|band|bor|bxor|land|lor|lxor|all, or a comma list; avg of the integer types is NCCL's (the wrapped sum divided by the rank count, truncated), not defined for scan and exscan; premulsum is NCCL's ncclRedOpCreatePreMulSum with nccl-tests' scalars (1 on even ranks, 2 on odd ones), in one process, not in all; band to lxor (bitwise and logical, as MPI's) only for the integer types: all leaves out what a type or collective lacks (default sum)")
 	fs.StringVarP(&r.root, "root", "r", r.root, "root rank of broadcast, reduce, gather and scatter, or all (every rank in turn); the others have none and print -1, as nccl-tests does (default 0)")
 	fs.IntVarP(&r.iters, "iters", "n", r.iters, "timed iterations per size (default 20)")
 	fs.IntVarP(&r.warmup, "warmup_iters", "w", r.warmup, "warm-up iterations at the largest and smallest size (default 5)")
@@ -631,12 +631,12 @@ func (r *rawFlags) validate() (*options, error) {
 			collective.BAnd, collective.BOr, collective.BXor, collective.LAnd, collective.LOr, collective.LXor}
 	} else {
 		for _, f := range strings.Split(r.op, ",") {
-			if strings.EqualFold(strings.TrimSpace(f), "premulsum") {
-				return nil, usagef("-o premulsum (NCCL's ncclRedOpCreatePreMulSum: each rank scales its input by its own scalar, then the sum) is not implemented yet: the library has no such op; use -o sum")
-			}
 			op, err := collective.ParseOp(strings.TrimSpace(f))
+			if strings.EqualFold(strings.TrimSpace(f), "premulsum") {
+				op, err = opPreMulSum, nil
+			}
 			if err != nil {
-				return nil, usagef("-o/--op %q is not supported (want sum, prod, min, max, avg, band, bor, bxor, land, lor, lxor, all or a comma list)", r.op)
+				return nil, usagef("-o/--op %q is not supported (want sum, prod, min, max, avg, premulsum, band, bor, bxor, land, lor, lxor, all or a comma list)", r.op)
 			}
 			if !containsOp(o.ops, op) {
 				o.ops = append(o.ops, op)

@@ -195,6 +195,9 @@ func checkMPIOptions(o *options) error {
 			return usagef("--wire %s: across processes (MPI) the sweep runs no wire compression", d)
 		}
 	}
+	if containsOp(o.ops, opPreMulSum) {
+		return usagef("-o premulsum: across processes (MPI) the sweep runs the built-in ops only")
+	}
 	if o.jsonFile != "" {
 		return usagef("-J: not written across processes (MPI) yet")
 	}

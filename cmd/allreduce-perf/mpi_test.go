@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gocoll/gocoll/collective"
 )
 
 func TestSplitMPIFlags(t *testing.T) {
@@ -337,4 +339,11 @@ func TestUnderMpirun(t *testing.T) {
 			t.Errorf("exit %d, stderr %q, want 2 and one message\n%s", code, errOut, out)
 		}
 	})
+}
+
+// -o premulsum across processes is refused as bad usage, naming it.
+func TestMPIPremulsumRefused(t *testing.T) {
+	if err := checkMPIOptions(&options{ops: []collective.Op{collective.Sum, opPreMulSum}}); err == nil || !strings.Contains(err.Error(), "premulsum") {
+		t.Errorf("-o premulsum across processes: %v, want a usage error naming it", err)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/gocoll/gocoll/collective"
 )
 
 // ncclBusFactor is busbw/algbw as nccl-tests' *GetBw computes it for n
@@ -50,15 +52,40 @@ func TestBusFactorEveryCollective(t *testing.T) {
 	}
 }
 
-// -o premulsum is refused as bad usage, alone or in a list, with one line
-// saying it is not implemented; nothing runs.
-func TestPremulsumRefused(t *testing.T) {
-	for _, op := range []string{"premulsum", "sum,premulsum", "PreMulSum"} {
-		code, out, errOut := runCLI(t, "--backend", "host", "-o", op, "-g", "2", "-b", "8", "-e", "8")
-		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "premulsum") ||
-			!strings.Contains(errOut, "not implemented") {
-			t.Errorf("-o %s: exit %d, stdout %q, stderr %q; want exit 2 and one line saying premulsum is not implemented", op, code, out, errOut)
+// -o premulsum runs NCCL's PreMulSum with nccl-tests' scalars (1 on the
+// even ranks, 2 on the odd ones) through every collective that reduces,
+// alone or in a list, every value checked against the reference (which
+// differs from the sum's), the redop column "premulsum" (across processes
+// it is refused: TestMPIPremulsumRefused).
+func TestPremulsum(t *testing.T) {
+	for _, op := range []string{"premulsum", "sum,PreMulSum"} {
+		args := append([]string{"--backend", "host", "--coll", "allreduce,reducescatter,reduce,scan,exscan", "-g", "3", "-r", "1",
+			"-d", "float,int8,uint64,half,bfloat16,fp8e4m3,fp8e5m2", "-o", op, "-b", "8", "-e", "1K"}, fast...)
+		out, doc, _ := readJSON(t, 0, args...)
+		if !strings.Contains(out, "# Out of bounds values : 0 OK\n") {
+			t.Fatalf("-o %s: wrong values:\n%s", op, out)
 		}
+		n := 0
+		for _, rec := range doc.Results {
+			if rec.Redop == "premulsum" {
+				n++
+			}
+			if rec.Wrong == nil || *rec.Wrong != 0 {
+				t.Errorf("-o %s: record %+v: wrong values", op, rec)
+			}
+		}
+		if n == 0 {
+			t.Errorf("-o %s: no premulsum record", op)
+		}
+	}
+	differs := false
+	for i := range int64(16) {
+		if reference(opPreMulSum, 3, i, 0) != reference(collective.Sum, 3, i, 0) {
+			differs = true
+		}
+	}
+	if !differs {
+		t.Error("the premulsum reference is the sum's")
 	}
 }
 

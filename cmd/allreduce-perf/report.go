@@ -236,7 +236,7 @@ func newJSONDoc(o *options, g *collective.Group, tables []table, start time.Time
 		}
 	}
 	for _, op := range o.ops {
-		d.Config.Ops = append(d.Config.Ops, op.String())
+		d.Config.Ops = append(d.Config.Ops, opString(op))
 	}
 	for _, s := range o.strategies {
 		d.Config.Algorithms = append(d.Config.Algorithms, s.String())

@@ -66,12 +66,14 @@ type sweep[T collective.Elem] struct {
 	rep   int   // advances for every verified run, so stale results never pass
 	// pinned holds the --pinned buffers, freed by close.
 	pinned []*collective.HostBuffer[T]
+	// premul is each rank's op for -o premulsum (rankOp).
+	premul []collective.Op
 }
 
 // newSweep allocates each rank's buffers for the largest size: on the Go
 // heap, or with --pinned in pinned host memory (release them with close).
 func newSweep[T collective.Elem](rn *runner, t table, dt dtype) (*sweep[T], error) {
-	s := &sweep[T]{runner: rn, t: t, dt: dt, vals: valuesFor[T](dt), ranks: ranksUpTo(rn.g.Size())}
+	s := &sweep[T]{runner: rn, t: t, dt: dt, vals: valuesFor[T](dt), ranks: ranksUpTo(rn.g.Size()), premul: make([]collective.Op, rn.g.Size())}
 	maxCount := rn.o.maxBytes / dt.size()
 	alloc := func() ([]T, error) {
 		if !rn.o.pinned {
@@ -102,10 +104,17 @@ func newSweep[T collective.Elem](rn *runner, t table, dt dtype) (*sweep[T], erro
 	return s, nil
 }
 
-// close frees pinned buffers (and every device's import of them). No call
-// may be using them.
+// close frees pinned buffers (and every device's import of them), and
+// destroys the ranks' premulsum ops. No call may be using them.
 func (s *sweep[T]) close() error {
 	var first error
+	for r, op := range s.premul {
+		if op != 0 {
+			if err := s.comms[r].DestroyOp(op); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
 	for _, hb := range s.pinned {
 		if err := hb.Close(); err != nil && first == nil {
 			first = err
@@ -183,6 +192,10 @@ func (s *sweep[T]) call(ctx context.Context, r int, sh shape, op collective.Op, 
 	c := s.comms[r]
 	send, recv := s.send[r], s.recv[r]
 	n, m := sh.count, sh.count
+	op, err := s.rankOp(r, op)
+	if err != nil {
+		return err
+	}
 	switch s.t.coll {
 	case collAllReduce:
 		if f := s.dt.wire(); f != 0 {
@@ -297,7 +310,24 @@ func (s *sweep[T]) opName(op collective.Op) string {
 	if !s.t.coll.hasOp() {
 		return "none"
 	}
-	return op.String()
+	return opString(op)
+}
+
+// rankOp is op as rank r passes it: for -o premulsum the rank's own op of
+// Comm.PreMulSum, of scalar premulScalar of its rank, made at its first
+// call (close destroys it).
+func (s *sweep[T]) rankOp(r int, op collective.Op) (collective.Op, error) {
+	if op != opPreMulSum {
+		return op, nil
+	}
+	if s.premul[r] == 0 {
+		o, err := s.comms[r].PreMulSum(premulScalar(s.comms[r].Rank()))
+		if err != nil {
+			return 0, err
+		}
+		s.premul[r] = o
+	}
+	return s.premul[r], nil
 }
 
 // rootCol is the root column: -1 for the collectives without a root.
@@ -730,13 +760,15 @@ func reference(op collective.Op, n int, i int64, rep int) float64 {
 	return v
 }
 
-// referenceOf is reference over the inputs in, and also returns
-// sum_r |x_r| (for the wire bound).
-func referenceOf(in func(collective.Op, int, int64, int) float64, op collective.Op, n int, i int64, rep int) (ref, sumAbs float64) {
-	acc := in(op, 0, i, rep)
+// referenceOf is reference over the inputs in (premulsum: each times its
+// rank's scalar), and also returns sum_r |x_r| (for the wire bound).
+func referenceOf(in func(collective.Op, int, int64, int) float64, op0 collective.Op, n int, i int64, rep int) (ref, sumAbs float64) {
+	op, k := scaled(op0, 0)
+	acc := in(op0, 0, i, rep) * k
 	sumAbs = math.Abs(acc)
 	for r := 1; r < n; r++ {
-		x := in(op, r, i, rep)
+		_, k := scaled(op0, r)
+		x := in(op0, r, i, rep) * k
 		sumAbs += math.Abs(x)
 		switch op {
 		case collective.Sum, collective.Mean:

@@ -6,6 +6,7 @@
 package premul
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
@@ -100,6 +101,26 @@ func Scale(dt backend.DType, dst, src []byte, scalar float64) {
 		return
 	}
 	muls[dt](dst, src, scalar)
+}
+
+// Fill sets every element of dst (elements of the integer type dt) to the
+// integral scalar (Check): the second operand of a Prod kernel that
+// multiplies a tensor by it.
+func Fill(dt backend.DType, dst []byte, scalar float64) {
+	es := dt.Size()
+	if len(dst) < es {
+		return
+	}
+	clear(dst[:es])
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
+		dst[0] = 1
+	} else {
+		dst[es-1] = 1
+	}
+	for n := es; n < len(dst); n *= 2 {
+		copy(dst[n:], dst[:n])
+	}
+	muls[dt](dst, dst, scalar)
 }
 
 // muls multiplies the elements of each integer type by an integral scalar.
