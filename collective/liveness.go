@@ -8,7 +8,6 @@ import (
 
 	"github.com/gocoll/gocoll/internal/hang"
 	"github.com/gocoll/gocoll/internal/liveness"
-	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/waitfor"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
@@ -27,7 +26,7 @@ import (
 //     markGone wakes them all (each rank's wake channel and doorbell, its
 //     lane, and the group's alert channel). Run forgets the marks when it returns.
 //   - A rank blocked in a synchronous point-to-point call publishes its
-//     operations (blockP2P); the wait-for graph's edges are the unmatched
+//     operations (p2p.Engine.Run); the wait-for graph's edges are the unmatched
 //     ones between ranks of this process. The rank that closes a cycle
 //     finds it (detectDeadlock) and fails its call with a *DeadlockError,
 //     which breaks the group.
@@ -134,13 +133,6 @@ func (c *Comm) goneErr(r int, gi *liveness.Mark, phase string) *RankGoneError {
 }
 
 // Deadlock detection among synchronous point-to-point calls.
-
-// blockP2P publishes the synchronous call's posted operations while c
-// waits for them, and looks for a wait cycle through c.
-func (c *Comm) blockP2P(ops *[2]*p2p.Op) {
-	c.lane.Block(ops)
-	c.detectDeadlock()
-}
 
 // blockedOn returns the local index of the peer of c's published operation
 // i if that operation is unmatched and the peer is a rank of this process,

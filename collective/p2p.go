@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
-	"github.com/gocoll/gocoll/internal/memory"
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
@@ -95,10 +94,10 @@ func p2pDesc[T Elem](kind collKind, entry string, data []T, peer int) desc {
 	return d
 }
 
-// execP2P runs the point-to-point call d, checked: numbered, it posts its
-// operations (a send to d.to, a receive from d.from) and waits for them;
-// an asynchronous one (d.async, run by the comm's worker for its Work)
-// posts its operation, which completes the Work.
+// execP2P runs the point-to-point call d, checked: numbered, its
+// operations (a send to d.to, a receive from d.from) run on the comm's
+// engine (p2p.Engine.Run); an asynchronous one (d.async, run by the comm's
+// worker for its Work) posts its operation, which completes the Work.
 func (c *Comm) execP2P(ctx context.Context, d *desc) (err error) {
 	name := d.name()
 	owned, err := c.enterOp(ctx, name, false, true)
@@ -106,70 +105,21 @@ func (c *Comm) execP2P(ctx context.Context, d *desc) (err error) {
 		return err
 	}
 	defer c.leave(owned, &err)
-	es := d.dt.Size()
-	send := d.send
-	if d.from >= 0 && memory.SameSlice(send, d.recv) {
-		// One buffer (MPI_Sendrecv_replace): send what it holds now, from
-		// the engine's pooled copy, while the peer's data lands in it.
-		send = c.lane.Stage(len(send))
-		copy(send, d.send)
-	}
-	var ops [2]*p2p.Op
+	call := p2p.Call{Name: name, Seq: c.p2pSeq, DT: d.dt, To: d.to, From: d.from, Send: d.send, Recv: d.recv}
 	if d.to >= 0 {
-		ops[0] = &p2p.Op{Name: name, Seq: c.p2pSeq, Send: true, Peer: d.to, Data: send, DT: d.dt, Count: int64(len(send) / es), Ctx: ctx}
+		call.ToLink = &c.link(c.rank, d.to).p2p
 	}
 	if d.from >= 0 {
-		ops[1] = &p2p.Op{Name: name, Seq: c.p2pSeq, Peer: d.from, Data: d.recv, DT: d.dt, Count: int64(len(d.recv) / es), Ctx: ctx}
+		call.FromLink = &c.link(d.from, c.rank).p2p
 	}
 	if d.async {
 		// Posted for the Work the worker runs (start: one operation).
 		w := c.running.Load()
-		o := ops[0]
-		if o == nil {
-			o = ops[1]
-		}
-		o.Work = w
-		if ctx.Done() != nil {
-			o.Stop = context.AfterFunc(ctx, func() { c.lane.Attend(o) })
-		}
 		w.posted = true
-		c.postP2P(o)
+		c.lane.Start(ctx, &call, w)
 		return nil
 	}
-	for _, o := range ops {
-		if o != nil {
-			c.postP2P(o)
-		}
-	}
-	// Blocked until the peers post theirs: a wait cycle among blocked
-	// ranks fails at once (blockP2P), and Group.Pending reports the wait.
-	c.blockP2P(&ops)
-	c.beginWait("", waitrec.P2P, 0)
-	for _, o := range ops {
-		if o != nil {
-			c.lane.Wait(ctx, o)
-		}
-	}
-	c.endWait()
-	c.lane.Unblock()
-	// The failure that caused the other one, if any, comes first.
-	for _, o := range ops {
-		if o != nil && o.Err() != nil {
-			if _, broken := o.Err().(*BrokenError); !broken || err == nil {
-				err = o.Err()
-			}
-		}
-	}
-	return err
-}
-
-// postP2P posts o on its link (internal/p2p).
-func (c *Comm) postP2P(o *p2p.Op) {
-	l := c.link(o.Peer, c.rank)
-	if o.Send {
-		l = c.link(c.rank, o.Peer)
-	}
-	c.lane.Post(o, &l.p2p)
+	return c.lane.Run(ctx, &call)
 }
 
 // refuseP2P fails point-to-point call name, refused on this rank with err
@@ -273,6 +223,16 @@ func (e *p2pEnv) Mismatch(o *p2p.Op, dt backend.DType, count int64) error {
 }
 
 func (e *p2pEnv) Break(o *p2p.Op, err error) { (*Comm)(e).breakP2P(o, err) }
+
+// Blocked: a wait cycle among blocked ranks fails the call at once
+// (detectDeadlock), and Group.Pending reports the wait.
+func (e *p2pEnv) Blocked() {
+	c := (*Comm)(e)
+	c.detectDeadlock()
+	c.beginWait("", waitrec.P2P, 0)
+}
+
+func (e *p2pEnv) Unblocked() { (*Comm)(e).endWait() }
 
 func (e *p2pEnv) Complete(o *p2p.Op, err error) {
 	w := o.Work.(*Work)

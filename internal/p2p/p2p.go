@@ -45,7 +45,8 @@ import (
 // its API.
 type Env interface {
 	// Broken returns the error a rank gets from the group once it is
-	// broken, or nil.
+	// broken (the same value each time: a failure is told apart from the
+	// break by identity), or nil.
 	Broken() error
 	// BrokenCh is closed when the group breaks.
 	BrokenCh() <-chan struct{}
@@ -66,6 +67,10 @@ type Env interface {
 	Complete(o *Op, err error)
 	// CommunicationTimeout bounds an operation's wait for its peer.
 	CommunicationTimeout() time.Duration
+	// Blocked: the caller of a synchronous call (Engine.Run) blocks in its
+	// operations, published (Engine.Blocked); Unblocked: it returns.
+	Blocked()
+	Unblocked()
 }
 
 // Header is the size of the header of a message to another process: the

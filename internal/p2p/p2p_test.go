@@ -11,14 +11,16 @@ import (
 	"github.com/gocoll/gocoll/backend"
 )
 
-// env is a group of one engine's view in tests: never broken, no rank
-// gone; its errors name what they are.
+// env is a group of one engine's view in tests: no rank gone, broken only
+// where a test sets brk first; its errors name what they are.
 type env struct {
 	timeout time.Duration
 	broken  chan struct{}
 	mu      sync.Mutex
 	breaks  []error
 	done    chan error // asynchronous completions
+	blocked int        // callers blocked in Engine.Run
+	brk     error      // the group's break (Broken), set before the engine runs
 }
 
 func newEnv(timeout time.Duration) *env {
@@ -27,7 +29,7 @@ func newEnv(timeout time.Duration) *env {
 
 var errTimeout = errors.New("timeout")
 
-func (e *env) Broken() error                       { return nil }
+func (e *env) Broken() error                       { return e.brk }
 func (e *env) BrokenCh() <-chan struct{}           { return e.broken }
 func (e *env) GoneEvents() uint64                  { return 0 }
 func (e *env) Gone(*Op) error                      { return nil }
@@ -47,6 +49,16 @@ func (e *env) Break(o *Op, err error) {
 	e.mu.Unlock()
 }
 func (e *env) Complete(o *Op, err error) { e.done <- err }
+func (e *env) Blocked() {
+	e.mu.Lock()
+	e.blocked++
+	e.mu.Unlock()
+}
+func (e *env) Unblocked() {
+	e.mu.Lock()
+	e.blocked--
+	e.mu.Unlock()
+}
 
 func pair(timeout time.Duration) (a, b *Engine, ea, eb *env) {
 	ea, eb = newEnv(timeout), newEnv(timeout)
