@@ -401,16 +401,6 @@ func argErr(err error) error {
 	return fmt.Errorf("%w: %w", err, ErrInvalidArgument)
 }
 
-// checkV checks n ranges [displs[j], +counts[j]) of a length-element slice.
-func checkV(n, length int, counts, displs []int, what string) error {
-	return argErr(callcheck.V(n, length, counts, displs, what))
-}
-
-// checkRecvV is checkV of the ranges received, which may not overlap.
-func checkRecvV(n, length int, counts, displs []int) error {
-	return argErr(callcheck.RecvV(n, length, counts, displs))
-}
-
 // exec runs d, checked: the fingerprint, the kind's algorithm (or its
 // exact host path), drain and release; a tensor call's algorithm is
 // execTensor's.
