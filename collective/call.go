@@ -497,9 +497,5 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 // vScratch returns the comm's four pooled count and offset slices of n
 // entries for the V kinds (one goroutine per Comm uses them).
 func (c *Comm) vScratch(n int) (sc, sd, rc, rd []int) {
-	if cap(c.vInts) < 4*n {
-		c.vInts = make([]int, 4*n)
-	}
-	v := c.vInts[:4*n]
-	return v[:n:n], v[n : 2*n : 2*n], v[2*n : 3*n : 3*n], v[3*n:]
+	return c.vxState.Ints(n)
 }

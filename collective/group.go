@@ -31,6 +31,7 @@ import (
 	"github.com/gocoll/gocoll/internal/runranks"
 	"github.com/gocoll/gocoll/internal/steps"
 	"github.com/gocoll/gocoll/internal/subgroups"
+	"github.com/gocoll/gocoll/internal/vexchange"
 	"github.com/gocoll/gocoll/internal/waitctx"
 	"github.com/gocoll/gocoll/internal/waitfor"
 	"github.com/gocoll/gocoll/internal/waitrec"
@@ -216,12 +217,7 @@ type Comm struct {
 	// memory it resolved counts as held by the calls it makes (resolve.go).
 	running atomic.Pointer[Work]
 
-	// Pooled scratch of the V kinds (slicecoll.go, tensorcoll.go).
-	vInts   []int // vScratch
-	vCnt    []float64
-	vPub    []int                // the send counts this rank publishes (vPubBuf)
-	vPubV   []int                // its send offsets, receive counts and offsets (publishV)
-	vBlocks []byte               // ReduceScatterV's received blocks, reduceGather's gathered ones
+	vxState vexchange.Scratch    // pooled scratch of the V kinds (vcoll.go, slicecoll.go)
 	queue   opqueue.Queue[*Work] // its asynchronous operations, and who holds the comm (async.go, stream.go)
 	wctx    waitctx.Ctx
 	last    backend.Fence // the last submission (queues are FIFO)

@@ -70,22 +70,6 @@ func (c *Comm) sharedWork(ctx context.Context, fp fingerprint, kind shareddev.Ki
 	return c.flush(ctx)
 }
 
-// publishV publishes copies of a V tensor collective's send offsets and
-// receive counts and offsets for the leader (g.pub's SDispls, RCounts, RDispls;
-// the send counts are published by agreeCounts), before the rendezvous
-// that precedes its reads.
-func (c *Comm) publishV(sdispls, rcounts, rdispls []int) {
-	N := c.g.n
-	if cap(c.vPubV) < 3*N {
-		c.vPubV = make([]int, 3*N)
-	}
-	b := c.vPubV[:3*N]
-	copy(b, sdispls)
-	copy(b[N:], rcounts)
-	copy(b[2*N:], rdispls)
-	c.g.pub.SDispls[c.rank], c.g.pub.RCounts[c.rank], c.g.pub.RDispls[c.rank] = b[:N], b[N:2*N], b[2*N:]
-}
-
 // sharedRun is the protocol of a device-resident collective among ranks
 // sharing memory: the caller claimed the comm and published its regions
 // (g.pub's SendT, RecvT); every rank's earlier work is made complete, the

@@ -136,7 +136,7 @@ func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 		return nil
 	}
 	g := *d
-	g.recv = c.blocks(N * n * es)
+	g.recv = c.vxState.Blocks(N * n * es)
 	if err := c.execAllGather(ctx, &g); err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func (c *Comm) reduceGather(ctx context.Context, d *desc) error {
 	g := *d
 	g.recv = nil
 	if c.rank == d.root {
-		g.recv = c.blocks(N * n * es)
+		g.recv = c.vxState.Blocks(N * n * es)
 	}
 	if err := c.execGather(ctx, &g); err != nil {
 		return err
@@ -261,31 +261,4 @@ func (c *Comm) exchangeCounts(ctx context.Context, k *call, scounts []int, cnt [
 		return c.fail(err, false, nil, nil)
 	}
 	return nil
-}
-
-// blocks returns the comm's pooled host memory of n bytes for the blocks
-// a rank gathers to reduce on the CPU (c.vBlocks).
-func (c *Comm) blocks(n int) []byte {
-	if cap(c.vBlocks) < n {
-		c.vBlocks = make([]byte, n)
-	}
-	return c.vBlocks[:n]
-}
-
-// vPubBuf returns the comm's pooled copy of its send counts, which the
-// ranks of one process read (g.pub.SCounts).
-func (c *Comm) vPubBuf(n int) []int {
-	if cap(c.vPub) < n {
-		c.vPub = make([]int, n)
-	}
-	return c.vPub[:n]
-}
-
-// vCountBuf returns the comm's pooled float64 scratch for the counts
-// exchange.
-func (c *Comm) vCountBuf(n int) []float64 {
-	if cap(c.vCnt) < n {
-		c.vCnt = make([]float64, n)
-	}
-	return c.vCnt[:n]
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/shareddev"
+	"github.com/gocoll/gocoll/internal/vexchange"
 )
 
 // The algorithms of the device-tensor forms of the collectives (entry
@@ -140,7 +141,7 @@ func (c *Comm) execAllToAllT(ctx context.Context, d *desc) error {
 	if err := c.record(k.region(me, me+m), d.st.region(me, me+m)); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	if err := c.pairwise(ctx, k, d.st.region(0, n), 0, vCounts{m: m}); err != nil {
+	if err := c.pairwise(ctx, k, d.st.region(0, n), 0, vexchange.Ranges{M: m}); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	return c.deliver(ctx, d.rt.region(0, n), k.region(0, n))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/shareddev"
+	"github.com/gocoll/gocoll/internal/vexchange"
 )
 
 // vRun is the V kinds' exchange, on host slices or device tensors: send's
@@ -31,12 +32,8 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 	m := R // with reduce, the block reduced into recv
 	host := reduce && c.noKernels(dt)
 	if reduce {
-		stride := ((m*es + 15) &^ 15) / es
 		_, _, rcounts, rdispls = c.vScratch(N)
-		for q := range rcounts {
-			rcounts[q], rdispls[q] = m, q*stride
-		}
-		R = N * stride
+		R = vexchange.Aligned(rcounts, rdispls, m, es)
 	}
 	name := d.name()
 	owned, err := c.begin(ctx, name, fp, d.phase(0))
@@ -54,7 +51,8 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 	}
 	shared := d.tensor && c.g.sharedMem && !host
 	if shared {
-		c.publishV(sdispls, rcounts, rdispls)
+		// For the leader, read after the rendezvous of agreeCounts.
+		c.vxState.PublishRanges(&c.g.pub, c.rank, sdispls, rdispls)
 	}
 	if err := c.agreeCounts(ctx, name, fp, d.phase(2), d.phase(1), scounts, rcounts); err != nil {
 		return err
@@ -110,7 +108,7 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 			return c.failAfter(err, nil, nil)
 		}
 	}
-	if err := c.pairwise(ctx, k, src, at, vCounts{scounts: scounts, sdispls: sdispls, rcounts: rcounts, rdispls: rdispls}); err != nil {
+	if err := c.pairwise(ctx, k, src, at, vexchange.Ranges{SCounts: scounts, SDispls: sdispls, RCounts: rcounts, RDispls: rdispls}); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
 	if !d.tensor || host {
@@ -202,27 +200,17 @@ func (c *Comm) vDeliver(ctx context.Context, d *desc, k *call, at int, rcounts, 
 func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, exchange, check string, scounts, rcounts []int) error {
 	g := c.g
 	N, i := g.n, c.rank
-	cnt := c.vCountBuf(2 * N)
+	cnt := c.vxState.Counts(2 * N)
 	if g.tr == nil {
-		pub := c.vPubBuf(N)
-		copy(pub, scounts)
-		g.pub.SCounts[i] = pub
+		c.vxState.PublishCounts(&g.pub, i, scounts)
 		if err := c.arrive(ctx, fp, exchange); err != nil {
 			return err
 		}
-		for j := 0; j < N; j++ {
-			cnt[N+j] = float64(g.pub.SCounts[j][i])
-		}
+		vexchange.CountsTo(&g.pub, i, cnt[N:])
 	} else if err := c.exchangeCounts(ctx, &c.k, scounts, cnt); err != nil {
 		return err
 	}
-	bad := -1
-	for j := 0; j < N; j++ {
-		if int(cnt[N+j]) != rcounts[j] {
-			bad = j
-			break
-		}
-	}
+	bad := vexchange.Disagree(cnt[N:], rcounts)
 	all, err := c.arriveFlag(ctx, fp, check, bad < 0)
 	if err != nil {
 		return err

@@ -16,15 +16,15 @@ type Board struct {
 	// that share device memory).
 	SendT, RecvT []backend.Region
 	// SCounts are each rank's send counts (the V kinds in one process);
-	// SDispls, RCounts and RDispls its send offsets, receive counts and
-	// offsets (the V tensor kinds in shared memory).
-	SCounts, SDispls, RCounts, RDispls [][]int
+	// SDispls and RDispls its send and receive offsets (the V tensor kinds
+	// in shared memory).
+	SCounts, SDispls, RDispls [][]int
 }
 
 // Init sizes b for n ranks, every entry empty.
 func (b *Board) Init(n int) {
 	*b = Board{Send: make([][]byte, n), Recv: make([][]byte, n), SendT: make([]backend.Region, n), RecvT: make([]backend.Region, n),
-		SCounts: make([][]int, n), SDispls: make([][]int, n), RCounts: make([][]int, n), RDispls: make([][]int, n)}
+		SCounts: make([][]int, n), SDispls: make([][]int, n), RDispls: make([][]int, n)}
 }
 
 // DropSlices drops rank r's host slices (its call is over; nothing for a

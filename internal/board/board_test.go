@@ -11,7 +11,7 @@ import (
 func TestBoard(t *testing.T) {
 	var b Board
 	b.Init(3)
-	for _, n := range []int{len(b.Send), len(b.Recv), len(b.SendT), len(b.RecvT), len(b.SCounts), len(b.SDispls), len(b.RCounts), len(b.RDispls)} {
+	for _, n := range []int{len(b.Send), len(b.Recv), len(b.SendT), len(b.RecvT), len(b.SCounts), len(b.SDispls), len(b.RDispls)} {
 		if n != 3 {
 			t.Fatalf("an entry list of %d, want 3", n)
 		}
