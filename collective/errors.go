@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/relay"
 )
 
 // Sentinel errors. Every error a collective returns is an *Error (rank,
@@ -206,36 +207,15 @@ func (e *BrokenError) Error() string {
 // Is makes errors.Is(err, ErrGroupBroken) true.
 func (e *BrokenError) Is(t error) bool { return t == ErrGroupBroken }
 
-// Unwrap returns the cause (with its context errors hidden when the cause
-// was another rank's context).
+// Unwrap returns the cause; relayed from another rank (internal/relay),
+// its context errors are hidden, and its *TimeoutError, which describes
+// that rank's wait (its Missing ranks are from that rank's view), is
+// reached only through Cause.
 func (e *BrokenError) Unwrap() error {
 	if e.hideCtx {
-		return noCtx{e.Cause}
+		return relay.Cause[*TimeoutError]{Err: e.Cause}
 	}
 	return e.Cause
-}
-
-// noCtx is an error that matches everything its cause matches except the
-// context errors.
-type noCtx struct{ err error }
-
-func (e noCtx) Error() string { return e.err.Error() }
-
-func (e noCtx) Is(t error) bool {
-	if t == context.Canceled || t == context.DeadlineExceeded {
-		return false
-	}
-	return errors.Is(e.err, t)
-}
-
-// As finds the cause's typed errors, except a *TimeoutError: that one
-// describes another rank's wait (its Missing ranks are from that rank's
-// view), so it is reached only through BrokenError.Cause.
-func (e noCtx) As(t any) bool {
-	if _, ok := t.(**TimeoutError); ok {
-		return false
-	}
-	return errors.As(e.err, t)
 }
 
 // RankGoneError says that the rank waited for is gone: it will never

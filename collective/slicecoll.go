@@ -125,29 +125,19 @@ func (c *Comm) execBroadcast(ctx context.Context, d *desc) error {
 // is N times its input.
 func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 	sp := &callSpecs[d.kind]
-	N, r, es := c.g.n, c.rank, d.dt.Size()
-	n := len(d.send) / es
 	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
 	if err != nil {
 		return err
 	}
 	defer c.leave(owned, &err)
-	if n == 0 {
+	if len(d.send) == 0 {
 		return nil
 	}
-	g := *d
-	g.recv = c.vxState.Blocks(N * n * es)
-	if err := c.execAllGather(ctx, &g); err != nil {
-		return err
-	}
-	k := r + 1
+	k := c.rank + 1
 	if d.kind == collExscan {
-		k = r
+		k = c.rank
 	}
-	if k > 0 {
-		reduceHost(d.dt, d.recv, g.recv, n, 0, k, n, d.op, 1)
-	}
-	return nil
+	return c.gatherReduce(ctx, d, true, k, 1)
 }
 
 // execReduce: along a binary tree rooted at root; in deterministic mode a
@@ -202,18 +192,32 @@ func (c *Comm) execGather(ctx context.Context, d *desc) error {
 // rank order with the kernels' arithmetic (exact: bitwise what a
 // deterministic Reduce gives).
 func (c *Comm) reduceGather(ctx context.Context, d *desc) error {
-	N, es := c.g.n, d.dt.Size()
-	n := len(d.send) / es
+	N := c.g.n
+	return c.gatherReduce(ctx, d, c.rank == d.root, N, scaleFor(d.op, N))
+}
+
+// gatherReduce gathers every rank's send (Reduce: a Gather at the root;
+// Scan and Exscan: an AllGather) into the comm's pooled host memory where
+// here holds (elsewhere into nothing), then there reduces the first k
+// ranks' blocks into d.recv on the CPU in rank order with the kernels'
+// arithmetic, scaled by scale and rounded once.
+func (c *Comm) gatherReduce(ctx context.Context, d *desc, here bool, k int, scale float64) (err error) {
+	n := len(d.send) / d.dt.Size()
 	g := *d
 	g.recv = nil
-	if c.rank == d.root {
-		g.recv = c.vxState.Blocks(N * n * es)
+	if here {
+		g.recv = c.vxState.Blocks(c.g.n * len(d.send))
 	}
-	if err := c.execGather(ctx, &g); err != nil {
+	if d.kind == collReduce {
+		err = c.execGather(ctx, &g)
+	} else {
+		err = c.execAllGather(ctx, &g)
+	}
+	if err != nil {
 		return err
 	}
-	if c.rank == d.root {
-		reduceHost(d.dt, d.recv, g.recv, n, 0, N, n, d.op, scaleFor(d.op, N))
+	if here && k > 0 {
+		reduceHost(d.dt, d.recv, g.recv, n, 0, k, n, d.op, scale)
 	}
 	return nil
 }
