@@ -22,9 +22,10 @@ type BackendReport struct {
 
 // Probe lists every backend this build knows of (compiled in or left out),
 // whether it can run here and its devices, with the float32 kernels each
-// runs and why (DeviceInfo.Float32Hardware, Float32Reason). A device makes
-// that choice at its first open in the process, which may run a self-test
-// of its float32 arithmetic: Probe opens each device not opened yet, once.
+// runs and why (DeviceInfo.Float32Hardware, Float32Reason). A CPU driver's
+// device makes that choice at its first open in the process, which may run
+// a self-test of its float32 arithmetic: Probe opens each device whose
+// choice is not known yet, once.
 func Probe() []BackendReport {
 	var out []BackendReport
 	seen := map[string]bool{}

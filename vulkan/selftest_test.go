@@ -31,7 +31,11 @@ func TestFloat32SelfTest(t *testing.T) {
 	info := d.Info()
 	lavapipe := info.Type == "cpu" && strings.HasPrefix(info.Name, "llvmpipe")
 	t.Logf("%s: DenormPreserveFloat32 %v, float32 hardware kernels %v: %s", info.Name, info.DenormPreserveFloat32, info.Float32Hardware, info.Float32Reason)
-	if !info.DenormPreserveFloat32 && !strings.Contains(info.Float32Reason, "self-test") {
+	if !info.DenormPreserveFloat32 && info.Type != "cpu" && (info.Float32Hardware || !d.FTZKernels() || !strings.Contains(info.Float32Reason, "it is a GPU")) {
+		t.Errorf("a GPU without DenormPreserveFloat32 runs the ftz kernels, no self-test; got hardware %v, ftz kernels %v: %q",
+			info.Float32Hardware, d.FTZKernels(), info.Float32Reason)
+	}
+	if !info.DenormPreserveFloat32 && info.Type == "cpu" && !strings.Contains(info.Float32Reason, "self-test") {
 		t.Errorf("no DenormPreserveFloat32, and the reason names no self-test: %q", info.Float32Reason)
 	}
 	if lavapipe && (!info.Float32Hardware || d.FTZKernels()) {

@@ -20,15 +20,18 @@ import (
 
 // The float32 self-test. A device that does not report DenormPreserveFloat32
 // may flush float32 subnormals in kernels (NVIDIA's driver does), and then
-// runs the ftz kernels, exact on the bits but several times slower (4.6-5.1x
-// on lavapipe). Many such devices keep subnormals all the same (lavapipe's
-// arithmetic is the CPU's), so the first open of a physical device in the
-// process decides by measurement: it runs the hardware kernels of every
-// float32 kind that has an ftz variant, on a device of its own, with every
-// op and the scales (a mean's division and a multiplication) on data full
-// of subnormals, and keeps them only when every result has the bits of the
-// host's arithmetic (package hostmath). A mismatch, or a test that cannot
-// run, selects the ftz kernels.
+// runs the ftz kernels, exact on the bits. On a GPU they cost little (a
+// reduction is bound by memory: the H200 reduces 8 sources at 3.49 TB/s for a
+// mean against 3.77 with the flushing hardware arithmetic), so a GPU without
+// the promise runs them and no self-test. On a CPU driver they are several
+// times slower (4.6-5.1x on lavapipe), and such a driver often keeps
+// subnormals all the same (lavapipe's arithmetic is the CPU's), so the first
+// open of a CPU driver's device in the process decides by measurement: it
+// runs the hardware kernels of every float32 kind that has an ftz variant,
+// on a device of its own, with every op and the scales (a mean's division
+// and a multiplication) on data full of subnormals, and keeps them only when
+// every result has the bits of the host's arithmetic (package hostmath). A
+// mismatch, or a test that cannot run, selects the ftz kernels.
 //
 // A CPU driver runs a dispatch's work groups on a pool of threads, and the
 // flush mode is a thread's: each dispatch has at least 4 work groups per CPU
@@ -48,6 +51,11 @@ const (
 	// DenormPreserveFloat32.
 	float32PreserveReason = "the device keeps float32 subnormals in kernels that ask (DenormPreserveFloat32)"
 	float32NoPromise      = "the device does not promise to keep float32 subnormals (no DenormPreserveFloat32)"
+	// float32GPUReason is Float32Reason of a GPU that does not report
+	// DenormPreserveFloat32: the ftz kernels run there without a self-test.
+	float32GPUReason = float32NoPromise + ", and it is a GPU: the _ftz kernels run, exact on the bits and as fast as the " +
+		"hardware's where a reduction is bound by memory (no self-test: on an H100 its extra logical device at the first " +
+		"open slowed the transfers of later calls by 5-23%)"
 )
 
 // float32Choice is one physical device's float32 kernels, chosen once per
@@ -61,12 +69,16 @@ type float32Choice struct {
 
 // float32Kernels returns whether Open's device of physical device index
 // (described by info) runs the hardware float32 kernels, and why: yes
-// where it reports DenormPreserveFloat32; else the self-test's verdict,
-// which the first call for index reaches (later and concurrent calls wait
-// for it and share it).
+// where it reports DenormPreserveFloat32; no on a GPU that does not
+// (float32GPUReason); else, on a CPU driver, the self-test's verdict, which
+// the first call for index reaches (later and concurrent calls wait for it
+// and share it).
 func (in *Instance) float32Kernels(index int, info backend.DeviceInfo) (bool, string) {
 	if info.DenormPreserveFloat32 {
 		return true, float32PreserveReason
+	}
+	if info.Type != "cpu" {
+		return false, float32GPUReason
 	}
 	c := in.float32Choice(index)
 	c.once.Do(func() {
@@ -82,6 +94,9 @@ func (in *Instance) float32Kernels(index int, info backend.DeviceInfo) (bool, st
 func (in *Instance) listedFloat32(index int, info backend.DeviceInfo) (bool, string) {
 	if info.DenormPreserveFloat32 {
 		return true, float32PreserveReason
+	}
+	if info.Type != "cpu" {
+		return false, float32GPUReason
 	}
 	if c := in.float32Choice(index); c.done.Load() {
 		return c.hardware, c.reason
