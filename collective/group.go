@@ -229,14 +229,16 @@ type Comm struct {
 
 	// PreMulSum's live ops and the scaled inputs (premulsum.go): in host
 	// memory, or a tensor's in preMulDev (preMulT, in place of the
-	// caller's preMulIn), an integer scalar for its Prod in preMulFill.
-	preMul     premul.Table
-	preMulBuf  premul.Scratch
-	preMulDev  backend.Buffer
-	preMulFill backend.Buffer
-	preMulIn   *tcore
-	preMulT    tcore
-	preMulSrcs [2]backend.Region
+	// caller's preMulIn), an integer scalar for its Prod in preMulFill
+	// (written once while preMulFilled says it holds the call's).
+	preMul       premul.Table
+	preMulBuf    premul.Scratch
+	preMulDev    backend.Buffer
+	preMulFill   backend.Buffer
+	preMulFilled premul.Filled
+	preMulIn     *tcore
+	preMulT      tcore
+	preMulSrcs   [2]backend.Region
 
 	// lane is the point-to-point engine (internal/p2p); p2pSeq numbers
 	// the point-to-point calls, and inP2P says the running synchronous

@@ -106,7 +106,8 @@ func (c *Comm) preScale(ctx context.Context, d *desc) error {
 // preScaleTensor replaces the send tensor of d, a PreMulSum call, by the
 // comm's pooled device buffer holding its elements multiplied by the
 // scalar, submitted and waited for: a float type by the Scale kernel, an
-// integer type by a Prod kernel with a pooled buffer of the scalar, and a
+// integer type by a Prod kernel with a pooled buffer of the scalar (filled
+// once while the scalar, type and length allow: premul.Filled), and a
 // type without kernels on the host (read, premul.Scale, written back).
 func (c *Comm) preScaleTensor(ctx context.Context, d *desc) (err error) {
 	in, es := d.st, d.dt.Size()
@@ -136,7 +137,7 @@ func (c *Comm) preScaleTensor(ctx context.Context, d *desc) (err error) {
 		if err := c.ensure(&c.preMulFill, in.n*es); err != nil {
 			return err
 		}
-		premul.Fill(d.dt, c.preMulFill.Bytes()[:in.n*es], d.scalar)
+		c.preMulFilled.Fill(c.preMulFill, d.dt, in.n, d.scalar)
 		c.preMulSrcs = [2]backend.Region{src, {Buf: c.preMulFill, Len: in.n * es}}
 		err = st.Reduce(backend.Prod, d.dt, dst, c.preMulSrcs[:], 1)
 	default:

@@ -123,6 +123,35 @@ func Fill(dt backend.DType, dst []byte, scalar float64) {
 	muls[dt](dst, dst, scalar)
 }
 
+// Filled is what a pooled buffer of an integer scalar (the second operand
+// of the Prod kernel a tensor is multiplied by) holds, so a call with the
+// same scalar, type and buffer reuses it instead of writing it again: a
+// comm's PreMulSum op keeps its scalar for its life, so a training loop's
+// repeated calls fill the buffer once.
+type Filled struct {
+	buf    backend.Buffer
+	dt     backend.DType
+	scalar uint64 // the scalar's bits
+	n      int    // the elements filled (0: none)
+	// Fills counts the times the buffer was written.
+	Fills uint64
+}
+
+// Fill makes the first n elements of buf, a host-visible buffer of at
+// least n elements of the integer type dt, hold the integral scalar
+// (Check), writing them only where buf does not hold them already: another
+// buffer (a grown one), another type or scalar, or more elements than were
+// filled.
+func (f *Filled) Fill(buf backend.Buffer, dt backend.DType, n int, scalar float64) {
+	bits := math.Float64bits(scalar)
+	if buf == f.buf && dt == f.dt && bits == f.scalar && n <= f.n {
+		return
+	}
+	Fill(dt, buf.Bytes()[:n*dt.Size()], scalar)
+	f.buf, f.dt, f.scalar, f.n = buf, dt, bits, n
+	f.Fills++
+}
+
 // muls multiplies the elements of each integer type by an integral scalar.
 var muls = [backend.NumDTypes]func(dst, src []byte, scalar float64){
 	backend.I8: mulSigned[int8], backend.I16: mulSigned[int16], backend.I32: mulSigned[int32], backend.I64: mulSigned[int64],
