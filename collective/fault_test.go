@@ -182,7 +182,8 @@ func faultLeakOpts() []goleak.Option {
 	return []goleak.Option{goleak.IgnoreCurrent(),
 		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.startPool.func1.1"),
 		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.(*executor).exec.startPool.func1.1"),
-		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker")}
+		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker"),
+		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/internal/parreduce.worker")}
 }
 
 // poisoned is a caller buffer overwritten with a pattern after its call

@@ -160,7 +160,9 @@ func checkOp(op Op, dt backend.DType, n int) error {
 // elements [off, off+cnt) are at element p*stride+off of src; dst may be
 // input 0's elements. The arithmetic is the kernels' (hostmath: floats in
 // their own type, integers wrapping, 16-bit floats accumulated in float32
-// and rounded once), the host backend's bit for bit.
+// and rounded once), the host backend's bit for bit. A large input reduces
+// in chunks on the process's worker pool (internal/parreduce), each
+// element's inputs still in rank order: the same bits.
 func reduceHost(dt backend.DType, dst, src []byte, stride, off, k, cnt int, op Op, scale float64) {
 	hostmath.ReduceStrided(dt, kernelOp(op), dst, src, stride, off, k, cnt, scale)
 }

@@ -153,7 +153,8 @@ func bitsEqual[T collective.Elem](a, b []T) bool {
 var leakOpts = []goleak.Option{goleak.IgnoreCurrent(),
 	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.startPool.func1.1"),
 	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.(*executor).exec.startPool.func1.1"),
-	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker")}
+	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker"),
+	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/internal/parreduce.worker")}
 
 // allocsPerStep returns the allocations of rank 0's step(0) in a steady
 // state of a group of two ranks: rank 1 runs step(1) whenever rank 0 runs

@@ -11,9 +11,11 @@ package hostmath
 
 import (
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
 // Float is a floating-point element type reduced in its own arithmetic.
@@ -280,10 +282,76 @@ const block = 256
 // elements. Integers take only the scale 1/N (ApplyInt: the wrapped sum
 // divided once by N, truncated toward zero); any other scale leaves them
 // unscaled.
+//
+// More than one chunk of elements (parreduce.ChunkBytes of dst) is reduced
+// in chunks on the process's worker pool (internal/parreduce, capped by
+// parreduce.Reduce): every element still reduces its inputs in order, so
+// the bits are the serial reduction's.
 func ReduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off, k, cnt int, scale float64) {
 	if cnt <= 0 || k <= 0 {
 		return
 	}
+	chunk := chunkBytes / dt.Size()
+	if cnt <= chunk || parreduce.Reduce.Get() == 1 {
+		reduceStrided(dt, op, dst, src, stride, off, k, cnt, scale)
+		return
+	}
+	j := stridedJobs.get()
+	j.dt, j.op, j.dst, j.src = dt, op, dst, src
+	j.stride, j.off, j.k, j.scale = stride, off, k, scale
+	j.job.Run(&parreduce.Reduce, j, cnt, chunk)
+	j.dst, j.src = nil, nil // hold no reference to the caller's memory
+	stridedJobs.put(j)
+}
+
+// chunkBytes is the bytes of dst a chunk of a parallel ReduceStrided
+// reduces (a variable for the tests, which make it small).
+var chunkBytes = parreduce.ChunkBytes
+
+// stridedJob is a parallel ReduceStrided's arguments and its job.
+type stridedJob struct {
+	job            parreduce.Job
+	dt             backend.DType
+	op             backend.Op
+	dst, src       []byte
+	stride, off, k int
+	scale          float64
+}
+
+// Range reduces elements [lo, hi) of the call: a ReduceStrided of its own.
+func (j *stridedJob) Range(lo, hi int) {
+	es := j.dt.Size()
+	reduceStrided(j.dt, j.op, j.dst[lo*es:hi*es], j.src, j.stride, j.off+lo, j.k, hi-lo, j.scale)
+}
+
+// jobFree is the stridedJobs of finished calls, so that a call allocates
+// none (one per call running at once, kept for the process's life).
+type jobFree struct {
+	mu   sync.Mutex
+	free []*stridedJob
+}
+
+var stridedJobs jobFree
+
+func (f *jobFree) get() *stridedJob {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.free); n > 0 {
+		j := f.free[n-1]
+		f.free = f.free[:n-1]
+		return j
+	}
+	return new(stridedJob)
+}
+
+func (f *jobFree) put(j *stridedJob) {
+	f.mu.Lock()
+	f.free = append(f.free, j)
+	f.mu.Unlock()
+}
+
+// reduceStrided is ReduceStrided on the caller's goroutine alone.
+func reduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off, k, cnt int, scale float64) {
 	s := NewScale(scale)
 	switch dt {
 	case backend.F32:

@@ -1,0 +1,166 @@
+// Package parreduce runs a large element-wise host computation (a
+// reduction, a scaling, a copy) as chunks spread over one process-wide pool
+// of worker goroutines, so that all the CPU reductions of a process together
+// keep at most GOMAXPROCS cores busy: ranks that reduce at the same time
+// share the cores instead of oversubscribing them.
+//
+// A chunk is computed by exactly one goroutine, and the caller's Ranger
+// computes every element from its own sources alone, so the result is the
+// same bits whatever the chunking and however many workers took part.
+package parreduce
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// ChunkBytes is the smallest chunk worth a worker: at memory speed a few
+// tens of microseconds of work, well above the cost of handing it over. A
+// multiple of 64, so chunks of any element size up to 64 bytes start on a
+// cache line where the buffer does.
+const ChunkBytes = 256 << 10
+
+// Ranger computes elements [lo, hi) of a job. Calls on disjoint ranges run
+// concurrently.
+type Ranger interface{ Range(lo, hi int) }
+
+// Knob caps the goroutines (the caller included) that one call of a class
+// of callers uses: 0, the default, means the pool's size (GOMAXPROCS when
+// the pool started), 1 the caller alone (the serial computation).
+// Benchmarks set it to compare the two.
+type Knob struct{ n atomic.Int32 }
+
+// Set sets the cap to n (0: the default) and returns the previous value.
+func (k *Knob) Set(n int) int { return int(k.n.Swap(int32(max(n, 0)))) }
+
+// Get returns the cap (0: the default).
+func (k *Knob) Get() int { return int(k.n.Load()) }
+
+// The classes of callers.
+var (
+	// Reduce caps internal/hostmath's reductions (collective's CPU
+	// reductions: Scan, Exscan, Reduce of a type without kernels).
+	Reduce Knob
+	// Device caps the host backend's kernels (each device's worker).
+	Device Knob
+)
+
+// Job is one caller's state for Run, kept by the caller and reused so that a
+// call allocates nothing. The zero value is ready; a Job runs one call at a
+// time and must not be copied.
+type Job struct {
+	r      Ranger
+	n      int
+	chunk  int
+	chunks int64
+	next   atomic.Int64 // the next chunk to claim
+	wg     sync.WaitGroup
+}
+
+// Run calls r.Range over [0, n) in chunks of chunk elements (the last one
+// shorter), the caller and up to k.Get()-1 (at most the pool's size) pool
+// workers claiming chunks until none are left, and returns when every chunk
+// is computed. A job of one chunk, or a cap of 1, runs r.Range(0, n) on the
+// caller alone. Workers are taken only while the process has idle ones: a
+// caller counts itself as one busy worker, and ranks that reduce at once
+// divide the pool among them as its workers come free.
+func (j *Job) Run(k *Knob, r Ranger, n, chunk int) {
+	chunks := (n + chunk - 1) / max(chunk, 1)
+	limit := k.Get()
+	if limit == 1 || chunks <= 1 || n <= 0 {
+		if n > 0 {
+			r.Range(0, n)
+		}
+		return
+	}
+	p := thePool()
+	if limit == 0 || limit > p.size {
+		limit = p.size
+	}
+	want := min(limit, chunks) - 1 // helpers
+	j.r, j.n, j.chunk, j.chunks = r, n, chunk, int64(chunks)
+	j.next.Store(0)
+	p.idle.Add(-1) // the caller is a busy worker while it computes chunks
+	helpers := 0
+	for {
+		// Ask for helpers while chunks are left for them: a worker that
+		// comes free later still joins.
+		for helpers < want && j.chunks-j.next.Load() > int64(helpers+1) && p.take() {
+			helpers++
+			j.wg.Add(1)
+			p.jobs <- j
+		}
+		if !j.claim() {
+			break
+		}
+	}
+	p.idle.Add(1)
+	j.wg.Wait()
+	j.r = nil // hold no reference to the caller's memory
+}
+
+// claim computes the next unclaimed chunk and reports whether there was one.
+func (j *Job) claim() bool {
+	c := j.next.Add(1) - 1
+	if c >= j.chunks {
+		return false
+	}
+	lo := int(c) * j.chunk
+	j.r.Range(lo, min(lo+j.chunk, j.n))
+	return true
+}
+
+// pool is the process's workers. idle counts the workers not busy: it starts
+// at size, each caller of a parallel Run holds one while it computes and each
+// helper it takes holds one, so helpers plus callers stay at most size
+// (idle may go below zero when more callers than size run at once: then they
+// get no helpers). A helper's ticket is in the jobs channel, whose capacity
+// is size, so a send never blocks.
+type pool struct {
+	size int
+	idle atomic.Int32
+	jobs chan *Job
+}
+
+// take takes an idle worker, if there is one.
+func (p *pool) take() bool {
+	for {
+		n := p.idle.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.idle.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+var (
+	poolOnce sync.Once
+	procPool *pool
+)
+
+// thePool starts the pool on first use: GOMAXPROCS goroutines, living as
+// long as the process.
+func thePool() *pool {
+	poolOnce.Do(func() {
+		size := runtime.GOMAXPROCS(0)
+		procPool = &pool{size: size, jobs: make(chan *Job, size)}
+		procPool.idle.Store(int32(size))
+		for range size {
+			go worker(procPool)
+		}
+	})
+	return procPool
+}
+
+// worker computes chunks of the jobs it is handed until each has none left.
+func worker(p *pool) {
+	for j := range p.jobs {
+		for j.claim() {
+		}
+		p.idle.Add(1)
+		j.wg.Done() // last: the caller may reuse j at once
+	}
+}

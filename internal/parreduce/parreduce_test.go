@@ -1,0 +1,137 @@
+package parreduce
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// counter counts how often each element was computed and the most Range
+// calls in flight at once.
+type counter struct {
+	hits          []int32
+	running, peak atomic.Int32
+	chunk         int
+	badChunk      atomic.Bool
+}
+
+func (c *counter) Range(lo, hi int) {
+	n := c.running.Add(1)
+	for {
+		p := c.peak.Load()
+		if n <= p || c.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	if lo%c.chunk != 0 || (hi-lo != c.chunk && hi != len(c.hits)) {
+		c.badChunk.Store(true)
+	}
+	for i := lo; i < hi; i++ {
+		atomic.AddInt32(&c.hits[i], 1)
+	}
+	c.running.Add(-1)
+}
+
+// TestRunCoversEveryElementOnce: every element of every size around the
+// chunk boundaries is computed exactly once, in whole chunks, under every
+// cap, by several callers at once.
+func TestRunCoversEveryElementOnce(t *testing.T) {
+	const chunk = 64
+	defer Reduce.Set(Reduce.Set(0))
+	for _, limit := range []int{0, 1, 2, 3, 64} {
+		Reduce.Set(limit)
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for caller := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var j Job
+				for _, n := range []int{0, 1, chunk - 1, chunk, chunk + 1, 2*chunk - 1, 2 * chunk, 2*chunk + 1, 17*chunk + 5} {
+					c := &counter{hits: make([]int32, n), chunk: chunk}
+					j.Run(&Reduce, c, n, chunk)
+					for i, h := range c.hits {
+						if h != 1 {
+							errs <- fmt.Errorf("cap %d caller %d n=%d: element %d computed %d times", limit, caller, n, i, h)
+							return
+						}
+					}
+					if c.badChunk.Load() {
+						errs <- fmt.Errorf("cap %d caller %d n=%d: a range that is not one chunk", limit, caller, n)
+						return
+					}
+					if limit == 1 && c.peak.Load() > 1 {
+						errs <- fmt.Errorf("cap 1 n=%d: %d ranges at once", n, c.peak.Load())
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+}
+
+// TestRunCap: one caller alone never has more ranges in flight than its cap
+// or the pool's size, and with the default cap on a machine of several
+// cores it has more than one.
+func TestRunCap(t *testing.T) {
+	defer Device.Set(Device.Set(0))
+	size := thePool().size
+	for _, limit := range []int{0, 1, 2} {
+		Device.Set(limit)
+		want := limit
+		if want == 0 || want > size {
+			want = size
+		}
+		var j Job
+		c := &counter{hits: make([]int32, 1<<16), chunk: 1 << 8}
+		j.Run(&Device, c, len(c.hits), c.chunk)
+		if p := int(c.peak.Load()); p > want {
+			t.Errorf("cap %d, pool of %d: %d ranges at once", limit, size, p)
+		}
+		t.Logf("cap %d, pool of %d: at most %d ranges at once", limit, size, c.peak.Load())
+	}
+}
+
+// TestIdleRestored: after calls at once from more callers than the pool has
+// workers, every worker is idle again.
+func TestIdleRestored(t *testing.T) {
+	p := thePool()
+	var wg sync.WaitGroup
+	for range 3 * p.size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var j Job
+			for range 20 {
+				j.Run(&Reduce, &counter{hits: make([]int32, 4096), chunk: 256}, 4096, 256)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := p.idle.Load(); int(n) != p.size {
+		t.Errorf("idle workers %d after the calls, want %d", n, p.size)
+	}
+}
+
+type nop struct{ sum atomic.Int64 }
+
+func (n *nop) Range(lo, hi int) { n.sum.Add(int64(hi - lo)) }
+
+// TestRunAllocs: a call allocates nothing once the pool runs.
+func TestRunAllocs(t *testing.T) {
+	var j Job
+	r := &nop{}
+	j.Run(&Reduce, r, 1<<16, 1<<10)
+	if a := testing.AllocsPerRun(100, func() { j.Run(&Reduce, r, 1<<16, 1<<10) }); a != 0 {
+		t.Errorf("Run: %v allocations per call, want 0", a)
+	}
+	if want := int64(102 << 16); r.sum.Load() != want {
+		t.Errorf("elements computed %d, want %d", r.sum.Load(), want)
+	}
+}
