@@ -409,3 +409,19 @@ func BroadcastInto[T Elem](ctx context.Context, c *Comm, send, recv []T, root in
 func BroadcastIntoAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
 	return c.start(ctx, desc{kind: collBroadcastInto, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
 }
+
+// BroadcastIntoTensor is BroadcastInto on device tensors (ncclBroadcast
+// out of place): root's send is copied into every rank's recv, as
+// BroadcastTensor does in place (root's recv by a device copy once the
+// data moved); send is used on root only (others may pass nil) and has
+// recv's length, and root may pass send == recv (the in-place broadcast);
+// any other overlap of send and recv is ErrInvalidArgument before any data
+// moves. It matches peers calling BroadcastTensor on recv.
+func BroadcastIntoTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) error {
+	return c.run(ctx, &desc{kind: collBroadcastInto, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), root: root})
+}
+
+// BroadcastIntoTensorAsync starts BroadcastIntoTensor and returns at once.
+func BroadcastIntoTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) *Work {
+	return c.start(ctx, desc{kind: collBroadcastInto, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), root: root})
+}

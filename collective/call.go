@@ -145,7 +145,7 @@ var callSpecs = [numCollKinds]callSpec{
 	collSplit:          {name: "Split", phases: phases("Split"), layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRank}},
 	collScan:           {name: "Scan", phases: phases("Scan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
 	collExscan:         {name: "Exscan", phases: phases("Exscan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
-	collBroadcastInto:  {name: "BroadcastInto", phases: phases("Broadcast"), rooted: true, only: rootSend, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
+	collBroadcastInto:  {name: "BroadcastInto", phases: phases("Broadcast"), tname: "BroadcastIntoTensor", tphases: phases("BroadcastTensor"), rooted: true, only: rootSend, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
 }
 
 // desc describes one call of a collective: on host slices (send, recv),

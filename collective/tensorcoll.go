@@ -56,6 +56,9 @@ func (d *desc) path() dataPath {
 // share device memory, else the fingerprint, then the exact host path of a
 // type without kernels or the kind's algorithm on the device.
 func (c *Comm) execTensor(ctx context.Context, d *desc, fp fingerprint, s Strategy) (err error) {
+	if d.kind == collBroadcastInto {
+		return c.broadcastIntoT(ctx, d, fp, s)
+	}
 	m := int(fp.count)
 	if c.g.sharedMem && !fp.noF64 {
 		owned, e := c.enter(ctx, d.name(), true)
@@ -93,6 +96,32 @@ func (c *Comm) execTensor(ctx context.Context, d *desc, fp fingerprint, s Strate
 		return c.execAllToAllT(ctx, d)
 	}
 	return fmt.Errorf("collective: %s has no tensor form", callSpecs[d.kind].name)
+}
+
+// broadcastIntoT is BroadcastIntoTensor: BroadcastTensor from root's send
+// into the other ranks' recv (fingerprinted as BroadcastTensor, so it
+// matches peers calling that), then, once the data moved, root's send
+// copied into its recv on the device (nothing where they are the same
+// memory, the in-place broadcast). A failure before that leaves root's
+// recv untouched; a failure of the copy is a *DataError with Touched set.
+func (c *Comm) broadcastIntoT(ctx context.Context, d *desc, fp fingerprint, s Strategy) (err error) {
+	recv, src := d.rt, d.rt
+	if c.rank == d.root {
+		src = d.st
+	}
+	d.kind, d.entry, d.st, d.rt = collBroadcast, callSpecs[collBroadcastInto].tname, src, nil
+	if err := c.execTensor(ctx, d, fp, s); err != nil || c.rank != d.root || fp.count == 0 {
+		return err
+	}
+	dst, from := recv.whole(true), src.whole(true)
+	if dst == from {
+		return nil
+	}
+	if _, err := c.enter(ctx, d.name(), false); err != nil {
+		return err
+	}
+	defer c.leave(false, &err)
+	return c.deliver(ctx, dst, from)
 }
 
 // execBroadcastT: down a binary tree, in place in the tensor.
