@@ -180,8 +180,6 @@ func faultOptions(s *faultSession, name string) Options {
 // faultLeakOpts ignore the process-wide worker pools (started once, kept).
 func faultLeakOpts() []goleak.Option {
 	return []goleak.Option{goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.startPool.func1.1"),
-		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.(*executor).exec.startPool.func1.1"),
 		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker"),
 		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/internal/parreduce.worker")}
 }

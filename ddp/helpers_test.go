@@ -146,13 +146,10 @@ func bitsEqual[T collective.Elem](a, b []T) bool {
 		string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), n))
 }
 
-// leakOpts ignore the goroutines that exist before the test and the host
-// backend's process-wide kernel worker pool (started once, on first use),
-// and collective's copy workers. (The pool's function is named differently
-// when the race detector's build inlines startPool.)
+// leakOpts ignore the goroutines that exist before the test, the
+// process-wide reduction worker pool (internal/parreduce, started once, on
+// first use) and collective's copy workers.
 var leakOpts = []goleak.Option{goleak.IgnoreCurrent(),
-	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.startPool.func1.1"),
-	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/host.(*executor).exec.startPool.func1.1"),
 	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker"),
 	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/internal/parreduce.worker")}
 

@@ -1,30 +1,29 @@
 package host
 
 import (
-	"runtime"
-	"sync"
-
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/hostmath"
+	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
-const (
-	// parallelElems is the kernel size (elements) above which a kernel is
-	// split across the worker pool; chunkElems the smallest chunk it makes.
-	parallelElems = 64 << 10
-	chunkElems    = 32 << 10
-	// parallelBytes and chunkBytes are the same for copies (bytes).
-	parallelBytes = 1 << 20
-	chunkBytes    = 512 << 10
-	// block is how many elements a kernel reduces at a time through a local
-	// accumulator: every source of a block is read before the block is
-	// stored, so dst may be any one of the sources.
-	block = 1024
-)
+// block is how many elements a kernel reduces at a time through a local
+// accumulator: every source of a block is read before the block is stored,
+// so dst may be any one of the sources.
+const block = 1024
 
-// executor runs a device's batches on its worker goroutine.
+// chunkBytes is the destination bytes of a chunk of a large command on the
+// worker pool; a copy moves more bytes per second than a reduction and takes
+// chunks twice as large. (A variable for the tests, which make it small.)
+var chunkBytes = parreduce.ChunkBytes
+
+// executor runs a device's batches on its worker goroutine. A command of
+// more than one chunk (chunkBytes of its destination, twice that for a
+// copy) runs in chunks on the process's worker pool, shared with every
+// other device and capped by parreduce.Device.
 type executor struct {
-	wg sync.WaitGroup // chunks handed to the pool
+	job  parreduce.Job
+	c    *command // the command job runs
+	srcs [][]byte
 }
 
 // run executes the commands of b in order.
@@ -42,61 +41,20 @@ func (e *executor) exec(c *command, srcs [][]byte) {
 		execCompress(c)
 		return
 	}
-	n, threshold, minChunk, align := len(c.dst), parallelBytes, chunkBytes, 1
+	n, chunk := len(c.dst), 2*chunkBytes
 	if c.kind != cmdCopy {
-		n /= c.dt.Size()
-		threshold, minChunk, align = parallelElems, chunkElems, block
+		es := c.dt.Size()
+		n /= es
+		chunk = chunkBytes / es
 	}
-	parts := 1
-	if n > threshold {
-		parts = min(runtime.GOMAXPROCS(0), (n+minChunk-1)/minChunk)
-	}
-	if parts <= 1 {
-		execRange(c, srcs, 0, n)
-		return
-	}
-	step := (n + parts - 1) / parts
-	step = (step + align - 1) / align * align
-	tasks := startPool()
-	for lo := step; lo < n; lo += step {
-		e.wg.Add(1)
-		tasks <- task{c: c, srcs: srcs, lo: lo, hi: min(lo+step, n), wg: &e.wg}
-	}
-	execRange(c, srcs, 0, min(step, n))
-	e.wg.Wait()
+	e.c, e.srcs = c, srcs
+	e.job.Run(&parreduce.Device, e, n, chunk)
+	e.c, e.srcs = nil, nil
 }
 
-// task is a chunk [lo, hi) of a command for a pool goroutine.
-type task struct {
-	c      *command
-	srcs   [][]byte
-	lo, hi int
-	wg     *sync.WaitGroup
-}
-
-// The pool is shared by every device of the process, so that many devices
-// (one per rank) do not oversubscribe the CPU: GOMAXPROCS goroutines, started
-// on the first large kernel, living as long as the process.
-var (
-	poolOnce  sync.Once
-	poolTasks chan task
-)
-
-func startPool() chan task {
-	poolOnce.Do(func() {
-		workers := runtime.GOMAXPROCS(0)
-		poolTasks = make(chan task, 4*workers)
-		for range workers {
-			go func() {
-				for t := range poolTasks {
-					execRange(t.c, t.srcs, t.lo, t.hi)
-					t.wg.Done()
-				}
-			}()
-		}
-	})
-	return poolTasks
-}
+// Range executes elements [lo, hi) of the current command (parreduce's
+// Ranger).
+func (e *executor) Range(lo, hi int) { execRange(e.c, e.srcs, lo, hi) }
 
 // execRange executes elements (bytes, for a copy) [lo, hi) of c.
 func execRange(c *command, srcs [][]byte, lo, hi int) {

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/backend/backendtest"
 	"github.com/gocoll/gocoll/host"
+	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
 // open opens a host device that t closes.
@@ -343,5 +345,75 @@ func BenchmarkReduce(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkConcurrentReduce: ranks devices each reduce 4 float32 sources of
+// 1, 16 and 64 MiB at once (one submission each, then every fence waited),
+// with each device's kernels on its worker alone (serial: parreduce.Device
+// capped at 1) and in chunks on the shared pool (parallel); the bytes are
+// every rank's sources read.
+func BenchmarkConcurrentReduce(b *testing.B) {
+	defer parreduce.Device.Set(parreduce.Device.Set(0))
+	const k = 4
+	for _, ranks := range []int{1, 4} {
+		for _, mib := range []int{1, 16, 64} {
+			n := mib << 20
+			type rank struct {
+				st   backend.Stream
+				dst  backend.Region
+				srcs []backend.Region
+			}
+			rs := make([]rank, ranks)
+			for r := range rs {
+				d := open(b, backend.OpenOptions{})
+				rs[r].st = d.Stream()
+				for i := range k + 1 {
+					buf, err := d.Alloc(n, backend.DeviceLocal)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := buf.Write(0, bytes.Repeat([]byte{byte(i + 1)}, n)); err != nil { // no first touch in the timing
+						b.Fatal(err)
+					}
+					if i == 0 {
+						rs[r].dst = backend.Region{Buf: buf, Len: n}
+					} else {
+						rs[r].srcs = append(rs[r].srcs, backend.Region{Buf: buf, Len: n})
+					}
+				}
+			}
+			fences := make([]backend.Fence, ranks)
+			for _, mode := range []struct {
+				name string
+				cap  int
+			}{{"serial", 1}, {"parallel", 0}} {
+				b.Run(fmt.Sprintf("ranks=%d/%dMiB/%s", ranks, mib, mode.name), func(b *testing.B) {
+					parreduce.Device.Set(mode.cap)
+					b.SetBytes(int64(ranks * k * n))
+					step := func() {
+						for r := range rs {
+							if err := rs[r].st.Reduce(backend.Sum, backend.F32, rs[r].dst, rs[r].srcs, 1); err != nil {
+								b.Fatal(err)
+							}
+							f, err := rs[r].st.Submit()
+							if err != nil {
+								b.Fatal(err)
+							}
+							fences[r] = f
+						}
+						for _, f := range fences {
+							if err := f.Wait(context.Background()); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					step() // warm: the pool started, every page mapped
+					for b.Loop() {
+						step()
+					}
+				})
+			}
+		}
 	}
 }

@@ -11,9 +11,6 @@ import (
 	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
-var allTypes = []backend.DType{backend.F32, backend.F64, backend.I32, backend.U32, backend.I64, backend.U64,
-	backend.I8, backend.U8, backend.I16, backend.U16, backend.Half, backend.BFloat16, backend.F8E4M3, backend.F8E5M2}
-
 // specials are bit patterns of each float type worth meeting in a
 // reduction: quiet and signalling NaNs with payloads, infinities, signed
 // zeros, the smallest and largest subnormals and normals.
@@ -45,14 +42,6 @@ func fill(rng *rand.Rand, dt backend.DType, b []byte) {
 			copy(b[i:i+es], w[:es])
 		}
 	}
-}
-
-func opsOf(dt backend.DType) []backend.Op {
-	if dt.IsInt() {
-		return []backend.Op{backend.Sum, backend.Prod, backend.Max, backend.Min, backend.BAnd, backend.BOr,
-			backend.BXor, backend.LAnd, backend.LOr, backend.LXor}
-	}
-	return []backend.Op{backend.Sum, backend.Prod, backend.Max, backend.Min}
 }
 
 // reduceBoth runs ReduceStrided serially (parreduce.Reduce capped at 1)
@@ -104,10 +93,13 @@ func TestReduceStridedChunkedBitwise(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	defer func(b int) { chunkBytes = b }(chunkBytes)
 	chunkBytes = 64
-	for _, dt := range allTypes {
+	for dt := range backend.DType(backend.NumDTypes) {
 		es := dt.Size()
 		c := chunkBytes / es
-		for _, op := range opsOf(dt) {
+		for op := range backend.Op(backend.NumOps) {
+			if !op.Defined(dt) {
+				continue
+			}
 			for _, cnt := range []int{1, c - 1, c, c + 1, 2*c - 1, 2 * c, 2*c + 1, 3 * c, 5*c + 7, 97*c + 3} {
 				k := []int{1, 2, 3, 5, 8}[rng.IntN(5)]
 				scales := []float64{1, 1 / float64(k)}
