@@ -8,6 +8,7 @@ import (
 
 	"github.com/gocoll/gocoll/internal/hang"
 	"github.com/gocoll/gocoll/internal/liveness"
+	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/waitfor"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
@@ -173,18 +174,14 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 	allSend, allRecv := true, true
 	for _, f := range cyc {
 		pc := g.comms[f.Rank]
-		o := pc.lane.Blocked(f.Edge)
-		if o == nil {
+		call, send, recv, ok := blockedCall(&pc.lane, f.Edge)
+		if !ok {
 			return
 		}
 		de.Ranks = append(de.Ranks, pc.rank)
-		dir := "to"
-		if !o.Send {
-			dir = "from"
-		}
-		de.Calls = append(de.Calls, fmt.Sprintf("%s %s rank %d (%d %s)", o.Name, dir, o.Peer, o.Count, o.DT))
-		allSend = allSend && o.Send && o.Name == "Send"
-		allRecv = allRecv && !o.Send && o.Name == "Recv"
+		de.Calls = append(de.Calls, call)
+		allSend = allSend && send
+		allRecv = allRecv && recv
 	}
 	de.hint = waitfor.Hint(len(cyc), allSend, allRecv)
 	broke := false
@@ -198,6 +195,25 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 			c.breakP2P(o, de)
 		}
 	}
+}
+
+// blockedCall describes lane's blocked operation edge for a
+// DeadlockError, and whether it is a Send's or a Recv's; ok is false when
+// the rank no longer blocks. The operation is read while the engine is
+// pinned: it is reused once its call returns.
+func blockedCall(lane *p2p.Engine, edge int) (call string, send, recv, ok bool) {
+	lane.Pin()
+	defer lane.Unpin()
+	o := lane.Blocked(edge)
+	if o == nil {
+		return "", false, false, false
+	}
+	dir := "to"
+	if !o.Send {
+		dir = "from"
+	}
+	call = fmt.Sprintf("%s %s rank %d (%d %s)", o.Name, dir, o.Peer, o.Count, o.DT)
+	return call, o.Send && o.Name == "Send", !o.Send && o.Name == "Recv", true
 }
 
 // Diagnosis of the waits.
@@ -269,6 +285,10 @@ func (s *hangSource) Absent(gen uint64, missing []int) ([]int, bool) {
 
 func (s *hangSource) Unmatched(i int, missing []int) ([]int, string) {
 	c, phase := s.comms[i], ""
+	// The operations are read while the engine is pinned: they are reused
+	// once their call returns.
+	c.lane.Pin()
+	defer c.lane.Unpin()
 	for i := range 2 {
 		o := c.lane.Blocked(i)
 		if q := c.blockedOn(i); q >= 0 || (o != nil && o.Remote() && !o.Done()) {

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"time"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/memory"
@@ -20,10 +21,17 @@ type Call struct {
 	ToLink, FromLink *Link
 }
 
-// ops makes c's operations (nil: none), the send first. A send and a
+// remote reports whether one of c's operations is with a rank of another
+// process.
+func (c *Call) remote() bool {
+	return (c.To >= 0 && c.ToLink.remote) || (c.From >= 0 && c.FromLink.remote)
+}
+
+// ops makes c's operations (nil: none), the send first: new ones, or the
+// engine's own (own: Run's, with ranks of this process). A send and a
 // receive of one buffer (MPI_Sendrecv_replace) send what it holds now, from
 // the engine's staging copy, while the peer's data lands in it.
-func (e *Engine) ops(ctx context.Context, c *Call) (ops [2]*Op) {
+func (e *Engine) ops(ctx context.Context, c *Call, own bool) (ops [2]*Op) {
 	es := c.DT.Size()
 	if c.To >= 0 {
 		send := c.Send
@@ -31,18 +39,28 @@ func (e *Engine) ops(ctx context.Context, c *Call) (ops [2]*Op) {
 			send = e.Stage(len(send))
 			copy(send, c.Send)
 		}
-		ops[0] = &Op{Name: c.Name, Seq: c.Seq, Send: true, Peer: c.To, Data: send, DT: c.DT, Count: int64(len(send) / es), Ctx: ctx, l: c.ToLink}
+		ops[0] = e.op(own, 0)
+		*ops[0] = Op{Name: c.Name, Seq: c.Seq, Send: true, Peer: c.To, Data: send, DT: c.DT, Count: int64(len(send) / es), Ctx: ctx, l: c.ToLink}
 	}
 	if c.From >= 0 {
-		ops[1] = &Op{Name: c.Name, Seq: c.Seq, Peer: c.From, Data: c.Recv, DT: c.DT, Count: int64(len(c.Recv) / es), Ctx: ctx, l: c.FromLink}
+		ops[1] = e.op(own, 1)
+		*ops[1] = Op{Name: c.Name, Seq: c.Seq, Peer: c.From, Data: c.Recv, DT: c.DT, Count: int64(len(c.Recv) / es), Ctx: ctx, l: c.FromLink}
 	}
 	return ops
+}
+
+// op returns the engine's own operation i (own), or a new one.
+func (e *Engine) op(own bool, i int) *Op {
+	if own {
+		return &e.own[i]
+	}
+	return new(Op)
 }
 
 // Start posts the one operation of an asynchronous call for its handle w
 // (Env.Complete ends it), watched by a context watch while ctx can end.
 func (e *Engine) Start(ctx context.Context, c *Call, w any) {
-	ops := e.ops(ctx, c)
+	ops := e.ops(ctx, c, false)
 	o := ops[0]
 	if o == nil {
 		o = ops[1]
@@ -56,27 +74,110 @@ func (e *Engine) Start(ctx context.Context, c *Call, w any) {
 
 // Run runs a synchronous call: its operations posted, published as the
 // call's while its caller blocks in them (Block, then Env.Blocked), waited
-// for until they complete (once ctx ends the lane fails them), withdrawn
-// (Env.Unblocked, then Unblock). It returns their failure, the one that
-// caused the other first: an operation's own failure before one that only
-// reports the group's break (Env.Broken).
+// for until they complete, withdrawn (Env.Unblocked, then Unblock). It
+// returns their failure, the one that caused the other first: an
+// operation's own failure before one that only reports the group's break
+// (Env.Broken).
+//
+// A call with ranks of this process only runs on the engine's own
+// operations and its caller's goroutine: the caller fails them at their
+// deadline, when ctx ends, when the group breaks and when a peer is gone
+// (await), and the lane is not involved. A call with a rank of another
+// process posts new operations for the lane, which moves them and fails
+// them (once ctx ends, when Wait pokes it).
 func (e *Engine) Run(ctx context.Context, c *Call) error {
-	ops := e.ops(ctx, c)
+	own := !c.remote()
+	ops := e.ops(ctx, c, own)
 	for _, o := range ops {
-		if o != nil {
+		switch {
+		case o == nil:
+		case own:
+			e.postOwn(o)
+		default:
 			e.Post(o, o.l)
 		}
 	}
 	e.Block(&ops)
 	e.env.Blocked()
-	for _, o := range ops {
-		if o != nil {
-			e.Wait(ctx, o)
+	if own {
+		e.await(ctx, &ops)
+	} else {
+		for _, o := range ops {
+			if o != nil {
+				e.Wait(ctx, o)
+			}
 		}
 	}
 	e.env.Unblocked()
 	e.Unblock()
 	return e.cause(&ops)
+}
+
+// await waits until the engine's own operations ops completed, failing
+// those still waiting for their peer as the lane fails its operations
+// (expired): all of them CommunicationTimeout after it starts waiting, when
+// ctx ends or the group breaks, and those whose peer is gone when a rank
+// goes (Poke).
+func (e *Engine) await(ctx context.Context, ops *[2]*Op) {
+	var sig [2]chan struct{}
+	n := 0
+	for i, o := range ops {
+		if o != nil {
+			sig[i] = o.sig
+			n++
+		}
+	}
+	done, broken := ctx.Done(), e.env.BrokenCh()
+	var deadline <-chan time.Time
+	armed := false
+	for n > 0 {
+		got, late := -1, false
+		if !armed {
+			// A call whose peers posted first completed as it posted: the
+			// deadline is armed only once the caller would wait.
+			select {
+			case <-sig[0]:
+				got = 0
+			case <-sig[1]:
+				got = 1
+			default:
+				armed = true
+				e.ownTimer.Reset(e.env.CommunicationTimeout())
+				deadline = e.ownTimer.C
+				continue
+			}
+		} else {
+			select {
+			case <-sig[0]:
+				got = 0
+			case <-sig[1]:
+				got = 1
+			case <-done:
+				done = nil
+			case <-broken:
+				broken = nil
+			case <-deadline:
+				deadline, late = nil, true
+			case <-e.ownWake:
+			}
+		}
+		if got >= 0 {
+			sig[got] = nil
+			n--
+			continue
+		}
+		for i, o := range ops {
+			if sig[i] == nil {
+				continue
+			}
+			if err, brk := e.expired(o, late); err != nil && e.Fail(o, err) && brk {
+				e.env.Break(o, err)
+			}
+		}
+	}
+	if armed {
+		e.ownTimer.Stop()
+	}
 }
 
 // cause returns the failure of ops, completed, that caused the other's: an

@@ -91,3 +91,113 @@ func TestCause(t *testing.T) {
 		t.Errorf("receive only: got %v", got)
 	}
 }
+
+// A synchronous call with ranks of this process whose peer never posts is
+// failed by its caller, with no lane: at its deadline, when its context
+// ends and when the peer is gone (each breaking the group), and when the
+// group breaks (with the break's error, breaking nothing more). Its
+// operation leaves its link's queue.
+func TestRunOwnFailures(t *testing.T) {
+	errGone, errBroken := errors.New("gone"), errors.New("broken")
+	cases := []struct {
+		name    string
+		timeout time.Duration
+		act     func(e *Engine, ev *env, cancel context.CancelFunc)
+		want    error
+		breaks  int
+	}{
+		{"deadline", 20 * time.Millisecond, func(*Engine, *env, context.CancelFunc) {}, errTimeout, 1},
+		{"context", time.Minute, func(_ *Engine, _ *env, cancel context.CancelFunc) { cancel() }, context.Canceled, 1},
+		{"gone", time.Minute, func(e *Engine, ev *env, _ context.CancelFunc) {
+			ev.mu.Lock()
+			ev.gone = errGone
+			ev.mu.Unlock()
+			e.Poke()
+		}, errGone, 1},
+		{"broken", time.Minute, func(_ *Engine, ev *env, _ context.CancelFunc) { ev.breakGroup(errBroken) }, errBroken, 0},
+	}
+	for _, tc := range cases {
+		a, _, ea, _ := pair(tc.timeout)
+		var l Link
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() {
+			errc <- a.Run(ctx, &Call{Name: "Recv", DT: backend.U8, To: -1, From: 1, Recv: make([]byte, 1), FromLink: &l})
+		}()
+		// Once it blocks, its operation is published and unmatched.
+		for a.BlockedOn(1) != 1 {
+			time.Sleep(time.Millisecond)
+		}
+		tc.act(a, ea, cancel)
+		err := <-errc
+		cancel()
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+		if n := ea.nbreaks(); n != tc.breaks {
+			t.Errorf("%s: %d breaks, want %d", tc.name, n, tc.breaks)
+		}
+		if l.recv.Head() != nil || a.Blocked(1) != nil {
+			t.Errorf("%s: the operation is still queued or published", tc.name)
+		}
+		if _, passes := a.Work(); passes != 0 || a.Idle() != nil {
+			t.Errorf("%s: the lane ran %d passes", tc.name, passes)
+		}
+	}
+}
+
+// A synchronous call with ranks of this process runs on the engine's own
+// operations, the same from one call to the next; its Unblock waits for a
+// reader that pinned the engine, so a published operation is not reused
+// while it is read.
+func TestRunOwnReuse(t *testing.T) {
+	ctx := context.Background()
+	a, b, _, _ := pair(time.Minute)
+	var l01, l10 Link
+	var seen [2]*Op
+	for k := range 2 {
+		done := make(chan error, 1)
+		go func() {
+			done <- b.Run(ctx, &Call{Name: "Recv", DT: backend.U8, To: -1, From: 0, Recv: make([]byte, 2), FromLink: &l01})
+		}()
+		for b.BlockedOn(1) != 0 {
+			time.Sleep(time.Millisecond)
+		}
+		seen[k] = b.Blocked(1)
+		if err := a.Run(ctx, &Call{Name: "Send", DT: backend.U8, To: 1, From: -1, Send: []byte{1, 2}, ToLink: &l01}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seen[0] != &b.own[1] || seen[1] != seen[0] {
+		t.Fatalf("the calls ran on %p and %p, want the engine's own %p", seen[0], seen[1], &b.own[1])
+	}
+
+	// A pinned reader holds the call's end back.
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Run(ctx, &Call{Name: "SendRecv", DT: backend.U8, To: 0, From: 0, Send: []byte{3}, Recv: make([]byte, 1), ToLink: &l10, FromLink: &l01})
+	}()
+	for b.BlockedOn(1) != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	b.Pin()
+	o := b.Blocked(1)
+	if err := a.Run(ctx, &Call{Name: "SendRecv", DT: backend.U8, To: 1, From: 1, Send: []byte{4}, Recv: make([]byte, 1), ToLink: &l01, FromLink: &l10}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the call returned (%v) while a reader pinned its operations", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if o.Name != "SendRecv" || o.Peer != 0 || !o.Done() {
+		t.Fatalf("the pinned operation changed: %s from %d, done %v", o.Name, o.Peer, o.Done())
+	}
+	b.Unpin()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,6 +17,12 @@
 //     (CommunicationTimeout after posting, or after the last progress of a
 //     transfer), when their context ends and when the group breaks. It runs
 //     while operations are pending.
+//   - A synchronous call whose operations are all with ranks of this
+//     process (Engine.Run) never starts the lane: its caller waits for
+//     them and fails them itself, at their deadline, when its context
+//     ends, when the group breaks and when their peer is gone, as the lane
+//     would. Its two operations are the engine's own, reused from one such
+//     call to the next (see Op).
 //
 // Every step costs O(1) per operation, however many are outstanding: the
 // queues are lists linked through the operations (internal/oplist), so
@@ -77,9 +83,14 @@ type Env interface {
 // element type and the element count of the whole message.
 const Header = 16
 
-// Op is one posted operation. It is never reused: the lane may still hold
-// a finished operation in its scratch list, so only fields that do not
-// change after posting are read without the locks. The transfer of an
+// Op is one posted operation. An operation posted with Post is never
+// reused: the lane may still hold a finished operation in its scratch
+// list, so only fields that do not change after posting are read without
+// the locks. The two operations of a synchronous call with ranks of this
+// process are the engine's own (Engine.Run), reused by its next such call:
+// nothing holds them once the call returns (the lane never sees them, a
+// peer is done with one before it signals its completion, and a reader of
+// the published ones pins the engine, see Pin). The transfer of an
 // operation with another process is its link's (only the head of a link's
 // queue moves).
 type Op struct {
@@ -106,6 +117,7 @@ type Op struct {
 	// Completion (guarded by e.mu).
 	live bool // posted
 	attn bool // queued on e.attn
+	own  bool // the engine's own: its caller waits for it and fails it (Engine.Run)
 	done bool
 	err  error
 	// ql links o in its link's queue (send or recv, guarded by l.mu; pq,
@@ -199,6 +211,12 @@ type Engine struct {
 	wake    chan struct{}
 	timer   *time.Timer
 	sigs    [2]chan struct{} // completion signals of a synchronous send and receive
+	// own are the operations of a synchronous call with ranks of this
+	// process (reused, see Op); its caller waits for them with ownWake
+	// (Poke: a rank went) and ownTimer (their deadline).
+	own      [2]Op
+	ownWake  chan struct{}
+	ownTimer *time.Timer
 	// The lane's work: operations visited, and passes (tests check that
 	// the work per operation is bounded).
 	visits, passes uint64
@@ -212,6 +230,8 @@ type Engine struct {
 	// changes.
 	blk      [2]atomic.Pointer[Op]
 	blkEpoch atomic.Uint64
+	// pins counts the readers of the published operations (Pin).
+	pins atomic.Int64
 }
 
 // Init prepares e to serve env.
@@ -220,6 +240,9 @@ func (e *Engine) Init(env Env) {
 	e.wake = make(chan struct{}, 1)
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
+	e.ownWake = make(chan struct{}, 1)
+	e.ownTimer = time.NewTimer(time.Hour)
+	e.ownTimer.Stop()
 	for i := range e.sigs {
 		e.sigs[i] = make(chan struct{}, 1)
 	}
@@ -236,7 +259,8 @@ func (e *Engine) Stage(n int) []byte {
 
 // Block publishes the synchronous call's operations while its caller waits
 // for them (the edges of the wait-for graph among blocked ranks,
-// internal/waitfor), and Unblock withdraws them.
+// internal/waitfor), and Unblock withdraws them: it returns once no reader
+// that may have loaded them is left (Pin), so the engine may reuse them.
 func (e *Engine) Block(ops *[2]*Op) {
 	for i, o := range ops {
 		e.blk[i].Store(o)
@@ -248,26 +272,45 @@ func (e *Engine) Unblock() {
 	e.blk[0].Store(nil)
 	e.blk[1].Store(nil)
 	e.blkEpoch.Add(1)
+	// A reader pinned the engine before it loaded an operation, and reads
+	// a few fields and locks: wait for it to be done.
+	for e.pins.Load() != 0 {
+		runtime.Gosched()
+	}
 }
 
-// Blocked returns the published operation i (0 or 1), or nil; Epoch
-// counts the changes of what Block published.
+// Pin lets the caller read the operations Blocked returns until Unpin:
+// their caller's Unblock waits for it, so they are not reused meanwhile.
+// Between the two the caller must not wait for the engine's caller.
+func (e *Engine) Pin()   { e.pins.Add(1) }
+func (e *Engine) Unpin() { e.pins.Add(-1) }
+
+// Blocked returns the published operation i (0 or 1), or nil; it may be
+// read while the engine is pinned (Pin). Epoch counts the changes of what
+// Block published.
 func (e *Engine) Blocked(i int) *Op { return e.blk[i].Load() }
 func (e *Engine) Epoch() uint64     { return e.blkEpoch.Load() }
 
 // BlockedOn returns the peer that the published operation i waits for if
 // it is unmatched and the peer is a rank of this process, else -1.
 func (e *Engine) BlockedOn(i int) int {
+	e.Pin()
+	defer e.Unpin()
 	if o := e.blk[i].Load(); o != nil && o.Unmatched() {
 		return o.Peer
 	}
 	return -1
 }
 
-// Poke wakes the lane (a new operation, a context that ended, a rank gone).
+// Poke wakes the lane and the caller of a synchronous call (a new
+// operation, a context that ended, a rank gone).
 func (e *Engine) Poke() {
 	select {
 	case e.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case e.ownWake <- struct{}{}:
 	default:
 	}
 }
@@ -333,13 +376,32 @@ func (e *Engine) Post(o *Op, l *Link) {
 		e.Poke() // the lane fails it if the group is broken
 		return
 	}
+	e.meet(o)
+}
+
+// postOwn posts the engine's own operation o (Engine.Run) on its link, a
+// link with a rank of this process: unlike Post it leaves o to its caller,
+// who waits for it (await).
+func (e *Engine) postOwn(o *Op) {
+	o.e, o.done, o.err, o.taken, o.own = e, false, nil, false, true
+	o.sig = e.sigs[0]
+	if !o.Send {
+		o.sig = e.sigs[1]
+	}
+	e.meet(o)
+}
+
+// meet completes o, posted with a rank of this process, with the matching
+// operation its peer posted first, or queues it on its link; it fails o
+// at once if the group is broken or the peer gone.
+func (e *Engine) meet(o *Op) {
 	if err := e.env.Broken(); err != nil {
 		e.Fail(o, err)
 		return
 	}
 	e.matchLocal(o)
-	// A peer gone before o was posted never matches it (the lane looks at
-	// the operations posted before a rank went).
+	// A peer gone before o was posted never matches it (the lane, or
+	// o's caller, looks at the operations posted before a rank went).
 	if ge := e.env.Gone(o); ge != nil && e.Fail(o, ge) {
 		e.env.Break(o, ge)
 	}
@@ -408,6 +470,12 @@ func (e *Engine) finish(o *Op, err error) {
 		return
 	}
 	o.done, o.err = true, err
+	if o.own {
+		// Neither queued nor counted: its caller waits for it.
+		e.mu.Unlock()
+		o.sig <- struct{}{}
+		return
+	}
 	if o.l.remote {
 		o.l.pq.Remove(&o.ql)
 	} else {
@@ -486,8 +554,9 @@ func (e *Engine) Attend(o *Op) {
 }
 
 // expired returns why o must fail now, or nil, and whether that failure
-// breaks the group (a timeout or an ended context: the peer would wait).
-func (e *Engine) expired(o *Op, now time.Time) (error, bool) {
+// breaks the group (a timeout or an ended context: the peer would wait);
+// late says that o's deadline passed.
+func (e *Engine) expired(o *Op, late bool) (error, bool) {
 	select {
 	case <-e.env.BrokenCh():
 		if err := o.Ctx.Err(); err != nil {
@@ -502,7 +571,7 @@ func (e *Engine) expired(o *Op, now time.Time) (error, bool) {
 	if ge := e.env.Gone(o); ge != nil {
 		return ge, true
 	}
-	if now.After(o.deadline) {
+	if late {
 		return e.env.Timeout(o, nil), true
 	}
 	return nil, false
@@ -593,7 +662,7 @@ func (e *Engine) run(idle chan struct{}) {
 				// deadline starts when it reaches the head.
 				o.deadline = now.Add(e.env.CommunicationTimeout())
 			}
-			if err, brk := e.expired(o, now); err != nil {
+			if err, brk := e.expired(o, now.After(o.deadline)); err != nil {
 				if e.Fail(o, err) && brk {
 					e.env.Break(o, err)
 				}

@@ -20,7 +20,8 @@ type env struct {
 	breaks  []error
 	done    chan error // asynchronous completions
 	blocked int        // callers blocked in Engine.Run
-	brk     error      // the group's break (Broken), set before the engine runs
+	brk     error      // the group's break (Broken)
+	gone    error      // every peer's failure once its rank is gone (Gone)
 }
 
 func newEnv(timeout time.Duration) *env {
@@ -29,10 +30,8 @@ func newEnv(timeout time.Duration) *env {
 
 var errTimeout = errors.New("timeout")
 
-func (e *env) Broken() error                       { return e.brk }
 func (e *env) BrokenCh() <-chan struct{}           { return e.broken }
 func (e *env) GoneEvents() uint64                  { return 0 }
-func (e *env) Gone(*Op) error                      { return nil }
 func (e *env) CommunicationTimeout() time.Duration { return e.timeout }
 func (e *env) Timeout(o *Op, ctxErr error) error {
 	if ctxErr != nil {
@@ -43,6 +42,33 @@ func (e *env) Timeout(o *Op, ctxErr error) error {
 func (e *env) Mismatch(o *Op, dt backend.DType, count int64) error {
 	return fmt.Errorf("mismatch: %s %d against %s %d", o.DT, o.Count, dt, count)
 }
+func (e *env) Broken() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.brk
+}
+
+func (e *env) Gone(*Op) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.gone
+}
+
+// breakGroup breaks the group with err.
+func (e *env) breakGroup(err error) {
+	e.mu.Lock()
+	e.brk = err
+	e.mu.Unlock()
+	close(e.broken)
+}
+
+// nbreaks returns the number of breaks so far.
+func (e *env) nbreaks() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.breaks)
+}
+
 func (e *env) Break(o *Op, err error) {
 	e.mu.Lock()
 	e.breaks = append(e.breaks, err)
