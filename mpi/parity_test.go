@@ -418,8 +418,8 @@ func parityReductions[T collective.Elem](ctx context.Context, e etype[T], c *col
 	return nil
 }
 
-// parityPreMulSum: AllReduceInto and ReduceScatter with each rank's own
-// PreMulSum op (nccl-tests' scalars: 1 on the even ranks, 2 on the odd
+// parityPreMulSum: AllReduceInto, ReduceScatter and AllReduceTensor (Auto
+// and Ring) with each rank's own PreMulSum op (nccl-tests' scalars: 1 on the even ranks, 2 on the odd
 // ones), against the sum of the products (x+x for 2x: exact for Sum's
 // inputs); the fp8 types, whose doubled sums leave the integers they hold
 // exactly, are left out.
@@ -459,6 +459,28 @@ func parityPreMulSum[T collective.Elem](ctx context.Context, e etype[T], c *coll
 	}
 	if s := firstWrong(e, collective.Sum, part, func(i int) T { return want(r*m + i) }); s != "" {
 		return fmt.Errorf("ReduceScatter premulsum: chunk %d: %s", r, s)
+	}
+	// The tensor form: the products made on the rank's device, then
+	// all-reduced across the processes in place in the tensor.
+	t, err := collective.NewTensor[T](c, m*N)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	for _, s := range []collective.Strategy{collective.Auto, collective.Ring} {
+		if err := t.Upload(send); err != nil {
+			return err
+		}
+		if err := collective.AllReduceTensor(ctx, c, t, op, s); err != nil {
+			return fmt.Errorf("AllReduceTensor premulsum %s: %w", s, err)
+		}
+		got := filled(m*N, func(int) T { return e.mark })
+		if err := t.Download(got); err != nil {
+			return err
+		}
+		if w := firstWrong(e, collective.Sum, got, want); w != "" {
+			return fmt.Errorf("AllReduceTensor premulsum %s: %s", s, w)
+		}
 	}
 	return nil
 }
