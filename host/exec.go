@@ -20,6 +20,12 @@ var chunkBytes = parreduce.ChunkBytes
 // more than one chunk (chunkBytes of its destination, twice that for a
 // copy) runs in chunks on the process's worker pool, shared with every
 // other device and capped by parreduce.Device.
+//
+// Chunks pay even when every rank's device reduces at once: R ranks' workers
+// keep R cores busy, and a kernel is bound by memory, which one core streams
+// at about 10 GB/s and a socket at several times that; the pool lends the
+// other cores (12 of 16 for four ranks). Where ranks outnumber cores no
+// helper is idle and a kernel runs on its worker alone, in chunks.
 type executor struct {
 	job  parreduce.Job
 	c    *command // the command job runs
