@@ -2,7 +2,6 @@ package p2p
 
 import (
 	"context"
-	"time"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/memory"
@@ -88,6 +87,15 @@ func (e *Engine) Start(ctx context.Context, c *Call, w any) {
 func (e *Engine) Run(ctx context.Context, c *Call) error {
 	own := !c.remote()
 	ops := e.ops(ctx, c, own)
+	if own {
+		// Set before any is posted: a peer completes them from then on.
+		e.ownLeft = 0
+		for _, o := range ops {
+			if o != nil {
+				e.ownLeft++
+			}
+		}
+	}
 	for _, o := range ops {
 		switch {
 		case o == nil:
@@ -113,70 +121,46 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 	return e.cause(&ops)
 }
 
-// await waits until the engine's own operations ops completed, failing
-// those still waiting for their peer as the lane fails its operations
-// (expired): all of them CommunicationTimeout after it starts waiting, when
-// ctx ends or the group breaks, and those whose peer is gone when a rank
-// goes (Poke).
+// await waits until the engine's own operations ops completed (the last
+// signals ownDone), failing those still waiting for their peer as the lane
+// fails its operations (expired): all of them CommunicationTimeout after
+// it starts waiting, when ctx ends or the group breaks, and those whose
+// peer is gone when a rank goes (Poke).
 func (e *Engine) await(ctx context.Context, ops *[2]*Op) {
-	var sig [2]chan struct{}
-	n := 0
-	for i, o := range ops {
-		if o != nil {
-			sig[i] = o.sig
-			n++
-		}
+	if ops[0] == nil && ops[1] == nil {
+		return
 	}
-	done, broken := ctx.Done(), e.env.BrokenCh()
-	var deadline <-chan time.Time
-	armed := false
-	for n > 0 {
-		got, late := -1, false
-		if !armed {
-			// A call whose peers posted first completed as it posted: the
-			// deadline is armed only once the caller would wait.
-			select {
-			case <-sig[0]:
-				got = 0
-			case <-sig[1]:
-				got = 1
-			default:
-				armed = true
-				e.ownTimer.Reset(e.env.CommunicationTimeout())
-				deadline = e.ownTimer.C
-				continue
-			}
-		} else {
-			select {
-			case <-sig[0]:
-				got = 0
-			case <-sig[1]:
-				got = 1
-			case <-done:
-				done = nil
-			case <-broken:
-				broken = nil
-			case <-deadline:
-				deadline, late = nil, true
-			case <-e.ownWake:
-			}
+	// A call whose peers posted first completed as it posted: the
+	// deadline is armed only once the caller would wait.
+	select {
+	case <-e.ownDone:
+		return
+	default:
+	}
+	e.ownTimer.Reset(e.env.CommunicationTimeout())
+	done, broken, deadline := ctx.Done(), e.env.BrokenCh(), e.ownTimer.C
+	for {
+		late := false
+		select {
+		case <-e.ownDone:
+			e.ownTimer.Stop()
+			return
+		case <-done:
+			done = nil
+		case <-broken:
+			broken = nil
+		case <-deadline:
+			deadline, late = nil, true
+		case <-e.ownWake:
 		}
-		if got >= 0 {
-			sig[got] = nil
-			n--
-			continue
-		}
-		for i, o := range ops {
-			if sig[i] == nil {
+		for _, o := range ops {
+			if o == nil || o.Done() {
 				continue
 			}
 			if err, brk := e.expired(o, late); err != nil && e.Fail(o, err) && brk {
 				e.env.Break(o, err)
 			}
 		}
-	}
-	if armed {
-		e.ownTimer.Stop()
 	}
 }
 

@@ -212,9 +212,13 @@ type Engine struct {
 	timer   *time.Timer
 	sigs    [2]chan struct{} // completion signals of a synchronous send and receive
 	// own are the operations of a synchronous call with ranks of this
-	// process (reused, see Op); its caller waits for them with ownWake
-	// (Poke: a rank went) and ownTimer (their deadline).
+	// process (reused, see Op); ownLeft counts those not completed
+	// (guarded by mu), and the last to complete signals ownDone. Its
+	// caller waits with ownWake (Poke: a rank went) and ownTimer (their
+	// deadline).
 	own      [2]Op
+	ownLeft  int
+	ownDone  chan struct{}
 	ownWake  chan struct{}
 	ownTimer *time.Timer
 	// The lane's work: operations visited, and passes (tests check that
@@ -240,6 +244,7 @@ func (e *Engine) Init(env Env) {
 	e.wake = make(chan struct{}, 1)
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
+	e.ownDone = make(chan struct{}, 1)
 	e.ownWake = make(chan struct{}, 1)
 	e.ownTimer = time.NewTimer(time.Hour)
 	e.ownTimer.Stop()
@@ -302,15 +307,20 @@ func (e *Engine) BlockedOn(i int) int {
 	return -1
 }
 
-// Poke wakes the lane and the caller of a synchronous call (a new
-// operation, a context that ended, a rank gone).
+// Poke wakes the lane and the caller of a synchronous call: a rank went.
 func (e *Engine) Poke() {
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	e.pokeLane()
 	select {
 	case e.ownWake <- struct{}{}:
+	default:
+	}
+}
+
+// pokeLane wakes the lane (a new operation, a context that ended, the last
+// operation done).
+func (e *Engine) pokeLane() {
+	select {
+	case e.wake <- struct{}{}:
 	default:
 	}
 }
@@ -373,7 +383,7 @@ func (e *Engine) Post(o *Op, l *Link) {
 		e.Attend(o)
 	}
 	if l.remote {
-		e.Poke() // the lane fails it if the group is broken
+		e.pokeLane() // the lane fails it if the group is broken
 		return
 	}
 	e.meet(o)
@@ -381,13 +391,9 @@ func (e *Engine) Post(o *Op, l *Link) {
 
 // postOwn posts the engine's own operation o (Engine.Run) on its link, a
 // link with a rank of this process: unlike Post it leaves o to its caller,
-// who waits for it (await).
+// who waits for it (await), counted in e.ownLeft.
 func (e *Engine) postOwn(o *Op) {
 	o.e, o.done, o.err, o.taken, o.own = e, false, nil, false, true
-	o.sig = e.sigs[0]
-	if !o.Send {
-		o.sig = e.sigs[1]
-	}
 	e.meet(o)
 }
 
@@ -413,7 +419,7 @@ func (e *Engine) Wait(ctx context.Context, o *Op) {
 	select {
 	case <-o.sig:
 	case <-ctx.Done():
-		e.Poke()
+		e.pokeLane()
 		<-o.sig
 	}
 }
@@ -471,9 +477,13 @@ func (e *Engine) finish(o *Op, err error) {
 	}
 	o.done, o.err = true, err
 	if o.own {
-		// Neither queued nor counted: its caller waits for it.
+		// Not queued: its caller waits for the call's last.
+		e.ownLeft--
+		last := e.ownLeft == 0
 		e.mu.Unlock()
-		o.sig <- struct{}{}
+		if last {
+			e.ownDone <- struct{}{}
+		}
 		return
 	}
 	if o.l.remote {
@@ -493,7 +503,7 @@ func (e *Engine) finish(o *Op, err error) {
 	last := e.pending == 0
 	e.mu.Unlock()
 	if last {
-		e.Poke() // the lane ends
+		e.pokeLane() // the lane ends
 	}
 	if o.Stop != nil {
 		o.Stop()
@@ -549,7 +559,7 @@ func (e *Engine) Attend(o *Op) {
 	}
 	e.mu.Unlock()
 	if add {
-		e.Poke()
+		e.pokeLane()
 	}
 }
 
