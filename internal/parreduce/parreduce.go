@@ -66,7 +66,8 @@ type Job struct {
 // caller counts itself as one busy worker, and ranks that reduce at once
 // divide the pool among them as its workers come free.
 func (j *Job) Run(k *Knob, r Ranger, n, chunk int) {
-	chunks := (n + chunk - 1) / max(chunk, 1)
+	chunk = max(chunk, 1)
+	chunks := (n + chunk - 1) / chunk
 	limit := k.Get()
 	if limit == 1 || chunks <= 1 || n <= 0 {
 		if n > 0 {
