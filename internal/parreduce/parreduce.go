@@ -55,8 +55,16 @@ type Job struct {
 	chunk  int
 	chunks int64
 	next   atomic.Int64 // the next chunk to claim
-	wg     sync.WaitGroup
+	// state is the helpers inside the call, and closed once the caller has
+	// found no chunk left: a helper that arrives later does not enter, so
+	// the caller never waits for one that has not started (a worker the
+	// scheduler is slow to run, on a machine busy with other work).
+	state atomic.Int64
+	done  chan struct{} // the last helper to leave a closed call signals here
 }
+
+// closed is state's flag of a closed call; the bits below count helpers.
+const closed = 1 << 62
 
 // Run calls r.Range over [0, n) in chunks of chunk elements (the last one
 // shorter), the caller and up to k.Get()-1 (at most the pool's size) pool
@@ -80,16 +88,19 @@ func (j *Job) Run(k *Knob, r Ranger, n, chunk int) {
 		limit = p.size
 	}
 	want := min(limit, chunks) - 1 // helpers
+	if j.done == nil {
+		j.done = make(chan struct{}, 1)
+	}
 	j.r, j.n, j.chunk, j.chunks = r, n, chunk, int64(chunks)
 	j.next.Store(0)
-	p.idle.Add(-1) // the caller is a busy worker while it computes chunks
+	j.state.Store(0) // open, after the fields a helper reads once inside
+	p.idle.Add(-1)   // the caller is a busy worker while it computes chunks
 	helpers := 0
 	for {
 		// Ask for helpers while chunks are left for them: a worker that
 		// comes free later still joins.
 		for helpers < want && j.chunks-j.next.Load() > int64(helpers+1) && p.take() {
 			helpers++
-			j.wg.Add(1)
 			p.jobs <- j
 		}
 		if !j.claim() {
@@ -97,8 +108,31 @@ func (j *Job) Run(k *Knob, r Ranger, n, chunk int) {
 		}
 	}
 	p.idle.Add(1)
-	j.wg.Wait()
+	if j.state.Or(closed) != 0 {
+		<-j.done // helpers still inside: the last to leave signals
+	}
 	j.r = nil // hold no reference to the caller's memory
+}
+
+// help is a pool worker's part in a call of j it was handed: enter unless
+// the call is closed (its caller found no chunk left, and may have returned
+// and started another call, which the worker then helps), compute chunks
+// until none are left, leave.
+func (j *Job) help() {
+	for {
+		s := j.state.Load()
+		if s&closed != 0 {
+			return
+		}
+		if j.state.CompareAndSwap(s, s+1) {
+			break
+		}
+	}
+	for j.claim() {
+	}
+	if j.state.Add(-1) == closed {
+		j.done <- struct{}{}
+	}
 }
 
 // claim computes the next unclaimed chunk and reports whether there was one.
@@ -159,9 +193,7 @@ func thePool() *pool {
 // worker computes chunks of the jobs it is handed until each has none left.
 func worker(p *pool) {
 	for j := range p.jobs {
-		for j.claim() {
-		}
+		j.help()
 		p.idle.Add(1)
-		j.wg.Done() // last: the caller may reuse j at once
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // counter counts how often each element was computed and the most Range
@@ -114,8 +115,46 @@ func TestIdleRestored(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// A helper handed a call after its caller found no chunk left leaves
+	// without entering, later than the call returned.
+	deadline := time.Now().Add(10 * time.Second)
+	for int(p.idle.Load()) != p.size && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if n := p.idle.Load(); int(n) != p.size {
-		t.Errorf("idle workers %d after the calls, want %d", n, p.size)
+		t.Errorf("idle workers %d 10 s after the calls, want %d", n, p.size)
+	}
+}
+
+// TestLateHelper: a helper that reaches a call after its caller closed it
+// computes nothing and does not block; one that reaches the caller's next
+// call helps with it.
+func TestLateHelper(t *testing.T) {
+	var j Job
+	c := &counter{hits: make([]int32, 4096), chunk: 256}
+	j.Run(&Reduce, c, len(c.hits), c.chunk)
+	j.help() // late for the call Run made: closed
+	for i, h := range c.hits {
+		if h != 1 {
+			t.Fatalf("element %d computed %d times", i, h)
+		}
+	}
+	if s := j.state.Load(); s != closed {
+		t.Errorf("state after a late helper: %#x, want closed with no helper inside", s)
+	}
+	// A helper inside an open call computes chunks and leaves it open.
+	c2 := &counter{hits: make([]int32, 1024), chunk: 256}
+	j.r, j.n, j.chunk, j.chunks = c2, 1024, 256, 4
+	j.next.Store(0)
+	j.state.Store(0)
+	j.help()
+	if s := j.state.Load(); s != 0 {
+		t.Errorf("state after a helper: %#x, want open and empty", s)
+	}
+	for i, h := range c2.hits {
+		if h != 1 {
+			t.Fatalf("open call: element %d computed %d times", i, h)
+		}
 	}
 }
 
