@@ -226,10 +226,19 @@ func (e *p2pEnv) Break(o *p2p.Op, err error) { (*Comm)(e).breakP2P(o, err) }
 
 // Blocked: a wait cycle among blocked ranks fails the call at once
 // (detectDeadlock), and Group.Pending reports the wait.
-func (e *p2pEnv) Blocked() {
+func (e *p2pEnv) Blocked() time.Duration {
 	c := (*Comm)(e)
 	c.detectDeadlock()
-	c.beginWait("", waitrec.P2P, 0)
+	return c.beginWait("", waitrec.P2P, 0)
+}
+
+// Spin: with cores to spare, a blocked call polls before it parks, as a
+// link's wait does (waitOn).
+func (e *p2pEnv) Spin() time.Duration {
+	if spinBarrier {
+		return linkSpin
+	}
+	return 0
 }
 
 func (e *p2pEnv) Unblocked() { (*Comm)(e).endWait() }

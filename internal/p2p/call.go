@@ -2,9 +2,13 @@ package p2p
 
 import (
 	"context"
+	"time"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/memory"
+	"github.com/gocoll/gocoll/internal/park"
+	"github.com/gocoll/gocoll/internal/parktimer"
+	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
 // Call is one point-to-point call of the comm an engine serves: a send of
@@ -106,9 +110,9 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 		}
 	}
 	e.Block(&ops)
-	e.env.Blocked()
+	now := e.env.Blocked()
 	if own {
-		e.await(ctx, &ops)
+		e.await(ctx, &ops, now)
 	} else {
 		for _, o := range ops {
 			if o != nil {
@@ -124,33 +128,32 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 // await waits until the engine's own operations ops completed (the last
 // signals ownDone), failing those still waiting for their peer as the lane
 // fails its operations (expired): all of them CommunicationTimeout after
-// it starts waiting, when ctx ends or the group breaks, and those whose
-// peer is gone when a rank goes (Poke).
-func (e *Engine) await(ctx context.Context, ops *[2]*Op) {
+// now (when it began to wait, on waitrec.Now's clock), when ctx ends or
+// the group breaks, and those whose peer is gone when a rank goes (Poke).
+// It polls for Env.Spin before it parks, as a comm's other waits do.
+func (e *Engine) await(ctx context.Context, ops *[2]*Op, now time.Duration) {
 	if ops[0] == nil && ops[1] == nil {
 		return
 	}
-	// A call whose peers posted first completed as it posted: the
-	// deadline is armed only once the caller would wait.
-	select {
-	case <-e.ownDone:
+	if _, ok := park.Poll(e.ownDone, e.env.Spin()); ok {
 		return
-	default:
 	}
-	e.ownTimer.Reset(e.env.CommunicationTimeout())
-	done, broken, deadline := ctx.Done(), e.env.BrokenCh(), e.ownTimer.C
+	due := parktimer.DueAfter(now, e.env.CommunicationTimeout())
+	e.ownTimer.Arm(now, due)
+	done, broken, deadline := ctx.Done(), e.env.BrokenCh(), e.ownTimer.C()
 	for {
 		late := false
 		select {
 		case <-e.ownDone:
-			e.ownTimer.Stop()
 			return
 		case <-done:
 			done = nil
 		case <-broken:
 			broken = nil
 		case <-deadline:
-			deadline, late = nil, true
+			if late = e.ownTimer.Fired(waitrec.Now(), due); late {
+				deadline = nil
+			}
 		case <-e.ownWake:
 		}
 		for _, o := range ops {

@@ -95,9 +95,15 @@ func TestCause(t *testing.T) {
 // A synchronous call with ranks of this process whose peer never posts is
 // failed by its caller, with no lane: at its deadline, when its context
 // ends and when the peer is gone (each breaking the group), and when the
-// group breaks (with the break's error, breaking nothing more). Its
-// operation leaves its link's queue.
+// group breaks (with the break's error, breaking nothing more); so too
+// when it polls before it parks. Its operation leaves its link's queue.
 func TestRunOwnFailures(t *testing.T) {
+	for _, spin := range []time.Duration{0, 5 * time.Millisecond} {
+		runOwnFailures(t, spin)
+	}
+}
+
+func runOwnFailures(t *testing.T, spin time.Duration) {
 	errGone, errBroken := errors.New("gone"), errors.New("broken")
 	cases := []struct {
 		name    string
@@ -118,6 +124,7 @@ func TestRunOwnFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		a, _, ea, _ := pair(tc.timeout)
+		ea.spin = spin
 		var l Link
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -132,16 +139,16 @@ func TestRunOwnFailures(t *testing.T) {
 		err := <-errc
 		cancel()
 		if !errors.Is(err, tc.want) {
-			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+			t.Errorf("%s (spin %v): got %v, want %v", tc.name, spin, err, tc.want)
 		}
 		if n := ea.nbreaks(); n != tc.breaks {
-			t.Errorf("%s: %d breaks, want %d", tc.name, n, tc.breaks)
+			t.Errorf("%s (spin %v): %d breaks, want %d", tc.name, spin, n, tc.breaks)
 		}
 		if l.recv.Head() != nil || a.Blocked(1) != nil {
-			t.Errorf("%s: the operation is still queued or published", tc.name)
+			t.Errorf("%s (spin %v): the operation is still queued or published", tc.name, spin)
 		}
 		if _, passes := a.Work(); passes != 0 || a.Idle() != nil {
-			t.Errorf("%s: the lane ran %d passes", tc.name, passes)
+			t.Errorf("%s (spin %v): the lane ran %d passes", tc.name, spin, passes)
 		}
 	}
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/channel"
 	"github.com/gocoll/gocoll/internal/oplist"
+	"github.com/gocoll/gocoll/internal/parktimer"
 )
 
 // Env is the comm an engine serves: the group's state, and the errors of
@@ -74,9 +75,13 @@ type Env interface {
 	// CommunicationTimeout bounds an operation's wait for its peer.
 	CommunicationTimeout() time.Duration
 	// Blocked: the caller of a synchronous call (Engine.Run) blocks in its
-	// operations, published (Engine.Blocked); Unblocked: it returns.
-	Blocked()
+	// operations, published (Engine.Blocked), from now on waitrec.Now's
+	// clock, which it returns; Unblocked: it returns.
+	Blocked() time.Duration
 	Unblocked()
+	// Spin is how long the caller of a synchronous call polls for its
+	// operations before it parks (0: it parks at once).
+	Spin() time.Duration
 }
 
 // Header is the size of the header of a message to another process: the
@@ -215,12 +220,12 @@ type Engine struct {
 	// process (reused, see Op); ownLeft counts those not completed
 	// (guarded by mu), and the last to complete signals ownDone. Its
 	// caller waits with ownWake (Poke: a rank went) and ownTimer (their
-	// deadline).
+	// deadline; armed lazily, left running from one call to the next).
 	own      [2]Op
 	ownLeft  int
 	ownDone  chan struct{}
 	ownWake  chan struct{}
-	ownTimer *time.Timer
+	ownTimer parktimer.Timer
 	// The lane's work: operations visited, and passes (tests check that
 	// the work per operation is bounded).
 	visits, passes uint64
@@ -246,8 +251,7 @@ func (e *Engine) Init(env Env) {
 	e.timer.Stop()
 	e.ownDone = make(chan struct{}, 1)
 	e.ownWake = make(chan struct{}, 1)
-	e.ownTimer = time.NewTimer(time.Hour)
-	e.ownTimer.Stop()
+	e.ownTimer.Init()
 	for i := range e.sigs {
 		e.sigs[i] = make(chan struct{}, 1)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/waitrec"
 )
 
 // env is a group of one engine's view in tests: no rank gone, broken only
@@ -22,6 +23,7 @@ type env struct {
 	blocked int        // callers blocked in Engine.Run
 	brk     error      // the group's break (Broken)
 	gone    error      // every peer's failure once its rank is gone (Gone)
+	spin    time.Duration
 }
 
 func newEnv(timeout time.Duration) *env {
@@ -75,11 +77,14 @@ func (e *env) Break(o *Op, err error) {
 	e.mu.Unlock()
 }
 func (e *env) Complete(o *Op, err error) { e.done <- err }
-func (e *env) Blocked() {
+func (e *env) Blocked() time.Duration {
 	e.mu.Lock()
 	e.blocked++
 	e.mu.Unlock()
+	return waitrec.Now()
 }
+
+func (e *env) Spin() time.Duration { return e.spin }
 func (e *env) Unblocked() {
 	e.mu.Lock()
 	e.blocked--
