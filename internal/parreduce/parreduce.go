@@ -10,7 +10,10 @@
 package parreduce
 
 import (
+	"math"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -37,7 +40,9 @@ func (k *Knob) Set(n int) int { return int(k.n.Swap(int32(max(n, 0)))) }
 // Get returns the cap (0: the default).
 func (k *Knob) Get() int { return int(k.n.Load()) }
 
-// The classes of callers.
+// The classes of callers. Both start at GOCOLL_HOST_WORKERS where the
+// environment gives a positive number (1: every reduction on its caller
+// alone), else 0.
 var (
 	// Reduce caps internal/hostmath's reductions (collective's CPU
 	// reductions: Scan, Exscan, Reduce of a type without kernels).
@@ -45,6 +50,19 @@ var (
 	// Device caps the host backend's kernels (each device's worker).
 	Device Knob
 )
+
+func init() {
+	if n, ok := envWorkers(os.Getenv("GOCOLL_HOST_WORKERS")); ok {
+		Reduce.Set(n)
+		Device.Set(n)
+	}
+}
+
+// envWorkers parses GOCOLL_HOST_WORKERS: a positive number of workers.
+func envWorkers(v string) (int, bool) {
+	n, err := strconv.Atoi(v)
+	return n, err == nil && n > 0 && n <= math.MaxInt32
+}
 
 // Job is one caller's state for Run, kept by the caller and reused so that a
 // call allocates nothing. The zero value is ready; a Job runs one call at a

@@ -174,3 +174,13 @@ func TestRunAllocs(t *testing.T) {
 		t.Errorf("elements computed %d, want %d", r.sum.Load(), want)
 	}
 }
+
+// TestEnvWorkers: GOCOLL_HOST_WORKERS takes a positive number only.
+func TestEnvWorkers(t *testing.T) {
+	for v, want := range map[string]int{"1": 1, "16": 16, "0": -1, "-2": -1, "": -1, "x": -1, "99999999999": -1} {
+		n, ok := envWorkers(v)
+		if (want < 0) == ok || (ok && n != want) {
+			t.Errorf("envWorkers(%q) = %d, %v; want %d", v, n, ok, want)
+		}
+	}
+}
