@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
@@ -130,13 +131,26 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 // fails its operations (expired): all of them CommunicationTimeout after
 // now (when it began to wait, on waitrec.Now's clock), when ctx ends or
 // the group breaks, and those whose peer is gone when a rank goes (Poke).
-// It polls for Env.Spin before it parks, as a comm's other waits do.
+// It polls for Env.Spin before it parks, as a comm's other waits do, and
+// yields once where it does not poll.
 func (e *Engine) await(ctx context.Context, ops *[2]*Op, now time.Duration) {
 	if ops[0] == nil && ops[1] == nil {
 		return
 	}
-	if _, ok := park.Poll(e.ownDone, e.env.Spin()); ok {
+	spin := e.env.Spin()
+	if _, ok := park.Poll(e.ownDone, spin); ok {
 		return
+	}
+	if spin == 0 {
+		// One yield, not a spin: where ranks outnumber cores the peer
+		// often runs in it and completes the call, which then never
+		// parks (no wake-up of a parked goroutine on either side).
+		runtime.Gosched()
+		select {
+		case <-e.ownDone:
+			return
+		default:
+		}
 	}
 	due := parktimer.DueAfter(now, e.env.CommunicationTimeout())
 	e.ownTimer.Arm(now, due)
