@@ -1,8 +1,8 @@
 // Package parreduce runs a large element-wise host computation (a
 // reduction, a scaling, a copy) as chunks spread over one process-wide pool
-// of worker goroutines, so that all the CPU reductions of a process together
-// keep at most GOMAXPROCS cores busy: ranks that reduce at the same time
-// share the cores instead of oversubscribing them.
+// of GOMAXPROCS worker goroutines. A call takes helpers only from the
+// workers idle at the time (its caller counts as a busy one), so ranks that
+// reduce at the same time share the cores instead of oversubscribing them.
 //
 // A chunk is computed by exactly one goroutine, and the caller's Ranger
 // computes every element from its own sources alone, so the result is the
