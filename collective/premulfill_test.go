@@ -2,9 +2,12 @@ package collective
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/gocoll/gocoll/internal/faultinject"
 )
 
 // TestPreMulSumFillOnce: the integer tensor path of PreMulSum writes its
@@ -142,5 +145,58 @@ func TestPreMulSumFillOnce(t *testing.T) {
 			}
 			return nil
 		}))
+	}
+}
+
+// TestPreMulSumTensorFailure: a device failure while rank 0's products are
+// made (the first recorded command on its device, the Scale kernel or the
+// integer Prod, failed; or the wait for it) fails that rank with the
+// device's error and breaks the group: the other ranks fail with
+// ErrGroupBroken naming it, and a later Barrier fails too (a refusal would
+// leave the group usable on a device that may be gone).
+func TestPreMulSumTensorFailure(t *testing.T) {
+	fi := faultBackend(t, "host")
+	for _, tc := range []struct {
+		kind faultinject.Kind
+		i32  bool
+	}{{faultinject.FailRecord, false}, {faultinject.FailRecord, true}, {faultinject.FailWait, false}} {
+		fi.Arm(faultinject.Plan{Kind: tc.kind, Device: 0, K: 1})
+		g := openGroup(t, "faultinject-host", 3)
+		ctx := context.Background()
+		errs := onRanks(g, func(c *Comm) error {
+			op, err := c.PreMulSum(3)
+			if err != nil {
+				return err
+			}
+			if tc.i32 {
+				tt, err := NewTensor[int32](c, 100)
+				if err != nil {
+					return err
+				}
+				defer tt.Close()
+				return AllReduceTensor(ctx, c, tt, op, Auto)
+			}
+			tt, err := NewTensor[float32](c, 100)
+			if err != nil {
+				return err
+			}
+			defer tt.Close()
+			return AllReduceTensor(ctx, c, tt, op, Ring)
+		})
+		name := fmt.Sprintf("%v (int32 %v)", tc.kind, tc.i32)
+		if !errors.Is(errs[0], ErrOutOfMemory) || !errors.Is(errs[0], faultinject.ErrInjected) {
+			t.Errorf("%s: rank 0: %v, want the injected ErrOutOfMemory", name, errs[0])
+		}
+		for r := 1; r < 3; r++ {
+			if !errors.Is(errs[r], ErrGroupBroken) || !errors.Is(errs[r], ErrOutOfMemory) {
+				t.Errorf("%s: rank %d: %v, want ErrGroupBroken naming rank 0's failure", name, r, errs[r])
+			}
+		}
+		for r, err := range onRanks(g, func(c *Comm) error { return Barrier(ctx, c) }) {
+			if !errors.Is(err, ErrGroupBroken) {
+				t.Errorf("%s: Barrier after the failure, rank %d: %v, want ErrGroupBroken", name, r, err)
+			}
+		}
+		g.Close()
 	}
 }

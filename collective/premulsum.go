@@ -108,13 +108,13 @@ func (c *Comm) preScale(ctx context.Context, d *desc) error {
 // scalar, submitted and waited for: a float type by the Scale kernel, an
 // integer type by a Prod kernel with a pooled buffer of the scalar (filled
 // once while the scalar, type and length allow: premul.Filled), and a
-// type without kernels on the host (read, premul.Scale, written back).
+// type without kernels on the host (read, premul.Scale, written back). A
+// failure (memory, the device, the context) breaks the group, as one
+// inside the collective would: the peers, already on their way to the
+// collective, fail with ErrGroupBroken instead of meeting a refusal.
 func (c *Comm) preScaleTensor(ctx context.Context, d *desc) (err error) {
 	in, es := d.st, d.dt.Size()
-	if err := c.ensureMem(&c.preMulDev, in.n*es, backend.DeviceLocal); err != nil {
-		return err
-	}
-	c.preMulIn, c.preMulT = in, tcore{c: c, buf: c.preMulDev, n: in.n, es: es, own: in.own}
+	c.preMulIn, c.preMulT = in, tcore{c: c, buf: c.preMulDev, es: es, own: in.own}
 	d.st = &c.preMulT
 	if in.n == 0 {
 		return nil
@@ -123,39 +123,51 @@ func (c *Comm) preScaleTensor(ctx context.Context, d *desc) (err error) {
 		return err
 	}
 	defer c.leave(false, &err)
+	if err := c.scaleTensor(ctx, d.dt, in, d.scalar); err != nil {
+		return c.failAfter(err, nil, nil)
+	}
+	return nil
+}
+
+// scaleTensor sets the comm's pooled device buffer (preMulT) to the n
+// elements of tensor in multiplied by scalar (preScaleTensor).
+func (c *Comm) scaleTensor(ctx context.Context, dt backend.DType, in *tcore, scalar float64) error {
+	n, es := in.n, dt.Size()
+	if err := c.ensureMem(&c.preMulDev, n*es, backend.DeviceLocal); err != nil {
+		return err
+	}
+	c.preMulT.buf, c.preMulT.n = c.preMulDev, n
 	dst, src := c.preMulT.whole(true), in.whole(true)
 	st := c.dev.Stream()
+	var err error
 	switch {
-	case c.noKernels(d.dt):
-		b := c.preMulBuf.Bytes(in.n * es)
+	case c.noKernels(dt):
+		b := c.preMulBuf.Bytes(n * es)
 		if err := in.buf.Read(in.off, b); err != nil {
 			return err
 		}
-		premul.Scale(d.dt, b, b, d.scalar)
+		premul.Scale(dt, b, b, scalar)
 		return c.preMulDev.Write(0, b)
-	case d.dt.IsInt():
-		if err := c.ensure(&c.preMulFill, in.n*es); err != nil {
+	case dt.IsInt():
+		if err := c.ensure(&c.preMulFill, n*es); err != nil {
 			return err
 		}
-		c.preMulFilled.Fill(c.preMulFill, d.dt, in.n, d.scalar)
-		c.preMulSrcs = [2]backend.Region{src, {Buf: c.preMulFill, Len: in.n * es}}
-		err = st.Reduce(backend.Prod, d.dt, dst, c.preMulSrcs[:], 1)
+		c.preMulFilled.Fill(c.preMulFill, dt, n, scalar)
+		c.preMulSrcs = [2]backend.Region{src, {Buf: c.preMulFill, Len: n * es}}
+		err = st.Reduce(backend.Prod, dt, dst, c.preMulSrcs[:], 1)
 	default:
-		err = st.Scale(d.dt, dst, src, d.scalar)
+		err = st.Scale(dt, dst, src, scalar)
 	}
-	if err != nil {
+	if err := c.rec(err); err != nil {
 		return err
 	}
-	f, err := c.submitWork()
-	if err != nil {
-		return err
-	}
-	return c.waitFence(ctx, f)
+	return c.flush(ctx)
 }
 
 // preMulBack copies the result of AllReduceTensor with a PreMulSum op
 // (err nil), reduced in the comm's pooled buffer, into the caller's
-// tensor.
+// tensor; a failure of that copy leaves the tensor undefined (a
+// *DataError with Touched set) and breaks the group.
 func (c *Comm) preMulBack(ctx context.Context, d *desc, err error) error {
 	if err != nil || d.op != opPreMulSum || d.st.n == 0 {
 		return err
@@ -164,12 +176,5 @@ func (c *Comm) preMulBack(ctx context.Context, d *desc, err error) error {
 		return err
 	}
 	defer c.leave(false, &err)
-	if err := c.dev.Stream().Copy(c.preMulIn.whole(true), d.st.whole(true)); err != nil {
-		return err
-	}
-	f, err := c.submitWork()
-	if err != nil {
-		return err
-	}
-	return c.waitFence(ctx, f)
+	return c.deliver(ctx, c.preMulIn.whole(true), d.st.whole(true))
 }
