@@ -82,8 +82,9 @@ func (c confCall) peers(ranks, r int) (to, from int) {
 // checkScan checks a Scan or Exscan: rank r's recv is the inputs of ranks
 // 0..r (Exscan: 0..r-1) reduced in rank order, bit for bit (the
 // reductions run on the CPU, rounded once); Exscan's rank 0 recv is left
-// as it was (the poison, or in place its input).
-func checkScan[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], good func(int) bool) []confFail {
+// as it was (the poison, or in place its input). red is the inputs as the
+// reductions see them (a PreMulSum call's products: preMulInputs).
+func checkScan[T Elem](c confCall, in, red [][]uint64, bufs []*confBufs[T], good func(int) bool) []confFail {
 	t := c.Type
 	var fails []confFail
 	vals := make([]uint64, 0, len(bufs))
@@ -113,7 +114,7 @@ func checkScan[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], good func
 		for i := range want {
 			vals = vals[:0]
 			for q := range k {
-				vals = append(vals, in[q][i])
+				vals = append(vals, red[q][i])
 			}
 			want[i] = rankOrderRef(t, c.Op, vals)
 		}

@@ -38,7 +38,9 @@ import (
 // rank's send and recv one buffer), on Go slices, HostBuffers and, where
 // it has a tensor form, device tensors, synchronously and through its
 // asynchronous form (waited for with Wait, WaitAll, WaitAny or by polling
-// Test):
+// Test), the reductions with each op and, in a share of them, a PreMulSum
+// op of each rank's own scalar (drawPreMul: checked as the Sum of the
+// ranks' products):
 // float32 and float64 against a float64 reference (exact or within a
 // stated bound), the integer types exactly (wrapping sums and products,
 // signed and unsigned extrema; Mean must be rejected), the 16-bit floats
@@ -364,6 +366,9 @@ type confCall struct {
 	// Steps bounds the 16-bit roundings of an element's reduction (see
 	// roundSteps).
 	Steps int
+	// PreMul: each rank reduces with a PreMulSum op of its own scalar
+	// PreMul[rank] (Op is Sum: the sum of the products; drawPreMul).
+	PreMul []float64
 }
 
 type confSession struct {
@@ -393,7 +398,10 @@ func (c confCall) String() string {
 	if c.Input == inExactInt || c.Input == inSpecial {
 		s += fmt.Sprintf(" mag=2^%d", c.Mag)
 	}
-	if c.Coll.reduces() {
+	switch {
+	case c.PreMul != nil:
+		s += fmt.Sprintf(" op=premulsum scalars=%v", c.PreMul)
+	case c.Coll.reduces():
 		s += " op=" + c.Op.String()
 	}
 	if c.Coll == cAllReduce {
@@ -518,6 +526,7 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 	rng := rand.New(rand.NewPCG(seed, 0x636f6e66))
 	side := rand.New(rand.NewPCG(seed, 0x6e657774))  // confNewerTypes
 	kinds := rand.New(rand.NewPCG(seed, 0x6b696e64)) // confNewerColls
+	pm := rand.New(rand.NewPCG(seed, 0x70726d73))    // drawPreMul
 	s := &confSession{Seed: seed}
 	g := &s.G
 	g.Backend = "host"
@@ -721,6 +730,7 @@ func drawSession(seed uint64, lim confLimits) *confSession {
 		if lim.every {
 			drawNewerColl(kinds, &c, *g, max(1, slot/c.Type.size()), maxLen)
 		}
+		drawPreMul(pm, &c, *g)
 		c.Steps = roundSteps(c, *g)
 		s.Calls = append(s.Calls, c)
 	}
@@ -1361,6 +1371,14 @@ func setupOwnBufs[T Elem](c confCall, ranks, r int, in []uint64) (*confBufs[T], 
 
 // callRank runs call c on comm cm with rank r's buffers.
 func callRank[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]) error {
+	op, made, err := preMulOp(cm, c)
+	if err != nil {
+		return err
+	}
+	if made {
+		c.Op = op
+		defer cm.DestroyOp(op)
+	}
 	switch {
 	case c.Coll == cShift || c.Coll == cPermute:
 		return callShift(ctx, cm, c, b)
@@ -1887,9 +1905,12 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 			}
 		}
 	}
+	// The reductions' inputs: a PreMulSum call's products, checked as
+	// their Sum (rc).
+	red, rc := preMulInputs(c, in)
 	switch c.Coll {
 	case cAllReduce:
-		refs := refsOf(c, in)
+		refs := refsOf(rc, red)
 		for _, res := range []struct {
 			what string
 			get  func(b *confBufs[T]) []T
@@ -1912,26 +1933,26 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 					}
 					fail("ranks differ"+res.what, "rank %d's result%s differs bitwise from rank %d's (%s)", r, res.what, first, diffBits(t, got, firstBits))
 				}
-				if kind, bad := checkReduction(c, ranks, refs, 0, len(got), got); kind != "" {
+				if kind, bad := checkReduction(rc, ranks, refs, 0, len(got), got); kind != "" {
 					fail(kind+res.what, "rank %d%s: %s", r, res.what, bad)
 				}
 			}
 		}
 	case cReduceScatter:
-		refs := refsOf(c, in)
+		refs := refsOf(rc, red)
 		for r, b := range bufs {
 			lo, hi := r*c.N, (r+1)*c.N
 			if !good(r) {
 				continue
 			}
-			if kind, bad := checkReduction(c, ranks, refs, lo, hi, elemBits(b.recv)); kind != "" {
+			if kind, bad := checkReduction(rc, ranks, refs, lo, hi, elemBits(b.recv)); kind != "" {
 				fail(kind, "rank %d (chunk [%d, %d)): %s", r, lo, hi, bad)
 			}
 		}
 	case cReduce:
-		refs := refsOf(c, in)
+		refs := refsOf(rc, red)
 		if good(c.Root) {
-			if kind, bad := checkReduction(c, ranks, refs, 0, c.N, elemBits(bufs[c.Root].recv)); kind != "" {
+			if kind, bad := checkReduction(rc, ranks, refs, 0, c.N, elemBits(bufs[c.Root].recv)); kind != "" {
 				fail(kind, "root %d: %s", c.Root, bad)
 			}
 		}
@@ -1979,7 +2000,7 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 			}
 		}
 	case cScan, cExscan:
-		fails = append(fails, checkScan(c, in, bufs, good)...)
+		fails = append(fails, checkScan(c, in, red, bufs, good)...)
 	case cAllToAll:
 		m := c.N
 		for r, b := range bufs {
@@ -2067,10 +2088,10 @@ func checkResults[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T], ok []b
 			}
 			want := make([]uint64, l.counts[j])
 			for k := range want {
-				for i := range in {
-					vals[i] = in[i][l.displs[j]+k]
+				for i := range red {
+					vals[i] = red[i][l.displs[j]+k]
 				}
-				want[k] = rankOrderRef(t, c.Op, vals)
+				want[k] = rankOrderRef(t, rc.Op, vals)
 			}
 			if kind, bad := checkBits(t, elemBits(b.recv), want, !t.isInt()); kind != "" {
 				fail(kind, "rank %d (range [%d, +%d), reduced in rank order): %s", j, l.displs[j], l.counts[j], bad)
@@ -2347,7 +2368,10 @@ func TestConformance(t *testing.T) {
 		for _, c := range s.Calls {
 			byColl[c.Coll.String()]++
 			byType[c.Type.String()]++
-			if c.Coll.reduces() {
+			switch {
+			case c.PreMul != nil:
+				byOp["premulsum"]++
+			case c.Coll.reduces():
 				byOp[c.Op.String()]++
 			}
 			if c.Path.async() {
