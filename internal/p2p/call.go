@@ -123,7 +123,17 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 	}
 	e.env.Unblocked()
 	e.Unblock()
-	return e.cause(&ops)
+	err := e.cause(&ops)
+	if own {
+		// Nothing reads them now (Unblock): the engine keeps neither the
+		// caller's buffers nor its context until its next call.
+		for _, o := range ops {
+			if o != nil {
+				o.Data, o.Ctx = nil, nil
+			}
+		}
+	}
+	return err
 }
 
 // await waits until the engine's own operations ops completed (the last

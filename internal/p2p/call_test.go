@@ -181,6 +181,9 @@ func TestRunOwnReuse(t *testing.T) {
 	if seen[0] != &b.own[1] || seen[1] != seen[0] {
 		t.Fatalf("the calls ran on %p and %p, want the engine's own %p", seen[0], seen[1], &b.own[1])
 	}
+	if o := &b.own[1]; o.Data != nil || o.Ctx != nil {
+		t.Fatal("the engine keeps the buffer or the context of a call that returned")
+	}
 
 	// A pinned reader holds the call's end back.
 	done := make(chan error, 1)
