@@ -38,9 +38,10 @@ import (
 // rank's send and recv one buffer), on Go slices, HostBuffers and, where
 // it has a tensor form, device tensors, synchronously and through its
 // asynchronous form (waited for with Wait, WaitAll, WaitAny or by polling
-// Test), the reductions with each op and, in a share of them, a PreMulSum
-// op of each rank's own scalar (drawPreMul: checked as the Sum of the
-// ranks' products):
+// Test); an in-place all-reduce of the group's strategy also through a
+// Batch (BatchAllReduce, a quarter of them); the reductions with each op
+// and, in a share of them, a PreMulSum op of each rank's own scalar
+// (drawPreMul: checked as the Sum of the ranks' products):
 // float32 and float64 against a float64 reference (exact or within a
 // stated bound), the integer types exactly (wrapping sums and products,
 // signed and unsigned extrema; Mean must be rejected), the 16-bit floats
@@ -1407,6 +1408,13 @@ func confForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.C
 	switch c.Coll {
 	case cAllReduce:
 		return func(ctx context.Context) error {
+				if c.Strategy == Auto && c.DataSeed%4 == 1 && (c.Path == pInPlace || c.Path == pPinnedInPlace) {
+					// A Batch of the one all-reduce (in place, the
+					// group's strategy, as Auto).
+					bt := cm.Batch()
+					BatchAllReduce(bt, b.send, c.Op)
+					return bt.Run(ctx)
+				}
 				if c.Strategy == Auto && c.DataSeed%2 == 0 {
 					switch c.Path {
 					case pInPlace, pPinnedInPlace:
