@@ -20,10 +20,10 @@ var confNewerColls = []confColl{cScan, cExscan, cBroadcastInto, cPermute}
 // drawNewerColl turns call c of group g, drawn for another collective, into
 // one of confNewerColls in 4 of 17 calls that do not all-reduce (each of
 // them then about as frequent as each of the older ones), drawn from rng:
-// the tensor paths become the slice paths (none has a tensor form), an
-// asynchronous call on one buffer runs out of place in a third of the
-// calls (cPermute always: a send and a receive started on one buffer would
-// race), and Scan and Exscan, which gather every rank's input on every
+// the tensor paths become the slice paths (but BroadcastInto's, which runs
+// BroadcastIntoTensor), an asynchronous call on one buffer runs out of
+// place in a third of the calls (cPermute always: a send and a receive
+// started on one buffer would race), and Scan and Exscan, which gather every rank's input on every
 // rank, draw Mean (refused) in a quarter of the calls that drew it and a
 // length no larger than the gathering collectives'.
 func drawNewerColl(rng *rand.Rand, c *confCall, g confGroup, slotElems, maxLen int) {
@@ -35,8 +35,11 @@ func drawNewerColl(rng *rand.Rand, c *confCall, g confGroup, slotElems, maxLen i
 		return
 	}
 	c.Coll = confNewerColls[x]
-	c.Path = c.Path.slicePath()
-	c.OutOfPlace = c.Path == pAsync && (c.Coll == cPermute || rng.IntN(3) == 0)
+	if !c.Coll.hasTensor() {
+		c.Path = c.Path.slicePath()
+	}
+	// (pTensorAsync draws as pAsync did before BroadcastInto kept it.)
+	c.OutOfPlace = (c.Path == pAsync || c.Path == pTensorAsync) && (c.Coll == cPermute || rng.IntN(3) == 0)
 	if c.Coll == cScan || c.Coll == cExscan {
 		if c.Op == Mean && rng.IntN(4) > 0 {
 			c.Op = []Op{Sum, Max, Min, Prod}[rng.IntN(4)]

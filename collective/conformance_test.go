@@ -179,7 +179,7 @@ func (k confColl) vCounts() bool {
 
 // hasTensor reports whether the collective has a tensor form.
 func (k confColl) hasTensor() bool {
-	return k != cShift && k != cGatherV && k != cScatterV && k < cScan
+	return k != cShift && k != cGatherV && k != cScatterV && (k < cScan || k == cBroadcastInto)
 }
 
 // inPlaceLayout reports whether the collective has an in-place layout
@@ -1541,6 +1541,9 @@ func confTensorForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(con
 	case cBroadcast:
 		return func(ctx context.Context) error { return BroadcastTensor(ctx, cm, b.tensor, c.Root) },
 			func(ctx context.Context) *Work { return BroadcastTensorAsync(ctx, cm, b.tensor, c.Root) }
+	case cBroadcastInto:
+		return func(ctx context.Context) error { return BroadcastIntoTensor(ctx, cm, s, rv, c.Root) },
+			func(ctx context.Context) *Work { return BroadcastIntoTensorAsync(ctx, cm, s, rv, c.Root) }
 	case cReduceScatter:
 		return func(ctx context.Context) error { return ReduceScatterTensor(ctx, cm, s, rv, c.Op) },
 			func(ctx context.Context) *Work { return ReduceScatterTensorAsync(ctx, cm, s, rv, c.Op) }
