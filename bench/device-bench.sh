@@ -19,8 +19,10 @@
 #                                     package's Conformance and Subnormal tests, TestSubnormalAllReduce, and where
 #                                     collective.test has them TestDeterministicPinnedMeanRepeat (20 groups) and
 #                                     BenchmarkFreshSlice; at most 8 minutes
-#   bench/device-bench.sh compare REV (here) build REV's binaries into .devbench-old/ beside the current ones, then
-#                                     print the call for the mode below
+#   bench/device-bench.sh compare REV [BENCHREV] (here) build REV's binaries into .devbench-old/ beside the
+#                                     current ones (with BENCHREV's benchmark files where the current ones no
+#                                     longer build against REV: `compare 2e2c1b3 f61e675`), then print the call
+#                                     for the mode below
 #   bench/device-bench.sh compare-run (there) the T5 selection, BenchmarkCollectives and BenchmarkSmallHost of
 #                                     both builds, interleaved old/new (COMPARE_ROUNDS, default 3), and the
 #                                     allreduce-perf sweep of each: old.txt/new.txt for benchstat, sweep-*.json
@@ -255,15 +257,22 @@ bench_selection() {
 	log "$(grep -c '^Benchmark' "$out") benchmark lines in $out"
 }
 
-# compare_prepare REV: the current tree's binaries in $D, REV's in $D-old (a temporary worktree; the benchmark
-# files of the current tree are copied in, so both builds run the same benchmarks).
+# compare_prepare REV [BENCHREV]: the current tree's binaries in $D, REV's in $D-old (a temporary worktree;
+# the benchmark files of the current tree, or of BENCHREV where the current ones no longer build against REV,
+# are copied in, so both builds run the same benchmarks).
 compare_prepare() {
-	local rev=${1:?usage: bench/device-bench.sh compare REV}
+	local rev=${1:?usage: bench/device-bench.sh compare REV [BENCHREV]} brev=${2:-}
 	prepare >/dev/null
-	local wt
+	local wt f
 	wt=$(mktemp -d)
 	git worktree add -f --detach "$wt" "$rev" >/dev/null || die "worktree of $rev"
-	cp collective/bench_test.go collective/bench_small_test.go "$wt/collective/" 2>/dev/null || true
+	for f in collective/bench_test.go collective/bench_small_test.go; do
+		if [ -n "$brev" ]; then
+			git show "$brev:$f" >"$wt/$f" 2>/dev/null || rm -f "$wt/$f"
+		else
+			cp "$f" "$wt/$f" 2>/dev/null || true
+		fi
+	done
 	rm -rf "$D-old"
 	mkdir -p "$D-old"
 	local ld=(-trimpath -ldflags "-s -w")
@@ -271,9 +280,19 @@ compare_prepare() {
 		go test -c "${ld[@]}" -o "$OLDPWD/$D-old/vulkan.test" ./vulkan &&
 		go build "${ld[@]}" -o "$OLDPWD/$D-old/allreduce-perf" ./cmd/allreduce-perf) || die "build of $rev"
 	git worktree remove --force "$wt"
-	grep -qxF "/$D-old/" .git/info/exclude 2>/dev/null || echo "/$D-old/" >>.git/info/exclude
+	# Both builds, compressed: uncompressed they pass the 64 MiB a device call carries.
+	rm -rf "$D-cmp"
+	mkdir -p "$D-cmp/old" "$D-cmp/new"
+	for f in collective.test vulkan.test allreduce-perf; do
+		gzip -c "$D-old/$f" >"$D-cmp/old/$f.gz"
+		gzip -c "$D/$f" >"$D-cmp/new/$f.gz"
+	done
+	for f in "/$D-old/" "/$D-cmp/"; do
+		grep -qxF "$f" .git/info/exclude 2>/dev/null || echo "$f" >>.git/info/exclude
+	done
+	du -sh "$D-cmp" >&2
 	printf '%s\n' '' 'Now make ONE device tool call (nvidia-h200), from the repository root:' '' \
-		'  run  kind: nvidia-h200   timeout_s: 600' '       carry: [".devbench", ".devbench-old", ".gl"]' \
+		'  run  kind: nvidia-h200   timeout_s: 600' '       carry: [".devbench-cmp", ".gl"]' \
 		'       command: bash bench/device-bench.sh compare-run' '' 'Then: benchstat old.txt new.txt (files from $OUT).'
 }
 
@@ -285,24 +304,29 @@ compare_there() {
 	export GOCOLL_VULKAN_VALIDATION=0
 	export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 	exec > >(tee -a "$OUT/run.log") 2>&1
-	local t0=$SECONDS bt=${BENCHTIME:-20x} i which dir pat
+	local t0=$SECONDS bt=${BENCHTIME:-20x} i which dir pat f
+	for which in old new; do
+		mkdir -p "/tmp/devbench-cmp/$which"
+		for f in "$D-cmp/$which"/*.gz; do
+			gunzip -c "$f" >"/tmp/devbench-cmp/$which/$(basename "$f" .gz)"
+			chmod +x "/tmp/devbench-cmp/$which/$(basename "$f" .gz)"
+		done
+	done
 	: >"$OUT/old.txt"
 	: >"$OUT/new.txt"
 	for i in $(seq "${COMPARE_ROUNDS:-3}"); do
 		for which in old new; do
-			dir=$D
-			[ "$which" = old ] && dir=$D-old
-			(cd vulkan && step "$which-vulkan-$i" 60 "../$dir/vulkan.test" -test.run '^$' -test.bench "$BENCH_VULKAN" \
+			dir=/tmp/devbench-cmp/$which
+			(cd vulkan && step "$which-vulkan-$i" 60 "$dir/vulkan.test" -test.run '^$' -test.bench "$BENCH_VULKAN" \
 				-test.benchtime "$bt" -test.count 1) >>"$OUT/$which.txt"
 			for pat in "$BENCH_COLL1" "$BENCH_COLL2" '^BenchmarkCollectives$/^vulkan$/' '^BenchmarkSmallHost$'; do
-				(cd collective && step "$which-collective-$i" 150 "../$dir/collective.test" -test.run '^$' -test.bench "$pat" \
+				(cd collective && step "$which-collective-$i" 150 "$dir/collective.test" -test.run '^$' -test.bench "$pat" \
 					-test.benchtime "$bt" -test.count 1) >>"$OUT/$which.txt"
 			done
 		done
 	done
 	for which in old new; do
-		dir=$D
-		[ "$which" = old ] && dir=$D-old
+		dir=/tmp/devbench-cmp/$which
 		step "$which-allreduce-perf" 60 "$dir/allreduce-perf" -g 2 --devices 0,0 --backend vulkan -b 4K -e 256M -f 4 -n 5 -w 2 \
 			-J "$OUT/sweep-$which.json" >"$OUT/sweep-$which.txt"
 	done
@@ -324,7 +348,7 @@ case "${1:-}" in
 run) run_there ;;
 colls) colls_there ;;
 exact) exact_there ;;
-compare) compare_prepare "${2:-}" ;;
+compare) compare_prepare "${2:-}" "${3:-}" ;;
 compare-run) compare_there ;;
 lavapipe) lavapipe ;;
 *) die "usage: bench/device-bench.sh [prepare|run|colls|exact|compare REV|compare-run|lavapipe]" ;;
