@@ -25,6 +25,10 @@ type RemoteError struct {
 	Msg     string // the cause, as text
 	invalid bool   // the cause matched ErrInvalidArgument
 	closed  bool   // the cause matched ErrClosed
+	// mismatch: the cause matched ErrMismatch (a *MismatchError there:
+	// a point-to-point message whose receiver expected another length or
+	// type breaks the group, and the sender learns it so).
+	mismatch bool
 }
 
 func (e *RemoteError) Error() string {
@@ -39,12 +43,12 @@ func (e *RemoteError) Error() string {
 }
 
 // Is makes a remote Abort match ErrAborted, a remote timeout ErrTimeout,
-// and a call refused there ErrInvalidArgument (and ErrClosed, for memory
-// it was handed closed), as they match in the process where the group
-// broke.
+// a call refused there ErrInvalidArgument (and ErrClosed, for memory it was
+// handed closed), and a mismatch there ErrMismatch, as they match in the
+// process where the group broke.
 func (e *RemoteError) Is(t error) bool {
 	return e.Aborted && t == ErrAborted || e.Timeout && t == ErrTimeout ||
-		e.invalid && t == ErrInvalidArgument || e.closed && t == ErrClosed
+		e.invalid && t == ErrInvalidArgument || e.closed && t == ErrClosed || e.mismatch && t == ErrMismatch
 }
 
 // ctrl is a group's end of the control messages (internal/ctrl is
@@ -71,7 +75,7 @@ func ctrlReceived(g *Group, p int, m ictrl.Msg, err error) {
 	cause := err
 	if err == nil {
 		cause = &RemoteError{Process: p, Rank: m.Rank, Aborted: m.Abort, Timeout: m.Timeout,
-			invalid: m.Invalid, closed: m.Closed, Msg: m.Text}
+			invalid: m.Invalid, closed: m.Closed, mismatch: m.Mismatch, Msg: m.Text}
 	}
 	g.breakGroup(&BrokenError{Rank: -1, Op: fmt.Sprintf("process %d", p), Cause: cause, remote: true})
 }
@@ -79,7 +83,8 @@ func ctrlReceived(g *Group, p int, m ictrl.Msg, err error) {
 // broadcast tells the other processes that the group broke (once).
 func (k *ctrl) broadcast(b *BrokenError) {
 	m := ictrl.Msg{Rank: b.Rank, Abort: b.Rank < 0 && b.Op == "Abort", Timeout: errors.Is(b.Cause, ErrTimeout),
-		Invalid: errors.Is(b.Cause, ErrInvalidArgument), Closed: errors.Is(b.Cause, ErrClosed)}
+		Invalid: errors.Is(b.Cause, ErrInvalidArgument), Closed: errors.Is(b.Cause, ErrClosed),
+		Mismatch: errors.Is(b.Cause, ErrMismatch)}
 	if m.Abort {
 		m.Text = b.Cause.Error()
 	} else {

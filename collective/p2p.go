@@ -37,6 +37,15 @@ import (
 // and RecvAsync. A blocking Send to this rank itself would wait for itself
 // and is refused at once (ErrInvalidArgument): a rank sends to itself
 // through SendRecv, SendAsync and RecvAsync, or a Batch.
+//
+// A receiver that expects another length or type fails with a
+// *MismatchError and breaks the group. In one process the Send fails with
+// a *MismatchError too. Across processes Send does not wait for the
+// receiver's check (that would be a round trip on every Send): it returns
+// nil once its message left, or the break if the message was still in
+// flight, and the sender's later calls fail with ErrGroupBroken matching
+// ErrMismatch once the break arrives from the receiver's process (a
+// *RemoteError cause naming both calls).
 func Send[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 	d := p2pDesc(collSend, "", data, peer)
 	return c.run(ctx, &d)
@@ -44,8 +53,10 @@ func Send[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 
 // Recv receives into data what rank peer sends with Send (or SendRecv, or
 // SendAsync). A length or type that differs from the sender's is a
-// *MismatchError on both ranks. Like Send, it is refused with peer set to
-// this rank itself.
+// *MismatchError naming both calls, data left untouched, and breaks the
+// group; in one process the sender gets a *MismatchError as well, across
+// processes the break (see Send). Like Send, it is refused with peer set
+// to this rank itself.
 func Recv[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 	d := p2pDesc(collRecv, "", data, peer)
 	return c.run(ctx, &d)

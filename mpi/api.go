@@ -92,6 +92,18 @@ func (w *World) Isend(p []byte, peer, tag int) (backend.Request, error) { return
 // reports completion or Cancel returns nil.
 func (w *World) Irecv(p []byte, peer, tag int) (backend.Request, error) { return w.irecv(p, peer, tag) }
 
+// IrecvUpTo is Irecv of a message of at most len(p) bytes (MPI_Irecv of
+// MPI_BYTE, the count an upper bound): a shorter message completes the
+// request without error, filling the start of p; a longer one is
+// MPI_ERR_TRUNCATE. The point-to-point engine (internal/p2p) receives a
+// message's first piece this way, so that a sender's message of another
+// length is read as a header and reported as a mismatch, not as a transport
+// error. A message longer than MPI's int count is not split: p must fit one
+// MPI_Irecv.
+func (w *World) IrecvUpTo(p []byte, peer, tag int) (backend.Request, error) {
+	return w.irecvUpTo(p, peer, tag)
+}
+
 // Allgather gathers every process's mine (the same length on all) into all,
 // in process order (MPI_Iallgather of MPI_BYTE, then MPI_Test until done).
 // It honours ctx: when a process never calls, it returns an *Error matching

@@ -37,6 +37,17 @@
 // answers their former owner's Test and Cancel with an error matching
 // backend.ErrClosed.
 //
+// [World.IrecvUpTo] receives a message of at most its buffer's length. The
+// point-to-point engine of a group that spans processes receives the first
+// piece of each message that way, with room for a whole slot, and checks the
+// header that piece carries before it posts the rest: a Send and a Recv
+// whose lengths or types differ fail the Recv with a
+// *collective.MismatchError, never a transport error, and break the group,
+// which tells the sender's process (its next call fails with
+// collective.ErrGroupBroken matching collective.ErrMismatch). Send does not
+// wait for the receiver's acknowledgement: that would cost a round trip on
+// every Send (docs/MPI.md).
+//
 // MPI errors return to the caller (MPI_ERRORS_RETURN) as *[Error] values that
 // match backend's sentinels with errors.Is. Waits take a context and never
 // hang: a process that never arrives at a collective makes the others return

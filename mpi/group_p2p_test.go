@@ -314,3 +314,113 @@ func TestGroupDroppedWithoutClose(t *testing.T) {
 		t.Fatalf("Barrier after dropping a group: %v", err)
 	}
 }
+
+// TestGroupP2PMismatch: a Send of n elements in one process and a Recv of
+// m in another (n < m, n > m, or n == m of another type), below one slot,
+// of exactly one slot's first piece (slot - p2p.Header bytes) and of
+// several slots. The receiver fails with a *MismatchError naming both
+// calls and its buffer untouched; the group breaks with the mismatch as
+// cause, so the sender's Send returns nil or that break, and its next call
+// (a Barrier, on every rank) fails with ErrGroupBroken matching
+// ErrMismatch, long before the communication timeout.
+func TestGroupP2PMismatch(t *testing.T) {
+	w, _ := begin(t, 120*time.Second)
+	const first = (groupChunk - 16) / 4 // float32 elements in the first piece
+	const several = 3*groupChunk/4 + 5
+	type shape struct {
+		dt string
+		n  int
+	}
+	cases := []struct{ send, recv shape }{
+		{shape{"float32", 10}, shape{"float32", 20}},
+		{shape{"float32", 20}, shape{"float32", 10}},
+		{shape{"float32", first}, shape{"float32", first - 1}},
+		{shape{"float32", first}, shape{"float32", first + 1}},
+		{shape{"float32", first - 1}, shape{"float32", first}},
+		{shape{"float32", several}, shape{"float32", 10}},
+		{shape{"float32", 10}, shape{"float32", several}},
+		{shape{"float32", several}, shape{"float32", several - 2*groupChunk/4}},
+		{shape{"float32", several - 2*groupChunk/4}, shape{"float32", several}},
+		{shape{"float32", 10}, shape{"int32", 10}},
+		{shape{"float32", first}, shape{"int32", first}},
+		{shape{"float32", several}, shape{"uint32", several}},
+		{shape{"float32", 2 * several}, shape{"float64", several}},
+	}
+	const timeout = 30 * time.Second
+	for _, tc := range cases {
+		what := fmt.Sprintf("Send of %d %s, Recv of %d %s", tc.send.n, tc.send.dt, tc.recv.n, tc.recv.dt)
+		g := openTestGroup(t, w, "host", 1, timeout)
+		c := g.Comm(0)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		start := time.Now()
+		var callErr error
+		untouched := true
+		switch c.Rank() {
+		case 0:
+			callErr = collective.Send(ctx, c, make([]float32, tc.send.n), 1)
+		case 1:
+			switch tc.recv.dt {
+			case "float32":
+				untouched, callErr = recvUntouched(ctx, c, tc.recv.n, float32(-7))
+			case "int32":
+				untouched, callErr = recvUntouched(ctx, c, tc.recv.n, int32(-7))
+			case "uint32":
+				untouched, callErr = recvUntouched(ctx, c, tc.recv.n, uint32(7))
+			case "float64":
+				untouched, callErr = recvUntouched(ctx, c, tc.recv.n, float64(-7))
+			}
+		}
+		nextErr := collective.Barrier(ctx, c)
+		el := time.Since(start)
+		cancel()
+		ok := true
+		fail := func(format string, args ...any) {
+			t.Errorf("%s: rank %d: %s", what, c.Rank(), fmt.Sprintf(format, args...))
+			ok = false
+		}
+		var me *collective.MismatchError
+		switch c.Rank() {
+		case 0:
+			if callErr != nil && !(errors.Is(callErr, collective.ErrGroupBroken) && errors.Is(callErr, collective.ErrMismatch)) {
+				fail("Send: %v, want nil or ErrGroupBroken matching ErrMismatch", callErr)
+			}
+		case 1:
+			// The calls name the types as backend.DType does.
+			named := map[string]string{"float32": "float", "float64": "double", "int32": "int32", "uint32": "uint32"}
+			sendCall := fmt.Sprintf("Send(op=sum, type=%s, count=%d,", named[tc.send.dt], tc.send.n)
+			recvCall := fmt.Sprintf("Recv(op=sum, type=%s, count=%d,", named[tc.recv.dt], tc.recv.n)
+			switch {
+			case !errors.As(callErr, &me):
+				fail("Recv: %v, want a *MismatchError", callErr)
+			case me.Rank != 1 || me.Peer != 0 || !strings.Contains(me.Call, recvCall) || !strings.Contains(me.PeerCall, sendCall):
+				fail("Recv: %+v, want rank 1's Recv (%s) and rank 0's Send (%s)", *me, recvCall, sendCall)
+			}
+			if !untouched {
+				fail("Recv wrote into its buffer")
+			}
+		}
+		if !errors.Is(nextErr, collective.ErrGroupBroken) || !errors.Is(nextErr, collective.ErrMismatch) {
+			fail("the next call (Barrier): %v, want ErrGroupBroken matching ErrMismatch", nextErr)
+		}
+		if el > timeout/3 {
+			fail("returned after %v (communication timeout %v)", el, timeout)
+		}
+		agree(t, w, ok, what)
+	}
+}
+
+// recvUntouched receives n elements from rank 0 into a buffer of fill and
+// reports whether the buffer still holds only fill.
+func recvUntouched[T int32 | uint32 | float32 | float64](ctx context.Context, c *collective.Comm, n int, fill T) (bool, error) {
+	buf := make([]T, n)
+	for i := range buf {
+		buf[i] = fill
+	}
+	err := collective.Recv(ctx, c, buf, 0)
+	for _, v := range buf {
+		if v != fill {
+			return false, err
+		}
+	}
+	return true, err
+}

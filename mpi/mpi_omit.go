@@ -33,11 +33,12 @@ func finalizeMPI() error { return nil }
 
 func waitMPI(context.Context, backend.Request) error { return errNoMPI }
 
-func (w *World) isend([]byte, int, int) (backend.Request, error) { return nil, errNoMPI }
-func (w *World) irecv([]byte, int, int) (backend.Request, error) { return nil, errNoMPI }
-func (w *World) allgather(context.Context, []byte, []byte) error { return errNoMPI }
-func (w *World) barrier(context.Context) error                   { return errNoMPI }
-func (w *World) closeWorld() error                               { return nil }
+func (w *World) isend([]byte, int, int) (backend.Request, error)     { return nil, errNoMPI }
+func (w *World) irecv([]byte, int, int) (backend.Request, error)     { return nil, errNoMPI }
+func (w *World) irecvUpTo([]byte, int, int) (backend.Request, error) { return nil, errNoMPI }
+func (w *World) allgather(context.Context, []byte, []byte) error     { return errNoMPI }
+func (w *World) barrier(context.Context) error                       { return errNoMPI }
+func (w *World) closeWorld() error                                   { return nil }
 
 func (w *World) allreduceF32(context.Context, []float32, []float32, backend.Op) error {
 	return errNoMPI

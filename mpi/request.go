@@ -23,6 +23,7 @@ type reqKind uint8
 const (
 	kindSend reqKind = iota
 	kindRecv
+	kindRecvUpTo   // IrecvUpTo: a shorter message is no error
 	kindCollective // Allgather, Allreduce*, Barrier
 	kindDup        // Dup's two MPI_Comm_idup, a collective too
 	kindSplit      // the barrier before Split's MPI_Comm_split (split.go)
@@ -242,6 +243,8 @@ func (r *request) describe() string {
 		return fmt.Sprintf("Isend of %d bytes to process %d (tag %d)", r.n, r.peer, r.tag)
 	case kindRecv:
 		return fmt.Sprintf("Irecv of %d bytes from process %d (tag %d)", r.n, r.peer, r.tag)
+	case kindRecvUpTo:
+		return fmt.Sprintf("Irecv of up to %d bytes from process %d (tag %d)", r.n, r.peer, r.tag)
 	}
 	return fmt.Sprintf("%s (collective #%d)", r.call, r.seq)
 }

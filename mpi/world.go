@@ -205,6 +205,17 @@ func (w *World) irecv(p []byte, peer, tag int) (backend.Request, error) {
 	return r, nil
 }
 
+func (w *World) irecvUpTo(p []byte, peer, tag int) (backend.Request, error) {
+	if len(p) > w.limit {
+		return nil, argError("MPI_Irecv", "%d bytes received up to: more than one MPI_Irecv holds (%d)", len(p), w.limit)
+	}
+	r, err := w.startP2P(kindRecvUpTo, "MPI_Irecv", p, peer, tag)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 func (w *World) startP2P(kind reqKind, call string, p []byte, peer, tag int) (*request, error) {
 	if peer < 0 || peer >= w.size {
 		return nil, argError(call, "process %d out of range [0, %d)", peer, w.size)

@@ -34,20 +34,22 @@ const PollInterval = 2 * time.Millisecond
 
 // Flags of a message (byte 0).
 const (
-	flagAbort   = 1 // the group was broken by an Abort
-	flagTimeout = 2 // the failure was a timeout
-	flagInvalid = 4 // the failure was a call's invalid argument
-	flagClosed  = 8 // the failure was memory (or a device) closed
+	flagAbort    = 1  // the group was broken by an Abort
+	flagTimeout  = 2  // the failure was a timeout
+	flagInvalid  = 4  // the failure was a call's invalid argument
+	flagClosed   = 8  // the failure was memory (or a device) closed
+	flagMismatch = 16 // the failure was a mismatch of two ranks' calls
 )
 
 // Msg is a control message: why the group broke in the sending process.
 type Msg struct {
-	Rank    int    // the rank that broke the group, or -1
-	Abort   bool   // the group was broken by an Abort
-	Timeout bool   // the failure was a timeout
-	Invalid bool   // the failure was a call's invalid argument
-	Closed  bool   // the failure was memory (or a device) closed
-	Text    string // the cause, as text (cut to Bytes-7 bytes)
+	Rank     int    // the rank that broke the group, or -1
+	Abort    bool   // the group was broken by an Abort
+	Timeout  bool   // the failure was a timeout
+	Invalid  bool   // the failure was a call's invalid argument
+	Closed   bool   // the failure was memory (or a device) closed
+	Mismatch bool   // the failure was a mismatch of two ranks' calls
+	Text     string // the cause, as text (cut to Bytes-7 bytes)
 }
 
 // ErrMalformed is the error of Decode for a buffer too short for a message.
@@ -70,6 +72,9 @@ func Encode(b []byte, m Msg) {
 	if m.Closed {
 		b[0] |= flagClosed
 	}
+	if m.Mismatch {
+		b[0] |= flagMismatch
+	}
 	binary.LittleEndian.PutUint32(b[1:], uint32(int32(m.Rank)))
 	n := copy(b[header:], m.Text)
 	binary.LittleEndian.PutUint16(b[5:], uint16(n))
@@ -84,7 +89,7 @@ func Decode(b []byte) (Msg, error) {
 	n := min(int(binary.LittleEndian.Uint16(b[5:])), len(b)-header)
 	return Msg{Rank: int(int32(binary.LittleEndian.Uint32(b[1:]))), Abort: b[0]&flagAbort != 0,
 		Timeout: b[0]&flagTimeout != 0, Invalid: b[0]&flagInvalid != 0, Closed: b[0]&flagClosed != 0,
-		Text: string(b[header : header+n])}, nil
+		Mismatch: b[0]&flagMismatch != 0, Text: string(b[header : header+n])}, nil
 }
 
 // Handler is called by the poller, on its goroutine, for each control

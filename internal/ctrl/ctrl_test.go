@@ -19,6 +19,7 @@ func TestEncodeDecode(t *testing.T) {
 		{Rank: -1, Abort: true, Text: "stop"},
 		{Rank: 3, Timeout: true, Text: "rank 3: timed out"},
 		{Rank: 0, Invalid: true, Closed: true},
+		{Rank: 2, Mismatch: true, Text: "rank 2 called Recv but rank 0 called Send"},
 		{Rank: 1<<31 - 1, Text: "é ü"},
 	} {
 		b := make([]byte, Bytes)
@@ -49,7 +50,7 @@ func TestDecodeMalformed(t *testing.T) {
 		}
 	}
 	// A length beyond the buffer is cut to it; unknown flags are ignored.
-	b := []byte{0xf0 | flagTimeout, 5, 0, 0, 0, 0xff, 0xff, 'a', 'b'}
+	b := []byte{0xe0 | flagTimeout, 5, 0, 0, 0, 0xff, 0xff, 'a', 'b'}
 	m, err := Decode(b)
 	if err != nil || m != (Msg{Rank: 5, Timeout: true, Text: "ab"}) {
 		t.Errorf("over-long length: %+v, %v", m, err)

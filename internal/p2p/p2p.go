@@ -739,6 +739,15 @@ func pieceCount(slot, n int) int {
 	return 1 + (n-(slot-Header)+slot-1)/slot
 }
 
+// upToReceiver is a transport that can receive a message shorter than
+// the buffer (mpi.World.IrecvUpTo). A receive posts its first piece that
+// way, with room for a whole slot: whatever the sender's length and type,
+// the header arrives and a mismatch is reported as such. Through another
+// transport a first piece of another size is the transport's error.
+type upToReceiver interface {
+	IrecvUpTo(p []byte, peer, tag int) (backend.Request, error)
+}
+
 // stageSlot returns the link's Go staging slot i.
 func (l *Link) stageSlot(i int) []byte {
 	if l.stage[i] == nil {
@@ -764,8 +773,10 @@ func (e *Engine) progressRemote(o *Op) bool {
 	}
 	progressed := false
 	for {
-		// Post pieces while slots are free.
-		for l.xposted < l.xpieces && l.xposted-l.xcompleted < channel.Slots {
+		// Post pieces while slots are free; a receive posts the pieces
+		// after the first only once the first arrived and its header
+		// matched, so that a message of another length never meets them.
+		for l.xposted < l.xpieces && l.xposted-l.xcompleted < channel.Slots && (o.Send || l.xcompleted > 0 || l.xposted == 0) {
 			j := l.xposted
 			buf := l.stageSlot(j % channel.Slots)
 			off, n := pieceRange(l.slot, len(o.Data), j)
@@ -782,6 +793,11 @@ func (e *Engine) progressRemote(o *Op) bool {
 				}
 				copy(buf[hn:hn+n], o.Data[off:off+n])
 				req, err = l.tr.Isend(buf[:hn+n], l.proc, l.tag)
+			} else if u, ok := l.tr.(upToReceiver); ok && j == 0 {
+				// Room for any first piece: a message of another
+				// length is read as a header, not refused by the
+				// transport.
+				req, err = u.IrecvUpTo(buf, l.proc, l.tag)
 			} else {
 				req, err = l.tr.Irecv(buf[:hn+n], l.proc, l.tag)
 			}
