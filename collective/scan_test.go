@@ -123,6 +123,28 @@ func TestScanExscan(t *testing.T) {
 	}
 }
 
+// TestScanExscanLarge: Scan and Exscan of inputs that span several of the
+// parallel host reduction's chunks (internal/parreduce: 256 KiB of output
+// each), one element past and one short of their boundaries, every op, in
+// place or not, exact against a plain loop on host and lavapipe (the prefix
+// is reduced on the CPU on every backend).
+func TestScanExscanLarge(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 6))
+	const chunk = 256 << 10
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 3, func(*Options) {})
+		for i, op := range []Op{Sum, Prod, Max, Min} {
+			excl, inPlace := i%2 == 1, i >= 2
+			scanCase(t, g, rng, 2*chunk/4+1, op, excl, inPlace, func(v float64) int32 { return int32(v) })
+			scanCase(t, g, rng, 3*chunk/8-1, op, !excl, inPlace, func(v float64) float64 { return v })
+			scanCase(t, g, rng, chunk/4+chunk/8+3, op, excl, !inPlace, func(v float64) float32 { return float32(v) })
+			scanCase(t, g, rng, 2*chunk/2+5, op, !excl, !inPlace, func(v float64) Float16 { return Float16From(float32(v)) })
+		}
+	}
+}
+
 // TestScanRefusals: Mean, and lengths that differ, are ErrInvalidArgument
 // on the rank and fail its peers, buffers untouched; the group stays
 // usable; the Async forms give the same results.
