@@ -773,13 +773,17 @@ func TestSyncNilLoggerQuiet(t *testing.T) {
 	t.Setenv("GOCOLL_DEBUG", "")
 	def := countDefault(t)
 	// The ring, slowed down (two submissions per call at 2 ranks, direct
-	// one), is left for direct after the first probe round.
+	// one), is left for direct after the first probe round. The delay is
+	// large and the probe takes the median of three steps, so a loaded
+	// machine's noise (milliseconds a step under a parallel go test) does
+	// not decide.
 	g := openGroup(t, "host", 2, func(o *collective.Options) { o.Config.Strategy = collective.Ring })
-	setDelay(t, g, 300*time.Microsecond)
+	setDelay(t, g, 2*time.Millisecond)
+	const probe = 3
 	own := &countHandler{}
 	ss := make([]*Sync[float32], 2)
 	for r := range ss {
-		o := Options{Adaptive: true, AnyOrder: true, LogEvery: 1, SwitchCooldown: 1, ProbeSteps: 1, ProbeLimit: 1e9,
+		o := Options{Adaptive: true, AnyOrder: true, LogEvery: 1, SwitchCooldown: 1, ProbeSteps: probe, ProbeLimit: 1e9,
 			Candidates: []collective.Strategy{collective.Direct, collective.Ring}}
 		if r == 1 {
 			o.Logger = slog.New(own)
@@ -790,7 +794,8 @@ func TestSyncNilLoggerQuiet(t *testing.T) {
 		}
 		ss[r] = s
 	}
-	const steps = 24 // past the cooldown (18) and a probe round (2): a switch from the ring
+	// Past the cooldown and a probe round: a switch from the ring.
+	steps := effectiveCooldown(1, 2, probe) + 2*probe + 4
 	noErrors(t, onRanks(g, func(c *collective.Comm) error {
 		for s := 0; s < steps; s++ {
 			if err := ss[c.Rank()].Sync(context.Background(), make([]float32, 64)); err != nil {
