@@ -3,8 +3,8 @@ package collective
 import (
 	"context"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
@@ -151,12 +151,12 @@ func distinctCounters(g *Group) []*backend.Counters {
 	return out
 }
 
-func rusage(b *testing.B) syscall.Rusage {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+func rusage(b *testing.B) unix.Rusage {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
 	}
 	return ru
 }
 
-func tvNs(t syscall.Timeval) int64 { return syscall.TimevalToNsec(t) }
+func tvNs(t unix.Timeval) int64 { return t.Nano() }

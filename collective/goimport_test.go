@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"math/rand/v2"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -207,11 +207,11 @@ func TestGoSliceImportOnlyGoHeap(t *testing.T) {
 	g := importerGroup(t, ranks)
 	mm := make([][]float32, ranks)
 	for r := range mm {
-		b, err := syscall.Mmap(-1, 0, n*4, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		b, err := unix.Mmap(-1, 0, n*4, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 		if err != nil {
 			t.Skip("no mmap:", err)
 		}
-		defer syscall.Munmap(b)
+		defer unix.Munmap(b)
 		mm[r] = unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
 	}
 	for i := range n {

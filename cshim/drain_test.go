@@ -4,8 +4,8 @@ package cshim
 
 import (
 	"errors"
+	"golang.org/x/sys/unix"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -164,14 +164,14 @@ func importPages(t *testing.T, d *Device, n int) (mem []byte, buf *Buffer, leak 
 	if !d.Info().ExternalMemoryHost {
 		t.Skip("no VK_EXT_external_memory_host")
 	}
-	mem, err := syscall.Mmap(-1, 0, n*syscall.Getpagesize(), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	mem, err := unix.Mmap(-1, 0, n*unix.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
 	leak = new(bool)
 	t.Cleanup(func() {
 		if !*leak {
-			syscall.Munmap(mem)
+			unix.Munmap(mem)
 		}
 	})
 	if buf, err = d.ImportHost(mem); err != nil {
@@ -258,11 +258,11 @@ func TestImportNonCoherent(t *testing.T) {
 	if !d.Info().ExternalMemoryHost {
 		t.Skip("no VK_EXT_external_memory_host")
 	}
-	mem, err := syscall.Mmap(-1, 0, syscall.Getpagesize(), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	mem, err := unix.Mmap(-1, 0, unix.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Munmap(mem)
+	defer unix.Munmap(mem)
 	if b, err := d.ImportHost(mem); !errors.Is(err, backend.ErrUnsupported) {
 		if err == nil {
 			b.Close()

@@ -4,7 +4,7 @@ package cshim
 
 import (
 	"errors"
-	"syscall"
+	"golang.org/x/sys/unix"
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
@@ -15,11 +15,11 @@ import (
 func TestImportHost(t *testing.T) {
 	d := open(t, OpenOptions{})
 	info := d.Info()
-	mem, err := syscall.Mmap(-1, 0, 1<<16, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	mem, err := unix.Mmap(-1, 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Munmap(mem)
+	defer unix.Munmap(mem)
 	if !info.ExternalMemoryHost {
 		if _, err := d.ImportHost(mem); !errors.Is(err, backend.ErrUnsupported) {
 			t.Errorf("ImportHost without the extension: %v, want ErrUnsupported", err)

@@ -8,11 +8,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -216,7 +216,7 @@ func (l *launcher) run(np int, env, args []string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, l.path, argv...)
 	cmd.Env = append(os.Environ(), env...)
 	// On timeout, SIGTERM lets mpirun kill the job's processes; SIGKILL follows.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.Cancel = func() error { return cmd.Process.Signal(unix.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {

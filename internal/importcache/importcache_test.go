@@ -1,8 +1,8 @@
 package importcache
 
 import (
+	"golang.org/x/sys/unix"
 	"runtime"
-	"syscall"
 	"testing"
 	"unsafe"
 	"weak"
@@ -33,11 +33,11 @@ func TestParseBytes(t *testing.T) {
 // InGoHeap takes heap objects, interior pointers included, and refuses
 // mmap memory and globals.
 func TestInGoHeap(t *testing.T) {
-	mm, err := syscall.Mmap(-1, 0, 1<<16, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	mm, err := unix.Mmap(-1, 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		t.Skip(err)
 	}
-	defer syscall.Munmap(mm)
+	defer unix.Munmap(mm)
 	if InGoHeap(unsafe.Pointer(&mm[0])) || InGoHeap(unsafe.Pointer(&global[0])) {
 		t.Fatal("InGoHeap accepted mmap memory or a global")
 	}
