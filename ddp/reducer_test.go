@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -489,9 +490,13 @@ func overlapRun(t testing.TB, bk string, n, k int) (comm, last, compute, overlap
 // communication) + the last bucket's communication + 15%, and at most 0.7
 // times the step synced after the whole backward pass, on host and
 // lavapipe.
+//
+// It times the machine, so it runs only in test-full (GOCOLL_TEST_FULL=1, on
+// an idle machine); TestReducerOverlapOrder checks the same overlap by the
+// order of events, on any machine.
 func TestReducerOverlap(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("a timing test: not with -short or -race")
+	if testing.Short() || raceEnabled || os.Getenv("GOCOLL_TEST_FULL") == "" {
+		t.Skip("a timing test: test-full only (GOCOLL_TEST_FULL=1), not with -short or -race")
 	}
 	for _, bk := range backendsUnderTest(t) {
 		var fails []string
@@ -510,6 +515,73 @@ func TestReducerOverlap(t *testing.T) {
 		}
 		for _, f := range fails {
 			t.Error(f)
+		}
+	}
+}
+
+// TestReducerOverlapOrder: the buckets whose gradients are ready are
+// reduced while backward still runs: with every layer but the last marked
+// ready, each started bucket's all-reduce completes (on every rank) before
+// the last layer is marked, and the step then ends with every gradient the
+// sum of the ranks'. Events in order, not times: it holds on a loaded
+// machine.
+func TestReducerOverlapOrder(t *testing.T) {
+	const layers, n = 8, 1 << 12
+	for _, bk := range backendsUnderTest(t) {
+		m := newOverlapModel(t, bk, n)
+		for r := range m.grads {
+			for l, g := range m.grads[r] {
+				for i := range g {
+					g[i] = float32(1 + r*layers + l + i%7)
+				}
+			}
+		}
+		noErrors(t, onRanks(m.g, func(c *collective.Comm) error {
+			r := m.rs[c.Rank()]
+			ctx := context.Background()
+			if err := markRange(ctx, r, 0, layers-1); err != nil {
+				return err
+			}
+			// A bucket per layer: layers-1 all-reduces started.
+			r.mu.Lock()
+			works := slices.Clone(r.works)
+			r.mu.Unlock()
+			if len(works) != layers-1 {
+				return fmt.Errorf("%d buckets started with %d of %d layers ready, want %d", len(works), layers-1, layers, layers-1)
+			}
+			// Liveness bound only: the reductions need the other rank,
+			// which marks the same layers.
+			deadline := time.Now().Add(2 * time.Minute)
+			for k, w := range works {
+				for {
+					done, err := w.Test()
+					if err != nil {
+						return fmt.Errorf("bucket %d: %w", k, err)
+					}
+					if done {
+						break
+					}
+					if time.Now().After(deadline) {
+						return fmt.Errorf("bucket %d not reduced 2 minutes after its layer was ready, with the last layer not marked", k)
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+			if err := r.MarkReady(ctx, layers-1); err != nil {
+				return err
+			}
+			return r.Wait(ctx)
+		}))
+		// Reducer averages: (sum over ranks) / 2, exact in float32 here.
+		for r := range m.grads {
+			for l, g := range m.grads[r] {
+				for i, v := range g {
+					want := float32(1+0*layers+l+i%7+1+1*layers+l+i%7) / 2
+					if v != want {
+						t.Fatalf("%s: rank %d layer %d element %d: %v, want %v", bk, r, l, i, v, want)
+					}
+				}
+			}
 		}
 	}
 }
