@@ -177,10 +177,9 @@ func faultOptions(s *faultSession, name string) Options {
 	return o
 }
 
-// faultLeakOpts ignore the process-wide worker pools (started once, kept).
+// faultLeakOpts ignore the process-wide worker pool (started once, kept).
 func faultLeakOpts() []goleak.Option {
 	return []goleak.Option{goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker"),
 		goleak.IgnoreTopFunction("github.com/gocoll/gocoll/internal/parreduce.worker")}
 }
 

@@ -3,10 +3,10 @@ package collective
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/parreduce"
 	"github.com/gocoll/gocoll/internal/pin"
 )
 
@@ -137,7 +137,7 @@ func (c *Comm) upload(k *call, at int, send []byte) error {
 // parallelStage reports whether a host copy of n bytes between Go memory
 // and a device-local buffer goes through the comm's staging buffer with
 // parallel host copies.
-func parallelStage(n int) bool { return n >= parCopyMin && runtime.GOMAXPROCS(0) >= 2 }
+func parallelStage(n int) bool { return parreduce.ParallelCopy(n) }
 
 // download copies the device buffer from element at into recv: a DMA copy
 // into pinned memory, else a staged read.

@@ -146,11 +146,10 @@ func bitsEqual[T collective.Elem](a, b []T) bool {
 		string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), n))
 }
 
-// leakOpts ignore the goroutines that exist before the test, the
-// process-wide reduction worker pool (internal/parreduce, started once, on
-// first use) and collective's copy workers.
+// leakOpts ignore the goroutines that exist before the test and the
+// process-wide worker pool of reductions and copies (internal/parreduce,
+// started once, on first use).
 var leakOpts = []goleak.Option{goleak.IgnoreCurrent(),
-	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/collective.copyWorker"),
 	goleak.IgnoreTopFunction("github.com/gocoll/gocoll/internal/parreduce.worker")}
 
 // allocsPerStep returns the allocations of rank 0's step(0) in a steady

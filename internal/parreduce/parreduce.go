@@ -1,8 +1,10 @@
 // Package parreduce runs a large element-wise host computation (a
-// reduction, a scaling, a copy) as chunks spread over one process-wide pool
-// of GOMAXPROCS worker goroutines. A call takes helpers only from the
-// workers idle at the time (its caller counts as a busy one), so ranks that
-// reduce at the same time share the cores instead of oversubscribing them.
+// reduction, a scaling, a copy) as chunks spread over the process's one
+// pool of GOMAXPROCS worker goroutines: synchronously (Job.Run) or as a
+// batch of copies between Go memory and a buffer started and waited for
+// together (Batch). A call takes helpers only from the workers idle at the
+// time (its caller counts as a busy one), so ranks that reduce or copy at
+// the same time share the cores instead of oversubscribing them.
 //
 // A chunk is computed by exactly one goroutine, and the caller's Ranger
 // computes every element from its own sources alone, so the result is the
@@ -40,15 +42,18 @@ func (k *Knob) Set(n int) int { return int(k.n.Swap(int32(max(n, 0)))) }
 // Get returns the cap (0: the default).
 func (k *Knob) Get() int { return int(k.n.Load()) }
 
-// The classes of callers. Both start at GOCOLL_HOST_WORKERS where the
-// environment gives a positive number (1: every reduction on its caller
-// alone), else 0.
+// The classes of callers. Reduce and Device start at GOCOLL_HOST_WORKERS
+// where the environment gives a positive number (1: every reduction on its
+// caller alone), else 0; Copy starts at 0.
 var (
 	// Reduce caps internal/hostmath's reductions (collective's CPU
 	// reductions: Scan, Exscan, Reduce of a type without kernels).
 	Reduce Knob
 	// Device caps the host backend's kernels (each device's worker).
 	Device Knob
+	// Copy caps each of a Batch's copies (collective's large host copies:
+	// a comm's staging and the direct exchange's gathers).
+	Copy Knob
 )
 
 func init() {
@@ -72,7 +77,10 @@ type Job struct {
 	n      int
 	chunk  int
 	chunks int64
-	next   atomic.Int64 // the next chunk to claim
+	// want is the helpers the call may take, helpers those it took (the
+	// caller's alone).
+	want, helpers int
+	next          atomic.Int64 // the next chunk to claim
 	// state is the helpers inside the call, and closed once the caller has
 	// found no chunk left: a helper that arrives later does not enter, so
 	// the caller never waits for one that has not started (a worker the
@@ -92,40 +100,66 @@ const closed = 1 << 62
 // caller counts itself as one busy worker, and ranks that reduce at once
 // divide the pool among them as its workers come free.
 func (j *Job) Run(k *Knob, r Ranger, n, chunk int) {
-	chunk = max(chunk, 1)
-	chunks := (n + chunk - 1) / chunk
-	limit := k.Get()
-	if limit == 1 || chunks <= 1 || n <= 0 {
+	if !j.open(k, r, n, chunk) {
 		if n > 0 {
 			r.Range(0, n)
 		}
 		return
 	}
+	p := procPool
+	p.idle.Add(-1) // the caller is a busy worker while it computes chunks
+	j.drain(p)
+	p.idle.Add(1)
+	j.close()
+}
+
+// open prepares a call computed in chunks on the pool and reports whether
+// it is one (false: the call runs on its caller alone). The call is open
+// to helpers when open returns; none has been asked for yet.
+func (j *Job) open(k *Knob, r Ranger, n, chunk int) bool {
+	chunk = max(chunk, 1)
+	chunks := (n + chunk - 1) / chunk
+	limit := k.Get()
+	if limit == 1 || chunks <= 1 || n <= 0 {
+		return false
+	}
 	p := thePool()
 	if limit == 0 || limit > p.size {
 		limit = p.size
 	}
-	want := min(limit, chunks) - 1 // helpers
 	if j.done == nil {
 		j.done = make(chan struct{}, 1)
 	}
 	j.r, j.n, j.chunk, j.chunks = r, n, chunk, int64(chunks)
+	j.want, j.helpers = min(limit, chunks)-1, 0
 	j.next.Store(0)
 	j.state.Store(0) // open, after the fields a helper reads once inside
-	p.idle.Add(-1)   // the caller is a busy worker while it computes chunks
-	helpers := 0
+	return true
+}
+
+// ask hands the call to idle workers, up to its share, while chunks are
+// left for them beside its caller's.
+func (j *Job) ask(p *pool) {
+	for j.helpers < j.want && j.chunks-j.next.Load() > int64(j.helpers+1) && p.take() {
+		j.helpers++
+		p.jobs <- j
+	}
+}
+
+// drain is the caller's part: compute chunks until none are left, asking
+// between chunks for helpers (a worker that comes free later still joins).
+func (j *Job) drain(p *pool) {
 	for {
-		// Ask for helpers while chunks are left for them: a worker that
-		// comes free later still joins.
-		for helpers < want && j.chunks-j.next.Load() > int64(helpers+1) && p.take() {
-			helpers++
-			p.jobs <- j
-		}
+		j.ask(p)
 		if !j.claim() {
-			break
+			return
 		}
 	}
-	p.idle.Add(1)
+}
+
+// close closes the call, its chunks all claimed, and waits for the helpers
+// still inside to leave (each is computing its last chunk).
+func (j *Job) close() {
 	if j.state.Or(closed) != 0 {
 		<-j.done // helpers still inside: the last to leave signals
 	}

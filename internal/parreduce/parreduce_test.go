@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // counter counts how often each element was computed and the most Range
@@ -85,10 +84,7 @@ func TestRunCap(t *testing.T) {
 	size := thePool().size
 	for _, limit := range []int{0, 1, 2} {
 		Device.Set(limit)
-		want := limit
-		if want == 0 || want > size {
-			want = size
-		}
+		want := capOf(limit, size)
 		var j Job
 		c := &counter{hits: make([]int32, 1<<16), chunk: 1 << 8}
 		j.Run(&Device, c, len(c.hits), c.chunk)
@@ -115,15 +111,7 @@ func TestIdleRestored(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// A helper handed a call after its caller found no chunk left leaves
-	// without entering, later than the call returned.
-	deadline := time.Now().Add(10 * time.Second)
-	for int(p.idle.Load()) != p.size && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if n := p.idle.Load(); int(n) != p.size {
-		t.Errorf("idle workers %d 10 s after the calls, want %d", n, p.size)
-	}
+	waitIdle(t)
 }
 
 // TestLateHelper: a helper that reaches a call after its caller closed it
@@ -184,4 +172,13 @@ func TestEnvWorkers(t *testing.T) {
 			t.Errorf("envWorkers(%q) = %d, %v; want %d", v, n, ok, want)
 		}
 	}
+}
+
+// capOf is the goroutines a call may use under a cap of limit on a pool of
+// size workers.
+func capOf(limit, size int) int {
+	if limit == 0 || limit > size {
+		return size
+	}
+	return limit
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/hostmath"
+	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
 // Algo is an all-reduce algorithm the model predicts (collective's
@@ -32,8 +33,8 @@ const (
 )
 
 // ParCopyMin is the size from which a host copy is spread over the cores
-// (collective's copy pool).
-const ParCopyMin = 1 << 20
+// (internal/parreduce's Batch).
+const ParCopyMin = parreduce.CopyMin
 
 // Model is the measured constants.
 type Model struct {
@@ -152,7 +153,8 @@ func Measure(ctx context.Context, dev backend.Device, m *Model) error {
 		return err
 	}
 	m.HostReduce = size / math.Max(t-m.Submit, 1e-9)
-	// Parallel memcpy of 8 MiB over the cores, as the copy pool does.
+	// Parallel memcpy of 8 MiB over the cores, as the process's pool
+	// (internal/parreduce's Batch) does.
 	big := make([]byte, 16<<20)
 	workers := runtime.GOMAXPROCS(0)
 	t, _ = timeIt(3, func() error {
