@@ -1,6 +1,9 @@
 package backend
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Transport moves host bytes between processes (ranks in other processes,
 // possibly on other machines). The mpi package implements it over MPI.
@@ -69,4 +72,51 @@ type Duplicator interface {
 // the original.
 type Splitter interface {
 	Split(ctx context.Context, color, key int) (Transport, error)
+}
+
+// NativeCollectives is implemented by transports whose library runs
+// collectives itself (the mpi package's World: MPI's own nonblocking
+// collectives). A collective.Group over such a transport runs the step
+// between its processes through them (the strategy Native): the ranks of a
+// process combine inside it, one leader per process calls the native
+// collective on host memory, and the result fans out inside the process.
+//
+// Every method is collective over the transport's processes, like
+// Allgather: every process calls it, in the same order as the transport's
+// other collectives, from one goroutine at a time, with the same lengths,
+// type, op and root. The calls work on the memory they are given (no
+// copy): MPI reads send and writes recv or buf until the collective
+// completes. send may be recv itself (in place); otherwise the two must not
+// overlap.
+//
+// Each honours ctx: when a process never calls, it returns an error that
+// matches ErrTimeout (or wraps ctx's error) and names the processes not
+// seen to arrive (MissingProcesses). MPI cannot cancel a collective, so the
+// memory of a call that returned early stays in the transport's use (kept
+// alive and in place, never freed) until the collective completes when the
+// missing processes call it; the caller must neither reuse nor release it
+// before Drain reported true.
+type NativeCollectives interface {
+	// Reduces reports whether Allreduce, ReduceScatterBlock and Reduce
+	// reduce element type dt with op natively, with Op's semantics.
+	Reduces(dt DType, op Op) bool
+	// Allreduce sets recv to op over every process's send (same length).
+	Allreduce(ctx context.Context, send, recv []byte, dt DType, op Op) error
+	// ReduceScatterBlock reduces send (Size() blocks of len(recv) bytes)
+	// with op over every process and leaves block Rank() of the result in
+	// recv. recv may be block Rank() of send (in place).
+	ReduceScatterBlock(ctx context.Context, send, recv []byte, dt DType, op Op) error
+	// Reduce sets the root's recv to op over every process's send; recv is
+	// ignored on the other processes (it may be nil).
+	Reduce(ctx context.Context, send, recv []byte, dt DType, op Op, root int) error
+	// Bcast copies the root's buf into every other process's buf.
+	Bcast(ctx context.Context, buf []byte, root int) error
+	// Alltoall sends block q of send (len(send)/Size() bytes each) to
+	// process q, which receives it as block Rank() of its recv (as long
+	// as send); send and recv must not overlap.
+	Alltoall(ctx context.Context, send, recv []byte) error
+	// Drain waits up to limit for the native collectives that returned
+	// early (their ctx ended) to complete, and reports whether none is
+	// left in flight: only then may their memory be reused.
+	Drain(limit time.Duration) bool
 }

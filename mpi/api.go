@@ -8,6 +8,7 @@ package mpi
 
 import (
 	"context"
+	"time"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -16,6 +17,8 @@ var (
 	_ backend.Transport  = (*World)(nil)
 	_ backend.Duplicator = (*World)(nil)
 	_ backend.Splitter   = (*World)(nil)
+
+	_ backend.NativeCollectives = (*World)(nil)
 )
 
 // World is this process's view of MPI_COMM_WORLD: a backend.Transport over
@@ -131,6 +134,67 @@ func (w *World) AllreduceF32(ctx context.Context, send, recv []float32, op backe
 func (w *World) AllreduceF64(ctx context.Context, send, recv []float64, op backend.Op) error {
 	return w.allreduceF64(ctx, send, recv, op)
 }
+
+// Reduces reports whether Allreduce, ReduceScatterBlock and Reduce take
+// element type dt with op (backend.NativeCollectives): every op defined on
+// the 32- and 64-bit integer types (MPI_INT32_T to MPI_UINT64_T with
+// MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_BAND, MPI_BOR, MPI_BXOR,
+// MPI_LAND, MPI_LOR, MPI_LXOR), and Sum and Prod on float32 and float64
+// (MPI_FLOAT, MPI_DOUBLE). MPI_MAX and MPI_MIN do not propagate NaN as
+// backend.Max and Min do; MPI has no 16- or 8-bit float types; Open MPI
+// 4.1's MPI_Ireduce_scatter_block saturates sums of 8- and 16-bit integers
+// instead of wrapping them. A collective.Group runs those through its own
+// path between processes.
+func (w *World) Reduces(dt backend.DType, op backend.Op) bool { return reduces(dt, op) }
+
+// Allreduce sets recv to op over every process's send
+// (backend.NativeCollectives: MPI_Iallreduce, then MPI_Test until done; a
+// count above MPI's int as several calls). send and recv have the same
+// length, a whole number of dt's elements; recv may be send itself
+// (MPI_IN_PLACE) but must not otherwise overlap it. The order of a sum is
+// MPI's. MPI works on the given memory: when ctx ends first, the returned
+// *Error matches backend.ErrTimeout (or wraps ctx's error) and names the
+// processes not seen to arrive, and the memory stays pinned and in MPI's use
+// until the collective completes (Drain).
+func (w *World) Allreduce(ctx context.Context, send, recv []byte, dt backend.DType, op backend.Op) error {
+	return w.nativeAllreduce(ctx, send, recv, dt, op)
+}
+
+// ReduceScatterBlock reduces send (Size() blocks of len(recv) bytes) over
+// every process with op and leaves block Rank() of the result in recv
+// (MPI_Ireduce_scatter_block; a block must fit one MPI call). send and recv
+// must not overlap. Otherwise as Allreduce.
+func (w *World) ReduceScatterBlock(ctx context.Context, send, recv []byte, dt backend.DType, op backend.Op) error {
+	return w.nativeReduceScatter(ctx, send, recv, dt, op)
+}
+
+// Reduce sets the root's recv to op over every process's send (MPI_Ireduce);
+// recv is ignored on the other processes. At the root, recv may be send
+// itself (MPI_IN_PLACE). Otherwise as Allreduce.
+func (w *World) Reduce(ctx context.Context, send, recv []byte, dt backend.DType, op backend.Op, root int) error {
+	return w.nativeReduce(ctx, send, recv, dt, op, root)
+}
+
+// Bcast copies the root's buf into every other process's buf (MPI_Ibcast of
+// MPI_BYTE). Otherwise as Allreduce.
+func (w *World) Bcast(ctx context.Context, buf []byte, root int) error {
+	return w.nativeBcast(ctx, buf, root)
+}
+
+// Alltoall sends block q of send (len(send)/Size() bytes each) to process q,
+// which receives it as block Rank() of its recv (MPI_Ialltoall of MPI_BYTE;
+// a block must fit one MPI call). send and recv have the same length and
+// must not overlap. Otherwise as Allreduce.
+func (w *World) Alltoall(ctx context.Context, send, recv []byte) error {
+	return w.nativeAlltoall(ctx, send, recv)
+}
+
+// Drain waits up to limit for the native collectives (Allreduce,
+// ReduceScatterBlock, Reduce, Bcast, Alltoall) of w that returned early
+// because their ctx ended, testing them, and reports whether none is left:
+// only then may their memory be reused. A World closed while MPI held one
+// keeps it pinned for the life of the process, and Drain reports false.
+func (w *World) Drain(limit time.Duration) bool { return w.drainNative(limit) }
 
 // Barrier returns once every process has called it (MPI_Ibarrier, then
 // MPI_Test until done), or when ctx ends, with an error like Allgather's.

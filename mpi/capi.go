@@ -252,13 +252,84 @@ static gm_req_ret gm_iallgather(const void *mine, int count, void *all, MPI_Comm
 	return r;
 }
 
-// gm_iallreduce: dtype 0 float, 1 double; op 0 sum, 1 prod, 2 max, 3 min
-// (backend.DType and backend.Op). send NULL means in place.
+// gm_type is the MPI datatype of backend.DType dt, MPI_DATATYPE_NULL for
+// the types MPI lacks (the 16- and 8-bit floats).
+static MPI_Datatype gm_type(int dt) {
+	switch (dt) {
+	case 0: return MPI_FLOAT;
+	case 1: return MPI_DOUBLE;
+	case 2: return MPI_INT32_T;
+	case 3: return MPI_UINT32_T;
+	case 4: return MPI_INT64_T;
+	case 5: return MPI_UINT64_T;
+	case 6: return MPI_INT8_T;
+	case 7: return MPI_UINT8_T;
+	case 10: return MPI_INT16_T;
+	case 11: return MPI_UINT16_T;
+	}
+	return MPI_DATATYPE_NULL;
+}
+
+// gm_op is the MPI operator of backend.Op op (sum, prod, max, min, band,
+// bor, bxor, land, lor, lxor).
+static MPI_Op gm_op(int op) {
+	switch (op) {
+	case 0: return MPI_SUM;
+	case 1: return MPI_PROD;
+	case 2: return MPI_MAX;
+	case 3: return MPI_MIN;
+	case 4: return MPI_BAND;
+	case 5: return MPI_BOR;
+	case 6: return MPI_BXOR;
+	case 7: return MPI_LAND;
+	case 8: return MPI_LOR;
+	case 9: return MPI_LXOR;
+	}
+	return MPI_OP_NULL;
+}
+
+static int gm_has_type(int dt) { return gm_type(dt) != MPI_DATATYPE_NULL; }
+
+// gm_iallreduce is MPI_Iallreduce of count elements of backend.DType
+// dtype with backend.Op op; send NULL means in place.
 static gm_req_ret gm_iallreduce(const void *send, void *recv, int count, int dtype, int op, MPI_Comm comm) {
 	gm_req_ret r;
 	r.req = MPI_REQUEST_NULL;
-	MPI_Op o = op == 0 ? MPI_SUM : op == 1 ? MPI_PROD : op == 2 ? MPI_MAX : MPI_MIN;
-	r.code = MPI_Iallreduce(send ? send : MPI_IN_PLACE, recv, count, dtype == 1 ? MPI_DOUBLE : MPI_FLOAT, o, comm, &r.req);
+	r.code = MPI_Iallreduce(send ? send : MPI_IN_PLACE, recv, count, gm_type(dtype), gm_op(op), comm, &r.req);
+	return r;
+}
+
+// gm_ireduce is MPI_Ireduce to root; in_place (the root's only) sends
+// MPI_IN_PLACE.
+static gm_req_ret gm_ireduce(const void *send, void *recv, int count, int dtype, int op, int root, int in_place, MPI_Comm comm) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.code = MPI_Ireduce(in_place ? MPI_IN_PLACE : send, recv, count, gm_type(dtype), gm_op(op), root, comm, &r.req);
+	return r;
+}
+
+// gm_ireduce_scatter_block is MPI_Ireduce_scatter_block of count elements
+// per process.
+static gm_req_ret gm_ireduce_scatter_block(const void *send, void *recv, int count, int dtype, int op, MPI_Comm comm) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.code = MPI_Ireduce_scatter_block(send, recv, count, gm_type(dtype), gm_op(op), comm, &r.req);
+	return r;
+}
+
+// gm_ibcast is MPI_Ibcast of count bytes from root.
+static gm_req_ret gm_ibcast(void *buf, int count, int root, MPI_Comm comm) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.code = MPI_Ibcast(buf, count, MPI_BYTE, root, comm, &r.req);
+	return r;
+}
+
+// gm_ialltoall is MPI_Ialltoall of count bytes per process.
+static gm_req_ret gm_ialltoall(const void *send, void *recv, int count, MPI_Comm comm) {
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	r.code = MPI_Ialltoall(send, count, MPI_BYTE, recv, count, MPI_BYTE, comm, &r.req);
 	return r;
 }
 
@@ -565,6 +636,37 @@ func cIallgather(mine unsafe.Pointer, n int, all unsafe.Pointer, comm cComm) (cR
 // cIallreduce is MPI_Iallreduce; a nil send means MPI_IN_PLACE.
 func cIallreduce(send, recv unsafe.Pointer, n int, dt backend.DType, op backend.Op, comm cComm) (cRequest, int) {
 	r := C.gm_iallreduce(send, recv, C.int(n), C.int(dt), C.int(op), comm)
+	return r.req, int(r.code)
+}
+
+// cHasType reports whether MPI has a datatype for dt.
+func cHasType(dt backend.DType) bool { return C.gm_has_type(C.int(dt)) != 0 }
+
+// cIreduce is MPI_Ireduce; inPlace (the root's only) sends MPI_IN_PLACE.
+func cIreduce(send, recv unsafe.Pointer, n int, dt backend.DType, op backend.Op, root int, inPlace bool, comm cComm) (cRequest, int) {
+	in := C.int(0)
+	if inPlace {
+		in = 1
+	}
+	r := C.gm_ireduce(send, recv, C.int(n), C.int(dt), C.int(op), C.int(root), in, comm)
+	return r.req, int(r.code)
+}
+
+// cIreduceScatterBlock is MPI_Ireduce_scatter_block of n elements per process.
+func cIreduceScatterBlock(send, recv unsafe.Pointer, n int, dt backend.DType, op backend.Op, comm cComm) (cRequest, int) {
+	r := C.gm_ireduce_scatter_block(send, recv, C.int(n), C.int(dt), C.int(op), comm)
+	return r.req, int(r.code)
+}
+
+// cIbcast is MPI_Ibcast of n bytes.
+func cIbcast(buf unsafe.Pointer, n, root int, comm cComm) (cRequest, int) {
+	r := C.gm_ibcast(buf, C.int(n), C.int(root), comm)
+	return r.req, int(r.code)
+}
+
+// cIalltoall is MPI_Ialltoall of n bytes per process.
+func cIalltoall(send, recv unsafe.Pointer, n int, comm cComm) (cRequest, int) {
+	r := C.gm_ialltoall(send, recv, C.int(n), comm)
 	return r.req, int(r.code)
 }
 

@@ -204,7 +204,7 @@ func step64(op collective.Op, acc, x float64) float64 {
 
 type float interface{ float32 | float64 }
 
-func bytesOf[T float](s []T) []byte {
+func bytesOf[T any](s []T) []byte {
 	if len(s) == 0 {
 		return nil
 	}

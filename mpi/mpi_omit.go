@@ -9,6 +9,7 @@ package mpi
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -51,3 +52,21 @@ func (w *World) allreduceF64(context.Context, []float64, []float64, backend.Op) 
 func (w *World) dup(context.Context) (backend.Transport, error) { return nil, errNoMPI }
 
 func (w *World) split(context.Context, int, int) (backend.Transport, error) { return nil, errNoMPI }
+
+func reduces(backend.DType, backend.Op) bool { return false }
+
+func (w *World) nativeAllreduce(context.Context, []byte, []byte, backend.DType, backend.Op) error {
+	return errNoMPI
+}
+
+func (w *World) nativeReduceScatter(context.Context, []byte, []byte, backend.DType, backend.Op) error {
+	return errNoMPI
+}
+
+func (w *World) nativeReduce(context.Context, []byte, []byte, backend.DType, backend.Op, int) error {
+	return errNoMPI
+}
+
+func (w *World) nativeBcast(context.Context, []byte, int) error       { return errNoMPI }
+func (w *World) nativeAlltoall(context.Context, []byte, []byte) error { return errNoMPI }
+func (w *World) drainNative(time.Duration) bool                       { return true }

@@ -95,6 +95,10 @@ type request struct {
 	op    backend.Op
 	limit int // elements or bytes per MPI call, fixed when posted
 
+	// Native collectives (native.go): which one, and its root.
+	native nativeKind
+	root   int
+
 	// Split: the arguments of the MPI_Comm_split that follows the barrier.
 	color, key int
 }

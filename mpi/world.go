@@ -73,6 +73,10 @@ type world struct {
 	live       *request   // the Isend and Irecv requests their callers own (a list through prev and next)
 	liveClosed bool       // Close took the list over: no request joins it any more
 
+	// nativeHeld counts the native collectives whose caller returned early
+	// (their ctx ended) and which MPI still holds (Drain waits for them).
+	nativeHeld atomic.Int64
+
 	noticeMu sync.Mutex // guards notices and seen; taken only on the MPI thread
 	notices  []notice
 	seen     []uint64 // seen[p]: the latest collective process p announced arriving at
@@ -421,6 +425,9 @@ func (w *World) mpiErrorLocked(call string, code int) *Error {
 // Once Close has taken the orphans, r is kept for the life of the process.
 func (w *World) orphan(r *request) {
 	r.state = stateOrphan
+	if r.native != nativeNone {
+		w.nativeHeld.Add(1) // until releaseOrphan: never, if kept forever
+	}
 	w.bgMu.Lock()
 	closed := w.bgClosed
 	if !closed {
@@ -475,6 +482,9 @@ func (w *World) releaseOrphan(r *request) {
 		w.freeDupComms(r)
 	case kindSplit:
 		w.startSplit(r.seq, r.color, r.key, true)
+	}
+	if r.native != nativeNone {
+		w.nativeHeld.Add(-1)
 	}
 	r.release()
 }
