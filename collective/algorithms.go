@@ -26,6 +26,10 @@ type Algorithm struct {
 	// OneProcess: only in a group of one process (a group that spans
 	// processes refuses it with ErrUnsupported).
 	OneProcess bool
+	// Processes: only between processes, over a transport with native
+	// collectives (backend.NativeCollectives); elsewhere the call runs
+	// Auto's choice.
+	Processes bool
 	// Summary says what it does, in a line.
 	Summary string
 }
@@ -46,6 +50,8 @@ var algorithms = []Algorithm{
 		Summary: "reduce inside groups of LocalGroupSize ranks, all-reduce among the leaders, broadcast inside the groups"},
 	{Strategy: Host, Collectives: []string{"AllReduce"}, RankOrder: true, Candidate: true, OneProcess: true,
 		Summary: "direct reduced by the CPU from the ranks' host slices, no device work (device tensors run direct)"},
+	{Strategy: Native, Collectives: []string{"AllReduce"}, Processes: true,
+		Summary: "between processes: each process's ranks combine on the CPU, one leader per process runs the transport's own collective (MPI's), the result fans out; Auto's choice there"},
 }
 
 // collectiveDefaults is the strategy each collective runs when the one asked
@@ -121,7 +127,7 @@ var autoCandidates = func() []Strategy {
 	return out
 }()
 
-var strategyNames = [...]string{Auto: "auto", Ring: "ring", Tree: "tree", Hierarchical: "hierarchical", Pipelined: "pipelined", Direct: "direct", Host: "host"}
+var strategyNames = [...]string{Auto: "auto", Ring: "ring", Tree: "tree", Hierarchical: "hierarchical", Pipelined: "pipelined", Direct: "direct", Host: "host", Native: "native"}
 
 func (s Strategy) String() string {
 	if s >= 0 && int(s) < len(strategyNames) {

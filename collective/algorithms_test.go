@@ -33,12 +33,12 @@ func TestAlgorithmTable(t *testing.T) {
 			t.Errorf("%v: Candidate %v, but Auto's candidates are %v", a.Strategy, a.Candidate, autoCandidates)
 		}
 	}
-	for _, s := range []Strategy{Ring, Tree, Hierarchical, Pipelined, Direct, Host} {
+	for _, s := range []Strategy{Ring, Tree, Hierarchical, Pipelined, Direct, Host, Native} {
 		if !seen[s] {
 			t.Errorf("strategy %v has no entry", s)
 		}
 	}
-	for _, bad := range []Strategy{-1, Host + 1, 99} {
+	for _, bad := range []Strategy{-1, Native + 1, 99} {
 		if bad.valid() {
 			t.Errorf("Strategy(%d) valid", int(bad))
 		}
@@ -57,7 +57,7 @@ func TestAlgorithmTable(t *testing.T) {
 		coll string
 		want []Strategy
 	}{
-		{"AllReduce", []Strategy{Auto, Direct, Pipelined, Ring, Tree, Hierarchical, Host}},
+		{"AllReduce", []Strategy{Auto, Direct, Pipelined, Ring, Tree, Hierarchical, Host, Native}},
 		{"ReduceScatter", []Strategy{Ring, Direct}},
 		{"AllGather", []Strategy{Ring}},
 		{"Broadcast", []Strategy{Tree}},
@@ -139,5 +139,34 @@ func (l *lockedBuffer) String() string {
 func TestLevelTrace(t *testing.T) {
 	if LevelTrace != calllog.LevelTrace {
 		t.Fatalf("LevelTrace %v, the call log's %v", LevelTrace, calllog.LevelTrace)
+	}
+}
+
+// TestNativeOneProcess: strategy Native in a group of one process (no
+// transport) runs Auto's choice, and says why in its log line; the result
+// is the sum.
+func TestNativeOneProcess(t *testing.T) {
+	var log lockedBuffer
+	g, err := NewGroup(context.Background(), Options{Ranks: 2, Backend: "host", Config: Config{Strategy: Native},
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	err = g.Run(context.Background(), func(ctx context.Context, c *Comm) error {
+		x := []float32{float32(c.Rank() + 1), 2}
+		if err := AllReduce(ctx, c, x, Sum); err != nil {
+			return err
+		}
+		if x[0] != 3 || x[1] != 4 {
+			t.Errorf("rank %d: %v, want [3 4]", c.Rank(), x)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "native: one process") {
+		t.Errorf("the log does not say why native did not run:\n%s", log.String())
 	}
 }

@@ -126,7 +126,7 @@ func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
 	hostF64 := c.noKernels(dt) // reduced exactly on the host
 	// A large plain slice is imported in place (goimport.go).
 	imported := false
-	if path == pathSlice && n > 0 && g.n > 1 && !hostF64 && strat != Host {
+	if path == pathSlice && n > 0 && g.n > 1 && !hostF64 && strat != Host && strat != Native {
 		imported = c.goImp.AdoptPair(send[:n*es], recv[:n*es]) // until releaseAdopted
 		defer c.releaseAdopted()
 	}
@@ -136,6 +136,7 @@ func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
 	// imported (HostBuffers, imported Go slices): publish them, and learn
 	// at the rendezvous whether every rank can.
 	peers := g.tr == nil && g.n > 1 && n > 0 && (strat == Direct || strat == Pipelined || strat == Host || hostF64)
+	peers = peers || (strat == Native && n > 0) // Native: the leader reads its process's slices
 	zc := false
 	if peers && (strat == Direct || strat == Pipelined) && !hostF64 && (path == pathPinned || imported) {
 		_, s1 := c.pinnedRegion(send[:n*es])
@@ -167,6 +168,9 @@ func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
 			copy(recv, send)
 		}
 		return nil
+	}
+	if strat == Native {
+		return c.nativeAllReduce(ctx, dt, op, send, recv, n)
 	}
 	if peers {
 		depth := 1

@@ -123,6 +123,22 @@ func (c *Comm) allReduceStrategy(d *desc, bytes int) (Strategy, string) {
 	if s == Auto {
 		s = c.g.cfg.Strategy
 	}
+	if s == Native || (s == Auto && c.g.tr != nil && !d.tensor) {
+		why := c.nativeRefusal(d, bytes/d.dt.Size())
+		if why == "" {
+			return Native, "spans processes over a transport with native collectives"
+		}
+		if s == Native {
+			s, r := c.allReduceOther(d, bytes, Auto)
+			return s, "native: " + why + "; " + r
+		}
+	}
+	return c.allReduceOther(d, bytes, s)
+}
+
+// allReduceOther is allReduceStrategy once s (the call's or the group's
+// strategy) is not Native.
+func (c *Comm) allReduceOther(d *desc, bytes int, s Strategy) (Strategy, string) {
 	switch {
 	case s == Host && d.tensor:
 		return Direct, "host reduction applies to host slices: direct on the device"

@@ -56,6 +56,18 @@ func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
 // arriveFlag is arrive that also contributes a flag and returns whether
 // every rank's flag was set (the same answer on every rank).
 func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, flag bool) (bool, error) {
+	return c.meet(ctx, fp, phase, flag, c.g.tr != nil)
+}
+
+// arriveLocal is arrive among this process's ranks only, for a step that
+// needs no agreement between processes (they met at the fingerprint).
+func (c *Comm) arriveLocal(ctx context.Context, fp fingerprint, phase string) error {
+	_, err := c.meet(ctx, fp, phase, false, false)
+	return err
+}
+
+// meet is arriveFlag, across processes when cross is set.
+func (c *Comm) meet(ctx context.Context, fp fingerprint, phase string, flag, cross bool) (bool, error) {
 	g := c.g
 	b := &g.bar
 	b.Lock(useBell.Load())
@@ -74,7 +86,7 @@ func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, fla
 				invalid: b.FP(q).Invalid()}
 		}
 		all := b.AllFlags()
-		if g.tr != nil {
+		if cross {
 			// The local ranks met: now the processes. The others keep
 			// waiting (their timers do not fire while this completes).
 			b.SetCompleting(true)

@@ -105,6 +105,20 @@ const (
 	// Device-resident tensors run it as Direct; across processes it is
 	// ErrUnsupported.
 	Host
+	// Native runs the step between processes through the transport's own
+	// collectives (backend.NativeCollectives: MPI_Iallreduce and its
+	// kin): the ranks of each process combine on the CPU from their host
+	// slices, one leader per process calls the native collective, and the
+	// result fans out in the process. Auto picks it for host slices in a
+	// group that spans processes over such a transport when the transport
+	// reduces the type and op natively (always in deterministic mode, where
+	// the transport only moves raw blocks and every process reduces its
+	// chunk in rank order: bitwise the one-process result, for LocalSize
+	// times the bytes between processes). Where it cannot run (one
+	// process, a transport without native collectives, device tensors, a
+	// type or op the transport does not reduce) the call runs Auto's
+	// choice.
+	Native
 )
 
 // Config holds the tuning of a Group's collectives. The rank count and the

@@ -42,6 +42,9 @@ func intNative[T collective.Integer](dt backend.DType) nativeType {
 		cop := collOps[op]
 		in := func(p, i int) T { return intIn[T](cop, p, i) }
 		ref := func(i int) T {
+			if w.Size() == 1 {
+				return in(0, i) // a reduction of one source copies it (backend.Op)
+			}
 			xs := make([]T, w.Size())
 			for p := range xs {
 				xs[p] = in(p, i)

@@ -18,13 +18,15 @@ import (
 // TestOneProcess runs the job of one process (mpirun -np 1): a group whose
 // Transport has size 1 is a group of one process, and works like a group
 // without a Transport (TestGroupOneProcess); TestGroupSplit runs there as
-// one process of 8 ranks.
+// one process of 8 ranks; the World's native collectives run there over
+// one process (TestNativeReductions, TestNativeMoves).
 func TestOneProcess(t *testing.T) {
-	j := ownJob(t, 1, nil, "^(TestGroupOneProcess|TestGroupSplit)$", "TestGroupOneProcess, TestGroupSplit")
+	j := ownJob(t, 1, nil, "^(TestGroupOneProcess|TestGroupSplit|TestNativeReductions|TestNativeMoves)$",
+		"TestGroupOneProcess, TestGroupSplit, TestNativeReductions, TestNativeMoves")
 	if j.err != nil {
 		t.Fatalf("mpirun -np 1: %v", j.err)
 	}
-	for _, name := range []string{"TestGroupOneProcess", "TestGroupSplit"} {
+	for _, name := range []string{"TestGroupOneProcess", "TestGroupSplit", "TestNativeReductions", "TestNativeMoves"} {
 		if !bytes.Contains(j.out, []byte("--- PASS: "+name+" ")) {
 			t.Errorf("the job did not pass %s", name)
 		}

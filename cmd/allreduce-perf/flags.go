@@ -303,11 +303,12 @@ func (c coll) algorithms() []collective.Strategy {
 
 // allStrategies is what -a all sweeps, in this order: auto and the
 // all-reduce strategies of the library's algorithm table, but for those
-// that run only in one process (host), which -a names alone.
+// that run only in one process (host) or only between processes (native),
+// which -a names alone.
 var allStrategies = func() []collective.Strategy {
 	one := map[collective.Strategy]bool{}
 	for _, a := range collective.Algorithms() {
-		one[a.Strategy] = a.OneProcess
+		one[a.Strategy] = a.OneProcess || a.Processes
 	}
 	var out []collective.Strategy
 	for _, s := range collAllReduce.algorithms() {

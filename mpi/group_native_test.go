@@ -1,0 +1,332 @@
+//go:build mpi && cgo
+
+package mpi
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gocoll/gocoll/collective"
+)
+
+// collective's strategy Native over the World: AllReduce of a group that
+// spans the processes runs its step between them through the World's
+// native collectives (MPI_Iallreduce; in deterministic mode
+// MPI_Ialltoall and MPI_Iallgather of raw blocks). Each test counts the
+// native collectives the process completed, so it knows which path ran.
+
+// exactType is the etype of float32 or float64 over exactIn (small
+// integers, signed powers of two for Prod): every order of the reduction
+// gives the float64 reference exactly.
+func exactType[T float32 | float64](name string) etype[T] {
+	return etype[T]{
+		name: name,
+		in:   func(op collective.Op, r, i int) T { return T(exactIn(op, r, i)) },
+		ref: func(op collective.Op, xs []T) T {
+			acc := float64(xs[0])
+			for _, x := range xs[1:] {
+				acc = step64(op, acc, float64(x))
+			}
+			if op == collective.Mean {
+				acc /= float64(len(xs))
+			}
+			return T(acc)
+		},
+		near: func(_ collective.Op, got, want T) bool { return got == want },
+		mark: T(-12345),
+	}
+}
+
+// openNativeGroup opens a group of local host ranks over w with cfg's
+// strategy and determinism, closed when the test ends.
+func openNativeGroup(t *testing.T, w *World, local int, det bool) *collective.Group {
+	t.Helper()
+	cfg := collective.DefaultConfig()
+	cfg.CommunicationTimeout = 30 * time.Second
+	cfg.Deterministic = det
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: local, Backend: "host", Transport: w, Config: cfg})
+	if err != nil {
+		t.Errorf("NewGroup(host, %d local ranks): %v", local, err)
+	}
+	agree(t, w, err == nil, "NewGroup")
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return g
+}
+
+// nativeAllReduce runs AllReduce of n elements of e with op on every local
+// rank of g, out of place then in place, and checks every element against
+// e's reference over the global ranks' inputs. It returns the calls made
+// per process with data (the leader's native collectives).
+func nativeAllReduce[T collective.Elem](t *testing.T, w *World, g *collective.Group, e etype[T], op collective.Op, n int) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	N := g.Size()
+	want := func(i int) T { return e.ref(op, ins(e, op, N, i)) }
+	errs := onLocal(g, func(c *collective.Comm) error {
+		r := c.Rank()
+		send := filled(n, func(i int) T { return e.in(op, r, i) })
+		recv := filled(n, func(int) T { return e.mark })
+		if err := collective.AllReduceInto(ctx, c, send, recv, op); err != nil {
+			return fmt.Errorf("AllReduceInto: %w", err)
+		}
+		if s := firstWrong(e, op, recv, want); s != "" {
+			return fmt.Errorf("AllReduceInto: %s", s)
+		}
+		if s := firstWrong(e, op, send, func(i int) T { return e.in(op, r, i) }); s != "" {
+			return fmt.Errorf("AllReduceInto wrote its send: %s", s)
+		}
+		if err := collective.AllReduce(ctx, c, send, op); err != nil {
+			return fmt.Errorf("AllReduce in place: %w", err)
+		}
+		if s := firstWrong(e, op, send, want); s != "" {
+			return fmt.Errorf("AllReduce in place: %s", s)
+		}
+		return nil
+	})
+	ok := true
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("%s %v, %d elements: rank %d: %v", e.name, op, n, g.Comm(i).Rank(), err)
+			ok = false
+		}
+	}
+	agree(t, w, ok, fmt.Sprintf("%s %v %d", e.name, op, n))
+	if n == 0 {
+		return 0
+	}
+	return 2
+}
+
+// TestGroupNative runs AllReduce through strategy Native on host groups of
+// 1 and 2 local ranks: every 32- and 64-bit type with several ops (the
+// bitwise and logical ones on the integers), PreMulSum, at 0, 1 and 13
+// elements and 1M+3 (4 MiB) of int32 and float32 sum, each against the
+// exact reference; the process's MPI_Iallreduce count must grow by one per
+// call with data, and not at all for a pair MPI does not reduce (float32
+// max, float16 sum), which runs the group's own path.
+func TestGroupNative(t *testing.T) {
+	w := needWorld(t)
+	for _, local := range []int{1, 2} {
+		t.Run(fmt.Sprintf("L=%d", local), func(t *testing.T) {
+			_, _ = begin(t, 20*time.Second)
+			g := openNativeGroup(t, w, local, false)
+			start := nativeStats[nativeAllreduce].Load()
+			calls := 0
+			sizes := []int{0, 1, 13}
+			i32, f32 := intType[int32]("int32"), exactType[float32]("float32")
+			for _, op := range []collective.Op{collective.Sum, collective.Mean, collective.Prod, collective.Max, collective.Min,
+				collective.BAnd, collective.BXor, collective.LOr} {
+				for _, n := range sizes {
+					calls += nativeAllReduce(t, w, g, i32, op, n)
+				}
+			}
+			for _, op := range []collective.Op{collective.Sum, collective.Mean, collective.LAnd} {
+				calls += nativeAllReduce(t, w, g, intType[uint64]("uint64"), op, 13)
+			}
+			calls += nativeAllReduce(t, w, g, intType[uint32]("uint32"), collective.Min, 13)
+			calls += nativeAllReduce(t, w, g, intType[int64]("int64"), collective.BOr, 13)
+			for _, op := range []collective.Op{collective.Sum, collective.Mean, collective.Prod} {
+				for _, n := range sizes {
+					calls += nativeAllReduce(t, w, g, f32, op, n)
+					calls += nativeAllReduce(t, w, g, exactType[float64]("float64"), op, n)
+				}
+			}
+			calls += nativeAllReduce(t, w, g, i32, collective.Sum, 1<<20+3)
+			calls += nativeAllReduce(t, w, g, f32, collective.Sum, 1<<20+3)
+			if got := nativeStats[nativeAllreduce].Load() - start; got != int64(calls) {
+				t.Errorf("%d MPI_Iallreduce completed, want %d (one per call with data)", got, calls)
+			}
+			// Not native: the group's own path, no MPI_Iallreduce.
+			start = nativeStats[nativeAllreduce].Load()
+			nativeAllReduce(t, w, g, f32, collective.Max, 13)
+			nativeAllReduce(t, w, g, floatType("float16", f16), collective.Sum, 13)
+			if got := nativeStats[nativeAllreduce].Load() - start; got != 0 {
+				t.Errorf("float32 max and float16 sum ran %d MPI_Iallreduce, want none", got)
+			}
+			nativePreMulSum(t, w, g)
+		})
+	}
+}
+
+// nativePreMulSum runs AllReduce of float64 with PreMulSum (rank r's
+// scalar r+1: each rank's input multiplied before the native sum).
+func nativePreMulSum(t *testing.T, w *World, g *collective.Group) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 13
+	N := g.Size()
+	want := func(i int) float64 {
+		var s float64
+		for r := range N {
+			s += float64(r+1) * exactIn(collective.Sum, r, i)
+		}
+		return s
+	}
+	start := nativeStats[nativeAllreduce].Load()
+	errs := onLocal(g, func(c *collective.Comm) error {
+		r := c.Rank()
+		op, err := c.PreMulSum(float64(r + 1))
+		if err != nil {
+			return err
+		}
+		defer c.DestroyOp(op)
+		x := filled(n, func(i int) float64 { return exactIn(collective.Sum, r, i) })
+		if err := collective.AllReduce(ctx, c, x, op); err != nil {
+			return err
+		}
+		for i, v := range x {
+			if v != want(i) {
+				return fmt.Errorf("PreMulSum: element %d = %v, want %v", i, v, want(i))
+			}
+		}
+		return nil
+	})
+	ok := true
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", g.Comm(i).Rank(), err)
+			ok = false
+		}
+	}
+	if got := nativeStats[nativeAllreduce].Load() - start; got != 1 {
+		t.Errorf("PreMulSum ran %d MPI_Iallreduce, want 1", got)
+	}
+	agree(t, w, ok, "PreMulSum")
+}
+
+// detCase is one element type of the deterministic test: random inputs
+// (rank r's from a seed and r) and its bits.
+type detCase struct {
+	name string
+	run  func(t *testing.T, w *World, g, one *collective.Group, op collective.Op, n int, seed uint64)
+}
+
+// detType is the detCase of T, whose random values draw makes.
+func detType[T collective.Elem](name string, draw func(*rand.Rand) T) detCase {
+	return detCase{name, func(t *testing.T, w *World, g, one *collective.Group, op collective.Op, n int, seed uint64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		N := g.Size()
+		input := func(r int) []T {
+			rng := rand.New(rand.NewPCG(seed, uint64(r)))
+			return filled(n, func(int) T { return draw(rng) })
+		}
+		// The one-process result: every global rank's input in a group of
+		// N ranks in this process.
+		ref := make([][]T, N)
+		errs := onLocal(one, func(c *collective.Comm) error {
+			ref[c.Rank()] = make([]T, n)
+			return collective.AllReduceInto(ctx, c, input(c.Rank()), ref[c.Rank()], op)
+		})
+		if err := errors_(errs); err != nil {
+			t.Fatalf("%s %v: the one-process group: %v", name, op, err)
+		}
+		errs = onLocal(g, func(c *collective.Comm) error {
+			x := input(c.Rank())
+			if err := collective.AllReduce(ctx, c, x, op); err != nil {
+				return err
+			}
+			for i := range x {
+				if !sameBits(x[i], ref[0][i]) {
+					return fmt.Errorf("element %d = %v, the one-process result %v", i, x[i], ref[0][i])
+				}
+			}
+			return nil
+		})
+		ok := true
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("%s %v, %d elements (seed %d): rank %d: %v", name, op, n, seed, g.Comm(i).Rank(), err)
+				ok = false
+			}
+		}
+		agree(t, w, ok, fmt.Sprintf("deterministic %s %v %d", name, op, n))
+	}}
+}
+
+// sameBits compares a and b bit for bit.
+func sameBits[T any](a, b T) bool { return slices.Equal(bytesOf([]T{a}), bytesOf([]T{b})) }
+
+// errors_ is the first non-nil error of errs.
+func errors_(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestGroupNativeDeterministic runs deterministic AllReduce through
+// strategy Native (raw blocks over MPI_Ialltoall and MPI_Iallgather,
+// reduced in rank order here) on host groups of 1 and 2 local ranks, with
+// random float32, float64, float16 and int32 inputs, and compares every
+// result bit for bit with the same call in a one-process deterministic
+// group of as many ranks: the bits do not depend on the layout of the
+// ranks in processes.
+func TestGroupNativeDeterministic(t *testing.T) {
+	w := needWorld(t)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("GOCOLL_TEST_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	// Every process draws with process 0's seed.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := []uint64{seed}
+	if err := w.Bcast(ctx, bytesOf(s), 0); err != nil {
+		t.Fatal(err)
+	}
+	seed = s[0]
+	t.Logf("seed %d (GOCOLL_TEST_SEED reruns it)", seed)
+	cases := []detCase{
+		detType("float32", func(r *rand.Rand) float32 { return float32(r.NormFloat64()) }),
+		detType("float64", func(r *rand.Rand) float64 { return r.NormFloat64() * math.Exp2(float64(r.IntN(20))) }),
+		detType("float16", func(r *rand.Rand) collective.Float16 { return collective.Float16From(float32(r.NormFloat64())) }),
+		detType("int32", func(r *rand.Rand) int32 { return int32(r.Uint32()) }),
+	}
+	for _, local := range []int{1, 2} {
+		t.Run(fmt.Sprintf("L=%d", local), func(t *testing.T) {
+			_, _ = begin(t, 20*time.Second)
+			g := openNativeGroup(t, w, local, true)
+			cfg := collective.DefaultConfig()
+			cfg.Deterministic = true
+			one, err := collective.NewGroup(context.Background(), collective.Options{Ranks: g.Size(), Backend: "host", Config: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer one.Close()
+			start := nativeStats[nativeAlltoall].Load()
+			calls := 0
+			for _, c := range cases {
+				for _, n := range []int{0, 1, 13, 100003} {
+					for _, op := range []collective.Op{collective.Sum, collective.Mean} {
+						if op == collective.Mean && c.name == "int32" {
+							op = collective.Max
+						}
+						c.run(t, w, g, one, op, n, seed)
+						if n > 0 {
+							calls++
+						}
+					}
+				}
+			}
+			if got := nativeStats[nativeAlltoall].Load() - start; got != int64(calls) {
+				t.Errorf("%d MPI_Ialltoall completed, want %d (one per call with data)", got, calls)
+			}
+		})
+	}
+}
