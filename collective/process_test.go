@@ -155,9 +155,9 @@ func openProcesses(t testing.TB, bk string, procs, local int, mod ...func(*Optio
 	return openProcessesOn(t, newLoopNet(procs), bk, local, mod...)
 }
 
-// openProcessesOn is openProcesses over the loopback network of trs (one
-// transport per process).
-func openProcessesOn(t testing.TB, trs []*loopTr, bk string, local int, mod ...func(*Options)) []*Group {
+// openProcessesOn is openProcesses over the network of trs (one transport
+// per process).
+func openProcessesOn[T backend.Transport](t testing.TB, trs []T, bk string, local int, mod ...func(*Options)) []*Group {
 	t.Helper()
 	procs := len(trs)
 	gs := make([]*Group, procs)

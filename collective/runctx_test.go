@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -15,24 +16,6 @@ func TestRunCtxZeroAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	type coll struct {
-		name string
-		call func(ctx context.Context, c *Comm, send, recv []float32) error
-	}
-	colls := []coll{
-		{"AllReduce", func(ctx context.Context, c *Comm, send, _ []float32) error {
-			return AllReduce(ctx, c, send, Sum)
-		}},
-		{"AllGather", func(ctx context.Context, c *Comm, send, recv []float32) error {
-			return AllGather(ctx, c, send, recv)
-		}},
-		{"ReduceScatter", func(ctx context.Context, c *Comm, send, recv []float32) error {
-			return ReduceScatter(ctx, c, recv, send, Sum)
-		}},
-		{"Broadcast", func(ctx context.Context, c *Comm, send, _ []float32) error {
-			return Broadcast(ctx, c, send, 1)
-		}},
-	}
 	const ranks = 4
 	for _, bk := range backendsUnderTest(t) {
 		g := openGroup(t, bk, ranks)
@@ -44,7 +27,7 @@ func TestRunCtxZeroAllocs(t *testing.T) {
 				send[r] = make([]float32, n)
 				recv[r] = make([]float32, n*ranks)
 			}
-			for _, cl := range colls {
+			for _, cl := range ctxColls {
 				for _, kind := range []string{"run", "deadline"} {
 					name := fmt.Sprintf("%s/%s/%dKiB/%s", bk, cl.name, size>>10, kind)
 					a := runCtxAllocs(t, g, kind, func(ctx context.Context, c *Comm) error {
@@ -59,43 +42,84 @@ func TestRunCtxZeroAllocs(t *testing.T) {
 	}
 }
 
+// ctxColls are the collectives whose allocations per call the ctx tests
+// count, on float32 slices: recv holds a rank's send from every rank.
+var ctxColls = []struct {
+	name string
+	call func(ctx context.Context, c *Comm, send, recv []float32) error
+}{
+	{"AllReduce", func(ctx context.Context, c *Comm, send, _ []float32) error {
+		return AllReduce(ctx, c, send, Sum)
+	}},
+	{"AllGather", func(ctx context.Context, c *Comm, send, recv []float32) error {
+		return AllGather(ctx, c, send, recv)
+	}},
+	{"ReduceScatter", func(ctx context.Context, c *Comm, send, recv []float32) error {
+		return ReduceScatter(ctx, c, recv, send, Sum)
+	}},
+	{"Broadcast", func(ctx context.Context, c *Comm, send, _ []float32) error {
+		return Broadcast(ctx, c, send, 1)
+	}},
+}
+
 // runCtxAllocs measures the allocations of one call of every rank inside
 // g.Run: rank 0 measures while the others make the same calls. kind "run"
 // uses Run's ctx, "deadline" a ctx with a timeout each rank makes once
-// before its loop.
+// before its loop, "background" context.Background.
 func runCtxAllocs(t *testing.T, g *Group, kind string, call func(ctx context.Context, c *Comm) error) float64 {
+	t.Helper()
+	return groupsCtxAllocs(t, []*Group{g}, kind, call)
+}
+
+// groupsCtxAllocs is runCtxAllocs over the groups gs of one group's
+// processes (each process's Run at once; global rank 0 measures):
+// testing.AllocsPerRun counts the whole OS process's allocations, every
+// simulated process's among them.
+func groupsCtxAllocs(t *testing.T, gs []*Group, kind string, call func(ctx context.Context, c *Comm) error) float64 {
 	t.Helper()
 	const warm, runs = 3, 20
 	var allocs float64
-	err := g.Run(context.Background(), func(ctx context.Context, c *Comm) error {
-		if kind == "deadline" {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-		}
-		for i := 0; i < warm; i++ {
-			if err := call(ctx, c); err != nil {
-				return err
-			}
-		}
-		if c.Rank() != 0 {
-			for i := 0; i < runs+1; i++ { // AllocsPerRun's warm-up, then runs
-				if err := call(ctx, c); err != nil {
-					return err
+	errs := make([]error, len(gs))
+	var wg sync.WaitGroup
+	for p, g := range gs {
+		wg.Go(func() {
+			errs[p] = g.Run(context.Background(), func(ctx context.Context, c *Comm) error {
+				switch kind {
+				case "background":
+					ctx = context.Background()
+				case "deadline":
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Minute)
+					defer cancel()
 				}
-			}
-			return nil
-		}
-		var err error
-		allocs = testing.AllocsPerRun(runs, func() {
-			if e := call(ctx, c); e != nil && err == nil {
-				err = e
-			}
+				for i := 0; i < warm; i++ {
+					if err := call(ctx, c); err != nil {
+						return err
+					}
+				}
+				if c.Rank() != 0 {
+					for i := 0; i < runs+1; i++ { // AllocsPerRun's warm-up, then runs
+						if err := call(ctx, c); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				var err error
+				allocs = testing.AllocsPerRun(runs, func() {
+					if e := call(ctx, c); e != nil && err == nil {
+						err = e
+					}
+				})
+				return err
+			})
 		})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+	}
+	wg.Wait()
+	for p, err := range errs {
+		if err != nil {
+			t.Fatalf("process %d: %v", p, err)
+		}
 	}
 	return allocs
 }

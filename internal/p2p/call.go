@@ -31,11 +31,18 @@ func (c *Call) remote() bool {
 	return (c.To >= 0 && c.ToLink.remote) || (c.From >= 0 && c.FromLink.remote)
 }
 
-// ops makes c's operations (nil: none), the send first: new ones, or the
-// engine's own (own: Run's, with ranks of this process). A send and a
-// receive of one buffer (MPI_Sendrecv_replace) send what it holds now, from
-// the engine's staging copy, while the peer's data lands in it.
-func (e *Engine) ops(ctx context.Context, c *Call, own bool) (ops [2]*Op) {
+// The operations a call runs on (Engine.op).
+const (
+	opNew    = iota // an asynchronous call's: new
+	opOwn           // a synchronous call's with ranks of this process
+	opRemote        // a synchronous call's with a rank of another process
+)
+
+// ops makes c's operations (nil: none), the send first, of kind (opNew,
+// opOwn, opRemote). A send and a receive of one buffer
+// (MPI_Sendrecv_replace) send what it holds now, from the engine's staging
+// copy, while the peer's data lands in it.
+func (e *Engine) ops(ctx context.Context, c *Call, kind int) (ops [2]*Op) {
 	es := c.DT.Size()
 	if c.To >= 0 {
 		send := c.Send
@@ -43,20 +50,35 @@ func (e *Engine) ops(ctx context.Context, c *Call, own bool) (ops [2]*Op) {
 			send = e.Stage(len(send))
 			copy(send, c.Send)
 		}
-		ops[0] = e.op(own, 0)
+		ops[0] = e.op(kind, 0)
 		*ops[0] = Op{Name: c.Name, Seq: c.Seq, Send: true, Peer: c.To, Data: send, DT: c.DT, Count: int64(len(send) / es), Ctx: ctx, l: c.ToLink}
 	}
 	if c.From >= 0 {
-		ops[1] = e.op(own, 1)
+		ops[1] = e.op(kind, 1)
 		*ops[1] = Op{Name: c.Name, Seq: c.Seq, Peer: c.From, Data: c.Recv, DT: c.DT, Count: int64(len(c.Recv) / es), Ctx: ctx, l: c.FromLink}
 	}
 	return ops
 }
 
-// op returns the engine's own operation i (own), or a new one.
-func (e *Engine) op(own bool, i int) *Op {
-	if own {
+// op returns operation i of kind: a new one, or the engine's own. One of
+// rown is returned once the lane's pass that held it ended (see Op): the
+// pass took it before the previous call finished, and ends soon.
+func (e *Engine) op(kind, i int) *Op {
+	switch kind {
+	case opOwn:
 		return &e.own[i]
+	case opRemote:
+		o := &e.rown[i]
+		e.mu.Lock()
+		for o.held {
+			e.reuseWaits++
+			e.relWait = true
+			e.mu.Unlock()
+			<-e.released
+			e.mu.Lock()
+		}
+		e.mu.Unlock()
+		return o
 	}
 	return new(Op)
 }
@@ -64,7 +86,7 @@ func (e *Engine) op(own bool, i int) *Op {
 // Start posts the one operation of an asynchronous call for its handle w
 // (Env.Complete ends it), watched by a context watch while ctx can end.
 func (e *Engine) Start(ctx context.Context, c *Call, w any) {
-	ops := e.ops(ctx, c, false)
+	ops := e.ops(ctx, c, opNew)
 	o := ops[0]
 	if o == nil {
 		o = ops[1]
@@ -91,7 +113,11 @@ func (e *Engine) Start(ctx context.Context, c *Call, w any) {
 // them (once ctx ends, when Wait pokes it).
 func (e *Engine) Run(ctx context.Context, c *Call) error {
 	own := !c.remote()
-	ops := e.ops(ctx, c, own)
+	kind := opRemote
+	if own {
+		kind = opOwn
+	}
+	ops := e.ops(ctx, c, kind)
 	if own {
 		// Set before any is posted: a peer completes them from then on.
 		e.ownLeft = 0
@@ -124,14 +150,23 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 	e.env.Unblocked()
 	e.Unblock()
 	err := e.cause(&ops)
-	if own {
-		// Nothing reads them now (Unblock): the engine keeps neither the
-		// caller's buffers nor its context until its next call.
-		for _, o := range ops {
-			if o != nil {
-				o.Data, o.Ctx = nil, nil
-			}
+	// The engine keeps neither the caller's buffers nor its context until
+	// its next call. Nothing reads its own operations now (Unblock) but the
+	// lane's pass that may hold one of rown: then the pass drops them.
+	if !own {
+		e.mu.Lock()
+	}
+	for _, o := range ops {
+		switch {
+		case o == nil:
+		case !own && o.held:
+			o.drop = true
+		default:
+			o.Data, o.Ctx = nil, nil
 		}
+	}
+	if !own {
+		e.mu.Unlock()
 	}
 	return err
 }

@@ -211,3 +211,124 @@ func TestRunOwnReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A synchronous call with a rank of another process runs on the engine's
+// own operations for such calls, the same from one call to the next, and
+// reuses one only once the lane's pass that held it ended: a ring of three
+// engines in two processes (a and c in one, b in the other; a's and c's
+// calls have one operation with each kind of peer, b's both with the other
+// process) runs thousands of SendRecv calls back to back, each caller
+// reusing its operations while its lane may still be in the pass that
+// finished them, and every call receives exactly what its peer sent in
+// that call (under -race: no access to a reused operation races with the
+// lane's pass). After the calls, once the lanes end, the operations keep no
+// buffer or context.
+func TestRunRemoteReuse(t *testing.T) {
+	ctx := context.Background()
+	tr := &loop{boxes: map[[3]int][][]byte{}}
+	engines := make([]*Engine, 3) // a, b, c
+	for i := range engines {
+		engines[i] = new(Engine)
+		engines[i].Init(newEnv(time.Minute))
+	}
+	const slot = 40
+	var lac Link // a -> c, in one process
+	var lcb, lbc, lba, lab Link
+	lcb.InitRemote(loopEnd{tr, 0}, 1, 1, slot) // c sends to b
+	lbc.InitRemote(loopEnd{tr, 1}, 0, 1, slot) // b receives from c
+	lba.InitRemote(loopEnd{tr, 1}, 0, 2, slot) // b sends to a
+	lab.InitRemote(loopEnd{tr, 0}, 1, 2, slot) // a receives from b
+	// rank i sends to next[i] on to[i] and receives from prev[i] on from[i].
+	next, prev := [3]int{2, 0, 1}, [3]int{1, 2, 0}
+	to, from := [3]*Link{&lac, &lba, &lcb}, [3]*Link{&lab, &lbc, &lac}
+	rounds := 3000
+	if testing.Short() {
+		rounds = 300
+	}
+	msg := func(r, k int) []byte {
+		p := make([]byte, 2*slot+7) // three pieces
+		for i := range p {
+			p[i] = byte(r*31 + k*7 + i)
+		}
+		return p
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for r, e := range engines {
+		wg.Go(func() {
+			send, recv := make([]byte, 2*slot+7), make([]byte, 2*slot+7)
+			for k := range rounds {
+				copy(send, msg(r, k))
+				c := &Call{Name: "SendRecv", Seq: uint64(k), DT: backend.U8, To: next[r], From: prev[r],
+					Send: send, Recv: recv, ToLink: to[r], FromLink: from[r]}
+				if err := e.Run(ctx, c); err != nil {
+					errs <- err
+					return
+				}
+				if string(recv) != string(msg(prev[r], k)) {
+					errs <- errors.New("a call received other bytes than its peer sent in that call")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, e := range engines {
+		if idle := e.Idle(); idle != nil {
+			<-idle
+		}
+		e.mu.Lock()
+		for j := range e.rown {
+			if o := &e.rown[j]; o.Data != nil || o.Ctx != nil || o.held {
+				t.Errorf("engine %d: operation %d keeps a buffer or a context, or is held, after the calls", i, j)
+			}
+		}
+		if o := &e.rown[0]; o.Seq != uint64(rounds-1) || !o.done {
+			t.Errorf("engine %d: the last call's send is not the engine's own operation (seq %d, done %v)", i, o.Seq, o.done)
+		}
+		t.Logf("engine %d: %d calls waited for the lane's pass to reuse an operation", i, e.reuseWaits)
+		e.mu.Unlock()
+	}
+}
+
+// A synchronous call with another process whose context ended before it
+// began fails at once, and its caller reuses the operations for the next
+// call while the lane's pass that failed them may still visit them (it
+// takes each twice: as the call's, whose context ended, and as the head of
+// its link's queue): thousands of such calls back to back each fail with
+// the context's error alone, and under -race no reuse races with the pass.
+func TestRunRemoteReuseFailed(t *testing.T) {
+	tr := &loop{boxes: map[[3]int][][]byte{}}
+	e := new(Engine)
+	env := newEnv(time.Minute)
+	e.Init(env)
+	var l01, l10 Link
+	l01.InitRemote(loopEnd{tr, 0}, 1, 1, 40)
+	l10.InitRemote(loopEnd{tr, 0}, 1, 2, 40)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rounds := 3000
+	if testing.Short() {
+		rounds = 300
+	}
+	buf := make([]byte, 8)
+	for k := range rounds {
+		c := &Call{Name: "SendRecv", Seq: uint64(k), DT: backend.U8, To: 1, From: 1, Send: buf, Recv: make([]byte, 8), ToLink: &l01, FromLink: &l10}
+		if err := e.Run(ctx, c); !errors.Is(err, context.Canceled) {
+			t.Fatalf("call %d: %v, want the context's error", k, err)
+		}
+	}
+	if idle := e.Idle(); idle != nil {
+		<-idle
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pending != 0 || l01.pq.Head() != nil || l10.pq.Head() != nil {
+		t.Fatalf("%d operations pending after the calls", e.pending)
+	}
+	t.Logf("%d calls waited for the lane's pass to reuse an operation", e.reuseWaits)
+}

@@ -23,6 +23,11 @@
 //     ends, when the group breaks and when their peer is gone, as the lane
 //     would. Its two operations are the engine's own, reused from one such
 //     call to the next (see Op).
+//   - A synchronous call with a rank of another process runs on two other
+//     operations of the engine's own, reused too: the lane marks the
+//     operations of its pass as held, and a call reuses one only once the
+//     lane's pass that held it ended (see Op). The lane starts without
+//     allocating, so such a call allocates nothing in the steady state.
 //
 // Every step costs O(1) per operation, however many are outstanding: the
 // queues are lists linked through the operations (internal/oplist), so
@@ -88,14 +93,18 @@ type Env interface {
 // element type and the element count of the whole message.
 const Header = 16
 
-// Op is one posted operation. An operation posted with Post is never
-// reused: the lane may still hold a finished operation in its scratch
-// list, so only fields that do not change after posting are read without
-// the locks. The two operations of a synchronous call with ranks of this
+// Op is one posted operation. The operation of an asynchronous call is
+// never reused. The two operations of a synchronous call with ranks of this
 // process are the engine's own (Engine.Run), reused by its next such call:
 // nothing holds them once the call returns (the lane never sees them, a
 // peer is done with one before it signals its completion, and a reader of
-// the published ones pins the engine, see Pin). The transfer of an
+// the published ones pins the engine, see Pin). Those of a synchronous call
+// with a rank of another process are two others of the engine's own: the
+// lane may still hold one, finished, in its pass (it reads the fields of
+// the operations it took for the pass without the locks), so the lane
+// marks the operations of a pass held (under the engine's mu) until the
+// pass ends, and Run reuses one only once it is not held (Engine.op): a
+// pass never meets an operation reused under it. The transfer of an
 // operation with another process is its link's (only the head of a link's
 // queue moves).
 type Op struct {
@@ -124,7 +133,11 @@ type Op struct {
 	attn bool // queued on e.attn
 	own  bool // the engine's own: its caller waits for it and fails it (Engine.Run)
 	done bool
-	err  error
+	// held: in the lane's pass (Engine.run); drop: the references to the
+	// caller's memory and context are dropped when the pass ends (a
+	// reused operation whose call returned).
+	held, drop bool
+	err        error
 	// ql links o in its link's queue (send or recv, guarded by l.mu; pq,
 	// guarded by e.mu), ll in the engine's list of local operations.
 	ql, ll links
@@ -212,7 +225,9 @@ type Engine struct {
 	scratch []*Op         // the lane's pass
 	pending int           // pending operations
 	async   int           // pending asynchronous operations
-	idle    chan struct{} // closed when no operation is pending; nil when none is
+	running bool          // the lane runs: an operation is pending, or it is ending
+	idle    chan struct{} // closed when the lane ends; made by Idle while it runs
+	runLane func()        // the lane's goroutine (made once: its start allocates nothing)
 	wake    chan struct{}
 	timer   *time.Timer
 	sigs    [2]chan struct{} // completion signals of a synchronous send and receive
@@ -222,10 +237,15 @@ type Engine struct {
 	// caller waits with ownWake (Poke: a rank went) and ownTimer (their
 	// deadline; armed lazily, left running from one call to the next).
 	own      [2]Op
-	ownLeft  int
-	ownDone  chan struct{}
-	ownWake  chan struct{}
-	ownTimer parktimer.Timer
+	rown     [2]Op         // a synchronous call's with another process (see Op)
+	released chan struct{} // the lane's pass that held an operation of rown ended
+	relWait  bool          // Run waits on released
+	// reuseWaits counts those waits (tests see that they happen).
+	reuseWaits uint64
+	ownLeft    int
+	ownDone    chan struct{}
+	ownWake    chan struct{}
+	ownTimer   parktimer.Timer
 	// The lane's work: operations visited, and passes (tests check that
 	// the work per operation is bounded).
 	visits, passes uint64
@@ -251,6 +271,8 @@ func (e *Engine) Init(env Env) {
 	e.timer.Stop()
 	e.ownDone = make(chan struct{}, 1)
 	e.ownWake = make(chan struct{}, 1)
+	e.released = make(chan struct{}, 1)
+	e.runLane = e.run
 	e.ownTimer.Init()
 	for i := range e.sigs {
 		e.sigs[i] = make(chan struct{}, 1)
@@ -368,9 +390,9 @@ func (e *Engine) Post(o *Op, l *Link) {
 	} else {
 		e.sync[1] = o
 	}
-	if e.idle == nil {
-		e.idle = make(chan struct{})
-		go e.run(e.idle)
+	if !e.running {
+		e.running = true
+		go e.runLane()
 	}
 	if l.remote {
 		l.pq.Push(o, &o.ql)
@@ -595,16 +617,19 @@ func (e *Engine) expired(o *Op, late bool) (error, bool) {
 // is pending. A pass visits only the operations that must fail or progress
 // (see the package doc), so its work is O(1) per operation over the
 // operations' lives, plus one visit per remote link with operations queued.
-func (e *Engine) run(idle chan struct{}) {
+func (e *Engine) run() {
 	lastProgress := time.Now()
 	for {
 		e.mu.Lock()
 		if e.pending == 0 {
-			e.idle = nil
+			idle := e.idle
+			e.running, e.idle = false, nil
 			clear(e.attn)
 			e.attn = e.attn[:0]
 			e.mu.Unlock()
-			close(idle)
+			if idle != nil {
+				close(idle)
+			}
 			return
 		}
 		now := time.Now()
@@ -667,6 +692,9 @@ func (e *Engine) run(idle chan struct{}) {
 		}
 		clear(e.rlinks[j:])
 		e.rlinks = e.rlinks[:j]
+		for _, o := range s {
+			o.held = true
+		}
 		e.visits += uint64(len(s))
 		e.passes++
 		e.mu.Unlock()
@@ -686,6 +714,7 @@ func (e *Engine) run(idle chan struct{}) {
 				lastProgress = now
 			}
 		}
+		e.release(s)
 		clear(s)
 		e.scratch = s[:0]
 		if remote {
@@ -712,11 +741,41 @@ func (e *Engine) run(idle chan struct{}) {
 	}
 }
 
+// release ends the lane's hold on the operations of its pass s, and wakes
+// a Run waiting to reuse one of them.
+func (e *Engine) release(s []*Op) {
+	if len(s) == 0 {
+		return
+	}
+	e.mu.Lock()
+	for _, o := range s {
+		o.held = false
+		if o.drop {
+			o.Data, o.Ctx, o.drop = nil, nil, false
+		}
+	}
+	wake := e.relWait
+	e.relWait = false
+	e.mu.Unlock()
+	if wake {
+		select {
+		case e.released <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Idle returns a channel closed once no operation is pending (nil when
 // none is pending now).
 func (e *Engine) Idle() <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if !e.running {
+		return nil
+	}
+	if e.idle == nil {
+		e.idle = make(chan struct{})
+	}
 	return e.idle
 }
 
