@@ -369,11 +369,17 @@ func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op
 
 // Scan is the inclusive prefix reduction (MPI_Scan): rank r's recv holds
 // send of ranks 0..r reduced with op, in rank order. send and recv have the
-// same length on every rank and may be the same slice. Every rank's input
-// is gathered (each rank holds N times its input, in pooled host memory) and
-// each rank reduces its prefix on the CPU with the kernels' arithmetic,
-// rounded once: exact for integers, the same bits whatever the strategy or
-// layout, 16-bit floats accumulated in float32. Mean is refused
+// same length on every rank and may be the same slice. In one process on
+// a GPU backend with kernels for the type, each rank gathers its slice of
+// the elements of every rank's input and its device reduces every prefix
+// of that slice (the reduce kernels, in rank order), written into each
+// rank's recv: every element crosses to and from the devices once.
+// Elsewhere (the host backend, a type without kernels, ranks in several
+// processes) every rank's input is gathered (each rank holds N times its
+// input, in pooled host memory) and each rank reduces its prefix on the
+// CPU with the kernels' arithmetic. Either way the result is rounded once:
+// exact for integers, the same bits whatever the backend or layout,
+// 16-bit and 8-bit floats accumulated in float32. Mean is refused
 // (ErrInvalidArgument): divide rank r's Sum by r+1.
 func Scan[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 	return c.run(ctx, &desc{kind: collScan, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})

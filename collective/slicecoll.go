@@ -5,6 +5,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/algo"
+	"github.com/gocoll/gocoll/internal/direct"
 )
 
 // The algorithms of the collectives on host slices other than all-reduce,
@@ -117,13 +118,19 @@ func (c *Comm) execBroadcast(ctx context.Context, d *desc) error {
 	return nil
 }
 
-// scan is Scan and Exscan: every rank's send is gathered (a ring, as
-// AllGather's) into the comm's pooled host memory, and rank r reduces the
-// inputs of ranks 0..r (Exscan: 0..r-1) on the CPU in rank order with the
-// kernels' arithmetic, rounded once (exact, and the same bits on every
-// layout). Exscan leaves rank 0's recv untouched. The memory a rank needs
-// is N times its input.
+// scan is Scan and Exscan. In one process, on a device backend with
+// kernels for the type, each rank computes the prefixes of its slice of
+// the elements on its device (scanDevice); elsewhere (the host backend,
+// a type without kernels, a group over a Transport) every rank's send is
+// gathered (a ring, as AllGather's) into the comm's pooled host memory,
+// and rank r reduces the inputs of ranks 0..r (Exscan: 0..r-1) on the CPU
+// in rank order with the kernels' arithmetic, rounded once; the memory a
+// rank needs is then N times its input. Both give the same bits. Exscan
+// leaves rank 0's recv untouched.
 func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
+	if c.scanOnDevice(d.dt) {
+		return c.scanDevice(ctx, d, fp)
+	}
 	sp := &callSpecs[d.kind]
 	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
 	if err != nil {
@@ -138,6 +145,67 @@ func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 		k = c.rank
 	}
 	return c.gatherReduce(ctx, d, true, k, 1)
+}
+
+// scanOnDevice reports whether Scan and Exscan of dt run on the devices
+// (scanDevice): one process of several ranks, a backend other than the
+// host's, kernels for dt on every device. It is the same on every rank.
+func (c *Comm) scanOnDevice(dt backend.DType) bool {
+	return c.g.tr == nil && c.g.n > 1 && c.g.bk != "host" && !c.noKernels(dt)
+}
+
+// scanDevice runs Scan or Exscan through every rank's send and recv
+// slices, published at the fingerprint rendezvous (internal/direct's
+// Scan): rank r gathers its slice of the elements of the ranks' inputs,
+// reduces every prefix of them on its device in rank order, and writes
+// prefix q into its slice of rank q's recv. A completion rendezvous keeps
+// every rank in the call until all slices are written; g.access counts
+// the ranks that may still touch a peer's memory, as in direct.
+func (c *Comm) scanDevice(ctx context.Context, d *desc, fp fingerprint) (err error) {
+	g, sp := c.g, &callSpecs[d.kind]
+	owned, err := c.enter(ctx, sp.name, true)
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
+	c.strat = fp.strategy
+	n := len(d.send) / d.dt.Size()
+	if n > 0 {
+		g.pub.Send[c.rank], g.pub.Recv[c.rank] = d.send, d.recv
+		c.enterAccess()
+	}
+	if err := c.arrive(ctx, fp, sp.phases[0]); err != nil {
+		if n > 0 {
+			c.leaveAccess()
+			if werr := c.waitAccess(); werr != nil {
+				return werr
+			}
+		}
+		return err
+	}
+	if g.logCalls {
+		c.logCall(ctx, sp.name, n, fp.dt, fp.op, fp.strategy, "each rank's slice of the prefixes reduced on its device")
+	}
+	if n == 0 {
+		return nil
+	}
+	k := &direct.Call{DT: d.dt, Op: kernelOp(d.op), Scale: 1, N: n, Me: c.rank, Sends: g.pub.Send, Recvs: g.pub.Recv,
+		Depth: 1, Prefix: direct.Inclusive}
+	done := "Scan completion"
+	if d.kind == collExscan {
+		k.Prefix, done = direct.Exclusive, "Exscan completion"
+	}
+	if err := c.dx.Scan(ctx, (*directRank)(c), k); err != nil {
+		return c.failDirect(err, d.send, d.recv)
+	}
+	c.leaveAccess()
+	if err := c.arrive(ctx, fingerprint{kind: d.kind}, done); err != nil {
+		if werr := c.waitAccess(); werr != nil {
+			return werr
+		}
+		return err
+	}
+	return nil
 }
 
 // execReduce: along a binary tree rooted at root; in deterministic mode a

@@ -1,5 +1,6 @@
-// Package direct is the one-process direct and pipelined all-reduce: every
-// rank reduces its own slice of every rank's input, in rank order (so the
+// Package direct is the one-process direct and pipelined all-reduce, and
+// the prefix reductions (Scan, Exscan) done the same way: every rank
+// reduces its own slice of every rank's input, in rank order (so the
 // result has the same bits on any layout), and writes the reduced slice
 // into every rank's output. Staged runs through host memory the rank's
 // device reads and writes; ZeroCopy reads and writes the ranks' imported
@@ -64,6 +65,8 @@ type Call struct {
 	// kernels' arithmetic.
 	Depth int
 	Host  bool
+	// Prefix is the prefix reduction of a Scan exchange (0 otherwise).
+	Prefix Prefix
 }
 
 // slice returns the rank's share [lo, lo+cnt) of the elements.
