@@ -25,6 +25,7 @@ type scanDraw struct {
 	n               int
 	scalars         []float64 // PreMulSum's, per rank (nil: op itself)
 	excl, inPlace   bool
+	pinned          bool // send and recv in HostBuffers
 	small, zeroHalf bool // inputs: small values; half of them zero (the logical ops)
 }
 
@@ -116,9 +117,29 @@ func scanEvery[T Elem](t *testing.T, c scanDraw, in [][]uint64, groups ...*Group
 	ctx := context.Background()
 	for _, g := range groups {
 		recvs := make([][]T, N)
+		hbs := make([]*HostBuffer[T], 2*N)
+		defer func() {
+			for _, h := range hbs {
+				if h != nil {
+					if err := h.Close(); err != nil {
+						t.Errorf("HostBuffer.Close: %v", err)
+					}
+				}
+			}
+		}()
 		noErrors(t, onRanks(g, func(cm *Comm) error {
 			r := cm.Rank()
 			send, recv := make([]T, c.n), make([]T, c.n)
+			if c.pinned {
+				for i := range 2 {
+					h, err := NewHostBuffer[T](c.n)
+					if err != nil {
+						return err
+					}
+					hbs[2*r+i] = h
+				}
+				send, recv = hbs[2*r].Data, hbs[2*r+1].Data
+			}
 			setBits(send, in[r], 0)
 			setBits(recv, nil, ty.poison())
 			if c.inPlace {
@@ -142,13 +163,13 @@ func scanEvery[T Elem](t *testing.T, c scanDraw, in [][]uint64, groups ...*Group
 		for r := range got {
 			got[r] = elemBits(recvs[r])
 			if kind, bad := checkBits(ty, got[r], want[r], !ty.isInt()); kind != "" {
-				t.Fatalf("%s N=%d %s %s n=%d exclusive=%v inPlace=%v premul=%v: rank %d: %s: %s",
-					g.Backend(), N, ty, c.op, c.n, c.excl, c.inPlace, c.scalars, r, kind, bad)
+				t.Fatalf("%s N=%d %s %s n=%d exclusive=%v inPlace=%v pinned=%v premul=%v: rank %d: %s: %s",
+					g.Backend(), N, ty, c.op, c.n, c.excl, c.inPlace, c.pinned, c.scalars, r, kind, bad)
 			}
 			if first != nil {
 				if kind, bad := checkBits(ty, got[r], first[r], !ty.isInt()); kind != "" {
-					t.Fatalf("%s N=%d %s %s n=%d exclusive=%v inPlace=%v: rank %d differs from %s: %s",
-						g.Backend(), N, ty, c.op, c.n, c.excl, c.inPlace, r, groups[0].Backend(), bad)
+					t.Fatalf("%s N=%d %s %s n=%d exclusive=%v inPlace=%v pinned=%v: rank %d differs from %s: %s",
+						g.Backend(), N, ty, c.op, c.n, c.excl, c.inPlace, c.pinned, r, groups[0].Backend(), bad)
 				}
 			}
 		}
@@ -170,9 +191,11 @@ func (elemOf[T]) scanEvery(t *testing.T, c scanDraw, in [][]uint64, groups ...*G
 
 // TestScanDeviceEvery: Scan and Exscan on 1 to 7 ranks, every element type
 // and every op Scan takes (PreMulSum with a scalar per rank; on more than
-// 3 ranks two ops per type drawn), in place or not, lengths 0, 1, odd, around the kernels' 256-invocation work group
-// and their 16-byte accesses in each rank's slice, and in one call per
-// rank count around the host copies' 256 KiB pieces in each rank's slice:
+// 3 ranks two ops per type drawn), in place or not, on slices or
+// HostBuffers, lengths 0, 1, odd, around the kernels' 256-invocation work
+// group and their 16-byte accesses in each rank's slice, and in one call
+// per rank count around the host copies' 256 KiB pieces in each rank's
+// slice:
 // exact against a plain loop in rank order (rankOrderRef: the kernels'
 // arithmetic, written independently) on the host backend (the CPU's
 // prefixes) and on lavapipe (the devices'), and lavapipe's bits the host
@@ -203,6 +226,7 @@ func TestScanDeviceEvery(t *testing.T) {
 			}
 			for _, op := range ops {
 				c := scanDraw{ty: ty, op: op, n: sizes[rng.IntN(len(sizes))], excl: rng.IntN(2) == 0, inPlace: rng.IntN(3) == 0}
+				c.pinned = c.n > 0 && rng.IntN(4) == 0
 				if int(ty) == big && (op == Sum || N > 3) {
 					es := ty.size()
 					c.n = N*parreduce.ChunkBytes/es + rng.IntN(3) - 1
