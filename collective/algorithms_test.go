@@ -58,8 +58,8 @@ func TestAlgorithmTable(t *testing.T) {
 		want []Strategy
 	}{
 		{"AllReduce", []Strategy{Auto, Direct, Pipelined, Ring, Tree, Hierarchical, Host, Native}},
-		{"ReduceScatter", []Strategy{Ring, Direct}},
-		{"AllGather", []Strategy{Ring}},
+		{"ReduceScatter", []Strategy{Ring, Direct, Native}},
+		{"AllGather", []Strategy{Ring, Native}},
 		{"Broadcast", []Strategy{Tree}},
 		{"Reduce", []Strategy{Tree}},
 		{"AllToAll", []Strategy{Direct}},

@@ -418,6 +418,10 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 	}
 	switch d.kind {
 	case collReduceScatter:
+		if s = c.nativeStrategy(d, nr, s); s == Native {
+			fp.strategy, fp.count = s, int64(nr)
+			return c.execNative(ctx, d, fp)
+		}
 		if c.noKernels(d.dt) {
 			// No kernels for the type on some device: the blocks travel
 			// as in ReduceScatterV and each rank reduces its own on the
@@ -429,6 +433,12 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		fp.count = int64(nr)
 	case collAllGather, collReduce, collGather, collSplit:
 		fp.count = int64(ns)
+		if d.kind == collAllGather && !d.tensor {
+			if s = c.nativeStrategy(d, ns, s); s == Native {
+				fp.strategy = s
+				return c.execNative(ctx, d, fp)
+			}
+		}
 		if d.kind == collReduce && c.noKernels(d.dt) {
 			fp.strategy, fp.noF64 = Direct, true
 		}

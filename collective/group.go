@@ -220,10 +220,10 @@ type Comm struct {
 	vxState vexchange.Scratch // pooled scratch of the V kinds (vcoll.go, slicecoll.go)
 	// natA, natB: the leader's pooled host memory of strategy Native
 	// (native.go), given up to the transport when MPI kept it.
-	natA, natB []byte
-	queue      opqueue.Queue[*Work] // its asynchronous operations, and who holds the comm (async.go, stream.go)
-	wctx       waitctx.Ctx
-	last       backend.Fence // the last submission (queues are FIFO)
+	natA, natB, natC []byte
+	queue            opqueue.Queue[*Work] // its asynchronous operations, and who holds the comm (async.go, stream.go)
+	wctx             waitctx.Ctx
+	last             backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
 	unsubmitted bool
 	sharedCalls uint64 // shared-memory collectives this comm started (sharedRun)

@@ -41,63 +41,216 @@ func (g *Group) nativeOf() backend.NativeCollectives {
 	return nc
 }
 
-// nativeRefusal says why strategy Native cannot run an all-reduce of d (n
-// elements), "" when it can.
+// nativeRefusal says why strategy Native cannot run d, "" when it can:
+// n is the elements of the call's block between processes (AllReduce:
+// every element; ReduceScatter and AllGather: the process's ranks' blocks).
 func (c *Comm) nativeRefusal(d *desc, n int) string {
 	g := c.g
+	nc := g.nativeOf()
+	reduces := callSpecs[d.kind].reduces
+	block := n
+	if d.kind == collAllReduce {
+		block = 0 // MPI_Iallreduce is split into calls that fit
+	}
+	if g.cfg.Deterministic && reduces {
+		// The Alltoall of raw blocks: every local rank's chunk.
+		block = g.nl * n
+		if d.kind == collAllReduce {
+			block = g.nl * algo.CeilDiv(n, g.nproc)
+		}
+	}
 	switch {
 	case g.tr == nil:
 		return "one process"
-	case g.nativeOf() == nil:
+	case nc == nil:
 		return "the transport (" + g.tr.Name() + ") has no native collectives"
 	case d.tensor:
 		return "native collectives take host slices, not device tensors"
-	case g.cfg.Deterministic:
-		if g.nl*algo.CeilDiv(n, g.nproc)*d.dt.Size() > maxNativeBlock {
-			return "a block of the deterministic exchange exceeds one MPI call"
-		}
-		return ""
-	case !g.nativeOf().Reduces(d.dt, kernelOp(d.op)):
+	case block*d.dt.Size() > maxNativeBlock:
+		return "a block between processes exceeds one MPI call"
+	case reduces && !g.cfg.Deterministic && !nc.Reduces(d.dt, kernelOp(d.op)):
 		return fmt.Sprintf("the transport does not reduce %v with %v natively", d.dt, kernelOp(d.op))
 	}
 	return ""
+}
+
+// nativeStrategy returns Native where the group's configured strategy is
+// Auto or Native and Native can run d, a ReduceScatter or AllGather of m
+// elements per rank; else s, or the collective's default for s Native.
+func (c *Comm) nativeStrategy(d *desc, m int, s Strategy) Strategy {
+	if cs := c.g.cfg.Strategy; (cs == Auto || cs == Native) && c.nativeRefusal(d, c.g.nl*m) == "" {
+		return Native
+	}
+	if s == Native {
+		return collectiveDefaults[callSpecs[d.kind].name]
+	}
+	return s
 }
 
 // nativeAllReduce runs an all-reduce of n elements with strategy Native:
 // every rank published its slices (and counts in g.access); the leader
 // computes the result into its recv; the others copy it from there.
 func (c *Comm) nativeAllReduce(ctx context.Context, dt backend.DType, op Op, send, recv []byte, n int) error {
+	nb := n * dt.Size()
+	return c.nativeRun(ctx, "AllReduce", send, recv, func() error {
+		return c.nativeLead(ctx, dt, op, n)
+	}, func() {
+		if c.local != 0 {
+			copy(recv[:nb], c.g.pub.Recv[c.g.base][:nb])
+		}
+	})
+}
+
+// nativeRun runs a collective of strategy Native once every rank of the
+// process published its slices and counts in g.access: the leader (local
+// rank 0) runs lead, then every rank runs fan (reading what the leader
+// made), then the ranks meet so that none returns while another still
+// reads its memory.
+func (c *Comm) nativeRun(ctx context.Context, name string, send, recv []byte, lead func() error, fan func()) error {
 	g := c.g
-	es := dt.Size()
-	lead := c.local == 0
-	if lead {
-		if err := c.nativeLead(ctx, dt, op, n); err != nil {
+	if c.local == 0 {
+		if err := lead(); err != nil {
 			return c.failDirect(err, send, recv)
 		}
 	}
-	if g.nl == 1 {
+	fp := fingerprint{kind: collAllReduce}
+	if g.nl > 1 {
+		if err := c.arriveLocal(ctx, fp, name+" native result"); err != nil {
+			c.leaveAccess()
+			if werr := c.waitAccess(); werr != nil {
+				return werr
+			}
+			return err
+		}
+	}
+	fan()
+	c.leaveAccess()
+	if g.nl > 1 {
+		if err := c.arriveLocal(ctx, fp, name+" completion"); err != nil {
+			if werr := c.waitAccess(); werr != nil {
+				return werr
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// execNative runs d, a ReduceScatter or AllGather of host slices, with
+// strategy Native: exec's prologue (the fingerprint fp) with the ranks'
+// slices published.
+func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err error) {
+	g := c.g
+	sp := &callSpecs[d.kind]
+	g.pub.Send[c.rank], g.pub.Recv[c.rank] = d.send, d.recv
+	c.enterAccess()
+	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
+	if err != nil {
+		c.leaveAccess()
+		if werr := c.waitAccess(); werr != nil {
+			return werr
+		}
+		return err
+	}
+	defer c.leave(owned, &err)
+	if fp.count == 0 {
 		c.leaveAccess()
 		return nil
 	}
-	fp := fingerprint{kind: collAllReduce}
-	if err := c.arriveLocal(ctx, fp, "AllReduce native result"); err != nil {
-		c.leaveAccess()
-		if werr := c.waitAccess(); werr != nil {
-			return werr
+	es := d.dt.Size()
+	switch d.kind {
+	case collReduceScatter:
+		_, m := d.lens()
+		mb := m * es
+		return c.nativeRun(ctx, sp.name, d.send, d.recv, func() error {
+			return c.nativeReduceScatterLead(ctx, d.dt, d.op, m)
+		}, func() {
+			copy(d.recv[:mb], g.comms[0].natB[c.local*mb:(c.local+1)*mb]) // the leader's
+		})
+	default: // AllGather
+		m, _ := d.lens()
+		nb := g.n * m * es
+		return c.nativeRun(ctx, sp.name, d.send, d.recv, func() error {
+			return c.nativeAllGatherLead(ctx, m*es)
+		}, func() {
+			if c.local != 0 {
+				copy(d.recv[:nb], g.pub.Recv[g.base][:nb])
+			}
+		})
+	}
+}
+
+// nativeReduceScatterLead is the leader's part of a ReduceScatter of m
+// elements per rank: the blocks of the process's ranks, reduced across
+// every rank, into the leader's pooled memory natB (block l: local rank
+// l's), which each rank copies its own from.
+func (c *Comm) nativeReduceScatterLead(ctx context.Context, dt backend.DType, op Op, m int) error {
+	g := c.g
+	es := dt.Size()
+	L, N := g.nl, g.n
+	mb, nb := m*es, N*m*es
+	sends := g.pub.Send[g.base : g.base+L]
+	nc := g.nativeOf()
+	kop := kernelOp(op)
+	res := c.natPool(&c.natB, L*mb)
+	if g.cfg.Deterministic {
+		// Chunk q of the all-reduce's exchange is process q's ranks'
+		// blocks: the same Alltoall, no Allgather.
+		P := g.nproc
+		cb := L * mb
+		sb := c.natPool(&c.natA, P*L*cb)
+		rb := c.natPool(&c.natC, P*L*cb)
+		for q := range P {
+			for l, s := range sends {
+				copy(sb[(q*L+l)*cb:(q*L+l+1)*cb], s[q*cb:(q+1)*cb])
+			}
 		}
+		if err := c.nativeCall(ctx, "MPI_Ialltoall", func(ctx context.Context) error {
+			return nc.Alltoall(ctx, sb, rb)
+		}); err != nil {
+			return err
+		}
+		hostmath.ReduceStrided(dt, kop, res, rb, L*m, 0, P*L, L*m, scaleFor(op, N))
+		return nil
+	}
+	src := sends[0][:nb]
+	if L > 1 {
+		gb := c.natPool(&c.natA, L*nb)
+		for l, s := range sends {
+			copy(gb[l*nb:], s[:nb])
+		}
+		reduceHost(dt, gb[:nb], gb, N*m, 0, L, N*m, op, 1)
+		src = gb[:nb]
+	}
+	if err := c.nativeCall(ctx, "MPI_Ireduce_scatter_block", func(ctx context.Context) error {
+		return nc.ReduceScatterBlock(ctx, src, res, dt, kop)
+	}); err != nil {
 		return err
 	}
-	if !lead {
-		copy(recv[:n*es], g.pub.Recv[g.base][:n*es])
-	}
-	c.leaveAccess()
-	if err := c.arriveLocal(ctx, fp, "AllReduce completion"); err != nil {
-		if werr := c.waitAccess(); werr != nil {
-			return werr
-		}
-		return err
+	if s := scaleFor(op, N); s != 1 {
+		reduceHost(dt, res, res, 0, 0, 1, L*m, op, s)
 	}
 	return nil
+}
+
+// nativeAllGatherLead is the leader's part of an AllGather of mb bytes per
+// rank: the process's ranks' blocks gathered from every process into the
+// leader's recv.
+func (c *Comm) nativeAllGatherLead(ctx context.Context, mb int) error {
+	g := c.g
+	L := g.nl
+	sends := g.pub.Send[g.base : g.base+L]
+	recv := g.pub.Recv[c.rank][:g.n*mb]
+	mine := sends[0][:mb]
+	if L > 1 {
+		mine = c.natPool(&c.natA, L*mb)
+		for l, s := range sends {
+			copy(mine[l*mb:], s[:mb])
+		}
+	}
+	return c.nativeCall(ctx, "MPI_Iallgather", func(ctx context.Context) error {
+		return g.tr.Allgather(ctx, mine, recv)
+	})
 }
 
 // nativeLead is the leader's part: the process's inputs (its ranks'
@@ -217,7 +370,7 @@ func (c *Comm) nativeCall(ctx context.Context, call string, f func(context.Conte
 	}
 	if nc := g.nativeOf(); nc != nil && !nc.Drain(g.drainLimit) {
 		// MPI still uses the pooled memory: it is the transport's now.
-		c.natA, c.natB = nil, nil
+		c.natA, c.natB, c.natC = nil, nil, nil
 	}
 	return err
 }

@@ -3,11 +3,12 @@
 #
 #   mpi/bench.sh                                   # P = 2 and 4, 1 MiB to 64 MiB (x2), 3 repeats
 #   NPROCS="2 4" MIN=1M MAX=64M ITERS=20 WARMUP=5 REPEAT=3 OUT=/tmp/mpibench mpi/bench.sh
+#   STRATEGY=hierarchical mpi/bench.sh             # column A with another strategy than auto
 #   mpi/bench.sh table DIR                         # the table again, from DIR/samples.txt of a run
 #
 # Float sum, out of place, host backend. For each P, each repeat runs one after the other:
-#   A, B  mpirun -np P allreduce-perf -g 1 --mpi-baseline: gocoll across P processes over MPI (one
-#         rank per process: Auto runs the ring) and, size by size in the same processes on the same
+#   A, B  mpirun -np P allreduce-perf -g 1 --mpi-baseline -a $STRATEGY: gocoll across P processes over
+#         MPI (one rank per process: Auto runs native, MPI_Iallreduce on the caller's slices) and, size by size in the same processes on the same
 #         buffers and data, MPI's own all-reduce as mpi.World.AllreduceF32 does it (MPI_Iallreduce,
 #         tested until done);
 #   C     allreduce-perf -g P: gocoll in one process with P ranks (no MPI; Auto picks by cost model);
@@ -30,6 +31,7 @@ MAX=${MAX:-64M}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 REPEAT=${REPEAT:-3}
+STRATEGY=${STRATEGY:-auto}
 
 die() {
 	printf 'mpi/bench.sh: %s\n' "$*" >&2
@@ -137,8 +139,8 @@ run_all() {
 	for rep in $(seq 1 "$REPEAT"); do
 		for P in $NPROCS; do
 			f=$OUT/mpi-np$P-r$rep.txt
-			echo "== repeat $rep, P=$P: mpirun -np $P allreduce-perf -g 1 --mpi-baseline ${common[*]}" | tee -a "$OUT/run.log" >&2
-			"${mpirun[@]}" -np "$P" "$OUT/allreduce-perf" -g 1 --mpi-baseline "${common[@]}" >"$f"
+			echo "== repeat $rep, P=$P: mpirun -np $P allreduce-perf -g 1 --mpi-baseline -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
+			"${mpirun[@]}" -np "$P" "$OUT/allreduce-perf" -g 1 --mpi-baseline -a "$STRATEGY" "${common[@]}" >"$f"
 			g=$OUT/inproc-g$P-r$rep.txt
 			echo "== repeat $rep, P=$P: allreduce-perf -g $P ${common[*]}" | tee -a "$OUT/run.log" >&2
 			"$OUT/allreduce-perf" -g "$P" "${common[@]}" >"$g"

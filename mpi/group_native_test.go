@@ -5,10 +5,13 @@ package mpi
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,6 +257,32 @@ func detType[T collective.Elem](name string, draw func(*rand.Rand) T) detCase {
 			}
 		}
 		agree(t, w, ok, fmt.Sprintf("deterministic %s %v %d", name, op, n))
+		// ReduceScatter of n elements per rank (N*n sent): each rank's
+		// block against the one-process rank's.
+		big := func(r int) []T {
+			rng := rand.New(rand.NewPCG(seed+1, uint64(r)))
+			return filled(N*n, func(int) T { return draw(rng) })
+		}
+		errs = onLocal(one, func(c *collective.Comm) error {
+			ref[c.Rank()] = make([]T, n)
+			return collective.ReduceScatter(ctx, c, big(c.Rank()), ref[c.Rank()], op)
+		})
+		if err := errors_(errs); err != nil {
+			t.Fatalf("%s %v: the one-process group's ReduceScatter: %v", name, op, err)
+		}
+		errs = onLocal(g, func(c *collective.Comm) error {
+			x := make([]T, n)
+			if err := collective.ReduceScatter(ctx, c, big(c.Rank()), x, op); err != nil {
+				return err
+			}
+			for i := range x {
+				if !sameBits(x[i], ref[c.Rank()][i]) {
+					return fmt.Errorf("ReduceScatter: element %d = %v, the one-process result %v", i, x[i], ref[c.Rank()][i])
+				}
+			}
+			return nil
+		})
+		report(t, w, g, errs, fmt.Sprintf("deterministic ReduceScatter %s %v %d (seed %d)", name, op, n, seed))
 	}}
 }
 
@@ -270,13 +299,13 @@ func errors_(errs []error) error {
 	return nil
 }
 
-// TestGroupNativeDeterministic runs deterministic AllReduce through
-// strategy Native (raw blocks over MPI_Ialltoall and MPI_Iallgather,
-// reduced in rank order here) on host groups of 1 and 2 local ranks, with
-// random float32, float64, float16 and int32 inputs, and compares every
-// result bit for bit with the same call in a one-process deterministic
-// group of as many ranks: the bits do not depend on the layout of the
-// ranks in processes.
+// TestGroupNativeDeterministic runs deterministic AllReduce and
+// ReduceScatter through strategy Native (raw blocks over MPI_Ialltoall,
+// reduced in rank order here; the all-reduce's chunks then all-gathered) on
+// host groups of 1 and 2 local ranks, with random float32, float64, float16
+// and int32 inputs, and compares every result bit for bit with the same
+// call in a one-process deterministic group of as many ranks: the bits do
+// not depend on the layout of the ranks in processes.
 func TestGroupNativeDeterministic(t *testing.T) {
 	w := needWorld(t)
 	seed := uint64(time.Now().UnixNano())
@@ -312,20 +341,173 @@ func TestGroupNativeDeterministic(t *testing.T) {
 			start := nativeStats[nativeAlltoall].Load()
 			calls := 0
 			for _, c := range cases {
-				for _, n := range []int{0, 1, 13, 100003} {
+				for _, n := range []int{0, 1, 13, 30011} {
 					for _, op := range []collective.Op{collective.Sum, collective.Mean} {
 						if op == collective.Mean && c.name == "int32" {
 							op = collective.Max
 						}
 						c.run(t, w, g, one, op, n, seed)
 						if n > 0 {
-							calls++
+							calls += 2 // AllReduce, ReduceScatter
 						}
 					}
 				}
 			}
 			if got := nativeStats[nativeAlltoall].Load() - start; got != int64(calls) {
 				t.Errorf("%d MPI_Ialltoall completed, want %d (one per call with data)", got, calls)
+			}
+		})
+	}
+}
+
+// checkReduceScatter runs ReduceScatter of m elements per rank of e with
+// op on every local rank of g, out of place then in place (recv as send's
+// own block), and checks each rank's block against e's reference. It
+// returns the native collectives the process made (one per call with
+// data).
+func checkReduceScatter[T collective.Elem](t *testing.T, w *World, g *collective.Group, e etype[T], op collective.Op, m int) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	N := g.Size()
+	errs := onLocal(g, func(c *collective.Comm) error {
+		r := c.Rank()
+		want := func(j int) T { return e.ref(op, ins(e, op, N, r*m+j)) }
+		send := filled(N*m, func(i int) T { return e.in(op, r, i) })
+		recv := filled(m, func(int) T { return e.mark })
+		if err := collective.ReduceScatter(ctx, c, send, recv, op); err != nil {
+			return fmt.Errorf("ReduceScatter: %w", err)
+		}
+		if s := firstWrong(e, op, recv, want); s != "" {
+			return fmt.Errorf("ReduceScatter: %s", s)
+		}
+		if s := firstWrong(e, op, send, func(i int) T { return e.in(op, r, i) }); s != "" {
+			return fmt.Errorf("ReduceScatter wrote its send: %s", s)
+		}
+		own := send[r*m : (r+1)*m]
+		if err := collective.ReduceScatter(ctx, c, send, own, op); err != nil {
+			return fmt.Errorf("ReduceScatter in place: %w", err)
+		}
+		if s := firstWrong(e, op, own, want); s != "" {
+			return fmt.Errorf("ReduceScatter in place: %s", s)
+		}
+		return nil
+	})
+	report(t, w, g, errs, fmt.Sprintf("ReduceScatter %s %v %d", e.name, op, m))
+	if m == 0 {
+		return 0
+	}
+	return 2
+}
+
+// checkAllGather runs AllGather of m elements per rank of e on every
+// local rank of g, out of place then in place (send as recv's own block).
+func checkAllGather[T collective.Elem](t *testing.T, w *World, g *collective.Group, e etype[T], m int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	N := g.Size()
+	want := func(i int) T { return e.in(collective.Sum, i/max(m, 1), i%max(m, 1)) }
+	errs := onLocal(g, func(c *collective.Comm) error {
+		r := c.Rank()
+		send := filled(m, func(j int) T { return e.in(collective.Sum, r, j) })
+		recv := filled(N*m, func(int) T { return e.mark })
+		if err := collective.AllGather(ctx, c, send, recv); err != nil {
+			return fmt.Errorf("AllGather: %w", err)
+		}
+		if s := firstWrong(e, collective.Sum, recv, want); s != "" {
+			return fmt.Errorf("AllGather: %s", s)
+		}
+		all := filled(N*m, func(int) T { return e.mark })
+		copy(all[r*m:], send)
+		if err := collective.AllGather(ctx, c, all[r*m:(r+1)*m], all); err != nil {
+			return fmt.Errorf("AllGather in place: %w", err)
+		}
+		if s := firstWrong(e, collective.Sum, all, want); s != "" {
+			return fmt.Errorf("AllGather in place: %s", s)
+		}
+		return nil
+	})
+	report(t, w, g, errs, fmt.Sprintf("AllGather %s %d", e.name, m))
+}
+
+// report fails the test for each rank's error and agrees on the outcome
+// with the other processes.
+func report(t *testing.T, w *World, g *collective.Group, errs []error, what string) {
+	t.Helper()
+	ok := true
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("%s: rank %d: %v", what, g.Comm(i).Rank(), err)
+			ok = false
+		}
+	}
+	agree(t, w, ok, what)
+}
+
+// nativeLogs is a log handler that counts the call log's records of
+// AllGather that name strategy native.
+type nativeLogs struct{ n atomic.Int64 }
+
+func (h *nativeLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (h *nativeLogs) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *nativeLogs) WithGroup(string) slog.Handler            { return h }
+
+func (h *nativeLogs) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "AllGather") {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "strategy" && a.Value.String() == "native" {
+				h.n.Add(1)
+			}
+			return true
+		})
+	}
+	return nil
+}
+
+// TestGroupNativeReduceScatterAllGather runs ReduceScatter and AllGather
+// through strategy Native on host groups of 1 and 2 local ranks: int32 and
+// float64 with several ops, float32 sum, at 0, 1 and 13 elements per rank
+// and 256Ki (1 MiB of every rank's block), each against the exact
+// reference; the process's MPI_Ireduce_scatter_block count grows by one
+// per ReduceScatter with data, and the call log names strategy native for
+// every AllGather.
+func TestGroupNativeReduceScatterAllGather(t *testing.T) {
+	w := needWorld(t)
+	for _, local := range []int{1, 2} {
+		t.Run(fmt.Sprintf("L=%d", local), func(t *testing.T) {
+			_, _ = begin(t, 20*time.Second)
+			var log nativeLogs
+			cfg := collective.DefaultConfig()
+			cfg.CommunicationTimeout = 30 * time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			g, err := collective.NewGroup(ctx, collective.Options{Ranks: local, Backend: "host", Transport: w, Config: cfg,
+				Logger: slog.New(&log)})
+			agree(t, w, err == nil, fmt.Sprintf("NewGroup: %v", err))
+			defer g.Close()
+			start := nativeStats[nativeReduceScatter].Load()
+			calls := 0
+			i32, f64 := intType[int32]("int32"), exactType[float64]("float64")
+			sizes := []int{0, 1, 13}
+			for _, m := range sizes {
+				for _, op := range []collective.Op{collective.Sum, collective.Mean, collective.BXor, collective.Min} {
+					calls += checkReduceScatter(t, w, g, i32, op, m)
+				}
+				for _, op := range []collective.Op{collective.Sum, collective.Prod} {
+					calls += checkReduceScatter(t, w, g, f64, op, m)
+				}
+				checkAllGather(t, w, g, i32, m)
+				checkAllGather(t, w, g, f64, m)
+			}
+			calls += checkReduceScatter(t, w, g, exactType[float32]("float32"), collective.Sum, 1<<18)
+			checkAllGather(t, w, g, exactType[float32]("float32"), 1<<18)
+			if got := nativeStats[nativeReduceScatter].Load() - start; got != int64(calls) {
+				t.Errorf("%d MPI_Ireduce_scatter_block completed, want %d (one per call with data)", got, calls)
+			}
+			want := local * 2 * (len(sizes)*2 + 1)
+			if got := int(log.n.Load()); got != want {
+				t.Errorf("%d AllGather calls logged strategy native, want %d", got, want)
 			}
 		})
 	}
