@@ -373,7 +373,9 @@ func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op
 // a GPU backend with kernels for the type, each rank gathers its slice of
 // the elements of every rank's input and its device reduces every prefix
 // of that slice (the reduce kernels, in rank order), written into each
-// rank's recv: every element crosses to and from the devices once.
+// rank's recv: every element crosses to and from the devices once (from
+// HostBuffers the devices read and write in place, without a host copy,
+// but for a sum or product of 16- and 8-bit floats).
 // Elsewhere (the host backend, a type without kernels, ranks in several
 // processes) every rank's input is gathered (each rank holds N times its
 // input, in pooled host memory) and each rank reduces its prefix on the

@@ -359,8 +359,9 @@ func BenchmarkScan(b *testing.B) {
 }
 
 // TestScanZeroAllocs: a steady-state Scan and Exscan on 4 ranks (float32,
-// and a Float16 sum: one kernel per prefix) allocates nothing on either
-// backend, in the process (every rank's goroutine counted).
+// a Float16 sum: one kernel per prefix, and float32 in HostBuffers: zero
+// copy on lavapipe) allocates nothing on either backend, in the process
+// (every rank's goroutine counted).
 func TestScanZeroAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -371,11 +372,17 @@ func TestScanZeroAllocs(t *testing.T) {
 		g := openGroup(t, bk, 4)
 		in, out := make([][]float32, 4), make([][]float32, 4)
 		hin, hout := make([][]Float16, 4), make([][]Float16, 4)
+		pinned := make([]*HostBuffer[float32], 4)
 		for r := range in {
 			in[r], out[r] = make([]float32, n), make([]float32, n)
 			hin[r], hout[r] = make([]Float16, n), make([]Float16, n)
+			var err error
+			if pinned[r], err = NewHostBuffer[float32](n); err != nil {
+				t.Fatal(err)
+			}
+			defer pinned[r].Close()
 		}
-		for _, coll := range []string{"Scan", "Exscan", "Scan16"} {
+		for _, coll := range []string{"Scan", "Exscan", "Scan16", "ExscanPinned"} {
 			run := func(c *Comm) error {
 				r := c.Rank()
 				switch coll {
@@ -383,6 +390,8 @@ func TestScanZeroAllocs(t *testing.T) {
 					return Scan(ctx, c, in[r], out[r], Max)
 				case "Exscan":
 					return Exscan(ctx, c, in[r], in[r], Sum)
+				case "ExscanPinned":
+					return Exscan(ctx, c, pinned[r].Data, pinned[r].Data, Sum)
 				}
 				return Scan(ctx, c, hin[r], hout[r], Sum)
 			}
@@ -405,6 +414,116 @@ func TestScanZeroAllocs(t *testing.T) {
 			}
 			if a != 0 {
 				t.Errorf("%s %s: %v allocations per call, want 0", bk, coll, a)
+			}
+		}
+	}
+}
+
+// TestScanZeroCopy: on lavapipe, Scan and Exscan of float32 in HostBuffers
+// (every rank's device imports them) run without a host copy: the
+// devices' kernels write (N-1)n elements for Scan, (N-2)n for Exscan (as
+// staged), and device copies move each prefix into the outputs (Scan out
+// of place: N n elements, every rank's slice of every recv; Exscan in
+// place: (N-1)n, rank 0's recv untouched), where plain slices take the
+// staged path, whose host copies the devices do not count; a Float16 sum
+// (one kernel per prefix) takes the staged path from HostBuffers too.
+// The results are checked exactly.
+func TestScanZeroCopy(t *testing.T) {
+	if !haveVulkan(t) {
+		t.Skip("needs the vulkan backend")
+	}
+	ctx := context.Background()
+	const n = 1001
+	for _, N := range []int{2, 3, 5} {
+		g := openGroup(t, "vulkan", N)
+		cts := deviceCounters(g)
+		for _, tc := range []struct {
+			excl, pinned, half bool
+		}{{false, true, false}, {true, true, false}, {false, false, false}, {true, true, true}} {
+			var before backend.CounterSnapshot
+			for _, ct := range cts {
+				s := ct.Snapshot()
+				before.BytesReduced += s.BytesReduced
+				before.BytesCopied += s.BytesCopied
+			}
+			outs := make([][]float32, N)
+			noErrors(t, onRanks(g, func(c *Comm) error {
+				r := c.Rank()
+				if tc.half {
+					h, err := NewHostBuffer[Float16](n)
+					if err != nil {
+						return err
+					}
+					defer h.Close()
+					return Exscan(ctx, c, h.Data, h.Data, Sum)
+				}
+				send, recv := make([]float32, n), make([]float32, n)
+				if tc.pinned {
+					hs, err := NewHostBuffer[float32](n)
+					if err != nil {
+						return err
+					}
+					defer hs.Close()
+					hr, err := NewHostBuffer[float32](n)
+					if err != nil {
+						return err
+					}
+					defer hr.Close()
+					send, recv = hs.Data, hr.Data
+				}
+				for i := range send {
+					send[i] = float32(r*1000 + i)
+				}
+				defer func() { outs[r] = slices.Clone(recv) }()
+				if tc.excl {
+					recv = send
+					return Exscan(ctx, c, send, send, Sum)
+				}
+				return Scan(ctx, c, send, recv, Sum)
+			}))
+			var reduced, copied int64
+			for _, ct := range cts {
+				s := ct.Snapshot()
+				reduced += s.BytesReduced
+				copied += s.BytesCopied
+			}
+			reduced -= before.BytesReduced
+			copied -= before.BytesCopied
+			prefixes, copies := N-1, N
+			if tc.excl {
+				prefixes, copies = N-2, N-1
+			}
+			es := 4
+			if tc.half {
+				es = 2
+			}
+			wantReduced, wantCopied := int64(prefixes*n*es), int64(copies*n*es)
+			if !tc.pinned || tc.half {
+				wantCopied = 0
+			}
+			if reduced != wantReduced || copied != wantCopied {
+				t.Fatalf("N=%d %+v: kernels wrote %d bytes, device copies moved %d; want %d and %d", N, tc, reduced, copied, wantReduced, wantCopied)
+			}
+			if tc.half {
+				continue
+			}
+			for r, out := range outs {
+				if tc.excl && r == 0 {
+					out = out[:0] // rank 0's Exscan recv: its send, untouched in place
+				}
+				for i, v := range out {
+					last := r
+					if tc.excl {
+						last = r - 1
+					}
+					want := 0.0
+					for q := 0; q <= last; q++ {
+						want += float64(q*1000 + i)
+					}
+					if float64(v) != want {
+						t.Fatalf("N=%d %+v: rank %d element %d = %v, want %v", N, tc, r, i, v, want)
+					}
+				}
 			}
 		}
 	}

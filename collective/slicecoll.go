@@ -158,9 +158,12 @@ func (c *Comm) scanOnDevice(dt backend.DType) bool {
 // slices, published at the fingerprint rendezvous (internal/direct's
 // Scan): rank r gathers its slice of the elements of the ranks' inputs,
 // reduces every prefix of them on its device in rank order, and writes
-// prefix q into its slice of rank q's recv. A completion rendezvous keeps
-// every rank in the call until all slices are written; g.access counts
-// the ranks that may still touch a peer's memory, as in direct.
+// prefix q into its slice of rank q's recv; where every rank's send and
+// recv are HostBuffers its device imported, and the prefixes a chain of
+// kernels, its device reads and writes them in place instead
+// (ScanZeroCopy). A completion rendezvous keeps every rank in the call
+// until all slices are written; g.access counts the ranks that may still
+// touch a peer's memory, as in direct.
 func (c *Comm) scanDevice(ctx context.Context, d *desc, fp fingerprint) (err error) {
 	g, sp := c.g, &callSpecs[d.kind]
 	owned, err := c.enter(ctx, sp.name, true)
@@ -170,11 +173,21 @@ func (c *Comm) scanDevice(ctx context.Context, d *desc, fp fingerprint) (err err
 	defer c.leave(owned, &err)
 	c.strat = fp.strategy
 	n := len(d.send) / d.dt.Size()
+	// Zero-copy where every rank's send and recv are HostBuffers its
+	// device imported and the prefixes are a chain of kernels: learnt at
+	// the rendezvous.
+	zc := false
 	if n > 0 {
 		g.pub.Send[c.rank], g.pub.Recv[c.rank] = d.send, d.recv
 		c.enterAccess()
+		if direct.Chained(d.dt, kernelOp(d.op)) && slicePath(d.send, d.recv) == pathPinned {
+			_, s1 := c.pinnedRegion(d.send)
+			_, s2 := c.pinnedRegion(d.recv)
+			zc = s1 && s2
+		}
 	}
-	if err := c.arrive(ctx, fp, sp.phases[0]); err != nil {
+	allPinned, err := c.arriveFlag(ctx, fp, sp.phases[0], zc)
+	if err != nil {
 		if n > 0 {
 			c.leaveAccess()
 			if werr := c.waitAccess(); werr != nil {
@@ -191,15 +204,22 @@ func (c *Comm) scanDevice(ctx context.Context, d *desc, fp fingerprint) (err err
 	}
 	k := &direct.Call{DT: d.dt, Op: kernelOp(d.op), Scale: 1, N: n, Me: c.rank, Sends: g.pub.Send, Recvs: g.pub.Recv,
 		Depth: 1, Prefix: direct.Inclusive}
-	done := "Scan completion"
+	phase := "Scan completion"
 	if d.kind == collExscan {
-		k.Prefix, done = direct.Exclusive, "Exscan completion"
+		k.Prefix, phase = direct.Exclusive, "Exscan completion"
 	}
-	if err := c.dx.Scan(ctx, (*directRank)(c), k); err != nil {
+	done := false
+	if allPinned {
+		done, err = c.dx.ScanZeroCopy(ctx, (*directRank)(c), k)
+	}
+	if err == nil && !done {
+		err = c.dx.Scan(ctx, (*directRank)(c), k)
+	}
+	if err != nil {
 		return c.failDirect(err, d.send, d.recv)
 	}
 	c.leaveAccess()
-	if err := c.arrive(ctx, fingerprint{kind: d.kind}, done); err != nil {
+	if err := c.arrive(ctx, fingerprint{kind: d.kind}, phase); err != nil {
 		if werr := c.waitAccess(); werr != nil {
 			return werr
 		}

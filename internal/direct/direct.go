@@ -80,6 +80,7 @@ func (k *Call) slice() (lo, cnt int) {
 type Exchange struct {
 	fences     []backend.Fence // Staged's chunks in flight
 	srcs, dsts []backend.Region
+	pair       [2]backend.Region // ScanZeroCopy's two sources
 }
 
 // regions returns the exchange's scratch of n source and n destination

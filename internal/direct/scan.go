@@ -96,7 +96,7 @@ func (x *Exchange) Scan(ctx context.Context, r Rank, k *Call) error {
 func (x *Exchange) prefixes(s backend.Stream, k *Call, gather backend.Buffer, slots, stride, n int) error {
 	slot := func(p int) backend.Region { return backend.Region{Buf: gather, Off: p * stride, Len: n} }
 	srcs, _ := x.regions(slots)
-	if !k.DT.IsNarrowFloat() || k.Op == backend.Max || k.Op == backend.Min {
+	if Chained(k.DT, k.Op) {
 		for p := 1; p < slots; p++ {
 			srcs[0], srcs[1] = slot(p-1), slot(p)
 			if err := s.Reduce(k.Op, k.DT, srcs[1], srcs[:2], 1); err != nil {
@@ -114,4 +114,100 @@ func (x *Exchange) prefixes(s backend.Stream, k *Call, gather backend.Buffer, sl
 		}
 	}
 	return nil
+}
+
+// ScanZeroCopy is Scan without a host copy, for host memory every rank's
+// device imported (pinned buffers): the rank's kernels read its slice of
+// the inputs straight from host memory, its running prefix stays in its
+// device memory (Work: two slices, the prefix of ranks 0..q-1 read while
+// that of 0..q is written), and each prefix is copied from there into its
+// slice of the outputs; every input element crosses to the device once
+// and every output element back once. Rank q's input is read (into the
+// prefix of 0..q) before rank q's output is written, so in place is safe.
+// It takes the chain of Scan (one two-source kernel per prefix) and so
+// only the types and ops whose every step rounds to the type (Chained);
+// it reports ok false, having done nothing, where a rank's output
+// overlaps another output or an input other than its own in place. The
+// caller handles failures.
+func (x *Exchange) ScanZeroCopy(ctx context.Context, r Rank, k *Call) (ok bool, err error) {
+	lo, cnt := k.slice()
+	ranks := len(k.Sends)
+	slots := k.Prefix.prefixLen(ranks - 1)
+	if cnt == 0 || slots == 0 {
+		return true, nil
+	}
+	es := k.DT.Size()
+	a, b := lo*es, (lo+cnt)*es
+	srcs, dsts := x.regions(ranks)
+	for p := range ranks {
+		var imported bool
+		if srcs[p], imported, err = r.Import(k.Sends[p][a:b]); !imported {
+			return false, importFailed(p, err)
+		}
+		if dsts[p], imported, err = r.Import(k.Recvs[p][a:b]); !imported {
+			return false, importFailed(p, err)
+		}
+	}
+	for q, d := range dsts {
+		if k.Prefix.prefixLen(q) == 0 {
+			continue
+		}
+		for p, s := range srcs {
+			if overlaps(d, s) && (p != q || d != s) {
+				return false, nil
+			}
+		}
+		for _, o := range dsts[:q] {
+			if overlaps(d, o) {
+				return false, nil
+			}
+		}
+	}
+	n := cnt * es
+	work, err := r.Buffer(Work, 2*n)
+	if err != nil {
+		return false, err
+	}
+	s := r.Stream()
+	pre := srcs[0] // the prefix of ranks 0..q
+	var prev backend.Region
+	pair := x.pair[:] // the Exchange's: a local array would escape into Reduce
+	for q := range ranks {
+		prev = pre
+		if q > 0 && q < slots {
+			pair[0], pair[1] = pre, srcs[q]
+			pre = backend.Region{Buf: work, Off: q % 2 * n, Len: n}
+			if err := s.Reduce(k.Op, k.DT, pre, pair, 1); err != nil {
+				return false, err
+			}
+		}
+		from := pre
+		switch k.Prefix.prefixLen(q) {
+		case 0:
+			continue
+		case q:
+			from = prev // Exclusive: the prefix of ranks 0..q-1
+		}
+		if from != dsts[q] {
+			if err := s.Copy(dsts[q], from); err != nil {
+				return false, err
+			}
+		}
+	}
+	f, err := r.Submit()
+	if err != nil {
+		return false, err
+	}
+	return true, r.Wait(ctx, f)
+}
+
+// Chained reports whether Scan's prefixes of dt and op are a chain of
+// two-source kernels (ScanZeroCopy takes only those).
+func Chained(dt backend.DType, op backend.Op) bool {
+	return !dt.IsNarrowFloat() || op == backend.Max || op == backend.Min
+}
+
+// overlaps reports whether two regions share a byte.
+func overlaps(a, b backend.Region) bool {
+	return a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len
 }
