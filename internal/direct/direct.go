@@ -297,19 +297,16 @@ func (x *Exchange) ZeroCopy(ctx context.Context, r Rank, k *Call) error {
 // host allocation is imported once, so regions of one memory share a
 // Buffer.) Ranks passing overlapping buffers take the staged path instead.
 func multiSafe(dsts, srcs []backend.Region) bool {
-	overlap := func(a, b backend.Region) bool {
-		return a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len
-	}
 	for j, r := range dsts {
 		for _, o := range dsts[:j] {
-			if overlap(r, o) {
+			if overlaps(r, o) {
 				return false
 			}
 		}
 	}
 	for _, r := range srcs {
 		for _, d := range dsts {
-			if overlap(r, d) && r != d {
+			if overlaps(r, d) && r != d {
 				return false
 			}
 		}
