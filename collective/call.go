@@ -418,7 +418,7 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 	}
 	switch d.kind {
 	case collReduceScatter:
-		if s = c.nativeStrategy(d, nr, s); s == Native {
+		if s = c.nativeStrategy(d, c.g.nl*nr, s); s == Native {
 			fp.strategy, fp.count = s, int64(nr)
 			return c.execNative(ctx, d, fp)
 		}
@@ -433,8 +433,12 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		fp.count = int64(nr)
 	case collAllGather, collReduce, collGather, collSplit:
 		fp.count = int64(ns)
-		if d.kind == collAllGather && !d.tensor {
-			if s = c.nativeStrategy(d, ns, s); s == Native {
+		if (d.kind == collAllGather || d.kind == collReduce) && !d.tensor {
+			k := ns // Reduce: the elements
+			if d.kind == collAllGather {
+				k = c.g.nl * ns // the process's blocks
+			}
+			if s = c.nativeStrategy(d, k, s); s == Native {
 				fp.strategy = s
 				return c.execNative(ctx, d, fp)
 			}
@@ -444,11 +448,18 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		}
 	case collBroadcast:
 		fp.count = int64(ns)
+		if s = c.nativeStrategy(d, 0, s); s == Native && !d.tensor {
+			fp.strategy = s
+			return c.execNative(ctx, d, fp)
+		}
 	case collBroadcastInto:
 		// A Broadcast on every rank's recv (root's send copied into it
 		// once the data moved): it matches peers calling Broadcast.
-		fp.kind, fp.count, fp.strategy = collBroadcast, int64(nr), strategyFor("Broadcast", c.g.cfg.Strategy)
+		fp.kind, fp.count, fp.strategy = collBroadcast, int64(nr), c.nativeStrategy(d, 0, strategyFor("Broadcast", c.g.cfg.Strategy))
 		s = fp.strategy
+		if s == Native && !d.tensor {
+			return c.execNative(ctx, d, fp)
+		}
 	case collScan, collExscan:
 		fp.count, fp.strategy = int64(ns), Direct
 		return c.scan(ctx, d, fp)

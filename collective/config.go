@@ -107,11 +107,11 @@ const (
 	Host
 	// Native runs the step between processes through the transport's own
 	// collectives (backend.NativeCollectives: MPI_Iallreduce and its
-	// kin) for AllReduce, ReduceScatter and AllGather: the ranks of each
-	// process combine on the CPU from their host slices, one leader per
-	// process calls the native collective, and the result fans out in the
-	// process. Auto (and ReduceScatter and AllGather in a group whose
-	// strategy is Auto) picks it for host slices in a group that spans
+	// kin) for AllReduce, ReduceScatter, AllGather, Reduce, Broadcast and
+	// BroadcastInto: the ranks of each process combine on the CPU from
+	// their host slices, one leader per process calls the native
+	// collective, and the result fans out in the process. Auto (and the
+	// other collectives in a group whose strategy is Auto) picks it for host slices in a group that spans
 	// processes over such a transport when the transport reduces the type
 	// and op natively (always in deterministic mode, where
 	// the transport only moves raw blocks and every process reduces its

@@ -47,18 +47,6 @@ func (g *Group) nativeOf() backend.NativeCollectives {
 func (c *Comm) nativeRefusal(d *desc, n int) string {
 	g := c.g
 	nc := g.nativeOf()
-	reduces := callSpecs[d.kind].reduces
-	block := n
-	if d.kind == collAllReduce {
-		block = 0 // MPI_Iallreduce is split into calls that fit
-	}
-	if g.cfg.Deterministic && reduces {
-		// The Alltoall of raw blocks: every local rank's chunk.
-		block = g.nl * n
-		if d.kind == collAllReduce {
-			block = g.nl * algo.CeilDiv(n, g.nproc)
-		}
-	}
 	switch {
 	case g.tr == nil:
 		return "one process"
@@ -66,6 +54,20 @@ func (c *Comm) nativeRefusal(d *desc, n int) string {
 		return "the transport (" + g.tr.Name() + ") has no native collectives"
 	case d.tensor:
 		return "native collectives take host slices, not device tensors"
+	}
+	reduces := callSpecs[d.kind].reduces
+	block := 0 // MPI_Iallreduce, MPI_Ireduce and MPI_Ibcast are split into calls that fit
+	if d.kind == collReduceScatter || d.kind == collAllGather {
+		block = n
+	}
+	if g.cfg.Deterministic && reduces {
+		// The Alltoall of raw blocks: every local rank's chunk.
+		block = g.nl * algo.CeilDiv(n, g.nproc)
+		if d.kind == collReduceScatter {
+			block = g.nl * n
+		}
+	}
+	switch {
 	case block*d.dt.Size() > maxNativeBlock:
 		return "a block between processes exceeds one MPI call"
 	case reduces && !g.cfg.Deterministic && !nc.Reduces(d.dt, kernelOp(d.op)):
@@ -75,10 +77,10 @@ func (c *Comm) nativeRefusal(d *desc, n int) string {
 }
 
 // nativeStrategy returns Native where the group's configured strategy is
-// Auto or Native and Native can run d, a ReduceScatter or AllGather of m
-// elements per rank; else s, or the collective's default for s Native.
-func (c *Comm) nativeStrategy(d *desc, m int, s Strategy) Strategy {
-	if cs := c.g.cfg.Strategy; (cs == Auto || cs == Native) && c.nativeRefusal(d, c.g.nl*m) == "" {
+// Auto or Native and Native can run d (n elements: nativeRefusal's); else
+// s, or the collective's default for s Native.
+func (c *Comm) nativeStrategy(d *desc, n int, s Strategy) Strategy {
+	if cs := c.g.cfg.Strategy; (cs == Auto || cs == Native) && c.nativeRefusal(d, n) == "" {
 		return Native
 	}
 	if s == Native {
@@ -93,7 +95,7 @@ func (c *Comm) nativeStrategy(d *desc, m int, s Strategy) Strategy {
 func (c *Comm) nativeAllReduce(ctx context.Context, dt backend.DType, op Op, send, recv []byte, n int) error {
 	nb := n * dt.Size()
 	return c.nativeRun(ctx, "AllReduce", send, recv, func() error {
-		return c.nativeLead(ctx, dt, op, n)
+		return c.nativeLead(ctx, dt, op, n, c.g.pub.Recv[c.rank][:nb], -1)
 	}, func() {
 		if c.local != 0 {
 			copy(recv[:nb], c.g.pub.Recv[c.g.base][:nb])
@@ -136,13 +138,16 @@ func (c *Comm) nativeRun(ctx context.Context, name string, send, recv []byte, le
 	return nil
 }
 
-// execNative runs d, a ReduceScatter or AllGather of host slices, with
+// execNative runs d, a collective of host slices but AllReduce, with
 // strategy Native: exec's prologue (the fingerprint fp) with the ranks'
 // slices published.
 func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err error) {
 	g := c.g
 	sp := &callSpecs[d.kind]
 	g.pub.Send[c.rank], g.pub.Recv[c.rank] = d.send, d.recv
+	if d.kind == collBroadcast {
+		g.pub.Recv[c.rank] = d.send // one buffer
+	}
 	c.enterAccess()
 	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
 	if err != nil {
@@ -159,6 +164,18 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 	}
 	es := d.dt.Size()
 	switch d.kind {
+	case collBroadcast, collBroadcastInto:
+		return c.nativeBroadcast(ctx, d)
+	case collReduce:
+		n, _ := d.lens()
+		rp := d.root / g.nl // the root's process
+		var dst []byte
+		if g.tr.Rank() == rp {
+			dst = g.pub.Recv[d.root][:n*es]
+		}
+		return c.nativeRun(ctx, sp.name, d.send, d.recv, func() error {
+			return c.nativeLead(ctx, d.dt, d.op, n, dst, rp)
+		}, func() {})
 	case collReduceScatter:
 		_, m := d.lens()
 		mb := m * es
@@ -178,6 +195,34 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 			}
 		})
 	}
+}
+
+// nativeBroadcast runs a Broadcast or BroadcastInto with strategy Native:
+// the leaders' Bcast from the root's process (its leader passes the root's
+// send, which MPI only reads), then every rank copies the data from the
+// root's send (in the root's process) or from its leader's recv.
+func (c *Comm) nativeBroadcast(ctx context.Context, d *desc) error {
+	g := c.g
+	out := d.recv
+	if d.kind == collBroadcast {
+		out = d.send
+	}
+	nb := len(out)
+	rp := d.root / g.nl
+	src := g.pub.Recv[g.base]
+	if g.tr.Rank() == rp {
+		src = g.pub.Send[d.root]
+	}
+	src = src[:nb]
+	return c.nativeRun(ctx, callSpecs[d.kind].name, d.send, d.recv, func() error {
+		return c.nativeCall(ctx, "MPI_Ibcast", func(ctx context.Context) error {
+			return g.nativeOf().Bcast(ctx, src, rp)
+		})
+	}, func() {
+		if nb > 0 && &out[0] != &src[0] {
+			copy(out[:nb], src)
+		}
+	})
 }
 
 // nativeReduceScatterLead is the leader's part of a ReduceScatter of m
@@ -253,18 +298,20 @@ func (c *Comm) nativeAllGatherLead(ctx context.Context, mb int) error {
 	})
 }
 
-// nativeLead is the leader's part: the process's inputs (its ranks'
-// published sends) reduced across every process into its own recv.
-func (c *Comm) nativeLead(ctx context.Context, dt backend.DType, op Op, n int) error {
+// nativeLead is the leader's part of an all-reduce (root < 0) or a reduce
+// to process root: the process's inputs (its ranks' published sends)
+// reduced across every process into dst (nil for a reduce's other
+// processes).
+func (c *Comm) nativeLead(ctx context.Context, dt backend.DType, op Op, n int, dst []byte, root int) error {
 	g := c.g
 	es := dt.Size()
 	nb := n * es
 	sends := g.pub.Send[g.base : g.base+g.nl]
-	recv := g.pub.Recv[c.rank][:nb]
+	recv := dst
 	nc := g.nativeOf()
 	kop := kernelOp(op)
 	if g.cfg.Deterministic {
-		return c.nativeDet(ctx, nc, dt, kop, scaleFor(op, g.n), n)
+		return c.nativeDet(ctx, nc, dt, kop, scaleFor(op, g.n), n, dst)
 	}
 	src := sends[0][:nb]
 	if g.nl > 1 {
@@ -277,12 +324,18 @@ func (c *Comm) nativeLead(ctx context.Context, dt backend.DType, op Op, n int) e
 		reduceHost(dt, gb[:nb], gb, n, 0, g.nl, n, op, 1)
 		src = gb[:nb]
 	}
-	if err := c.nativeCall(ctx, "MPI_Iallreduce", func(ctx context.Context) error {
+	call, f := "MPI_Iallreduce", func(ctx context.Context) error {
 		return nc.Allreduce(ctx, src, recv, dt, kop)
-	}); err != nil {
+	}
+	if root >= 0 {
+		call, f = "MPI_Ireduce", func(ctx context.Context) error {
+			return nc.Reduce(ctx, src, recv, dt, kop, root)
+		}
+	}
+	if err := c.nativeCall(ctx, call, f); err != nil {
 		return err
 	}
-	if s := scaleFor(op, g.n); s != 1 {
+	if s := scaleFor(op, g.n); s != 1 && recv != nil {
 		reduceHost(dt, recv, recv, 0, 0, 1, n, op, s) // the mean's scale, as the kernels apply it
 	}
 	return nil
@@ -290,8 +343,9 @@ func (c *Comm) nativeLead(ctx context.Context, dt backend.DType, op Op, n int) e
 
 // nativeDet is the leader's part in deterministic mode: an Alltoall of the
 // process's inputs by chunk, chunk q reduced in global rank order by
-// process q, an Allgather of the chunks.
-func (c *Comm) nativeDet(ctx context.Context, nc backend.NativeCollectives, dt backend.DType, op backend.Op, scale float64, n int) error {
+// process q, an Allgather of the chunks, the result copied into dst (if
+// not nil).
+func (c *Comm) nativeDet(ctx context.Context, nc backend.NativeCollectives, dt backend.DType, op backend.Op, scale float64, n int, dst []byte) error {
 	g := c.g
 	es := dt.Size()
 	P, L := g.nproc, g.nl
@@ -326,7 +380,7 @@ func (c *Comm) nativeDet(ctx context.Context, nc backend.NativeCollectives, dt b
 	}); err != nil {
 		return err
 	}
-	copy(g.pub.Recv[c.rank][:n*es], all)
+	copy(dst, all)
 	return nil
 }
 

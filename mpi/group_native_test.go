@@ -283,6 +283,27 @@ func detType[T collective.Elem](name string, draw func(*rand.Rand) T) detCase {
 			return nil
 		})
 		report(t, w, g, errs, fmt.Sprintf("deterministic ReduceScatter %s %v %d (seed %d)", name, op, n, seed))
+		// Reduce to the last rank: its recv against the one-process root's.
+		root := N - 1
+		errs = onLocal(one, func(c *collective.Comm) error {
+			return collective.Reduce(ctx, c, input(c.Rank()), ref[c.Rank()], op, root)
+		})
+		if err := errors_(errs); err != nil {
+			t.Fatalf("%s %v: the one-process group's Reduce: %v", name, op, err)
+		}
+		errs = onLocal(g, func(c *collective.Comm) error {
+			x := make([]T, n)
+			if err := collective.Reduce(ctx, c, input(c.Rank()), x, op, root); err != nil {
+				return err
+			}
+			for i := range x {
+				if c.Rank() == root && !sameBits(x[i], ref[root][i]) {
+					return fmt.Errorf("Reduce: element %d = %v, the one-process result %v", i, x[i], ref[root][i])
+				}
+			}
+			return nil
+		})
+		report(t, w, g, errs, fmt.Sprintf("deterministic Reduce %s %v %d (seed %d)", name, op, n, seed))
 	}}
 }
 
@@ -299,8 +320,8 @@ func errors_(errs []error) error {
 	return nil
 }
 
-// TestGroupNativeDeterministic runs deterministic AllReduce and
-// ReduceScatter through strategy Native (raw blocks over MPI_Ialltoall,
+// TestGroupNativeDeterministic runs deterministic AllReduce, ReduceScatter
+// and Reduce through strategy Native (raw blocks over MPI_Ialltoall,
 // reduced in rank order here; the all-reduce's chunks then all-gathered) on
 // host groups of 1 and 2 local ranks, with random float32, float64, float16
 // and int32 inputs, and compares every result bit for bit with the same
@@ -348,7 +369,7 @@ func TestGroupNativeDeterministic(t *testing.T) {
 						}
 						c.run(t, w, g, one, op, n, seed)
 						if n > 0 {
-							calls += 2 // AllReduce, ReduceScatter
+							calls += 3 // AllReduce, ReduceScatter, Reduce
 						}
 					}
 				}
@@ -431,6 +452,64 @@ func checkAllGather[T collective.Elem](t *testing.T, w *World, g *collective.Gro
 	report(t, w, g, errs, fmt.Sprintf("AllGather %s %d", e.name, m))
 }
 
+// checkRootedNative runs, for every root in {0, the last rank, a rank of
+// the middle process}, Reduce of m elements of e with op (out of place,
+// then in place at the root) and Broadcast and BroadcastInto of them, on
+// every local rank of g, each against the reference. It returns the calls
+// with data (one native collective each per process).
+func checkRootedNative[T collective.Elem](t *testing.T, w *World, g *collective.Group, e etype[T], op collective.Op, m int) (reduces, bcasts int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	N := g.Size()
+	roots := []int{0, N - 1, (N / 2)}
+	want := func(i int) T { return e.ref(op, ins(e, op, N, i)) }
+	errs := onLocal(g, func(c *collective.Comm) error {
+		r := c.Rank()
+		for _, root := range roots {
+			send := filled(m, func(i int) T { return e.in(op, r, i) })
+			recv := filled(m, func(int) T { return e.mark })
+			if err := collective.Reduce(ctx, c, send, recv, op, root); err != nil {
+				return fmt.Errorf("Reduce to %d: %w", root, err)
+			}
+			if r == root {
+				if s := firstWrong(e, op, recv, want); s != "" {
+					return fmt.Errorf("Reduce to %d: %s", root, s)
+				}
+				recv = send // in place at the root
+			}
+			if err := collective.Reduce(ctx, c, send, recv, op, root); err != nil {
+				return fmt.Errorf("Reduce in place to %d: %w", root, err)
+			}
+			if s := firstWrong(e, op, recv, want); r == root && s != "" {
+				return fmt.Errorf("Reduce in place to %d: %s", root, s)
+			}
+			data := filled(m, func(i int) T { return e.in(collective.Sum, r, i) })
+			fromRoot := func(i int) T { return e.in(collective.Sum, root, i) }
+			if err := collective.Broadcast(ctx, c, data, root); err != nil {
+				return fmt.Errorf("Broadcast from %d: %w", root, err)
+			}
+			if s := firstWrong(e, collective.Sum, data, fromRoot); s != "" {
+				return fmt.Errorf("Broadcast from %d: %s", root, s)
+			}
+			src := filled(m, func(i int) T { return e.in(collective.Sum, r, i) })
+			dst := filled(m, func(int) T { return e.mark })
+			if err := collective.BroadcastInto(ctx, c, src, dst, root); err != nil {
+				return fmt.Errorf("BroadcastInto from %d: %w", root, err)
+			}
+			if s := firstWrong(e, collective.Sum, dst, fromRoot); s != "" {
+				return fmt.Errorf("BroadcastInto from %d: %s", root, s)
+			}
+		}
+		return nil
+	})
+	report(t, w, g, errs, fmt.Sprintf("Reduce and Broadcast %s %v %d", e.name, op, m))
+	if m == 0 {
+		return 0, 0
+	}
+	return 2 * len(roots), 2 * len(roots)
+}
+
 // report fails the test for each rank's error and agrees on the outcome
 // with the other processes.
 func report(t *testing.T, w *World, g *collective.Group, errs []error, what string) {
@@ -501,6 +580,23 @@ func TestGroupNativeReduceScatterAllGather(t *testing.T) {
 				checkAllGather(t, w, g, f64, m)
 			}
 			calls += checkReduceScatter(t, w, g, exactType[float32]("float32"), collective.Sum, 1<<18)
+			startR, startB := nativeStats[nativeReduce].Load(), nativeStats[nativeBcast].Load()
+			var reduces, bcasts int
+			for _, tc := range []struct {
+				op collective.Op
+				m  int
+			}{{collective.Sum, 0}, {collective.Sum, 13}, {collective.Mean, 13}, {collective.BOr, 1}, {collective.Sum, 1 << 18}} {
+				r, b := checkRootedNative(t, w, g, i32, tc.op, tc.m)
+				reduces, bcasts = reduces+r, bcasts+b
+			}
+			r, b := checkRootedNative(t, w, g, f64, collective.Prod, 13)
+			reduces, bcasts = reduces+r, bcasts+b
+			if got := nativeStats[nativeReduce].Load() - startR; got != int64(reduces) {
+				t.Errorf("%d MPI_Ireduce completed, want %d", got, reduces)
+			}
+			if got := nativeStats[nativeBcast].Load() - startB; got != int64(bcasts) {
+				t.Errorf("%d MPI_Ibcast completed, want %d", got, bcasts)
+			}
 			checkAllGather(t, w, g, exactType[float32]("float32"), 1<<18)
 			if got := nativeStats[nativeReduceScatter].Load() - start; got != int64(calls) {
 				t.Errorf("%d MPI_Ireduce_scatter_block completed, want %d (one per call with data)", got, calls)
