@@ -80,7 +80,10 @@ func (c *Comm) nativeRefusal(d *desc, n int) string {
 // Auto or Native and Native can run d (n elements: nativeRefusal's); else
 // s, or the collective's default for s Native.
 func (c *Comm) nativeStrategy(d *desc, n int, s Strategy) Strategy {
-	if cs := c.g.cfg.Strategy; (cs == Auto || cs == Native) && c.nativeRefusal(d, n) == "" {
+	// Auto weighs Native only where the transport offers it (the refusal's
+	// reason would be made per call).
+	cs := c.g.cfg.Strategy
+	if (cs == Native || (cs == Auto && c.g.nativeOf() != nil)) && c.nativeRefusal(d, n) == "" {
 		return Native
 	}
 	if s == Native {
