@@ -24,7 +24,7 @@ var confNewerColls = []confColl{cScan, cExscan, cBroadcastInto, cPermute}
 // BroadcastIntoTensor), an asynchronous call on one buffer runs out of
 // place in a third of the calls (cPermute always: a send and a receive
 // started on one buffer would race), and Scan and Exscan, which gather every rank's input on every
-// rank, draw Mean (refused) in a quarter of the calls that drew it and a
+// rank where the CPU reduces the prefix, draw Mean (refused) in a quarter of the calls that drew it and a
 // length no larger than the gathering collectives'.
 func drawNewerColl(rng *rand.Rand, c *confCall, g confGroup, slotElems, maxLen int) {
 	if c.Coll == cAllReduce {
@@ -83,8 +83,8 @@ func (c confCall) peers(ranks, r int) (to, from int) {
 }
 
 // checkScan checks a Scan or Exscan: rank r's recv is the inputs of ranks
-// 0..r (Exscan: 0..r-1) reduced in rank order, bit for bit (the
-// reductions run on the CPU, rounded once); Exscan's rank 0 recv is left
+// 0..r (Exscan: 0..r-1) reduced in rank order, bit for bit (the kernels'
+// arithmetic on the devices or the CPU, rounded once); Exscan's rank 0 recv is left
 // as it was (the poison, or in place its input). red is the inputs as the
 // reductions see them (a PreMulSum call's products: preMulInputs).
 func checkScan[T Elem](c confCall, in, red [][]uint64, bufs []*confBufs[T], good func(int) bool) []confFail {

@@ -126,8 +126,9 @@ func TestScanExscan(t *testing.T) {
 // TestScanExscanLarge: Scan and Exscan of inputs that span several of the
 // parallel host reduction's chunks (internal/parreduce: 256 KiB of output
 // each), one element past and one short of their boundaries, every op, in
-// place or not, exact against a plain loop on host and lavapipe (the prefix
-// is reduced on the CPU on every backend).
+// place or not, exact against a plain loop on host (the prefix reduced on
+// the CPU, in those chunks) and lavapipe (on the devices, each rank its
+// third of the elements).
 func TestScanExscanLarge(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
