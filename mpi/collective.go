@@ -174,7 +174,7 @@ func (w *World) awaitDup(ctx context.Context, call string) error {
 		return err
 	}
 	missing, seen := w.arrivals(seq)
-	return &Error{Call: call, Ranks: missing, Err: err, Msg: fmt.Sprintf(
+	return &Error{Call: call, Ranks: missing, Err: err, ended: true, Msg: fmt.Sprintf(
 		"not posted: collective #%d (the MPI_Comm_idup or MPI_Comm_split of a Dup or Split that timed out) still not complete on process %d of %d "+
 			"after %v more; processes not seen to arrive at it: %v (seen: %v)",
 		seq, w.rank, w.size, time.Since(start).Round(time.Microsecond), missing, seen)}
@@ -274,7 +274,7 @@ func (w *World) collective(ctx context.Context, r *request, post func(*request))
 	// The deadline passed: find who was seen to arrive.
 	err := ctx.Err()
 	missing, seen := w.arrivals(r.seq)
-	e := &Error{Call: r.call, Ranks: missing, Err: err, Msg: fmt.Sprintf(
+	e := &Error{Call: r.call, Ranks: missing, Err: err, ended: true, Msg: fmt.Sprintf(
 		"collective #%d not complete on process %d of %d after %v; processes not seen to arrive: %v (seen: %v); "+
 			"it stays posted and completes when they call it",
 		r.seq, w.rank, w.size, time.Since(start).Round(time.Microsecond), missing, seen)}

@@ -40,6 +40,10 @@ type Error struct {
 	// backend.ErrClosed, backend.ErrInvalidArgument, ErrMessageSize,
 	// ErrInFlight. Nil for MPI's own errors.
 	Err error
+
+	// ended: a collective whose context ended first (Ranks are the
+	// processes not seen to arrive), whatever error the context gave.
+	ended bool
 }
 
 func (e *Error) Error() string {
@@ -61,9 +65,10 @@ func (e *Error) Error() string {
 }
 
 // MissingProcesses returns the processes not seen to arrive at a collective
-// that timed out (backend.MissingProcesses), nil for other errors.
+// that timed out or whose context ended, whatever error the context gave
+// (backend.MissingProcesses), nil for other errors.
 func (e *Error) MissingProcesses() []int {
-	if e.Code != 0 || !(errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, backend.ErrTimeout)) {
+	if e.Code != 0 || !(e.ended || errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, backend.ErrTimeout)) {
 		return nil
 	}
 	return e.Ranks

@@ -4,6 +4,7 @@ package mpi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
 )
 
@@ -607,4 +609,83 @@ func TestGroupNativeReduceScatterAllGather(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lateNative is the World as a transport (not a Duplicator, so a group
+// works on it directly) whose Allreduce on process late starts only after
+// delay: the other processes' leaders wait in MPI_Iallreduce meanwhile.
+type lateNative struct {
+	*World
+	late  int
+	delay time.Duration
+}
+
+func (l lateNative) Allreduce(ctx context.Context, send, recv []byte, dt backend.DType, op backend.Op) error {
+	if l.World.Rank() == l.late {
+		time.Sleep(l.delay)
+	}
+	return l.World.Allreduce(ctx, send, recv, dt, op)
+}
+
+// transportOnly hides every method of t but the Transport's and the
+// native collectives' (Dup and Split among them).
+type transportOnly struct {
+	backend.Transport
+	backend.NativeCollectives
+}
+
+func (t transportOnly) Allgather(ctx context.Context, mine, all []byte) error {
+	return t.Transport.Allgather(ctx, mine, all)
+}
+
+// TestGroupNativeTimeout lets the last process's leader call
+// MPI_Iallreduce 2 s late while the group's CommunicationTimeout is 500
+// ms: the other processes' AllReduce fails with a *collective.TimeoutError
+// (errors.Is ErrTimeout) that names the late process's ranks, only once
+// MPI released the caller's memory (the call waits for the collective up
+// to the drain limit): on return their recv, which MPI wrote in place of a
+// copy (one rank per process), already holds the sum, and nothing writes it
+// later.
+func TestGroupNativeTimeout(t *testing.T) {
+	w, _ := begin(t, 20*time.Second)
+	P := w.Size()
+	if P < 2 {
+		t.Skip("needs two processes")
+	}
+	late := P - 1
+	const delay = 2 * time.Second
+	tr := transportOnly{w, lateNative{w, late, delay}}
+	cfg := collective.DefaultConfig()
+	cfg.CommunicationTimeout = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 1, Backend: "host", Transport: tr, Config: cfg, DrainLimit: 20 * time.Second})
+	agree(t, w, err == nil, fmt.Sprintf("NewGroup: %v", err))
+	const n = 4099
+	e := intType[int32]("int32")
+	want := func(i int) int32 { return e.ref(collective.Sum, ins(e, collective.Sum, P, i)) }
+	c := g.Comm(0)
+	send := filled(n, func(i int) int32 { return e.in(collective.Sum, c.Rank(), i) })
+	recv := make([]int32, n)
+	start := time.Now()
+	err = collective.AllReduceInto(ctx, c, send, recv, collective.Sum)
+	took := time.Since(start)
+	var te *collective.TimeoutError
+	switch {
+	case w.Rank() == late:
+		if err == nil {
+			t.Logf("the late process's AllReduce returned nil")
+		}
+	case !errors.Is(err, collective.ErrTimeout) || !errors.As(err, &te) || !slices.Contains(te.Missing, late):
+		t.Errorf("AllReduce with process %d late = %v; want a *TimeoutError naming rank %d", late, err, late)
+	case took < delay-200*time.Millisecond:
+		t.Errorf("AllReduce returned after %v, before MPI could have released the memory", took)
+	}
+	if s := firstWrong(e, collective.Sum, recv, want); s != "" {
+		t.Errorf("recv on return (%v): %s", err, s)
+	}
+	if err := g.Close(); err != nil {
+		t.Logf("Close of the broken group: %v", err)
+	}
+	agree(t, w, !t.Failed(), "native timeout")
 }
