@@ -689,3 +689,30 @@ func TestGroupNativeTimeout(t *testing.T) {
 	}
 	agree(t, w, !t.Failed(), "native timeout")
 }
+
+// TestGroupNativeAllocs counts the Go allocations of a steady-state
+// AllReduce through strategy Native with one rank per process (the caller's
+// slices handed to MPI_Iallreduce): none.
+func TestGroupNativeAllocs(t *testing.T) {
+	w, _ := begin(t, 20*time.Second)
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	g := openNativeGroup(t, w, 1, false)
+	c := g.Comm(0)
+	ctx := context.Background()
+	x := make([]float32, 4099)
+	start := nativeStats[nativeAllreduce].Load()
+	allocs := testing.AllocsPerRun(50, func() {
+		if err := collective.AllReduce(ctx, c, x, collective.Sum); err != nil {
+			t.Error(err)
+		}
+	})
+	if got := nativeStats[nativeAllreduce].Load() - start; got != 51 {
+		t.Errorf("%d MPI_Iallreduce completed, want 51", got)
+	}
+	if allocs > 0 {
+		t.Errorf("%v allocations per AllReduce, want 0", allocs)
+	}
+	agree(t, w, !t.Failed(), "allocations")
+}
