@@ -48,18 +48,18 @@ func exactType[T float32 | float64](name string) etype[T] {
 	}
 }
 
-// openNativeGroup opens a group of local host ranks over w with cfg's
-// strategy and determinism, closed when the test ends.
-func openNativeGroup(t *testing.T, w *World, local int, det bool) *collective.Group {
+// openNativeGroup opens a group of local ranks on backend bk over w,
+// deterministic or not, closed when the test ends.
+func openNativeGroup(t *testing.T, w *World, bk string, local int, det bool) *collective.Group {
 	t.Helper()
 	cfg := collective.DefaultConfig()
 	cfg.CommunicationTimeout = 30 * time.Second
 	cfg.Deterministic = det
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	g, err := collective.NewGroup(ctx, collective.Options{Ranks: local, Backend: "host", Transport: w, Config: cfg})
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: local, Backend: bk, Transport: w, Config: cfg})
 	if err != nil {
-		t.Errorf("NewGroup(host, %d local ranks): %v", local, err)
+		t.Errorf("NewGroup(%s, %d local ranks): %v", bk, local, err)
 	}
 	agree(t, w, err == nil, "NewGroup")
 	t.Cleanup(func() {
@@ -127,7 +127,7 @@ func TestGroupNative(t *testing.T) {
 	for _, local := range []int{1, 2} {
 		t.Run(fmt.Sprintf("L=%d", local), func(t *testing.T) {
 			_, _ = begin(t, 20*time.Second)
-			g := openNativeGroup(t, w, local, false)
+			g := openNativeGroup(t, w, "host", local, false)
 			start := nativeStats[nativeAllreduce].Load()
 			calls := 0
 			sizes := []int{0, 1, 13}
@@ -325,7 +325,8 @@ func errors_(errs []error) error {
 // TestGroupNativeDeterministic runs deterministic AllReduce, ReduceScatter
 // and Reduce through strategy Native (raw blocks over MPI_Ialltoall,
 // reduced in rank order here; the all-reduce's chunks then all-gathered) on
-// host groups of 1 and 2 local ranks, with random float32, float64, float16
+// host groups of 1 and 2 local ranks (and vulkan with 2, lavapipe under CI,
+// but in the light jobs), with random float32, float64, float16
 // and int32 inputs, and compares every result bit for bit with the same
 // call in a one-process deterministic group of as many ranks: the bits do
 // not depend on the layout of the ranks in processes.
@@ -350,13 +351,22 @@ func TestGroupNativeDeterministic(t *testing.T) {
 		detType("float16", func(r *rand.Rand) collective.Float16 { return collective.Float16From(float32(r.NormFloat64())) }),
 		detType("int32", func(r *rand.Rand) int32 { return int32(r.Uint32()) }),
 	}
-	for _, local := range []int{1, 2} {
-		t.Run(fmt.Sprintf("L=%d", local), func(t *testing.T) {
+	type layout struct {
+		bk    string
+		local int
+	}
+	layouts := []layout{{"host", 1}, {"host", 2}}
+	if bks := groupBackends(t); len(bks) > 1 && !light() {
+		layouts = append(layouts, layout{bks[1], 2}) // lavapipe: its kernels reduce the one-process group
+	}
+	for _, lay := range layouts {
+		local := lay.local
+		t.Run(fmt.Sprintf("%s/L=%d", lay.bk, local), func(t *testing.T) {
 			_, _ = begin(t, 20*time.Second)
-			g := openNativeGroup(t, w, local, true)
+			g := openNativeGroup(t, w, lay.bk, local, true)
 			cfg := collective.DefaultConfig()
 			cfg.Deterministic = true
-			one, err := collective.NewGroup(context.Background(), collective.Options{Ranks: g.Size(), Backend: "host", Config: cfg})
+			one, err := collective.NewGroup(context.Background(), collective.Options{Ranks: g.Size(), Backend: lay.bk, Config: cfg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -698,7 +708,7 @@ func TestGroupNativeAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	g := openNativeGroup(t, w, 1, false)
+	g := openNativeGroup(t, w, "host", 1, false)
 	c := g.Comm(0)
 	ctx := context.Background()
 	x := make([]float32, 4099)
