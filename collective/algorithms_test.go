@@ -143,8 +143,9 @@ func TestLevelTrace(t *testing.T) {
 }
 
 // TestNativeOneProcess: strategy Native in a group of one process (no
-// transport) runs Auto's choice, and says why in its log line; the result
-// is the sum.
+// transport) runs Auto's choice for AllReduce, and says why in its log
+// line, and the other collectives' defaults (logged); the results are
+// exact.
 func TestNativeOneProcess(t *testing.T) {
 	var log lockedBuffer
 	g, err := NewGroup(context.Background(), Options{Ranks: 2, Backend: "host", Config: Config{Strategy: Native},
@@ -161,12 +162,36 @@ func TestNativeOneProcess(t *testing.T) {
 		if x[0] != 3 || x[1] != 4 {
 			t.Errorf("rank %d: %v, want [3 4]", c.Rank(), x)
 		}
+		rs := make([]float32, 1)
+		if err := ReduceScatter(ctx, c, []float32{1, 2}, rs, Sum); err != nil || rs[0] != float32(2*(c.Rank()+1)) {
+			t.Errorf("rank %d: ReduceScatter = %v, %v", c.Rank(), rs, err)
+		}
+		ag := make([]float32, 2)
+		if err := AllGather(ctx, c, []float32{float32(c.Rank())}, ag); err != nil || ag[0] != 0 || ag[1] != 1 {
+			t.Errorf("rank %d: AllGather = %v, %v", c.Rank(), ag, err)
+		}
+		b := []float32{float32(c.Rank())}
+		if err := Broadcast(ctx, c, b, 1); err != nil || b[0] != 1 {
+			t.Errorf("rank %d: Broadcast = %v, %v", c.Rank(), b, err)
+		}
+		r := make([]float32, 1)
+		if err := Reduce(ctx, c, []float32{1}, r, Sum, 0); err != nil || (c.Rank() == 0 && r[0] != 2) {
+			t.Errorf("rank %d: Reduce = %v, %v", c.Rank(), r, err)
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(log.String(), "native: one process") {
-		t.Errorf("the log does not say why native did not run:\n%s", log.String())
+	out := log.String()
+	if !strings.Contains(out, "native: one process") {
+		t.Errorf("the log does not say why native did not run:\n%s", out)
+	}
+	for _, want := range []string{"gocoll: ReduceScatter", "gocoll: AllGather", "gocoll: Broadcast", "gocoll: Reduce"} {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, want+" ") && strings.Contains(l, "strategy=native") {
+				t.Errorf("one process ran native: %s", l)
+			}
+		}
 	}
 }

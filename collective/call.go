@@ -418,8 +418,9 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 	}
 	switch d.kind {
 	case collReduceScatter:
-		if s = c.nativeStrategy(d, c.g.nl*nr, s); s == Native {
-			fp.strategy, fp.count = s, int64(nr)
+		s = c.nativeStrategy(d, c.g.nl*nr, s)
+		if fp.strategy = s; s == Native {
+			fp.count = int64(nr)
 			return c.execNative(ctx, d, fp)
 		}
 		if c.noKernels(d.dt) {
@@ -433,13 +434,13 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		fp.count = int64(nr)
 	case collAllGather, collReduce, collGather, collSplit:
 		fp.count = int64(ns)
-		if (d.kind == collAllGather || d.kind == collReduce) && !d.tensor {
+		if d.kind == collAllGather || d.kind == collReduce {
 			k := ns // Reduce: the elements
 			if d.kind == collAllGather {
 				k = c.g.nl * ns // the process's blocks
 			}
-			if s = c.nativeStrategy(d, k, s); s == Native {
-				fp.strategy = s
+			s = c.nativeStrategy(d, k, s)
+			if fp.strategy = s; s == Native {
 				return c.execNative(ctx, d, fp)
 			}
 		}
@@ -448,16 +449,15 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		}
 	case collBroadcast:
 		fp.count = int64(ns)
-		if s = c.nativeStrategy(d, 0, s); s == Native && !d.tensor {
-			fp.strategy = s
+		s = c.nativeStrategy(d, 0, s)
+		if fp.strategy = s; s == Native {
 			return c.execNative(ctx, d, fp)
 		}
 	case collBroadcastInto:
 		// A Broadcast on every rank's recv (root's send copied into it
 		// once the data moved): it matches peers calling Broadcast.
 		fp.kind, fp.count, fp.strategy = collBroadcast, int64(nr), c.nativeStrategy(d, 0, strategyFor("Broadcast", c.g.cfg.Strategy))
-		s = fp.strategy
-		if s == Native && !d.tensor {
+		if s = fp.strategy; s == Native {
 			return c.execNative(ctx, d, fp)
 		}
 	case collScan, collExscan:
