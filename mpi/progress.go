@@ -276,9 +276,14 @@ func (p *progress) roundLocked(finalized bool, spin time.Duration) int {
 		}
 		r.widx = -1
 		done++
+		// Once ready is set the owner may release r (which rewrites its
+		// fields): take the channel first. A wake that lands after the
+		// release is one its next owner's await ignores (it loops on
+		// ready).
+		wake := r.wake
 		r.ready.Store(true)
 		select {
-		case r.wake <- struct{}{}:
+		case wake <- struct{}{}:
 		default:
 		}
 	}
