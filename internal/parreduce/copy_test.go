@@ -284,7 +284,7 @@ func TestCopyWaiterComputes(t *testing.T) {
 
 // TestCopyCap: Copy's cap bounds the pieces in flight of one copy (1:
 // inline, one Buffer call); by default a copy on a machine of several cores
-// is spread.
+// is spread over every idle worker and its waiter.
 func TestCopyCap(t *testing.T) {
 	withProcs(t, 4)
 	defer Copy.Set(Copy.Set(0))
@@ -292,6 +292,9 @@ func TestCopyCap(t *testing.T) {
 	for _, limit := range []int{0, 1, 2} {
 		Copy.Set(limit)
 		want := capOf(limit, size)
+		if limit == 0 {
+			want = size + 1 // every pool worker, and the waiter
+		}
 		m := newMem(16 * CopyMin)
 		var b Batch
 		b.Start(m, 0, pattern(len(m.b), 3), false)

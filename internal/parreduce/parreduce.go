@@ -3,8 +3,9 @@
 // pool of GOMAXPROCS worker goroutines: synchronously (Job.Run) or as a
 // batch of copies between Go memory and a buffer started and waited for
 // together (Batch). A call takes helpers only from the workers idle at the
-// time (its caller counts as a busy one), so ranks that reduce or copy at
-// the same time share the cores instead of oversubscribing them.
+// time (a Run's caller counts as a busy one; a Batch's waiter, which copies
+// only in Wait, does not), so ranks that reduce or copy at the same time
+// share the cores instead of oversubscribing them.
 //
 // A chunk is computed by exactly one goroutine, and the caller's Ranger
 // computes every element from its own sources alone, so the result is the
