@@ -12,6 +12,15 @@
 //     whatever the cost model picks on the day. Options.AnyOrder lifts the
 //     restriction. A strategy set explicitly in Config.Strategy runs as
 //     set: the same strategy every run gives the same bits every run.
+//     Across processes (a group over a Transport) the promise is for a
+//     fixed process layout: Auto runs the transport's native all-reduce
+//     (MPI's, whose reduction order depends on the number of processes)
+//     or the hierarchical ring, so 1x4, 2x2 and 4x1 processes of the same
+//     4 ranks may differ in the last bits. With Config.Deterministic the
+//     native path moves raw blocks between processes and reduces them in
+//     global rank order, the one-process deterministic result for every
+//     layout (collective's Strategy Native), at L times the bytes of a
+//     reduce-scatter of partial sums for L ranks per process.
 //   - Fusion: SyncAll packs many small tensors into buckets (one collective
 //     per bucket instead of one per tensor).
 //   - A shape check: at the first step, and whenever a step's shapes (the
