@@ -288,7 +288,7 @@ func TestUsageErrors(t *testing.T) {
 		"-wire half -d half":        "--wire half compresses float32 data: it runs with -d float (the default), not -d half",
 		"--wire=fp8":                `--wire "fp8" is not known (want half or bfloat16)`,
 		"-d int8,bfloat16 -o land":  "-o land is not defined for floating-point type bfloat16",
-		"--coll broadcast -a ring":  "--coll broadcast runs tree only; -a ring applies to all-reduce",
+		"--coll broadcast -a ring":  "--coll broadcast runs tree or native only; -a ring applies to all-reduce",
 		"-a all --coll allgather":   "-a with several strategies sweeps all-reduce only; --coll allgather runs ring",
 		"-g 2 --coll reduce -r 2":   "-r/--root 2 is not a rank of 2",
 		"--coll scan -o avg":        "-o avg is not defined for a prefix reduction (--coll scan)",
