@@ -253,10 +253,7 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n int, dt backend.
 	}
 	c.leaveAccess()
 	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce completion"); err != nil {
-		if werr := c.waitAccess(); werr != nil {
-			return werr
-		}
-		return err
+		return c.afterAccess(err)
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func (c *Comm) allReduceStrategy(d *desc, bytes int) (Strategy, string) {
 	}
 	// Auto weighs Native only where the transport offers it: the refusal's
 	// reason is a string made per call.
-	if s == Native || (s == Auto && c.g.nativeOf() != nil && !d.tensor) {
+	if s == Native || (s == Auto && c.g.nc != nil && !d.tensor) {
 		why := c.nativeRefusal(d, bytes/d.dt.Size())
 		if why == "" {
 			return Native, "spans processes over a transport with native collectives"

@@ -22,6 +22,7 @@ import (
 	"github.com/gocoll/gocoll/internal/direct"
 	"github.com/gocoll/gocoll/internal/importcache"
 	"github.com/gocoll/gocoll/internal/liveness"
+	"github.com/gocoll/gocoll/internal/native"
 	"github.com/gocoll/gocoll/internal/opqueue"
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/parktimer"
@@ -133,10 +134,12 @@ const LevelTrace = slog.LevelDebug - 4
 // Group is a set of ranks that run collectives together. Create it with
 // NewGroup; each rank's goroutine uses its own Comm.
 type Group struct {
-	n       int // ranks in the group, every process's
-	nl      int // ranks in this process
-	base    int // global rank of this process's first rank
-	tr      backend.Transport
+	n    int // ranks in the group, every process's
+	nl   int // ranks in this process
+	base int // global rank of this process's first rank
+	tr   backend.Transport
+	// nc is tr's native collectives (nil: none, or one process).
+	nc      backend.NativeCollectives
 	trOwned bool   // tr is the group's own duplicate of Options.Transport
 	ctrl    *ctrl  // control messages between the processes
 	nproc   int    // >= 2 with tr; tr is nil in a group of one process, over a Transport of size 1 too
@@ -218,12 +221,13 @@ type Comm struct {
 	running atomic.Pointer[Work]
 
 	vxState vexchange.Scratch // pooled scratch of the V kinds (vcoll.go, slicecoll.go)
-	// natA, natB: the leader's pooled host memory of strategy Native
-	// (native.go), given up to the transport when MPI kept it.
-	natA, natB, natC []byte
-	queue            opqueue.Queue[*Work] // its asynchronous operations, and who holds the comm (async.go, stream.go)
-	wctx             waitctx.Ctx
-	last             backend.Fence // the last submission (queues are FIFO)
+	// nat: the leader's pooled host memory of strategy Native
+	// (native.go, internal/native), given up to the transport when MPI
+	// kept it.
+	nat   native.Pools
+	queue opqueue.Queue[*Work] // its asynchronous operations, and who holds the comm (async.go, stream.go)
+	wctx  waitctx.Ctx
+	last  backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
 	unsubmitted bool
 	sharedCalls uint64 // shared-memory collectives this comm started (sharedRun)
@@ -385,6 +389,7 @@ func newGroup(ctx context.Context, opts Options, own bool) (_ *Group, err error)
 	groupSize := g.cfg.LocalGroupSize
 	if g.tr != nil {
 		groupSize = g.nl // across processes, the hierarchy's groups are the processes
+		g.nc, _ = g.tr.(backend.NativeCollectives)
 	}
 	g.hier = algo.NewHierarchy(g.n, groupSize)
 	g.all = g.hier.All

@@ -101,10 +101,7 @@ func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint
 		if leader {
 			c.leaveAccess()
 		}
-		if werr := c.waitAccess(); werr != nil {
-			return werr
-		}
-		return err
+		return c.afterAccess(err)
 	}
 	// Every rank passed the rendezvous (a mismatch fails every rank, a
 	// timeout breaks the group): every rank numbers this call alike.
@@ -115,10 +112,7 @@ func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint
 	}
 	if !leader {
 		if err := c.awaitShared(ctx, name, call); err != nil {
-			if werr := c.waitAccess(); werr != nil {
-				return werr
-			}
-			return err
+			return c.afterAccess(err)
 		}
 		return nil
 	}

@@ -220,10 +220,7 @@ func (c *Comm) scanDevice(ctx context.Context, d *desc, fp fingerprint) (err err
 	}
 	c.leaveAccess()
 	if err := c.arrive(ctx, fingerprint{kind: d.kind}, phase); err != nil {
-		if werr := c.waitAccess(); werr != nil {
-			return werr
-		}
-		return err
+		return c.afterAccess(err)
 	}
 	return nil
 }

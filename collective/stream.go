@@ -303,5 +303,15 @@ func (c *Comm) waitAccess() error {
 	return nil
 }
 
+// afterAccess is a failing rank's return: err once no rank touches peers'
+// memory any more (waitAccess), or the rank's lost device if peers did not
+// leave in time.
+func (c *Comm) afterAccess(err error) error {
+	if werr := c.waitAccess(); werr != nil {
+		return werr
+	}
+	return err
+}
+
 // errGroupClosed is what calls on a closed group return.
 var errGroupClosed = &BrokenError{Rank: -1, Op: "Close", Cause: ErrClosed}

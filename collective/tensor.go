@@ -41,10 +41,9 @@ func (t *Tensor[T]) core() *tcore {
 	return &t.tcore
 }
 
-// life and check of a nil *Tensor reach tcore's as a nil *tcore (a
-// promoted method would dereference the nil Tensor).
-func (t *Tensor[T]) life() *memory.Owner              { return t.core().life() }
-func (t *Tensor[T]) check(c *Comm, name string) error { return t.core().check(c, name) }
+// life of a nil *Tensor reaches tcore's as a nil *tcore (a promoted
+// method would dereference the nil Tensor).
+func (t *Tensor[T]) life() *memory.Owner { return t.core().life() }
 
 // life returns the tensor's owner (nil for a nil or zero Tensor).
 func (t *tcore) life() *memory.Owner {

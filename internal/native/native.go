@@ -1,0 +1,227 @@
+// Package native runs the leader's part of a collective between processes
+// through the transport's own collectives (backend.NativeCollectives:
+// MPI's): the process's ranks' inputs combined on the CPU in rank order,
+// then one native call among the processes' leaders; in deterministic mode
+// the transport only moves raw blocks (an Alltoall by chunk, each chunk
+// reduced in global rank order by one process, an Allgather of the
+// chunks), so the result is the one-process deterministic result whatever
+// the processes' layout. The leader's host memory is pooled per comm, and a
+// native call waits under the comm's wait context (the call's context, its
+// timeout and the group breaking).
+package native
+
+import (
+	"context"
+	"time"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/hostmath"
+	"github.com/gocoll/gocoll/internal/waitctx"
+)
+
+// maxBlock is the largest block of a native Alltoall or Allgather (one MPI
+// call counts it in a C int).
+const maxBlock = 1<<31 - 1
+
+// Fits reports whether one native call moves the block of a collective of
+// n elements of es bytes between processes (an AllReduce's, a
+// ReduceScatter's (rs) or an AllGather's (ag) per-rank count; det: a
+// reduction in deterministic mode, whose Alltoall moves every local rank's
+// chunk) for L ranks per process and P processes. MPI_Iallreduce,
+// MPI_Ireduce and MPI_Ibcast are split into calls that fit.
+func Fits(rs, ag, det bool, L, P, n, es int) bool {
+	block := 0
+	if rs || ag {
+		block = n
+	}
+	if det {
+		block = L * ((n + P - 1) / P)
+		if rs {
+			block = L * n
+		}
+	}
+	return block*es <= maxBlock
+}
+
+// Pools is a comm's pooled host memory for the leader's part.
+type Pools struct{ a, b, c []byte }
+
+// get returns (*p)[:n], growing the pooled memory when it is short.
+func get(p *[]byte, n int) []byte {
+	if cap(*p) < n {
+		*p = make([]byte, n+n/4)
+	}
+	return (*p)[:n]
+}
+
+// Blocks is the memory a ReduceScatter's leader left its process's blocks
+// in (block l: local rank l's).
+func (p *Pools) Blocks() []byte { return p.b }
+
+// Drop gives the pooled memory up: the transport still uses it (MPI cannot
+// cancel a collective), so it is never reused or freed under it.
+func (p *Pools) Drop() { *p = Pools{} }
+
+// Failure is a native call that failed: Err is the transport's error, Why
+// what ended the wait (waitctx.ErrBroken, waitctx.ErrTimeout or the call's
+// context's error; nil when the transport failed on its own).
+type Failure struct {
+	Call     string
+	Err, Why error
+}
+
+func (f *Failure) Error() string { return f.Call + " between processes: " + f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Leader is one call's leader: the group's layout, the process's ranks'
+// published inputs and the comm's pools and wait context. A value made per
+// call; it allocates nothing (but the pools' growth).
+type Leader struct {
+	NC      backend.NativeCollectives
+	Tr      backend.Transport // Allgather, and this process's rank
+	P, L, N int               // processes, ranks per process, ranks
+	Det     bool              // deterministic mode: raw blocks, rank order
+	Sends   [][]byte          // the process's ranks' inputs, in rank order
+	Pools   *Pools
+	W       *waitctx.Ctx
+	Timeout time.Duration // the group's CommunicationTimeout
+}
+
+// call runs f, one native collective, under the wait context.
+func (l *Leader) call(ctx context.Context, name string, f func(context.Context) error) error {
+	l.W.Arm(ctx, l.Timeout)
+	err := f(l.W)
+	why := l.W.Disarm()
+	if err == nil {
+		return nil
+	}
+	return &Failure{Call: name, Err: err, Why: why}
+}
+
+// combine returns the process's n-element inputs reduced in rank order (the
+// partial result the transport then combines), in pooled memory where the
+// process has several ranks.
+func (l *Leader) combine(dt backend.DType, op backend.Op, nb int) []byte {
+	if l.L == 1 {
+		return l.Sends[0][:nb]
+	}
+	n := nb / dt.Size()
+	gb := get(&l.Pools.a, l.L*nb)
+	for i, s := range l.Sends {
+		copy(gb[i*nb:], s[:nb])
+	}
+	hostmath.ReduceStrided(dt, op, gb[:nb], gb, n, 0, l.L, n, 1)
+	return gb[:nb]
+}
+
+// Reduce is the leader's part of an all-reduce (root < 0) or a reduce to
+// process root of n elements: the process's inputs reduced across every
+// process into dst (nil on a reduce's other processes), scaled by scale (a
+// mean's 1/N, else 1).
+func (l *Leader) Reduce(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte, root int) error {
+	if l.Det {
+		return l.det(ctx, dt, op, scale, n, dst)
+	}
+	src := l.combine(dt, op, n*dt.Size())
+	var err error
+	if root < 0 {
+		err = l.call(ctx, "MPI_Iallreduce", func(ctx context.Context) error { return l.NC.Allreduce(ctx, src, dst, dt, op) })
+	} else {
+		err = l.call(ctx, "MPI_Ireduce", func(ctx context.Context) error { return l.NC.Reduce(ctx, src, dst, dt, op, root) })
+	}
+	if err == nil && scale != 1 && dst != nil {
+		hostmath.ReduceStrided(dt, op, dst, dst, 0, 0, 1, n, scale) // the mean's scale, as the kernels apply it
+	}
+	return err
+}
+
+// det is Reduce in deterministic mode: an Alltoall of the process's inputs
+// by chunk, chunk q reduced in global rank order by process q, an
+// Allgather of the chunks, the result copied into dst (if not nil).
+func (l *Leader) det(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte) error {
+	es := dt.Size()
+	P, L := l.P, l.L
+	chunk := (n + P - 1) / P
+	cb := chunk * es
+	// Block q of sb: chunk q of each local rank in turn (the last chunk
+	// short, its tail unused).
+	sb := get(&l.Pools.a, P*L*cb)
+	rb := get(&l.Pools.b, P*L*cb)
+	for q := range P {
+		lo, hi := min(q*chunk, n), min((q+1)*chunk, n)
+		for i, s := range l.Sends {
+			copy(sb[(q*L+i)*cb:], s[lo*es:hi*es])
+		}
+	}
+	if err := l.call(ctx, "MPI_Ialltoall", func(ctx context.Context) error { return l.NC.Alltoall(ctx, sb, rb) }); err != nil {
+		return err
+	}
+	// rb holds, rank by rank in global order, every rank's chunk of this
+	// process: reduce them in that order.
+	me := l.Tr.Rank()
+	cnt := min((me+1)*chunk, n) - min(me*chunk, n)
+	mine := sb[:cb]
+	clear(mine[cnt*es:])
+	hostmath.ReduceStrided(dt, op, mine, rb, chunk, 0, P*L, cnt, scale)
+	all := rb[:P*cb]
+	if err := l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error { return l.Tr.Allgather(ctx, mine, all) }); err != nil {
+		return err
+	}
+	copy(dst, all)
+	return nil
+}
+
+// ReduceScatter is the leader's part of a ReduceScatter of m elements per
+// rank: the blocks of the process's ranks, reduced across every rank, into
+// Pools.Blocks (block l: local rank l's).
+func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend.Op, scale float64, m int) error {
+	es := dt.Size()
+	L := l.L
+	mb, nb := m*es, l.N*m*es
+	res := get(&l.Pools.b, L*mb)
+	if l.Det {
+		// Chunk q of the all-reduce's exchange is process q's ranks'
+		// blocks: the same Alltoall, no Allgather.
+		cb := L * mb
+		sb := get(&l.Pools.a, l.P*L*cb)
+		rb := get(&l.Pools.c, l.P*L*cb)
+		for q := range l.P {
+			for i, s := range l.Sends {
+				copy(sb[(q*L+i)*cb:(q*L+i+1)*cb], s[q*cb:(q+1)*cb])
+			}
+		}
+		if err := l.call(ctx, "MPI_Ialltoall", func(ctx context.Context) error { return l.NC.Alltoall(ctx, sb, rb) }); err != nil {
+			return err
+		}
+		hostmath.ReduceStrided(dt, op, res, rb, L*m, 0, l.P*L, L*m, scale)
+		return nil
+	}
+	src := l.combine(dt, op, nb)
+	if err := l.call(ctx, "MPI_Ireduce_scatter_block", func(ctx context.Context) error {
+		return l.NC.ReduceScatterBlock(ctx, src, res, dt, op)
+	}); err != nil {
+		return err
+	}
+	if scale != 1 {
+		hostmath.ReduceStrided(dt, op, res, res, 0, 0, 1, L*m, scale)
+	}
+	return nil
+}
+
+// AllGather is the leader's part of an AllGather of mb bytes per rank: the
+// process's ranks' blocks gathered from every process into recv.
+func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
+	mine := l.Sends[0][:mb]
+	if l.L > 1 {
+		mine = get(&l.Pools.a, l.L*mb)
+		for i, s := range l.Sends {
+			copy(mine[i*mb:], s[:mb])
+		}
+	}
+	return l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error { return l.Tr.Allgather(ctx, mine, recv) })
+}
+
+// Bcast is the leaders' broadcast of buf from process root.
+func (l *Leader) Bcast(ctx context.Context, buf []byte, root int) error {
+	return l.call(ctx, "MPI_Ibcast", func(ctx context.Context) error { return l.NC.Bcast(ctx, buf, root) })
+}
