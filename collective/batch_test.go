@@ -72,6 +72,44 @@ func TestBatch(t *testing.T) {
 	}
 }
 
+// TestBatchBroadcast: a batch's Broadcast (after an all-reduce) gives every
+// rank the root's data, for every root, on 1 to 4 ranks: exact int32
+// values.
+func TestBatchBroadcast(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		for ranks := 1; ranks <= 4; ranks++ {
+			g := openGroup(t, bk, ranks)
+			const n = 1001
+			for root := range ranks {
+				bufs := make([][]int32, ranks)
+				sums := make([][]int32, ranks)
+				noErrors(t, onRanks(g, func(c *Comm) error {
+					r := c.Rank()
+					bufs[r] = make([]int32, n)
+					for i := range bufs[r] {
+						bufs[r][i] = int32(r*1000003 + i)
+					}
+					sums[r] = []int32{int32(r)}
+					b := c.Batch()
+					BatchAllReduce(b, sums[r], Sum)
+					BatchBroadcast(b, bufs[r], root)
+					return b.Run(context.Background())
+				}))
+				for r := range ranks {
+					if want := int32(ranks * (ranks - 1) / 2); sums[r][0] != want {
+						t.Fatalf("%s %d ranks root %d: rank %d all-reduce %d, want %d", bk, ranks, root, r, sums[r][0], want)
+					}
+					for i, v := range bufs[r] {
+						if want := int32(root*1000003 + i); v != want {
+							t.Fatalf("%s %d ranks root %d: rank %d element %d = %d, want %d", bk, ranks, root, r, i, v, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // A Batch.Run whose ctx ends (a receive no rank sends, an all-reduce the
 // other rank skips) returns the failed operation's *Error, naming the rank
 // and the operation with its number: ErrTimeout and
