@@ -72,7 +72,7 @@ func (c *Comm) nativeStrategy(d *desc, n int, s Strategy) Strategy {
 // computes the result into its recv; the others copy it from there.
 func (c *Comm) nativeAllReduce(ctx context.Context, dt backend.DType, op Op, send, recv []byte, n int) error {
 	nb := n * dt.Size()
-	return c.nativeRun(ctx, "AllReduce", send, recv, func() error {
+	return c.nativeRun(ctx, send, recv, func() error {
 		l := c.leader()
 		return c.nativeErr(l.Reduce(ctx, dt, kernelOp(op), scaleFor(op, c.g.n), n, c.g.pub.Recv[c.rank][:nb], -1))
 	}, func() {
@@ -86,8 +86,9 @@ func (c *Comm) nativeAllReduce(ctx context.Context, dt backend.DType, op Op, sen
 // process published its slices and counts in g.access: the leader (local
 // rank 0) runs lead, then every rank runs fan (reading what the leader
 // made), then the ranks meet so that none returns while another still
-// reads its memory.
-func (c *Comm) nativeRun(ctx context.Context, name string, send, recv []byte, lead func() error, fan func()) error {
+// reads its memory. The meetings' phases are constants (a wait record
+// keeps its phase, beside the call's name): no string made per call.
+func (c *Comm) nativeRun(ctx context.Context, send, recv []byte, lead func() error, fan func()) error {
 	g := c.g
 	if c.local == 0 {
 		if err := lead(); err != nil {
@@ -96,7 +97,7 @@ func (c *Comm) nativeRun(ctx context.Context, name string, send, recv []byte, le
 	}
 	fp := fingerprint{kind: collAllReduce}
 	if g.nl > 1 {
-		if err := c.arriveLocal(ctx, fp, name+" native result"); err != nil {
+		if err := c.arriveLocal(ctx, fp, "native result"); err != nil {
 			c.leaveAccess()
 			return c.afterAccess(err)
 		}
@@ -104,7 +105,7 @@ func (c *Comm) nativeRun(ctx context.Context, name string, send, recv []byte, le
 	fan()
 	c.leaveAccess()
 	if g.nl > 1 {
-		if err := c.arriveLocal(ctx, fp, name+" completion"); err != nil {
+		if err := c.arriveLocal(ctx, fp, "native completion"); err != nil {
 			return c.afterAccess(err)
 		}
 	}
@@ -143,14 +144,14 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 		if g.tr.Rank() == rp {
 			dst = g.pub.Recv[d.root][:n*es]
 		}
-		return c.nativeRun(ctx, sp.name, d.send, d.recv, func() error {
+		return c.nativeRun(ctx, d.send, d.recv, func() error {
 			l := c.leader()
 			return c.nativeErr(l.Reduce(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), n, dst, rp))
 		}, func() {})
 	case collReduceScatter:
 		_, m := d.lens()
 		mb := m * es
-		return c.nativeRun(ctx, sp.name, d.send, d.recv, func() error {
+		return c.nativeRun(ctx, d.send, d.recv, func() error {
 			l := c.leader()
 			return c.nativeErr(l.ReduceScatter(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), m))
 		}, func() {
@@ -159,7 +160,7 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 	default: // AllGather
 		m, _ := d.lens()
 		nb := g.n * m * es
-		return c.nativeRun(ctx, sp.name, d.send, d.recv, func() error {
+		return c.nativeRun(ctx, d.send, d.recv, func() error {
 			l := c.leader()
 			return c.nativeErr(l.AllGather(ctx, m*es, g.pub.Recv[c.rank][:nb]))
 		}, func() {
@@ -187,7 +188,7 @@ func (c *Comm) nativeBroadcast(ctx context.Context, d *desc) error {
 		src = g.pub.Send[d.root]
 	}
 	src = src[:nb]
-	return c.nativeRun(ctx, callSpecs[d.kind].name, d.send, d.recv, func() error {
+	return c.nativeRun(ctx, d.send, d.recv, func() error {
 		l := c.leader()
 		return c.nativeErr(l.Bcast(ctx, src, rp))
 	}, func() {
