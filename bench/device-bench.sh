@@ -19,6 +19,13 @@
 #                                     package's Conformance and Subnormal tests, TestSubnormalAllReduce, and where
 #                                     collective.test has them TestDeterministicPinnedMeanRepeat (20 groups) and
 #                                     BenchmarkFreshSlice; at most 8 minutes
+#   bench/device-bench.sh parity      (there, like run) the peer-parity operations on the GPU: same-run ceilings,
+#                                     the allreduce-perf sweeps of int16, uint16, fp8e4m3 and fp8e5m2 (sum), the
+#                                     bitwise and logical ops (int32), premulsum (float, half), scan and exscan
+#                                     (float, int32), and BenchmarkScan; every table and JSON in $OUT/parity.tgz
+#                                     (binaries from .devbench/, or gzipped in .devbench-gz/: pack-gz below)
+#   bench/device-bench.sh pack-gz     (here) gzip .devbench's allreduce-perf, collective.test, gocoll-devbench and
+#                                     gocoll-info into .devbench-gz/ (a smaller carry, beside mpi/bench.sh's kit)
 #   bench/device-bench.sh compare REV [BENCHREV] (here) build REV's binaries into .devbench-old/ beside the
 #                                     current ones (with BENCHREV's benchmark files where the current ones no
 #                                     longer build against REV: `compare 2e2c1b3 f61e675`), then print the call
@@ -297,6 +304,42 @@ compare_prepare() {
 }
 
 # compare_there: both builds' benchmarks, interleaved (see the top of this file).
+pack_gz() {
+	[ -x "$D/allreduce-perf" ] || die "pack-gz: build $D first (bench/device-bench.sh prepare)"
+	mkdir -p "$D-gz"
+	local f
+	for f in allreduce-perf collective.test gocoll-devbench gocoll-info vulkan.test; do gzip -c "$D/$f" >"$D-gz/$f.gz"; done
+	grep -qxF "/$D-gz/" .git/info/exclude 2>/dev/null || echo "/$D-gz/" >>.git/info/exclude
+	log "$D-gz: $(du -sh "$D-gz" | cut -f1)"
+}
+
+parity_there() {
+	[ -n "${OUT:-}" ] || die "parity: \$OUT is not set (this mode runs inside a device tool call)"
+	local f
+	if [ ! -x "$D/gocoll-devbench" ] && [ -d "$D-gz" ]; then
+		mkdir -p "$D"
+		for f in "$D-gz"/*.gz; do
+			gunzip -c "$f" >"$D/$(basename "$f" .gz)" && chmod +x "$D/$(basename "$f" .gz)"
+		done
+	fi
+	[ -x "$D/gocoll-devbench" ] || die "parity: $D/ is missing: run bench/device-bench.sh prepare (and pack-gz) here first"
+	exec > >(tee -a "$OUT/run.log") 2>&1
+	local t0=$SECONDS p=/tmp/parity
+	mkdir -p $p
+	nvidia_loader
+	step ceilings 120 "$D/gocoll-devbench" -skip t1,t2a,t2b,t3,t6,t7 -json $p/ceilings.json -md $p/ceilings.md \
+		-command "bash bench/device-bench.sh parity (device tool, nvidia-h200; carry .devbench-gz .gl)"
+	local a=("$D/allreduce-perf" -g 2 --devices 0,0 --backend vulkan -b 4K -e 64M -f 4 -n 10 -w 3)
+	step types 150 "${a[@]}" -d float,int16,uint16,fp8e4m3,fp8e5m2 -o sum -J $p/types.json >$p/types.txt
+	step ops 150 "${a[@]}" -d int32 -o band,bor,bxor,land,lor,lxor -J $p/ops.json >$p/ops.txt
+	step premulsum 100 "${a[@]}" -d float,half -o premulsum -J $p/premulsum.json >$p/premulsum.txt
+	step scan 150 "${a[@]}" --coll scan,exscan -d float,int32 -o sum -J $p/scan.json >$p/scan.txt
+	(cd collective && step scan-bench 150 "../$D/collective.test" -test.run '^$' -test.bench '^BenchmarkScan$/^vulkan$/' \
+		-test.benchtime 10x -test.count 3) >$p/scan-h200.txt
+	tar czf "$OUT/parity.tgz" -C /tmp parity
+	log "done in $((SECONDS - t0))s"
+}
+
 compare_there() {
 	[ -n "${OUT:-}" ] || die "compare-run: \$OUT is not set (this mode runs inside a device tool call)"
 	for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -346,6 +389,8 @@ case "${1:-}" in
 	if [ -n "${OUT:-}" ] && [ -z "${1:-}" ]; then run_there; else prepare; fi
 	;;
 run) run_there ;;
+parity) parity_there ;;
+pack-gz) pack_gz ;;
 colls) colls_there ;;
 exact) exact_there ;;
 compare) compare_prepare "${2:-}" "${3:-}" ;;

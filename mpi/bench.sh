@@ -1,37 +1,52 @@
 #!/usr/bin/env bash
 # mpi/bench.sh: the multi-process benchmark of docs/PERFORMANCE.md ("Multi-process (MPI)").
 #
-#   mpi/bench.sh                                   # P = 2 and 4, 1 MiB to 64 MiB (x2), 3 repeats
-#   NPROCS="2 4" MIN=1M MAX=64M ITERS=20 WARMUP=5 REPEAT=3 OUT=/tmp/mpibench mpi/bench.sh
+#   mpi/bench.sh                                   # P = 2 and 4, 1 MiB to 64 MiB (x2), 3 repeats, all-reduce
+#   NPROCS="2 4 8" COLLS="allreduce allgather reducescatter" MIN=1M MAX=64M STEP=4 ITERS=20 WARMUP=5 \
+#     REPEAT=3 OUT=/tmp/mpibench mpi/bench.sh
 #   STRATEGY=hierarchical mpi/bench.sh             # column A with another strategy than auto
+#   mpi/bench.sh kit DIR                           # build the binaries into DIR and fetch Open MPI's runtime
+#                                                  # debs into DIR/debs, for a machine with no Go, mpicc or MPI
+#   KIT=DIR mpi/bench.sh                           # there: run DIR's binaries (unpacking DIR/debs when
+#                                                  # mpirun is missing; needs root)
 #   mpi/bench.sh table DIR                         # the table again, from DIR/samples.txt of a run
 #
-# Float sum, out of place, host backend. For each P, each repeat runs one after the other:
-#   A, B  mpirun -np P allreduce-perf -g 1 --mpi-baseline -a $STRATEGY: gocoll across P processes over
-#         MPI (one rank per process: Auto runs native, MPI_Iallreduce on the caller's slices) and, size by size in the same processes on the same
-#         buffers and data, MPI's own all-reduce as mpi.World.AllreduceF32 does it (MPI_Iallreduce,
-#         tested until done);
+# Float sum, out of place, host backend. For each collective (COLLS: allreduce, allgather, reducescatter;
+# sizes are nccl-tests': the whole buffer, so a rank's block is size/P), each P and each repeat, one
+# after the other:
+#   A, B  mpirun -np P allreduce-perf -g 1 [--mpi-baseline] -a $STRATEGY: gocoll across P processes over
+#         MPI (one rank per process: Auto runs native, MPI's nonblocking collective on the caller's
+#         slices) and, for all-reduce, size by size in the same processes on the same buffers and data,
+#         MPI's own all-reduce as mpi.World.AllreduceF32 does it (MPI_Iallreduce, tested until done);
 #   C     allreduce-perf -g P: gocoll in one process with P ranks (no MPI; Auto picks by cost model);
-#   D, E  mpirun -np P of a small C program on its own buffers (built with mpicc when it is there):
-#         D times blocking MPI_Allreduce, E nonblocking MPI_Iallreduce then MPI_Test in a spinning
-#         loop (what B does from Go, without Go): how fast MPI itself goes, outside Go.
+#   D, E  mpirun -np P of a small C program on its own buffers (built with mpicc): D times the blocking
+#         MPI call (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block), E the nonblocking one then
+#         MPI_Test in a spinning loop (what B does from Go, without Go): how fast MPI itself goes;
+#   F     (P >= 4, even) mpirun -np 2 allreduce-perf -g P/2: the same P ranks as 2 processes of P/2 ranks
+#         (in-process combining, then MPI among the 2 leaders).
 # Every gocoll and World row is verified by allreduce-perf (#wrong must be 0), the C program checks its
 # own results. The script prints the machine (host, cores, CPU), the date and the load average at the
-# start and the end, then a Markdown table of the medians over the repeats of the time per call and
-# the ratios A/D (gocoll across processes against MPI's own all-reduce; target: <= 1.1 x D + 30 us
-# below 4 MiB, <= 1.1 x D from 4 MiB), B/E (the Go binding against the same calls from C; target
-# <= 1.10) and C/D (gocoll in one process against MPI across processes; target <= 0.5); every output
-# stays under $OUT.
+# start and the end, then per collective a Markdown table of the medians over the repeats of the time
+# per call and the ratios A/D (target: <= 1.1 x D + 30 us below 4 MiB, <= 1.1 x D from 4 MiB), B/E (the
+# Go binding against the same calls from C; target <= 1.10), C/D (target <= 0.5) and F/D (target <= 1);
+# every output stays under $OUT.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 NPROCS=${NPROCS:-"2 4"}
+COLLS=${COLLS:-allreduce}
 MIN=${MIN:-1M}
 MAX=${MAX:-64M}
+STEP=${STEP:-2}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 REPEAT=${REPEAT:-3}
 STRATEGY=${STRATEGY:-auto}
+KIT=${KIT:-}
+# Open MPI 4.1's runtime on Debian 12 (what `kit` fetches for a machine that has no MPI).
+MPI_DEBS=(openmpi-bin openmpi-common libopenmpi3 libpmix2 libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1
+	libhwloc15 libibverbs1 ibverbs-providers libmunge2 libnl-3-200 libnl-route-3-200 libnuma1 libpsm-infinipath1
+	libpsm2-2 librdmacm1 libucx0)
 
 die() {
 	printf 'mpi/bench.sh: %s\n' "$*" >&2
@@ -56,56 +71,74 @@ machine() { # host, cores, CPU model
 	echo "$(hostname 2>/dev/null || echo '?'), $(nproc 2>/dev/null || echo '?') cores, ${cpu:-?}, $(free -g 2>/dev/null | awk '/^Mem:/ { print $2 " GiB" }')"
 }
 
-# The C program of columns D and E: MPI_Allreduce (D, blocking) and MPI_Iallreduce then MPI_Test in
-# a spinning loop (E) of floats (sum, out of place), sizes min..max bytes doubling; prints "bytes D E"
-# in microseconds per size (the slowest process's average over iters calls after warmup calls) and
-# checks every result of both.
+# The C program of columns D and E: argv coll min max step iters warmup. For coll allreduce,
+# allgather or reducescatter it times the blocking MPI call (D) and the nonblocking one then MPI_Test
+# in a spinning loop (E) on floats (sum, out of place), sizes min..max bytes (the whole buffer, as
+# nccl-tests counts it) times step; prints "bytes D E" in microseconds per size (the slowest
+# process's average over iters calls after warmup calls) and checks every result of both.
 C_SOURCE='#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-static int check(const float *r, long n, int size) {
+#include <string.h>
+enum { ALLREDUCE, ALLGATHER, REDUCESCATTER };
+static int coll, rank, size;
+static float val(long i, int p) { return (float)((i * 7 + p * 13) % 11 - 5); }
+static int check(const float *r, long n) { /* n: recv elements */
 	int bad = 0;
 	for (long i = 0; i < n; i++) {
 		float want = 0;
-		for (int p = 0; p < size; p++) want += (float)((i * 7 + p * 13) % 11 - 5);
+		if (coll == ALLGATHER) want = val(i % (n / size), (int)(i / (n / size)));
+		else {
+			long g = coll == REDUCESCATTER ? (long)rank * n + i : i;
+			for (int p = 0; p < size; p++) want += val(g, p);
+		}
 		if (r[i] != want) bad++;
 	}
 	return bad;
 }
-static void iallreduce(const float *s, float *r, int n) {
+static void call(int mode, const float *s, float *r, int n) { /* n: the whole buffer in elements */
 	MPI_Request q;
 	int done = 0;
-	MPI_Iallreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+	switch (coll) {
+	case ALLREDUCE:
+		if (mode == 0) { MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); return; }
+		MPI_Iallreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+		break;
+	case ALLGATHER:
+		if (mode == 0) { MPI_Allgather(s, n / size, MPI_FLOAT, r, n / size, MPI_FLOAT, MPI_COMM_WORLD); return; }
+		MPI_Iallgather(s, n / size, MPI_FLOAT, r, n / size, MPI_FLOAT, MPI_COMM_WORLD, &q);
+		break;
+	default:
+		if (mode == 0) { MPI_Reduce_scatter_block(s, r, n / size, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); return; }
+		MPI_Ireduce_scatter_block(s, r, n / size, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+	}
 	while (!done) MPI_Test(&q, &done, MPI_STATUS_IGNORE);
 }
 int main(int argc, char **argv) {
 	MPI_Init(&argc, &argv);
-	int rank, size, bad = 0;
+	int bad = 0;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	long minb = atol(argv[1]), maxb = atol(argv[2]);
-	int iters = atoi(argv[3]), warmup = atoi(argv[4]);
+	coll = strcmp(argv[1], "allgather") == 0 ? ALLGATHER : strcmp(argv[1], "reducescatter") == 0 ? REDUCESCATTER : ALLREDUCE;
+	long minb = atol(argv[2]), maxb = atol(argv[3]), step = atol(argv[4]);
+	int iters = atoi(argv[5]), warmup = atoi(argv[6]);
 	float *s = malloc(maxb), *r = malloc(maxb);
-	for (long i = 0; i < maxb / 4; i++) s[i] = (float)((i * 7 + rank * 13) % 11 - 5);
-	for (long b = minb; b <= maxb; b *= 2) {
-		int n = (int)(b / 4);
+	for (long i = 0; i < maxb / 4; i++) s[i] = val(i, rank);
+	for (long b = minb; b <= maxb; b *= step) {
+		int n = (int)(b / 4 / size / 4 * 4 * size); /* whole 16-byte groups per block, as allreduce-perf */
+		if (coll == ALLREDUCE) n = (int)(b / 4);
 		double t[2], tmax[2];
 		for (int mode = 0; mode < 2; mode++) {
-			for (int k = 0; k < warmup; k++) {
-				if (mode == 0) MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-				else iallreduce(s, r, n);
-			}
+			memset(r, 0, maxb);
+			for (int k = 0; k < warmup; k++) call(mode, s, r, n);
 			MPI_Barrier(MPI_COMM_WORLD);
 			double t0 = MPI_Wtime();
-			for (int k = 0; k < iters; k++) {
-				if (mode == 0) MPI_Allreduce(s, r, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-				else iallreduce(s, r, n);
-			}
+			for (int k = 0; k < iters; k++) call(mode, s, r, n);
 			t[mode] = (MPI_Wtime() - t0) / iters;
-			bad += check(r, n, size);
+			bad += check(r, coll == REDUCESCATTER ? n / size : n);
 		}
 		MPI_Reduce(t, tmax, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-		if (rank == 0) printf("%ld %.1f %.1f\n", b, tmax[0] * 1e6, tmax[1] * 1e6);
+		if (rank == 0) printf("%ld %.1f %.1f\n", (long)n * 4, tmax[0] * 1e6, tmax[1] * 1e6);
 	}
 	int allbad = 0;
 	MPI_Reduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -114,63 +147,110 @@ int main(int argc, char **argv) {
 	return allbad != 0;
 }'
 
-# run_all builds the programs, runs every repeat and writes "P bytes label microseconds" lines to
-# $OUT/samples.txt (A, B: gocoll and MPI_Iallreduce across processes; C: gocoll in one process; D, E:
-# blocking and nonblocking MPI from C).
+# build puts allreduce-perf (-tags mpi) and the C program (when mpicc is there) into $1.
+build() {
+	echo "== building allreduce-perf (-tags mpi) into $1" >&2
+	go build -tags mpi -o "$1/allreduce-perf" ./cmd/allreduce-perf
+	if command -v mpicc >/dev/null; then
+		printf '%s\n' "$C_SOURCE" >"$1/mpi_coll.c"
+		mpicc -O2 -Wall -o "$1/mpi_coll" "$1/mpi_coll.c"
+	fi
+}
+
+# kit builds into $1 and fetches the Open MPI runtime debs into $1/debs.
+kit() {
+	mkdir -p "$1/debs"
+	build "$1"
+	command -v mpicc >/dev/null || die "kit: mpicc is missing (./build.sh deps installs Open MPI)"
+	(cd "$1/debs" && apt-get download "${MPI_DEBS[@]}" >/dev/null 2>&1) || die "kit: apt-get download of Open MPI's debs failed"
+	gzip -f "$1/allreduce-perf" # the carry is smaller; run_all unpacks it
+	echo "== kit in $1 ($(du -sh "$1" | cut -f1)): carry it and run KIT=$1 mpi/bench.sh there" >&2
+}
+
+# unpack installs $KIT/debs' Open MPI where mpirun is missing (the device host has no MPI).
+unpack() {
+	local d
+	command -v mpirun >/dev/null && return 0
+	[ -d "$KIT/debs" ] || die "mpirun not found and $KIT/debs is missing (mpi/bench.sh kit DIR fetches them)"
+	for d in "$KIT"/debs/*.deb; do dpkg -x "$d" / || die "dpkg -x $d failed"; done
+	ldconfig
+	export PMIX_MCA_preg=native # mpirun segfaults in PMIx's preg otherwise (Ubuntu 24.04 host, Debian 12 debs)
+}
+
+# samples COLL P LABEL FILE: allreduce-perf rows of FILE as "COLL P bytes LABEL us" (out of place; every
+# #wrong column must be 0); with --mpi-baseline rows (17 fields) also label B from the MPI columns.
+samples() {
+	awk -v coll="$1" -v P="$2" -v L="$3" -v f="$4" '!/^#/ && (NF == 13 || NF == 17) {
+		if ($9 != 0 || $13 != 0 || (NF == 17 && $17 != 0)) { print "wrong values in " f > "/dev/stderr"; exit 1 }
+		print coll, P, $1, L, $6
+		if (NF == 17) print coll, P, $1, "B", $14 }' "$4"
+}
+
+# run_all runs every repeat and writes the samples to $OUT/samples.txt.
 run_all() {
-	command -v mpirun >/dev/null || die "mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev)"
+	local bin=$OUT
+	if [ -n "$KIT" ]; then
+		bin=$KIT
+		unpack
+		if [ ! -x "$bin/allreduce-perf" ] && [ -f "$bin/allreduce-perf.gz" ]; then
+			gunzip -c "$bin/allreduce-perf.gz" >"$bin/allreduce-perf" && chmod +x "$bin/allreduce-perf"
+		fi
+	else
+		command -v mpirun >/dev/null || die "mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev)"
+		build "$OUT"
+	fi
 	local mpirun=(mpirun)
 	if mpirun --version 2>&1 | grep -q 'Open MPI'; then
 		# Root in containers, more processes than cores on small machines.
 		mpirun+=(--oversubscribe --allow-run-as-root)
 	fi
-	echo "== building allreduce-perf (-tags mpi) into $OUT" >&2
-	go build -tags mpi -o "$OUT/allreduce-perf" ./cmd/allreduce-perf
 	local have_c=0
-	if command -v mpicc >/dev/null; then
-		printf '%s\n' "$C_SOURCE" >"$OUT/mpi_allreduce.c"
-		mpicc -O2 -o "$OUT/mpi_allreduce" "$OUT/mpi_allreduce.c" && have_c=1
-	fi
-	local common=(--backend host -d float -o sum -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP")
+	[ -x "$bin/mpi_coll" ] && have_c=1
 	echo "== machine: $(machine)" | tee "$OUT/run.log" >&2
 	echo "== start $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(load)" | tee -a "$OUT/run.log" >&2
 	: >"$OUT/samples.txt"
-	local rep P f g c
+	local rep P coll f base common
 	for rep in $(seq 1 "$REPEAT"); do
-		for P in $NPROCS; do
-			f=$OUT/mpi-np$P-r$rep.txt
-			echo "== repeat $rep, P=$P: mpirun -np $P allreduce-perf -g 1 --mpi-baseline -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
-			"${mpirun[@]}" -np "$P" "$OUT/allreduce-perf" -g 1 --mpi-baseline -a "$STRATEGY" "${common[@]}" >"$f"
-			g=$OUT/inproc-g$P-r$rep.txt
-			echo "== repeat $rep, P=$P: allreduce-perf -g $P ${common[*]}" | tee -a "$OUT/run.log" >&2
-			"$OUT/allreduce-perf" -g "$P" "${common[@]}" >"$g"
-			c=$OUT/c-np$P-r$rep.txt
-			: >"$c"
-			if [ $have_c = 1 ]; then
-				echo "== repeat $rep, P=$P: mpirun -np $P mpi_allreduce (C: MPI_Allreduce, MPI_Iallreduce + MPI_Test)" | tee -a "$OUT/run.log" >&2
-				"${mpirun[@]}" -np "$P" "$OUT/mpi_allreduce" "$(bytes "$MIN")" "$(bytes "$MAX")" "$ITERS" "$WARMUP" >"$c"
-				! grep -q wrong "$c" || die "the C MPI_Allreduce gave wrong values: $c"
-			fi
-			# Rows: size (field 1), time out of place (6), #wrong (9, 13), MPI time (14), MPI #wrong (17).
-			awk -v P="$P" -v f="$f" '!/^#/ && NF == 17 {
-				if ($9 != 0 || $13 != 0 || $17 != 0) { print "wrong values in " f > "/dev/stderr"; exit 1 }
-				print P, $1, "A", $6; print P, $1, "B", $14 }' "$f" >>"$OUT/samples.txt"
-			awk -v P="$P" -v f="$g" '!/^#/ && NF == 13 {
-				if ($9 != 0 || $13 != 0) { print "wrong values in " f > "/dev/stderr"; exit 1 }
-				print P, $1, "C", $6 }' "$g" >>"$OUT/samples.txt"
-			awk -v P="$P" 'NF == 3 { print P, $1, "D", $2; print P, $1, "E", $3 }' "$c" >>"$OUT/samples.txt"
+		for coll in $COLLS; do
+			common=(--backend host --coll "$coll" -d float -o sum -b "$MIN" -e "$MAX" -f "$STEP" -n "$ITERS" -w "$WARMUP")
+			base=()
+			[ "$coll" = allreduce ] && base=(--mpi-baseline)
+			for P in $NPROCS; do
+				f=$OUT/$coll-np$P-r$rep.txt
+				echo "== repeat $rep, $coll, P=$P: mpirun -np $P allreduce-perf -g 1 ${base[*]} -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
+				"${mpirun[@]}" -np "$P" "$bin/allreduce-perf" -g 1 "${base[@]}" -a "$STRATEGY" "${common[@]}" >"$f"
+				samples "$coll" "$P" A "$f" >>"$OUT/samples.txt"
+				f=$OUT/$coll-g$P-r$rep.txt
+				echo "== repeat $rep, $coll, P=$P: allreduce-perf -g $P ${common[*]}" | tee -a "$OUT/run.log" >&2
+				"$bin/allreduce-perf" -g "$P" "${common[@]}" >"$f"
+				samples "$coll" "$P" C "$f" >>"$OUT/samples.txt"
+				if [ "$P" -ge 4 ] && [ $((P % 2)) = 0 ]; then
+					f=$OUT/$coll-np2g$((P / 2))-r$rep.txt
+					echo "== repeat $rep, $coll, P=$P: mpirun -np 2 allreduce-perf -g $((P / 2)) -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
+					"${mpirun[@]}" -np 2 "$bin/allreduce-perf" -g $((P / 2)) -a "$STRATEGY" "${common[@]}" >"$f"
+					samples "$coll" "$P" F "$f" >>"$OUT/samples.txt"
+				fi
+				if [ $have_c = 1 ]; then
+					f=$OUT/$coll-c-np$P-r$rep.txt
+					echo "== repeat $rep, $coll, P=$P: mpirun -np $P mpi_coll $coll (C: blocking, nonblocking + MPI_Test)" | tee -a "$OUT/run.log" >&2
+					"${mpirun[@]}" -np "$P" "$bin/mpi_coll" "$coll" "$(bytes "$MIN")" "$(bytes "$MAX")" "$STEP" "$ITERS" "$WARMUP" >"$f"
+					! grep -q wrong "$f" || die "the C program gave wrong values: $f"
+					awk -v coll="$coll" -v P="$P" 'NF == 3 { print coll, P, $1, "D", $2; print coll, P, $1, "E", $3 }' "$f" >>"$OUT/samples.txt"
+				fi
+			done
 		done
 	done
 	echo "== end $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(load)" | tee -a "$OUT/run.log" >&2
 }
 
-# table prints the run's machine, dates and loads (from run.log) and the medians over the repeats of
-# $OUT/samples.txt as Markdown (and keeps it in table.md).
+# table prints the run's machine, dates and loads (from run.log) and, per collective, the medians over
+# the repeats of $OUT/samples.txt as Markdown (and keeps it in table.md). Samples of four fields (runs
+# before collectives were added) are all-reduce's.
 table() {
 	{
 		grep -E '^== (machine|start|end)' "$OUT/run.log" 2>/dev/null | sed 's/^== /- /' || true
-		echo
-		sort -k1,1n -k2,2n -k3,3 -k4,4g "$OUT/samples.txt" | awk '
+		awk 'NF == 4 { print "allreduce", $0; next } { print }' "$OUT/samples.txt" |
+			sort -k1,1 -k2,2n -k3,3n -k4,4 -k5,5g | awk '
 	function med(key,   n) {
 		n = cnt[key]
 		if (n == 0) return ""
@@ -184,31 +264,42 @@ table() {
 		return (a <= 1.1 * d + (bytes < 4194304 ? 30 : 0)) ? "yes" : "no"
 	}
 	{
-		key = $1 SUBSEP $2 SUBSEP $3
-		v[key, ++cnt[key]] = $4
-		if (!seen[$1 SUBSEP $2]++) rows[++nrows] = $1 SUBSEP $2
+		key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
+		v[key, ++cnt[key]] = $5
+		if (!seen[$1 SUBSEP $2 SUBSEP $3]++) rows[++nrows] = $1 SUBSEP $2 SUBSEP $3
 	}
 	END {
-		print "| P | size | A: gocoll, P processes over MPI (us) | B: World.AllreduceF32 (us) | C: gocoll, 1 process, P ranks (us) | D: MPI_Allreduce, C (us) | E: MPI_Iallreduce + MPI_Test, C (us) | A/D | A meets 1.1 x D (+30 us < 4 MiB) | B/E (target <= 1.10) | C/D (target <= 0.5) |"
-		print "|---|---|---|---|---|---|---|---|---|---|---|"
 		for (i = 1; i <= nrows; i++) {
 			split(rows[i], k, SUBSEP)
-			a = med(k[1] SUBSEP k[2] SUBSEP "A"); b = med(k[1] SUBSEP k[2] SUBSEP "B")
-			c = med(k[1] SUBSEP k[2] SUBSEP "C"); d = med(k[1] SUBSEP k[2] SUBSEP "D")
-			e = med(k[1] SUBSEP k[2] SUBSEP "E")
-			printf "| %d | %g MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[1], k[2] / 1048576, us(a), us(b), us(c), us(d), us(e), ratio(a, d), meets(a, d, k[2]), ratio(b, e), ratio(c, d)
+			if (k[1] != last) {
+				last = k[1]
+				printf "\n%s\n\n", k[1]
+				print "| P | size | A: gocoll, P processes over MPI (us) | B: World.AllreduceF32 (us) | C: gocoll, 1 process, P ranks (us) | D: MPI blocking, C (us) | E: MPI nonblocking + MPI_Test, C (us) | F: gocoll, 2 processes x P/2 ranks (us) | A/D | A meets 1.1 x D (+30 us < 4 MiB) | B/E (target <= 1.10) | C/D (target <= 0.5) | F/D (target <= 1) |"
+				print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+			}
+			p = k[1] SUBSEP k[2] SUBSEP k[3] SUBSEP
+			a = med(p "A"); b = med(p "B"); c = med(p "C"); d = med(p "D"); e = med(p "E"); f = med(p "F")
+			printf "| %d | %g MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[2], k[3] / 1048576, us(a), us(b), us(c), us(d), us(e), us(f), ratio(a, d), meets(a, d, k[3]), ratio(b, e), ratio(c, d), ratio(f, d)
 		}
 	}'
 	} | tee "$OUT/table.md"
 }
 
-if [ "${1:-}" = table ]; then
+case "${1:-}" in
+table)
 	[ -f "${2:-}/samples.txt" ] || die "usage: mpi/bench.sh table DIR (DIR/samples.txt from an earlier run)"
 	OUT=$2
-else
+	;;
+kit)
+	[ -n "${2:-}" ] || die "usage: mpi/bench.sh kit DIR"
+	kit "$2"
+	exit 0
+	;;
+*)
 	OUT=${OUT:-$(mktemp -d /tmp/gocoll-mpibench.XXXXXX)}
 	mkdir -p "$OUT"
 	run_all
 	echo "== outputs in $OUT" >&2
-fi
+	;;
+esac
 table
