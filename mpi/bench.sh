@@ -7,6 +7,7 @@
 #   STRATEGY=hierarchical mpi/bench.sh             # column A with another strategy than auto
 #   mpi/bench.sh kit DIR                           # build the binaries into DIR and fetch Open MPI's runtime
 #                                                  # debs into DIR/debs, for a machine with no Go, mpicc or MPI
+#   MPIRUN_ARGS="--bind-to none" mpi/bench.sh      # more mpirun options for every run (gocoll's and C's)
 #   KIT=DIR mpi/bench.sh                           # there: run DIR's binaries (unpacking DIR/debs when
 #                                                  # mpirun is missing; needs root)
 #   mpi/bench.sh table DIR                         # the table again, from DIR/samples.txt of a run
@@ -43,6 +44,7 @@ WARMUP=${WARMUP:-5}
 REPEAT=${REPEAT:-3}
 STRATEGY=${STRATEGY:-auto}
 KIT=${KIT:-}
+MPIRUN_ARGS=${MPIRUN_ARGS:-} # more mpirun options for every run (e.g. --bind-to none), words split on spaces
 # Open MPI 4.1's runtime on Debian 12 (what `kit` fetches for a machine that has no MPI).
 MPI_DEBS=(openmpi-bin openmpi-common libopenmpi3 libpmix2 libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1
 	libhwloc15 libibverbs1 ibverbs-providers libmunge2 libnl-3-200 libnl-route-3-200 libnuma1 libpsm-infinipath1
@@ -204,10 +206,13 @@ run_all() {
 		# Root in containers, more processes than cores on small machines.
 		mpirun+=(--oversubscribe --allow-run-as-root)
 	fi
+	# shellcheck disable=SC2206 # MPIRUN_ARGS is a list of words
+	mpirun+=($MPIRUN_ARGS)
 	local have_c=0
 	[ -x "$bin/mpi_coll" ] && have_c=1
 	echo "== machine: $(machine)" | tee "$OUT/run.log" >&2
 	echo "== start $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(load)" | tee -a "$OUT/run.log" >&2
+	echo "== mpirun: ${mpirun[*]}; GOCOLL_MPI_PROGRESS=${GOCOLL_MPI_PROGRESS:-auto}" | tee -a "$OUT/run.log" >&2
 	: >"$OUT/samples.txt"
 	local rep P coll f base common
 	for rep in $(seq 1 "$REPEAT"); do
@@ -248,7 +253,7 @@ run_all() {
 # before collectives were added) are all-reduce's.
 table() {
 	{
-		grep -E '^== (machine|start|end)' "$OUT/run.log" 2>/dev/null | sed 's/^== /- /' || true
+		grep -E '^== (machine|start|mpirun|end)' "$OUT/run.log" 2>/dev/null | sed 's/^== /- /' || true
 		awk 'NF == 4 { print "allreduce", $0; next } { print }' "$OUT/samples.txt" |
 			sort -k1,1 -k2,2n -k3,3n -k4,4 -k5,5g | awk '
 	function med(key,   n) {
