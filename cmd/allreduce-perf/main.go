@@ -328,7 +328,16 @@ func runTables(ctx context.Context, rn *runner, tables []table, stdout io.Writer
 }
 
 // runType runs every op and root of one table for one element type.
-func runType[T collective.Elem](ctx context.Context, rn *runner, t table, dt dtype) (err error) {
+func runType[T collective.Elem](ctx context.Context, rn *runner, t table, dt dtype) error {
+	return sweepType(ctx, rn, t, dt, func(ctx context.Context, s *sweep[T], op collective.Op, root int) error {
+		return s.run(ctx, op, root)
+	})
+}
+
+// sweepType allocates the sweep of one table and element type and calls
+// run for every op and root (the in-process sweep's run, or the mpi
+// build's).
+func sweepType[T collective.Elem](ctx context.Context, rn *runner, t table, dt dtype, run func(ctx context.Context, s *sweep[T], op collective.Op, root int) error) (err error) {
 	s, err := newSweep[T](rn, t, dt)
 	if err != nil {
 		return fmt.Errorf("allocating buffers: %w", err)
@@ -347,7 +356,7 @@ func runType[T collective.Elem](ctx context.Context, rn *runner, t table, dt dty
 	}
 	for _, op := range ops {
 		for _, root := range roots {
-			if err := s.run(ctx, op, root); err != nil {
+			if err := run(ctx, s, op, root); err != nil {
 				return err
 			}
 		}

@@ -65,6 +65,7 @@ func TestMPIUsage(t *testing.T) {
 		{"--mpi", "--coll", "exscan"},
 		{"--mpi", "--coll", "sendrecv"},
 		{"--mpi", "--coll", "all"},
+		{"--mpi", "--coll", "allreduce,allgather", "--mpi-baseline"},
 		{"--mpi", "--wire", "half"},
 		{"--mpi", "-J", filepath.Join(t.TempDir(), "x.json")},
 		{"--mpi", "-g", "0"},
@@ -74,9 +75,14 @@ func TestMPIUsage(t *testing.T) {
 			t.Errorf("%q: exit %d (ok %v), stderr %q; want 2 and one line", args, code, ok, errOut)
 		}
 	}
-	for _, c := range []string{"scan", "exscan", "sendrecv"} {
-		if _, _, _, errOut := run("--mpi", "--coll", c); !strings.Contains(errOut, "--coll "+c+": across processes (MPI) the sweep runs allreduce only") {
-			t.Errorf("--mpi --coll %s: stderr %q does not refuse it by name", c, errOut)
+	for _, c := range []string{"broadcast", "reduce", "alltoall", "gather", "scatter", "scan", "exscan", "sendrecv"} {
+		if _, _, _, errOut := run("--mpi", "--coll", "allgather,"+c); !strings.Contains(errOut, "--coll "+c+": across processes (MPI) the sweep runs allreduce, allgather and reducescatter only") {
+			t.Errorf("--mpi --coll allgather,%s: stderr %q does not refuse it by name", c, errOut)
+		}
+	}
+	for _, c := range []string{"allgather", "reducescatter"} {
+		if _, _, _, errOut := run("--mpi", "--coll", c, "--mpi-baseline"); !strings.HasPrefix(errOut, "allreduce-perf: --mpi-baseline: ") || !strings.Contains(errOut, c) {
+			t.Errorf("--mpi --coll %s --mpi-baseline: stderr %q does not refuse the flag by name", c, errOut)
 		}
 	}
 	if code, ok, out, _ := run("-h"); !ok || code != 0 || !strings.Contains(out, "--mpi-baseline") || !strings.Contains(out, "--minbytes") {
@@ -256,6 +262,97 @@ func TestUnderMpirun(t *testing.T) {
 		}
 	})
 
+	t.Run("colls", func(t *testing.T) {
+		// All-reduce, all-gather and reduce-scatter across 2 processes of
+		// one rank and 3 processes of 2 ranks: every row verified (0
+		// wrong), one table per collective, and the rows' size and count
+		// those of the in-process sweep over as many ranks (nccl-tests':
+		// 1000 B rounds down to whole elements, and all-gather's and
+		// reduce-scatter's per-rank count to whole 16-byte groups).
+		colls := []coll{collAllReduce, collAllGather, collReduceScatter}
+		for _, tc := range []struct {
+			np, g int
+			first map[string][2]int64 // coll/type: the 1000 B row's size and count, by hand
+		}{
+			{2, 1, map[string][2]int64{
+				"allreduce/float": {1000, 250}, "allreduce/int32": {1000, 250}, "allreduce/half": {1000, 500},
+				"allgather/float": {992, 124}, "allgather/int32": {992, 124}, "allgather/half": {992, 248},
+				"reducescatter/float": {992, 124}, "reducescatter/int32": {992, 124}, "reducescatter/half": {992, 248},
+			}},
+			{3, 2, map[string][2]int64{
+				"allreduce/float": {1000, 250}, "allreduce/int32": {1000, 250}, "allreduce/half": {1000, 500},
+				"allgather/float": {960, 40}, "allgather/int32": {960, 40}, "allgather/half": {960, 80},
+				"reducescatter/float": {960, 40}, "reducescatter/int32": {960, 40}, "reducescatter/half": {960, 80},
+			}},
+		} {
+			t.Run(fmt.Sprintf("np%d-g%d", tc.np, tc.g), func(t *testing.T) {
+				n := tc.np * tc.g
+				args := []string{"--backend", "host", "-g", strconv.Itoa(tc.g), "--coll", "allreduce,allgather,reducescatter",
+					"-d", "float,int32,half", "-o", "sum,max", "-b", "1000", "-e", "4000", "-f", "4", "-n", "2", "-w", "1"}
+				out, errOut, code := mpirun(t, launcher, flags, tc.np, nil, bin, args...)
+				if code != 0 || errOut != "" {
+					t.Fatalf("exit %d, stderr %q\n%s", code, errOut, out)
+				}
+				if !strings.Contains(out, fmt.Sprintf("\n# nProcs %d nRanks %d (%d per process", tc.np, n, tc.g)) ||
+					!strings.Contains(out, "\n# Out of bounds values : 0 OK\n") {
+					t.Errorf("header or footer\n%s", out)
+				}
+				tables := tablesByColl(t, out)
+				// The in-process sweep over n ranks: the same rows' shapes.
+				var inOut, inErr bytes.Buffer
+				cmd := exec.Command(bin, append([]string{"--mpi=false"}, replaceArg(args, "-g", strconv.Itoa(n))...)...)
+				cmd.Stdout, cmd.Stderr = &inOut, &inErr
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("in process, -g %d: %v, stderr %q\n%s", n, err, inErr.String(), inOut.String())
+				}
+				inTables := tablesByColl(t, inOut.String())
+				for _, c := range colls {
+					rows, inRows := tables[c.String()], inTables[c.String()]
+					ops := 2 // sum, max
+					if !c.hasOp() {
+						ops = 1
+					}
+					if len(rows) != 3*ops*2 || len(inRows) != len(rows) {
+						t.Errorf("%s: %d rows across processes, %d in process; want %d (3 types x %d ops x 2 sizes)\n%s", c, len(rows), len(inRows), 3*ops*2, ops, out)
+						continue
+					}
+					for k, r := range rows {
+						checkShape(t, c, n, r)
+						if r.wrong != [2]int64{0, 0} || r.time[0] <= 0 || r.time[1] <= 0 {
+							t.Errorf("%s row %+v: want 0 wrong and a time in both modes", c, r)
+						}
+						in := inRows[k]
+						if r.size != in.size || r.count != in.count || r.typ != in.typ || r.op != in.op || r.root != in.root {
+							t.Errorf("%s row %d across processes %+v, in process %+v: not the same shape", c, k, r, in)
+						}
+						if want, ok := tc.first[c.String()+"/"+r.typ]; ok && r.size < 1024 && (r.size != want[0] || r.count != want[1]) {
+							t.Errorf("%s row %+v: want size %d and count %d", c, r, want[0], want[1])
+						}
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("wrong values colls", func(t *testing.T) {
+		// Process 1 corrupts one element of its first rank's all-gather
+		// and reduce-scatter result (the whole buffer, its own block):
+		// one wrong value per mode and row, in process 0's table.
+		for _, c := range []string{"allgather", "reducescatter"} {
+			out, errOut, code := mpirun(t, launcher, flags, 2, []string{corruptEnv + "=1"}, bin,
+				"--backend", "host", "-g", "2", "--coll", c, "-d", "float,int32,half", "-b", "1000", "-e", "1000", "-n", "1", "-w", "0")
+			rows := tablesByColl(t, out)[c]
+			if code != 1 || len(rows) != 3 || !strings.Contains(out, "# Out of bounds values : 6 FAILED") {
+				t.Errorf("%s: exit %d, rows %+v: want 1 and 3 rows of 1 wrong per mode\n%s%s", c, code, rows, out, errOut)
+			}
+			for _, r := range rows {
+				if r.wrong != [2]int64{1, 1} {
+					t.Errorf("%s row %+v: want 1 wrong value in each mode", c, r)
+				}
+			}
+		}
+	})
+
 	t.Run("types", func(t *testing.T) {
 		// Every type across processes on the host backend (kernels for
 		// all): 0 wrong, avg of the integers included; the baseline N/A
@@ -341,9 +438,61 @@ func TestUnderMpirun(t *testing.T) {
 	})
 }
 
+// The collectives the sweep runs across processes pass the checks, the
+// baseline with all-reduce alone.
+func TestMPIOptionsColls(t *testing.T) {
+	for _, tc := range []struct {
+		colls    []coll
+		baseline bool
+		ok       bool
+	}{
+		{[]coll{collAllReduce, collAllGather, collReduceScatter}, false, true},
+		{[]coll{collAllReduce}, true, true},
+		{[]coll{collAllGather}, true, false},
+		{[]coll{collAllReduce, collReduceScatter}, true, false},
+		{[]coll{collAllReduce, collBroadcast}, false, false},
+	} {
+		err := checkMPIOptions(&options{colls: tc.colls, ops: []collective.Op{collective.Sum}}, tc.baseline)
+		var u *usageError
+		if (err == nil) != tc.ok || (err != nil && !errors.As(err, &u)) {
+			t.Errorf("checkMPIOptions(%v, baseline %v) = %v, want ok %v (else a usage error)", tc.colls, tc.baseline, err, tc.ok)
+		}
+	}
+}
+
 // -o premulsum across processes is refused as bad usage, naming it.
 func TestMPIPremulsumRefused(t *testing.T) {
-	if err := checkMPIOptions(&options{ops: []collective.Op{collective.Sum, opPreMulSum}}); err == nil || !strings.Contains(err.Error(), "premulsum") {
+	if err := checkMPIOptions(&options{ops: []collective.Op{collective.Sum, opPreMulSum}}, false); err == nil || !strings.Contains(err.Error(), "premulsum") {
 		t.Errorf("-o premulsum across processes: %v, want a usage error naming it", err)
 	}
+}
+
+// tablesByColl parses the rows of every table of out by collective: a
+// table without a "# Collective" line is all-reduce's.
+func tablesByColl(t *testing.T, out string) map[string][]row {
+	t.Helper()
+	tables := map[string][]row{}
+	name, chunk := "allreduce", ""
+	flush := func() {
+		tables[name] = append(tables[name], parseTable(t, chunk)...)
+		chunk = ""
+	}
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if c, ok := strings.CutPrefix(line, "# Collective "); ok {
+			flush()
+			name, _, _ = strings.Cut(c, " ")
+		}
+		chunk += line
+	}
+	flush()
+	return tables
+}
+
+// replaceArg returns args with the value after flag replaced by v.
+func replaceArg(args []string, flag, v string) []string {
+	out := slices.Clone(args)
+	if k := slices.Index(out, flag); k >= 0 && k+1 < len(out) {
+		out[k+1] = v
+	}
+	return out
 }

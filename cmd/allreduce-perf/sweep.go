@@ -53,27 +53,36 @@ type runner struct {
 	nbusbws int
 }
 
-// sweep runs the rows of one table for one element type.
+// sweep runs the rows of one table for one element type on this process's
+// ranks. In one process they are every rank of the group; across processes
+// (the mpi build) they are local ranks first, first+1, ... of the group's
+// N, and every reference still covers all N ranks. The methods take a
+// local index i (comms[i], send[i], recv[i]); its group rank is first+i.
 type sweep[T collective.Elem] struct {
 	*runner
 	t     table
 	dt    dtype
 	vals  values[T]
-	ranks []int // 0, 1, ..., N-1: the ranks every reduction covers
+	ranks []int // 0, 1, ..., N-1: the group's ranks, which every reduction covers
+	first int   // the group rank of comms[0]: 0 in one process
 	comms []*collective.Comm
-	send  [][]T // each rank's send buffer, sized for maxBytes
-	recv  [][]T // each rank's receive (and in-place) buffer
+	send  [][]T // each local rank's send buffer, sized for maxBytes
+	recv  [][]T // each local rank's receive (and in-place) buffer
 	rep   int   // advances for every verified run, so stale results never pass
 	// pinned holds the --pinned buffers, freed by close.
 	pinned []*collective.HostBuffer[T]
-	// premul is each rank's op for -o premulsum (rankOp).
+	// premul is each local rank's op for -o premulsum (rankOp).
 	premul []collective.Op
 }
 
-// newSweep allocates each rank's buffers for the largest size: on the Go
-// heap, or with --pinned in pinned host memory (release them with close).
+// newSweep allocates each local rank's buffers for the largest size: on the
+// Go heap, or with --pinned in pinned host memory (release them with close).
 func newSweep[T collective.Elem](rn *runner, t table, dt dtype) (*sweep[T], error) {
-	s := &sweep[T]{runner: rn, t: t, dt: dt, vals: valuesFor[T](dt), ranks: ranksUpTo(rn.g.Size()), premul: make([]collective.Op, rn.g.Size())}
+	L := rn.g.LocalSize()
+	s := &sweep[T]{runner: rn, t: t, dt: dt, vals: valuesFor[T](dt), ranks: ranksUpTo(rn.g.Size()), premul: make([]collective.Op, L)}
+	if L > 0 {
+		s.first = rn.g.Comm(0).Rank()
+	}
 	maxCount := rn.o.maxBytes / dt.size()
 	alloc := func() ([]T, error) {
 		if !rn.o.pinned {
@@ -86,7 +95,7 @@ func newSweep[T collective.Elem](rn *runner, t table, dt dtype) (*sweep[T], erro
 		s.pinned = append(s.pinned, hb)
 		return hb.Data, nil
 	}
-	for r := 0; r < rn.g.Size(); r++ {
+	for i := 0; i < L; i++ {
 		send, err := alloc()
 		if err != nil {
 			s.close()
@@ -97,7 +106,7 @@ func newSweep[T collective.Elem](rn *runner, t table, dt dtype) (*sweep[T], erro
 			s.close()
 			return nil, err
 		}
-		s.comms = append(s.comms, rn.g.Comm(r))
+		s.comms = append(s.comms, rn.g.Comm(i))
 		s.send = append(s.send, send)
 		s.recv = append(s.recv, recv)
 	}
@@ -108,9 +117,9 @@ func newSweep[T collective.Elem](rn *runner, t table, dt dtype) (*sweep[T], erro
 // destroys the ranks' premulsum ops. No call may be using them.
 func (s *sweep[T]) close() error {
 	var first error
-	for r, op := range s.premul {
+	for i, op := range s.premul {
 		if op != 0 {
-			if err := s.comms[r].DestroyOp(op); err != nil && first == nil {
+			if err := s.comms[i].DestroyOp(op); err != nil && first == nil {
 				first = err
 			}
 		}
@@ -133,7 +142,7 @@ type shape struct {
 }
 
 func (s *sweep[T]) shapeOf(size int64) shape {
-	return shapeFor(s.t.coll, size, s.dt.size(), int64(len(s.comms)))
+	return shapeFor(s.t.coll, size, s.dt.size(), int64(len(s.ranks)))
 }
 
 // shapeFor is nccl-tests' setupArgs with the collective's GetCollByteCount,
@@ -154,9 +163,10 @@ func shapeFor(c coll, size, elt, n int64) shape {
 	return shape{count: count, bytes: count * elt, total: count}
 }
 
-// onRanks runs f on every rank, each in its own goroutine, as the library
-// requires. The first error cancels the others' context and is returned.
-func (s *sweep[T]) onRanks(ctx context.Context, f func(ctx context.Context, r int) error) error {
+// onRanks runs f on every local rank, each in its own goroutine, as the
+// library requires. The first error cancels the others' context and is
+// returned.
+func (s *sweep[T]) onRanks(ctx context.Context, f func(ctx context.Context, i int) error) error {
 	return onRanks(ctx, len(s.comms), f)
 }
 
@@ -184,15 +194,15 @@ func onRanks(ctx context.Context, n int, f func(ctx context.Context, r int) erro
 	return first
 }
 
-// call runs the table's collective once on rank r. Where gocoll has no
-// out-of-place form (the wire-compressed all-reduce, broadcast), out of
+// call runs the table's collective once on local rank i. Where gocoll has
+// no out-of-place form (the wire-compressed all-reduce, broadcast), out of
 // place is a host copy of send into recv, then the in-place call on recv;
 // the copy is timed with it, as NCCL's out-of-place broadcast copies too.
-func (s *sweep[T]) call(ctx context.Context, r int, sh shape, op collective.Op, root int, inPlace bool) error {
-	c := s.comms[r]
-	send, recv := s.send[r], s.recv[r]
+func (s *sweep[T]) call(ctx context.Context, i int, sh shape, op collective.Op, root int, inPlace bool) error {
+	c, r := s.comms[i], s.first+i
+	send, recv := s.send[i], s.recv[i]
 	n, m := sh.count, sh.count
-	op, err := s.rankOp(r, op)
+	op, err := s.rankOp(i, op)
 	if err != nil {
 		return err
 	}
@@ -276,7 +286,7 @@ func (s *sweep[T]) call(ctx context.Context, r int, sh shape, op collective.Op, 
 // peers are the ranks rank r's sendrecv sends to and receives from:
 // (r+1) mod N and (r-1+N) mod N, r itself on one rank.
 func (s *sweep[T]) peers(r int) (to, from int) {
-	n := len(s.comms)
+	n := len(s.ranks)
 	return (r + 1) % n, (r - 1 + n) % n
 }
 
@@ -289,14 +299,14 @@ func (s *sweep[T]) reduced(r int) int {
 	case collExscan:
 		return r
 	}
-	return len(s.comms)
+	return len(s.ranks)
 }
 
 // warmup runs the warm-up iterations (out of place) at shape sh.
 func (s *sweep[T]) warmup(ctx context.Context, sh shape, op collective.Op, root int) error {
-	return s.onRanks(ctx, func(ctx context.Context, r int) error {
-		for i := 0; i < s.o.warmup; i++ {
-			if err := s.call(ctx, r, sh, op, root, false); err != nil {
+	return s.onRanks(ctx, func(ctx context.Context, i int) error {
+		for k := 0; k < s.o.warmup; k++ {
+			if err := s.call(ctx, i, sh, op, root, false); err != nil {
 				return err
 			}
 		}
@@ -313,21 +323,21 @@ func (s *sweep[T]) opName(op collective.Op) string {
 	return opString(op)
 }
 
-// rankOp is op as rank r passes it: for -o premulsum the rank's own op of
-// Comm.PreMulSum, of scalar premulScalar of its rank, made at its first
-// call (close destroys it).
-func (s *sweep[T]) rankOp(r int, op collective.Op) (collective.Op, error) {
+// rankOp is op as local rank i passes it: for -o premulsum the rank's own
+// op of Comm.PreMulSum, of scalar premulScalar of its rank, made at its
+// first call (close destroys it).
+func (s *sweep[T]) rankOp(i int, op collective.Op) (collective.Op, error) {
 	if op != opPreMulSum {
 		return op, nil
 	}
-	if s.premul[r] == 0 {
-		o, err := s.comms[r].PreMulSum(premulScalar(s.comms[r].Rank()))
+	if s.premul[i] == 0 {
+		o, err := s.comms[i].PreMulSum(premulScalar(s.comms[i].Rank()))
 		if err != nil {
 			return 0, err
 		}
-		s.premul[r] = o
+		s.premul[i] = o
 	}
-	return s.premul[r], nil
+	return s.premul[i], nil
 }
 
 // rootCol is the root column: -1 for the collectives without a root.
@@ -338,10 +348,26 @@ func (s *sweep[T]) rootCol(root int) int {
 	return root
 }
 
-// run sweeps every size for op and root, printing one row per size
-// (nccl-tests' TimeTest): warm-up at the largest and smallest size, then
-// per size the out-of-place and the in-place run.
+// run sweeps every size for op and root, printing one row per size.
 func (s *sweep[T]) run(ctx context.Context, op collective.Op, root int) error {
+	return s.rows(ctx, op, root, s.bench, func(sh shape, res [2]result) error {
+		writeRow(s.out, sh.bytes, sh.count, s.dt.String(), s.opName(op), s.rootCol(root), res)
+		alg := s.algorithm(sh)
+		for i, r := range res {
+			s.records = append(s.records, s.record(sh, op, root, i == 1, alg, r))
+		}
+		return nil
+	})
+}
+
+// benchFunc times and verifies one mode at one size: sweep.bench, or the
+// mpi build's across processes.
+type benchFunc func(ctx context.Context, sh shape, op collective.Op, root int, inPlace bool) (result, error)
+
+// rows is nccl-tests' TimeTest for op and root: warm-up at the largest and
+// smallest size, then per size bench of the out-of-place and the in-place
+// run, and row with both results.
+func (s *sweep[T]) rows(ctx context.Context, op collective.Op, root int, bench benchFunc, row func(sh shape, res [2]result) error) error {
 	if err := s.warmup(ctx, s.shapeOf(s.o.maxBytes), op, root); err != nil {
 		return err
 	}
@@ -354,15 +380,13 @@ func (s *sweep[T]) run(ctx context.Context, op collective.Op, root int) error {
 		var res [2]result
 		for i, inPlace := range []bool{false, true} {
 			var err error
-			if res[i], err = s.bench(ctx, sh, op, root, inPlace); err != nil {
+			if res[i], err = bench(ctx, sh, op, root, inPlace); err != nil {
 				return err
 			}
 		}
 		s.progress.done()
-		writeRow(s.out, sh.bytes, sh.count, s.dt.String(), s.opName(op), s.rootCol(root), res)
-		alg := s.algorithm(sh)
-		for i, r := range res {
-			s.records = append(s.records, s.record(sh, op, root, i == 1, alg, r))
+		if err := row(sh, res); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -370,58 +394,85 @@ func (s *sweep[T]) run(ctx context.Context, op collective.Op, root int) error {
 
 // bench times one mode at one size, then verifies it (nccl-tests' BenchTime).
 func (s *sweep[T]) bench(ctx context.Context, sh shape, op collective.Op, root int, inPlace bool) (result, error) {
-	n := len(s.comms)
-	elapsed := make([]time.Duration, n)
-	counters := make([]backend.CounterSnapshot, n)
-	err := s.onRanks(ctx, func(ctx context.Context, r int) error {
+	slowest, counters, err := s.timed(ctx, sh, op, root, inPlace)
+	if err != nil {
+		return result{}, err
+	}
+	res := s.rate(sh, slowest)
+	res.counters = counters
+	s.busbw += res.busbw
+	s.nbusbws++
+	if s.o.check > 0 {
+		if res.wrong, err = s.check(ctx, sh, op, root, inPlace); err != nil {
+			return result{}, err
+		}
+		s.wrong += res.wrong
+	}
+	return res, nil
+}
+
+// timed runs o.iters calls of one mode at one size on every local rank and
+// returns the slowest rank's time for them all, and each rank's counters.
+func (s *sweep[T]) timed(ctx context.Context, sh shape, op collective.Op, root int, inPlace bool) (time.Duration, []backend.CounterSnapshot, error) {
+	L := len(s.comms)
+	elapsed := make([]time.Duration, L)
+	counters := make([]backend.CounterSnapshot, L)
+	err := s.onRanks(ctx, func(ctx context.Context, i int) error {
 		// One untimed call, then line the ranks up so the clock starts
 		// together on every rank.
-		if err := s.call(ctx, r, sh, op, root, inPlace); err != nil {
+		if err := s.call(ctx, i, sh, op, root, inPlace); err != nil {
 			return err
 		}
-		if err := collective.Barrier(ctx, s.comms[r]); err != nil {
+		if err := collective.Barrier(ctx, s.comms[i]); err != nil {
 			return err
 		}
-		before := diag.Counters(s.g, r)
+		before := diag.Counters(s.g, i)
 		start := time.Now()
-		for i := 0; i < s.o.iters; i++ {
-			if err := s.call(ctx, r, sh, op, root, inPlace); err != nil {
+		for k := 0; k < s.o.iters; k++ {
+			if err := s.call(ctx, i, sh, op, root, inPlace); err != nil {
 				return err
 			}
 		}
-		elapsed[r] = time.Since(start)
-		counters[r] = diag.Counters(s.g, r).Sub(before)
+		elapsed[i] = time.Since(start)
+		counters[i] = diag.Counters(s.g, i).Sub(before)
 		return nil
 	})
 	if err != nil {
-		return result{}, err
+		return 0, nil, err
 	}
 	var slowest time.Duration
 	for _, d := range elapsed {
 		slowest = max(slowest, d)
 	}
-	res := result{time: slowest / time.Duration(s.o.iters), wrong: -1, counters: counters}
-	if sec := res.time.Seconds(); sec > 0 {
-		// nccl-tests' *GetBw: algbw over the full buffer, busbw scaled
-		// by the collective's factor.
-		res.algbw = float64(sh.bytes) / 1e9 / sec
-		res.busbw = res.algbw * s.t.coll.busFactor(n)
-	}
-	s.busbw += res.busbw
-	s.nbusbws++
+	return slowest, counters, nil
+}
 
-	if s.o.check > 0 {
-		res.wrong = 0
-		for c := 0; c < s.o.check && res.wrong == 0; c++ {
-			w, err := s.verify(ctx, sh, op, root, inPlace)
-			if err != nil {
-				return result{}, err
-			}
-			res.wrong += w
-		}
-		s.wrong += res.wrong
+// rate is the result of o.iters calls at shape sh that took the slowest
+// rank elapsed: nccl-tests' *GetBw, algbw over the full buffer, busbw
+// scaled by the collective's factor for the group's N ranks. Its wrong is
+// -1 (not checked).
+func (s *sweep[T]) rate(sh shape, elapsed time.Duration) result {
+	res := result{time: elapsed / time.Duration(s.o.iters), wrong: -1}
+	if sec := res.time.Seconds(); sec > 0 {
+		res.algbw = float64(sh.bytes) / 1e9 / sec
+		res.busbw = res.algbw * s.t.coll.busFactor(len(s.ranks))
 	}
-	return res, nil
+	return res
+}
+
+// check verifies one mode at one size o.check times, or until a run finds
+// wrong values, and returns the wrong values counted on this process's
+// ranks. The buffers keep the last verified run's results.
+func (s *sweep[T]) check(ctx context.Context, sh shape, op collective.Op, root int, inPlace bool) (int64, error) {
+	var wrong int64
+	for c := 0; c < s.o.check && wrong == 0; c++ {
+		w, err := s.verify(ctx, sh, op, root, inPlace)
+		if err != nil {
+			return 0, err
+		}
+		wrong += w
+	}
+	return wrong, nil
 }
 
 // input is rank r's element i of verified run rep for this sweep's type.
@@ -429,34 +480,30 @@ func (s *sweep[T]) input(op collective.Op, r int, i int64, rep int) T {
 	return s.vals.input(op, r, i, rep)
 }
 
-// output is rank r's output region (what the test hook sees).
-func (s *sweep[T]) output(r int, sh shape, inPlace bool) []T {
-	m := sh.count
+// output is local rank i's output region (what the test hook sees).
+func (s *sweep[T]) output(i int, sh shape, inPlace bool) []T {
+	m, r, recv := sh.count, int64(s.first+i), s.recv[i]
 	switch s.t.coll {
-	case collReduceScatter:
+	case collReduceScatter, collScatter:
 		if inPlace {
-			return s.recv[r][int64(r)*m : int64(r+1)*m]
+			return recv[r*m : (r+1)*m]
 		}
-		return s.recv[r][:m]
+		return recv[:m]
 	case collAllGather, collAllToAll, collGather:
-		return s.recv[r][:sh.total]
-	case collScatter:
-		if inPlace {
-			return s.recv[r][int64(r)*m : int64(r+1)*m]
-		}
-		return s.recv[r][:m]
+		return recv[:sh.total]
 	}
-	return s.recv[r][:sh.count]
+	return recv[:sh.count]
 }
 
-// fill sets rank r's inputs for run rep. Every region the call must write
-// is first filled with the type's poison (NaN for the float types), so a
-// call that leaves it alone fails.
-func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace bool, rep int) {
+// fill sets local rank loc's inputs for run rep. Every region the call
+// must write is first filled with the type's poison (NaN for the float
+// types), so a call that leaves it alone fails.
+func (s *sweep[T]) fill(loc int, sh shape, op collective.Op, root int, inPlace bool, rep int) {
+	r := s.first + loc
 	// The collectives that reduce hold op's results; the others copies of
 	// the inputs (set with op Sum).
 	poison := s.vals.poison(op, s.reduced(r), s.t.coll.hasOp())
-	send, recv := s.send[r], s.recv[r]
+	send, recv := s.send[loc], s.recv[loc]
 	setPoison := func(x []T) {
 		for i := range x {
 			x[i] = poison
@@ -510,18 +557,18 @@ func (s *sweep[T]) fill(r int, sh shape, op collective.Op, root int, inPlace boo
 }
 
 // verify sets fresh inputs, runs the collective once and counts the elements
-// that differ from the reference on every rank. Out of place, the send
-// buffer must come back unchanged (it is never written).
+// that differ from the reference on every local rank. Out of place, the
+// send buffer must come back unchanged (it is never written).
 func (s *sweep[T]) verify(ctx context.Context, sh shape, op collective.Op, root int, inPlace bool) (int64, error) {
 	s.rep++
 	rep := s.rep
-	err := s.onRanks(ctx, func(ctx context.Context, r int) error {
-		s.fill(r, sh, op, root, inPlace, rep)
-		if err := s.call(ctx, r, sh, op, root, inPlace); err != nil {
+	err := s.onRanks(ctx, func(ctx context.Context, i int) error {
+		s.fill(i, sh, op, root, inPlace, rep)
+		if err := s.call(ctx, i, sh, op, root, inPlace); err != nil {
 			return err
 		}
 		if testHookAfterCheck != nil {
-			testHookAfterCheck(r, inPlace, s.output(r, sh, inPlace))
+			testHookAfterCheck(s.first+i, inPlace, s.output(i, sh, inPlace))
 		}
 		return nil
 	})
@@ -531,20 +578,20 @@ func (s *sweep[T]) verify(ctx context.Context, sh shape, op collective.Op, root 
 	return s.countWrong(sh, op, root, rep, inPlace), nil
 }
 
-// countWrong checks every rank's buffers against the exact reference (see
-// values), split over the CPUs.
+// countWrong checks every local rank's buffers against the exact reference
+// (see values), split over the CPUs.
 func (s *sweep[T]) countWrong(sh shape, op collective.Op, root int, rep int, inPlace bool) int64 {
 	var wrong atomic.Int64
 	workers := int64(runtime.GOMAXPROCS(0))
 	chunk := max((sh.total+workers-1)/workers, 1)
 	var wg sync.WaitGroup
-	for r := range s.comms {
+	for loc := range s.comms {
 		for lo := int64(0); lo < sh.total; lo += chunk {
 			hi := min(lo+chunk, sh.total)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				wrong.Add(s.checkRange(r, lo, hi, sh, op, root, rep, inPlace))
+				wrong.Add(s.checkRange(loc, lo, hi, sh, op, root, rep, inPlace))
 			}()
 		}
 	}
@@ -552,9 +599,12 @@ func (s *sweep[T]) countWrong(sh shape, op collective.Op, root int, rep int, inP
 	return wrong.Load()
 }
 
-// checkRange counts the wrong elements among rank r's elements [lo, hi) of
-// the full buffer, following nccl-tests' expectations per collective:
-//   - all-reduce: every rank holds the reduction, bitwise equal to rank 0's;
+// checkRange counts the wrong elements among local rank loc's (group rank
+// r's) elements [lo, hi) of the full buffer, following nccl-tests'
+// expectations per collective:
+//   - all-reduce: every rank holds the reduction, bitwise equal to local
+//     rank 0's (across processes, the mpi build compares hashes with group
+//     rank 0's);
 //   - reduce-scatter: rank r holds chunk r of the reduction;
 //   - all-gather: every rank holds every rank's contribution, in rank order;
 //   - broadcast: every rank holds root's input;
@@ -571,9 +621,9 @@ func (s *sweep[T]) countWrong(sh shape, op collective.Op, root int, rep int, inP
 //   - sendrecv: rank r holds rank (r-1+N) mod N's input.
 //
 // Out of place, a send element that changed is wrong too.
-func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, root int, rep int, inPlace bool) int64 {
-	n := len(s.comms)
-	send, recv := s.send[r], s.recv[r]
+func (s *sweep[T]) checkRange(loc int, lo, hi int64, sh shape, op collective.Op, root int, rep int, inPlace bool) int64 {
+	n, r := len(s.ranks), s.first+loc
+	send, recv := s.send[loc], s.recv[loc]
 	in := func(op collective.Op, rank int, i int64) T { return s.input(op, rank, i, rep) }
 	var w int64
 	m := sh.count
@@ -581,7 +631,7 @@ func (s *sweep[T]) checkRange(r int, lo, hi int64, sh shape, op collective.Op, r
 	case collAllReduce:
 		for i := lo; i < hi; i++ {
 			got := recv[i]
-			if !s.right(got, op, n, i, rep) || (r > 0 && !sameBits(got, s.recv[0][i])) {
+			if !s.right(got, op, n, i, rep) || (loc > 0 && !sameBits(got, s.recv[0][i])) {
 				w++
 			}
 			if !inPlace && send[i] != in(op, r, i) {
