@@ -195,6 +195,26 @@ var collNames = [...]string{
 
 func (c coll) String() string { return collNames[c] }
 
+// resolveRoots sets roots from -r for a group of n ranks: every rank for
+// all, else the one rank, which must be one of the n where a collective
+// with a root runs.
+func (o *options) resolveRoots(n int) error {
+	o.roots = nil
+	if strings.EqualFold(strings.TrimSpace(o.root), "all") {
+		o.roots = ranksUpTo(max(n, 0))
+		return nil
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(o.root))
+	if err != nil || v < 0 {
+		return usagef("-r/--root %q must be a rank >= 0 or all", o.root)
+	}
+	if v >= n && slices.ContainsFunc(o.colls, coll.hasRoot) {
+		return usagef("-r/--root %d is not a rank of %d (want 0..%d or all)", v, n, n-1)
+	}
+	o.roots = []int{v}
+	return nil
+}
+
 // parseColl accepts a collective's name, with or without nccl-tests'
 // underscore (all_reduce) or a dash.
 func parseColl(s string) (coll, bool) {
@@ -333,6 +353,7 @@ type options struct {
 	dtypes             []dtype
 	ops                []collective.Op
 	roots              []int  // broadcast and reduce: the roots to run (-r all: every rank)
+	root               string // -r as given (resolveRoots)
 	meanless           []coll // scan, exscan: asked for (--coll all too) with -o avg, which they skip
 	strategies         []collective.Strategy
 	iters, warmup      int
@@ -420,6 +441,7 @@ type rawFlags struct {
 	coll                          string
 	outputFile                    string
 	outputSet                     bool
+	across                        bool // the ranks span processes (parseFlagsFor)
 	plotFile                      string
 	pinned                        bool
 	backend                       string
@@ -491,6 +513,14 @@ func printUsage(w io.Writer, prog string, fs *pflag.FlagSet) {
 // (its base name picks the default --coll). It returns pflag.ErrHelp for
 // -h and --help.
 func parseFlags(prog string, args []string) (*options, *pflag.FlagSet, error) {
+	return parseFlagsFor(prog, args, false)
+}
+
+// parseFlagsFor is parseFlags; across, the ranks span processes and -r
+// names a rank of the whole group, whose size is known once the group is
+// open: the caller resolves the roots then (resolveRoots), and until then
+// roots is nil.
+func parseFlagsFor(prog string, args []string, across bool) (*options, *pflag.FlagSet, error) {
 	var r rawFlags
 	fs := newFlagSet(&r, collForProgram(prog))
 	if err := fs.Parse(goFlagSyntax(fs, args)); err != nil {
@@ -503,6 +533,7 @@ func parseFlags(prog string, args []string) (*options, *pflag.FlagSet, error) {
 		return nil, fs, usagef("unexpected argument %q (flags only)", fs.Arg(0))
 	}
 	r.outputSet = fs.Changed("output_file")
+	r.across = across
 	o, err := r.validate()
 	if o != nil {
 		o.prog = programName(prog)
@@ -673,19 +704,13 @@ func (r *rawFlags) validate() (*options, error) {
 		}
 		o.colls = keep
 	}
-	if strings.EqualFold(strings.TrimSpace(r.root), "all") {
-		for q := 0; q < max(o.ranks, 0); q++ {
-			o.roots = append(o.roots, q)
-		}
-	} else {
-		v, err := strconv.Atoi(strings.TrimSpace(r.root))
-		if err != nil || v < 0 {
+	o.root = r.root
+	if r.across {
+		if v, err := strconv.Atoi(strings.TrimSpace(r.root)); !strings.EqualFold(strings.TrimSpace(r.root), "all") && (err != nil || v < 0) {
 			return nil, usagef("-r/--root %q must be a rank >= 0 or all", r.root)
 		}
-		if v >= o.ranks && (containsColl(o.colls, collBroadcast) || containsColl(o.colls, collReduce) || containsColl(o.colls, collGather) || containsColl(o.colls, collScatter)) {
-			return nil, usagef("-r/--root %d is not a rank of %d (want 0..%d or all)", v, o.ranks, o.ranks-1)
-		}
-		o.roots = []int{v}
+	} else if err := o.resolveRoots(o.ranks); err != nil {
+		return nil, err
 	}
 	if o.iters < 1 {
 		return nil, usagef("-n/--iters must be >= 1, got %d", o.iters)

@@ -9,15 +9,17 @@ package main
 // -g is then the number of local ranks per process, and global rank =
 // process * g + local index, as nccl-tests numbers ranks across processes.
 // Every process runs the same sweep as the in-process command (--coll
-// allreduce, allgather and reducescatter; nccl-tests' counts and sizes,
-// out of place and in place): process 0 alone prints the tables, whose
+// allreduce, allgather, reducescatter, broadcast and reduce; nccl-tests'
+// counts and sizes, out of place and in place; -r names a global rank, -r
+// all every rank of every process): process 0 alone prints the tables, whose
 // times are the slowest rank's of every process, and whose #wrong counts are
 // summed over the processes (every process checks its own ranks against the
 // exact reference over every global rank, for every -d type; where every
-// rank holds the same result, all-reduce and all-gather, every rank's
-// result is also compared bitwise with global rank 0's through a 64-bit
-// hash gathered across the processes; a reduce-scatter rank holds its own
-// block, checked against the reference alone). The exit status is agreed
+// rank holds the same result, all-reduce, all-gather and broadcast, every
+// rank's result is also compared bitwise with global rank 0's through a
+// 64-bit hash gathered across the processes; a reduce-scatter rank holds
+// its own block and a reduce's root alone the result, checked against the
+// reference alone). The exit status is agreed
 // on, so every process returns the same one. A type whose all-reduce across
 // processes the backend cannot run (no kernels for it on some device, as
 // for half on Vulkan today: the library returns ErrUnsupported) is refused
@@ -187,19 +189,19 @@ func mpiMain(ctx context.Context, prog string, args []string, stdout, stderr io.
 }
 
 func printMPIUsage(w io.Writer) {
-	fmt.Fprintf(w, "  %-24s %s\n", "--mpi", "span processes through MPI: one group per process with -g local ranks each, global rank = process*g + local (the default when mpirun, mpiexec or another MPI launcher started the command; --mpi=false turns it off). Process 0 prints the global result")
+	fmt.Fprintf(w, "  %-24s %s\n", "--mpi", "span processes through MPI: one group per process with -g local ranks each, global rank = process*g + local, which -r names; --coll allreduce, allgather, reducescatter, broadcast and reduce (the default when mpirun, mpiexec or another MPI launcher started the command; --mpi=false turns it off). Process 0 prints the global result")
 	fmt.Fprintf(w, "  %-24s %s\n", "--mpi-baseline", "with MPI: also time MPI's own all-reduce (MPI_Iallreduce) on local rank 0's buffers of every process, out of place, verified too (four more columns; avg has none)")
 }
 
 // mpiColls are the collectives the multi-process sweep runs.
-var mpiColls = []coll{collAllReduce, collAllGather, collReduceScatter}
+var mpiColls = []coll{collAllReduce, collAllGather, collReduceScatter, collBroadcast, collReduce}
 
 // checkMPIOptions refuses what the multi-process sweep does not do;
 // baseline is --mpi-baseline.
 func checkMPIOptions(o *options, baseline bool) error {
 	for _, c := range o.colls {
 		if !slices.Contains(mpiColls, c) {
-			return usagef("--coll %s: across processes (MPI) the sweep runs allreduce, allgather and reducescatter only", c)
+			return usagef("--coll %s: across processes (MPI) the sweep runs allreduce, allgather, reducescatter, broadcast and reduce only", c)
 		}
 		if baseline && c != collAllReduce {
 			return usagef("--mpi-baseline: MPI's own collective is timed for --coll allreduce only, not %s", c)
@@ -252,7 +254,7 @@ func (m *mpiRun) failf(format string, a ...any) {
 // the same on every process when they could agree on it.
 func runMPI(ctx context.Context, prog string, args []string, baseline bool, stdout, stderr io.Writer) int {
 	name := programName(prog)
-	o, _, err := parseFlags(prog, args)
+	o, _, err := parseFlagsFor(prog, args, true)
 	if err == nil {
 		err = checkMPIOptions(o, baseline)
 	}
@@ -377,7 +379,12 @@ func (m *mpiRun) run(ctx context.Context) (code int, inStep bool) {
 		testHookAfterCheck = m.corruptFirst
 	}
 
-	if err := m.checkTypes(ctx); err != nil {
+	// -r names a rank of the whole group.
+	err = o.resolveRoots(m.globalRanks)
+	if err == nil {
+		err = m.checkTypes(ctx)
+	}
+	if err != nil {
 		var u *usageError
 		if !errors.As(err, &u) {
 			m.failf("%s", oneLine(err))
@@ -657,9 +664,10 @@ func (s *mpiSweep[T]) run(ctx context.Context, op collective.Op, root int) error
 
 // sameResult reports whether every rank of the group holds the same
 // result, which the sweep then compares bitwise across the processes: not
-// so for reduce-scatter, whose ranks hold their own blocks.
+// so for reduce-scatter, whose ranks hold their own blocks, nor for
+// reduce, whose root alone holds the result.
 func (s *mpiSweep[T]) sameResult() bool {
-	return s.t.coll == collAllReduce || s.t.coll == collAllGather
+	return s.t.coll == collAllReduce || s.t.coll == collAllGather || s.t.coll == collBroadcast
 }
 
 // bench times one mode at one size on every rank of every process, then

@@ -60,7 +60,8 @@ func TestMPIUsage(t *testing.T) {
 		t.Errorf("--mpi-baseline without MPI: exit %d (ok %v), stderr %q; want 2 and a hint", code, ok, errOut)
 	}
 	for _, args := range [][]string{
-		{"--mpi", "--coll", "broadcast"},
+		{"--mpi", "--coll", "gather"},
+		{"--mpi", "--coll", "broadcast", "-r", "last"},
 		{"--mpi", "--coll", "scan"},
 		{"--mpi", "--coll", "exscan"},
 		{"--mpi", "--coll", "sendrecv"},
@@ -75,12 +76,12 @@ func TestMPIUsage(t *testing.T) {
 			t.Errorf("%q: exit %d (ok %v), stderr %q; want 2 and one line", args, code, ok, errOut)
 		}
 	}
-	for _, c := range []string{"broadcast", "reduce", "alltoall", "gather", "scatter", "scan", "exscan", "sendrecv"} {
-		if _, _, _, errOut := run("--mpi", "--coll", "allgather,"+c); !strings.Contains(errOut, "--coll "+c+": across processes (MPI) the sweep runs allreduce, allgather and reducescatter only") {
+	for _, c := range []string{"alltoall", "gather", "scatter", "scan", "exscan", "sendrecv"} {
+		if _, _, _, errOut := run("--mpi", "--coll", "allgather,"+c); !strings.Contains(errOut, "--coll "+c+": across processes (MPI) the sweep runs allreduce, allgather, reducescatter, broadcast and reduce only") {
 			t.Errorf("--mpi --coll allgather,%s: stderr %q does not refuse it by name", c, errOut)
 		}
 	}
-	for _, c := range []string{"allgather", "reducescatter"} {
+	for _, c := range []string{"allgather", "reducescatter", "broadcast", "reduce"} {
 		if _, _, _, errOut := run("--mpi", "--coll", c, "--mpi-baseline"); !strings.HasPrefix(errOut, "allreduce-perf: --mpi-baseline: ") || !strings.Contains(errOut, c) {
 			t.Errorf("--mpi --coll %s --mpi-baseline: stderr %q does not refuse the flag by name", c, errOut)
 		}
@@ -263,32 +264,35 @@ func TestUnderMpirun(t *testing.T) {
 	})
 
 	t.Run("colls", func(t *testing.T) {
-		// All-reduce, all-gather and reduce-scatter across 2 processes of
-		// one rank and 3 processes of 2 ranks: every row verified (0
-		// wrong), one table per collective, and the rows' size and count
-		// those of the in-process sweep over as many ranks (nccl-tests':
-		// 1000 B rounds down to whole elements, and all-gather's and
-		// reduce-scatter's per-rank count to whole 16-byte groups).
-		colls := []coll{collAllReduce, collAllGather, collReduceScatter}
+		// All-reduce, all-gather, reduce-scatter, broadcast and reduce
+		// (every global rank as root) across 2 processes of one rank and 3
+		// processes of 2 ranks: every row verified (0 wrong), one table
+		// per collective, and the rows' size, count and root those of the
+		// in-process sweep over as many ranks (nccl-tests': 1000 B rounds
+		// down to whole elements, and all-gather's and reduce-scatter's
+		// per-rank count to whole 16-byte groups).
+		colls := []coll{collAllReduce, collAllGather, collReduceScatter, collBroadcast, collReduce}
 		for _, tc := range []struct {
 			np, g int
 			first map[string][2]int64 // coll/type: the 1000 B row's size and count, by hand
 		}{
 			{2, 1, map[string][2]int64{
 				"allreduce/float": {1000, 250}, "allreduce/int32": {1000, 250}, "allreduce/half": {1000, 500},
+				"broadcast/float": {1000, 250}, "reduce/int32": {1000, 250}, "reduce/half": {1000, 500},
 				"allgather/float": {992, 124}, "allgather/int32": {992, 124}, "allgather/half": {992, 248},
 				"reducescatter/float": {992, 124}, "reducescatter/int32": {992, 124}, "reducescatter/half": {992, 248},
 			}},
 			{3, 2, map[string][2]int64{
 				"allreduce/float": {1000, 250}, "allreduce/int32": {1000, 250}, "allreduce/half": {1000, 500},
+				"broadcast/half": {1000, 500}, "reduce/float": {1000, 250}, "reduce/int32": {1000, 250},
 				"allgather/float": {960, 40}, "allgather/int32": {960, 40}, "allgather/half": {960, 80},
 				"reducescatter/float": {960, 40}, "reducescatter/int32": {960, 40}, "reducescatter/half": {960, 80},
 			}},
 		} {
 			t.Run(fmt.Sprintf("np%d-g%d", tc.np, tc.g), func(t *testing.T) {
 				n := tc.np * tc.g
-				args := []string{"--backend", "host", "-g", strconv.Itoa(tc.g), "--coll", "allreduce,allgather,reducescatter",
-					"-d", "float,int32,half", "-o", "sum,max", "-b", "1000", "-e", "4000", "-f", "4", "-n", "2", "-w", "1"}
+				args := []string{"--backend", "host", "-g", strconv.Itoa(tc.g), "--coll", "allreduce,allgather,reducescatter,broadcast,reduce",
+					"-r", "all", "-d", "float,int32,half", "-o", "sum,max", "-b", "1000", "-e", "4000", "-f", "4", "-n", "2", "-w", "1"}
 				out, errOut, code := mpirun(t, launcher, flags, tc.np, nil, bin, args...)
 				if code != 0 || errOut != "" {
 					t.Fatalf("exit %d, stderr %q\n%s", code, errOut, out)
@@ -308,12 +312,15 @@ func TestUnderMpirun(t *testing.T) {
 				inTables := tablesByColl(t, inOut.String())
 				for _, c := range colls {
 					rows, inRows := tables[c.String()], inTables[c.String()]
-					ops := 2 // sum, max
+					ops, roots := 2, 1 // sum, max; -r all: every rank
 					if !c.hasOp() {
 						ops = 1
 					}
-					if len(rows) != 3*ops*2 || len(inRows) != len(rows) {
-						t.Errorf("%s: %d rows across processes, %d in process; want %d (3 types x %d ops x 2 sizes)\n%s", c, len(rows), len(inRows), 3*ops*2, ops, out)
+					if c.hasRoot() {
+						roots = n
+					}
+					if want := 3 * ops * roots * 2; len(rows) != want || len(inRows) != len(rows) {
+						t.Errorf("%s: %d rows across processes, %d in process; want %d (3 types x %d ops x %d roots x 2 sizes)\n%s", c, len(rows), len(inRows), want, ops, roots, out)
 						continue
 					}
 					for k, r := range rows {
@@ -335,12 +342,13 @@ func TestUnderMpirun(t *testing.T) {
 	})
 
 	t.Run("wrong values colls", func(t *testing.T) {
-		// Process 1 corrupts one element of its first rank's all-gather
-		// and reduce-scatter result (the whole buffer, its own block):
-		// one wrong value per mode and row, in process 0's table.
-		for _, c := range []string{"allgather", "reducescatter"} {
+		// Process 1 corrupts one element of its first rank's result (of
+		// all-gather the whole buffer, of reduce-scatter its own block,
+		// of broadcast and reduce root 2's, which is that rank): one
+		// wrong value per mode and row, in process 0's table.
+		for _, c := range []string{"allgather", "reducescatter", "broadcast", "reduce"} {
 			out, errOut, code := mpirun(t, launcher, flags, 2, []string{corruptEnv + "=1"}, bin,
-				"--backend", "host", "-g", "2", "--coll", c, "-d", "float,int32,half", "-b", "1000", "-e", "1000", "-n", "1", "-w", "0")
+				"--backend", "host", "-g", "2", "--coll", c, "-r", "2", "-d", "float,int32,half", "-b", "1000", "-e", "1000", "-n", "1", "-w", "0")
 			rows := tablesByColl(t, out)[c]
 			if code != 1 || len(rows) != 3 || !strings.Contains(out, "# Out of bounds values : 6 FAILED") {
 				t.Errorf("%s: exit %d, rows %+v: want 1 and 3 rows of 1 wrong per mode\n%s%s", c, code, rows, out, errOut)
@@ -431,9 +439,19 @@ func TestUnderMpirun(t *testing.T) {
 	})
 
 	t.Run("usage", func(t *testing.T) {
-		out, errOut, code := mpirun(t, launcher, flags, 2, nil, bin, "--coll", "broadcast")
-		if code != 2 || strings.Count(errOut, "allreduce-perf: --coll broadcast") != 1 {
+		out, errOut, code := mpirun(t, launcher, flags, 2, nil, bin, "--coll", "gather")
+		if code != 2 || strings.Count(errOut, "allreduce-perf: --coll gather") != 1 {
 			t.Errorf("exit %d, stderr %q, want 2 and one message\n%s", code, errOut, out)
+		}
+		// -r names a rank of the whole group, known once it is open: 3
+		// is one of 2 processes x 2 ranks, 4 is none.
+		out, errOut, code = mpirun(t, launcher, flags, 2, nil, bin, "--backend", "host", "-g", "2", "--coll", "broadcast", "-r", "4", "-b", "64", "-e", "64")
+		if code != 2 || strings.Count(errOut, "allreduce-perf: -r/--root 4 is not a rank of 4") != 1 || strings.Contains(out, "size") {
+			t.Errorf("-r 4 of 4 ranks: exit %d, stderr %q, want 2 and one message before the table\n%s", code, errOut, out)
+		}
+		out, errOut, code = mpirun(t, launcher, flags, 2, nil, bin, "--backend", "host", "-g", "2", "--coll", "broadcast", "-r", "3", "-b", "64", "-e", "64", "-n", "1", "-w", "0")
+		if rows := parseTable(t, out); code != 0 || errOut != "" || len(rows) != 1 || rows[0].root != 3 || rows[0].wrong != [2]int64{0, 0} {
+			t.Errorf("-r 3 of 4 ranks: exit %d, stderr %q, rows %+v\n%s", code, errOut, rows, out)
 		}
 	})
 }
@@ -446,11 +464,12 @@ func TestMPIOptionsColls(t *testing.T) {
 		baseline bool
 		ok       bool
 	}{
-		{[]coll{collAllReduce, collAllGather, collReduceScatter}, false, true},
+		{[]coll{collAllReduce, collAllGather, collReduceScatter, collBroadcast, collReduce}, false, true},
 		{[]coll{collAllReduce}, true, true},
 		{[]coll{collAllGather}, true, false},
 		{[]coll{collAllReduce, collReduceScatter}, true, false},
-		{[]coll{collAllReduce, collBroadcast}, false, false},
+		{[]coll{collAllReduce, collAllToAll}, false, false},
+		{[]coll{collBroadcast}, true, false},
 	} {
 		err := checkMPIOptions(&options{colls: tc.colls, ops: []collective.Op{collective.Sum}}, tc.baseline)
 		var u *usageError
