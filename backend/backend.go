@@ -489,6 +489,10 @@ var (
 	ErrTimeout         = errors.New("timeout")
 	ErrClosed          = errors.New("closed")
 	ErrValidation      = errors.New("validation layer message")
+	// ErrTransportLost: a transport between processes whose native
+	// collective still held memory past the drain limit (see
+	// NativeCollectives.Drain); MPI may still read or write that memory.
+	ErrTransportLost = errors.New("transport lost")
 )
 
 // Priorities of gocoll's backends (Backend.Priority).

@@ -95,7 +95,10 @@ type Splitter interface {
 // memory of a call that returned early stays in the transport's use (kept
 // alive and in place, never freed) until the collective completes when the
 // missing processes call it; the caller must neither reuse nor release it
-// before Drain reported true.
+// before Drain reported true. A Drain that reports false declares the
+// transport lost: the memory stays pinned, MPI may still write it at any
+// time, and every later call on the transport but Drain and Close fails at
+// once with an error matching ErrTransportLost.
 type NativeCollectives interface {
 	// Reduces reports whether Allreduce, ReduceScatterBlock and Reduce
 	// reduce element type dt with op natively, with Op's semantics.
@@ -117,6 +120,7 @@ type NativeCollectives interface {
 	Alltoall(ctx context.Context, send, recv []byte) error
 	// Drain waits up to limit for the native collectives that returned
 	// early (their ctx ended) to complete, and reports whether none is
-	// left in flight: only then may their memory be reused.
+	// left in flight: only then may their memory be reused. False declares
+	// the transport lost (ErrTransportLost), for good.
 	Drain(limit time.Duration) bool
 }

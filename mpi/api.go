@@ -155,7 +155,8 @@ func (w *World) Reduces(dt backend.DType, op backend.Op) bool { return reduces(d
 // MPI's. MPI works on the given memory: when ctx ends first, the returned
 // *Error matches backend.ErrTimeout (or wraps ctx's error) and names the
 // processes not seen to arrive, and the memory stays pinned and in MPI's use
-// until the collective completes (Drain).
+// until the collective completes (Drain; past Drain's limit the World is
+// declared lost and MPI may still write the memory at any time).
 func (w *World) Allreduce(ctx context.Context, send, recv []byte, dt backend.DType, op backend.Op) error {
 	return w.nativeAllreduce(ctx, send, recv, dt, op)
 }
@@ -194,6 +195,19 @@ func (w *World) Alltoall(ctx context.Context, send, recv []byte) error {
 // because their ctx ended, testing them, and reports whether none is left:
 // only then may their memory be reused. A World closed while MPI held one
 // keeps it pinned for the life of the process, and Drain reports false.
+//
+// When Drain reports false, w is declared lost, for good: MPI may still
+// write the memory of those collectives at any time (they complete if the
+// missing processes ever call them), so it stays pinned, kept by w (and
+// after Close for the life of the process), and must not be reused; every
+// later call on w but Drain and Close (collectives, Dup, Split, Isend,
+// Irecv, the native collectives) fails at once with an *Error matching
+// backend.ErrTransportLost. Requests started before go on as before. The
+// Worlds made from w by Dup or Split have communicators and requests of
+// their own and are not lost with it; a collective.Group over w works on
+// such a duplicate, and a group whose native collective was still in
+// flight past its drain limit is broken and its call's error matches
+// collective.ErrTransportLost.
 func (w *World) Drain(limit time.Duration) bool { return w.drainNative(limit) }
 
 // Barrier returns once every process has called it (MPI_Ibarrier, then

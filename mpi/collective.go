@@ -142,6 +142,10 @@ func (w *World) beginCollective(ctx context.Context, call string) (uint64, error
 		w.collMu.Unlock()
 		return 0, closedError(call)
 	}
+	if w.lost.Load() {
+		w.collMu.Unlock()
+		return 0, lostError(call)
+	}
 	w.progressOrphans()
 	if err := w.awaitDup(ctx, call); err != nil {
 		w.collMu.Unlock()

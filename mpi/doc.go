@@ -48,6 +48,16 @@
 // wait for the receiver's acknowledgement: that would cost a round trip on
 // every Send (docs/MPI.md).
 //
+// The native collectives (backend.NativeCollectives: Allreduce,
+// ReduceScatterBlock, Reduce, Bcast, Alltoall) work on the caller's memory
+// with no copy. MPI cannot cancel a collective: one whose ctx ended keeps
+// that memory pinned and in MPI's use until it completes, and
+// [World.Drain] waits for it up to a limit. Past the limit the World is
+// declared lost: MPI may still write the memory at any time, so it stays
+// pinned and must not be reused, and every later call on the World but
+// Drain and Close fails at once with an error matching
+// backend.ErrTransportLost.
+//
 // MPI errors return to the caller (MPI_ERRORS_RETURN) as *[Error] values that
 // match backend's sentinels with errors.Is. Waits take a context and never
 // hang: a process that never arrives at a collective makes the others return

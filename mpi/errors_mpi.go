@@ -45,6 +45,13 @@ func closedError(call string) *Error {
 	return &Error{Call: call, Msg: "the World is closed", Err: backend.ErrClosed}
 }
 
+// lostError is what a call on a World declared lost returns (World.Drain).
+func lostError(call string) *Error {
+	return &Error{Call: call, Err: backend.ErrTransportLost, Msg: "the World was declared lost: a native collective whose " +
+		"context ended was still in flight past the drain limit (Drain reported false); MPI may still write the memory " +
+		"it was given, which stays pinned: do not reuse it"}
+}
+
 func argError(call, format string, args ...any) *Error {
 	return &Error{Call: call, Msg: fmt.Sprintf(format, args...), Err: backend.ErrInvalidArgument}
 }

@@ -233,7 +233,8 @@ func (w *World) nativeAlltoall(ctx context.Context, send, recv []byte) error {
 
 // drainNative is World.Drain: it completes what it can of the requests
 // left to the World until no native collective remains among them, or
-// limit passed.
+// limit passed; then the World is lost (its requests stay pinned, kept by
+// the World, and by Close for the life of the process).
 func (w *World) drainNative(limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	sleep := sleepMin
@@ -243,6 +244,7 @@ func (w *World) drainNative(limit time.Duration) bool {
 			return true
 		}
 		if time.Now().After(deadline) {
+			w.lost.Store(true)
 			return false
 		}
 		cNap(int64(sleep))

@@ -6,9 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
@@ -304,4 +307,103 @@ func TestNativeTimeout(t *testing.T) {
 		t.Errorf("after the collective completed, element %d = %d, want %d", i, recv[i], want(i))
 	}
 	agree(t, w, !t.Failed(), "native timeout")
+}
+
+// TestNativeLost: on a duplicate of the World, the last process does not
+// call Allreduce while the others' deadline passes and their Drain, with a
+// limit of 1 ms, reports the collective still held: their duplicate is
+// declared lost. Every later call on it (collectives, Dup, Split, Isend,
+// Irecv, native) fails at once with an *Error matching
+// backend.ErrTransportLost that says MPI may still write the memory, which
+// stays pinned (the request, with the caller's recv, kept by the World);
+// the World it was made from goes on. Once the last process calls, Drain
+// reports true and recv holds the sum MPI wrote after the call returned;
+// the duplicate stays lost, and closes cleanly.
+func TestNativeLost(t *testing.T) {
+	w, ctx := begin(t, 60*time.Second)
+	P, me := w.Size(), w.Rank()
+	if P < 2 {
+		t.Skip("needs two processes")
+	}
+	tr, err := w.Dup(ctx)
+	agree(t, w, err == nil, fmt.Sprintf("Dup: %v", err))
+	d := tr.(*World)
+	const n = 1001
+	mine := filled(n, func(i int) int32 { return intIn[int32](collective.Sum, me, i) })
+	recv := make([]int32, n)
+	want := func(i int) int32 {
+		var s int32
+		for p := range P {
+			s += intIn[int32](collective.Sum, p, i)
+		}
+		return s
+	}
+	late := P - 1
+	if me != late {
+		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := d.Allreduce(tctx, bytesOf(mine), bytesOf(recv), backend.I32, backend.Sum)
+		cancel()
+		if !errors.Is(err, backend.ErrTimeout) || errors.Is(err, backend.ErrTransportLost) {
+			t.Errorf("Allreduce with process %d missing = %v; want ErrTimeout (the World not lost yet)", late, err)
+		}
+		if d.Drain(time.Millisecond) {
+			t.Fatal("Drain reported true while process", late, "had not called")
+		}
+		calls := map[string]func() error{
+			"Barrier":   func() error { return d.Barrier(ctx) },
+			"Allgather": func() error { return d.Allgather(ctx, []byte{1}, make([]byte, P)) },
+			"Allreduce": func() error {
+				return d.Allreduce(ctx, bytesOf(mine), bytesOf(make([]int32, n)), backend.I32, backend.Sum)
+			},
+			"AllreduceF32": func() error { return d.AllreduceF32(ctx, []float32{1}, []float32{0}, backend.Sum) },
+			"Bcast":        func() error { return d.Bcast(ctx, []byte{1}, 0) },
+			"Dup":          func() error { _, err := d.Dup(ctx); return err },
+			"Split":        func() error { _, err := d.Split(ctx, 0, 0); return err },
+			"Isend":        func() error { _, err := d.Isend([]byte{1}, 0, 0); return err },
+			"Irecv":        func() error { _, err := d.Irecv([]byte{1}, 0, 0); return err },
+			"IrecvUpTo":    func() error { _, err := d.IrecvUpTo([]byte{1}, 0, 0); return err },
+		}
+		for name, call := range calls {
+			start := time.Now()
+			err := call()
+			var e *Error
+			if !errors.As(err, &e) || !errors.Is(err, backend.ErrTransportLost) || !strings.Contains(err.Error(), "MPI may still write") {
+				t.Errorf("%s on the lost World = %v; want an *Error matching ErrTransportLost", name, err)
+			}
+			if took := time.Since(start); took > 100*time.Millisecond {
+				t.Errorf("%s on the lost World took %v, want at once", name, took)
+			}
+		}
+		// The memory stays pinned: the World keeps the request over recv.
+		d.bgMu.Lock()
+		pinned := slices.ContainsFunc(d.orphans, func(r *request) bool {
+			return r.native == nativeAllreduce && r.buf == unsafe.Pointer(unsafe.SliceData(recv))
+		})
+		d.bgMu.Unlock()
+		if !pinned || d.nativeHeld.Load() != 1 {
+			t.Errorf("the World keeps the request over recv: %v, %d native collectives held; want true, 1", pinned, d.nativeHeld.Load())
+		}
+		runtime.GC()
+		runtime.GC()
+	}
+	agree(t, w, !t.Failed(), "lost World") // the World d was made from goes on
+	if me == late {
+		if err := d.Allreduce(ctx, bytesOf(mine), bytesOf(recv), backend.I32, backend.Sum); err != nil {
+			t.Errorf("the late process's Allreduce: %v", err)
+		}
+	} else {
+		if !d.Drain(30 * time.Second) {
+			t.Fatal("Drain: the collective did not complete after the late process called")
+		}
+		if err := d.Barrier(ctx); !errors.Is(err, backend.ErrTransportLost) {
+			t.Errorf("Barrier on the lost World once drained = %v; want ErrTransportLost (lost for good)", err)
+		}
+	}
+	if i := wrongAt(recv, want); i >= 0 {
+		t.Errorf("after the collective completed, element %d = %d, want %d", i, recv[i], want(i))
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	agree(t, w, !t.Failed(), "lost World closed")
 }

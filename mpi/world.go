@@ -76,6 +76,9 @@ type world struct {
 	// nativeHeld counts the native collectives whose caller returned early
 	// (their ctx ended) and which MPI still holds (Drain waits for them).
 	nativeHeld atomic.Int64
+	// lost: a Drain reported false (one of them was still held past its
+	// limit); every later call but Drain and Close fails (lostError).
+	lost atomic.Bool
 
 	noticeMu sync.Mutex // guards notices and seen; taken only on the MPI thread
 	notices  []notice
@@ -226,6 +229,9 @@ func (w *World) startP2P(kind reqKind, call string, p []byte, peer, tag int) (*r
 	}
 	if tag < 0 || tag > w.tagUB {
 		return nil, argError(call, "tag %d out of range [0, %d] (MPI_TAG_UB)", tag, w.tagUB)
+	}
+	if w.lost.Load() {
+		return nil, lostError(call)
 	}
 	r := w.getRequest(kind, call, peer, tag)
 	r.n = len(p)
