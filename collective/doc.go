@@ -35,8 +35,11 @@
 // peers to stop touching its buffers. A device that does not drain within
 // Options.DrainLimit (default 10 s) is declared lost (ErrDeviceLost): its
 // memory, and host memory it imported, is leaked, never freed or unmapped
-// under it. An asynchronous operation owns its buffers until its Work is
-// done.
+// under it. The one exception is a native collective between processes
+// (strategy Native): MPI cannot cancel it, so past the drain limit the
+// transport is declared lost (ErrTransportLost) and MPI may still write the
+// call's receive buffer, which stays pinned and must not be reused. An
+// asynchronous operation owns its buffers until its Work is done.
 //
 // Closing memory. Every entry point first resolves its arguments: each
 // piece of memory the library could free under it (a HostBuffer's pages, so

@@ -42,6 +42,11 @@ var (
 	// drain limit (Options.DrainLimit); its memory is leaked, never freed
 	// while it might still be used.
 	ErrDeviceLost = backend.ErrDeviceLost
+	// ErrTransportLost: a native collective between processes (strategy
+	// Native, over MPI) whose wait ended still held the call's memory past
+	// the drain limit (Options.DrainLimit): the transport is declared lost,
+	// the memory stays pinned and MPI may still write it, so do not reuse it.
+	ErrTransportLost = backend.ErrTransportLost
 	// ErrOutOfMemory: a device (or host) allocation failed.
 	ErrOutOfMemory = backend.ErrOutOfMemory
 	// ErrValidation: the API validation layer (Options.Validation) reported

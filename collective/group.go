@@ -108,7 +108,12 @@ type Options struct {
 	// DrainLimit bounds how long a failing call, Close and HostBuffer.Close
 	// wait for a device to finish work that still uses a caller's memory;
 	// past it the device is declared lost (ErrDeviceLost) and its memory is
-	// leaked, never freed under it. 0 means 10 s (lower it in tests).
+	// leaked, never freed under it. 0 means 10 s (lower it in tests). It
+	// also bounds how long a call of strategy Native whose wait ended waits
+	// for the transport's collective (MPI cannot cancel one) to release the
+	// caller's memory: past it the transport is declared lost, the error
+	// matches ErrTransportLost, and MPI may still write that memory, which
+	// stays pinned: do not reuse it.
 	DrainLimit time.Duration
 
 	// parent: a sub-group's parent (Split), whose cost model it takes

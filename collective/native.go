@@ -99,7 +99,7 @@ func (c *Comm) nativeRun(ctx context.Context, send, recv []byte, lead func() err
 	if g.nl > 1 {
 		if err := c.arriveLocal(ctx, fp, "native result"); err != nil {
 			c.leaveAccess()
-			return c.afterAccess(err)
+			return g.comms[0].nat.Mark(c.afterAccess(err)) // the leader's loss
 		}
 	}
 	fan()
@@ -211,7 +211,8 @@ func (c *Comm) leader() native.Leader {
 // the processes the transport says are missing), or the transport failed.
 // A failure breaks the group; when the transport still holds memory of the
 // call (MPI cannot cancel a collective), it waits up to the drain limit for
-// it, and past that gives the comm's pooled memory up to the transport.
+// it, and past that the transport is lost (native.Pools.Drain: the pooled
+// memory is given up to it; the error matches ErrTransportLost).
 func (c *Comm) nativeErr(err error) error {
 	if err == nil {
 		return nil
@@ -235,8 +236,5 @@ func (c *Comm) nativeErr(err error) error {
 	if g.Err() == nil {
 		c.breakWith(err)
 	}
-	if nc := g.nc; nc != nil && !nc.Drain(g.drainLimit) {
-		c.nat.Drop() // MPI still uses the pooled memory: it is the transport's now
-	}
-	return err
+	return c.nat.Drain(g.nc, g.drainLimit, err)
 }

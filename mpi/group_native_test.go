@@ -755,3 +755,106 @@ func TestGroupNativeAllocs(t *testing.T) {
 	}
 	agree(t, w, !t.Failed(), "allocations")
 }
+
+// gatedNative is the World as a transport (not a Duplicator, so a group
+// works on it directly) whose Allreduce on process late starts only once
+// gate closes, under a context of its own: a process hung before the
+// native collective.
+type gatedNative struct {
+	*World
+	late int
+	gate chan struct{}
+}
+
+func (l gatedNative) Allreduce(ctx context.Context, send, recv []byte, dt backend.DType, op backend.Op) error {
+	if l.World.Rank() == l.late {
+		<-l.gate
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+	}
+	return l.World.Allreduce(ctx, send, recv, dt, op)
+}
+
+// TestGroupNativeLost: a group of one rank per process over a duplicate of
+// the World, DrainLimit 1 ms, whose last process hangs before its leader's
+// MPI_Iallreduce. The other processes' AllReduce returns when its deadline
+// passes, with its typed error (ErrTimeout, context.DeadlineExceeded)
+// matching collective.ErrTransportLost and saying MPI may still write the
+// receive buffer; the duplicate is lost: its next call fails at once with
+// ErrTransportLost, the group's with ErrGroupBroken. Once the last process
+// calls, Drain reports true and recv holds the sum MPI wrote after the
+// call returned (the memory was MPI's, as the error said).
+func TestGroupNativeLost(t *testing.T) {
+	w, ctx := begin(t, 60*time.Second)
+	P, me := w.Size(), w.Rank()
+	if P < 2 {
+		t.Skip("needs two processes")
+	}
+	dtr, err := w.Dup(ctx)
+	agree(t, w, err == nil, fmt.Sprintf("Dup: %v", err))
+	d := dtr.(*World)
+	late := P - 1
+	gate := make(chan struct{})
+	cfg := collective.DefaultConfig()
+	cfg.CommunicationTimeout = 30 * time.Second
+	cfg.Strategy = collective.Native
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 1, Backend: "host", Transport: transportOnly{d, gatedNative{d, late, gate}},
+		Config: cfg, DrainLimit: time.Millisecond})
+	agree(t, w, err == nil, fmt.Sprintf("NewGroup: %v", err))
+	const n = 4099
+	e := intType[int32]("int32")
+	want := func(i int) int32 { return e.ref(collective.Sum, ins(e, collective.Sum, P, i)) }
+	c := g.Comm(0)
+	send := filled(n, func(i int) int32 { return e.in(collective.Sum, c.Rank(), i) })
+	recv := make([]int32, n)
+	lateDone := make(chan error, 1)
+	if me == late {
+		go func() { lateDone <- collective.AllReduceInto(ctx, c, send, recv, collective.Sum) }()
+	} else {
+		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		start := time.Now()
+		err := collective.AllReduceInto(tctx, c, send, recv, collective.Sum)
+		took := time.Since(start)
+		cancel()
+		var ce *collective.Error
+		switch {
+		case !errors.As(err, &ce) || !errors.Is(err, collective.ErrTransportLost) || !strings.Contains(err.Error(), "MPI may still write"):
+			t.Errorf("AllReduce with process %d hung = %v; want a *collective.Error matching ErrTransportLost", late, err)
+		case !errors.Is(err, collective.ErrTimeout) && !errors.Is(err, collective.ErrGroupBroken):
+			// Another early process's deadline may pass first and break the group.
+			t.Errorf("AllReduce = %v; want ErrTimeout (or ErrGroupBroken from another process's)", err)
+		case took > 5*time.Second:
+			t.Errorf("AllReduce returned after %v", took)
+		}
+		start = time.Now()
+		if err := d.Barrier(ctx); !errors.Is(err, backend.ErrTransportLost) || time.Since(start) > 100*time.Millisecond {
+			t.Errorf("Barrier on the group's World after the loss = %v after %v; want ErrTransportLost at once", err, time.Since(start))
+		}
+		if err := collective.AllReduceInto(ctx, c, send, recv, collective.Sum); !errors.Is(err, collective.ErrGroupBroken) {
+			t.Errorf("the next AllReduce = %v; want ErrGroupBroken", err)
+		}
+	}
+	agree(t, w, !t.Failed(), "native loss")
+	if me == late {
+		close(gate)
+		if err := <-lateDone; err != nil {
+			t.Logf("the hung process's AllReduce: %v", err)
+		}
+	}
+	if !d.Drain(30 * time.Second) {
+		t.Fatal("Drain: the collective did not complete after the hung process called")
+	}
+	if me != late {
+		if s := firstWrong(e, collective.Sum, recv, want); s != "" {
+			t.Errorf("recv once MPI completed the collective: %s", s)
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Logf("Close of the broken group: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Logf("Close of the group's World: %v", err)
+	}
+	agree(t, w, !t.Failed(), "native loss closed")
+}

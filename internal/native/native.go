@@ -7,11 +7,14 @@
 // chunks), so the result is the one-process deterministic result whatever
 // the processes' layout. The leader's host memory is pooled per comm, and a
 // native call waits under the comm's wait context (the call's context, its
-// timeout and the group breaking).
+// timeout and the group breaking). A failed call waits, up to the drain
+// limit, for the transport to release the memory it was given (MPI cannot
+// cancel a collective); past that the transport is lost (Pools.Drain).
 package native
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
@@ -43,8 +46,12 @@ func Fits(rs, ag, det bool, L, P, n, es int) bool {
 	return block*es <= maxBlock
 }
 
-// Pools is a comm's pooled host memory for the leader's part.
-type Pools struct{ a, b, c []byte }
+// Pools is a comm's pooled host memory for the leader's part, and whether
+// the transport was declared lost on one of its calls (Drain).
+type Pools struct {
+	a, b, c []byte
+	lost    atomic.Bool
+}
 
 // get returns (*p)[:n], growing the pooled memory when it is short.
 func get(p *[]byte, n int) []byte {
@@ -58,9 +65,48 @@ func get(p *[]byte, n int) []byte {
 // in (block l: local rank l's).
 func (p *Pools) Blocks() []byte { return p.b }
 
-// Drop gives the pooled memory up: the transport still uses it (MPI cannot
-// cancel a collective), so it is never reused or freed under it.
-func (p *Pools) Drop() { *p = Pools{} }
+// Drain ends a failed native call (err, not nil) of the leader: it waits up
+// to limit for nc (nil: none) to release the memory of the calls that
+// returned early. Past the limit the transport holds that memory for good
+// (it declared itself lost, and MPI may still write it): the pooled memory
+// is given up to it, never reused or freed under it, the pools remember the
+// loss, and err comes back as a *LostError.
+func (p *Pools) Drain(nc backend.NativeCollectives, limit time.Duration, err error) error {
+	if nc == nil || nc.Drain(limit) {
+		return err
+	}
+	p.a, p.b, p.c = nil, nil, nil
+	p.lost.Store(true)
+	return &LostError{Err: err}
+}
+
+// Mark returns err as a *LostError once a call of the leader whose pools p
+// are declared the transport lost (the process's other ranks' failures
+// after the leader's: a Reduce's root may be one of them, its receive
+// buffer in MPI's hands), else err.
+func (p *Pools) Mark(err error) error {
+	if err == nil || !p.lost.Load() {
+		return err
+	}
+	return &LostError{Err: err}
+}
+
+// LostError is a native collective's failure (Err: the timeout, the
+// context's end, the group broken) once the transport was declared lost:
+// it still held the call's memory past the drain limit.
+type LostError struct{ Err error }
+
+func (e *LostError) Error() string {
+	return e.Err.Error() + "; the transport between processes is declared lost: its collective still held this call's " +
+		"memory past the drain limit, and MPI may still write the receive buffer (and memory the process's leader " +
+		"gave it) at any time: do not reuse it"
+}
+
+// Is matches backend.ErrTransportLost.
+func (e *LostError) Is(t error) bool { return t == backend.ErrTransportLost }
+
+// Unwrap returns the failure.
+func (e *LostError) Unwrap() error { return e.Err }
 
 // Failure is a native call that failed: Err is the transport's error, Why
 // what ended the wait (waitctx.ErrBroken, waitctx.ErrTimeout or the call's

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,5 +148,63 @@ func TestFits(t *testing.T) {
 		if got := Fits(c.rs, c.ag, c.det, c.L, c.P, c.n, c.es); got != c.want {
 			t.Errorf("%+v: Fits %v", c, got)
 		}
+	}
+}
+
+// held is one's native collectives with a Drain that reports whether the
+// transport still holds memory (held), counting its calls.
+type held struct {
+	one
+	holding bool
+	drains  []time.Duration
+}
+
+func (h *held) Drain(limit time.Duration) bool {
+	h.drains = append(h.drains, limit)
+	return !h.holding
+}
+
+// TestPoolsDrain: a failed call whose memory the transport released comes
+// back as it was, the pools kept; one whose memory it still holds past the
+// limit comes back as a *LostError (errors.Is ErrTransportLost, the
+// failure still matched), the pooled memory given up (never reused), and
+// from then on Mark marks the process's other ranks' failures too.
+func TestPoolsDrain(t *testing.T) {
+	cause := &Failure{Call: "MPI_Iallreduce", Err: context.DeadlineExceeded, Why: waitctx.ErrTimeout}
+	var p Pools
+	a := get(&p.a, 64)
+	if err := p.Drain(nil, time.Second, cause); err != cause {
+		t.Errorf("Drain without native collectives = %v, want the failure as it is", err)
+	}
+	h := &held{one: one{calls: map[string]int{}}}
+	if err := p.Drain(h, 3*time.Millisecond, cause); err != cause || len(h.drains) != 1 || h.drains[0] != 3*time.Millisecond {
+		t.Errorf("Drain of released memory = %v (drains %v), want the failure as it is after one Drain(3ms)", err, h.drains)
+	}
+	if err := p.Mark(cause); err != cause {
+		t.Errorf("Mark before any loss = %v, want the failure as it is", err)
+	}
+	if got := get(&p.a, 64); &got[0] != &a[0] {
+		t.Error("the pooled memory was not reused after a clean drain")
+	}
+	h.holding = true
+	err := p.Drain(h, time.Millisecond, cause)
+	var le *LostError
+	var f *Failure
+	if !errors.As(err, &le) || !errors.Is(err, backend.ErrTransportLost) || !errors.As(err, &f) || f != cause ||
+		!errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "may still write") {
+		t.Errorf("Drain of held memory = %v; want a *LostError matching ErrTransportLost around the failure", err)
+	}
+	if p.a != nil || p.b != nil || p.c != nil {
+		t.Error("the pooled memory the transport holds was kept for reuse")
+	}
+	if got := get(&p.a, 64); &got[0] == &a[0] {
+		t.Error("memory the transport holds was handed out again")
+	}
+	other := errors.New("group broken")
+	if err := p.Mark(other); !errors.Is(err, backend.ErrTransportLost) || !errors.Is(err, other) {
+		t.Errorf("Mark after the loss = %v; want ErrTransportLost around the rank's error", err)
+	}
+	if err := p.Mark(nil); err != nil {
+		t.Errorf("Mark(nil) = %v", err)
 	}
 }
