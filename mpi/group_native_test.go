@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -776,21 +777,30 @@ func (l gatedNative) Allreduce(ctx context.Context, send, recv []byte, dt backen
 	return l.World.Allreduce(ctx, send, recv, dt, op)
 }
 
-// TestGroupNativeLost: a group of one rank per process over a duplicate of
-// the World, DrainLimit 1 ms, whose last process hangs before its leader's
-// MPI_Iallreduce. The other processes' AllReduce returns when its deadline
-// passes, with its typed error (ErrTimeout, context.DeadlineExceeded)
-// matching collective.ErrTransportLost and saying MPI may still write the
-// receive buffer; the duplicate is lost: its next call fails at once with
-// ErrTransportLost, the group's with ErrGroupBroken. Once the last process
-// calls, Drain reports true and recv holds the sum MPI wrote after the
+// TestGroupNativeLost: a group of one and of two ranks per process over a
+// duplicate of the World, DrainLimit 1 ms, whose last process hangs before
+// its leader's MPI_Iallreduce. The other processes' AllReduce returns when
+// its deadline passes (the leader's; its other rank's error is the group's
+// break), on every rank with an error matching collective.ErrTransportLost
+// that says MPI may still write the receive buffer; the duplicate is lost:
+// its next call fails at once with ErrTransportLost, the group's with
+// ErrGroupBroken. Once the last process calls, Drain reports true and the
+// leader's recv (MPI's receive buffer) holds the sum MPI wrote after the
 // call returned (the memory was MPI's, as the error said).
 func TestGroupNativeLost(t *testing.T) {
-	w, ctx := begin(t, 60*time.Second)
-	P, me := w.Size(), w.Rank()
-	if P < 2 {
+	w, _ := begin(t, 60*time.Second)
+	if w.Size() < 2 {
 		t.Skip("needs two processes")
 	}
+	for _, local := range []int{1, 2} {
+		t.Run(fmt.Sprintf("local=%d", local), func(t *testing.T) { groupNativeLost(t, w, local) })
+	}
+}
+
+func groupNativeLost(t *testing.T, w *World, local int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	P, me := w.Size(), w.Rank()
 	dtr, err := w.Dup(ctx)
 	agree(t, w, err == nil, fmt.Sprintf("Dup: %v", err))
 	d := dtr.(*World)
@@ -799,55 +809,71 @@ func TestGroupNativeLost(t *testing.T) {
 	cfg := collective.DefaultConfig()
 	cfg.CommunicationTimeout = 30 * time.Second
 	cfg.Strategy = collective.Native
-	g, err := collective.NewGroup(ctx, collective.Options{Ranks: 1, Backend: "host", Transport: transportOnly{d, gatedNative{d, late, gate}},
+	g, err := collective.NewGroup(ctx, collective.Options{Ranks: local, Backend: "host", Transport: transportOnly{d, gatedNative{d, late, gate}},
 		Config: cfg, DrainLimit: time.Millisecond})
 	agree(t, w, err == nil, fmt.Sprintf("NewGroup: %v", err))
 	const n = 4099
 	e := intType[int32]("int32")
-	want := func(i int) int32 { return e.ref(collective.Sum, ins(e, collective.Sum, P, i)) }
-	c := g.Comm(0)
-	send := filled(n, func(i int) int32 { return e.in(collective.Sum, c.Rank(), i) })
-	recv := make([]int32, n)
-	lateDone := make(chan error, 1)
-	if me == late {
-		go func() { lateDone <- collective.AllReduceInto(ctx, c, send, recv, collective.Sum) }()
-	} else {
-		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		start := time.Now()
-		err := collective.AllReduceInto(tctx, c, send, recv, collective.Sum)
+	want := func(i int) int32 { return e.ref(collective.Sum, ins(e, collective.Sum, P*local, i)) }
+	recvs := make([][]int32, local)
+	errs := make([]error, local)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for l := range local {
+		c := g.Comm(l)
+		send := filled(n, func(i int) int32 { return e.in(collective.Sum, c.Rank(), i) })
+		recvs[l] = make([]int32, n)
+		timeout := 300 * time.Millisecond
+		if l > 0 || me == late {
+			timeout = 30 * time.Second // the leaders' deadlines pass first
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			errs[l] = collective.AllReduceInto(tctx, c, send, recvs[l], collective.Sum)
+		}()
+	}
+	if me != late {
+		wg.Wait()
 		took := time.Since(start)
-		cancel()
 		var ce *collective.Error
-		switch {
-		case !errors.As(err, &ce) || !errors.Is(err, collective.ErrTransportLost) || !strings.Contains(err.Error(), "MPI may still write"):
-			t.Errorf("AllReduce with process %d hung = %v; want a *collective.Error matching ErrTransportLost", late, err)
-		case !errors.Is(err, collective.ErrTimeout) && !errors.Is(err, collective.ErrGroupBroken):
-			// Another early process's deadline may pass first and break the group.
-			t.Errorf("AllReduce = %v; want ErrTimeout (or ErrGroupBroken from another process's)", err)
-		case took > 5*time.Second:
+		for l, err := range errs {
+			switch {
+			case !errors.As(err, &ce) || !errors.Is(err, collective.ErrTransportLost) || !strings.Contains(err.Error(), "MPI may still write"):
+				t.Errorf("rank %d: AllReduce with process %d hung = %v; want a *collective.Error matching ErrTransportLost", l, late, err)
+			case !errors.Is(err, collective.ErrTimeout) && !errors.Is(err, collective.ErrGroupBroken):
+				t.Errorf("rank %d: AllReduce = %v; want ErrTimeout or ErrGroupBroken (another rank's deadline first)", l, err)
+			}
+		}
+		if took > 5*time.Second {
 			t.Errorf("AllReduce returned after %v", took)
 		}
-		start = time.Now()
-		if err := d.Barrier(ctx); !errors.Is(err, backend.ErrTransportLost) || time.Since(start) > 100*time.Millisecond {
-			t.Errorf("Barrier on the group's World after the loss = %v after %v; want ErrTransportLost at once", err, time.Since(start))
+		begin := time.Now()
+		if err := d.Barrier(ctx); !errors.Is(err, backend.ErrTransportLost) || time.Since(begin) > 100*time.Millisecond {
+			t.Errorf("Barrier on the group's World after the loss = %v after %v; want ErrTransportLost at once", err, time.Since(begin))
 		}
-		if err := collective.AllReduceInto(ctx, c, send, recv, collective.Sum); !errors.Is(err, collective.ErrGroupBroken) {
+		if err := collective.AllReduceInto(ctx, g.Comm(0), recvs[0], recvs[0], collective.Sum); !errors.Is(err, collective.ErrGroupBroken) {
 			t.Errorf("the next AllReduce = %v; want ErrGroupBroken", err)
 		}
 	}
 	agree(t, w, !t.Failed(), "native loss")
 	if me == late {
 		close(gate)
-		if err := <-lateDone; err != nil {
-			t.Logf("the hung process's AllReduce: %v", err)
+		wg.Wait()
+		for l, err := range errs {
+			if err != nil {
+				t.Logf("the hung process's rank %d: %v", l, err)
+			}
 		}
 	}
 	if !d.Drain(30 * time.Second) {
 		t.Fatal("Drain: the collective did not complete after the hung process called")
 	}
 	if me != late {
-		if s := firstWrong(e, collective.Sum, recv, want); s != "" {
-			t.Errorf("recv once MPI completed the collective: %s", s)
+		if s := firstWrong(e, collective.Sum, recvs[0], want); s != "" {
+			t.Errorf("the leader's recv once MPI completed the collective: %s", s)
 		}
 	}
 	if err := g.Close(); err != nil {
