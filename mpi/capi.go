@@ -7,6 +7,7 @@ package mpi
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
 #include <unistd.h>
 
 // Every MPI call the package makes goes through one of these small functions.
@@ -473,6 +474,10 @@ static void gm_nap(long ns) {
 	nanosleep(&ts, NULL);
 }
 
+// gm_yield gives the processor to another runnable thread, if any
+// (sched_yield), and returns at once otherwise.
+static void gm_yield(void) { sched_yield(); }
+
 // gm_cores is the number of processors online on this node, whatever the
 // process's affinity (a process bound to one core by mpirun still shares the
 // node's cores with the other processes).
@@ -734,6 +739,10 @@ func cLibraryVersion() string {
 func cCores() int { return int(C.gm_cores()) }
 
 func cNap(ns int64) { C.gm_nap(C.long(ns)) }
+
+// cYield is sched_yield: another runnable thread on this processor runs
+// first, else it returns at once.
+func cYield() { C.gm_yield() }
 
 func cMalloc(n int) unsafe.Pointer { return C.gm_malloc(C.size_t(n)) }
 func cFree(p unsafe.Pointer)       { C.gm_free(p) }

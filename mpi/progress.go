@@ -24,8 +24,14 @@ import (
 //
 // While requests are pending and waited for (hot), the thread spins when
 // the node has cores to spare for it (setLocal); otherwise it tests once
-// per round (no spin in C) and sleeps between rounds that complete nothing,
-// from sleepMin doubling to sleepMax (collective.go's polling constants).
+// per round (no spin in C) and yields the processor between rounds that
+// complete nothing (sched_yield: the process's other threads, and other
+// processes on the same core, run first; with none runnable it tests
+// again at once). MPI advances a large collective a fragment per test, so
+// any sleep between tests stalls it: sleeping between rounds (from
+// sleepMin doubling to sleepMax, collective.go's polling constants) is
+// kept only for GOCOLL_MPI_PROGRESS=backoff, for users who would rather
+// spend less CPU than time.
 // Requests nobody waits for are tested every coldTick; with nothing pending
 // the thread blocks on a channel.
 //
@@ -48,11 +54,11 @@ const (
 )
 
 // progressStats counts what the progress thread and the waiters did, for
-// tests: rounds of MPI_Testsome, naps (backing off), ticks (cold waits),
+// tests: rounds of MPI_Testsome, naps (backing off), yields, ticks (cold waits),
 // completions signalled, waiters woken, and MPI_Test calls the requests'
 // owners made themselves.
 var progressStats struct {
-	rounds, naps, ticks, completed, wakeups, ownerTests atomic.Int64
+	rounds, naps, yields, ticks, completed, wakeups, ownerTests atomic.Int64
 }
 
 // progress is the progress thread's state, part of the executor.
@@ -71,6 +77,7 @@ type progress struct {
 	policy       progressPolicy
 	local, cores int // processes and processors online on this node, for tests and docs
 	spin         atomic.Bool
+	nap          atomic.Bool  // not spinning: sleep between rounds (backoff) rather than yield
 	pending      atomic.Int64 // watched requests not yet completed
 	waiters      atomic.Int64 // goroutines parked in await
 	lastPost     atomic.Int64 // when the last request was watched (Unix ns)
@@ -80,14 +87,15 @@ type progress struct {
 // sub-request s.
 type piece struct{ w, s int32 }
 
-// progressPolicy is GOCOLL_MPI_PROGRESS: "spin" or "backoff" forces the
-// progress thread's behaviour while requests are pending; "" or "auto"
-// decides from the node (setLocal).
+// progressPolicy is GOCOLL_MPI_PROGRESS: "spin", "yield" or "backoff"
+// forces the progress thread's behaviour while requests are pending; ""
+// or "auto" decides between spin and yield from the node (setLocal).
 type progressPolicy uint8
 
 const (
 	policyAuto progressPolicy = iota
 	policySpin
+	policyYield
 	policyBackoff
 )
 
@@ -97,10 +105,12 @@ func parseProgressPolicy(s string) (progressPolicy, error) {
 		return policyAuto, nil
 	case "spin":
 		return policySpin, nil
+	case "yield":
+		return policyYield, nil
 	case "backoff":
 		return policyBackoff, nil
 	}
-	return 0, fmt.Errorf("GOCOLL_MPI_PROGRESS=%q: want auto, spin or backoff", s)
+	return 0, fmt.Errorf("GOCOLL_MPI_PROGRESS=%q: want auto, spin, yield or backoff", s)
 }
 
 // setLocal decides whether the thread spins while requests are pending.
@@ -112,16 +122,21 @@ func parseProgressPolicy(s string) (progressPolicy, error) {
 // (Open MPI's default for 2 processes) would share that core between its
 // work and a spinning thread. Spinning there, or with more threads than
 // cores, made the all-reduce of 2 processes on 2 cores several times
-// slower than backing off (docs/MPI.md, Progress).
+// slower on a loaded machine (docs/MPI.md, Progress); there the thread
+// yields between rounds instead. Sleeping between rounds (backoff) made
+// a 1 MiB all-reduce of 2 processes, each bound to one core of a 16-core
+// host, 23 times slower than MPI_Allreduce from C (6.6 ms against 0.29
+// ms): each sleep stalls MPI's progress.
 func (p *progress) setLocal(policy progressPolicy, local, cores int) {
 	spin := local > 0 && 2*local <= cores && runtime.NumCPU() >= 2
 	switch policy {
 	case policySpin:
 		spin = true
-	case policyBackoff:
+	case policyYield, policyBackoff:
 		spin = false
 	}
 	p.spin.Store(spin)
+	p.nap.Store(policy == policyBackoff)
 	p.local, p.cores = local, cores
 }
 
@@ -370,8 +385,15 @@ func (e *executor) serve() {
 		if spin {
 			continue
 		}
-		// Backing off: the processes outnumber the cores, and every
-		// moment this thread tests is taken from some process's work.
+		if !p.nap.Load() {
+			// The processes outnumber the cores: every other runnable
+			// thread on this core runs before the next round.
+			progressStats.yields.Add(1)
+			cYield()
+			continue
+		}
+		// Backing off (GOCOLL_MPI_PROGRESS=backoff): less CPU, at the
+		// cost of MPI's progress between tests.
 		nap = min(max(2*nap, sleepMin), sleepMax)
 		progressStats.naps.Add(1)
 		cNap(int64(nap))

@@ -16,16 +16,16 @@ import (
 )
 
 // progressCounts is a snapshot of progressStats.
-type progressCounts struct{ rounds, naps, completed, wakeups, ownerTests int64 }
+type progressCounts struct{ rounds, naps, yields, completed, wakeups, ownerTests int64 }
 
 func readProgress() progressCounts {
 	s := &progressStats
-	return progressCounts{s.rounds.Load(), s.naps.Load(), s.completed.Load(), s.wakeups.Load(), s.ownerTests.Load()}
+	return progressCounts{s.rounds.Load(), s.naps.Load(), s.yields.Load(), s.completed.Load(), s.wakeups.Load(), s.ownerTests.Load()}
 }
 
 func (c progressCounts) sub(o progressCounts) progressCounts {
-	return progressCounts{c.rounds - o.rounds, c.naps - o.naps, c.completed - o.completed, c.wakeups - o.wakeups,
-		c.ownerTests - o.ownerTests}
+	return progressCounts{c.rounds - o.rounds, c.naps - o.naps, c.yields - o.yields, c.completed - o.completed,
+		c.wakeups - o.wakeups, c.ownerTests - o.ownerTests}
 }
 
 // TestProgressManyWaits runs many Waits at once over two Worlds (the World
@@ -40,16 +40,17 @@ func TestProgressManyWaits(t *testing.T) {
 	w, ctx := begin(t, 60*time.Second)
 	d := dup(t, ctx, w)
 	pr := &w.exec.progress
-	auto := pr.spin.Load()
-	defer pr.spin.Store(auto)
-	for _, spin := range []bool{true, false} {
-		pr.spin.Store(spin)
-		manyWaits(t, ctx, w, d, spin)
+	auto, autoNap := pr.spin.Load(), pr.nap.Load()
+	defer func() { pr.spin.Store(auto); pr.nap.Store(autoNap) }()
+	for _, m := range []struct{ spin, nap bool }{{true, false}, {false, false}, {false, true}} {
+		pr.spin.Store(m.spin)
+		pr.nap.Store(m.nap)
+		manyWaits(t, ctx, w, d, m.spin, m.nap)
 	}
 	agree(t, w, !t.Failed(), "many waits")
 }
 
-func manyWaits(t *testing.T, ctx context.Context, w, d *World, spin bool) {
+func manyWaits(t *testing.T, ctx context.Context, w, d *World, spin, nap bool) {
 	const goroutines, iters = 8, 20
 	next, prev := neighbours(w)
 	if err := w.Barrier(ctx); err != nil {
@@ -87,8 +88,8 @@ func manyWaits(t *testing.T, ctx context.Context, w, d *World, spin bool) {
 	waits := int64(2 * 2 * goroutines * iters) // two Worlds, a send and a receive per exchange
 	pr := &w.exec.progress
 	t.Logf("process %d (%v, %d processes on %d cores, spinning: %v): %d Waits: %d completions, %d wake-ups, "+
-		"%d rounds of MPI_Testsome, %d naps, %d MPI_Test by owners",
-		w.Rank(), w.ThreadLevel(), pr.local, pr.cores, spin, waits, c.completed, c.wakeups, c.rounds, c.naps, c.ownerTests)
+		"%d rounds of MPI_Testsome, %d naps, %d yields, %d MPI_Test by owners",
+		w.Rank(), w.ThreadLevel(), pr.local, pr.cores, spin, waits, c.completed, c.wakeups, c.rounds, c.naps, c.yields, c.ownerTests)
 	// One MPI_Test per Wait before it parks; the counters are the
 	// process's, so a group an earlier test left polling may add a few. A
 	// polling Wait would make several per Wait.
@@ -103,8 +104,11 @@ func manyWaits(t *testing.T, ctx context.Context, w, d *World, spin bool) {
 	if c.wakeups > waits {
 		t.Errorf("spin %v: %d wake-ups for %d Waits: a Wait should wake at most once, on completion", spin, c.wakeups, waits)
 	}
-	if spin && c.naps != 0 {
-		t.Errorf("the spinning progress thread slept %d times", c.naps)
+	if !nap && c.naps != 0 {
+		t.Errorf("spin %v: the progress thread slept %d times where it should spin or yield", spin, c.naps)
+	}
+	if spin && c.yields != 0 {
+		t.Errorf("the spinning progress thread yielded %d times", c.yields)
 	}
 }
 
