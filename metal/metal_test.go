@@ -52,7 +52,7 @@ func TestInfo(t *testing.T) {
 // (each op, 1..8 sources, with and without scale, the 16-byte kernels too),
 // so that an MSL the Metal compiler rejects fails here by name.
 func TestEveryPipeline(t *testing.T) {
-	if err := openDevice(t, backend.OpenOptions{}).EveryPipeline(); err != nil {
+	if err := openDevice(t, backend.OpenOptions{}).EveryPipeline(nil); err != nil {
 		t.Fatal(err)
 	}
 }

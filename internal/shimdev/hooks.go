@@ -3,6 +3,8 @@
 package shimdev
 
 import (
+	"math/rand/v2"
+
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/cshim"
 	"github.com/gocoll/gocoll/kernels"
@@ -64,7 +66,11 @@ func (s *Stream) Recorded() bool { return s.recorded }
 // mean's division); those writing partial results without scale; the 16-bit kernels' copy,
 // K = 0), and one of each multi-destination kernel (sum, 8 sources, 8
 // destinations), so a kernel the API rejects fails by name (test hook).
-func (d *Device) EveryPipeline() error {
+// With sample non-nil it creates, of each kind and op, the kernels of 1 and
+// of kernels.MaxSources sources and of one source count between drawn from
+// sample (each with and without scale): 3 of the 8 counts, both ends of the
+// specialization constant.
+func (d *Device) EveryPipeline(sample *rand.Rand) error {
 	has := func(dt backend.DType) bool { return dt == backend.F32 || d.info.Kernels.Has(dt) }
 	for kind := range numKinds {
 		spec := &kinds[kind]
@@ -80,7 +86,14 @@ func (d *Device) EveryPipeline() error {
 			if !op.Defined(spec.dt) {
 				continue
 			}
+			mid := 0
+			if sample != nil {
+				mid = 2 + sample.IntN(kernels.MaxSources-2)
+			}
 			for k := 1; k <= len(d.stream.passSrcs); k++ {
+				if sample != nil && k != 1 && k != mid && k != kernels.MaxSources {
+					continue
+				}
 				for _, sc := range []bool{false, true} {
 					if sc && spec.scale == 0 && !spec.dt.IsInt() {
 						continue
