@@ -125,6 +125,7 @@ func nativeAllReduce[T collective.Elem](t *testing.T, w *World, g *collective.Gr
 // max, float16 sum), which runs the group's own path.
 func TestGroupNative(t *testing.T) {
 	w := needWorld(t)
+	setShm(t, false, defaultShmSlot) // MPI_Iallreduce, not the shared-memory window (TestShmAllreduce)
 	for _, local := range []int{1, 2} {
 		t.Run(fmt.Sprintf("L=%d", local), func(t *testing.T) {
 			_, _ = begin(t, 20*time.Second)
@@ -330,7 +331,9 @@ func errors_(errs []error) error {
 // but in the light jobs), with random float32, float64, float16
 // and int32 inputs, and compares every result bit for bit with the same
 // call in a one-process deterministic group of as many ranks: the bits do
-// not depend on the layout of the ranks in processes.
+// not depend on the layout of the ranks in processes. Each layout runs
+// twice: the all-reduce over MPI, then through the shared-memory window
+// (shm.go; 4 KiB slots, several chunks at 30011 elements).
 func TestGroupNativeDeterministic(t *testing.T) {
 	w := needWorld(t)
 	seed := uint64(time.Now().UnixNano())
@@ -361,36 +364,47 @@ func TestGroupNativeDeterministic(t *testing.T) {
 		layouts = append(layouts, layout{bks[1], 2}) // lavapipe: its kernels reduce the one-process group
 	}
 	for _, lay := range layouts {
-		local := lay.local
-		t.Run(fmt.Sprintf("%s/L=%d", lay.bk, local), func(t *testing.T) {
-			_, _ = begin(t, 20*time.Second)
-			g := openNativeGroup(t, w, lay.bk, local, true)
-			cfg := collective.DefaultConfig()
-			cfg.Deterministic = true
-			one, err := collective.NewGroup(context.Background(), collective.Options{Ranks: g.Size(), Backend: lay.bk, Config: cfg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer one.Close()
-			start := nativeStats[nativeAlltoall].Load()
-			calls := 0
-			for _, c := range cases {
-				for _, n := range []int{0, 1, 13, 30011} {
-					for _, op := range []collective.Op{collective.Sum, collective.Mean} {
-						if op == collective.Mean && c.name == "int32" {
-							op = collective.Max
-						}
-						c.run(t, w, g, one, op, n, seed)
-						if n > 0 {
-							calls += 3 // AllReduce, ReduceScatter, Reduce
+		for _, shm := range []bool{false, true} {
+			local := lay.local
+			t.Run(fmt.Sprintf("%s/L=%d/shm=%v", lay.bk, local, shm), func(t *testing.T) {
+				_, _ = begin(t, 20*time.Second)
+				// With the window: 4 KiB slots, so that 30011 elements take
+				// several chunks.
+				setShm(t, shm, 4096)
+				g := openNativeGroup(t, w, lay.bk, local, true)
+				cfg := collective.DefaultConfig()
+				cfg.Deterministic = true
+				one, err := collective.NewGroup(context.Background(), collective.Options{Ranks: g.Size(), Backend: lay.bk, Config: cfg})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer one.Close()
+				start, startShm := nativeStats[nativeAlltoall].Load(), shmCalls.Load()
+				calls, shmWant := 0, 0
+				for _, c := range cases {
+					for _, n := range []int{0, 1, 13, 30011} {
+						for _, op := range []collective.Op{collective.Sum, collective.Mean} {
+							if op == collective.Mean && c.name == "int32" {
+								op = collective.Max
+							}
+							c.run(t, w, g, one, op, n, seed)
+							if n > 0 {
+								calls += 3 // AllReduce, ReduceScatter, Reduce
+								if shm {
+									calls, shmWant = calls-1, shmWant+1 // AllReduce through the window
+								}
+							}
 						}
 					}
 				}
-			}
-			if got := nativeStats[nativeAlltoall].Load() - start; got != int64(calls) {
-				t.Errorf("%d MPI_Ialltoall completed, want %d (one per call with data)", got, calls)
-			}
-		})
+				if got := nativeStats[nativeAlltoall].Load() - start; got != int64(calls) {
+					t.Errorf("%d MPI_Ialltoall completed, want %d (one per call with data)", got, calls)
+				}
+				if got := shmCalls.Load() - startShm; got != int64(shmWant) {
+					t.Errorf("%d all-reduces through the shared-memory window, want %d", got, shmWant)
+				}
+			})
+		}
 	}
 }
 
@@ -712,6 +726,7 @@ func TestGroupNativeAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
+	setShm(t, false, defaultShmSlot) // MPI_Iallreduce (TestShmGroupAllocs: the window)
 	g := openNativeGroup(t, w, "host", 1, false)
 	c := g.Comm(0)
 	ctx := context.Background()

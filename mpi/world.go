@@ -83,6 +83,8 @@ type world struct {
 	noticeMu sync.Mutex // guards notices and seen; taken only on the MPI thread
 	notices  []notice
 	seen     []uint64 // seen[p]: the latest collective process p announced arriving at
+
+	shm shmState // the shared-memory window of strategy Native's all-reduce (shm.go), under collective order
 }
 
 // initMPI is Init in the mpi build (api.go).
@@ -341,6 +343,7 @@ func (w *World) shutdown() error {
 }
 
 func (w *World) close() error {
+	w.closeShm()
 	taken := w.takeLive()
 	for _, r := range taken {
 		w.exec.progress.unwatch(r)

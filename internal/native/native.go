@@ -50,6 +50,7 @@ func Fits(rs, ag, det bool, L, P, n, es int) bool {
 // the transport was declared lost on one of its calls (Drain).
 type Pools struct {
 	a, b, c []byte
+	one     [1][]byte // the combined input handed to a NodeAllreduce
 	lost    atomic.Bool
 }
 
@@ -163,8 +164,14 @@ func (l *Leader) combine(dt backend.DType, op backend.Op, nb int) []byte {
 // Reduce is the leader's part of an all-reduce (root < 0) or a reduce to
 // process root of n elements: the process's inputs reduced across every
 // process into dst (nil on a reduce's other processes), scaled by scale (a
-// mean's 1/N, else 1).
+// mean's 1/N, else 1). An all-reduce goes through the registered
+// NodeAllreduce where that runs (the processes share memory).
 func (l *Leader) Reduce(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte, root int) error {
+	if root < 0 && node != nil {
+		if ran, err := l.nodeReduce(ctx, dt, op, scale, n, dst); ran {
+			return err
+		}
+	}
 	if l.Det {
 		return l.det(ctx, dt, op, scale, n, dst)
 	}

@@ -1,0 +1,427 @@
+//go:build mpi && cgo
+
+package mpi
+
+/*
+#include <mpi.h>
+#include <string.h>
+
+static MPI_Win gm_win_null(void) { return MPI_WIN_NULL; }
+
+typedef struct {
+	int code;
+	const char *call;
+	MPI_Comm node;
+	MPI_Win win;
+	void *base;     // process 0's segment, the others' following it; NULL if not contiguous
+	int size;       // processes of the node
+} gm_shm_ret;
+
+// gm_shm_open splits comm by node (MPI_Comm_split_type, ranked as in comm)
+// and, where the node holds all csize processes of comm, allocates a
+// shared window of seg bytes per process (ctrl more on the last one)
+// (MPI_Win_allocate_shared), opens one passive epoch on all of it
+// (MPI_Win_lock_all) and checks that the processes' segments follow each
+// other (MPI_Win_shared_query). Blocking, and collective over comm.
+static gm_shm_ret gm_shm_open(MPI_Comm comm, int rank, int csize, MPI_Aint seg, MPI_Aint ctrl) {
+	gm_shm_ret r;
+	memset(&r, 0, sizeof r);
+	r.node = MPI_COMM_NULL;
+	r.win = MPI_WIN_NULL;
+	r.call = "MPI_Comm_split_type";
+	if ((r.code = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &r.node)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Comm_set_errhandler";
+	if ((r.code = MPI_Comm_set_errhandler(r.node, MPI_ERRORS_RETURN)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Comm_size";
+	if ((r.code = MPI_Comm_size(r.node, &r.size)) != MPI_SUCCESS) return r;
+	r.call = NULL;
+	if (r.size != csize) return r;
+	int last = rank == csize - 1;
+	void *mine = NULL;
+	r.call = "MPI_Win_allocate_shared";
+	if ((r.code = MPI_Win_allocate_shared(seg + (last ? ctrl : 0), 1, MPI_INFO_NULL, r.node, &mine, &r.win)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Win_set_errhandler";
+	if ((r.code = MPI_Win_set_errhandler(r.win, MPI_ERRORS_RETURN)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Win_lock_all";
+	if ((r.code = MPI_Win_lock_all(MPI_MODE_NOCHECK, r.win)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Win_shared_query";
+	for (int q = 0; q < csize; q++) {
+		MPI_Aint size = 0;
+		int unit = 0;
+		void *b = NULL;
+		if ((r.code = MPI_Win_shared_query(r.win, q, &size, &unit, &b)) != MPI_SUCCESS) return r;
+		if (q == 0) r.base = b;
+		if (size < seg || (char *)b != (char *)r.base + (MPI_Aint)q * seg) {
+			r.base = NULL;
+			break;
+		}
+	}
+	r.call = NULL;
+	return r;
+}
+
+static int gm_win_sync(MPI_Win win) { return MPI_Win_sync(win); }
+
+typedef struct {
+	int code;
+	int old;
+} gm_atomic_ret;
+
+// gm_shm_atomic is MPI_Fetch_and_op (op 0: MPI_SUM of add; op 1:
+// MPI_NO_OP, a read) or, for op 2, MPI_Compare_and_swap of compare with
+// add, on the int at disp in target's segment, completed by MPI_Win_flush.
+static gm_atomic_ret gm_shm_atomic(MPI_Win win, int target, MPI_Aint disp, int op, int add, int compare) {
+	gm_atomic_ret r = {0, 0};
+	switch (op) {
+	case 0: r.code = MPI_Fetch_and_op(&add, &r.old, MPI_INT, target, disp, MPI_SUM, win); break;
+	case 1: r.code = MPI_Fetch_and_op(&add, &r.old, MPI_INT, target, disp, MPI_NO_OP, win); break;
+	default: r.code = MPI_Compare_and_swap(&add, &compare, &r.old, MPI_INT, target, disp, win); break;
+	}
+	if (r.code == MPI_SUCCESS) r.code = MPI_Win_flush(target, win);
+	return r;
+}
+
+// gm_shm_free ends the epoch and frees the window (MPI_Win_free: collective
+// and blocking) and the node's communicator.
+static int gm_shm_free(MPI_Win win, MPI_Comm node) {
+	int code = MPI_Win_unlock_all(win);
+	int code2 = MPI_Win_free(&win);
+	int code3 = MPI_Comm_free(&node);
+	return code != MPI_SUCCESS ? code : code2 != MPI_SUCCESS ? code2 : code3;
+}
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/hostmath"
+	"github.com/gocoll/gocoll/internal/native"
+)
+
+// The shared-memory all-reduce. Where every process of a World runs on one
+// node (its MPI_COMM_TYPE_SHARED split holds them all), strategy Native's
+// all-reduce goes through an MPI-3 shared-memory window instead of
+// MPI_Iallreduce: each process's inputs are reduced on the CPU with
+// hostmath's arithmetic, in process order, at memory speed.
+//
+// The window is the World's, allocated on its first all-reduce with data
+// (MPI_Win_allocate_shared over the node's communicator: 2 slots of
+// GOCOLL_MPI_SHM_SLOT bytes, 4 MiB by default, per process), kept in one
+// passive epoch (MPI_Win_lock_all) until the World closes. Its segments
+// follow each other, so every process sees the whole window as one array:
+// the first half "in" (P slots), the second "out". A call of n elements
+// goes in chunks of C elements per input (C: the in half divided among the
+// N inputs of all processes); per chunk:
+//
+//  1. each process copies its inputs' chunk into the in half (input r, in
+//     global order, at r*C);
+//  2. fence: MPI_Win_sync, MPI_Ibarrier (polled under ctx like every
+//     collective of the World: a process that never comes makes the others
+//     fail with ErrTimeout naming it), MPI_Win_sync;
+//  3. process p reduces piece p of the chunk (ceil(C/P) elements) over the
+//     N inputs in order (hostmath.ReduceStrided: the one-process
+//     deterministic arithmetic) into the same piece of the out half;
+//  4. fence;
+//  5. each process copies the out half's chunk into its result.
+//
+// The next chunk's step 1 writes only what nobody reads after the fence of
+// step 4, and its step 3 follows its own step 2, after every process's
+// step 5. Nothing else synchronises the window: no flag is polled.
+//
+// Whether the window is used is agreed by every process of the World when
+// it is allocated (an MPI_Iallreduce of each process's setting, then of its
+// success), so the processes always take the same path; a World whose
+// processes span nodes, or with GOCOLL_MPI_SHM=0 on any process, runs
+// MPI_Iallreduce as before.
+
+// Settings: GOCOLL_MPI_SHM=0 (or off, false) turns the window off;
+// GOCOLL_MPI_SHM_SLOT sizes its slots (bytes, with an optional K, M or G
+// suffix). Read once; the tests change them before a World's first use.
+var (
+	shmOn      atomic.Bool
+	shmSlot    atomic.Int64
+	shmSlotErr error // a GOCOLL_MPI_SHM_SLOT that does not parse
+)
+
+// defaultShmSlot is the slot size without GOCOLL_MPI_SHM_SLOT.
+const defaultShmSlot = 4 << 20
+
+// shmStats counts the all-reduces each process completed through a window
+// (shmCalls) and the fences they made (shmFences): the tests read them.
+var shmCalls, shmFences atomic.Int64
+
+func init() {
+	native.RegisterNode(nodeAllreduce)
+	switch strings.ToLower(os.Getenv("GOCOLL_MPI_SHM")) {
+	case "0", "off", "false", "no":
+	default:
+		shmOn.Store(true)
+	}
+	slot, err := parseBytes(os.Getenv("GOCOLL_MPI_SHM_SLOT"), defaultShmSlot)
+	if err != nil {
+		shmSlotErr = &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument, Msg: "GOCOLL_MPI_SHM_SLOT: " + err.Error()}
+	}
+	shmSlot.Store(slot)
+}
+
+// parseBytes reads a size in bytes with an optional K, M or G suffix
+// (powers of 1024); "" is def.
+func parseBytes(s string, def int64) (int64, error) {
+	if s == "" {
+		return def, nil
+	}
+	mul := int64(1)
+	switch strings.ToUpper(s[len(s)-1:]) {
+	case "K":
+		mul = 1 << 10
+	case "M":
+		mul = 1 << 20
+	case "G":
+		mul = 1 << 30
+	}
+	if mul > 1 {
+		s = s[:len(s)-1]
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 || v > (1<<40)/mul {
+		return def, fmt.Errorf("%q: want a positive number of bytes, optionally with K, M or G", s)
+	}
+	return v * mul, nil
+}
+
+// shmCtrl is the bytes after the last process's slots: the word of Close's
+// agreement (closeShm).
+const shmCtrl = 64
+
+// shmState is a World's window.
+type shmState struct {
+	mu    sync.Mutex // held by the all-reduce in progress; Close frees the window only when it takes it
+	state int8       // 0: not tried yet; 1: open; -1: not used
+	node  cComm
+	win   C.MPI_Win
+	mem   []byte // the in half then the out half: 2*P*slot bytes
+	slot  int
+}
+
+// nodeAllreduce is the World's native.NodeAllreduce.
+func nodeAllreduce(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
+	dt backend.DType, op backend.Op, scale float64) (bool, error) {
+	w, ok := nc.(*World)
+	if !ok {
+		return false, nil
+	}
+	return w.shmAllreduce(ctx, srcs, dst, n, dt, op, scale)
+}
+
+// shmAllreduce reduces every process's srcs (n elements each; the same
+// count of inputs on every process) in global order into dst, scaled by
+// scale, through the World's window; ran false where the window is not
+// used (the same answer on every process).
+func (w *World) shmAllreduce(ctx context.Context, srcs [][]byte, dst []byte, n int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
+	if n == 0 {
+		return true, nil
+	}
+	w.shm.mu.Lock()
+	defer w.shm.mu.Unlock()
+	s, err := w.openShm(ctx)
+	if s == nil {
+		return err != nil, err
+	}
+	es := dt.Size()
+	P, L := w.size, len(srcs)
+	C := P * s.slot / (P * L * es) // elements per input per chunk
+	if C == 0 {
+		return false, nil
+	}
+	in, out := s.mem[:P*s.slot], s.mem[P*s.slot:]
+	for lo := 0; lo < n; lo += C {
+		c := min(C, n-lo)
+		for l, src := range srcs {
+			copy(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
+		}
+		if err := w.shmFence(ctx); err != nil {
+			return true, err
+		}
+		pc := (c + P - 1) / P
+		a, b := min(w.rank*pc, c), min((w.rank+1)*pc, c)
+		if a < b {
+			hostmath.ReduceStrided(dt, op, out[a*es:b*es], in, C, a, P*L, b-a, scale)
+		}
+		if err := w.shmFence(ctx); err != nil {
+			return true, err
+		}
+		copy(dst[lo*es:(lo+c)*es], out[:c*es])
+	}
+	shmCalls.Add(1)
+	return true, nil
+}
+
+// shmFence makes every process's stores to the window visible to every
+// other before any goes on: MPI_Win_sync, a barrier, MPI_Win_sync.
+func (w *World) shmFence(ctx context.Context) error {
+	shmFences.Add(1)
+	if err := w.winSync(); err != nil {
+		return err
+	}
+	if err := w.barrier(ctx); err != nil {
+		return err
+	}
+	return w.winSync()
+}
+
+// winSync is MPI_Win_sync on the World's window.
+func (w *World) winSync() error {
+	r := w.getRequest(kindCollective, "MPI_Win_sync", -1, 0)
+	defer r.release()
+	if !w.run(postWinSync, r) || r.closedHit {
+		return closedError(r.call)
+	}
+	if r.code != 0 {
+		return w.mpiError(r.call, r.code, "the shared-memory window")
+	}
+	return nil
+}
+
+func postWinSync(r *request) {
+	if r.w.closed.Load() {
+		r.closedHit = true
+		return
+	}
+	r.code = int(C.gm_win_sync(r.w.shm.win))
+}
+
+// openShm returns the World's window, allocating it on first use, or nil
+// where it is not used. The processes agree first on whether they all want
+// it and on the slot size (the least asked), and after allocating on
+// whether it worked everywhere, so that all take the same path.
+func (w *World) openShm(ctx context.Context) (*shmState, error) {
+	s := &w.shm
+	switch s.state {
+	case 1:
+		return s, nil
+	case -1:
+		return nil, nil
+	}
+	if shmSlotErr != nil {
+		return nil, shmSlotErr
+	}
+	want := []int64{0, max(shmSlot.Load()&^63, 64)}
+	if shmOn.Load() {
+		want[0] = 1
+	}
+	if err := w.agreeMin(ctx, want); err != nil {
+		return nil, err
+	}
+	if want[0] == 0 {
+		s.state = -1
+		return nil, nil
+	}
+	slot := int(want[1])
+	var res C.gm_shm_ret
+	if !w.cold(false, func() {
+		res = C.gm_shm_open(w.comm, C.int(w.rank), C.int(w.size), C.MPI_Aint(2*slot), shmCtrl)
+	}) {
+		return nil, closedError("MPI_Win_allocate_shared")
+	}
+	s.node, s.win = res.node, res.win
+	if int(res.size) != w.size && res.code == 0 {
+		// Not one node, the same answer on every process.
+		s.state = -1
+		w.cold(false, func() { cCommFree(s.node) })
+		s.node = commNull
+		return nil, nil
+	}
+	ok := []int64{0}
+	if res.code == 0 && res.base != nil {
+		ok[0] = 1
+		s.mem = unsafe.Slice((*byte)(res.base), 2*w.size*slot)
+		s.slot = slot
+		if w.rank == w.size-1 {
+			clear(unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot)), shmCtrl))
+			if err := w.winSync(); err != nil {
+				ok[0] = 0
+			}
+		}
+	}
+	if err := w.agreeMin(ctx, ok); err != nil {
+		s.state = -1 // the window, if any, is left to MPI
+		return nil, err
+	}
+	if ok[0] == 0 {
+		// Failed somewhere: MPI's all-reduce instead; what was allocated is
+		// left to MPI (freeing it is collective and may be what failed).
+		s.state, s.mem = -1, nil
+		if res.code != 0 {
+			return nil, w.mpiError(C.GoString(res.call), int(res.code), "the shared-memory window")
+		}
+		return nil, nil
+	}
+	s.state = 1
+	return s, nil
+}
+
+// agreeMin sets each of v to its least over the processes (MPI_Iallreduce
+// with MPI_MIN, in place).
+func (w *World) agreeMin(ctx context.Context, v []int64) error {
+	p := unsafe.Pointer(unsafe.SliceData(v))
+	return w.allreduce(ctx, p, p, len(v), len(v), backend.I64, backend.Min)
+}
+
+// closeShm frees the World's window (from Close). MPI_Win_free is
+// collective and blocks until every process frees it, so the processes
+// first agree, through an atomic counter in the window (MPI_Fetch_and_op,
+// MPI_Compare_and_swap), that each is closing: a process counts itself in
+// and waits up to closeGrace for the count to reach P, then every process
+// frees the window; one that waited in vain marks the count poisoned, and
+// then none frees it (it stays allocated until MPI_Finalize, without
+// hanging Close).
+func (w *World) closeShm() {
+	s := &w.shm
+	if !s.mu.TryLock() {
+		return // an all-reduce still reads the window (the World closed under it): left to MPI
+	}
+	defer s.mu.Unlock()
+	if s.state != 1 {
+		return
+	}
+	s.state = -1
+	const poison = 1 << 30
+	target, disp := C.int(w.size-1), C.MPI_Aint(2*s.slot)
+	atomicOp := func(op, add, compare int) (old int, ok bool) {
+		var r C.gm_atomic_ret
+		if !w.cold(false, func() { r = C.gm_shm_atomic(s.win, target, disp, C.int(op), C.int(add), C.int(compare)) }) || r.code != 0 {
+			return 0, false
+		}
+		return int(r.old), true
+	}
+	v, ok := atomicOp(0, 1, 0)
+	v++
+	for deadline := time.Now().Add(closeGrace); ok && v < poison && v != w.size; {
+		if time.Now().After(deadline) {
+			var old int
+			if old, ok = atomicOp(2, v|poison, v); ok && old == v {
+				v |= poison
+			} else {
+				v = old
+			}
+			continue
+		}
+		cNap(int64(sleepMax))
+		v, ok = atomicOp(1, 0, 0)
+	}
+	if !ok || v != w.size {
+		return // left to MPI
+	}
+	w.cold(false, func() { C.gm_shm_free(s.win, s.node) })
+	s.mem = nil
+}
