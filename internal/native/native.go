@@ -5,7 +5,10 @@
 // the transport only moves raw blocks (an Alltoall by chunk, each chunk
 // reduced in global rank order by one process, an Allgather of the
 // chunks), so the result is the one-process deterministic result whatever
-// the processes' layout. The leader's host memory is pooled per comm, and a
+// the processes' layout. Where the transport registered an all-reduce
+// through memory its processes share (NodeAllreduce: mpi's shared-memory
+// window, for processes on one node) and it runs, an all-reduce goes
+// through it instead. The leader's host memory is pooled per comm, and a
 // native call waits under the comm's wait context (the call's context, its
 // timeout and the group breaking). A failed call waits, up to the drain
 // limit, for the transport to release the memory it was given (MPI cannot
