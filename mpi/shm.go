@@ -142,7 +142,11 @@ import (
 // it is allocated (an MPI_Iallreduce of each process's setting, then of its
 // success), so the processes always take the same path; a World whose
 // processes span nodes, or with GOCOLL_MPI_SHM=0 on any process, runs
-// MPI_Iallreduce as before.
+// MPI_Iallreduce as before. So does one below MPI_THREAD_MULTIPLE: the
+// allocation is blocking (MPI_Comm_split_type, MPI_Win_allocate_shared), and
+// where the process's MPI calls are funneled or serialized it would hold
+// them all, so that two Worlds allocating at once in opposite orders on two
+// processes (the sub-groups of a Split) would wait for each other for ever.
 
 // Settings: GOCOLL_MPI_SHM=0 (or off, false) turns the window off;
 // GOCOLL_MPI_SHM_SLOT sizes its slots (bytes, with an optional K, M or G
@@ -211,6 +215,7 @@ type shmState struct {
 	win   C.MPI_Win
 	mem   []byte // the in half then the out half: 2*P*slot bytes
 	slot  int
+	count int // Close's count once this process counted itself in (leaveShm), 0 before
 }
 
 // nodeAllreduce is the World's native.NodeAllreduce.
@@ -316,7 +321,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 		return nil, shmSlotErr
 	}
 	want := []int64{0, max(shmSlot.Load()&^63, 64)}
-	if shmOn.Load() {
+	if shmOn.Load() && w.mode == modeConcurrent {
 		want[0] = 1
 	}
 	if err := w.agreeMin(ctx, want); err != nil {
@@ -377,15 +382,18 @@ func (w *World) agreeMin(ctx context.Context, v []int64) error {
 	return w.allreduce(ctx, p, p, len(v), len(v), backend.I64, backend.Min)
 }
 
-// closeShm frees the World's window (from Close). MPI_Win_free is
-// collective and blocks until every process frees it, so the processes
+// leaveShm and freeShm free the World's window (from Close). MPI_Win_free
+// is collective and blocks until every process frees it, so the processes
 // first agree, through an atomic counter in the window (MPI_Fetch_and_op,
 // MPI_Compare_and_swap), that each is closing: a process counts itself in
-// and waits up to closeGrace for the count to reach P, then every process
-// frees the window; one that waited in vain marks the count poisoned, and
+// (leaveShm, as Close starts) and waits until the count reaches P, up to
+// Close's deadline for the rest of its work (freeShm); then every process
+// frees the window. One that waited in vain marks the count poisoned, and
 // then none frees it (it stays allocated until MPI_Finalize, without
-// hanging Close).
-func (w *World) closeShm() {
+// hanging Close). A World closed during an all-reduce leaves it to MPI too.
+const shmPoison = 1 << 30
+
+func (w *World) leaveShm() {
 	s := &w.shm
 	if !s.mu.TryLock() {
 		return // an all-reduce still reads the window (the World closed under it): left to MPI
@@ -395,29 +403,52 @@ func (w *World) closeShm() {
 		return
 	}
 	s.state = -1
-	const poison = 1 << 30
-	target, disp := C.int(w.size-1), C.MPI_Aint(2*s.slot)
-	atomicOp := func(op, add, compare int) (old int, ok bool) {
-		var r C.gm_atomic_ret
-		if !w.cold(false, func() { r = C.gm_shm_atomic(s.win, target, disp, C.int(op), C.int(add), C.int(compare)) }) || r.code != 0 {
-			return 0, false
-		}
-		return int(r.old), true
+	v, ok := w.shmAtomic(0, 1, 0)
+	if ok {
+		s.count = v + 1
 	}
-	v, ok := atomicOp(0, 1, 0)
-	v++
-	for deadline := time.Now().Add(closeGrace); ok && v < poison && v != w.size; {
+}
+
+// shmAtomic is gm_shm_atomic on the counter: op 0 adds add, 1 reads, 2
+// swaps in add where it holds compare; it returns the value before, ok
+// false if MPI failed.
+func (w *World) shmAtomic(op, add, compare int) (old int, ok bool) {
+	s := &w.shm
+	var r C.gm_atomic_ret
+	if !w.cold(false, func() {
+		r = C.gm_shm_atomic(s.win, C.int(w.size-1), C.MPI_Aint(2*s.slot), C.int(op), C.int(add), C.int(compare))
+	}) || r.code != 0 {
+		return 0, false
+	}
+	return int(r.old), true
+}
+
+// freeShm waits until every process counted itself in (leaveShm), or the
+// deadline passed, then frees the window or leaves it to MPI.
+func (w *World) freeShm(deadline time.Time) {
+	s := &w.shm
+	if !s.mu.TryLock() {
+		return
+	}
+	defer s.mu.Unlock()
+	v := s.count
+	if v == 0 {
+		return // not open, or left to MPI
+	}
+	s.count = 0
+	ok := true
+	for ok && v < shmPoison && v != w.size {
 		if time.Now().After(deadline) {
 			var old int
-			if old, ok = atomicOp(2, v|poison, v); ok && old == v {
-				v |= poison
+			if old, ok = w.shmAtomic(2, v|shmPoison, v); ok && old == v {
+				v |= shmPoison
 			} else {
 				v = old
 			}
 			continue
 		}
 		cNap(int64(sleepMax))
-		v, ok = atomicOp(1, 0, 0)
+		v, ok = w.shmAtomic(1, 0, 0)
 	}
 	if !ok || v != w.size {
 		return // left to MPI

@@ -36,6 +36,14 @@ func setShm(t *testing.T, on bool, slot int64) {
 	})
 }
 
+// needShm skips where the window is never used: below MPI_THREAD_MULTIPLE.
+func needShm(t *testing.T, w *World) {
+	t.Helper()
+	if w.mode != modeConcurrent {
+		t.Skipf("the shared-memory window needs MPI_THREAD_MULTIPLE; this job has %v", w.ThreadLevel())
+	}
+}
+
 // shmDup returns a duplicate of w (its own window, allocated on first use
 // with the settings then), closed when the test ends.
 func shmDup(t *testing.T, w *World) *World {
@@ -289,6 +297,7 @@ func checkShmResult(dt backend.DType, op backend.Op, mean bool, ins [][]byte, go
 // and the fences (two per chunk).
 func TestShmAllreduce(t *testing.T) {
 	w, _ := begin(t, 20*time.Second)
+	needShm(t, w)
 	const slot = 256
 	setShm(t, true, slot)
 	d := shmDup(t, w)
@@ -383,6 +392,7 @@ func TestShmOff(t *testing.T) {
 // process's barrier completes theirs.
 func TestShmTimeout(t *testing.T) {
 	w, _ := begin(t, 20*time.Second)
+	needShm(t, w)
 	P := w.Size()
 	if P < 2 {
 		t.Skip("needs two processes")
@@ -425,6 +435,7 @@ func TestShmTimeout(t *testing.T) {
 // all-reduce through the window per call, none through MPI_Iallreduce.
 func TestShmGroupAllocs(t *testing.T) {
 	w, _ := begin(t, 40*time.Second)
+	needShm(t, w)
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}

@@ -343,7 +343,7 @@ func (w *World) shutdown() error {
 }
 
 func (w *World) close() error {
-	w.closeShm()
+	w.leaveShm()
 	taken := w.takeLive()
 	for _, r := range taken {
 		w.exec.progress.unwatch(r)
@@ -355,7 +355,8 @@ func (w *World) close() error {
 		}
 		w.run(cancelRequest, r) // best effort: a failure leaves r to the grace below
 	}
-	for deadline := time.Now().Add(closeGrace); ; {
+	deadline := time.Now().Add(closeGrace)
+	for {
 		w.progressBackground()
 		taken = w.progress(taken, (*request).unpin)
 		if w.background()+len(taken) == 0 || time.Now().After(deadline) {
@@ -363,6 +364,7 @@ func (w *World) close() error {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+	w.freeShm(deadline)
 	w.bgMu.Lock()
 	left := append(w.orphans, taken...)
 	w.orphans = nil
