@@ -204,7 +204,7 @@ func parseBytes(s string, def int64) (int64, error) {
 }
 
 // shmCtrl is the bytes after the last process's slots: the word of Close's
-// agreement (closeShm).
+// agreement (leaveShm, freeShm).
 const shmCtrl = 64
 
 // shmState is a World's window.
