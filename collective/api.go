@@ -19,7 +19,7 @@ func ReduceScatter[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) 
 }
 
 // ReduceScatterAsync starts ReduceScatter and returns at once.
-func ReduceScatterAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) *Work {
+func ReduceScatterAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) Work {
 	return c.start(ctx, desc{kind: collReduceScatter, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
 }
 
@@ -31,7 +31,7 @@ func AllGather[T Elem](ctx context.Context, c *Comm, send, recv []T) error {
 }
 
 // AllGatherAsync starts AllGather and returns at once.
-func AllGatherAsync[T Elem](ctx context.Context, c *Comm, send, recv []T) *Work {
+func AllGatherAsync[T Elem](ctx context.Context, c *Comm, send, recv []T) Work {
 	return c.start(ctx, desc{kind: collAllGather, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv)})
 }
 
@@ -42,7 +42,7 @@ func Broadcast[T Elem](ctx context.Context, c *Comm, data []T, root int) error {
 }
 
 // BroadcastAsync starts Broadcast and returns at once.
-func BroadcastAsync[T Elem](ctx context.Context, c *Comm, data []T, root int) *Work {
+func BroadcastAsync[T Elem](ctx context.Context, c *Comm, data []T, root int) Work {
 	return c.start(ctx, desc{kind: collBroadcast, dt: dtypeOf[T](), root: root, send: asBytes(data)})
 }
 
@@ -55,7 +55,7 @@ func Reduce[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, root in
 }
 
 // ReduceAsync starts Reduce and returns at once.
-func ReduceAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, root int) *Work {
+func ReduceAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op, root int) Work {
 	return c.start(ctx, desc{kind: collReduce, dt: dtypeOf[T](), op: op, root: root, send: asBytes(send), recv: asBytes(recv)})
 }
 
@@ -68,7 +68,7 @@ func Gather[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) erro
 }
 
 // GatherAsync starts Gather and returns at once.
-func GatherAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+func GatherAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) Work {
 	return c.start(ctx, desc{kind: collGather, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
 }
 
@@ -81,7 +81,7 @@ func Scatter[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) err
 }
 
 // ScatterAsync starts Scatter and returns at once.
-func ScatterAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+func ScatterAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) Work {
 	return c.start(ctx, desc{kind: collScatter, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
 }
 
@@ -99,7 +99,7 @@ func AllToAll[T Elem](ctx context.Context, c *Comm, send, recv []T) error {
 }
 
 // AllToAllAsync starts AllToAll and returns at once.
-func AllToAllAsync[T Elem](ctx context.Context, c *Comm, send, recv []T) *Work {
+func AllToAllAsync[T Elem](ctx context.Context, c *Comm, send, recv []T) Work {
 	return c.start(ctx, desc{kind: collAllToAll, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv)})
 }
 
@@ -120,7 +120,7 @@ func AllToAllV[T Elem](ctx context.Context, c *Comm, send []T, scounts, sdispls 
 }
 
 // AllToAllVAsync starts AllToAllV and returns at once.
-func AllToAllVAsync[T Elem](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) *Work {
+func AllToAllVAsync[T Elem](ctx context.Context, c *Comm, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) Work {
 	return c.start(ctx, desc{kind: collAllToAllV, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv), scounts: scounts, sdispls: sdispls, counts: rcounts, displs: rdispls})
 }
 
@@ -133,7 +133,7 @@ func AllGatherV[T Elem](ctx context.Context, c *Comm, send []T, recv []T, counts
 }
 
 // AllGatherVAsync starts AllGatherV and returns at once.
-func AllGatherVAsync[T Elem](ctx context.Context, c *Comm, send []T, recv []T, counts, displs []int) *Work {
+func AllGatherVAsync[T Elem](ctx context.Context, c *Comm, send []T, recv []T, counts, displs []int) Work {
 	return c.start(ctx, desc{kind: collAllGatherV, dt: dtypeOf[T](), send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
 }
 
@@ -155,7 +155,7 @@ func ReduceScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts
 }
 
 // ReduceScatterVAsync starts ReduceScatterV and returns at once.
-func ReduceScatterVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) *Work {
+func ReduceScatterVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, op Op) Work {
 	return c.start(ctx, desc{kind: collReduceScatterV, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
 }
 
@@ -172,7 +172,7 @@ func GatherV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displ
 }
 
 // GatherVAsync starts GatherV and returns at once.
-func GatherVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) *Work {
+func GatherVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) Work {
 	return c.start(ctx, desc{kind: collGatherV, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
 }
 
@@ -186,7 +186,7 @@ func ScatterV[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, disp
 }
 
 // ScatterVAsync starts ScatterV and returns at once.
-func ScatterVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) *Work {
+func ScatterVAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int) Work {
 	return c.start(ctx, desc{kind: collScatterV, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv), counts: counts, displs: displs})
 }
 
@@ -208,7 +208,7 @@ func ReduceScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tenso
 }
 
 // ReduceScatterTensorAsync starts ReduceScatterTensor and returns at once.
-func ReduceScatterTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) *Work {
+func ReduceScatterTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) Work {
 	return c.start(ctx, desc{kind: collReduceScatter, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op})
 }
 
@@ -222,7 +222,7 @@ func AllGatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]
 }
 
 // AllGatherTensorAsync starts AllGatherTensor and returns at once.
-func AllGatherTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) *Work {
+func AllGatherTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) Work {
 	return c.start(ctx, desc{kind: collAllGather, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core()})
 }
 
@@ -239,7 +239,7 @@ func ReduceTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], o
 }
 
 // ReduceTensorAsync starts ReduceTensor and returns at once.
-func ReduceTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op, root int) *Work {
+func ReduceTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op, root int) Work {
 	return c.start(ctx, desc{kind: collReduce, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op, root: root})
 }
 
@@ -255,7 +255,7 @@ func AllToAllTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T])
 }
 
 // AllToAllTensorAsync starts AllToAllTensor and returns at once.
-func AllToAllTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) *Work {
+func AllToAllTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T]) Work {
 	return c.start(ctx, desc{kind: collAllToAll, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core()})
 }
 
@@ -269,7 +269,7 @@ func GatherTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], r
 }
 
 // GatherTensorAsync starts GatherTensor and returns at once.
-func GatherTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) *Work {
+func GatherTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) Work {
 	return c.start(ctx, desc{kind: collGather, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), root: root})
 }
 
@@ -283,7 +283,7 @@ func ScatterTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], 
 }
 
 // ScatterTensorAsync starts ScatterTensor and returns at once.
-func ScatterTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) *Work {
+func ScatterTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) Work {
 	return c.start(ctx, desc{kind: collScatter, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), root: root})
 }
 
@@ -300,7 +300,7 @@ func AllToAllVTensor[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scou
 }
 
 // AllToAllVTensorAsync starts AllToAllVTensor and returns at once.
-func AllToAllVTensorAsync[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scounts, sdispls []int, recv *Tensor[T], rcounts, rdispls []int) *Work {
+func AllToAllVTensorAsync[T Elem](ctx context.Context, c *Comm, send *Tensor[T], scounts, sdispls []int, recv *Tensor[T], rcounts, rdispls []int) Work {
 	return c.start(ctx, desc{kind: collAllToAllV, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), scounts: scounts, sdispls: sdispls, counts: rcounts, displs: rdispls})
 }
 
@@ -314,7 +314,7 @@ func AllGatherVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T
 }
 
 // AllGatherVTensorAsync starts AllGatherVTensor and returns at once.
-func AllGatherVTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int) *Work {
+func AllGatherVTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int) Work {
 	return c.start(ctx, desc{kind: collAllGatherV, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), counts: counts, displs: displs})
 }
 
@@ -331,7 +331,7 @@ func ReduceScatterVTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tens
 }
 
 // ReduceScatterVTensorAsync starts ReduceScatterVTensor and returns at once.
-func ReduceScatterVTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int, op Op) *Work {
+func ReduceScatterVTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], counts, displs []int, op Op) Work {
 	return c.start(ctx, desc{kind: collReduceScatterV, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op, counts: counts, displs: displs})
 }
 
@@ -341,7 +341,7 @@ func BroadcastTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root in
 }
 
 // BroadcastTensorAsync starts BroadcastTensor and returns at once.
-func BroadcastTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root int) *Work {
+func BroadcastTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], root int) Work {
 	return c.start(ctx, desc{kind: collBroadcast, dt: dtypeOf[T](), tensor: true, st: t.core(), root: root})
 }
 
@@ -350,7 +350,7 @@ func BroadcastTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], ro
 // operations run in the order they were started, asynchronous or not, and
 // ctx bounds the operation. Every rank must start the same sequence of
 // collectives.
-func AllReduceAsync[T Elem](ctx context.Context, c *Comm, data []T, op Op) *Work {
+func AllReduceAsync[T Elem](ctx context.Context, c *Comm, data []T, op Op) Work {
 	b := asBytes(data)
 	return c.start(ctx, desc{kind: collAllReduce, dt: dtypeOf[T](), op: op, send: b, recv: b})
 }
@@ -363,7 +363,7 @@ func AllReduceTensor[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, 
 }
 
 // AllReduceTensorAsync starts AllReduceTensor and returns at once.
-func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) *Work {
+func AllReduceTensorAsync[T Elem](ctx context.Context, c *Comm, t *Tensor[T], op Op, s Strategy) Work {
 	return c.start(ctx, desc{kind: collAllReduce, dt: dtypeOf[T](), tensor: true, st: t.core(), op: op, strategy: s})
 }
 
@@ -388,7 +388,7 @@ func Scan[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 }
 
 // ScanAsync starts Scan and returns at once.
-func ScanAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) *Work {
+func ScanAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) Work {
 	return c.start(ctx, desc{kind: collScan, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
 }
 
@@ -400,7 +400,7 @@ func Exscan[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 }
 
 // ExscanAsync starts Exscan and returns at once.
-func ExscanAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) *Work {
+func ExscanAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) Work {
 	return c.start(ctx, desc{kind: collExscan, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
 }
 
@@ -414,7 +414,7 @@ func BroadcastInto[T Elem](ctx context.Context, c *Comm, send, recv []T, root in
 }
 
 // BroadcastIntoAsync starts BroadcastInto and returns at once.
-func BroadcastIntoAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+func BroadcastIntoAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, root int) Work {
 	return c.start(ctx, desc{kind: collBroadcastInto, dt: dtypeOf[T](), root: root, send: asBytes(send), recv: asBytes(recv)})
 }
 
@@ -430,6 +430,6 @@ func BroadcastIntoTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tenso
 }
 
 // BroadcastIntoTensorAsync starts BroadcastIntoTensor and returns at once.
-func BroadcastIntoTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) *Work {
+func BroadcastIntoTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], root int) Work {
 	return c.start(ctx, desc{kind: collBroadcastInto, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), root: root})
 }

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gocoll/gocoll/internal/completion"
 )
 
 // TestGatherVScatterV draws per-rank counts (0 and sizes around the
@@ -187,7 +185,7 @@ func TestAsyncEveryCollective(t *testing.T) {
 						GatherV(ctx, c, in[:m], o.gv, cnt, dsp, 2),
 						ScatterV(ctx, c, in, o.sv, cnt, dsp, 0))
 				}
-				ws := []*Work{
+				ws := []Work{
 					ReduceScatterAsync(ctx, c, in, o.rs, Sum),
 					AllGatherAsync(ctx, c, in[:m], o.ag),
 					BroadcastAsync(ctx, c, o.bc, 1),
@@ -209,7 +207,7 @@ func TestAsyncEveryCollective(t *testing.T) {
 						t.Errorf("rank %d: Work %d Test = %v, %v after WaitAll", r, i, done, err)
 					}
 				}
-				if i, err := WaitAny(ctx, nil, ws[3], ws[0]); i != 1 || err != nil {
+				if i, err := WaitAny(ctx, Work{}, ws[3], ws[0]); i != 1 || err != nil {
 					t.Errorf("rank %d: WaitAny = %d, %v, want 1, nil", r, i, err)
 				}
 				return nil
@@ -254,13 +252,16 @@ func TestWaitAnyAll(t *testing.T) {
 	if i, err := WaitAny(context.Background()); i != -1 || err != nil {
 		t.Fatalf("WaitAny() = %d, %v", i, err)
 	}
-	if err := WaitAll(context.Background(), nil); err != nil {
+	if err := WaitAll(context.Background(), Work{}); err != nil {
 		t.Fatalf("WaitAll(nil) = %v", err)
 	}
 	boom := errors.New("boom")
-	pending := &Work{end: completion.Make()}
+	rec := new(workRec)
+	rec.end.Init(nil)
+	pending := Work{rec.end.Start()}
+	rec.end.Let()
 	failed := failedWork(boom)
-	if i, err := WaitAny(context.Background(), pending, nil, failed); i != 2 || !errors.Is(err, boom) {
+	if i, err := WaitAny(context.Background(), pending, Work{}, failed); i != 2 || !errors.Is(err, boom) {
 		t.Fatalf("WaitAny = %d, %v, want 2, boom", i, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -276,9 +277,9 @@ func TestWaitAnyAll(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(10 * time.Millisecond)
-		pending.end.Finish(boom)
+		rec.end.Finish(boom)
 	}()
-	if i, err := WaitAny(context.Background(), nil, pending); i != 1 || !errors.Is(err, boom) {
+	if i, err := WaitAny(context.Background(), Work{}, pending); i != 1 || !errors.Is(err, boom) {
 		t.Fatalf("WaitAny = %d, %v, want 1, boom", i, err)
 	}
 	if err := WaitAll(context.Background(), failed, pending); !errors.Is(err, boom) {

@@ -17,7 +17,7 @@ type Batch struct {
 	c     *Comm
 	p2p   []desc
 	colls []desc
-	works []*Work
+	works []Work
 }
 
 // Batch starts an empty batch on c. A batch is used by c's goroutine; it

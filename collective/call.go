@@ -323,23 +323,13 @@ func (c *Comm) run(ctx context.Context, d *desc) (err error) {
 // refusal (run has not yet).
 func (c *Comm) refuse(ctx context.Context, d *desc, err error) error {
 	name := d.name()
-	p2p := callSpecs[d.kind].p2p
 	owned, e := c.claim(ctx, name)
-	if e != nil {
-		if !p2p {
-			return c.wrapErr(name, 0, err)
-		}
-		if ctx.Err() != nil {
-			return e // the call's context ended: claim broke the group naming it
-		}
-		// Not started (the group closed, the comm in use): the peers are
-		// told all the same.
-		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, P2P: true, Cause: err, hideCtx: true})
-		return c.wrapP2P(name, 0, err)
-	}
 	defer c.release(owned)
-	if p2p {
-		return c.refuseP2P(ctx, name, err)
+	switch {
+	case callSpecs[d.kind].p2p:
+		return c.refuseP2P(ctx, name, err, e)
+	case e != nil:
+		return c.wrapErr(name, 0, err)
 	}
 	return c.invalidCall(ctx, name, err)
 }

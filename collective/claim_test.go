@@ -12,7 +12,7 @@ import (
 // asynchronous forms on the same arguments, and the check of its result.
 type claimCall struct {
 	sync  func(ctx context.Context) error
-	async func(ctx context.Context) *Work
+	async func(ctx context.Context) Work
 	check func() error
 }
 
@@ -106,7 +106,7 @@ var claimKinds = []claimKind{
 		}
 		return claimCall{
 			sync:  func(ctx context.Context) error { return GatherV(ctx, c, send, recv, counts, displs, root) },
-			async: func(ctx context.Context) *Work { return GatherVAsync(ctx, c, send, recv, counts, displs, root) },
+			async: func(ctx context.Context) Work { return GatherVAsync(ctx, c, send, recv, counts, displs, root) },
 			check: func() error {
 				if r != root {
 					return nil
@@ -127,7 +127,7 @@ var claimKinds = []claimKind{
 		recv := filled(claimCount(v, i, r))
 		return claimCall{
 			sync:  func(ctx context.Context) error { return ScatterV(ctx, c, send, recv, counts, displs, root) },
-			async: func(ctx context.Context) *Work { return ScatterVAsync(ctx, c, send, recv, counts, displs, root) },
+			async: func(ctx context.Context) Work { return ScatterVAsync(ctx, c, send, recv, counts, displs, root) },
 			check: func() error {
 				for k := range recv {
 					if want := claimVal(v, i, r, 0, k); recv[k] != want {
@@ -145,7 +145,7 @@ var claimKinds = []claimKind{
 		recv := filled(total)
 		return claimCall{
 			sync:  func(ctx context.Context) error { return AllGatherV(ctx, c, send, recv, counts, displs) },
-			async: func(ctx context.Context) *Work { return AllGatherVAsync(ctx, c, send, recv, counts, displs) },
+			async: func(ctx context.Context) Work { return AllGatherVAsync(ctx, c, send, recv, counts, displs) },
 			check: func() error { return gathered(recv, counts, displs, v, i, r, 0) },
 		}
 	}},
@@ -156,7 +156,7 @@ var claimKinds = []claimKind{
 		recv := filled(counts[r])
 		return claimCall{
 			sync:  func(ctx context.Context) error { return ReduceScatterV(ctx, c, send, recv, counts, displs, Sum) },
-			async: func(ctx context.Context) *Work { return ReduceScatterVAsync(ctx, c, send, recv, counts, displs, Sum) },
+			async: func(ctx context.Context) Work { return ReduceScatterVAsync(ctx, c, send, recv, counts, displs, Sum) },
 			check: func() error { return reduced(recv, v, i, r, n) },
 		}
 	}},
@@ -179,7 +179,7 @@ var claimKinds = []claimKind{
 			sync: func(ctx context.Context) error {
 				return AllToAllV(ctx, c, send, scounts, sdispls, recv, rcounts, rdispls)
 			},
-			async: func(ctx context.Context) *Work {
+			async: func(ctx context.Context) Work {
 				return AllToAllVAsync(ctx, c, send, scounts, sdispls, recv, rcounts, rdispls)
 			},
 			check: func() error { return gathered(recv, rcounts, rdispls, v, i, r, -1) },
@@ -192,7 +192,7 @@ var claimKinds = []claimKind{
 		rt := claimTensor(t, c, filled(total))
 		return claimCall{
 			sync:  func(ctx context.Context) error { return AllGatherVTensor(ctx, c, st, rt, counts, displs) },
-			async: func(ctx context.Context) *Work { return AllGatherVTensorAsync(ctx, c, st, rt, counts, displs) },
+			async: func(ctx context.Context) Work { return AllGatherVTensorAsync(ctx, c, st, rt, counts, displs) },
 			check: func() error {
 				recv := make([]float32, total)
 				if err := rt.Download(recv); err != nil {
@@ -210,7 +210,7 @@ var claimKinds = []claimKind{
 		rt := claimTensor(t, c, filled(counts[r]))
 		return claimCall{
 			sync:  func(ctx context.Context) error { return ReduceScatterVTensor(ctx, c, st, rt, counts, displs, Sum) },
-			async: func(ctx context.Context) *Work { return ReduceScatterVTensorAsync(ctx, c, st, rt, counts, displs, Sum) },
+			async: func(ctx context.Context) Work { return ReduceScatterVTensorAsync(ctx, c, st, rt, counts, displs, Sum) },
 			check: func() error {
 				recv := make([]float32, counts[r])
 				if err := rt.Download(recv); err != nil {

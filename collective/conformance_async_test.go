@@ -64,7 +64,7 @@ func callShift[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T]
 	}
 	switch c.Path {
 	case pAsync:
-		var ws, wr *Work
+		var ws, wr Work
 		if c.DataSeed%2 == 0 {
 			ws = SendAsync(ctx, cm, b.send, to)
 			wr = RecvAsync(ctx, cm, b.recv, from)
@@ -98,11 +98,11 @@ func (e *waitError) Error() string { return e.msg }
 // agrees (Test, Done, Wait, WaitAll, WaitAny), and returns the first of
 // their errors in the order of works. ordered: the works are collectives
 // started on one comm in this order, which finish in it.
-func waitWorks(mode waitMode, ordered bool, works ...*Work) error {
+func waitWorks(mode waitMode, ordered bool, works ...Work) error {
 	bg := context.Background()
 	switch mode {
 	case wWaitAll:
-		err := WaitAll(bg, append([]*Work{nil}, works...)...)
+		err := WaitAll(bg, append([]Work{{}}, works...)...)
 		failed := false
 		for i, w := range works {
 			if werr := w.Wait(bg); werr != nil {
@@ -134,7 +134,7 @@ func waitWorks(mode waitMode, ordered bool, works ...*Work) error {
 			}
 		}
 	case wWaitAny:
-		left := append([]*Work{nil}, works...)
+		left := append([]Work{{}}, works...)
 		for k := 0; ; k++ {
 			i, err := WaitAny(bg, left...)
 			if i < 0 {
@@ -143,7 +143,7 @@ func waitWorks(mode waitMode, ordered bool, works ...*Work) error {
 				}
 				break
 			}
-			if i == 0 || left[i] == nil {
+			if i == 0 || left[i] == (Work{}) {
 				return &waitError{fmt.Sprintf("WaitAny returned entry %d, nil or done before", i)}
 			}
 			w := left[i]
@@ -153,7 +153,7 @@ func waitWorks(mode waitMode, ordered bool, works ...*Work) error {
 			if ordered && i-1 != k {
 				return &waitError{fmt.Sprintf("WaitAny returned Work %d as finished first of those left, but the comm started Work %d before it", i-1, k)}
 			}
-			left[i] = nil
+			left[i] = Work{}
 		}
 		// Every Work done: the first in works.
 		if i, err := WaitAny(bg, works...); i != 0 || err != works[0].Wait(bg) {

@@ -1394,7 +1394,7 @@ func callRank[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[T])
 
 // confForms returns collective c on rank cm's buffers b (not send/recv
 // shifts): its synchronous form and its asynchronous one (XxxAsync).
-func confForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.Context) error, start func(context.Context) *Work) {
+func confForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.Context) error, start func(context.Context) Work) {
 	n, r := cm.Group().Size(), cm.Rank()
 	var l *confLayout
 	var counts, displs []int
@@ -1424,7 +1424,7 @@ func confForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.C
 					}
 				}
 				return AllReduceWith(ctx, cm, b.send, b.recv, c.Op, c.Strategy)
-			}, func(ctx context.Context) *Work {
+			}, func(ctx context.Context) Work {
 				// AllReduceAsync is in place: out of place, on recv
 				// holding a copy of send.
 				data := b.send
@@ -1436,57 +1436,57 @@ func confForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.C
 			}
 	case cReduceScatter:
 		return func(ctx context.Context) error { return ReduceScatter(ctx, cm, b.send, b.recv, c.Op) },
-			func(ctx context.Context) *Work { return ReduceScatterAsync(ctx, cm, b.send, b.recv, c.Op) }
+			func(ctx context.Context) Work { return ReduceScatterAsync(ctx, cm, b.send, b.recv, c.Op) }
 	case cAllGather:
 		return func(ctx context.Context) error { return AllGather(ctx, cm, b.send, b.recv) },
-			func(ctx context.Context) *Work { return AllGatherAsync(ctx, cm, b.send, b.recv) }
+			func(ctx context.Context) Work { return AllGatherAsync(ctx, cm, b.send, b.recv) }
 	case cBroadcast:
 		return func(ctx context.Context) error { return Broadcast(ctx, cm, b.send, c.Root) },
-			func(ctx context.Context) *Work { return BroadcastAsync(ctx, cm, b.send, c.Root) }
+			func(ctx context.Context) Work { return BroadcastAsync(ctx, cm, b.send, c.Root) }
 	case cReduce:
 		return func(ctx context.Context) error { return Reduce(ctx, cm, b.send, b.recv, c.Op, c.Root) },
-			func(ctx context.Context) *Work { return ReduceAsync(ctx, cm, b.send, b.recv, c.Op, c.Root) }
+			func(ctx context.Context) Work { return ReduceAsync(ctx, cm, b.send, b.recv, c.Op, c.Root) }
 	case cAllToAll:
 		return func(ctx context.Context) error { return AllToAll(ctx, cm, b.send, b.recv) },
-			func(ctx context.Context) *Work { return AllToAllAsync(ctx, cm, b.send, b.recv) }
+			func(ctx context.Context) Work { return AllToAllAsync(ctx, cm, b.send, b.recv) }
 	case cGather:
 		return func(ctx context.Context) error { return Gather(ctx, cm, b.send, b.recv, c.Root) },
-			func(ctx context.Context) *Work { return GatherAsync(ctx, cm, b.send, b.recv, c.Root) }
+			func(ctx context.Context) Work { return GatherAsync(ctx, cm, b.send, b.recv, c.Root) }
 	case cScatter:
 		return func(ctx context.Context) error { return Scatter(ctx, cm, b.send, b.recv, c.Root) },
-			func(ctx context.Context) *Work { return ScatterAsync(ctx, cm, b.send, b.recv, c.Root) }
+			func(ctx context.Context) Work { return ScatterAsync(ctx, cm, b.send, b.recv, c.Root) }
 	case cAllToAllV:
 		return func(ctx context.Context) error {
 				return AllToAllV(ctx, cm, b.send, l.cnt[r], l.sd[r], b.recv, l.rc[r], l.rd[r])
-			}, func(ctx context.Context) *Work {
+			}, func(ctx context.Context) Work {
 				return AllToAllVAsync(ctx, cm, b.send, l.cnt[r], l.sd[r], b.recv, l.rc[r], l.rd[r])
 			}
 	case cAllGatherV:
 		return func(ctx context.Context) error { return AllGatherV(ctx, cm, b.send, b.recv, counts, displs) },
-			func(ctx context.Context) *Work { return AllGatherVAsync(ctx, cm, b.send, b.recv, counts, displs) }
+			func(ctx context.Context) Work { return AllGatherVAsync(ctx, cm, b.send, b.recv, counts, displs) }
 	case cReduceScatterV:
 		return func(ctx context.Context) error { return ReduceScatterV(ctx, cm, b.send, b.recv, counts, displs, c.Op) },
-			func(ctx context.Context) *Work {
+			func(ctx context.Context) Work {
 				return ReduceScatterVAsync(ctx, cm, b.send, b.recv, counts, displs, c.Op)
 			}
 	case cGatherV:
 		return func(ctx context.Context) error { return GatherV(ctx, cm, b.send, b.recv, counts, displs, c.Root) },
-			func(ctx context.Context) *Work { return GatherVAsync(ctx, cm, b.send, b.recv, counts, displs, c.Root) }
+			func(ctx context.Context) Work { return GatherVAsync(ctx, cm, b.send, b.recv, counts, displs, c.Root) }
 	case cScatterV:
 		return func(ctx context.Context) error { return ScatterV(ctx, cm, b.send, b.recv, counts, displs, c.Root) },
-			func(ctx context.Context) *Work { return ScatterVAsync(ctx, cm, b.send, b.recv, counts, displs, c.Root) }
+			func(ctx context.Context) Work { return ScatterVAsync(ctx, cm, b.send, b.recv, counts, displs, c.Root) }
 	case cScan:
 		return func(ctx context.Context) error { return Scan(ctx, cm, b.send, b.recv, c.Op) },
-			func(ctx context.Context) *Work { return ScanAsync(ctx, cm, b.send, b.recv, c.Op) }
+			func(ctx context.Context) Work { return ScanAsync(ctx, cm, b.send, b.recv, c.Op) }
 	case cExscan:
 		return func(ctx context.Context) error { return Exscan(ctx, cm, b.send, b.recv, c.Op) },
-			func(ctx context.Context) *Work { return ExscanAsync(ctx, cm, b.send, b.recv, c.Op) }
+			func(ctx context.Context) Work { return ExscanAsync(ctx, cm, b.send, b.recv, c.Op) }
 	case cBroadcastInto:
 		return func(ctx context.Context) error { return BroadcastInto(ctx, cm, b.send, b.recv, c.Root) },
-			func(ctx context.Context) *Work { return BroadcastIntoAsync(ctx, cm, b.send, b.recv, c.Root) }
+			func(ctx context.Context) Work { return BroadcastIntoAsync(ctx, cm, b.send, b.recv, c.Root) }
 	}
 	err := fmt.Errorf("no call of %s", c.Coll)
-	return func(context.Context) error { return err }, func(context.Context) *Work { return failedWork(err) }
+	return func(context.Context) error { return err }, func(context.Context) Work { return failedWork(err) }
 }
 
 // callTensors runs c on a tensor path: the tensors are made from the
@@ -1527,7 +1527,7 @@ func callTensors[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[
 
 // confTensorForms returns collective c on rank cm's tensors (tensorsIn): its
 // synchronous tensor form and its asynchronous one (XxxTensorAsync).
-func confTensorForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.Context) error, start func(context.Context) *Work) {
+func confTensorForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(context.Context) error, start func(context.Context) Work) {
 	n, r := cm.Group().Size(), cm.Rank()
 	var l *confLayout
 	if c.Coll.vCounts() {
@@ -1537,48 +1537,48 @@ func confTensorForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(con
 	switch c.Coll {
 	case cAllReduce:
 		return func(ctx context.Context) error { return AllReduceTensor(ctx, cm, b.tensor, c.Op, c.Strategy) },
-			func(ctx context.Context) *Work { return AllReduceTensorAsync(ctx, cm, b.tensor, c.Op, c.Strategy) }
+			func(ctx context.Context) Work { return AllReduceTensorAsync(ctx, cm, b.tensor, c.Op, c.Strategy) }
 	case cBroadcast:
 		return func(ctx context.Context) error { return BroadcastTensor(ctx, cm, b.tensor, c.Root) },
-			func(ctx context.Context) *Work { return BroadcastTensorAsync(ctx, cm, b.tensor, c.Root) }
+			func(ctx context.Context) Work { return BroadcastTensorAsync(ctx, cm, b.tensor, c.Root) }
 	case cBroadcastInto:
 		return func(ctx context.Context) error { return BroadcastIntoTensor(ctx, cm, s, rv, c.Root) },
-			func(ctx context.Context) *Work { return BroadcastIntoTensorAsync(ctx, cm, s, rv, c.Root) }
+			func(ctx context.Context) Work { return BroadcastIntoTensorAsync(ctx, cm, s, rv, c.Root) }
 	case cReduceScatter:
 		return func(ctx context.Context) error { return ReduceScatterTensor(ctx, cm, s, rv, c.Op) },
-			func(ctx context.Context) *Work { return ReduceScatterTensorAsync(ctx, cm, s, rv, c.Op) }
+			func(ctx context.Context) Work { return ReduceScatterTensorAsync(ctx, cm, s, rv, c.Op) }
 	case cAllGather:
 		return func(ctx context.Context) error { return AllGatherTensor(ctx, cm, s, rv) },
-			func(ctx context.Context) *Work { return AllGatherTensorAsync(ctx, cm, s, rv) }
+			func(ctx context.Context) Work { return AllGatherTensorAsync(ctx, cm, s, rv) }
 	case cReduce:
 		return func(ctx context.Context) error { return ReduceTensor(ctx, cm, s, rv, c.Op, c.Root) },
-			func(ctx context.Context) *Work { return ReduceTensorAsync(ctx, cm, s, rv, c.Op, c.Root) }
+			func(ctx context.Context) Work { return ReduceTensorAsync(ctx, cm, s, rv, c.Op, c.Root) }
 	case cAllToAll:
 		return func(ctx context.Context) error { return AllToAllTensor(ctx, cm, s, rv) },
-			func(ctx context.Context) *Work { return AllToAllTensorAsync(ctx, cm, s, rv) }
+			func(ctx context.Context) Work { return AllToAllTensorAsync(ctx, cm, s, rv) }
 	case cGather:
 		return func(ctx context.Context) error { return GatherTensor(ctx, cm, s, rv, c.Root) },
-			func(ctx context.Context) *Work { return GatherTensorAsync(ctx, cm, s, rv, c.Root) }
+			func(ctx context.Context) Work { return GatherTensorAsync(ctx, cm, s, rv, c.Root) }
 	case cScatter:
 		return func(ctx context.Context) error { return ScatterTensor(ctx, cm, s, rv, c.Root) },
-			func(ctx context.Context) *Work { return ScatterTensorAsync(ctx, cm, s, rv, c.Root) }
+			func(ctx context.Context) Work { return ScatterTensorAsync(ctx, cm, s, rv, c.Root) }
 	case cAllToAllV:
 		return func(ctx context.Context) error {
 				return AllToAllVTensor(ctx, cm, s, l.cnt[r], l.sd[r], rv, l.rc[r], l.rd[r])
-			}, func(ctx context.Context) *Work {
+			}, func(ctx context.Context) Work {
 				return AllToAllVTensorAsync(ctx, cm, s, l.cnt[r], l.sd[r], rv, l.rc[r], l.rd[r])
 			}
 	case cAllGatherV:
 		return func(ctx context.Context) error { return AllGatherVTensor(ctx, cm, s, rv, l.counts, l.displs) },
-			func(ctx context.Context) *Work { return AllGatherVTensorAsync(ctx, cm, s, rv, l.counts, l.displs) }
+			func(ctx context.Context) Work { return AllGatherVTensorAsync(ctx, cm, s, rv, l.counts, l.displs) }
 	case cReduceScatterV:
 		return func(ctx context.Context) error { return ReduceScatterVTensor(ctx, cm, s, rv, l.counts, l.displs, c.Op) },
-			func(ctx context.Context) *Work {
+			func(ctx context.Context) Work {
 				return ReduceScatterVTensorAsync(ctx, cm, s, rv, l.counts, l.displs, c.Op)
 			}
 	}
 	err := fmt.Errorf("no tensor form of %s", c.Coll)
-	return func(context.Context) error { return err }, func(context.Context) *Work { return failedWork(err) }
+	return func(context.Context) error { return err }, func(context.Context) Work { return failedWork(err) }
 }
 
 // setupError is a failure of the tensor set-up around a collective

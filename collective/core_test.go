@@ -209,7 +209,7 @@ func TestAsyncThenSyncOrdered(t *testing.T) {
 func TestAsyncDuringBreakEnds(t *testing.T) {
 	g := openGroup(t, "host", 2)
 	c := g.Comm(0)
-	var works []*Work
+	var works []Work
 	for i := 0; i < 50; i++ {
 		works = append(works, AllReduceAsync(context.Background(), c, []float32{1}, Sum))
 		if i == 10 {

@@ -222,7 +222,11 @@
 // Gather, Scatter, AllToAll, the forms with per-rank counts and offsets
 // AllToAllV, AllGatherV, ReduceScatterV, GatherV and ScatterV, and the
 // prefix reductions Scan and Exscan; each has an Async form returning a
-// Work (Wait, Done, Test; WaitAll and WaitAny wait for several).
+// Work (Wait, Done, Test; WaitAll and WaitAny wait for several). The Work
+// of a point-to-point operation is recycled once its result was reported
+// (see Work: after that it reports ErrStaleWork, never another
+// operation's result), so SendAsync and RecvAsync allocate nothing in the
+// steady state.
 //
 // # Adding a collective, an algorithm, a transport
 //

@@ -20,21 +20,22 @@ import (
 // closing it waits until fn returned, and memory closed already fails the
 // Work with ErrClosed. The collectives fn calls resolve their own
 // arguments; memory named here counts as theirs too.
-func (c *Comm) Go(ctx context.Context, name string, fn func(ctx context.Context) error, uses ...Memory) *Work {
+func (c *Comm) Go(ctx context.Context, name string, fn func(ctx context.Context) error, uses ...Memory) Work {
 	if fn == nil {
 		return failedWork(invalidArg("Comm.Go: nil function"))
 	}
-	var u memUse
+	if c == nil {
+		return failedWork(invalidArg("nil Comm"))
+	}
+	w := c.newRec(false)
+	w.fn = fn
 	for _, m := range uses {
-		if err := m.resolveInto(&u); err != nil {
-			u.Release()
-			if c == nil {
-				return failedWork(err)
-			}
+		if err := m.resolveInto(&w.mem); err != nil {
+			w.mem.Release()
 			return failedWork(c.wrapErr(name, 0, err))
 		}
 	}
-	return c.enqueue(ctx, name, &u, fn)
+	return c.enqueue(ctx, name, w)
 }
 
 // Memory is memory a Comm.Go or Comm.Exec operation uses: a *HostBuffer, a

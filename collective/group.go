@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gocoll/gocoll/internal/completion"
 	"log/slog"
 	"os"
 	"runtime"
@@ -223,14 +224,15 @@ type Comm struct {
 
 	// running is the queued operation the comm's worker runs now: the
 	// memory it resolved counts as held by the calls it makes (resolve.go).
-	running atomic.Pointer[Work]
+	running atomic.Pointer[workRec]
+	recs    completion.Pool[workRec] // point-to-point operations' free records (async.go)
 
 	vxState vexchange.Scratch // pooled scratch of the V kinds (vcoll.go, slicecoll.go)
 	// nat: the leader's pooled host memory of strategy Native
 	// (native.go, internal/native), given up to the transport when MPI
 	// kept it.
 	nat   native.Pools
-	queue opqueue.Queue[*Work] // its asynchronous operations, and who holds the comm (async.go, stream.go)
+	queue opqueue.Queue[*workRec] // its asynchronous operations, and who holds the comm (async.go, stream.go)
 	wctx  waitctx.Ctx
 	last  backend.Fence // the last submission (queues are FIFO)
 	// unsubmitted: a pinned upload was recorded but not submitted yet.
@@ -629,7 +631,7 @@ func (g *Group) Close() error {
 		g.closed.Store(true)
 		childErrs := g.kids.Close()
 		for _, c := range g.comms {
-			c.closeQueue()
+			c.queue.Close()                  // refuses new operations, waits for the queued ones
 			c.waitLane(context.Background()) // the broken group fails what is pending
 		}
 		// Take every comm, so no call is still using its buffers.
@@ -641,6 +643,7 @@ func (g *Group) Close() error {
 		for _, c := range g.comms {
 			c.wctx.Disarm()
 			c.wctx.Release()
+			c.lane.Release() // its registrations on contexts' ends
 			if c.lost != nil {
 				lost = true
 				continue // leaked: the device may still use it

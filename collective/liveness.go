@@ -103,7 +103,7 @@ func (c *Comm) Close() error {
 	if c.commClosed() {
 		return nil
 	}
-	c.closeQueue()
+	c.queue.Close()
 	_ = c.waitLane(context.Background())
 	c.forgetRun()
 	c.markGone(GoneClosed, false)

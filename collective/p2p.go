@@ -83,13 +83,13 @@ func SendRecv[T Elem](ctx context.Context, c *Comm, send []T, to int, recv []T, 
 // SendAsync and RecvAsync on both ranks (in any order) never deadlocks, nor
 // does a SendAsync and a RecvAsync to this rank itself. ctx bounds the
 // operation; CommunicationTimeout bounds its wait for the peer.
-func SendAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) *Work {
+func SendAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) Work {
 	return c.start(ctx, p2pDesc(collSend, "SendAsync", data, peer))
 }
 
 // RecvAsync starts Recv and returns at once; data must not be read or
 // modified until the Work is done.
-func RecvAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) *Work {
+func RecvAsync[T Elem](ctx context.Context, c *Comm, data []T, peer int) Work {
 	return c.start(ctx, p2pDesc(collRecv, "RecvAsync", data, peer))
 }
 
@@ -124,26 +124,30 @@ func (c *Comm) execP2P(ctx context.Context, d *desc) (err error) {
 		call.FromLink = &c.link(d.from, c.rank).p2p
 	}
 	if d.async {
-		// Posted for the Work the worker runs (start: one operation).
+		// Posted for the Work the worker runs (start: one operation),
+		// under its caller's ctx (the engine keeps it, not the record's).
 		w := c.running.Load()
 		w.posted = true
-		c.lane.Start(ctx, &call, w)
+		c.lane.Start(w.ctx.Context, &call, w)
 		return nil
 	}
 	return c.lane.Run(ctx, &call)
 }
 
 // refuseP2P fails point-to-point call name, refused on this rank with err
-// before it posted anything: the call is numbered, and breaks the group
-// naming itself, so the peers waiting for its operations fail at once
-// (there is no rendezvous to tell them, as invalidCall tells a
-// collective's peers).
-func (c *Comm) refuseP2P(ctx context.Context, name string, err error) error {
-	owned, e := c.enterOp(ctx, name, false, true)
-	if e != nil && ctx.Err() != nil {
-		return e // the call's context ended: enterOp broke the group naming it
+// before it posted anything, on the comm its caller claimed (claimErr: the
+// claim failed): the call is numbered, and breaks the group naming itself,
+// so the peers waiting for its operations fail at once (there is no
+// rendezvous to tell them, as invalidCall tells a collective's peers).
+func (c *Comm) refuseP2P(ctx context.Context, name string, err, claimErr error) error {
+	owned, e := false, claimErr
+	if e == nil {
+		owned, e = c.enterOp(ctx, name, false, true)
 	}
-	if e != nil {
+	switch {
+	case e != nil && ctx.Err() != nil:
+		return e // the call's context ended: claim or enterOp broke the group naming it
+	case e != nil:
 		// Not started (the group closed or broke, the comm in use, the
 		// context ended): the peers are told all the same.
 		c.g.breakGroup(&BrokenError{Rank: c.rank, Op: name, P2P: true, Cause: err, hideCtx: true})
@@ -166,10 +170,11 @@ func opCall(send bool, dt backend.DType, count int64) string {
 
 // opPhase is what o waits for, in errors and Group.Pending.
 func opPhase(o *p2p.Op) string {
+	dir, match := "from", "Send"
 	if o.Send {
-		return fmt.Sprintf("%s to rank %d (%s): no matching Recv", o.Name, o.Peer, opCall(o.Send, o.DT, o.Count))
+		dir, match = "to", "Recv"
 	}
-	return fmt.Sprintf("%s from rank %d (%s): no matching Send", o.Name, o.Peer, opCall(o.Send, o.DT, o.Count))
+	return fmt.Sprintf("%s %s rank %d (%s): no matching %s", o.Name, dir, o.Peer, opCall(o.Send, o.DT, o.Count), match)
 }
 
 // breakP2P breaks the group with o's failure, naming o.
@@ -195,9 +200,6 @@ func (c *Comm) deadlockHint(o *p2p.Op) string {
 }
 
 func (c *Comm) initLane() { c.lane.Init((*p2pEnv)(c)) }
-
-// waitLane waits until the comm has no pending point-to-point operation.
-func (c *Comm) waitLane(ctx context.Context) error { return waitIdle(ctx, c.lane.Idle()) }
 
 // p2pEnv is the comm as its point-to-point engine sees it (p2p.Env): the
 // group's state and the errors of this package.
@@ -255,11 +257,11 @@ func (e *p2pEnv) Spin() time.Duration {
 func (e *p2pEnv) Unblocked() { (*Comm)(e).endWait() }
 
 func (e *p2pEnv) Complete(o *p2p.Op, err error) {
-	w := o.Work.(*Work)
+	w := o.Work.(*workRec)
 	if err != nil {
 		err = (*Comm)(e).wrapP2P(o.Name, o.Seq, err)
 	}
-	w.release()
+	w.mem.Release()
 	w.end.Finish(err)
 }
 

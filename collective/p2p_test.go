@@ -185,7 +185,7 @@ func TestP2POrderAndStream(t *testing.T) {
 			peer := r ^ 1
 			// Three messages each way, asynchronous, then a collective on
 			// the received data: it must see all three.
-			var ws []*Work
+			var ws []Work
 			out := make([][]float64, 3)
 			in := make([][]float64, 3)
 			for k := range out {
@@ -269,7 +269,7 @@ func TestP2PCancelAndClose(t *testing.T) {
 	}
 
 	g2 := openGroup(t, "host", 2)
-	ws := []*Work{
+	ws := []Work{
 		SendAsync(context.Background(), g2.Comm(0), make([]float64, 1<<20), 1),
 		RecvAsync(context.Background(), g2.Comm(1), make([]float64, 5), 0),
 	}

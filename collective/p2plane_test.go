@@ -14,7 +14,7 @@ import (
 func postOutstanding(ctx context.Context, run func(f func(c *Comm) error) []error, k int, bufs [2][]float32) error {
 	errs := run(func(c *Comm) error {
 		r := c.Rank()
-		ws := make([]*Work, 0, 2*k)
+		ws := make([]Work, 0, 2*k)
 		for i := 0; i < k; i++ {
 			ws = append(ws, SendAsync(ctx, c, bufs[r][i:i+1], 1-r))
 		}
@@ -76,7 +76,7 @@ func TestP2PLaneWorkPerOp(t *testing.T) {
 	// Outstanding sends drained by a receiver one blocking Recv at a time:
 	// every completion wakes the sender's lane, with the rest pending.
 	v0, p0 = laneWork(pair...)
-	ws := make([]*Work, k)
+	ws := make([]Work, k)
 	for i := range ws {
 		ws[i] = SendAsync(ctx, pair[0], bufs[0][i:i+1], 1)
 	}
@@ -110,7 +110,7 @@ func TestP2PLaneWorkPerOp(t *testing.T) {
 			ctx = context.Background()
 		}
 		v0, p0 := laneWork(c)
-		ws := make([]*Work, k)
+		ws := make([]Work, k)
 		for i := range ws {
 			ws[i] = RecvAsync(ctx, c, bufs[0][i:i+1], 1)
 		}

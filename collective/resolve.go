@@ -96,10 +96,6 @@ func (m *memUse) slices(send, recv []byte) error {
 	return m.slice(recv)
 }
 
-// take moves m's owners to the returned memUse (an asynchronous operation
-// keeps them until its Work is done).
-func (m *memUse) take() memUse { return memUse{m.Take()} }
-
 // checkAlias is memory.Allowed as an argument error of call name.
 func checkAlias(name string, s, r memory.Area, allow memory.Layout, at int) error {
 	if memory.Allowed(s, r, allow, at) {

@@ -135,9 +135,18 @@ func TestCloseReleasesCtxWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	noErrors(t, onRanks(g, func(c *Comm) error {
-		return AllReduce(ctx, c, make([]float32, 64<<10), Sum)
+		x := make([]float32, 64<<10)
+		if err := AllReduce(ctx, c, x, Sum); err != nil {
+			return err
+		}
+		// The point-to-point operations' shared watch of ctx.
+		ws, wr := SendAsync(ctx, c, x, 1-c.Rank()), RecvAsync(ctx, c, make([]float32, len(x)), 1-c.Rank())
+		return WaitAll(ctx, ws, wr)
 	}))
 	for _, c := range g.comms {
+		if c.lane.Watches() != 1 {
+			t.Errorf("rank %d: %d registrations on the point-to-point operations' contexts, want 1", c.rank, c.lane.Watches())
+		}
 		if !c.wctx.Registered() {
 			// The calls' device waits did not block: arm as one does.
 			c.wctx.Arm(ctx, time.Hour)
@@ -148,7 +157,7 @@ func TestCloseReleasesCtxWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range g.comms {
-		if c.wctx.Registered() {
+		if c.wctx.Registered() || c.lane.Watches() != 0 {
 			t.Errorf("rank %d keeps a registration on its context after Close", c.rank)
 		}
 	}

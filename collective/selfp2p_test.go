@@ -157,12 +157,12 @@ func TestSelfP2POrderAndMix(t *testing.T) {
 func TestSelfP2PMismatch(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		do   func(ctx context.Context, c *Comm) (send, recv *Work)
+		do   func(ctx context.Context, c *Comm) (send, recv Work)
 	}{
-		{"length", func(ctx context.Context, c *Comm) (*Work, *Work) {
+		{"length", func(ctx context.Context, c *Comm) (Work, Work) {
 			return SendAsync(ctx, c, make([]float32, 8), c.Rank()), RecvAsync(ctx, c, make([]float32, 9), c.Rank())
 		}},
-		{"type", func(ctx context.Context, c *Comm) (*Work, *Work) {
+		{"type", func(ctx context.Context, c *Comm) (Work, Work) {
 			return SendAsync(ctx, c, make([]float32, 8), c.Rank()), RecvAsync(ctx, c, make([]int32, 8), c.Rank())
 		}},
 	} {
@@ -170,7 +170,7 @@ func TestSelfP2PMismatch(t *testing.T) {
 			g := openGroup(t, "host", ranks)
 			c := g.Comm(0)
 			ws, wr := tc.do(context.Background(), c)
-			for i, w := range []*Work{ws, wr} {
+			for i, w := range []Work{ws, wr} {
 				err := w.Wait(context.Background())
 				var me *MismatchError
 				if !errors.As(err, &me) || me.Rank != 0 || me.Peer != 0 || !errors.Is(err, ErrMismatch) {

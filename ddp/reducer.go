@@ -61,7 +61,7 @@ type Reducer[T Grad] struct {
 	nready int
 	left   []int // per bucket, gradients not marked ready this step
 	next   int   // buckets [0, next) have started this step
-	works  []*collective.Work
+	works  []collective.Work
 	spent  []time.Duration // per bucket, its all-reduce's time (written by the worker)
 	failed atomic.Bool     // a bucket of this step failed: the later ones skip their all-reduce
 }
@@ -192,7 +192,7 @@ func NewReducer[T Grad](ctx context.Context, s *Sync[T], grads [][]T, o ReducerO
 	r.ready = make([]bool, len(grads))
 	r.left = make([]int, len(r.buckets))
 	r.spent = make([]time.Duration, len(r.buckets))
-	r.works = make([]*collective.Work, 0, len(r.buckets))
+	r.works = make([]collective.Work, 0, len(r.buckets))
 	r.reset()
 	return r, nil
 }

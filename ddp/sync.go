@@ -203,7 +203,7 @@ type Sync[T Grad] struct {
 	restored bool       // residual was restored and has not been checked against a step
 
 	pendMu  sync.Mutex
-	pending []*collective.Work
+	pending []collective.Work
 }
 
 // switchCheck is a switch waiting for its check: the strategy left, its
@@ -383,7 +383,7 @@ func (s *Sync[T]) Sync(ctx context.Context, grads []T) error {
 // SyncAsync starts Sync and returns at once; grads must not be touched
 // until the Work is done. Steps run in the order they were started, after
 // the comm's operations queued before them.
-func (s *Sync[T]) SyncAsync(ctx context.Context, grads []T) *collective.Work {
+func (s *Sync[T]) SyncAsync(ctx context.Context, grads []T) collective.Work {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
@@ -418,7 +418,7 @@ func (s *Sync[T]) settle(ctx context.Context) error {
 
 // pruneDone drops the Works that finished without an error (Wait still
 // reports the others).
-func pruneDone(ws []*collective.Work) []*collective.Work {
+func pruneDone(ws []collective.Work) []collective.Work {
 	out := ws[:0]
 	for _, w := range ws {
 		if !w.Done() || w.Wait(context.Background()) != nil {

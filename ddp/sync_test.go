@@ -271,7 +271,7 @@ func TestAsyncTimeoutNoLeak(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	var works []*collective.Work
+	var works []collective.Work
 	for r := 0; r < 3; r++ { // rank 3 never calls
 		works = append(works, ss[r].SyncAsync(context.Background(), make([]float32, 100)))
 	}

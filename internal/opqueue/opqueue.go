@@ -10,6 +10,10 @@
 // the queued operations ended and none was queued meanwhile), the queuing of
 // an asynchronous one (Hold around Push), or the comm's closing (Take, which
 // waits for the holder); a second one at the same time is refused.
+//
+// A worker's life allocates nothing (its idle channel is made only for a
+// caller that waits for it), and an operation runs under a Ctx: its
+// caller's context marked as the worker's.
 package opqueue
 
 import (
@@ -33,16 +37,20 @@ type Queue[T any] struct {
 	run     func(T)
 	items   []T
 	head    int
-	pending int           // queued or running, until Done
-	idle    chan struct{} // closed when the current worker exits; nil when none runs
-	closed  bool
-	held    atomic.Bool // an operation holds the comm (Claim, Hold, Take)
+	pending int  // queued or running, until Done
+	running bool // a worker runs
+	// idle is closed when the current worker exits: made only when a
+	// caller waits for it, so that a worker's life allocates nothing.
+	idle   chan struct{}
+	worker func() // the worker (made once: starting it allocates nothing)
+	closed bool
+	held   atomic.Bool // an operation holds the comm (Claim, Hold, Take)
 }
 
 // Init sets the function the worker runs each operation with. run must
 // call Done once the operation counts as finished (it may call it before
 // returning, or leave it to whoever finishes the operation later).
-func (q *Queue[T]) Init(run func(T)) { q.run = run }
+func (q *Queue[T]) Init(run func(T)) { q.run, q.worker = run, q.work }
 
 // Push queues op as the next operation and starts a worker when none runs;
 // it reports false, queuing nothing, when the queue is closed.
@@ -54,24 +62,28 @@ func (q *Queue[T]) Push(op T) bool {
 	}
 	q.items = append(q.items, op)
 	q.pending++
-	if q.idle == nil {
-		q.idle = make(chan struct{})
-		go q.work(q.idle)
+	if !q.running {
+		q.running = true
+		go q.worker()
 	}
 	return true
 }
 
-// work runs queued operations until the queue is empty, then closes idle.
-func (q *Queue[T]) work(idle chan struct{}) {
+// work runs queued operations until the queue is empty, then closes idle
+// (if a caller made it).
+func (q *Queue[T]) work() {
 	var zero T
 	for {
 		q.mu.Lock()
 		if q.head == len(q.items) {
 			clear(q.items)
 			q.items, q.head = q.items[:0], 0
-			q.idle = nil
+			idle := q.idle
+			q.idle, q.running = nil, false
 			q.mu.Unlock()
-			close(idle)
+			if idle != nil {
+				close(idle)
+			}
 			return
 		}
 		op := q.items[q.head]
@@ -100,16 +112,25 @@ func (q *Queue[T]) Pending() int {
 // (returning ctx.Err()).
 func (q *Queue[T]) Wait(ctx context.Context) error {
 	q.mu.Lock()
-	idle := q.idle
+	idle := q.idleCh()
 	q.mu.Unlock()
 	return WaitIdle(ctx, idle)
+}
+
+// idleCh returns the channel closed when the running worker exits (nil
+// when none runs); q.mu held.
+func (q *Queue[T]) idleCh() chan struct{} {
+	if q.running && q.idle == nil {
+		q.idle = make(chan struct{})
+	}
+	return q.idle
 }
 
 // Close refuses new operations and waits for the queued ones.
 func (q *Queue[T]) Close() {
 	q.mu.Lock()
 	q.closed = true
-	idle := q.idle
+	idle := q.idleCh()
 	q.mu.Unlock()
 	if idle != nil {
 		<-idle
@@ -164,4 +185,18 @@ func (q *Queue[T]) Take() {
 	for !q.held.CompareAndSwap(false, true) {
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// Ctx is the context an operation runs under on the worker: its caller's
+// (Context), marked as the worker's by Value(Key) returning Val.
+type Ctx struct {
+	context.Context
+	Key, Val any
+}
+
+func (c *Ctx) Value(k any) any {
+	if k == c.Key {
+		return c.Val
+	}
+	return c.Context.Value(k)
 }

@@ -33,7 +33,7 @@ func (c *Call) remote() bool {
 
 // The operations a call runs on (Engine.op).
 const (
-	opNew    = iota // an asynchronous call's: new
+	opNew    = iota // an asynchronous call's: a free record, or new
 	opOwn           // a synchronous call's with ranks of this process
 	opRemote        // a synchronous call's with a rank of another process
 )
@@ -80,11 +80,11 @@ func (e *Engine) op(kind, i int) *Op {
 		e.mu.Unlock()
 		return o
 	}
-	return new(Op)
+	return e.newOp()
 }
 
 // Start posts the one operation of an asynchronous call for its handle w
-// (Env.Complete ends it), watched by a context watch while ctx can end.
+// (Env.Complete ends it), its context watched while it can end (watch.go).
 func (e *Engine) Start(ctx context.Context, c *Call, w any) {
 	ops := e.ops(ctx, c, opNew)
 	o := ops[0]
@@ -92,9 +92,6 @@ func (e *Engine) Start(ctx context.Context, c *Call, w any) {
 		o = ops[1]
 	}
 	o.Work = w
-	if ctx.Done() != nil {
-		o.Stop = context.AfterFunc(ctx, func() { e.Attend(o) })
-	}
 	e.Post(o, o.l)
 }
 

@@ -34,7 +34,7 @@
 // matching, completing and failing one never scans the others; the lane
 // keeps the local operations in posting order, which is deadline order, and
 // looks only at the expired ones, at those whose context ended (queued for
-// it by a context watch), at the synchronous call's (at most two) and at
+// it by their context's watch: watch.go), at the synchronous call's (at most two) and at
 // the head of each remote link's queue.
 package p2p
 
@@ -94,7 +94,8 @@ type Env interface {
 const Header = 16
 
 // Op is one posted operation. The operation of an asynchronous call is
-// never reused. The two operations of a synchronous call with ranks of this
+// reused once its handle was completed and nothing holds it (watch.go).
+// The two operations of a synchronous call with ranks of this
 // process are the engine's own (Engine.Run), reused by its next such call:
 // nothing holds them once the call returns (the lane never sees them, a
 // peer is done with one before it signals its completion, and a reader of
@@ -119,8 +120,6 @@ type Op struct {
 	// Work is the asynchronous operation's handle (Env.Complete ends it);
 	// nil for a synchronous one, whose caller waits (Engine.Wait).
 	Work any
-	// Stop stops the context watch of an asynchronous operation.
-	Stop func() bool
 
 	e        *Engine
 	l        *Link
@@ -137,7 +136,14 @@ type Op struct {
 	// caller's memory and context are dropped when the pass ends (a
 	// reused operation whose call returned).
 	held, drop bool
-	err        error
+	// completed: an asynchronous operation's handle was completed (its
+	// record is reused once nothing holds it: watch.go).
+	completed bool
+	err       error
+	// watch is the registration on its context's end (asynchronous; cl
+	// links o in its list).
+	watch *watch
+	cl    links
 	// ql links o in its link's queue (send or recv, guarded by l.mu; pq,
 	// guarded by e.mu), ll in the engine's list of local operations.
 	ql, ll links
@@ -222,6 +228,8 @@ type Engine struct {
 	rlinks  []*Link       // links to other processes with operations queued
 	sync    [2]*Op        // the synchronous call's pending operations
 	attn    []*Op         // asynchronous operations whose context ended
+	free    []*Op         // asynchronous operation records for reuse (watch.go)
+	watches []*watch      // registrations on the end of their contexts (watch.go)
 	scratch []*Op         // the lane's pass
 	pending int           // pending operations
 	async   int           // pending asynchronous operations
@@ -385,6 +393,7 @@ func (e *Engine) Post(o *Op, l *Link) {
 	e.pending++
 	if o.Work != nil {
 		e.async++
+		e.watchCtx(o)
 	} else if e.sync[0] == nil {
 		e.sync[0] = o
 	} else {
@@ -403,9 +412,13 @@ func (e *Engine) Post(o *Op, l *Link) {
 	} else {
 		e.local.Push(o, &o.ll)
 	}
+	// From here on an asynchronous o may complete and its record go back
+	// to the free ones (the lane, a peer): only its poster reuses it, but
+	// what reuse drops is read before.
+	async, ctx := o.Work != nil, o.Ctx
 	e.mu.Unlock()
-	if o.Work != nil && o.Ctx.Err() != nil {
-		// Its context watch may have fired before it was posted.
+	if async && ctx.Err() != nil {
+		// Its context may have ended before its watch was made.
 		e.Attend(o)
 	}
 	if l.remote {
@@ -520,6 +533,7 @@ func (e *Engine) finish(o *Op, err error) {
 	e.pending--
 	if o.Work != nil {
 		e.async--
+		e.unwatch(o)
 	}
 	for i, p := range e.sync {
 		if p == o {
@@ -531,12 +545,12 @@ func (e *Engine) finish(o *Op, err error) {
 	if last {
 		e.pokeLane() // the lane ends
 	}
-	if o.Stop != nil {
-		o.Stop()
-		o.Stop = nil
-	}
 	if o.Work != nil {
 		e.env.Complete(o, err)
+		e.mu.Lock()
+		o.completed = true
+		e.reuse(o)
+		e.mu.Unlock()
 		return
 	}
 	o.sig <- struct{}{}
@@ -574,8 +588,8 @@ func (e *Engine) Fail(o *Op, err error) bool {
 	return true
 }
 
-// Attend asks the lane to look at o: its context ended. It runs on the
-// context watch of an asynchronous operation.
+// Attend asks the lane to look at the asynchronous operation o: its
+// context ended.
 func (e *Engine) Attend(o *Op) {
 	e.mu.Lock()
 	add := o.live && !o.done && !o.attn
@@ -624,8 +638,7 @@ func (e *Engine) run() {
 		if e.pending == 0 {
 			idle := e.idle
 			e.running, e.idle = false, nil
-			clear(e.attn)
-			e.attn = e.attn[:0]
+			e.dropAttn()
 			e.mu.Unlock()
 			if idle != nil {
 				close(idle)
@@ -675,8 +688,7 @@ func (e *Engine) run() {
 				}
 			}
 		}
-		clear(e.attn)
-		e.attn = e.attn[:0]
+		e.dropAttn()
 		// The heads of the remote links' queues progress.
 		remote := false
 		j := 0
@@ -726,7 +738,15 @@ func (e *Engine) run() {
 				if time.Since(lastProgress) < 2*time.Millisecond {
 					runtime.Gosched()
 				} else {
-					time.Sleep(50 * time.Microsecond)
+					// On the engine's timer: a lane's goroutine is
+					// new each time, and its first time.Sleep
+					// allocates its timer.
+					e.timer.Reset(50 * time.Microsecond)
+					select {
+					case <-e.wake:
+					case <-e.timer.C:
+					}
+					e.timer.Stop()
 				}
 			}
 			continue
@@ -753,6 +773,7 @@ func (e *Engine) release(s []*Op) {
 		if o.drop {
 			o.Data, o.Ctx, o.drop = nil, nil, false
 		}
+		e.reuse(o)
 	}
 	wake := e.relWait
 	e.relWait = false

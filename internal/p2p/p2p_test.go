@@ -167,10 +167,9 @@ func TestDeadlineAndContext(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Op{Name: "RecvAsync", Peer: 1, Data: make([]byte, 1), DT: backend.U8, Count: 1, Ctx: ctx, Work: 1}
-	w.Stop = context.AfterFunc(ctx, func() { a.Attend(w) })
 	a.Post(w, &l)
-	if a.Async() != 1 {
-		t.Fatalf("Async() = %d, want 1", a.Async())
+	if a.Async() != 1 || a.Watches() != 1 {
+		t.Fatalf("Async() = %d, Watches() = %d, want 1, 1", a.Async(), a.Watches())
 	}
 	cancel()
 	if err := <-ea.done; !errors.Is(err, context.Canceled) {
@@ -181,6 +180,10 @@ func TestDeadlineAndContext(t *testing.T) {
 	}
 	if len(ea.breaks) != 2 {
 		t.Fatalf("breaks %v, want 2", ea.breaks)
+	}
+	a.Release()
+	if a.Watches() != 0 {
+		t.Fatalf("Watches() = %d after Release, want 0", a.Watches())
 	}
 }
 
