@@ -291,9 +291,15 @@ func TestNewTypes(t *testing.T) {
 			}
 		})
 	}
-	// The strategies of all-reduce, and reduce-scatter's direct.
+	// The strategies of all-reduce, and reduce-scatter's direct (-short,
+	// ./build.sh test's race run, where the checks' element loops cost
+	// tenfold: 4 and 128 bytes, not 4 KiB).
+	end := "4K"
+	if testing.Short() {
+		end = "128"
+	}
 	for _, a := range []string{"direct", "pipelined", "ring", "tree", "hierarchical"} {
-		wantAllReduce(t, "--backend", "host", "-a", a, "-g", "4", "-d", nativeTypes, "-o", "all", "-b", "4", "-e", "4K", "-f", "32", "-n", "1", "-w", "0")
+		wantAllReduce(t, "--backend", "host", "-a", a, "-g", "4", "-d", nativeTypes, "-o", "all", "-b", "4", "-e", end, "-f", "32", "-n", "1", "-w", "0")
 	}
 	wantCorrect(t, "--backend", "host", "--coll", "reducescatter", "-a", "direct", "-g", "3", "-d", nativeTypes, "-o", "all", "-b", "4", "-e", "4K", "-f", "32", "-n", "1", "-w", "0")
 }
@@ -639,6 +645,9 @@ func TestJSONWithoutCheckAndOnFailure(t *testing.T) {
 }
 
 func TestPlot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short (./build.sh test's race run): drawing the plots holds no concurrency; the run without -short checks them")
+	}
 	dir := t.TempDir()
 	png, svg := filepath.Join(dir, "bw.png"), filepath.Join(dir, "bw.svg")
 	common := append([]string{"--backend", "host", "-g", "2", "-b", "4", "-e", "16K", "-f", "4"}, fast...)
