@@ -46,6 +46,16 @@ type MissingProcesses interface {
 	MissingProcesses() []int
 }
 
+// HangReporter is implemented by transport requests whose transport hears
+// from the other processes (the mpi package's heartbeat). Hung returns nil
+// while the request's peer is alive, or not known to be otherwise, and once
+// the peer stopped responding an error that matches ErrTimeout and names it
+// (MissingProcesses). A wait on such a request ends with that error rather
+// than at its timeout, then cancels the request as a timed-out wait does.
+type HangReporter interface {
+	Hung() error
+}
+
 // Duplicator is implemented by transports that can make an isolated copy of
 // themselves (the mpi package's World: MPI_Comm_dup). A collective.Group
 // over such a transport works on its own duplicate, so several groups over

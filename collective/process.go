@@ -160,8 +160,8 @@ func (c *Comm) waitReq(ctx context.Context, req backend.Request, peer int, phase
 		return c.brokenErr()
 	case reqwait.Cancelled:
 		te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}, Ctx: ctx.Err()}
-	default:
-		te = &TimeoutError{Seq: c.seq, Phase: phase, Missing: []int{peer}}
+	default: // TimedOut, or Hung with the transport's error
+		te = &TimeoutError{Seq: c.seq, Phase: reqwait.Phase(phase, err), Missing: []int{peer}}
 	}
 	c.breakWith(te)
 	return te

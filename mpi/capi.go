@@ -486,6 +486,85 @@ static int gm_cores(void) {
 	return n > 0 && n < 1 << 30 ? (int)n : 0;
 }
 
+
+typedef struct {
+	int code;
+	const char *call;
+	MPI_Comm comm;
+	int rank;
+	int size;
+} gm_hb_comm_ret;
+
+// gm_hb_comm duplicates MPI_COMM_WORLD for the heartbeat (collective: every
+// process calls it once, when it starts MPI), with MPI_ERRORS_RETURN.
+static gm_hb_comm_ret gm_hb_comm(void) {
+	gm_hb_comm_ret r;
+	memset(&r, 0, sizeof r);
+	r.comm = MPI_COMM_NULL;
+	r.call = "MPI_Comm_dup";
+	if ((r.code = MPI_Comm_dup(MPI_COMM_WORLD, &r.comm)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Comm_set_errhandler";
+	if ((r.code = MPI_Comm_set_errhandler(r.comm, MPI_ERRORS_RETURN)) == MPI_SUCCESS) {
+		r.call = "MPI_Comm_rank";
+		if ((r.code = MPI_Comm_rank(r.comm, &r.rank)) == MPI_SUCCESS) {
+			r.call = "MPI_Comm_size";
+			r.code = MPI_Comm_size(r.comm, &r.size);
+		}
+	}
+	if (r.code != MPI_SUCCESS) {
+		MPI_Comm_free(&r.comm);
+		r.comm = MPI_COMM_NULL;
+		return r;
+	}
+	r.call = NULL;
+	return r;
+}
+
+typedef struct {
+	int code;
+	int n;
+	MPI_Request req;
+} gm_hb_drain_ret;
+
+// gm_hb_drain completes the posted heartbeat receive (MPI_ANY_SOURCE, one
+// long long into *buf) as many times as heartbeats have arrived, up to max,
+// posting it again before each test: src[i] and val[i] are heartbeat i's
+// sender and content. req is the receive posted by the last call, or
+// MPI_REQUEST_NULL; the one posted now is returned.
+static gm_hb_drain_ret gm_hb_drain(MPI_Comm comm, int tag, MPI_Request req, long long *buf, int *src, long long *val, int max) {
+	gm_hb_drain_ret r = {0, 0, req};
+	while (r.n < max) {
+		if (r.req == MPI_REQUEST_NULL) {
+			r.code = MPI_Irecv(buf, 1, MPI_LONG_LONG, MPI_ANY_SOURCE, tag, comm, &r.req);
+			if (r.code != MPI_SUCCESS) return r;
+		}
+		int flag = 0;
+		MPI_Status st;
+		r.code = MPI_Test(&r.req, &flag, &st);
+		if (r.code != MPI_SUCCESS || !flag) return r;
+		src[r.n] = st.MPI_SOURCE;
+		val[r.n] = *buf;
+		r.n++;
+	}
+	return r;
+}
+
+// gm_world_ranks writes the rank in MPI_COMM_WORLD of each of comm's n
+// processes into out (MPI_Group_translate_ranks).
+static int gm_world_ranks(MPI_Comm comm, int *out, int n) {
+	MPI_Group g = MPI_GROUP_NULL, wg = MPI_GROUP_NULL;
+	int code = MPI_Comm_group(comm, &g);
+	if (code == MPI_SUCCESS) code = MPI_Comm_group(MPI_COMM_WORLD, &wg);
+	int *in = malloc((n > 0 ? n : 1) * sizeof *in);
+	if (!in && code == MPI_SUCCESS) code = MPI_ERR_NO_MEM;
+	for (int i = 0; in && i < n; i++) in[i] = i;
+	if (code == MPI_SUCCESS) code = MPI_Group_translate_ranks(g, n, in, wg, out);
+	free(in);
+	if (g != MPI_GROUP_NULL) MPI_Group_free(&g);
+	if (wg != MPI_GROUP_NULL) MPI_Group_free(&wg);
+	return code;
+}
+
 static void *gm_malloc(size_t n) { return malloc(n ? n : 1); }
 static void gm_free(void *p) { free(p); }
 
@@ -681,6 +760,7 @@ func cIalltoall(send, recv unsafe.Pointer, n int, comm cComm) (cRequest, int) {
 type splitResult struct {
 	comm, diag cComm
 	rank, size int
+	procs      []int // each process's rank in MPI_COMM_WORLD (cWorldRanks)
 	call       string
 	code       int
 	closed     bool
@@ -746,3 +826,35 @@ func cYield() { C.gm_yield() }
 
 func cMalloc(n int) unsafe.Pointer { return C.gm_malloc(C.size_t(n)) }
 func cFree(p unsafe.Pointer)       { C.gm_free(p) }
+
+// cHeartbeatComm is gm_hb_comm: a duplicate of MPI_COMM_WORLD for the
+// heartbeat, this process's rank in it and its size.
+func cHeartbeatComm() (comm cComm, rank, size int, call string, code int) {
+	r := C.gm_hb_comm()
+	if r.call != nil {
+		call = C.GoString(r.call)
+	}
+	return r.comm, int(r.rank), int(r.size), call, int(r.code)
+}
+
+// cHeartbeatDrain is gm_hb_drain into src and val (of equal lengths): the
+// heartbeats received, by sender and content.
+func cHeartbeatDrain(comm cComm, tag int, req cRequest, buf unsafe.Pointer, src []int32, val []int64) (cRequest, int, int) {
+	r := C.gm_hb_drain(comm, C.int(tag), req, (*C.longlong)(buf), (*C.int)(unsafe.Pointer(unsafe.SliceData(src))),
+		(*C.longlong)(unsafe.Pointer(unsafe.SliceData(val))), C.int(min(len(src), len(val))))
+	return r.req, int(r.n), int(r.code)
+}
+
+// cWorldRanks is the rank in MPI_COMM_WORLD of each of comm's size
+// processes, nil when MPI could not say.
+func cWorldRanks(comm cComm, size int) []int {
+	out := make([]int32, max(size, 1))
+	if C.gm_world_ranks(comm, (*C.int)(unsafe.Pointer(unsafe.SliceData(out))), C.int(size)) != 0 {
+		return nil
+	}
+	ranks := make([]int, size)
+	for i := range ranks {
+		ranks[i] = int(out[i])
+	}
+	return ranks
+}

@@ -251,16 +251,24 @@ func (w *World) collective(ctx context.Context, r *request, post func(*request))
 		w.announce.Reset(announceAt)
 	}
 	tick := w.announce.C
+	var hung *Error
 	end := r.await(ctx.Done(), tick)
-	for end == awaitTick {
-		a := w.getRequest(kindCollective, r.call, -1, 0)
-		a.seq = r.seq
-		w.run(announce, a)
-		a.release()
-		end = r.await(ctx.Done(), nil)
+	for end == awaitTick || end == awaitHung {
+		if end == awaitHung {
+			if hung = w.hungError(r.call, r, time.Since(start)); hung != nil {
+				break
+			}
+		} else {
+			a := w.getRequest(kindCollective, r.call, -1, 0)
+			a.seq = r.seq
+			w.run(announce, a)
+			a.release()
+			tick = nil
+		}
+		end = r.await(ctx.Done(), tick)
 	}
 	w.announce.Stop()
-	if end == awaitDone && !w.exec.progress.unwatch(r) {
+	if end != awaitReady && !w.exec.progress.unwatch(r) {
 		end = awaitReady // the thread completed r meanwhile
 	}
 	if end == awaitReady {
@@ -274,6 +282,11 @@ func (w *World) collective(ctx context.Context, r *request, post func(*request))
 			return w.mpiError("MPI_Test", r.code, r.describe())
 		}
 		return nil
+	}
+	if end == awaitHung {
+		hung.Msg += "; it stays posted and completes if they resume and call it"
+		w.orphan(r)
+		return hung
 	}
 	// The deadline passed: find who was seen to arrive.
 	err := ctx.Err()

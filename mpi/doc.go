@@ -70,4 +70,19 @@
 // hang: a process that never arrives at a collective makes the others return
 // an error matching backend.ErrTimeout, naming the processes that were not
 // seen to arrive.
+//
+// A process that hangs (stopped by SIGSTOP, frozen, its MPI progress thread
+// stuck) can be found sooner by a heartbeat. It is off unless
+// GOCOLL_MPI_HEARTBEAT sets its interval: a Go duration of at least 10ms, or
+// on for 1s. It is read when MPI starts. Each process's progress thread then
+// sends every other process an 8-byte message four times per interval, on a
+// duplicate of MPI_COMM_WORLD of its own. A process that nothing came from
+// for longer than its interval plus half a second counts as hung. The waits
+// that depend on it then fail with an error matching ErrHung and
+// backend.ErrTimeout that names it. Those waits are a World's collectives,
+// Wait, and the Hung method (backend.HangReporter) of a request polled with
+// Test. The report comes within the interval plus 1 s of the stop. A
+// process that is alive but late keeps sending, and is waited for.
+// docs/MPI.md says why the heartbeat is off by default: on an oversubscribed
+// machine, live progress threads fell seconds behind.
 package mpi

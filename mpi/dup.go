@@ -27,7 +27,7 @@ func (w *World) dup(ctx context.Context) (backend.Transport, error) {
 		return nil, err
 	}
 	d := &World{world{exec: w.exec, mode: w.mode, level: w.level, version: w.version, rank: w.rank, size: w.size,
-		tagUB: w.tagUB, limit: w.limit, comm: cCommAt(r.cmem, 0), diag: cCommAt(r.cmem, 1)}}
+		tagUB: w.tagUB, limit: w.limit, comm: cCommAt(r.cmem, 0), diag: cCommAt(r.cmem, 1), procs: w.procs, noHB: w.noHB}}
 	d.seen = make([]uint64, d.size)
 	r.release()
 	initMu.Lock()

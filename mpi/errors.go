@@ -19,7 +19,21 @@ var (
 	// ErrInFlight matches a request that Cancel could not stop: MPI still
 	// uses its buffer, and the World completes it in the background.
 	ErrInFlight = errors.New("request still in flight")
+	// ErrHung matches a wait that ended because a process it waited for
+	// stopped responding: no heartbeat came from it for longer than its
+	// interval plus half a second (the heartbeat is on where
+	// GOCOLL_MPI_HEARTBEAT sets an interval; docs/MPI.md). It also matches
+	// backend.ErrTimeout, and the *Error names the process
+	// (MissingProcesses).
+	ErrHung error = errHung{}
 )
+
+type errHung struct{}
+
+func (errHung) Error() string { return "process stopped responding (no heartbeat)" }
+
+// Is makes ErrHung match backend.ErrTimeout.
+func (errHung) Is(target error) bool { return target == backend.ErrTimeout }
 
 // Error is a failed or abandoned MPI operation.
 type Error struct {

@@ -94,6 +94,11 @@ func runInside(m *testing.M) int {
 	}
 	testWorld = w
 	code := m.Run()
+	if w.exec.hb.on.Load() {
+		fmt.Printf("mpi: process %d: heartbeats sent %d, skipped %d, received %d; longest silence %v; thread late by up to %v; longest tick %v\n",
+			w.Rank(), heartbeatStats.sent.Load(), heartbeatStats.skipped.Load(), heartbeatStats.received.Load(),
+			time.Duration(heartbeatStats.silence.Load()), time.Duration(heartbeatStats.late.Load()), time.Duration(heartbeatStats.longest.Load()))
+	}
 	if err := checkLifecycle(w); err != nil {
 		fmt.Fprintf(os.Stderr, "mpi: process %d: lifecycle: %v\n", w.Rank(), err)
 		code = 1

@@ -334,16 +334,30 @@ func (e *executor) serve() {
 	var nap time.Duration
 	tick := time.NewTimer(time.Hour)
 	tick.Stop()
+	beat := time.NewTimer(time.Hour) // the heartbeat's next tick while idle
+	beat.Stop()
 	for {
+		due, next := e.hb.due()
+		if due {
+			e.hb.tick(time.Now().UnixNano())
+			continue
+		}
 		if !p.busy() {
+			var beatC <-chan time.Time
+			if next > 0 {
+				beat.Reset(next)
+				beatC = beat.C
+			}
 			select {
 			case j := <-e.jobs:
 				e.runJob(j)
 			case <-p.wake:
+			case <-beatC:
 			case <-e.quit:
 				p.round(true, 0)
 				return
 			}
+			beat.Stop()
 			nap = 0
 			continue
 		}
@@ -413,10 +427,12 @@ const (
 	awaitReady awaitEnd = iota // r.ready: the thread completed r (or Close took it)
 	awaitDone                  // the done channel closed first
 	awaitTick                  // the timer fired first
+	awaitHung                  // a process r waits for stopped responding (heartbeat.go)
 )
 
 // await parks until the progress thread completed r (r.ready), signalled
-// on r.wake, or done closes, or tick fires. Where the thread spins, the
+// on r.wake, or done closes, or tick fires, or a process r waits for counts
+// as hung (the heartbeat's alarm rings for it). Where the thread spins, the
 // waiter first runs rounds itself for spinFor (help; no sleep), so that a
 // quick completion costs no hand-off between threads.
 func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
@@ -435,7 +451,11 @@ func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 	case p.wake <- struct{}{}: // a thread testing only now and then tests at once
 	default:
 	}
+	alarm := r.w.exec.hb.alarmed()
 	for !r.ready.Load() {
+		if alarm != nil && r.w.hungFor(r) {
+			return awaitHung
+		}
 		select {
 		case <-r.wake:
 			progressStats.wakeups.Add(1)
@@ -446,6 +466,8 @@ func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 			return awaitDone
 		case <-tick:
 			return awaitTick
+		case <-alarm:
+			alarm = r.w.exec.hb.alarmed()
 		}
 	}
 	return awaitReady

@@ -55,7 +55,7 @@ func (w *World) split(ctx context.Context, color, key int) (backend.Transport, e
 		return nil, nil // not a member
 	}
 	d := &World{world{exec: w.exec, mode: w.mode, level: w.level, version: w.version, rank: res.rank, size: res.size,
-		tagUB: w.tagUB, limit: w.limit, comm: res.comm, diag: res.diag}}
+		tagUB: w.tagUB, limit: w.limit, comm: res.comm, diag: res.diag, procs: res.procs, noHB: res.procs == nil}}
 	d.seen = make([]uint64, d.size)
 	initMu.Lock()
 	defer initMu.Unlock()
@@ -96,6 +96,9 @@ func (w *World) runSplit(j *splitJob, color, key int) {
 	w.cold(false, func() {
 		if !w.closed.Load() {
 			res = cCommSplit(w.comm, w.diag, color, key)
+			if res.code == 0 && res.comm != commNull {
+				res.procs = cWorldRanks(res.comm, res.size) // nil: the heartbeat does not judge its processes
+			}
 		}
 	})
 	j.mu.Lock()

@@ -64,6 +64,7 @@ type executor struct {
 	quit      chan struct{} // closed when the executor stops, after MPI_Finalize
 	finalized atomic.Bool
 	progress  progress
+	hb        heartbeat // heartbeat.go
 }
 
 func startExecutor() *executor {

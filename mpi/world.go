@@ -52,6 +52,8 @@ type world struct {
 	comm    cComm // MPI_Comm_dup(MPI_COMM_WORLD): the caller's messages
 	diag    cComm // another dup: arrival notices, see collective.go
 	limit   int   // largest count per MPI call: C int, lowered by tests
+	procs   []int // each process's rank in MPI_COMM_WORLD, nil when the same (the heartbeat's)
+	noHB    bool  // the heartbeat does not judge this World's processes (their ranks are unknown)
 
 	mu        sync.RWMutex // see run: readers are MPI calls, the writer is Close (serialized: serialMu instead)
 	closed    atomic.Bool
@@ -139,13 +141,23 @@ func startMPI() error {
 	if err != nil {
 		return &Error{Call: "MPI_Init_thread", Msg: err.Error(), Err: backend.ErrInvalidArgument}
 	}
+	interval, err := parseHeartbeat(os.Getenv("GOCOLL_MPI_HEARTBEAT"))
+	if err != nil {
+		return &Error{Call: "MPI_Init_thread", Msg: err.Error(), Err: backend.ErrInvalidArgument}
+	}
 	e := startExecutor()
 	var (
 		prov          ThreadLevel
 		here, wasDone bool
 		code          int
+		hbErr         error
 	)
-	e.do(func() { prov, here, wasDone, code = cInit(required) })
+	e.do(func() {
+		prov, here, wasDone, code = cInit(required)
+		if code == 0 && !wasDone && (here || prov >= ThreadSerialized) {
+			hbErr = e.hb.start(interval, modeFor(min(prov, required)))
+		}
+	})
 	fail := func(err error) error {
 		close(e.quit)
 		return err
@@ -155,6 +167,8 @@ func startMPI() error {
 		return fail(&Error{Call: "MPI_Init_thread", Msg: "MPI was finalized already and cannot start again", Err: backend.ErrClosed})
 	case code != 0:
 		return fail(&Error{Call: "MPI_Init_thread", Code: code, Msg: "MPI failed to start"})
+	case hbErr != nil:
+		return fail(hbErr)
 	case !here && prov < ThreadSerialized:
 		return fail(&Error{Call: "MPI_Query_thread", Err: backend.ErrUnsupported, Msg: fmt.Sprintf(
 			"MPI was initialized elsewhere with %v; without its main thread this package needs MPI_THREAD_SERIALIZED or more", prov)})
@@ -181,6 +195,7 @@ func finalizeMPI() error {
 		current = nil
 	}
 	finalized = true
+	mainThread.do(mainThread.hb.stop)
 	if initHere {
 		code := 0
 		mainThread.do(func() {
@@ -558,6 +573,9 @@ func waitMPI(ctx context.Context, req backend.Request) error {
 		e.Call, e.Ranks, desc = r.call, r.ranks(), r.describe()
 	}
 	e.Msg = fmt.Sprintf("%s not complete after %v", desc, time.Since(start).Round(time.Microsecond))
+	if h, ok := err.(*Error); ok {
+		e.Err, e.Msg, e.ended = ErrHung, h.Msg, true // the peer stopped responding (hungError)
+	}
 	if cerr := req.Cancel(); cerr != nil {
 		e.Err = errors.Join(err, cerr)
 		e.Msg += "; cancel failed"
@@ -569,18 +587,24 @@ func waitMPI(ctx context.Context, req backend.Request) error {
 
 // wait is Wait on one of the package's requests: it parks until the
 // progress thread completes r, then Tests it, or returns ended and ctx's
-// error when ctx ends first (r is still the caller's, to cancel).
+// error when ctx ends first, or ended and hungError's when r's peer stopped
+// responding (r is still the caller's, to cancel).
 func (r *request) wait(ctx context.Context) (ended bool, err error) {
-	done := ctx.Done()
+	done, start := ctx.Done(), time.Now()
 	for {
 		ok, err := r.test(true)
 		if err != nil || ok {
 			return false, err
 		}
 		// r is watched and not complete: park until the progress thread
-		// completes it (or Close takes it over).
-		if r.await(done, nil) == awaitDone {
+		// completes it (or Close takes it over), or its peer hangs.
+		switch r.await(done, nil) {
+		case awaitDone:
 			return true, ctx.Err()
+		case awaitHung:
+			if e := r.w.hungError(r.call, r, time.Since(start)); e != nil {
+				return true, e
+			}
 		}
 	}
 }

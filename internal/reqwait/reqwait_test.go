@@ -68,3 +68,50 @@ func TestWait(t *testing.T) {
 		}
 	}
 }
+
+// hungReq is a request that never completes and whose peer stops
+// responding after n tests (backend.HangReporter).
+type hungReq struct {
+	req
+	hungAfter int
+	tests     int
+}
+
+var errPeerHung = errors.New("peer stopped responding")
+
+func (r *hungReq) Test() (bool, error) { r.tests++; return false, nil }
+
+func (r *hungReq) Hung() error {
+	if r.tests < r.hungAfter {
+		return nil
+	}
+	return errPeerHung
+}
+
+// TestWaitHung: a wait on a request whose peer stopped responding ends
+// with Hung and the transport's error long before its timeout, the request
+// cancelled; a peer alive lets the wait run to its timeout.
+func TestWaitHung(t *testing.T) {
+	r := &hungReq{hungAfter: 200}
+	held := make([]byte, 8)
+	start := time.Now()
+	end, err := Wait(context.Background(), r, time.Hour, make(chan struct{}), &held)
+	if end != Hung || err != errPeerHung || r.cancels != 1 || held == nil || time.Since(start) > time.Minute {
+		t.Errorf("peer hung after 200 tests: %v, %v, %d cancels, buffer kept %v; want Hung, its error, 1 cancel, buffer not kept",
+			end, err, r.cancels, held == nil)
+	}
+	if r.tests < 200 {
+		t.Errorf("the wait ended after %d tests, before the peer hung", r.tests)
+	}
+	alive := &hungReq{hungAfter: 1 << 60}
+	end, err = Wait(context.Background(), alive, 20*time.Millisecond, make(chan struct{}), &held)
+	if end != TimedOut || err != nil {
+		t.Errorf("peer alive: %v, %v; want TimedOut, nil", end, err)
+	}
+	if got, want := Phase("exchange", errPeerHung), "exchange (peer stopped responding)"; got != want {
+		t.Errorf("Phase = %q, want %q", got, want)
+	}
+	if got := Phase("exchange", nil); got != "exchange" {
+		t.Errorf("Phase without an error = %q", got)
+	}
+}
