@@ -118,3 +118,54 @@ func TestProcessesAsyncP2PZeroAllocs(t *testing.T) {
 		newAsyncPairCalls(procs*local, size/4).measure(t, gs, peerOf)
 	}
 }
+
+// TestBatchP2PZeroAllocs: a steady-state Batch of a BatchSend and a
+// BatchRecv with the paired rank, run and reused, allocates nothing (its
+// operations' records reused as SendAsync's and RecvAsync's), under
+// context.Background, Run's ctx and a deadline ctx, 16 KiB messages checked
+// against the peer's.
+func TestBatchP2PZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const ranks, n = 4, 4 << 10
+	g := openGroup(t, "host", ranks)
+	p := newAsyncPairCalls(ranks, n)
+	batches := make([]*Batch, ranks)
+	for r := range batches {
+		batches[r] = g.Comm(r).Batch()
+	}
+	// The first pass warms up (the batches' slices, the comms' free
+	// records), uncounted.
+	for pass, kind := range []string{"background", "background", "run", "deadline"} {
+		clear(p.step)
+		p.bad.Store(0)
+		a := groupsCtxAllocs(t, []*Group{g}, kind, func(ctx context.Context, c *Comm) error {
+			r := c.Rank()
+			p.step[r]++
+			k, peer := p.step[r], r^1
+			for i := range p.send[r] {
+				p.send[r][i] = int32(r)*1_000_000 + k*1000 + int32(i%1000)
+			}
+			b := batches[r]
+			BatchSend(b, p.send[r], peer)
+			BatchRecv(b, p.recv[r], peer)
+			if err := b.Run(ctx); err != nil {
+				return err
+			}
+			for i, v := range p.recv[r] {
+				if want := int32(peer)*1_000_000 + k*1000 + int32(i%1000); v != want {
+					p.bad.Add(1)
+					break
+				}
+			}
+			return nil
+		})
+		if a != 0 && pass > 0 {
+			t.Errorf("%s: %v allocations per batch, want 0", kind, a)
+		}
+		if b := p.bad.Load(); b != 0 || p.step[0] != 24 {
+			t.Errorf("%s: %d batches received other data than their peer's, rank 0 ran %d, want 24", kind, b, p.step[0])
+		}
+	}
+}
