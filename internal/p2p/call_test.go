@@ -131,12 +131,22 @@ func runOwnFailures(t *testing.T, spin time.Duration) {
 		go func() {
 			errc <- a.Run(ctx, &Call{Name: "Recv", DT: backend.U8, To: -1, From: 1, Recv: make([]byte, 1), FromLink: &l})
 		}()
-		// Once it blocks, its operation is published and unmatched.
-		for a.BlockedOn(1) != 1 {
-			time.Sleep(time.Millisecond)
+		// Once it blocks, its operation is published and unmatched. A
+		// short deadline may pass before a loaded machine sees it blocked:
+		// then the call already returned.
+		var err error
+		returned := false
+		for !returned && a.BlockedOn(1) != 1 {
+			select {
+			case err = <-errc:
+				returned = true
+			case <-time.After(time.Millisecond):
+			}
 		}
-		tc.act(a, ea, cancel)
-		err := <-errc
+		if !returned {
+			tc.act(a, ea, cancel)
+			err = <-errc
+		}
 		cancel()
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s (spin %v): got %v, want %v", tc.name, spin, err, tc.want)
