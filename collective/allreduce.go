@@ -137,24 +137,9 @@ func (c *Comm) allReduce(ctx context.Context, d *desc) (err error) {
 	// at the rendezvous whether every rank can.
 	peers := g.tr == nil && g.n > 1 && n > 0 && (strat == Direct || strat == Pipelined || strat == Host || hostF64)
 	peers = peers || (strat == Native && n > 0) // Native: the leader reads its process's slices
-	zc := false
-	if peers && (strat == Direct || strat == Pipelined) && !hostF64 && (path == pathPinned || imported) {
-		_, s1 := c.pinnedRegion(send[:n*es])
-		_, s2 := c.pinnedRegion(recv[:n*es])
-		zc = s1 && s2
-	}
-	if peers {
-		g.pub.Send[c.rank], g.pub.Recv[c.rank] = send, recv
-		c.enterAccess()
-	}
-	allPinned, err := c.arriveFlag(ctx, fp, "AllReduce fingerprint check", zc)
+	zc := (strat == Direct || strat == Pipelined) && !hostF64 && (path == pathPinned || imported)
+	allPinned, err := c.meetPeers(ctx, fp, "AllReduce fingerprint check", send[:n*es], recv[:n*es], peers, zc)
 	if err != nil {
-		if peers {
-			c.leaveAccess()
-			if werr := c.waitAccess(); werr != nil {
-				return werr
-			}
-		}
 		return err
 	}
 	if g.logCalls {
@@ -227,6 +212,43 @@ func (c *Comm) logCall(ctx context.Context, name string, n int, dt backend.DType
 		Strategy: s.String(), Why: why, HostReduce: c.noKernels(dt)})
 }
 
+// meetPeers is the fingerprint rendezvous (fp, phase) of a call whose
+// ranks reach each other's host memory (peers; else the plain rendezvous):
+// this rank's send and recv published (g.pub) and the rank counted in
+// g.access first. It reports whether every rank's send and recv are host
+// memory its device imported, where zc asks this rank's. A rank that
+// fails leaves and waits for the others to (waitAccess).
+func (c *Comm) meetPeers(ctx context.Context, fp fingerprint, phase string, send, recv []byte, peers, zc bool) (bool, error) {
+	if peers {
+		c.g.pub.Send[c.rank], c.g.pub.Recv[c.rank] = send, recv
+		c.enterAccess()
+		if zc {
+			_, s1 := c.pinnedRegion(send)
+			_, s2 := c.pinnedRegion(recv)
+			zc = s1 && s2
+		}
+	}
+	all, err := c.arriveFlag(ctx, fp, phase, peers && zc)
+	if err != nil && peers {
+		c.leaveAccess()
+		if werr := c.waitAccess(); werr != nil {
+			return false, werr
+		}
+	}
+	return all, err
+}
+
+// completed is the end of a call whose rank reached its peers' memory
+// (meetPeers): the rank leaves g.access, then the completion rendezvous
+// (kind's, phase) keeps every rank in the call until all are done.
+func (c *Comm) completed(ctx context.Context, kind collKind, phase string) error {
+	c.leaveAccess()
+	if err := c.arrive(ctx, fingerprint{kind: kind}, phase); err != nil {
+		return c.afterAccess(err)
+	}
+	return nil
+}
+
 // direct runs the one-process direct or pipelined exchange (internal/direct)
 // through every rank's send and receive slices, published at the
 // fingerprint rendezvous: zero-copy where every rank's buffers are host
@@ -251,11 +273,7 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n int, dt backend.
 	if err != nil {
 		return c.failDirect(err, send, recv)
 	}
-	c.leaveAccess()
-	if err := c.arrive(ctx, fingerprint{kind: collAllReduce}, "AllReduce completion"); err != nil {
-		return c.afterAccess(err)
-	}
-	return nil
+	return c.completed(ctx, collAllReduce, "AllReduce completion")
 }
 
 // failDirect ends a failed direct exchange: the group is broken, this

@@ -404,6 +404,41 @@ func ExscanAsync[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) Wo
 	return c.start(ctx, desc{kind: collExscan, dt: dtypeOf[T](), op: op, send: asBytes(send), recv: asBytes(recv)})
 }
 
+// ScanTensor is Scan on device tensors: rank r's recv holds send of ranks
+// 0..r reduced with op in rank order, bit for bit what Scan gives (the
+// kernels' arithmetic, rounded once). send and recv have the same length
+// on every rank and may be the same tensor; Mean is refused
+// (ErrInvalidArgument), as in Scan. The data stays on the devices: ranks
+// sharing device memory reduce every rank's prefix in one submission,
+// reading the peers' send tensors in place (each prefix one kernel in rank
+// order); elsewhere (a logical device per rank, ranks in several
+// processes) every rank's send is gathered, a ring as AllGatherTensor's,
+// into the comm's work buffer on the device (N times send), where one
+// kernel reduces this rank's prefix into recv. A type without kernels on
+// some rank's device is gathered into host memory and reduced there
+// exactly, as Scan does.
+func ScanTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) error {
+	return c.run(ctx, &desc{kind: collScan, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op})
+}
+
+// ScanTensorAsync starts ScanTensor and returns at once.
+func ScanTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) Work {
+	return c.start(ctx, desc{kind: collScan, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op})
+}
+
+// ExscanTensor is Exscan on device tensors: rank r's recv holds send of
+// ranks 0..r-1 reduced with op, as ScanTensor computes it; rank 0's recv
+// is left untouched, as in Exscan (rank 0 still passes a recv of send's
+// length). send and recv may be the same tensor.
+func ExscanTensor[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) error {
+	return c.run(ctx, &desc{kind: collExscan, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op})
+}
+
+// ExscanTensorAsync starts ExscanTensor and returns at once.
+func ExscanTensorAsync[T Elem](ctx context.Context, c *Comm, send, recv *Tensor[T], op Op) Work {
+	return c.start(ctx, desc{kind: collExscan, dt: dtypeOf[T](), tensor: true, st: send.core(), rt: recv.core(), op: op})
+}
+
 // BroadcastInto is Broadcast out of place (ncclBroadcast): root's send is
 // copied into every rank's recv (root's included, once the data moved), as
 // Broadcast does in place; send is used on root only (others may pass nil)

@@ -143,8 +143,8 @@ var callSpecs = [numCollKinds]callSpec{
 	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}},
 	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendRanges, At: callcheck.AtDispl}},
 	collSplit:          {name: "Split", phases: phases("Split"), layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRank}},
-	collScan:           {name: "Scan", phases: phases("Scan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
-	collExscan:         {name: "Exscan", phases: phases("Exscan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
+	collScan:           withTensor(callSpec{name: "Scan", phases: phases("Scan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}}, shareddev.Scan),
+	collExscan:         withTensor(callSpec{name: "Exscan", phases: phases("Exscan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}}, shareddev.Exscan),
 	collBroadcastInto:  {name: "BroadcastInto", phases: phases("Broadcast"), tname: "BroadcastIntoTensor", tphases: phases("BroadcastTensor"), rooted: true, only: rootSend, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}},
 }
 
@@ -451,8 +451,10 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 			return c.execNative(ctx, d, fp)
 		}
 	case collScan, collExscan:
-		fp.count, fp.strategy = int64(ns), Direct
-		return c.scan(ctx, d, fp)
+		fp.count, fp.strategy, fp.noF64 = int64(ns), Direct, d.tensor && c.noKernels(d.dt)
+		if !d.tensor {
+			return c.scan(ctx, d, fp)
+		}
 	case collScatter:
 		fp.count = int64(nr)
 	case collAllToAll:

@@ -20,8 +20,8 @@ var confNewerColls = []confColl{cScan, cExscan, cBroadcastInto, cPermute}
 // drawNewerColl turns call c of group g, drawn for another collective, into
 // one of confNewerColls in 4 of 17 calls that do not all-reduce (each of
 // them then about as frequent as each of the older ones), drawn from rng:
-// the tensor paths become the slice paths (but BroadcastInto's, which runs
-// BroadcastIntoTensor), an asynchronous call on one buffer runs out of
+// the tensor paths become the slice paths (but Scan's, Exscan's and
+// BroadcastInto's, which run their tensor forms), an asynchronous call on one buffer runs out of
 // place in a third of the calls (cPermute always: a send and a receive
 // started on one buffer would race), and Scan and Exscan, which gather every rank's input on every
 // rank where the CPU reduces the prefix, draw Mean (refused) in a quarter of the calls that drew it and a

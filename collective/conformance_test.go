@@ -179,7 +179,7 @@ func (k confColl) vCounts() bool {
 
 // hasTensor reports whether the collective has a tensor form.
 func (k confColl) hasTensor() bool {
-	return k != cShift && k != cGatherV && k != cScatterV && (k < cScan || k == cBroadcastInto)
+	return k != cShift && k != cGatherV && k != cScatterV && k != cPermute
 }
 
 // inPlaceLayout reports whether the collective has an in-place layout
@@ -1576,6 +1576,12 @@ func confTensorForms[T Elem](cm *Comm, c confCall, b *confBufs[T]) (run func(con
 			func(ctx context.Context) Work {
 				return ReduceScatterVTensorAsync(ctx, cm, s, rv, l.counts, l.displs, c.Op)
 			}
+	case cScan:
+		return func(ctx context.Context) error { return ScanTensor(ctx, cm, s, rv, c.Op) },
+			func(ctx context.Context) Work { return ScanTensorAsync(ctx, cm, s, rv, c.Op) }
+	case cExscan:
+		return func(ctx context.Context) error { return ExscanTensor(ctx, cm, s, rv, c.Op) },
+			func(ctx context.Context) Work { return ExscanTensorAsync(ctx, cm, s, rv, c.Op) }
 	}
 	err := fmt.Errorf("no tensor form of %s", c.Coll)
 	return func(context.Context) error { return err }, func(context.Context) Work { return failedWork(err) }

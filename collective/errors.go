@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/hang"
 	"github.com/gocoll/gocoll/internal/relay"
 )
 
@@ -142,32 +143,7 @@ type TimeoutError struct {
 	Ctx error
 }
 
-func (e *TimeoutError) Error() string {
-	var b strings.Builder
-	verb := "timed out"
-	if e.Ctx == context.Canceled {
-		verb = "cancelled"
-	}
-	fmt.Fprintf(&b, "%s in %s", verb, e.Phase)
-	if len(e.Missing) > 0 {
-		fmt.Fprintf(&b, " waiting for rank(s) %v", e.Missing)
-	}
-	if len(e.LastSeq) == len(e.Missing) && len(e.Missing) > 0 {
-		b.WriteString(" (their last call numbers:")
-		for _, s := range e.LastSeq {
-			if s < 0 {
-				b.WriteString(" none")
-			} else {
-				fmt.Fprintf(&b, " #%d", s)
-			}
-		}
-		b.WriteString(")")
-	}
-	if e.Ctx != nil && e.Ctx != context.Canceled {
-		fmt.Fprintf(&b, ": %v", e.Ctx)
-	}
-	return b.String()
-}
+func (e *TimeoutError) Error() string { return hang.Ended(e.Phase, e.Missing, e.LastSeq, e.Ctx) }
 
 // Is makes errors.Is(err, ErrTimeout) true unless the caller cancelled (a
 // cancellation is not a timeout), and errors.Is(err, ctx error) true when
@@ -234,12 +210,7 @@ type RankGoneError struct {
 }
 
 func (e *RankGoneError) Error() string {
-	how := "its function in Group.Run " + e.Reason
-	if e.Reason == GoneClosed {
-		how = "its Comm was closed"
-	}
-	return fmt.Sprintf("rank %d is gone (%s after its call #%d and point-to-point call #%d) while this rank waited in %s",
-		e.Rank, how, e.LastSeq, e.LastP2P, e.Phase)
+	return hang.Gone(e.Rank, e.Reason, e.Reason == GoneClosed, e.LastSeq, e.LastP2P, e.Phase)
 }
 
 // Is makes errors.Is(err, ErrRankGone) true.

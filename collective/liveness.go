@@ -8,7 +8,6 @@ import (
 
 	"github.com/gocoll/gocoll/internal/hang"
 	"github.com/gocoll/gocoll/internal/liveness"
-	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/waitfor"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
@@ -174,7 +173,7 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 	allSend, allRecv := true, true
 	for _, f := range cyc {
 		pc := g.comms[f.Rank]
-		call, send, recv, ok := blockedCall(&pc.lane, f.Edge)
+		call, send, recv, ok := pc.lane.BlockedCall(f.Edge)
 		if !ok {
 			return
 		}
@@ -195,25 +194,6 @@ func (c *Comm) failDeadlock(cyc []waitfor.Step) {
 			c.breakP2P(o, de)
 		}
 	}
-}
-
-// blockedCall describes lane's blocked operation edge for a
-// DeadlockError, and whether it is a Send's or a Recv's; ok is false when
-// the rank no longer blocks. The operation is read while the engine is
-// pinned: it is reused once its call returns.
-func blockedCall(lane *p2p.Engine, edge int) (call string, send, recv, ok bool) {
-	lane.Pin()
-	defer lane.Unpin()
-	o := lane.Blocked(edge)
-	if o == nil {
-		return "", false, false, false
-	}
-	dir := "to"
-	if !o.Send {
-		dir = "from"
-	}
-	call = fmt.Sprintf("%s %s rank %d (%d %s)", o.Name, dir, o.Peer, o.Count, o.DT)
-	return call, o.Send && o.Name == "Send", !o.Send && o.Name == "Recv", true
 }
 
 // Diagnosis of the waits.

@@ -176,24 +176,9 @@ func (c *Comm) scanDevice(ctx context.Context, d *desc, fp fingerprint) (err err
 	// Zero-copy where every rank's send and recv are HostBuffers its
 	// device imported and the prefixes are a chain of kernels: learnt at
 	// the rendezvous.
-	zc := false
-	if n > 0 {
-		g.pub.Send[c.rank], g.pub.Recv[c.rank] = d.send, d.recv
-		c.enterAccess()
-		if direct.Chained(d.dt, kernelOp(d.op)) && slicePath(d.send, d.recv) == pathPinned {
-			_, s1 := c.pinnedRegion(d.send)
-			_, s2 := c.pinnedRegion(d.recv)
-			zc = s1 && s2
-		}
-	}
-	allPinned, err := c.arriveFlag(ctx, fp, sp.phases[0], zc)
+	zc := direct.Chained(d.dt, kernelOp(d.op)) && slicePath(d.send, d.recv) == pathPinned
+	allPinned, err := c.meetPeers(ctx, fp, sp.phases[0], d.send, d.recv, n > 0, zc)
 	if err != nil {
-		if n > 0 {
-			c.leaveAccess()
-			if werr := c.waitAccess(); werr != nil {
-				return werr
-			}
-		}
 		return err
 	}
 	if g.logCalls {
@@ -218,11 +203,7 @@ func (c *Comm) scanDevice(ctx context.Context, d *desc, fp fingerprint) (err err
 	if err != nil {
 		return c.failDirect(err, d.send, d.recv)
 	}
-	c.leaveAccess()
-	if err := c.arrive(ctx, fingerprint{kind: d.kind}, phase); err != nil {
-		return c.afterAccess(err)
-	}
-	return nil
+	return c.completed(ctx, d.kind, phase)
 }
 
 // execReduce: along a binary tree rooted at root; in deterministic mode a
@@ -234,7 +215,7 @@ func (c *Comm) execReduce(ctx context.Context, d *desc) error {
 		copy(d.recv, d.send)
 		return nil
 	}
-	if c.noKernels(d.dt) && !d.tensor {
+	if c.noKernels(d.dt) {
 		return c.reduceGather(ctx, d)
 	}
 	return c.move(ctx, d, d.op, n, d.send, 0, func(k *call) error {
@@ -275,10 +256,18 @@ func (c *Comm) execGather(ctx context.Context, d *desc) error {
 // reduceGather is Reduce for a type some device has no kernels for: every
 // rank's send is gathered at root, which reduces the N copies on the CPU in
 // rank order with the kernels' arithmetic (exact: bitwise what a
-// deterministic Reduce gives).
+// deterministic Reduce gives). A tensor's go, slice by slice and straight
+// from the tensor, to root's pooled host-visible buffer, and the result is
+// copied into recv.
 func (c *Comm) reduceGather(ctx context.Context, d *desc) error {
 	N := c.g.n
-	return c.gatherReduce(ctx, d, c.rank == d.root, N, scaleFor(d.op, N))
+	if !d.tensor {
+		return c.gatherReduce(ctx, d, c.rank == d.root, N, scaleFor(d.op, N))
+	}
+	if root, err := c.gatherAt(ctx, d, &c.gather); !root || err != nil {
+		return err
+	}
+	return c.reduceBlocks(ctx, d, N, true, scaleFor(d.op, N))
 }
 
 // gatherReduce gathers every rank's send (Reduce: a Gather at the root;

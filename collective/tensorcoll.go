@@ -76,10 +76,9 @@ func (c *Comm) execTensor(ctx context.Context, d *desc, fp fingerprint, s Strate
 	if m == 0 || (d.kind == collBroadcast && c.g.n == 1) {
 		return nil
 	}
-	if fp.noF64 {
-		return c.reduceGatherTensor(ctx, d)
-	}
 	switch d.kind {
+	case collScan, collExscan:
+		return c.execScanT(ctx, d, fp.noF64)
 	case collReduceScatter:
 		return c.execReduceScatter(ctx, d, s)
 	case collAllGather:
@@ -137,23 +136,53 @@ func (c *Comm) execBroadcastT(ctx context.Context, d *desc) error {
 	return nil
 }
 
-// reduceGatherTensor is ReduceTensor for a type some device has no kernels
-// for (reduceGather's tensor form): every rank's send goes, slice by slice
-// and straight from the tensor, to root's pooled host-visible buffer; root
-// reduces the N blocks there in rank order on the CPU (in place, into block
-// 0) and copies the result into recv.
-func (c *Comm) reduceGatherTensor(ctx context.Context, d *desc) error {
-	N, n, dt := c.g.n, d.st.n, d.dt
-	es := dt.Size()
-	if root, err := c.gatherAt(ctx, d, &c.gather); !root || err != nil {
+// execScanT is ScanTensor and ExscanTensor where the ranks do not share
+// device memory (or a type has no kernels on some device): every rank's
+// send is gathered in rank order by a ring, as AllGatherTensor's, into the
+// comm's work buffer, or for a type without kernels its pooled
+// host-visible buffer, and the blocks of ranks 0..r (Exscan: 0..r-1) are
+// reduced into recv (reduceBlocks). Exscan leaves rank 0's recv untouched.
+func (c *Comm) execScanT(ctx context.Context, d *desc, host bool) error {
+	buf, L := &c.work, c.rank+1
+	if host {
+		buf = &c.gather
+	}
+	if d.kind == collExscan {
+		L = c.rank
+	}
+	if _, err := c.gatherAt(ctx, d, buf); err != nil {
 		return err
 	}
+	return c.reduceBlocks(ctx, d, L, host, 1)
+}
+
+// reduceBlocks reduces the first L of the blocks of send's length that
+// the comm's call addresses (gatherAt's) in rank order into d's recv,
+// scaled by scale: one kernel (one block: a copy), or on the CPU with the
+// kernels' arithmetic where host (the blocks in the pooled host-visible
+// buffer), then copied. Nothing is written where L is 0.
+func (c *Comm) reduceBlocks(ctx context.Context, d *desc, L int, host bool, scale float64) error {
+	m, es := d.st.n, d.dt.Size()
 	if err := c.settle(ctx); err != nil {
 		return c.failAfter(err, nil, nil)
 	}
-	gb := c.gather.Bytes()
-	reduceHost(dt, gb[:n*es], gb[:N*n*es], n, 0, N, n, d.op, scaleFor(d.op, N))
-	return c.deliver(ctx, d.rt.region(0, n), c.k.region(0, n))
+	if L == 0 {
+		return nil
+	}
+	k, dst, srcs := &c.k, d.rt.region(0, m), c.regions(L)
+	for q := range srcs {
+		srcs[q] = k.region(q*m, q*m+m)
+	}
+	if host {
+		gb := c.gather.Bytes()
+		reduceHost(d.dt, gb[:m*es], gb[:L*m*es], m, 0, L, m, d.op, scale)
+	} else if L > 1 {
+		if err := c.rec(c.dev.Stream().Reduce(kernelOp(d.op), d.dt, dst, srcs, scale)); err != nil {
+			return c.fail(err, false, nil, nil)
+		}
+		dst = backend.Region{} // written: deliver submits and waits
+	}
+	return c.deliver(ctx, dst, srcs[0])
 }
 
 // execAllToAllT: chunks are sent straight from send and received into the
@@ -189,21 +218,24 @@ func (c *Comm) execGatherT(ctx context.Context, d *desc) error {
 // gatherAt is the exchange of a tensor Gather: every rank's send (m
 // elements) goes slice by slice, straight from the tensor, to root, whose
 // buf (the work buffer, or a pooled one sized here) receives the N blocks
-// of m, its own copied in by the device. It reports whether this rank is
-// root; the comm's call then addresses buf.
+// of m, its own copied in by the device; Scan's and Exscan's go to every
+// rank, a ring as AllGather's. It reports whether this rank received the
+// blocks; the comm's call then addresses buf.
 func (c *Comm) gatherAt(ctx context.Context, d *desc, buf *backend.Buffer) (bool, error) {
-	N, m, root, es := c.g.n, d.st.n, d.root, d.dt.Size()
+	N, m, me, es := c.g.n, d.st.n, c.rank*d.st.n, d.dt.Size()
+	all := d.kind == collScan || d.kind == collExscan
+	here := all || c.rank == d.root
 	size := 0
-	if c.rank == root && buf == &c.work {
+	if here && buf == &c.work {
 		size = N * m * es
 	}
 	if err := c.ensureWork(size, d.dt); err != nil { // the inbox, at least
 		return false, c.fail(err, false, nil, nil)
 	}
 	k := &c.k
-	if c.rank != root {
-		*k = callAt(d.dt, d.st.buf, d.st.off, c.rank*m)
-		if err := c.algo(k).GatherTo(ctx, c.g.all, root, N*m, m); err != nil {
+	if !here {
+		*k = callAt(d.dt, d.st.buf, d.st.off, me)
+		if err := c.algo(k).GatherTo(ctx, c.g.all, d.root, N*m, m); err != nil {
 			return false, c.failAfter(err, nil, nil)
 		}
 		return false, nil
@@ -214,10 +246,15 @@ func (c *Comm) gatherAt(ctx context.Context, d *desc, buf *backend.Buffer) (bool
 		}
 	}
 	*k = callAt(d.dt, *buf, 0, 0)
-	if err := c.record(k.region(root*m, root*m+m), d.st.region(0, m)); err != nil {
-		return false, c.failAfter(err, nil, nil)
+	err := c.record(k.region(me, me+m), d.st.region(0, m))
+	switch {
+	case err != nil:
+	case !all:
+		err = c.algo(k).GatherTo(ctx, c.g.all, d.root, N*m, m)
+	case N > 1:
+		err = c.algo(k).RingAllGather(ctx, c.g.all, N*m, m, 0)
 	}
-	if err := c.algo(k).GatherTo(ctx, c.g.all, root, N*m, m); err != nil {
+	if err != nil {
 		return false, c.failAfter(err, nil, nil)
 	}
 	return true, nil

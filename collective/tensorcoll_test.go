@@ -755,7 +755,15 @@ func tensorErrors(t *testing.T, bk string) {
 	rsv := func(ctx context.Context, c *Comm) error {
 		return ReduceScatterVTensor(ctx, c, full[c.Rank()], part[c.Rank()], eq, eqD, Sum)
 	}
+	scanT := func(ctx context.Context, c *Comm) error {
+		return ScanTensor(ctx, c, full[c.Rank()], out[c.Rank()], Sum)
+	}
+	exscanT := func(ctx context.Context, c *Comm) error {
+		return ExscanTensor(ctx, c, full[c.Rank()], out[c.Rank()], Max)
+	}
 	slice := map[string]func(ctx context.Context, c *Comm) error{
+		"ScanTensor":   func(ctx context.Context, c *Comm) error { return Scan(ctx, c, sFull[c.Rank()], sOut[c.Rank()], Sum) },
+		"ExscanTensor": func(ctx context.Context, c *Comm) error { return Exscan(ctx, c, sFull[c.Rank()], sOut[c.Rank()], Max) },
 		"ReduceScatterTensor": func(ctx context.Context, c *Comm) error {
 			return ReduceScatter(ctx, c, sFull[c.Rank()], sPart[c.Rank()], Sum)
 		},
@@ -779,7 +787,7 @@ func tensorErrors(t *testing.T, bk string) {
 	tensor := map[string]func(ctx context.Context, c *Comm) error{
 		"ReduceScatterTensor": rs, "AllGatherTensor": ag, "AllToAllTensor": a2a, "ReduceTensor": reduce,
 		"GatherTensor": gatherT, "ScatterTensor": scatter, "AllToAllVTensor": a2av, "AllGatherVTensor": agv,
-		"ReduceScatterVTensor": rsv,
+		"ReduceScatterVTensor": rsv, "ScanTensor": scanT, "ExscanTensor": exscanT,
 	}
 	all := []int{0, 1, 2}
 	cases := []tensorErrCase{
@@ -820,13 +828,7 @@ func tensorErrors(t *testing.T, bk string) {
 			return AllToAllTensor(ctx, c, part[c.Rank()], odd[c.Rank()])
 		}},
 		{"AllToAllTensor: send and recv partly overlap", all, func(ctx context.Context, c *Comm) error {
-			buf, off := full[c.Rank()].Buffer()
-			n := full[c.Rank()].Len() - N
-			s, err := WrapTensor[float32](c, buf, off, n)
-			if err != nil {
-				return err
-			}
-			r, err := WrapTensor[float32](c, buf, off+4, n)
+			s, r, err := overlapping(c, full[c.Rank()], full[c.Rank()].Len()-N)
 			if err != nil {
 				return err
 			}
@@ -859,6 +861,38 @@ func tensorErrors(t *testing.T, bk string) {
 		{"ReduceScatterVTensor: LXor of float32", all, func(ctx context.Context, c *Comm) error {
 			return ReduceScatterVTensor(ctx, c, full[c.Rank()], part[c.Rank()], eq, eqD, LXor)
 		}},
+		{"ScanTensor: recv longer than send", []int{1}, only([]int{1}, func(ctx context.Context, c *Comm) error {
+			return ScanTensor(ctx, c, part[1], odd[1], Sum)
+		}, scanT)},
+		{"ExscanTensor: nil send", []int{2}, only([]int{2}, func(ctx context.Context, c *Comm) error {
+			return ExscanTensor(ctx, c, nil, out[2], Max)
+		}, exscanT)},
+		{"ScanTensor: nil recv", []int{0}, only([]int{0}, func(ctx context.Context, c *Comm) error {
+			return ScanTensor(ctx, c, full[0], nil, Sum)
+		}, scanT)},
+		{"ExscanTensor: another rank's tensor", []int{1}, only([]int{1}, func(ctx context.Context, c *Comm) error {
+			return ExscanTensor(ctx, c, full[0], out[1], Max)
+		}, exscanT)},
+		{"ScanTensor: closed tensor", []int{0}, only([]int{0}, func(ctx context.Context, c *Comm) error {
+			return ScanTensor(ctx, c, closed, part[0], Sum)
+		}, scanT)},
+		{"ScanTensor: Mean", all, func(ctx context.Context, c *Comm) error {
+			return ScanTensor(ctx, c, full[c.Rank()], out[c.Rank()], Mean)
+		}},
+		{"ExscanTensor: Mean", all, func(ctx context.Context, c *Comm) error {
+			return ExscanTensorAsync(ctx, c, full[c.Rank()], out[c.Rank()], Mean).Wait(ctx)
+		}},
+		{"ExscanTensor: BXor of float32", all, func(ctx context.Context, c *Comm) error {
+			return ExscanTensor(ctx, c, full[c.Rank()], out[c.Rank()], BXor)
+		}},
+		{"ScanTensor: send and recv partly overlap", all, func(ctx context.Context, c *Comm) error {
+			s, r, err := overlapping(c, out[c.Rank()], m)
+			if err != nil {
+				return err
+			}
+			return ScanTensor(ctx, c, s, r, Sum)
+		}},
+		{"ScanTensor on rank 1, ExscanTensor on the others", nil, only([]int{1}, scanT, exscanT)},
 		// Counts that disagree between ranks pass every local check and
 		// fail in the counts check, on every rank.
 		{"AllGatherVTensor: rank 1 sends m+1", nil, func(ctx context.Context, c *Comm) error {
@@ -926,6 +960,17 @@ func tensorErrors(t *testing.T, bk string) {
 	if err := g.Err(); err != nil {
 		t.Fatalf("group broken: %v", err)
 	}
+}
+
+// overlapping returns two views of n elements of t, the second one element
+// after the first: send and recv that partly overlap.
+func overlapping(c *Comm, t *Tensor[float32], n int) (s, r *Tensor[float32], err error) {
+	buf, off := t.Buffer()
+	if s, err = WrapTensor[float32](c, buf, off, n); err != nil {
+		return nil, nil, err
+	}
+	r, err = WrapTensor[float32](c, buf, off+4, n)
+	return s, r, err
 }
 
 // TestTensorCollectivesTimeout: a rank that never arrives makes the
@@ -1059,6 +1104,8 @@ func tensorAllocs[T Elem](t *testing.T, g *Group, m int, moves bool) {
 		{"ReduceScatterVTensor", func(c *Comm, r int) error {
 			return ReduceScatterVTensor(ctx, c, full[r], part[r], cnt, dsp, Sum)
 		}},
+		{"ScanTensor", func(c *Comm, r int) error { return ScanTensor(ctx, c, full[r], out[r], Sum) }},
+		{"ExscanTensor", func(c *Comm, r int) error { return ExscanTensor(ctx, c, full[r], full[r], Max) }},
 	}
 	if moves {
 		calls = append(calls, []struct {

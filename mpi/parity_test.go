@@ -19,7 +19,7 @@ import (
 // The element types, ops and collectives beyond float32/float64 across
 // processes: every integer type (8 to 64 bits, signed and unsigned) and
 // the 16- and 8-bit float types through AllReduce (every op defined on the
-// type), ReduceScatter, AllGather, Reduce, BroadcastInto, Scan, Exscan,
+// type), ReduceScatter, AllGather, Reduce, BroadcastInto, Scan, Exscan (and their tensor forms),
 // GatherV, ScatterV and SendRecv (to oneself, and a ring through every
 // process), roots in another process. Every result is checked against a
 // reference computed here from every global rank's known inputs.
@@ -515,6 +515,48 @@ func parityScan[T collective.Elem](ctx context.Context, e etype[T], c *collectiv
 		if s := firstWrong(e, op, recv, want); s != "" {
 			return fmt.Errorf("Exscan %s (rank 0's recv untouched): %s", op, s)
 		}
+		if err := parityScanTensor(ctx, e, c, op, send, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parityScanTensor: ExscanTensor and ScanTensor (Async) of send on the
+// rank's device, against the slice forms' references (want: Exscan's).
+func parityScanTensor[T collective.Elem](ctx context.Context, e etype[T], c *collective.Comm, op collective.Op, send []T, want func(int) T) error {
+	n, r := len(send), c.Rank()
+	st, err := collective.NewTensor[T](c, n)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rt, err := collective.NewTensor[T](c, n)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	recv := filled(n, func(int) T { return e.mark })
+	if err := errors.Join(st.Upload(send), rt.Upload(recv)); err != nil {
+		return err
+	}
+	if err := collective.ExscanTensor(ctx, c, st, rt, op); err != nil {
+		return fmt.Errorf("ExscanTensor %s: %w", op, err)
+	}
+	if err := rt.Download(recv); err != nil {
+		return err
+	}
+	if s := firstWrong(e, op, recv, want); s != "" {
+		return fmt.Errorf("ExscanTensor %s (rank 0's recv untouched): %s", op, s)
+	}
+	if err := collective.ScanTensorAsync(ctx, c, st, st, op).Wait(ctx); err != nil {
+		return fmt.Errorf("ScanTensorAsync %s in place: %w", op, err)
+	}
+	if err := st.Download(recv); err != nil {
+		return err
+	}
+	if s := firstWrong(e, op, recv, func(i int) T { return e.ref(op, ins(e, op, r+1, i)) }); s != "" {
+		return fmt.Errorf("ScanTensorAsync %s in place: %s", op, s)
 	}
 	return nil
 }

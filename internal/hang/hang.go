@@ -4,10 +4,13 @@
 // call, or not sent or received what it waits for), each with where it is:
 // its latest call, or why it is gone. The ranks, their rendezvous and their
 // point-to-point operations are read through a Source. With a logger, the
-// waits that last are logged while they go on (Log).
+// waits that last are logged while they go on (Log). A wait that ended
+// without the ranks it waited for is described by Ended and Gone (the
+// messages of collective's TimeoutError and RankGoneError).
 package hang
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -127,4 +130,48 @@ func Log(w *liveness.Watchdog, every time.Duration, broken <-chan struct{}, s So
 				"missing", p.Missing, "lastSeq", p.LastSeq, "waited", waited.Round(time.Millisecond), "diagnosis", p.String())
 		}
 	})
+}
+
+// Ended describes a wait that ended before the ranks it waited for came
+// (a collective's TimeoutError): where it was, the ranks missing and
+// their last call numbers (-1: none), and the context's error when the
+// caller's context ended first.
+func Ended(phase string, missing []int, lastSeq []int64, ctxErr error) string {
+	var b strings.Builder
+	verb := "timed out"
+	if ctxErr == context.Canceled {
+		verb = "cancelled"
+	}
+	fmt.Fprintf(&b, "%s in %s", verb, phase)
+	if len(missing) > 0 {
+		fmt.Fprintf(&b, " waiting for rank(s) %v", missing)
+	}
+	if len(lastSeq) == len(missing) && len(missing) > 0 {
+		b.WriteString(" (their last call numbers:")
+		for _, s := range lastSeq {
+			if s < 0 {
+				b.WriteString(" none")
+			} else {
+				fmt.Fprintf(&b, " #%d", s)
+			}
+		}
+		b.WriteString(")")
+	}
+	if ctxErr != nil && ctxErr != context.Canceled {
+		fmt.Fprintf(&b, ": %v", ctxErr)
+	}
+	return b.String()
+}
+
+// Gone describes a rank that is gone while another waited for it in phase
+// (a collective's RankGoneError): why (its function in Group.Run returned,
+// failed or panicked: reason; its Comm was closed: closed) and its last
+// collective and point-to-point call numbers.
+func Gone(rank int, reason string, closed bool, lastSeq, lastP2P uint64, phase string) string {
+	how := "its function in Group.Run " + reason
+	if closed {
+		how = "its Comm was closed"
+	}
+	return fmt.Sprintf("rank %d is gone (%s after its call #%d and point-to-point call #%d) while this rank waited in %s",
+		rank, how, lastSeq, lastP2P, phase)
 }

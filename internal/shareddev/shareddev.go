@@ -36,6 +36,8 @@ const (
 	Scatter
 	AllToAllV      // AllToAllV and AllGatherV: the ranges of SCounts, SDispls and RDispls
 	ReduceScatterV // each rank's Recv the reduction of every rank's range SDispls[q][i]
+	Scan           // rank q's Recv the reduction of the Sends of ranks 0..q
+	Exscan         // rank q's Recv the reduction of the Sends of ranks 0..q-1; rank 0's not written
 )
 
 // Plan is one collective among N ranks sharing device memory, described by
@@ -99,6 +101,8 @@ func (p *Plan) safe(s, d backend.Region, r int) bool {
 		return r == p.Root && s == p.chunk(d, r)
 	case Scatter:
 		return r == p.Root && d == p.chunk(s, r)
+	case Scan, Exscan: // each Recv written after every read of its Send (scan)
+		return s == d
 	}
 	return false
 }
@@ -188,6 +192,8 @@ func (p *Plan) record(st backend.Stream, sends, recvs []backend.Region) error {
 		}
 	case Reduce:
 		return st.Reduce(p.Op, p.DT, recvs[p.Root], sends, p.Scale)
+	case Scan, Exscan:
+		return p.scan(st, sends, recvs)
 	case AllGather:
 		for r := range N {
 			for q := range N {
@@ -221,6 +227,33 @@ func (p *Plan) record(st backend.Stream, sends, recvs []backend.Region) error {
 			if err := cp(recvs[r], p.chunk(sends[p.Root], r)); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// scan records the prefix reductions: rank q's Recv is the Sends of ranks
+// 0..q (Exscan: 0..q-1) reduced in rank order by one kernel (Scale
+// unused), bit for bit the rank-ordered reduction of the other layouts
+// (the kernels' arithmetic, rounded once), and a copy where the prefix is
+// one rank's Send alone. The prefixes are recorded from the longest down,
+// so a Recv that is its rank's Send (in place) is written after every
+// longer prefix read that Send, and only the prefix being written reads it.
+func (p *Plan) scan(st backend.Stream, sends, recvs []backend.Region) error {
+	for q := len(sends) - 1; q >= 0; q-- {
+		L := q + 1
+		if p.Kind == Exscan {
+			L = q
+		}
+		var err error
+		switch {
+		case L == 1 && recvs[q] != sends[0]:
+			err = st.Copy(recvs[q], sends[0])
+		case L > 1:
+			err = st.Reduce(p.Op, p.DT, recvs[q], sends[:L], 1)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -198,3 +198,54 @@ func TestZeroChunkRecordsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestScanExscan: 4 ranks, ranks 1 and 3 in place: every prefix against a
+// plain loop, Exscan's rank 0 recv untouched, nothing staged, one-rank
+// prefixes copied.
+func TestScanExscan(t *testing.T) {
+	in := []float32{1, 2, 4, 8}
+	for _, k := range []Kind{Scan, Exscan} {
+		send, recv := make([]backend.Region, 4), make([]backend.Region, 4)
+		for r := range send {
+			send[r] = whole(newMem(in[r], 10*in[r]))
+			recv[r] = whole(newMem(-1, -1))
+			if r%2 == 1 {
+				recv[r] = send[r]
+			}
+		}
+		p := plan(k, 2, send, recv)
+		if n := p.Staging(); n != 0 {
+			t.Fatalf("kind %d: Staging = %d, want 0 (in place needs none)", k, n)
+		}
+		var st stream
+		if err := p.Record(&st, nil); err != nil {
+			t.Fatal(err)
+		}
+		copies := 0
+		for _, s := range st.log {
+			if s == "copy" {
+				copies++
+			}
+		}
+		if copies != 1 {
+			t.Errorf("kind %d: steps %v, want one copy (the prefix of one rank)", k, st.log)
+		}
+		for r := range recv {
+			L := r + 1
+			if k == Exscan {
+				L = r
+			}
+			want := []float32{-1, -1}
+			if L > 0 {
+				want = []float32{0, 0}
+				for q := range L {
+					want[0] += in[q]
+					want[1] += 10 * in[q]
+				}
+			}
+			if got := vals(recv[r]); !slices.Equal(got, want) {
+				t.Errorf("kind %d: rank %d recv %v, want %v", k, r, got, want)
+			}
+		}
+	}
+}
