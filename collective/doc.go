@@ -255,8 +255,9 @@
 // Device tensors (Tensor, of the calling rank's Comm) have their own forms
 // of the collectives: AllReduceTensor and BroadcastTensor (in place),
 // ReduceScatterTensor, AllGatherTensor, ReduceTensor, AllToAllTensor,
-// GatherTensor, ScatterTensor, AllToAllVTensor, AllGatherVTensor and
-// ReduceScatterVTensor. They check, fingerprint and fail as their slice
+// GatherTensor, ScatterTensor, AllToAllVTensor, AllGatherVTensor,
+// ReduceScatterVTensor, BroadcastIntoTensor, and the prefix reductions
+// ScanTensor and ExscanTensor, each with its Async form. They check, fingerprint and fail as their slice
 // forms do; every rank must pass tensors when one does (a rank passing
 // slices fails the call with ErrMismatch on every rank). The data stays on
 // the device: send is read by device copies, the algorithms run in the
