@@ -372,7 +372,7 @@ func (f *fence) Wait(ctx context.Context) error {
 		return nil
 	}
 	d.mu.Lock()
-	if d.completed.Load() >= ticket {
+	if d.completed.Load() >= ticket || d.help(ticket) {
 		d.mu.Unlock()
 		return nil
 	}
