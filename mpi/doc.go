@@ -59,11 +59,12 @@
 // backend.ErrTransportLost.
 //
 // Where every process of a World runs on one node, collective's strategy
-// Native reduces an AllReduce through an MPI-3 shared-memory window of the
-// World (MPI_Win_allocate_shared over MPI_Comm_split_type's node
-// communicator, fenced with MPI_Win_sync and MPI_Ibarrier) instead of
-// MPI_Iallreduce; GOCOLL_MPI_SHM=0 turns it off, GOCOLL_MPI_SHM_SLOT sizes
-// it (docs/MPI.md).
+// Native runs AllReduce, ReduceScatter, AllGather, Reduce and Broadcast
+// through an MPI-3 shared-memory window of the World
+// (MPI_Win_allocate_shared over MPI_Comm_split_type's node communicator,
+// fenced with MPI_Win_sync and MPI_Ibarrier) instead of MPI's collectives;
+// GOCOLL_MPI_SHM=0 turns it off, GOCOLL_MPI_SHM_SLOT sizes it
+// (docs/MPI.md).
 //
 // MPI errors return to the caller (MPI_ERRORS_RETURN) as *[Error] values that
 // match backend's sentinels with errors.Is. Waits take a context and never

@@ -108,41 +108,61 @@ import (
 	"github.com/gocoll/gocoll/internal/native"
 )
 
-// The shared-memory all-reduce. Where every process of a World runs on one
-// node (its MPI_COMM_TYPE_SHARED split holds them all), strategy Native's
-// all-reduce goes through an MPI-3 shared-memory window instead of
-// MPI_Iallreduce: each process's inputs are reduced on the CPU with
+// The shared-memory collectives. Where every process of a World runs on
+// one node (its MPI_COMM_TYPE_SHARED split holds them all), strategy
+// Native's AllReduce, ReduceScatter, AllGather, Reduce and Broadcast go
+// through an MPI-3 shared-memory window instead of MPI's collectives: each
+// process's inputs are copied into the window and reduced on the CPU with
 // hostmath's arithmetic, in process order, at memory speed.
 //
-// The window is the World's, allocated on its first all-reduce with data
+// The window is the World's, allocated on its first call with data
 // (MPI_Win_allocate_shared over the node's communicator: 2 slots of
 // GOCOLL_MPI_SHM_SLOT bytes, 4 MiB by default, per process), kept in one
 // passive epoch (MPI_Win_lock_all) until the World closes. Its segments
-// follow each other, so every process sees the whole window as one array:
-// the first half "in" (P slots), the second "out". A call of n elements
-// goes in chunks of C elements per input (C: the in half divided among the
-// N inputs of all processes); per chunk:
+// follow each other, so every process sees the whole window as one array
+// of two halves of P slots. A call goes in chunks, and a chunk in phases;
+// in each phase every process writes into one half, then a fence
+// (MPI_Win_sync, MPI_Ibarrier polled under ctx like every collective of
+// the World: a process that never comes makes the others fail with
+// ErrTimeout naming it; MPI_Win_sync), then every process reads that
+// half. The halves alternate phase by phase, across calls too (shmState's
+// half, the same on every process): a half is written again only two
+// phases later, after a fence every process entered once done reading it.
+// Nothing else synchronises the window: no flag is polled.
 //
-//  1. each process copies its inputs' chunk into the in half (input r, in
-//     global order, at r*C);
-//  2. fence: MPI_Win_sync, MPI_Ibarrier (polled under ctx like every
-//     collective of the World: a process that never comes makes the others
-//     fail with ErrTimeout naming it), MPI_Win_sync;
-//  3. process p reduces piece p of the chunk (ceil(C/P) elements) over the
-//     N inputs in order (hostmath.ReduceStrided: the one-process
-//     deterministic arithmetic) into the same piece of the out half;
-//  4. fence;
-//  5. each process copies the out half's chunk into its result.
+//   - AllReduce, C elements per input per chunk (the half over the N inputs
+//     of all processes): each process copies its inputs' chunk into the
+//     half (input r, in global order, at r*C); fence; process p reduces
+//     piece p of the chunk (ceil(C/P) elements) over the N inputs in order
+//     (hostmath.ReduceStrided: the one-process deterministic arithmetic)
+//     into the other half; fence; each process copies the chunk out (a
+//     Reduce: the root's process only).
+//   - ReduceScatter, C elements per segment per input (a slot over the N
+//     inputs): each process copies its inputs' chunk of every process's
+//     segment into the half (segment q's inputs together); fence; process
+//     p reduces its segment's N inputs in order.
+//   - AllGather, C bytes per input (the half over the N inputs, a multiple
+//     of 8): each process copies its inputs' chunk into the half; fence;
+//     each process copies every input's chunk out.
+//   - Broadcast, C bytes (a half): the root's process copies the chunk
+//     into the half; fence; the others copy it out.
 //
-// The next chunk's step 1 writes only what nobody reads after the fence of
-// step 4, and its step 3 follows its own step 2, after every process's
-// step 5. Nothing else synchronises the window: no flag is polled.
+// A failed call leaves the caller's memory untouched: the result of every
+// chunk but the last goes to staging memory (shmState's stage, the size of
+// the largest result staged, kept with the window), and into the caller's
+// memory only after the last fence, with the last chunk's; a call of one
+// chunk stages nothing. The staging costs one more copy of the result
+// (memory speed, beside the N inputs' copy in and reduction) where a call
+// takes more than one chunk. A call that fails mid-way (its context ended,
+// a process never came) leaves the processes at different fences and
+// halves: the window is marked failed, and later calls through it fail at
+// once (the group broke with the first failure); Close frees it as usual.
 //
 // Whether the window is used is agreed by every process of the World when
 // it is allocated (an MPI_Iallreduce of each process's setting, then of its
 // success), so the processes always take the same path; a World whose
 // processes span nodes, or with GOCOLL_MPI_SHM=0 on any process, runs
-// MPI_Iallreduce as before. So does one below MPI_THREAD_MULTIPLE: the
+// MPI's collectives instead. So does one below MPI_THREAD_MULTIPLE: the
 // allocation is blocking (MPI_Comm_split_type, MPI_Win_allocate_shared), and
 // where the process's MPI calls are funneled or serialized it would hold
 // them all, so that two Worlds allocating at once in opposite orders on two
@@ -160,12 +180,12 @@ var (
 // defaultShmSlot is the slot size without GOCOLL_MPI_SHM_SLOT.
 const defaultShmSlot = 4 << 20
 
-// shmStats counts the all-reduces each process completed through a window
+// shmStats counts the calls each process completed through a window
 // (shmCalls) and the fences they made (shmFences): the tests read them.
 var shmCalls, shmFences atomic.Int64
 
 func init() {
-	native.RegisterNode(nodeAllreduce)
+	native.RegisterNode(&theNode)
 	switch strings.ToLower(os.Getenv("GOCOLL_MPI_SHM")) {
 	case "0", "off", "false", "no":
 	default:
@@ -209,23 +229,108 @@ const shmCtrl = 64
 
 // shmState is a World's window.
 type shmState struct {
-	mu    sync.Mutex // held by the all-reduce in progress; Close frees the window only when it takes it
+	mu    sync.Mutex // held by the call in progress; Close frees the window only when it takes it
 	state int8       // 0: not tried yet; 1: open; -1: not used
 	node  cComm
 	win   C.MPI_Win
-	mem   []byte // the in half then the out half: 2*P*slot bytes
+	mem   []byte // the two halves: 2*P*slot bytes
 	slot  int
 	count int // Close's count once this process counted itself in (leaveShm), 0 before
+
+	half   int    // the half the next phase writes (the same on every process)
+	failed bool   // a call failed mid-way: the processes' halves and fences no longer agree
+	stage  []byte // staging of a call's results (staged)
 }
 
-// nodeAllreduce is the World's native.NodeAllreduce.
-func nodeAllreduce(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
-	dt backend.DType, op backend.Op, scale float64) (bool, error) {
-	w, ok := nc.(*World)
-	if !ok {
+// theNode is the World's native.Node: its collectives through the window.
+var theNode = native.Node{
+	Allreduce: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
+		dt backend.DType, op backend.Op, scale float64) (bool, error) {
+		if w, ok := nc.(*World); ok {
+			return w.shmAllreduce(ctx, srcs, dst, n, dt, op, scale)
+		}
 		return false, nil
+	},
+	Reduce: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
+		dt backend.DType, op backend.Op, scale float64, root int) (bool, error) {
+		if w, ok := nc.(*World); ok {
+			return w.shmReduce(ctx, srcs, dst, n, dt, op, scale, root)
+		}
+		return false, nil
+	},
+	Bcast: func(ctx context.Context, nc backend.NativeCollectives, buf []byte, root int) (bool, error) {
+		if w, ok := nc.(*World); ok {
+			return w.shmBcast(ctx, buf, root)
+		}
+		return false, nil
+	},
+	ReduceScatter: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, seg int,
+		dt backend.DType, op backend.Op, scale float64) (bool, error) {
+		if w, ok := nc.(*World); ok {
+			return w.shmReduceScatter(ctx, srcs, dst, seg, dt, op, scale)
+		}
+		return false, nil
+	},
+	Allgather: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int) (bool, error) {
+		if w, ok := nc.(*World); ok {
+			return w.shmAllgather(ctx, srcs, dst, mb)
+		}
+		return false, nil
+	},
+}
+
+// shmChunkHook, when set (by tests), runs as a call through the window
+// begins (chunk -1) and after each of its chunks (chunk: its index in the
+// call).
+var shmChunkHook func(ctx context.Context, w *World, chunk int)
+
+// shmBegin locks the window for one call and returns it, allocating it on
+// first use; nil (and ran false where err is nil) where it is not used.
+// The caller unlocks s.mu once s is not nil; where it is nil, shmBegin
+// did.
+func (w *World) shmBegin(ctx context.Context) (*shmState, error) {
+	w.shm.mu.Lock()
+	s, err := w.openShm(ctx)
+	if s == nil {
+		w.shm.mu.Unlock()
+		return nil, err
 	}
-	return w.shmAllreduce(ctx, srcs, dst, n, dt, op, scale)
+	if s.failed {
+		w.shm.mu.Unlock()
+		return nil, &Error{Call: "MPI_Win_sync", Err: backend.ErrTransportLost,
+			Msg: "an earlier call through the shared-memory window failed on this process, so its processes no longer agree on the window's state"}
+	}
+	return s, nil
+}
+
+// buf returns half i of the window (its halves alternate, phase by phase).
+func (s *shmState) buf(P, i int) []byte { return s.mem[i*P*s.slot : (i+1)*P*s.slot] }
+
+// staged returns the call's staging memory of nb bytes (pooled: grown,
+// never per call): the results of every chunk but the last, copied into
+// the caller's memory only after the call's last fence.
+func (s *shmState) staged(nb int) []byte {
+	if cap(s.stage) < nb {
+		s.stage = make([]byte, nb)
+	}
+	return s.stage[:nb]
+}
+
+// phase runs the fence of one phase of a call (its writes to the current
+// half done) and flips the half the next phase writes; a failure marks
+// the window failed (the processes' halves and fences no longer agree).
+func (w *World) phase(ctx context.Context, s *shmState) error {
+	if err := ctx.Err(); err != nil {
+		// Not posted: the other processes wait for this one at this fence.
+		s.failed = true
+		return &Error{Call: "MPI_Ibarrier", Err: err, Msg: "the shared-memory window's fence was not posted: the context ended"}
+	}
+	if err := w.shmFence(ctx); err != nil {
+		s.failed = true
+		return err
+	}
+	s.half ^= 1
+	return nil
 }
 
 // shmAllreduce reduces every process's srcs (n elements each; the same
@@ -233,14 +338,23 @@ func nodeAllreduce(ctx context.Context, nc backend.NativeCollectives, srcs [][]b
 // scale, through the World's window; ran false where the window is not
 // used (the same answer on every process).
 func (w *World) shmAllreduce(ctx context.Context, srcs [][]byte, dst []byte, n int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
+	return w.shmReduce(ctx, srcs, dst, n, dt, op, scale, -1)
+}
+
+// shmReduce is shmAllreduce (root < 0) or a reduce to process root: the
+// same phases, and only root copies the result out (dst is nil
+// elsewhere).
+func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int, dt backend.DType, op backend.Op, scale float64, root int) (ran bool, err error) {
 	if n == 0 {
 		return true, nil
 	}
-	w.shm.mu.Lock()
-	defer w.shm.mu.Unlock()
-	s, err := w.openShm(ctx)
+	s, err := w.shmBegin(ctx)
 	if s == nil {
 		return err != nil, err
+	}
+	defer s.mu.Unlock()
+	if shmChunkHook != nil {
+		shmChunkHook(ctx, w, -1)
 	}
 	es := dt.Size()
 	P, L := w.size, len(srcs)
@@ -248,24 +362,209 @@ func (w *World) shmAllreduce(ctx context.Context, srcs [][]byte, dst []byte, n i
 	if C == 0 {
 		return false, nil
 	}
-	in, out := s.mem[:P*s.slot], s.mem[P*s.slot:]
-	for lo := 0; lo < n; lo += C {
+	mine := root < 0 || root == w.rank // this process takes the result
+	var stage []byte
+	if n > C && mine {
+		stage = s.staged(n * es)
+	}
+	last := 0 // the last chunk's first element
+	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+C {
 		c := min(C, n-lo)
+		in := s.buf(P, s.half)
 		for l, src := range srcs {
 			copy(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
 		}
-		if err := w.shmFence(ctx); err != nil {
+		if err := w.phase(ctx, s); err != nil {
 			return true, err
 		}
+		out := s.buf(P, s.half)
 		pc := (c + P - 1) / P
 		a, b := min(w.rank*pc, c), min((w.rank+1)*pc, c)
 		if a < b {
 			hostmath.ReduceStrided(dt, op, out[a*es:b*es], in, C, a, P*L, b-a, scale)
 		}
-		if err := w.shmFence(ctx); err != nil {
+		if err := w.phase(ctx, s); err != nil {
 			return true, err
 		}
-		copy(dst[lo*es:(lo+c)*es], out[:c*es])
+		switch {
+		case !mine:
+		case lo+c < n:
+			copy(stage[lo*es:], out[:c*es])
+		default:
+			copy(dst[lo*es:(lo+c)*es], out[:c*es])
+			last = lo
+		}
+		if shmChunkHook != nil {
+			shmChunkHook(ctx, w, k)
+		}
+	}
+	if mine {
+		copy(dst[:last*es], stage)
+	}
+	shmCalls.Add(1)
+	return true, nil
+}
+
+// shmBcast copies buf of process root into buf of every other process
+// through the World's window; ran false where the window is not used. A
+// chunk of C bytes (a half) goes in one phase: root copies it into the
+// current half, fence, the others copy it out.
+func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, err error) {
+	nb := len(buf)
+	if nb == 0 {
+		return true, nil
+	}
+	s, err := w.shmBegin(ctx)
+	if s == nil {
+		return err != nil, err
+	}
+	defer s.mu.Unlock()
+	if shmChunkHook != nil {
+		shmChunkHook(ctx, w, -1)
+	}
+	P := w.size
+	C := P * s.slot
+	mine := w.rank == root
+	var stage []byte
+	if nb > C && !mine {
+		stage = s.staged(nb)
+	}
+	last := 0
+	for k, lo := 0, 0; lo < nb; k, lo = k+1, lo+C {
+		c := min(C, nb-lo)
+		h := s.buf(P, s.half)
+		if mine {
+			copy(h, buf[lo:lo+c])
+		}
+		if err := w.phase(ctx, s); err != nil {
+			return true, err
+		}
+		switch {
+		case mine:
+		case lo+c < nb:
+			copy(stage[lo:], h[:c])
+		default:
+			copy(buf[lo:], h[:c])
+			last = lo
+		}
+		if shmChunkHook != nil {
+			shmChunkHook(ctx, w, k)
+		}
+	}
+	if !mine {
+		copy(buf[:last], stage)
+	}
+	shmCalls.Add(1)
+	return true, nil
+}
+
+// shmReduceScatter reduces segment p of every process's srcs (P segments
+// of seg elements each) in global order into dst (seg elements) on
+// process p, scaled by scale, through the World's window; ran false where
+// the window is not used. A chunk of C elements per segment and input
+// goes in one phase: each process copies its inputs' chunk of every
+// segment into the current half (segment q's inputs together, input r in
+// global order at (q·inputs+r)·C), fence, process p reduces its segment's
+// inputs.
+func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte, seg int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
+	if seg == 0 {
+		return true, nil
+	}
+	s, err := w.shmBegin(ctx)
+	if s == nil {
+		return err != nil, err
+	}
+	defer s.mu.Unlock()
+	if shmChunkHook != nil {
+		shmChunkHook(ctx, w, -1)
+	}
+	es := dt.Size()
+	P, L := w.size, len(srcs)
+	N := P * L
+	C := s.slot / (N * es) // elements per segment per input per chunk
+	if C == 0 {
+		return false, nil
+	}
+	out := dst[:seg*es]
+	if seg > C {
+		out = s.staged(seg * es)
+	}
+	for k, lo := 0, 0; lo < seg; k, lo = k+1, lo+C {
+		c := min(C, seg-lo)
+		in := s.buf(P, s.half)
+		for q := range P {
+			for l, src := range srcs {
+				copy(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
+			}
+		}
+		if err := w.phase(ctx, s); err != nil {
+			return true, err
+		}
+		hostmath.ReduceStrided(dt, op, out[lo*es:(lo+c)*es], in, C, w.rank*N*C, N, c, scale)
+		if shmChunkHook != nil {
+			shmChunkHook(ctx, w, k)
+		}
+	}
+	if seg > C {
+		copy(dst, out)
+	}
+	shmCalls.Add(1)
+	return true, nil
+}
+
+// shmAllgather gathers every process's srcs (mb bytes each) in global
+// order into dst through the World's window; ran false where the window
+// is not used. A chunk of C bytes per input goes in one phase: each
+// process copies its inputs' chunk into the current half (input r in
+// global order at r·C), fence, every process copies every input's chunk
+// out.
+func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb int) (ran bool, err error) {
+	if mb == 0 {
+		return true, nil
+	}
+	s, err := w.shmBegin(ctx)
+	if s == nil {
+		return err != nil, err
+	}
+	defer s.mu.Unlock()
+	if shmChunkHook != nil {
+		shmChunkHook(ctx, w, -1)
+	}
+	P, L := w.size, len(srcs)
+	N := P * L
+	C := P * s.slot / N &^ 7 // bytes per input per chunk
+	if C == 0 {
+		return false, nil
+	}
+	var stage []byte
+	if mb > C {
+		stage = s.staged(N * mb)
+	}
+	last := 0
+	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
+		c := min(C, mb-lo)
+		in := s.buf(P, s.half)
+		for l, src := range srcs {
+			copy(in[(w.rank*L+l)*C:], src[lo:lo+c])
+		}
+		if err := w.phase(ctx, s); err != nil {
+			return true, err
+		}
+		out := stage
+		if lo+c == mb {
+			out, last = dst, lo
+		}
+		for r := range N {
+			copy(out[r*mb+lo:r*mb+lo+c], in[r*C:])
+		}
+		if shmChunkHook != nil {
+			shmChunkHook(ctx, w, k)
+		}
+	}
+	for r := range N {
+		if last > 0 {
+			copy(dst[r*mb:r*mb+last], stage[r*mb:])
+		}
 	}
 	shmCalls.Add(1)
 	return true, nil
@@ -363,7 +662,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 		return nil, err
 	}
 	if ok[0] == 0 {
-		// Failed somewhere: MPI's all-reduce instead; what was allocated is
+		// Failed somewhere: MPI's collectives instead; what was allocated is
 		// left to MPI (freeing it is collective and may be what failed).
 		s.state, s.mem = -1, nil
 		if res.code != 0 {
@@ -390,13 +689,13 @@ func (w *World) agreeMin(ctx context.Context, v []int64) error {
 // Close's deadline for the rest of its work (freeShm); then every process
 // frees the window. One that waited in vain marks the count poisoned, and
 // then none frees it (it stays allocated until MPI_Finalize, without
-// hanging Close). A World closed during an all-reduce leaves it to MPI too.
+// hanging Close). A World closed during a call through it leaves it to MPI too.
 const shmPoison = 1 << 30
 
 func (w *World) leaveShm() {
 	s := &w.shm
 	if !s.mu.TryLock() {
-		return // an all-reduce still reads the window (the World closed under it): left to MPI
+		return // a call still reads the window (the World closed under it): left to MPI
 	}
 	defer s.mu.Unlock()
 	if s.state != 1 {

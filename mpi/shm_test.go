@@ -370,7 +370,8 @@ func TestShmAllreduce(t *testing.T) {
 
 // TestShmOff checks that the window is not used where any process turns it
 // off: process 0 does (GOCOLL_MPI_SHM=0 there), the others not; the
-// all-reduce reports it did not run, on every process.
+// all-reduce, the reduce-scatter and the all-gather report they did not
+// run, on every process, and leave the destination untouched.
 func TestShmOff(t *testing.T) {
 	w, _ := begin(t, 20*time.Second)
 	setShm(t, w.Rank() != 0, 4096)
@@ -381,6 +382,23 @@ func TestShmOff(t *testing.T) {
 	ran, err := d.shmAllreduce(ctx, [][]byte{x}, x, 16, backend.F32, backend.Sum, 1)
 	if err != nil || ran {
 		t.Errorf("with the window off on process 0: ran %v, %v; want false, nil", ran, err)
+	}
+	P := w.Size()
+	src := make([]byte, P*64)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	dst := make([]byte, P*64)
+	ran, err = d.shmReduceScatter(ctx, [][]byte{src}, dst[:64], 16, backend.F32, backend.Sum, 1)
+	if err != nil || ran {
+		t.Errorf("reduce-scatter with the window off on process 0: ran %v, %v; want false, nil", ran, err)
+	}
+	ran, err = d.shmAllgather(ctx, [][]byte{src[:64]}, dst, 64)
+	if err != nil || ran {
+		t.Errorf("all-gather with the window off on process 0: ran %v, %v; want false, nil", ran, err)
+	}
+	if !slices.Equal(dst, make([]byte, P*64)) {
+		t.Errorf("the destination was written")
 	}
 	agree(t, w, !t.Failed(), "window off")
 }

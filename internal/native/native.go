@@ -5,10 +5,10 @@
 // the transport only moves raw blocks (an Alltoall by chunk, each chunk
 // reduced in global rank order by one process, an Allgather of the
 // chunks), so the result is the one-process deterministic result whatever
-// the processes' layout. Where the transport registered an all-reduce
-// through memory its processes share (NodeAllreduce: mpi's shared-memory
-// window, for processes on one node) and it runs, an all-reduce goes
-// through it instead. The leader's host memory is pooled per comm, and a
+// the processes' layout. Where the transport registered collectives
+// through memory its processes share (Node: mpi's shared-memory window,
+// for processes on one node) and they run, every collective here goes
+// through them instead. The leader's host memory is pooled per comm, and a
 // native call waits under the comm's wait context (the call's context, its
 // timeout and the group breaking). A failed call waits, up to the drain
 // limit, for the transport to release the memory it was given (MPI cannot
@@ -53,7 +53,7 @@ func Fits(rs, ag, det bool, L, P, n, es int) bool {
 // the transport was declared lost on one of its calls (Drain).
 type Pools struct {
 	a, b, c []byte
-	one     [1][]byte // the combined input handed to a NodeAllreduce
+	one     [1][]byte // the combined input handed to a Node
 	lost    atomic.Bool
 }
 
@@ -167,11 +167,17 @@ func (l *Leader) combine(dt backend.DType, op backend.Op, nb int) []byte {
 // Reduce is the leader's part of an all-reduce (root < 0) or a reduce to
 // process root of n elements: the process's inputs reduced across every
 // process into dst (nil on a reduce's other processes), scaled by scale (a
-// mean's 1/N, else 1). An all-reduce goes through the registered
-// NodeAllreduce where that runs (the processes share memory).
+// mean's 1/N, else 1). It goes through the registered Node's Allreduce or
+// Reduce where that runs (the processes share memory).
 func (l *Leader) Reduce(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte, root int) error {
-	if root < 0 && node != nil {
+	switch {
+	case node == nil:
+	case root < 0 && node.Allreduce != nil:
 		if ran, err := l.nodeReduce(ctx, dt, op, scale, n, dst); ran {
+			return err
+		}
+	case root >= 0 && node.Reduce != nil:
+		if ran, err := l.nodeRootReduce(ctx, dt, op, scale, n, dst, root); ran {
 			return err
 		}
 	}
@@ -235,6 +241,11 @@ func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend
 	L := l.L
 	mb, nb := m*es, l.N*m*es
 	res := get(&l.Pools.b, L*mb)
+	if node != nil && node.ReduceScatter != nil {
+		if ran, err := l.nodeReduceScatter(ctx, dt, op, scale, m, res); ran {
+			return err
+		}
+	}
 	if l.Det {
 		// Chunk q of the all-reduce's exchange is process q's ranks'
 		// blocks: the same Alltoall, no Allgather.
@@ -267,6 +278,11 @@ func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend
 // AllGather is the leader's part of an AllGather of mb bytes per rank: the
 // process's ranks' blocks gathered from every process into recv.
 func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
+	if node != nil && node.Allgather != nil {
+		if ran, err := l.nodeAllGather(ctx, mb, recv); ran {
+			return err
+		}
+	}
 	mine := l.Sends[0][:mb]
 	if l.L > 1 {
 		mine = get(&l.Pools.a, l.L*mb)
@@ -279,5 +295,10 @@ func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
 
 // Bcast is the leaders' broadcast of buf from process root.
 func (l *Leader) Bcast(ctx context.Context, buf []byte, root int) error {
+	if node != nil && node.Bcast != nil {
+		if ran, err := l.nodeBcast(ctx, buf, root); ran {
+			return err
+		}
+	}
 	return l.call(ctx, "MPI_Ibcast", func(ctx context.Context) error { return l.NC.Bcast(ctx, buf, root) })
 }

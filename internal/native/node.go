@@ -6,41 +6,108 @@ import (
 	"github.com/gocoll/gocoll/backend"
 )
 
-// NodeAllreduce is an all-reduce among the processes of a transport through
-// memory they all share (the mpi package registers one over an MPI-3
-// shared-memory window): srcs are this process's inputs (the same count on
-// every process), reduced with op in global order (process by process, each
-// process's inputs in order) into dst's n elements, then scaled by scale,
-// with hostmath's arithmetic. It reports ran false, having done nothing,
-// where the transport's processes do not share memory (not one node, turned
-// off): that answer is the same on every process, and the caller then runs
-// the transport's own collective. It is collective like the transport's
-// native collectives and honours ctx alike.
-type NodeAllreduce func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
-	dt backend.DType, op backend.Op, scale float64) (ran bool, err error)
+// Node is a transport's collectives among its processes through memory
+// they all share (the mpi package registers them over an MPI-3
+// shared-memory window). Each is collective like the transport's native
+// collectives and honours ctx alike; srcs are this process's inputs (the
+// same count on every process), and a reduction reduces every process's
+// inputs with op in global order (process by process, each process's
+// inputs in order), then scales by scale, with hostmath's arithmetic. Each
+// reports ran false, having done nothing, where the transport's processes
+// do not share memory (not one node, turned off): that answer is the same
+// on every process, and the caller then runs the transport's own
+// collective. dst is written only once the call passed its last
+// synchronisation: a failed call leaves it untouched (srcs may be dst's
+// memory: in place).
+type Node struct {
+	// Allreduce reduces srcs (n elements each) into dst's n elements.
+	Allreduce func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
+		dt backend.DType, op backend.Op, scale float64) (ran bool, err error)
+	// Reduce reduces srcs (n elements each) into dst's n elements on
+	// process root (dst is nil on the others).
+	Reduce func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
+		dt backend.DType, op backend.Op, scale float64, root int) (ran bool, err error)
+	// Bcast copies buf of process root into buf of every other process.
+	Bcast func(ctx context.Context, nc backend.NativeCollectives, buf []byte, root int) (ran bool, err error)
+	// ReduceScatter reduces segment p of srcs (P segments of seg elements
+	// each, P the processes) into dst's seg elements on process p.
+	ReduceScatter func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, seg int,
+		dt backend.DType, op backend.Op, scale float64) (ran bool, err error)
+	// Allgather gathers every process's srcs (mb bytes each) into dst, in
+	// global order (P·len(srcs)·mb bytes).
+	Allgather func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int) (ran bool, err error)
+}
 
-// node is the registered NodeAllreduce, nil when none is.
-var node NodeAllreduce
+// node is the registered Node, nil when none is.
+var node *Node
 
-// RegisterNode registers f as the all-reduce through shared memory that a
+// RegisterNode registers n as the collectives through shared memory that a
 // leader tries first (called from the transport package's init).
-func RegisterNode(f NodeAllreduce) { node = f }
+func RegisterNode(n *Node) { node = n }
 
-// nodeReduce runs an all-reduce of n elements into dst through the
-// registered NodeAllreduce: in deterministic mode every local rank's input
-// (reduced in global rank order: bitwise the one-process deterministic
-// result), else the process's combined input. ran false: nothing ran.
-func (l *Leader) nodeReduce(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte) (ran bool, err error) {
-	srcs := l.Sends
-	if !l.Det {
-		l.Pools.one[0] = l.combine(dt, op, n*dt.Size())
-		srcs = l.Pools.one[:]
+// inputs returns the inputs of a reduction of nb bytes per rank handed to
+// a Node: in deterministic mode every local rank's input (reduced in
+// global rank order: bitwise the one-process deterministic result), else
+// the process's combined input.
+func (l *Leader) inputs(dt backend.DType, op backend.Op, nb int) [][]byte {
+	if l.Det {
+		return l.Sends
 	}
-	err = l.call(ctx, "MPI_Ibarrier of the shared-memory all-reduce", func(ctx context.Context) error {
+	l.Pools.one[0] = l.combine(dt, op, nb)
+	return l.Pools.one[:]
+}
+
+// nodeCall runs f, a Node's collective, under the wait context (name: the
+// failure's call); ran false: nothing ran.
+func (l *Leader) nodeCall(ctx context.Context, name string, f func(context.Context) (bool, error)) (ran bool, err error) {
+	err = l.call(ctx, name, func(ctx context.Context) error {
 		var err error
-		ran, err = node(ctx, l.NC, srcs, dst, n, dt, op, scale)
+		ran, err = f(ctx)
 		return err
 	})
 	l.Pools.one[0] = nil
 	return ran, err
+}
+
+// nodeReduce runs an all-reduce of n elements into dst through the
+// registered Node. ran false: nothing ran.
+func (l *Leader) nodeReduce(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte) (ran bool, err error) {
+	srcs := l.inputs(dt, op, n*dt.Size())
+	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory all-reduce", func(ctx context.Context) (bool, error) {
+		return node.Allreduce(ctx, l.NC, srcs, dst, n, dt, op, scale)
+	})
+}
+
+// nodeRootReduce runs a reduce of n elements to process root into dst
+// (nil but on root) through the registered Node.
+func (l *Leader) nodeRootReduce(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte, root int) (ran bool, err error) {
+	srcs := l.inputs(dt, op, n*dt.Size())
+	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory reduce", func(ctx context.Context) (bool, error) {
+		return node.Reduce(ctx, l.NC, srcs, dst, n, dt, op, scale, root)
+	})
+}
+
+// nodeBcast runs a broadcast of buf from process root through the
+// registered Node.
+func (l *Leader) nodeBcast(ctx context.Context, buf []byte, root int) (ran bool, err error) {
+	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory broadcast", func(ctx context.Context) (bool, error) {
+		return node.Bcast(ctx, l.NC, buf, root)
+	})
+}
+
+// nodeReduceScatter runs a ReduceScatter of m elements per rank into res
+// (the process's ranks' blocks) through the registered Node.
+func (l *Leader) nodeReduceScatter(ctx context.Context, dt backend.DType, op backend.Op, scale float64, m int, res []byte) (ran bool, err error) {
+	srcs := l.inputs(dt, op, l.N*m*dt.Size())
+	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory reduce-scatter", func(ctx context.Context) (bool, error) {
+		return node.ReduceScatter(ctx, l.NC, srcs, res, l.L*m, dt, op, scale)
+	})
+}
+
+// nodeAllGather runs an AllGather of mb bytes per rank into recv through
+// the registered Node.
+func (l *Leader) nodeAllGather(ctx context.Context, mb int, recv []byte) (ran bool, err error) {
+	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory all-gather", func(ctx context.Context) (bool, error) {
+		return node.Allgather(ctx, l.NC, l.Sends, recv, mb)
+	})
 }
