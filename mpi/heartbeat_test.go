@@ -46,7 +46,8 @@ func heartbeatJob(t *testing.T, mode, interval string) {
 // (context and CommunicationTimeout) are 60 s away: the errors match
 // ErrTimeout and ErrHung and name the stopped process. The native
 // collective and a Wait on a receive from it, made while it is hung, fail
-// at once alike.
+// at once alike. Stopped a third time, a group's point-to-point Recv from
+// it fails alike (ErrHung) within the interval plus 1 s.
 func TestHeartbeatHung(t *testing.T) { heartbeatJob(t, "stop", hbTestInterval.String()) }
 
 // TestHeartbeatLate: a process alive but late (it sleeps 3 intervals before
@@ -116,6 +117,12 @@ func TestHelperHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
+	// A second group for the point-to-point wait (the first breaks).
+	g2, err := collective.NewGroup(ctx, collective.Options{Ranks: 1, Backend: "host", Transport: w, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Close()
 	// resume: the others meet (so that each saw the failure first), then
 	// process 0 resumes the victim (SIGCONT, again until it hears from it),
 	// and each waits until it hears from it again (until then it counts as
@@ -259,4 +266,31 @@ func TestHelperHeartbeat(t *testing.T) {
 	if mode == "stop" && me != victim {
 		resume()
 	}
+	if mode != "stop" {
+		return
+	}
+
+	// A point-to-point Recv of the group's from the victim (internal/p2p's
+	// lane consults the request's Hung): the victim stops again.
+	if err := w.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if me == victim {
+		stop()
+		return // the others broke g2
+	}
+	buf := make([]float32, 4)
+	start = time.Now()
+	err = collective.Recv(ctx, g2.Comm(0), buf, victim)
+	switch {
+	case errors.Is(err, collective.ErrGroupBroken) && strings.Contains(err.Error(), "stopped responding"):
+		t.Logf("group Recv: broken after %v by another process's report: %v", time.Since(start).Round(time.Millisecond), err)
+	case !errors.Is(err, ErrHung) || !errors.Is(err, collective.ErrTimeout):
+		t.Errorf("group Recv from process %d stopped = %v; want an error matching ErrHung and ErrTimeout", victim, err)
+	case time.Since(start) > bound:
+		t.Errorf("group Recv: the stopped process reported after %v; want within %v", time.Since(start), bound)
+	default:
+		t.Logf("group Recv: reported after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	resume()
 }

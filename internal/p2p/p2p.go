@@ -15,8 +15,10 @@
 //     the first piece so a mismatched pair is reported, not misread.
 //   - The lane also fails the pending operations at their deadline
 //     (CommunicationTimeout after posting, or after the last progress of a
-//     transfer), when their context ends and when the group breaks. It runs
-//     while operations are pending.
+//     transfer), when their context ends, when the group breaks and, where
+//     the transport's requests report a peer that stopped responding
+//     (backend.HangReporter: the mpi package's heartbeat), as soon as they
+//     do. It runs while operations are pending.
 //   - A synchronous call whose operations are all with ranks of this
 //     process (Engine.Run) never starts the lane: its caller waits for
 //     them and fails them itself, at their deadline, when its context
@@ -899,6 +901,15 @@ func (e *Engine) progressRemote(o *Op) bool {
 			return progressed
 		}
 		if !done {
+			// A transport that hears from the other processes (the mpi
+			// package's heartbeat) may know the peer stopped responding:
+			// the operation fails now rather than at its deadline.
+			if hr, ok := l.reqs[j%channel.Slots].(backend.HangReporter); ok {
+				if herr := hr.Hung(); herr != nil {
+					e.failRemote(o, fmt.Errorf("%s with rank %d (process %d): %w", o.Name, o.Peer, l.proc, herr))
+					return progressed
+				}
+			}
 			break
 		}
 		l.reqs[j%channel.Slots] = nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -377,5 +378,68 @@ func TestBlock(t *testing.T) {
 	a.Unblock()
 	if a.Blocked(1) != nil || a.Epoch() != 2 {
 		t.Fatalf("unblocked: %v, epoch %d", a.Blocked(1), a.Epoch())
+	}
+}
+
+// hungEnd is loopEnd whose receives report their peer hung once hung is
+// set (backend.HangReporter), with errHung.
+type hungEnd struct {
+	loopEnd
+	hung *atomic.Bool
+}
+
+var errHung = fmt.Errorf("peer stopped responding: %w", backend.ErrTimeout)
+
+type hungReq struct {
+	*recvReq
+	hung *atomic.Bool
+}
+
+func (r hungReq) Hung() error {
+	if r.hung.Load() {
+		return errHung
+	}
+	return nil
+}
+
+func (e hungEnd) Irecv(p []byte, peer, tag int) (backend.Request, error) {
+	r, _ := e.loopEnd.Irecv(p, peer, tag)
+	return hungReq{r.(*recvReq), e.hung}, nil
+}
+
+// A receive from another process whose transport reports the peer hung
+// (backend.HangReporter) fails with the transport's error as soon as it
+// does, long before its deadline (a minute), its buffer untouched, and
+// breaks the group; before the report it waits, and a receive whose
+// message arrives completes although the peer is reported hung after.
+func TestRemoteHung(t *testing.T) {
+	tr := &loop{boxes: map[[3]int][][]byte{}}
+	a, b, _, eb := pair(time.Minute)
+	var hung atomic.Bool
+	var la, lb Link
+	la.InitRemote(loopEnd{tr, 0}, 1, 7, 40)
+	lb.InitRemote(hungEnd{loopEnd{tr, 1}, &hung}, 0, 7, 40)
+	ctx := context.Background()
+	s := &Op{Name: "Send", Send: true, Peer: 1, Data: []byte{1, 2, 3}, DT: backend.U8, Count: 3, Ctx: ctx}
+	r := &Op{Name: "Recv", Peer: 0, Data: make([]byte, 3), DT: backend.U8, Count: 3, Ctx: ctx}
+	exchange(a, b, s, r, &la, &lb)
+	if s.Err() != nil || r.Err() != nil || string(r.Data) != "\x01\x02\x03" {
+		t.Fatalf("a receive with the peer alive: %v, %v, % x", s.Err(), r.Err(), r.Data)
+	}
+	dst := []byte{0xaa, 0xaa, 0xaa}
+	r = &Op{Name: "Recv", Peer: 0, Data: dst, DT: backend.U8, Count: 3, Ctx: ctx}
+	b.Post(r, &lb)
+	time.Sleep(20 * time.Millisecond)
+	if r.Err() != nil || eb.nbreaks() != 0 {
+		t.Fatalf("a receive with its peer alive failed: %v", r.Err())
+	}
+	start := time.Now()
+	hung.Store(true)
+	b.Wait(ctx, r)
+	if took := time.Since(start); !errors.Is(r.Err(), errHung) || !errors.Is(r.Err(), backend.ErrTimeout) || took > 5*time.Second {
+		t.Fatalf("a receive from a hung peer: %v after %v; want the transport's hung error at once", r.Err(), took)
+	}
+	if eb.nbreaks() != 1 || string(dst) != "\xaa\xaa\xaa" {
+		t.Fatalf("breaks %d, buffer % x; want 1 break and the buffer untouched", eb.nbreaks(), dst)
 	}
 }
