@@ -202,9 +202,10 @@ func TestShmGroupReduceScatterAllGather(t *testing.T) {
 }
 
 // TestShmGroupCollAllocs counts the Go allocations of steady-state
-// ReduceScatter and AllGather calls of a group through the window (one and
-// two ranks per process, 256-byte slots so that each call takes several
-// chunks, staged): none, and one call through the window per call.
+// ReduceScatter, AllGather, Reduce and Broadcast calls of a group through
+// the window (one and two ranks per process, 256-byte slots so that each
+// call takes several chunks, staged; the root in the last process): none,
+// and one call through the window per call.
 func TestShmGroupCollAllocs(t *testing.T) {
 	w, _ := begin(t, 40*time.Second)
 	needShm(t, w)
@@ -223,13 +224,18 @@ func TestShmGroupCollAllocs(t *testing.T) {
 			sends[i] = make([]float32, N*m)
 			recvs[i] = make([]float32, N*m)
 		}
-		for _, name := range []string{"ReduceScatter", "AllGather"} {
+		for _, name := range []string{"ReduceScatter", "AllGather", "Reduce", "Broadcast"} {
 			call := func(l int) error {
 				c := g.Comm(l)
-				if name == "ReduceScatter" {
+				switch name {
+				case "ReduceScatter":
 					return collective.ReduceScatter(ctx, c, sends[l], recvs[l][:m], collective.Sum)
+				case "AllGather":
+					return collective.AllGather(ctx, c, sends[l][:m], recvs[l])
+				case "Reduce": // to the last rank
+					return collective.Reduce(ctx, c, sends[l], recvs[l], collective.Sum, N-1)
 				}
-				return collective.AllGather(ctx, c, sends[l][:m], recvs[l])
+				return collective.Broadcast(ctx, c, recvs[l], N-1)
 			}
 			next, done := make(chan struct{}), make(chan error)
 			for l := 1; l < local; l++ {
