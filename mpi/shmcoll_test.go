@@ -289,8 +289,8 @@ func TestShmGroupCollAllocs(t *testing.T) {
 // other processes' leaders get a *TimeoutError naming it (or
 // ErrGroupBroken, broken by a rank that timed out first); every other
 // rank an error matching ErrTimeout, ErrGroupBroken or the context's.
-// (The second way runs for every other collective: each case waits out
-// the timeout.) Then every process posts the fences it lacks (the World's
+// (The second way runs for every other collective, in the light jobs for
+// AllReduce only: each case waits out the timeout.) Then every process posts the fences it lacks (the World's
 // collectives complete in order), so the group closes cleanly.
 func TestShmUntouched(t *testing.T) {
 	w, _ := begin(t, 30*time.Second)
@@ -331,7 +331,7 @@ func TestShmUntouched(t *testing.T) {
 		for _, local := range []int{1, 2} {
 			cases = append(cases, tcase{kind, local, (i + local) % 3, true})
 		}
-		if i%2 == 0 {
+		if i%2 == 0 && (i == 0 || !light()) {
 			cases = append(cases, tcase{kind, 1 + i/2%2, i % 3, false})
 		}
 	}
