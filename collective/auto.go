@@ -86,6 +86,9 @@ var tuningAlgo = map[Strategy]tuning.Algo{Direct: tuning.Direct, Pipelined: tuni
 // slices says the call's data are host slices (strategy Host applies).
 func (c *Comm) autoStrategy(bytes int, dt backend.DType, slices bool) (Strategy, string) {
 	g := c.g
+	if g.n == 1 { // nothing moves: no model to measure or ask per call
+		return Direct, "one rank"
+	}
 	if c.noKernels(dt) {
 		return Direct, dt.String() + " reduced on the host (a device has no " + dt.String() + " kernels)"
 	}

@@ -312,6 +312,34 @@ func TestAutoIsMeasuredAndAgreed(t *testing.T) {
 	}
 }
 
+// TestAutoOneRank: a one-rank group's Auto all-reduce asks no cost model
+// (nothing moves between ranks): its calls measure nothing, copy send to
+// recv exactly and allocate nothing.
+func TestAutoOneRank(t *testing.T) {
+	for _, bk := range backendsUnderTest(t) {
+		g := openGroup(t, bk, 1)
+		c := g.Comm(0)
+		send, recv := []float32{1, -0.5, float32(math.Inf(1))}, make([]float32, 3)
+		ctx := context.Background()
+		allocs := testing.AllocsPerRun(100, func() {
+			if err := AllReduceInto(ctx, c, send, recv, Sum); err != nil {
+				t.Fatal(err)
+			}
+		})
+		for i := range send {
+			if math.Float32bits(recv[i]) != math.Float32bits(send[i]) {
+				t.Fatalf("%s: recv[%d] = %v, want %v", bk, i, recv[i], send[i])
+			}
+		}
+		if g.model.Done() {
+			t.Errorf("%s: a one-rank group's all-reduce measured the cost model", bk)
+		}
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per one-rank all-reduce, want 0", bk, allocs)
+		}
+	}
+}
+
 // TestAutoHostRatePerType: the CPU reduction rate of strategy Host is
 // measured for every element type, and the model charges each type its own
 // rate (a 16-bit float's conversions make the CPU several times slower per
