@@ -128,8 +128,10 @@ func TestFloatControls(t *testing.T) {
 // on a GPU that flushes subnormals without the mode (an H200), this is the
 // path of a device without float controls, run on flushing hardware. It
 // also logs how many of backendtest.SubnormalCases the float32 hardware
-// kernels get wrong there (the device's flushing: none on lavapipe).
+// kernels get wrong there (the device's flushing: none on lavapipe). The
+// kernels' arithmetic alone: the run without the race detector checks it.
 func TestSubnormalsWithoutDenormPreserve(t *testing.T) {
+	arithmetic(t)
 	requireVulkan(t)
 	backendtest.RunSubnormals(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
 		d := openDevice(t, opts)
