@@ -60,7 +60,9 @@ type Options struct {
 	Short bool
 	// Sample runs a fixed sample of the source and destination counts of
 	// the multi-destination reductions (M and K in 1..3 and 8..9: 25 of the
-	// 81 pairs) instead of all of them. Run sets it from testing.Short(); a
+	// 81 pairs) instead of all of them, and half the random reductions of
+	// each element type beyond float32 and float64 (every size and op
+	// among them). Run sets it from testing.Short(); a
 	// backend's tests may also set it for their default run and leave the
 	// whole matrix to a longer one.
 	Sample bool

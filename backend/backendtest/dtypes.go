@@ -859,13 +859,21 @@ func drawScale(dt backend.DType, c, k int) float64 {
 // with every op of dt (opsOf: the bitwise and logical ones too for
 // integers), K = 1..9 sources, one of 17 (three passes) per op, in place or
 // not, at element offsets 0..3; and unless short one of 70001 elements
-// (large enough to be split across work groups or goroutines).
+// (large enough to be split across work groups or goroutines). With
+// Options.Sample half of the size and op pairs (a different half for the
+// next type), every size and every op still among them.
 func testDTypeReduce(t *testing.T, s *suite, dt backend.DType, r *rand.Rand) {
 	needDType(t, s.dev, dt)
 	var cases []dtCase
 	ops := opsOf(dt)
 	nc := len(dtypeSizes) * len(ops)
 	for c := range nc + len(ops) {
+		if s.opts.Sample && c < nc && (c/len(dtypeSizes)+int(dt))%2 != 0 {
+			// Options.Sample: half the rounds of len(dtypeSizes) cases,
+			// each of which takes every size and op (the draws below
+			// change with it).
+			continue
+		}
 		k := 1 + c%9
 		if c >= nc {
 			k = 17
