@@ -195,6 +195,9 @@ fmt_check() {
 # are keyed by the driver build and the SPIR-V, so regenerated kernels miss). Set
 # MESA_SHADER_CACHE_DISABLE=true to compile every time.
 ci_env() {
+	# -trimpath: build outputs do not depend on the checkout's path, so a fresh
+	# clone (what CI tests) reuses the build cache an earlier checkout filled.
+	case " ${GOFLAGS:-} " in *" -trimpath "*) ;; *) export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath" ;; esac
 	export MESA_SHADER_CACHE_DISABLE="${MESA_SHADER_CACHE_DISABLE:-false}"
 	export LP_NUM_THREADS="${LP_NUM_THREADS:-2}"
 }
