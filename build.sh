@@ -50,7 +50,7 @@ commands:
   test        deps, gofmt check, go vet, the lean-module check (GOWORK=off go list -m all), CGO_ENABLED=0 /
               novulkan / darwin builds, go test and go test -race -short of both modules, then go vet and
               go test -tags mpi of ./mpi and ./cmd/allreduce-perf's MPI tests (under mpirun); the larger
-              suites run reduced budgets (README.md lists them): about 14 minutes on 2 idle cores
+              suites run reduced budgets (README.md lists them): about 14 minutes on 2 idle cores (warm cache)
   tidy        go mod tidy of the library module and of the cmd module
   test-full   as test, with GOCOLL_TEST_FULL=1: the full budgets (conformance and fault sessions, every
               strategy, rank count, type, trial and size on lavapipe too, both float32 kernel sets, the race
