@@ -287,7 +287,7 @@ var shmChunkHook func(ctx context.Context, w *World, chunk int)
 // shmBegin locks the window for one call and returns it, allocating it on
 // first use; nil (and ran false where err is nil) where it is not used.
 // The caller unlocks s.mu once s is not nil; where it is nil, shmBegin
-// did.
+// did. The test hook (shmChunkHook) sees the call begin here.
 func (w *World) shmBegin(ctx context.Context) (*shmState, error) {
 	w.shm.mu.Lock()
 	s, err := w.openShm(ctx)
@@ -299,6 +299,9 @@ func (w *World) shmBegin(ctx context.Context) (*shmState, error) {
 		w.shm.mu.Unlock()
 		return nil, &Error{Call: "MPI_Win_sync", Err: backend.ErrTransportLost,
 			Msg: "an earlier call through the shared-memory window failed on this process, so its processes no longer agree on the window's state"}
+	}
+	if shmChunkHook != nil {
+		shmChunkHook(ctx, w, -1)
 	}
 	return s, nil
 }
@@ -353,9 +356,6 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		return err != nil, err
 	}
 	defer s.mu.Unlock()
-	if shmChunkHook != nil {
-		shmChunkHook(ctx, w, -1)
-	}
 	es := dt.Size()
 	P, L := w.size, len(srcs)
 	C := P * s.slot / (P * L * es) // elements per input per chunk
@@ -419,9 +419,6 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 		return err != nil, err
 	}
 	defer s.mu.Unlock()
-	if shmChunkHook != nil {
-		shmChunkHook(ctx, w, -1)
-	}
 	P := w.size
 	C := P * s.slot
 	mine := w.rank == root
@@ -475,9 +472,6 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		return err != nil, err
 	}
 	defer s.mu.Unlock()
-	if shmChunkHook != nil {
-		shmChunkHook(ctx, w, -1)
-	}
 	es := dt.Size()
 	P, L := w.size, len(srcs)
 	N := P * L
@@ -527,9 +521,6 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 		return err != nil, err
 	}
 	defer s.mu.Unlock()
-	if shmChunkHook != nil {
-		shmChunkHook(ctx, w, -1)
-	}
 	P, L := w.size, len(srcs)
 	N := P * L
 	C := P * s.slot / N &^ 7 // bytes per input per chunk
