@@ -37,8 +37,10 @@ type Queue[T any] struct {
 	run     func(T)
 	items   []T
 	head    int
-	pending int  // queued or running, until Done
-	running bool // a worker runs
+	// pending (queued or running, until Done) and running (a worker runs)
+	// change under mu; Wait and Pending read them without it.
+	pending atomic.Int64
+	running atomic.Bool
 	// idle is closed when the current worker exits: made only when a
 	// caller waits for it, so that a worker's life allocates nothing.
 	idle   chan struct{}
@@ -61,9 +63,9 @@ func (q *Queue[T]) Push(op T) bool {
 		return false
 	}
 	q.items = append(q.items, op)
-	q.pending++
-	if !q.running {
-		q.running = true
+	q.pending.Add(1)
+	if !q.running.Load() {
+		q.running.Store(true)
 		go q.worker()
 	}
 	return true
@@ -79,7 +81,8 @@ func (q *Queue[T]) work() {
 			clear(q.items)
 			q.items, q.head = q.items[:0], 0
 			idle := q.idle
-			q.idle, q.running = nil, false
+			q.idle = nil
+			q.running.Store(false)
 			q.mu.Unlock()
 			if idle != nil {
 				close(idle)
@@ -97,20 +100,19 @@ func (q *Queue[T]) work() {
 // Done counts one operation as finished.
 func (q *Queue[T]) Done() {
 	q.mu.Lock()
-	q.pending--
+	q.pending.Add(-1)
 	q.mu.Unlock()
 }
 
 // Pending returns the number of operations queued or running and not Done.
-func (q *Queue[T]) Pending() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.pending
-}
+func (q *Queue[T]) Pending() int { return int(q.pending.Load()) }
 
 // Wait waits until the queue is empty (its worker exited) or ctx ends
 // (returning ctx.Err()).
 func (q *Queue[T]) Wait(ctx context.Context) error {
+	if !q.running.Load() {
+		return nil // no worker (what idleCh would have said under mu)
+	}
 	q.mu.Lock()
 	idle := q.idleCh()
 	q.mu.Unlock()
@@ -120,7 +122,7 @@ func (q *Queue[T]) Wait(ctx context.Context) error {
 // idleCh returns the channel closed when the running worker exits (nil
 // when none runs); q.mu held.
 func (q *Queue[T]) idleCh() chan struct{} {
-	if q.running && q.idle == nil {
+	if q.running.Load() && q.idle == nil {
 		q.idle = make(chan struct{})
 	}
 	return q.idle
