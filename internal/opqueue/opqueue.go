@@ -33,10 +33,10 @@ var (
 // Queue is a queue of operations of type T, run by the function given to
 // Init. The zero Queue needs Init before its first Push.
 type Queue[T any] struct {
-	mu      sync.Mutex
-	run     func(T)
-	items   []T
-	head    int
+	mu    sync.Mutex
+	run   func(T)
+	items []T
+	head  int
 	// pending (queued or running, until Done) and running (a worker runs)
 	// change under mu; Wait and Pending read them without it.
 	pending atomic.Int64
