@@ -41,12 +41,11 @@ func (c *Comm) nativeRefusal(d *desc, n int) string {
 	case d.tensor:
 		return "native collectives take host slices, not device tensors"
 	}
-	reduces := callSpecs[d.kind].reduces
-	switch {
-	case !native.Fits(d.kind == collReduceScatter, d.kind == collAllGather, reduces && g.cfg.Deterministic, g.nl, g.nproc, n, d.dt.Size()):
+	// Raw blocks (internal/native's det): deterministic mode, or a pair
+	// the transport does not reduce natively.
+	raw := callSpecs[d.kind].reduces && (g.cfg.Deterministic || !nc.Reduces(d.dt, kernelOp(d.op)))
+	if !native.Fits(d.kind == collReduceScatter, d.kind == collAllGather, raw, g.nl, g.nproc, n, d.dt.Size()) {
 		return "a block between processes exceeds one MPI call"
-	case reduces && !g.cfg.Deterministic && !nc.Reduces(d.dt, kernelOp(d.op)):
-		return "the transport does not reduce the type with the op natively"
 	}
 	return ""
 }

@@ -121,8 +121,10 @@ func nativeAllReduce[T collective.Elem](t *testing.T, w *World, g *collective.Gr
 // bitwise and logical ones on the integers), PreMulSum, at 0, 1 and 13
 // elements and 1M+3 (4 MiB) of int32 and float32 sum, each against the
 // exact reference; the process's MPI_Iallreduce count must grow by one per
-// call with data, and not at all for a pair MPI does not reduce (float32
-// max, float16 sum), which runs the group's own path.
+// call with data. A pair MPI does not reduce with the library's semantics
+// (float32 max, float16 sum, bfloat16 and fp8 sums, int8 max) runs Native
+// too, as raw blocks: one MPI_Ialltoall per call with data and no
+// MPI_Iallreduce, reduced here in rank order.
 func TestGroupNative(t *testing.T) {
 	w := needWorld(t)
 	setShm(t, false, defaultShmSlot) // MPI_Iallreduce, not the shared-memory window (TestShmAllreduce)
@@ -156,12 +158,21 @@ func TestGroupNative(t *testing.T) {
 			if got := nativeStats[nativeAllreduce].Load() - start; got != int64(calls) {
 				t.Errorf("%d MPI_Iallreduce completed, want %d (one per call with data)", got, calls)
 			}
-			// Not native: the group's own path, no MPI_Iallreduce.
+			// Pairs MPI does not reduce: raw blocks, no MPI_Iallreduce.
 			start = nativeStats[nativeAllreduce].Load()
-			nativeAllReduce(t, w, g, f32, collective.Max, 13)
-			nativeAllReduce(t, w, g, floatType("float16", f16), collective.Sum, 13)
+			startA2A := nativeStats[nativeAlltoall].Load()
+			raw := nativeAllReduce(t, w, g, f32, collective.Max, 13)
+			raw += nativeAllReduce(t, w, g, exactType[float64]("float64"), collective.Min, 13)
+			raw += nativeAllReduce(t, w, g, floatType("float16", f16), collective.Sum, 13)
+			raw += nativeAllReduce(t, w, g, floatType("bfloat16", bf16), collective.Mean, 13)
+			raw += nativeAllReduce(t, w, g, floatType("fp8e4m3", e4m3), collective.Sum, 13)
+			raw += nativeAllReduce(t, w, g, intType[int8]("int8"), collective.Max, 13)
+			raw += nativeAllReduce(t, w, g, intType[uint16]("uint16"), collective.Sum, 1<<16+1)
 			if got := nativeStats[nativeAllreduce].Load() - start; got != 0 {
-				t.Errorf("float32 max and float16 sum ran %d MPI_Iallreduce, want none", got)
+				t.Errorf("the pairs MPI does not reduce ran %d MPI_Iallreduce, want none", got)
+			}
+			if got := nativeStats[nativeAlltoall].Load() - startA2A; got != int64(raw) {
+				t.Errorf("the pairs MPI does not reduce ran %d MPI_Ialltoall, want %d (one per call with data)", got, raw)
 			}
 			nativePreMulSum(t, w, g)
 		})

@@ -53,6 +53,7 @@ func Fits(rs, ag, det bool, L, P, n, es int) bool {
 // the transport was declared lost on one of its calls (Drain).
 type Pools struct {
 	a, b, c []byte
+	d       []byte    // a raw exchange's combined input (rawSends)
 	one     [1][]byte // the combined input handed to a Node
 	lost    atomic.Bool
 }
@@ -79,7 +80,7 @@ func (p *Pools) Drain(nc backend.NativeCollectives, limit time.Duration, err err
 	if nc == nil || nc.Drain(limit) {
 		return err
 	}
-	p.a, p.b, p.c = nil, nil, nil
+	p.a, p.b, p.c, p.d = nil, nil, nil, nil
 	p.lost.Store(true)
 	return &LostError{Err: err}
 }
@@ -148,15 +149,43 @@ func (l *Leader) call(ctx context.Context, name string, f func(context.Context) 
 	return &Failure{Call: name, Err: err, Why: why}
 }
 
+// raw reports whether a reduction of dt with op ships raw blocks and
+// reduces them here in rank order (det): in deterministic mode, and for a
+// pair the transport does not reduce natively with the library's semantics
+// (16- and 8-bit types, float max and min: NaN and signed zeros as the
+// host's arithmetic has them), which the library's own arithmetic then
+// reduces bit for bit as in one process.
+func (l *Leader) raw(dt backend.DType, op backend.Op) bool {
+	return l.Det || !l.NC.Reduces(dt, op)
+}
+
+// rawSends returns the inputs a raw exchange of nb bytes per rank ships,
+// and how many there are per process: every local rank's in deterministic
+// mode (reduced in global rank order), else the process's ranks combined
+// first (L times fewer bytes between processes; the processes' partial
+// results are then reduced in process order).
+func (l *Leader) rawSends(dt backend.DType, op backend.Op, nb int) ([][]byte, int) {
+	if l.Det || l.L == 1 {
+		return l.Sends, l.L
+	}
+	l.Pools.one[0] = l.combineIn(&l.Pools.d, dt, op, nb)
+	return l.Pools.one[:], 1
+}
+
 // combine returns the process's n-element inputs reduced in rank order (the
 // partial result the transport then combines), in pooled memory where the
 // process has several ranks.
 func (l *Leader) combine(dt backend.DType, op backend.Op, nb int) []byte {
+	return l.combineIn(&l.Pools.a, dt, op, nb)
+}
+
+// combineIn is combine in pool p.
+func (l *Leader) combineIn(p *[]byte, dt backend.DType, op backend.Op, nb int) []byte {
 	if l.L == 1 {
 		return l.Sends[0][:nb]
 	}
 	n := nb / dt.Size()
-	gb := get(&l.Pools.a, l.L*nb)
+	gb := get(p, l.L*nb)
 	for i, s := range l.Sends {
 		copy(gb[i*nb:], s[:nb])
 	}
@@ -181,7 +210,7 @@ func (l *Leader) Reduce(ctx context.Context, dt backend.DType, op backend.Op, sc
 			return err
 		}
 	}
-	if l.Det {
+	if l.raw(dt, op) {
 		return l.det(ctx, dt, op, scale, n, dst)
 	}
 	src := l.combine(dt, op, n*dt.Size())
@@ -202,16 +231,17 @@ func (l *Leader) Reduce(ctx context.Context, dt backend.DType, op backend.Op, sc
 // Allgather of the chunks, the result copied into dst (if not nil).
 func (l *Leader) det(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte) error {
 	es := dt.Size()
-	P, L := l.P, l.L
+	sends, L := l.rawSends(dt, op, n*es)
+	P := l.P
 	chunk := (n + P - 1) / P
 	cb := chunk * es
-	// Block q of sb: chunk q of each local rank in turn (the last chunk
-	// short, its tail unused).
+	// Block q of sb: chunk q of each input in turn (the last chunk short,
+	// its tail unused).
 	sb := get(&l.Pools.a, P*L*cb)
 	rb := get(&l.Pools.b, P*L*cb)
 	for q := range P {
 		lo, hi := min(q*chunk, n), min((q+1)*chunk, n)
-		for i, s := range l.Sends {
+		for i, s := range sends {
 			copy(sb[(q*L+i)*cb:], s[lo*es:hi*es])
 		}
 	}
@@ -246,21 +276,22 @@ func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend
 			return err
 		}
 	}
-	if l.Det {
+	if l.raw(dt, op) {
 		// Chunk q of the all-reduce's exchange is process q's ranks'
 		// blocks: the same Alltoall, no Allgather.
 		cb := L * mb
-		sb := get(&l.Pools.a, l.P*L*cb)
-		rb := get(&l.Pools.c, l.P*L*cb)
+		sends, k := l.rawSends(dt, op, nb)
+		sb := get(&l.Pools.a, l.P*k*cb)
+		rb := get(&l.Pools.c, l.P*k*cb)
 		for q := range l.P {
-			for i, s := range l.Sends {
-				copy(sb[(q*L+i)*cb:(q*L+i+1)*cb], s[q*cb:(q+1)*cb])
+			for i, s := range sends {
+				copy(sb[(q*k+i)*cb:(q*k+i+1)*cb], s[q*cb:(q+1)*cb])
 			}
 		}
 		if err := l.call(ctx, "MPI_Ialltoall", func(ctx context.Context) error { return l.NC.Alltoall(ctx, sb, rb) }); err != nil {
 			return err
 		}
-		hostmath.ReduceStrided(dt, op, res, rb, L*m, 0, l.P*L, L*m, scale)
+		hostmath.ReduceStrided(dt, op, res, rb, L*m, 0, l.P*k, L*m, scale)
 		return nil
 	}
 	src := l.combine(dt, op, nb)
