@@ -101,7 +101,7 @@ func TestRunPanic(t *testing.T) {
 func panicInRank(v any) { panic(v) }
 
 // A rank whose function returns early from Run (without error) is gone:
-// the ranks waiting for it fail within a second, naming it and why,
+// the ranks waiting for it fail at once (within 2 s), naming it and why,
 // although the timeout is the default (minutes); a rank's function that
 // leaves an asynchronous operation running is not gone until it ended.
 func TestRunRankReturnsEarly(t *testing.T) {
@@ -124,7 +124,10 @@ func TestRunRankReturnsEarly(t *testing.T) {
 			}
 			return nil
 		})
-		if el := time.Since(start); el > time.Second {
+		// At once, not at the timeout (10 minutes): Run's bound includes
+		// the calls' work on lavapipe, the ranks' failures are timed from
+		// rank 0's return below (2 s: a loaded machine's scheduling).
+		if el := time.Since(start); el > 10*time.Second {
 			t.Errorf("%s: Run returned after %v", bk, el)
 		}
 		var ge *RankGoneError
@@ -135,7 +138,7 @@ func TestRunRankReturnsEarly(t *testing.T) {
 			if !errors.Is(errs[r], ErrRankGone) || !strings.Contains(errs[r].Error(), "rank 0 is gone (its function in Group.Run returned") {
 				t.Errorf("%s: rank %d: %v; want an error naming rank 0, gone", bk, r, errs[r])
 			}
-			if d := returned[r].Sub(returned[0]); d > time.Second {
+			if d := returned[r].Sub(returned[0]); d > 2*time.Second {
 				t.Errorf("%s: rank %d failed %v after rank 0 returned", bk, r, d)
 			}
 		}
