@@ -219,28 +219,87 @@ cmd_test() {
 	GOOS=darwin CGO_ENABLED=0 go build "${PKGS[@]}"
 	log "GOOS=darwin CGO_ENABLED=0 go vet ${PKGS[*]}"
 	GOOS=darwin CGO_ENABLED=0 go vet "${PKGS[@]}"
+	# The MPI tests (mpi_test) run beside go test -count=1, their output to a
+	# file printed whole once both have ended. Their jobs wait on each other
+	# (more processes than cores) and carry time limits (docs/MPI.md): go test
+	# runs at the lowest priority (nice), so that they run as if alone and it
+	# takes the processor time they leave.
+	bg_start mpi_test
+	local nice=()
+	have nice && nice=(nice -n 19)
 	# The full matrix runs without the race detector; the race run checks
 	# synchronisation on a trimmed matrix (the race detector checks
 	# concurrency, not arithmetic, and slows element loops tenfold): -short
 	# also trims the backend suites' size matrix and the repeated races
 	# (test-full runs them whole).
+	local pkgs=() p
+	# (a plain loop: macOS's bash 3.2 has no mapfile)
+	while IFS= read -r p; do pkgs+=("$p"); done < <(test_order "${PKGS[@]}")
 	log "go test -count=1 ${PKGS[*]}"
-	go test -count=1 -timeout 25m "${PKGS[@]}"
+	${nice[@]+"${nice[@]}"} go test -count=1 -timeout 25m "${pkgs[@]}"
+	bg_wait
 	local short=(-short)
 	[ -n "${GOCOLL_TEST_FULL:-}" ] && short=()
 	# kernels holds no concurrency (Go models of the kernels' arithmetic and
 	# the generated-code check): the race run leaves it out, unless full.
-	local race_pkgs=("${PKGS[@]}")
+	local race_pkgs=("${pkgs[@]}")
 	if [ -z "${GOCOLL_TEST_FULL:-}" ]; then
-		# (a plain loop: macOS's bash 3.2 has no mapfile)
 		race_pkgs=()
-		local p
-		while IFS= read -r p; do race_pkgs+=("$p"); done < <(go list "${PKGS[@]}" | grep -v '/kernels$')
+		while IFS= read -r p; do race_pkgs+=("$p"); done < <(printf '%s\n' "${pkgs[@]}" | grep -v '/kernels$')
 	fi
 	log "go test -race ${short[*]} -count=1 (${#race_pkgs[@]} packages: all but kernels unless full)"
 	go test -race "${short[@]}" -count=1 -timeout 25m "${race_pkgs[@]}"
 	examples_test
-	mpi_test
+}
+
+# LONG_TESTS are the packages whose tests take minutes, longest first (README.md, test time).
+LONG_TESTS=(collective cmd/allreduce-perf vulkan ddp kernels host)
+
+# test_order lists the packages of the patterns given with LONG_TESTS first: go test starts
+# packages' tests in the order named, as many at once as there are cores, so a long one named
+# last (./cmd/... comes after the library) would run on its own at the end beside an idle core.
+test_order() {
+	local all p
+	all=$(go list "$@")
+	for p in "${LONG_TESTS[@]}"; do
+		printf '%s\n' "$all" | grep -E "^github.com/gocoll/gocoll/$p\$" || true
+	done
+	printf '%s\n' "$all" | grep -vE "^github.com/gocoll/gocoll/($(
+		IFS='|'
+		echo "${LONG_TESTS[*]}"
+	))\$"
+}
+
+# bg_start runs the function $1 in the background, its output to a file, in a process group of its
+# own (set -m), so that bg_stop can end it with everything it started (mpirun and its processes) if
+# the build fails or is interrupted first; bg_wait waits for it, prints its output and fails if it did.
+bg_name="" bg_pid="" bg_log=""
+bg_start() {
+	bg_name=$1
+	bg_log=$(mktemp "${TMPDIR:-/tmp}/gocoll-$1.XXXXXX")
+	log "$bg_name: in the background (its output follows when it ends)"
+	set -m
+	"$1" >"$bg_log" 2>&1 &
+	bg_pid=$!
+	set +m
+	trap bg_stop EXIT
+}
+bg_wait() {
+	local rc=0
+	wait "$bg_pid" || rc=$?
+	bg_pid=""
+	log "$bg_name: the output of the background run"
+	cat "$bg_log"
+	rm -f "$bg_log"
+	[ "$rc" -eq 0 ] || die "$bg_name failed (exit status $rc)"
+}
+bg_stop() {
+	[ -n "$bg_pid" ] || return 0
+	kill -TERM -- -"$bg_pid" 2>/dev/null || true
+	wait "$bg_pid" 2>/dev/null || true
+	printf 'build.sh: %s stopped, the build having failed first; its output so far:\n' "$bg_name" >&2
+	cat "$bg_log" >&2
+	rm -f "$bg_log"
 }
 
 # examples_test vets and tests the example modules that live outside the library module (their dependencies,
