@@ -6,8 +6,8 @@
 #   ./build.sh kernels     regenerate the compiled kernels (go generate ./kernels)
 #   ./build.sh build       go build and go vet of both modules, bin/allreduce-perf, bin/gocoll-info
 #   ./build.sh test        deps, gofmt, vet, the lean-module check, the build matrix, go test and go test -race
-#                          of both modules, then the MPI tests (-tags mpi, under mpirun; docs/MPI.md) (what CI runs;
-#                          the larger suites on reduced budgets, the race run -short: README.md lists them)
+#                          of both modules, the MPI tests (-tags mpi, under mpirun; docs/MPI.md) beside the first
+#                          (what CI runs; the larger suites on reduced budgets, the race run -short: README.md lists them)
 #   ./build.sh tidy        go mod tidy of both modules
 #   ./build.sh test-full   the same with GOCOLL_TEST_FULL=1 (every suite's full budget, random seeds, every case
 #                          on lavapipe, the race run without -short, every MPI job and allreduce-perf test under
@@ -48,9 +48,10 @@ commands:
   kernels     regenerate kernels (go generate ./kernels)
   build       go build and go vet of both modules (library and cmd), bin/allreduce-perf and bin/gocoll-info
   test        deps, gofmt check, go vet, the lean-module check (GOWORK=off go list -m all), CGO_ENABLED=0 /
-              novulkan / darwin builds, go test and go test -race -short of both modules, then go vet and
-              go test -tags mpi of ./mpi and ./cmd/allreduce-perf's MPI tests (under mpirun); the larger
-              suites run reduced budgets (README.md lists them): about 14 minutes on 2 idle cores (warm cache)
+              novulkan / darwin builds, go test and go test -race -short of both modules, and beside the
+              first (which runs niced) go vet and go test -tags mpi of ./mpi and ./cmd/allreduce-perf's MPI
+              tests (under mpirun); the larger suites run reduced budgets (README.md lists them): about
+              12-13 minutes on 2 idle cores (warm cache)
   tidy        go mod tidy of the library module and of the cmd module
   test-full   as test, with GOCOLL_TEST_FULL=1: the full budgets (conformance and fault sessions, every
               strategy, rank count, type, trial and size on lavapipe too, both float32 kernel sets, the race
