@@ -2,12 +2,12 @@ package collective
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/devopen"
+	"github.com/gocoll/gocoll/internal/fpwire"
 	"github.com/gocoll/gocoll/internal/procjoin"
 	"github.com/gocoll/gocoll/internal/reqwait"
 	"github.com/gocoll/gocoll/internal/waitctx"
@@ -19,9 +19,6 @@ import (
 // processes goes through the transport from the host-visible slots the
 // in-process exchange uses; rendezvous (fingerprints) take one Allgather
 // among the processes after the local ranks met.
-
-// fpBytes is the size of one process's rendezvous record.
-const fpBytes = 24
 
 // joinProcesses meets the other processes (internal/procjoin): the
 // group's own communicator, and the check that every process has the same
@@ -43,8 +40,8 @@ func (g *Group) joinProcesses(ctx context.Context, tr backend.Transport, own boo
 	g.tr, g.trOwned, g.nproc = tr, own || dup, tr.Size()
 	g.n = g.nl * g.nproc
 	g.base = tr.Rank() * g.nl
-	g.fpBuf = make([]byte, fpBytes)
-	g.fpAll = make([]byte, fpBytes*g.nproc)
+	g.fpBuf = make([]byte, fpwire.Size)
+	g.fpAll = make([]byte, fpwire.Size*g.nproc)
 	return nil
 }
 
@@ -58,33 +55,15 @@ func (g *Group) Processes() int {
 }
 
 func encodeFP(b []byte, f fingerprint, flag, localMismatch bool) {
-	b[0] = byte(f.kind)
-	b[1] = byte(f.op)
-	b[2] = byte(f.dt)
-	b[3] = byte(f.strategy)
-	b[4], b[5], b[6], b[7] = 0, 0, byte(f.path), 0
-	if f.noF64 {
-		b[7] = 1
-	}
-	if flag {
-		b[4] = 1
-	}
-	if localMismatch {
-		b[5] = 1
-	}
-	binary.LittleEndian.PutUint32(b[8:], uint32(f.root))
-	binary.LittleEndian.PutUint64(b[16:], uint64(f.count))
+	r := fpwire.Record{Kind: uint8(f.kind), Op: uint8(f.op), DT: uint8(f.dt), Strategy: uint8(f.strategy), Path: uint8(f.path),
+		NoF64: f.noF64, Flag: flag, LocalMismatch: localMismatch, Root: f.root, Count: f.count}
+	r.Put(b)
 }
 
 func decodeFP(b []byte) (f fingerprint, flag, localMismatch bool) {
-	f.kind = collKind(b[0])
-	f.op = Op(b[1])
-	f.dt = backend.DType(b[2])
-	f.strategy = Strategy(b[3])
-	f.path, f.noF64 = dataPath(b[6]), b[7] == 1
-	f.root = int32(binary.LittleEndian.Uint32(b[8:]))
-	f.count = int64(binary.LittleEndian.Uint64(b[16:]))
-	return f, b[4] == 1, b[5] == 1
+	r := fpwire.Get(b)
+	return fingerprint{kind: collKind(r.Kind), op: Op(r.Op), dt: backend.DType(r.DT), strategy: Strategy(r.Strategy), path: dataPath(r.Path),
+		noF64: r.NoF64, root: r.Root, count: r.Count}, r.Flag, r.LocalMismatch
 }
 
 // crossProcess completes a rendezvous among the processes: called by the
@@ -115,7 +94,7 @@ func (c *Comm) crossProcess(ctx context.Context, fp fingerprint, local *Mismatch
 	all := true
 	var mism *MismatchError
 	for p := 0; p < g.nproc; p++ {
-		f, fl, lm := decodeFP(g.fpAll[p*fpBytes:])
+		f, fl, lm := decodeFP(g.fpAll[p*fpwire.Size:])
 		all = all && fl
 		if mism == nil && (f != fp || lm) && local == nil {
 			m := g.bar.Slot()
