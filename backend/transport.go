@@ -128,6 +128,12 @@ type NativeCollectives interface {
 	// process q, which receives it as block Rank() of its recv (as long
 	// as send); send and recv must not overlap.
 	Alltoall(ctx context.Context, send, recv []byte) error
+	// Alltoallv sends send[sdispls[q]:][:scounts[q]] to process q, which
+	// receives it at recv[rdispls[p]:][:rcounts[p]] for p the sender:
+	// counts and offsets in bytes, one of each per process. What q expects
+	// from p must be what p sends it (the caller agrees on the counts
+	// first). send and recv must not overlap.
+	Alltoallv(ctx context.Context, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error
 	// Drain waits up to limit for the native collectives that returned
 	// early (their ctx ended) to complete, and reports whether none is
 	// left in flight: only then may their memory be reused. False declares

@@ -50,6 +50,9 @@ func (h *heldNC) Reduce(ctx context.Context, _, recv []byte, _ backend.DType, _ 
 }
 func (h *heldNC) Bcast(ctx context.Context, buf []byte, _ int) error { return h.hold(ctx, buf) }
 func (h *heldNC) Alltoall(ctx context.Context, _, recv []byte) error { return h.hold(ctx, recv) }
+func (h *heldNC) Alltoallv(ctx context.Context, _ []byte, _, _ []int, recv []byte, _, _ []int) error {
+	return h.hold(ctx, recv)
+}
 
 func (h *heldNC) Drain(limit time.Duration) bool {
 	h.mu.Lock()

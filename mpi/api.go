@@ -190,8 +190,18 @@ func (w *World) Alltoall(ctx context.Context, send, recv []byte) error {
 	return w.nativeAlltoall(ctx, send, recv)
 }
 
+// Alltoallv sends send[sdispls[q]:][:scounts[q]] to process q, which
+// receives it at recv[rdispls[p]:][:rcounts[p]] for p this process
+// (MPI_Ialltoallv of MPI_BYTE; counts and offsets in bytes, one of each per
+// process, every one at most 2^31-1, a C int: an *Error matching
+// backend.ErrInvalidArgument otherwise, nothing sent). send and recv must
+// not overlap. Otherwise as Allreduce.
+func (w *World) Alltoallv(ctx context.Context, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
+	return w.nativeAlltoallv(ctx, send, scounts, sdispls, recv, rcounts, rdispls)
+}
+
 // Drain waits up to limit for the native collectives (Allreduce,
-// ReduceScatterBlock, Reduce, Bcast, Alltoall) of w that returned early
+// ReduceScatterBlock, Reduce, Bcast, Alltoall, Alltoallv) of w that returned early
 // because their ctx ended, testing them, and reports whether none is left:
 // only then may their memory be reused. A World closed while MPI held one
 // keeps it pinned for the life of the process, and Drain reports false.

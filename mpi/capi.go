@@ -334,6 +334,23 @@ static gm_req_ret gm_ialltoall(const void *send, void *recv, int count, MPI_Comm
 	return r;
 }
 
+// gm_ialltoallv is MPI_Ialltoallv of MPI_BYTE: counts and offsets are the
+// four arrays of size ints at ints (send counts, send offsets, receive
+// counts, receive offsets), which MPI reads until the request completes.
+// An empty buffer is given as a valid address (MPI checks it even where
+// every count is 0), a different one for each: Open MPI's nonblocking
+// collectives take send == recv for MPI_IN_PLACE, whose exchange does not
+// match the other processes'.
+static gm_req_ret gm_ialltoallv(const void *send, void *recv, const int *ints, int size, MPI_Comm comm) {
+	static char none[2];
+	gm_req_ret r;
+	r.req = MPI_REQUEST_NULL;
+	if (send == NULL) send = &none[0];
+	if (recv == NULL) recv = &none[1];
+	r.code = MPI_Ialltoallv(send, ints, ints + size, MPI_BYTE, recv, ints + 2 * size, ints + 3 * size, MPI_BYTE, comm, &r.req);
+	return r;
+}
+
 // gm_comm_idup starts MPI_Comm_idup of comm into out[i] (from gm_comms).
 static gm_req_ret gm_comm_idup(MPI_Comm comm, MPI_Comm *out, int i) {
 	gm_req_ret r;
@@ -751,6 +768,13 @@ func cIbcast(buf unsafe.Pointer, n, root int, comm cComm) (cRequest, int) {
 // cIalltoall is MPI_Ialltoall of n bytes per process.
 func cIalltoall(send, recv unsafe.Pointer, n int, comm cComm) (cRequest, int) {
 	r := C.gm_ialltoall(send, recv, C.int(n), comm)
+	return r.req, int(r.code)
+}
+
+// cIalltoallv is MPI_Ialltoallv of MPI_BYTE with the counts and offsets
+// (C ints) at ints (gm_ialltoallv's layout).
+func cIalltoallv(send, recv, ints unsafe.Pointer, size int, comm cComm) (cRequest, int) {
+	r := C.gm_ialltoallv(send, recv, (*C.int)(ints), C.int(size), comm)
 	return r.req, int(r.code)
 }
 

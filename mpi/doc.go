@@ -49,7 +49,7 @@
 // every Send (docs/MPI.md).
 //
 // The native collectives (backend.NativeCollectives: Allreduce,
-// ReduceScatterBlock, Reduce, Bcast, Alltoall) work on the caller's memory
+// ReduceScatterBlock, Reduce, Bcast, Alltoall, Alltoallv) work on the caller's memory
 // with no copy. MPI cannot cancel a collective: one whose ctx ended keeps
 // that memory pinned and in MPI's use until it completes, and
 // [World.Drain] waits for it up to a limit. Past the limit the World is

@@ -70,3 +70,7 @@ func (w *World) nativeReduce(context.Context, []byte, []byte, backend.DType, bac
 func (w *World) nativeBcast(context.Context, []byte, int) error       { return errNoMPI }
 func (w *World) nativeAlltoall(context.Context, []byte, []byte) error { return errNoMPI }
 func (w *World) drainNative(time.Duration) bool                       { return true }
+
+func (w *World) nativeAlltoallv(context.Context, []byte, []int, []int, []byte, []int, []int) error {
+	return errNoMPI
+}

@@ -15,7 +15,8 @@ import (
 // collectives on the caller's memory, posted and polled as Allreduce* are
 // (collective.go). A reduction of more elements than one MPI call counts
 // (w.limit) goes as several calls over consecutive pieces; the block of a
-// reduce-scatter or an all-to-all must fit one call.
+// reduce-scatter or an all-to-all must fit one call, and so must every
+// count and offset of an MPI_Ialltoallv (C ints, in bytes).
 
 // nativeKind says which native collective a request runs.
 type nativeKind uint8
@@ -27,6 +28,7 @@ const (
 	nativeReduce
 	nativeBcast
 	nativeAlltoall
+	nativeAlltoallv
 	numNative
 )
 
@@ -36,6 +38,7 @@ var nativeCalls = [numNative]string{
 	nativeReduce:        "MPI_Ireduce",
 	nativeBcast:         "MPI_Ibcast",
 	nativeAlltoall:      "MPI_Ialltoall",
+	nativeAlltoallv:     "MPI_Ialltoallv",
 }
 
 // nativeStats counts the native collectives each process completed, by
@@ -72,14 +75,26 @@ func same(a, b []byte) bool {
 // on the caller's memory, n units per process's block (elements of a
 // reduction, bytes otherwise).
 func (w *World) native(ctx context.Context, kind nativeKind, send, recv []byte, dt backend.DType, op backend.Op, root, n int) error {
+	return w.post(ctx, kind, send, recv, dt, op, root, n, nil)
+}
+
+// nativeWith is native of a kind whose arguments are in C memory cmem
+// (taken over: freed with the request).
+func (w *World) nativeWith(ctx context.Context, kind nativeKind, send, recv []byte, cmem unsafe.Pointer) error {
+	return w.post(ctx, kind, send, recv, backend.U8, backend.Sum, 0, 0, cmem)
+}
+
+// post is native with the C memory of the call's arguments (nil: none).
+func (w *World) post(ctx context.Context, kind nativeKind, send, recv []byte, dt backend.DType, op backend.Op, root, n int, cmem unsafe.Pointer) error {
 	call := nativeCalls[kind]
 	seq, err := w.beginCollective(ctx, call)
 	if err != nil {
+		cFree(cmem)
 		return err
 	}
 	defer w.collMu.Unlock()
 	r := w.getRequest(kindCollective, call, -1, 0)
-	r.seq, r.n, r.dt, r.op, r.native, r.root = seq, n, dt, op, kind, root
+	r.seq, r.n, r.dt, r.op, r.native, r.root, r.cmem = seq, n, dt, op, kind, root, cmem
 	if len(recv) > 0 {
 		r.buf = unsafe.Pointer(unsafe.SliceData(recv))
 		r.pinBuffer(r.buf)
@@ -89,7 +104,7 @@ func (w *World) native(ctx context.Context, kind nativeKind, send, recv []byte, 
 		r.pinBuffer(r.send)
 	}
 	switch kind {
-	case nativeReduceScatter, nativeAlltoall:
+	case nativeReduceScatter, nativeAlltoall, nativeAlltoallv:
 		r.useSubs(1)
 	default:
 		r.setSubs(n)
@@ -138,6 +153,8 @@ func postNative(r *request) {
 			req, code = cIreduceScatterBlock(r.send, r.buf, r.n, r.dt, r.op, w.comm)
 		case nativeAlltoall:
 			req, code = cIalltoall(r.send, r.buf, r.n, w.comm)
+		case nativeAlltoallv:
+			req, code = cIalltoallv(r.send, r.buf, r.cmem, w.size, w.comm)
 		}
 		if !r.record(i, req, code) {
 			return
@@ -229,6 +246,50 @@ func (w *World) nativeAlltoall(ctx context.Context, send, recv []byte) error {
 		return argError(call, "a block of %d bytes: more than one MPI call counts (%d)", n, w.limit)
 	}
 	return w.native(ctx, nativeAlltoall, send, recv, backend.U8, backend.Sum, 0, n)
+}
+
+// nativeAlltoallv checks an MPI_Ialltoallv's counts and offsets (bytes)
+// and runs it, the counts and offsets copied into C memory that MPI reads
+// until the collective completes (freed with the request, kept with it
+// when the World keeps the request).
+func (w *World) nativeAlltoallv(ctx context.Context, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
+	const call = "MPI_Ialltoallv"
+	if err := checkRanges(call, "send", send, scounts, sdispls, w.size, w.limit); err != nil {
+		return err
+	}
+	if err := checkRanges(call, "recv", recv, rcounts, rdispls, w.size, w.limit); err != nil {
+		return err
+	}
+	if overlap(send, recv) {
+		return argError(call, "send and recv overlap")
+	}
+	ints := cMalloc(4 * w.size * 4)
+	if ints == nil {
+		return argError(call, "no C memory for %d counts and offsets", 4*w.size)
+	}
+	c := unsafe.Slice((*int32)(ints), 4*w.size)
+	for q := range w.size {
+		c[q], c[w.size+q], c[2*w.size+q], c[3*w.size+q] = int32(scounts[q]), int32(sdispls[q]), int32(rcounts[q]), int32(rdispls[q])
+	}
+	return w.nativeWith(ctx, nativeAlltoallv, send, recv, ints)
+}
+
+// checkRanges checks the size ranges [displs[q], +counts[q]) of buf (what
+// names it), each count and offset at most limit (one C int).
+func checkRanges(call, what string, buf []byte, counts, displs []int, size, limit int) error {
+	if len(counts) != size || len(displs) != size {
+		return argError(call, "%d %s counts and %d offsets, want %d each", len(counts), what, len(displs), size)
+	}
+	for q, n := range counts {
+		d := displs[q]
+		switch {
+		case n < 0 || d < 0 || d > len(buf) || n > len(buf)-d:
+			return argError(call, "%s range %d [%d, +%d) outside the %d bytes", what, q, d, n, len(buf))
+		case n > limit || d > limit:
+			return argError(call, "%s range %d [%d, +%d): more than one MPI call counts (%d)", what, q, d, n, limit)
+		}
+	}
+	return nil
 }
 
 // drainNative is World.Drain: it completes what it can of the requests

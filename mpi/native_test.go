@@ -262,6 +262,74 @@ func TestNativeMoves(t *testing.T) {
 	})
 }
 
+// TestNativeAlltoallv runs Alltoallv with uneven byte counts (process p
+// sends q (p+q)%3*5 bytes, 0 among them), ranges spread out with gaps and
+// received in reverse order, and with every count 0 (nil buffers): each
+// range lands where the counts say, the gaps untouched. A range outside
+// its buffer, counts of the wrong length, overlapping buffers and, with
+// MPI's count lowered to 5, a count or offset past it are an
+// ErrInvalidArgument before anything is sent.
+func TestNativeAlltoallv(t *testing.T) {
+	w, ctx := begin(t, 60*time.Second)
+	P, me := w.Size(), w.Rank()
+	count := func(p, q int) int { return (p + q) % 3 * 5 }
+	sc, sd, rc, rd := make([]int, P), make([]int, P), make([]int, P), make([]int, P)
+	S, R := 0, 0
+	for q := range P {
+		sc[q], sd[q] = count(me, q), S+1
+		S += sc[q] + 1
+	}
+	for k := range P {
+		p := P - 1 - k
+		rc[p], rd[p] = count(p, me), R
+		R += rc[p] + 2
+	}
+	send := make([]byte, S)
+	for q := range P {
+		copy(send[sd[q]:], pattern(me, sc[q], q))
+	}
+	recv := slices.Repeat([]byte{0xEE}, R)
+	if err := w.Alltoallv(ctx, send, sc, sd, recv, rc, rd); err != nil {
+		t.Fatalf("Alltoallv: %v", err)
+	}
+	want := slices.Repeat([]byte{0xEE}, R)
+	for p := range P {
+		copy(want[rd[p]:], pattern(p, rc[p], me))
+	}
+	if !slices.Equal(recv, want) {
+		t.Errorf("Alltoallv received %v, want %v", recv, want)
+	}
+	zero := make([]int, P)
+	if err := w.Alltoallv(ctx, nil, zero, zero, nil, zero, zero); err != nil {
+		t.Errorf("Alltoallv of nothing: %v", err)
+	}
+	agree(t, w, !t.Failed(), "Alltoallv")
+	bad := slices.Clone(sc)
+	bad[0] = S + 1
+	for _, tc := range []struct {
+		what           string
+		send, recv     []byte
+		sc, sd, rc, rd []int
+	}{
+		{"a send range past the buffer", send, recv, bad, sd, rc, rd},
+		{"one count short", send, recv, sc[:P-1], sd, rc, rd},
+		{"send and recv overlapping", recv, recv, zero, zero, zero, zero},
+	} {
+		if err := w.Alltoallv(ctx, tc.send, tc.sc, tc.sd, tc.recv, tc.rc, tc.rd); !errors.Is(err, backend.ErrInvalidArgument) {
+			t.Errorf("Alltoallv with %s = %v, want ErrInvalidArgument", tc.what, err)
+		}
+	}
+	setLimit(t, w, 5)
+	big := []int{6}
+	if P > 1 {
+		big = append(big, make([]int, P-1)...)
+	}
+	if err := w.Alltoallv(ctx, make([]byte, 6), big, zero, make([]byte, 6), big, zero); !errors.Is(err, backend.ErrInvalidArgument) {
+		t.Errorf("Alltoallv of a 6-byte range with MPI's count at 5 = %v, want ErrInvalidArgument", err)
+	}
+	agree(t, w, !t.Failed(), "Alltoallv refused")
+}
+
 // TestNativeTimeout lets the last process call Allreduce late: the others'
 // calls time out with an *Error that matches ErrTimeout and names it, their
 // memory stays in MPI's use, and once the late process calls, Drain

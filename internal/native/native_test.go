@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -50,6 +51,12 @@ func (o *one) Reduce(_ context.Context, s, r []byte, _ backend.DType, _ backend.
 }
 func (o *one) Bcast(context.Context, []byte, int) error      { o.calls["bcast"]++; return o.fail }
 func (o *one) Alltoall(_ context.Context, s, r []byte) error { return o.mv("alltoall", r, s) }
+func (o *one) Alltoallv(_ context.Context, s []byte, sc, sd []int, r []byte, rc, rd []int) error {
+	if sc[0] != rc[0] {
+		return fmt.Errorf("alltoallv: sending %d bytes, receiving %d", sc[0], rc[0])
+	}
+	return o.mv("alltoallv", r[rd[0]:rd[0]+rc[0]], s[sd[0]:sd[0]+sc[0]])
+}
 
 func i32s(b []byte) []int32 {
 	out := make([]int32, len(b)/4)
