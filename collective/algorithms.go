@@ -50,7 +50,8 @@ var algorithms = []Algorithm{
 		Summary: "reduce inside groups of LocalGroupSize ranks, all-reduce among the leaders, broadcast inside the groups"},
 	{Strategy: Host, Collectives: []string{"AllReduce"}, RankOrder: true, Candidate: true, OneProcess: true,
 		Summary: "direct reduced by the CPU from the ranks' host slices, no device work (device tensors run direct)"},
-	{Strategy: Native, Collectives: []string{"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "BroadcastInto", "Reduce"}, Processes: true,
+	{Strategy: Native, Collectives: []string{"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "BroadcastInto", "Reduce",
+		"AllToAll", "AllToAllV", "Gather", "Scatter", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV"}, Processes: true,
 		Summary: "between processes: each process's ranks combine on the CPU, one leader per process runs the transport's own collective (MPI's), the result fans out; the choice there of Auto and of the other collectives' defaults"},
 }
 

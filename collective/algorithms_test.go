@@ -62,9 +62,10 @@ func TestAlgorithmTable(t *testing.T) {
 		{"AllGather", []Strategy{Ring, Native}},
 		{"Broadcast", []Strategy{Tree, Native}},
 		{"Reduce", []Strategy{Tree, Native}},
-		{"AllToAll", []Strategy{Direct}},
-		{"Gather", []Strategy{Direct}},
-		{"ReduceScatterV", []Strategy{Direct}},
+		{"AllToAll", []Strategy{Direct, Native}},
+		{"Gather", []Strategy{Direct, Native}},
+		{"ReduceScatterV", []Strategy{Direct, Native}},
+		{"Scan", []Strategy{Direct}},
 		{"NoSuchCollective", nil},
 	} {
 		if got := Strategies(tc.coll); !slices.Equal(got, tc.want) {

@@ -7,6 +7,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/callcheck"
 	"github.com/gocoll/gocoll/internal/memory"
+	"github.com/gocoll/gocoll/internal/native"
 	"github.com/gocoll/gocoll/internal/shareddev"
 )
 
@@ -103,10 +104,11 @@ type callSpec struct {
 	shared  shareddev.Kind
 	rooted  bool
 	only    rootOnly
-	reduces bool           // takes an op
-	p2p     bool           // a point-to-point call: posted, numbered apart
-	layout  memory.Layout  // the in-place layout allowed
-	shape   callcheck.Rule // what shape checks of a call's lengths, counts and offsets
+	reduces bool            // takes an op
+	p2p     bool            // a point-to-point call: posted, numbered apart
+	layout  memory.Layout   // the in-place layout allowed
+	shape   callcheck.Rule  // what shape checks of a call's lengths, counts and offsets
+	move    native.MoveKind // a move between ranks: strategy Native's Move
 }
 
 func phases(name string) [4]string {
@@ -134,14 +136,14 @@ var callSpecs = [numCollKinds]callSpec{
 	collAllGather:      withTensor(callSpec{name: "AllGather", phases: phases("AllGather"), layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRank}}, shareddev.AllGather),
 	collBroadcast:      withTensor(callSpec{name: "Broadcast", phases: phases("Broadcast"), rooted: true, only: oneBuffer}, shareddev.Broadcast),
 	collReduce:         withTensor(callSpec{name: "Reduce", phases: phases("Reduce"), rooted: true, only: rootRecv, reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal, Checked: callcheck.Recv}}, shareddev.Reduce),
-	collAllToAll:       withTensor(callSpec{name: "AllToAll", phases: phases("AllToAll"), layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Multiples}}, shareddev.AllToAll),
-	collGather:         withTensor(callSpec{name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRoot}}, shareddev.Gather),
-	collScatter:        withTensor(callSpec{name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Size: callcheck.Times, At: callcheck.AtRoot}}, shareddev.Scatter),
-	collAllToAllV:      withTensor(callSpec{name: "AllToAllV", phases: phases("AllToAllV"), layout: memory.SameMem, shape: callcheck.Rule{Ranges: callcheck.BothRanges}}, shareddev.AllToAllV),
-	collAllGatherV:     withTensor(callSpec{name: "AllGatherV", phases: phases("AllGatherV"), layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}}, shareddev.AllToAllV),
-	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendOwnRecv, At: callcheck.AtDispl}}, shareddev.ReduceScatterV),
-	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}},
-	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendRanges, At: callcheck.AtDispl}},
+	collAllToAll:       withTensor(callSpec{name: "AllToAll", phases: phases("AllToAll"), layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Multiples}, move: native.AllToAll}, shareddev.AllToAll),
+	collGather:         withTensor(callSpec{name: "Gather", phases: phases("Gather"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRoot}, move: native.Gather}, shareddev.Gather),
+	collScatter:        withTensor(callSpec{name: "Scatter", phases: phases("Scatter"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Size: callcheck.Times, At: callcheck.AtRoot}, move: native.Scatter}, shareddev.Scatter),
+	collAllToAllV:      withTensor(callSpec{name: "AllToAllV", phases: phases("AllToAllV"), layout: memory.SameMem, shape: callcheck.Rule{Ranges: callcheck.BothRanges}, move: native.AllToAllV}, shareddev.AllToAllV),
+	collAllGatherV:     withTensor(callSpec{name: "AllGatherV", phases: phases("AllGatherV"), layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}, move: native.AllGatherV}, shareddev.AllToAllV),
+	collReduceScatterV: withTensor(callSpec{name: "ReduceScatterV", phases: phases("ReduceScatterV"), reduces: true, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendOwnRecv, At: callcheck.AtDispl}, move: native.ReduceScatterV}, shareddev.ReduceScatterV),
+	collGatherV:        {name: "GatherV", phases: phases("GatherV"), rooted: true, only: rootRecv, layout: memory.SendInRecv, shape: callcheck.Rule{Ranges: callcheck.RecvRanges, At: callcheck.AtDispl}, move: native.GatherV},
+	collScatterV:       {name: "ScatterV", phases: phases("ScatterV"), rooted: true, only: rootSend, layout: memory.RecvInSend, shape: callcheck.Rule{Ranges: callcheck.SendRanges, At: callcheck.AtDispl}, move: native.ScatterV},
 	collSplit:          {name: "Split", phases: phases("Split"), layout: memory.SendInRecv, shape: callcheck.Rule{Size: callcheck.Times, Checked: callcheck.Recv, At: callcheck.AtRank}},
 	collScan:           withTensor(callSpec{name: "Scan", phases: phases("Scan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}}, shareddev.Scan),
 	collExscan:         withTensor(callSpec{name: "Exscan", phases: phases("Exscan"), reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}}, shareddev.Exscan),
@@ -406,6 +408,26 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 	if !sp.reduces {
 		fp.op = 0
 	}
+	mc := native.Call{Kind: sp.move, N: N, L: c.g.nl, Rank: r, Root: d.root, NSend: ns, NRecv: nr, Counts: d.counts, Displs: d.displs,
+		SCounts: d.scounts, SDispls: d.sdispls}
+	if mc.Kind != native.NoMove {
+		n, count := mc.Block()
+		s = c.nativeStrategy(d, n, s)
+		fp.strategy = s
+		if s == Native || mc.Kind.V() {
+			// The ranges by global rank (one side's given, on the root if
+			// rooted, the other one block of the rank's whole buffer): the
+			// V exchange's, or the process's leader's (native.Leader.Move).
+			sc, sd, rc, rd := c.vScratch(N)
+			mc.Ranges(sc, sd, rc, rd)
+			if s != Native {
+				return c.vRun(ctx, d, fp, sc, sd, rc, rd, mc.Kind == native.ReduceScatterV)
+			}
+			c.g.pub.SCounts[r], c.g.pub.SDispls[r], c.g.pub.RCounts[r], c.g.pub.RDispls[r] = sc, sd, rc, rd
+			fp.count = int64(count)
+			return c.execNative(ctx, d, fp)
+		}
+	}
 	switch d.kind {
 	case collReduceScatter:
 		s = c.nativeStrategy(d, c.g.nl*nr, s)
@@ -459,17 +481,6 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 		fp.count = int64(nr)
 	case collAllToAll:
 		fp.count = int64(ns / N)
-	case collAllToAllV:
-		return c.vRun(ctx, d, fp, d.scounts, d.sdispls, d.counts, d.displs, false)
-	case collReduceScatterV:
-		return c.vRun(ctx, d, fp, d.counts, d.displs, nil, nil, true)
-	case collAllGatherV, collGatherV, collScatterV:
-		// One side's ranges given (on the root, if rooted), the other one
-		// block of the rank's whole buffer (internal/callcheck).
-		sc, sd, rc, rd := c.vScratch(N)
-		callcheck.Spread(sp.shape.Ranges, sp.rooted, &callcheck.Call{N: N, Rank: r, Root: d.root, NSend: ns, NRecv: nr,
-			Counts: d.counts, Displs: d.displs}, sc, sd, rc, rd)
-		return c.vRun(ctx, d, fp, sc, sd, rc, rd, false)
 	}
 	if d.tensor {
 		return c.execTensor(ctx, d, fp, s)

@@ -110,7 +110,10 @@ const (
 	// kin) for AllReduce, ReduceScatter, AllGather, Reduce, Broadcast and
 	// BroadcastInto: the ranks of each process combine on the CPU from
 	// their host slices, one leader per process calls the native
-	// collective, and the result fans out in the process. Auto (and the
+	// collective, and the result fans out in the process. The moves
+	// (AllToAll, AllToAllV, Gather, Scatter, GatherV, ScatterV, AllGatherV
+	// and ReduceScatterV, whose raw blocks are reduced in rank order) run
+	// as one MPI_Ialltoallv of each process's ranks' ranges. Auto (and the
 	// other collectives in a group whose strategy is Auto) picks it for host slices in a group that spans
 	// processes over such a transport when the transport reduces the type
 	// and op natively (always in deterministic mode, where

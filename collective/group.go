@@ -230,8 +230,9 @@ type Comm struct {
 	vxState vexchange.Scratch // pooled scratch of the V kinds (vcoll.go, slicecoll.go)
 	// nat: the leader's pooled host memory of strategy Native
 	// (native.go, internal/native), given up to the transport when MPI
-	// kept it.
+	// kept it; lead: the call's leader (nativeRun).
 	nat   native.Pools
+	lead  native.Leader
 	queue opqueue.Queue[*workRec] // its asynchronous operations, and who holds the comm (async.go, stream.go)
 	wctx  waitctx.Ctx
 	last  backend.Fence // the last submission (queues are FIFO)

@@ -29,7 +29,8 @@ import (
 // nativeRefusal says why strategy Native cannot run d, "" when it can (a
 // constant: it is asked per call):
 // n is the elements of the call's block between processes (AllReduce:
-// every element; ReduceScatter and AllGather: the process's ranks' blocks).
+// every element; ReduceScatter and AllGather: the process's ranks' blocks;
+// a move: native.Call.Block's).
 func (c *Comm) nativeRefusal(d *desc, n int) string {
 	g := c.g
 	nc := g.nc
@@ -42,9 +43,11 @@ func (c *Comm) nativeRefusal(d *desc, n int) string {
 		return "native collectives take host slices, not device tensors"
 	}
 	// Raw blocks (internal/native's det): deterministic mode, or a pair
-	// the transport does not reduce natively.
-	raw := callSpecs[d.kind].reduces && (g.cfg.Deterministic || !nc.Reduces(d.dt, kernelOp(d.op)))
-	if !native.Fits(d.kind == collReduceScatter, d.kind == collAllGather, raw, g.nl, g.nproc, n, d.dt.Size()) {
+	// the transport does not reduce natively; a move's ReduceScatterV
+	// reduces its raw blocks on the CPU.
+	move := callSpecs[d.kind].move != native.NoMove
+	raw := callSpecs[d.kind].reduces && !move && (g.cfg.Deterministic || !nc.Reduces(d.dt, kernelOp(d.op)))
+	if !native.Fits(d.kind == collReduceScatter, d.kind == collAllGather || move, raw, g.nl, g.nproc, n, d.dt.Size()) {
 		return "a block between processes exceeds one MPI call"
 	}
 	return ""
@@ -71,9 +74,8 @@ func (c *Comm) nativeStrategy(d *desc, n int, s Strategy) Strategy {
 // computes the result into its recv; the others copy it from there.
 func (c *Comm) nativeAllReduce(ctx context.Context, dt backend.DType, op Op, send, recv []byte, n int) error {
 	nb := n * dt.Size()
-	return c.nativeRun(ctx, send, recv, func() error {
-		l := c.leader()
-		return c.nativeErr(l.Reduce(ctx, dt, kernelOp(op), scaleFor(op, c.g.n), n, c.g.pub.Recv[c.rank][:nb], -1))
+	return c.nativeRun(ctx, send, recv, func(l *native.Leader) error {
+		return l.Reduce(ctx, dt, kernelOp(op), scaleFor(op, c.g.n), n, c.g.pub.Recv[c.rank][:nb], -1)
 	}, func() {
 		if c.local != 0 {
 			copy(recv[:nb], c.g.pub.Recv[c.g.base][:nb])
@@ -87,10 +89,12 @@ func (c *Comm) nativeAllReduce(ctx context.Context, dt backend.DType, op Op, sen
 // made), then the ranks meet so that none returns while another still
 // reads its memory. The meetings' phases are constants (a wait record
 // keeps its phase, beside the call's name): no string made per call.
-func (c *Comm) nativeRun(ctx context.Context, send, recv []byte, lead func() error, fan func()) error {
+func (c *Comm) nativeRun(ctx context.Context, send, recv []byte, lead func(l *native.Leader) error, fan func()) error {
 	g := c.g
 	if c.local == 0 {
-		if err := lead(); err != nil {
+		c.lead = native.Leader{NC: g.nc, Tr: g.tr, P: g.nproc, L: g.nl, N: g.n, Det: g.cfg.Deterministic,
+			Sends: g.pub.Send[g.base : g.base+g.nl], Pools: &c.nat, W: &c.wctx, Timeout: g.cfg.CommunicationTimeout}
+		if err := c.nativeErr(lead(&c.lead)); err != nil {
 			return c.failDirect(err, send, recv)
 		}
 	}
@@ -128,12 +132,14 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 		return c.afterAccess(err)
 	}
 	defer c.leave(owned, &err)
-	if fp.count == 0 {
+	if fp.count == 0 && !callSpecs[d.kind].move.V() {
 		c.leaveAccess()
 		return nil
 	}
 	es := d.dt.Size()
 	switch d.kind {
+	case collAllToAll, collAllToAllV, collGather, collScatter, collGatherV, collScatterV, collAllGatherV, collReduceScatterV:
+		return c.nativeMove(ctx, d)
 	case collBroadcast, collBroadcastInto:
 		return c.nativeBroadcast(ctx, d)
 	case collReduce:
@@ -143,31 +149,46 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 		if g.tr.Rank() == rp {
 			dst = g.pub.Recv[d.root][:n*es]
 		}
-		return c.nativeRun(ctx, d.send, d.recv, func() error {
-			l := c.leader()
-			return c.nativeErr(l.Reduce(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), n, dst, rp))
+		return c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+			return l.Reduce(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), n, dst, rp)
 		}, func() {})
 	case collReduceScatter:
 		_, m := d.lens()
 		mb := m * es
-		return c.nativeRun(ctx, d.send, d.recv, func() error {
-			l := c.leader()
-			return c.nativeErr(l.ReduceScatter(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), m))
+		return c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+			return l.ReduceScatter(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), m)
 		}, func() {
 			copy(d.recv[:mb], g.comms[0].nat.Blocks()[c.local*mb:(c.local+1)*mb]) // the leader's
 		})
 	default: // AllGather
 		m, _ := d.lens()
 		nb := g.n * m * es
-		return c.nativeRun(ctx, d.send, d.recv, func() error {
-			l := c.leader()
-			return c.nativeErr(l.AllGather(ctx, m*es, g.pub.Recv[c.rank][:nb]))
+		return c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+			return l.AllGather(ctx, m*es, g.pub.Recv[c.rank][:nb])
 		}, func() {
 			if c.local != 0 {
 				copy(d.recv[:nb], g.pub.Recv[g.base][:nb])
 			}
 		})
 	}
+}
+
+// nativeMove runs d, a move, with strategy Native: the leader's Move of
+// the ranges its ranks published, delivered straight into their recvs;
+// then every rank learns from the leader whether the counts disagreed (a
+// *MismatchError, the group usable) or a process's data exceeded one MPI
+// call (ErrUnsupported), in which case nothing moved.
+func (c *Comm) nativeMove(ctx context.Context, d *desc) error {
+	g := c.g
+	err := c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+		return l.MoveOn(ctx, &g.pub, callSpecs[d.kind].move, d.dt, kernelOp(d.op), scaleFor(d.op, g.n))
+	}, func() {})
+	if o, bad := g.comms[0].nat.MoveOutcome(c.local); err == nil && o.Disagree { // the leader's
+		return c.countsMismatch(callSpecs[d.kind].name, bad.Peer, bad.Want, bad.Got)
+	} else if err == nil && o.TooLarge != nil {
+		return fmt.Errorf("collective: %s with strategy native: %w", callSpecs[d.kind].name, o.TooLarge)
+	}
+	return err
 }
 
 // nativeBroadcast runs a Broadcast or BroadcastInto with strategy Native:
@@ -187,22 +208,13 @@ func (c *Comm) nativeBroadcast(ctx context.Context, d *desc) error {
 		src = g.pub.Send[d.root]
 	}
 	src = src[:nb]
-	return c.nativeRun(ctx, d.send, d.recv, func() error {
-		l := c.leader()
-		return c.nativeErr(l.Bcast(ctx, src, rp))
+	return c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+		return l.Bcast(ctx, src, rp)
 	}, func() {
 		if nb > 0 && &out[0] != &src[0] {
 			copy(out[:nb], src)
 		}
 	})
-}
-
-// leader returns the call's leader (internal/native) over the comm's
-// pools and wait context.
-func (c *Comm) leader() native.Leader {
-	g := c.g
-	return native.Leader{NC: g.nc, Tr: g.tr, P: g.nproc, L: g.nl, N: g.n, Det: g.cfg.Deterministic,
-		Sends: g.pub.Send[g.base : g.base+g.nl], Pools: &c.nat, W: &c.wctx, Timeout: g.cfg.CommunicationTimeout}
 }
 
 // nativeErr attributes a failed native call (a *native.Failure): the group

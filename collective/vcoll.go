@@ -216,11 +216,22 @@ func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, exc
 		return err
 	}
 	if !all {
+		want, got := 0, 0
 		if bad >= 0 {
-			return &MismatchError{Seq: c.seq, Rank: i, Call: fmt.Sprintf("%s expecting %d elements from rank %d", name, rcounts[bad], bad),
-				Peer: bad, PeerCall: fmt.Sprintf("%s sending %d", name, int(cnt[N+bad]))}
+			want, got = rcounts[bad], int(cnt[N+bad])
 		}
-		return &MismatchError{Seq: c.seq, Rank: i, Call: name, Peer: -1, PeerCall: name + " with counts that disagree between other ranks"}
+		return c.countsMismatch(name, bad, want, got)
 	}
 	return nil
+}
+
+// countsMismatch is the V kinds' disagreement on counts as this rank sees
+// it: it expects want elements from rank bad, which sends got (bad < 0:
+// the disagreement is between other ranks).
+func (c *Comm) countsMismatch(name string, bad, want, got int) error {
+	if bad >= 0 {
+		return &MismatchError{Seq: c.seq, Rank: c.rank, Call: fmt.Sprintf("%s expecting %d elements from rank %d", name, want, bad),
+			Peer: bad, PeerCall: fmt.Sprintf("%s sending %d", name, got)}
+	}
+	return &MismatchError{Seq: c.seq, Rank: c.rank, Call: name, Peer: -1, PeerCall: name + " with counts that disagree between other ranks"}
 }

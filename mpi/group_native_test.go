@@ -349,19 +349,7 @@ func errors_(errs []error) error {
 // runs, the other two in the other.
 func TestGroupNativeDeterministic(t *testing.T) {
 	w := needWorld(t)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("GOCOLL_TEST_SEED"); s != "" {
-		fmt.Sscan(s, &seed)
-	}
-	// Every process draws with process 0's seed.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s := []uint64{seed}
-	if err := w.Bcast(ctx, bytesOf(s), 0); err != nil {
-		t.Fatal(err)
-	}
-	seed = s[0]
-	t.Logf("seed %d (GOCOLL_TEST_SEED reruns it)", seed)
+	seed := commonSeed(t, w) // every process draws with process 0's seed
 	cases := []detCase{
 		detType("float32", func(r *rand.Rand) float32 { return float32(r.NormFloat64()) }),
 		detType("float64", func(r *rand.Rand) float64 { return r.NormFloat64() * math.Exp2(float64(r.IntN(20))) }),
@@ -734,10 +722,17 @@ func TestGroupNativeTimeout(t *testing.T) {
 	if s := firstWrong(e, collective.Sum, recv, want); s != "" {
 		t.Errorf("recv on return (%v): %s", err, s)
 	}
+	closeBroken(t, w, g, "native timeout")
+}
+
+// closeBroken closes g, a group a test broke, and agrees on the test's
+// outcome (what) with the other processes.
+func closeBroken(t *testing.T, w *World, g *collective.Group, what string) {
+	t.Helper()
 	if err := g.Close(); err != nil {
 		t.Logf("Close of the broken group: %v", err)
 	}
-	agree(t, w, !t.Failed(), "native timeout")
+	agree(t, w, !t.Failed(), what)
 }
 
 // TestGroupNativeAllocs counts the Go allocations of a steady-state

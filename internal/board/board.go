@@ -17,14 +17,15 @@ type Board struct {
 	SendT, RecvT []backend.Region
 	// SCounts are each rank's send counts (the V kinds in one process);
 	// SDispls and RDispls its send and receive offsets (the V tensor kinds
-	// in shared memory).
-	SCounts, SDispls, RDispls [][]int
+	// in shared memory). With RCounts, its receive counts, they are also
+	// each rank's ranges of a move between processes (strategy Native).
+	SCounts, SDispls, RCounts, RDispls [][]int
 }
 
 // Init sizes b for n ranks, every entry empty.
 func (b *Board) Init(n int) {
 	*b = Board{Send: make([][]byte, n), Recv: make([][]byte, n), SendT: make([]backend.Region, n), RecvT: make([]backend.Region, n),
-		SCounts: make([][]int, n), SDispls: make([][]int, n), RDispls: make([][]int, n)}
+		SCounts: make([][]int, n), SDispls: make([][]int, n), RCounts: make([][]int, n), RDispls: make([][]int, n)}
 }
 
 // DropSlices drops rank r's host slices (its call is over; nothing for a

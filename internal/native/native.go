@@ -5,7 +5,10 @@
 // the transport only moves raw blocks (an Alltoall by chunk, each chunk
 // reduced in global rank order by one process, an Allgather of the
 // chunks), so the result is the one-process deterministic result whatever
-// the processes' layout. Where the transport registered collectives
+// the processes' layout. The moves between ranks (Move: AllToAll(V),
+// Gather(V), Scatter(V), AllGatherV, ReduceScatterV's raw blocks) are one
+// native Alltoallv of the process's ranks' ranges, their counts agreed
+// first where they differ by rank. Where the transport registered collectives
 // through memory its processes share (Node: mpi's shared-memory window,
 // for processes on one node) and they run, every collective here goes
 // through them instead. The leader's host memory is pooled per comm, and a
@@ -52,10 +55,11 @@ func Fits(rs, ag, det bool, L, P, n, es int) bool {
 // Pools is a comm's pooled host memory for the leader's part, and whether
 // the transport was declared lost on one of its calls (Drain).
 type Pools struct {
-	a, b, c []byte
-	d       []byte    // a raw exchange's combined input (rawSends)
-	one     [1][]byte // the combined input handed to a Node
-	lost    atomic.Bool
+	a, b, c, d, cm []byte    // d: a raw exchange's combined input (rawSends)
+	ints           []int     // a Move's counts and offsets between processes
+	out            Outcome   // the last Move's
+	one            [1][]byte // the combined input handed to a Node
+	lost           atomic.Bool
 }
 
 // get returns (*p)[:n], growing the pooled memory when it is short.
@@ -80,7 +84,7 @@ func (p *Pools) Drain(nc backend.NativeCollectives, limit time.Duration, err err
 	if nc == nil || nc.Drain(limit) {
 		return err
 	}
-	p.a, p.b, p.c, p.d = nil, nil, nil, nil
+	p.a, p.b, p.c, p.d, p.cm = nil, nil, nil, nil, nil
 	p.lost.Store(true)
 	return &LostError{Err: err}
 }
