@@ -236,7 +236,6 @@ type Engine struct {
 	pending int           // pending operations
 	async   int           // pending asynchronous operations
 	running bool          // the lane runs: an operation is pending, or it is ending
-	busy    atomic.Bool   // running, for Idle to read without mu (changes with it, under mu)
 	idle    chan struct{} // closed when the lane ends; made by Idle while it runs
 	runLane func()        // the lane's goroutine (made once: its start allocates nothing)
 	wake    chan struct{}
@@ -404,7 +403,6 @@ func (e *Engine) Post(o *Op, l *Link) {
 	}
 	if !e.running {
 		e.running = true
-		e.busy.Store(true)
 		go e.runLane()
 	}
 	if l.remote {
@@ -642,7 +640,6 @@ func (e *Engine) run() {
 		if e.pending == 0 {
 			idle := e.idle
 			e.running, e.idle = false, nil
-			e.busy.Store(false)
 			e.dropAttn()
 			e.mu.Unlock()
 			if idle != nil {
@@ -794,9 +791,6 @@ func (e *Engine) release(s []*Op) {
 // Idle returns a channel closed once no operation is pending (nil when
 // none is pending now).
 func (e *Engine) Idle() <-chan struct{} {
-	if !e.busy.Load() {
-		return nil // the lane does not run (what e.running says under mu)
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.running {
