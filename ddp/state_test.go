@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/gob"
 	"errors"
-	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -116,9 +115,13 @@ func TestStateRestore(t *testing.T) {
 			if !bitsEqual(resumed[r].Residual(), whole[r].Residual()) {
 				t.Errorf("%+v rank %d: residuals differ at the end", o, r)
 			}
+			// Auto picks each all-reduce's strategy from the group's
+			// measured cost model, so the three groups may pick different
+			// (rank-order, bitwise equal) strategies: the counts of calls
+			// carry over, not which strategy ran them.
 			a, b := resumed[r].Stats(), whole[r].Stats()
 			if a.Steps != steps || a.Steps != b.Steps || a.Operations != b.Operations || a.BytesMoved != b.BytesMoved ||
-				!maps.Equal(a.ByStrategy, b.ByStrategy) || a.CurrentStrategy != b.CurrentStrategy {
+				total(a.ByStrategy) != total(b.ByStrategy) {
 				t.Errorf("%+v rank %d: resumed stats %+v, uninterrupted %+v", o, r, a, b)
 			}
 		}
@@ -184,4 +187,12 @@ func TestRestoreRefusals(t *testing.T) {
 	if st, err := ss[0].State(ctx); err != nil || st.Stats.Steps != 1 || len(st.Residual) != 16 {
 		t.Errorf("State after Close: %+v, %v", st, err)
 	}
+}
+
+// total is the sum of a ByStrategy's counts.
+func total(m map[collective.Strategy]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
