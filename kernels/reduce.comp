@@ -96,6 +96,7 @@
 #define T float
 #define A uint
 #elif defined(GOCOLL_FTZ)
+#extension GL_EXT_control_flow_attributes : require
 // float32 elements as their bits, reduced with float32.glsl's arithmetic;
 // S and T are float for divide.glsl (scalar: the 16-byte form divides per
 // component).
@@ -461,38 +462,47 @@ T scale_acc(T x) { return pc.div != 0u ? divide_exact(x, pc.div, pc.scale) : x *
 // subnormals: when every input component is a zero or finite with a biased
 // exponent of at least 25 (so a multiple of 2^-125: every partial sum,
 // rounded to nearest, is one too, so 0 or normal, never subnormal) and the
-// result is finite (an overflow on the way leaves it Inf). A zero result
-// gets its sign by IEEE 754's rule (-0 only where every input is -0), not
-// from the device, which Vulkan lets drop the signs of zeros. It returns
-// false, leaving acc undefined, where that does not hold: the caller then
-// reduces the element component by component with float32.glsl's
-// arithmetic. The checks cost a few integer operations per component and
-// source, which keeps the kernel memory-bound.
+// result is finite (an overflow on the way leaves it Inf). It returns false,
+// leaving acc undefined, where that does not hold: the caller then reduces
+// the element with float32.glsl's arithmetic (sum_slow).
+// The checks take three integer operations per component and source on
+// t = x + x (wrapping: twice the magnitude, the sign dropped): a running
+// minimum of t - 2, where a zero of either sign wraps to the top of the
+// range, is below 2 * 2^(25+23) - 2 exactly where some input is not a zero
+// and has a biased exponent under 25 (a subnormal among them); a running
+// maximum of t is at least 2 * Inf's bits exactly where some input is
+// infinite or NaN. A zero result gets its sign by IEEE 754's rule (-0 only
+// where every input is -0), not from the device, which Vulkan lets drop the
+// signs of zeros: where the AND of the inputs' bits has the sign bit, every
+// input is negative, and a sum of negative values this large is zero only
+// if every one is -0.
 #ifdef GOCOLL_VEC
-#define FAST_LT(a, b) all(lessThan(a, b))
 #define FAST_LE(a, b) all(lessThanEqual(a, b))
-#define FAST_ZERO(a, neg) mix(a, mix(A(0u), A(F32_SIGN), equal(neg, A(0u))), equal((a) & F32_ABS, A(0u)))
+#define FAST_LT(a, b) all(lessThan(a, b))
+#define FAST_ZERO(a, all) mix(a, (all) & F32_SIGN, equal((a) & F32_ABS, A(0u)))
 #define FT vec4
 #else
-#define FAST_LT(a, b) ((a) < (b))
 #define FAST_LE(a, b) ((a) <= (b))
-#define FAST_ZERO(a, neg) (((a) & F32_ABS) == 0u ? ((neg) == 0u ? F32_SIGN : 0u) : (a))
+#define FAST_LT(a, b) ((a) < (b))
+#define FAST_ZERO(a, all) (((a) & F32_ABS) == 0u ? (all) & F32_SIGN : (a))
 #define FT float
 #endif
-const uint FAST_LO = 25u << 23;
+const uint FAST_LO2 = (25u << 24) - 2u; // 2 * (biased exponent 25, no fraction) - 2
+const uint FAST_INF2 = 0xFF000000u;     // 2 * F32_INF
 bool sum_fast(uint i, out A acc) {
     A x = s0.d[pc.src_off[0] + i];
-    // lo: the least magnitude less one (a zero wraps to the largest uint),
-    // hi: the largest magnitude; all and any: the AND and OR of the bits.
-    A lo = (x & F32_ABS) - 1u, hi = x & F32_ABS, all_bits = x, any_bits = x;
+    // lo: the least t - 2, hi: the largest t (t = x + x); all_bits: the AND
+    // of the bits.
+    A t = x + x;
+    A lo = t - 2u, hi = t, all_bits = x;
     precise FT f = uintBitsToFloat(x);
 #define FAST_ADD(s, k) \
     if (K > k) { \
         x = s.d[pc.src_off[k] + i]; \
-        lo = min(lo, (x & F32_ABS) - 1u); \
-        hi = max(hi, x & F32_ABS); \
+        t = x + x; \
+        lo = min(lo, t - 2u); \
+        hi = max(hi, t); \
         all_bits &= x; \
-        any_bits |= x; \
         f = f + uintBitsToFloat(x); \
     }
     FAST_ADD(s1, 1u)
@@ -502,9 +512,33 @@ bool sum_fast(uint i, out A acc) {
     FAST_ADD(s5, 5u)
     FAST_ADD(s6, 6u)
     FAST_ADD(s7, 7u)
-    // Every input -0 where all and any are both the sign bit.
-    acc = FAST_ZERO(floatBitsToUint(f), (all_bits ^ F32_SIGN) | (any_bits ^ F32_SIGN));
-    return FAST_LE(A(FAST_LO - 1u), lo) && FAST_LT(hi, A(F32_INF)) && FAST_LT(acc & F32_ABS, A(F32_INF));
+    acc = FAST_ZERO(floatBitsToUint(f), all_bits);
+    return FAST_LE(A(FAST_LO2), lo) && FAST_LT(hi, A(FAST_INF2)) && FAST_LT(acc & F32_ABS, A(F32_INF));
+}
+
+// src_k is source k's element i (k from 1 to 7).
+A src_k(uint k, uint i) {
+    switch (k) {
+    case 1u: return s1.d[pc.src_off[1] + i];
+    case 2u: return s2.d[pc.src_off[2] + i];
+    case 3u: return s3.d[pc.src_off[3] + i];
+    case 4u: return s4.d[pc.src_off[4] + i];
+    case 5u: return s5.d[pc.src_off[5] + i];
+    case 6u: return s6.d[pc.src_off[6] + i];
+    }
+    return s7.d[pc.src_off[7] + i];
+}
+
+// sum_slow is the sum of element i where sum_fast does not hold, component
+// by component with float32.glsl's arithmetic, in a loop over the sources
+// that is not unrolled: one copy of the exact addition per component
+// instead of one per source keeps the kernel small (on an H100 the mean of
+// 8 sources of 4 MiB, all on the fast path, took 5.7% less time than with
+// the loop unrolled; docs/PERFORMANCE.md).
+A sum_slow(uint i) {
+    A acc = s0.d[pc.src_off[0] + i];
+    [[dont_unroll]] for (uint k = 1u; k < K; k++) acc = combine(acc, src_k(k, i));
+    return acc;
 }
 #endif
 
@@ -529,7 +563,9 @@ void main() {
 #endif
         A acc;
 #ifdef GOCOLL_FTZ
-        if (OP != 0u || !sum_fast(i, acc)) {
+        if (OP == 0u) {
+            if (!sum_fast(i, acc)) acc = sum_slow(i);
+        } else {
 #endif
         acc = LOAD0(s0.d[pc.src_off[0] + i]);
         if (K > 1u) acc = combine(acc, LOAD(s1.d[pc.src_off[1] + i]));

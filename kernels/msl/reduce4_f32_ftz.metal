@@ -81,9 +81,9 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _915 = (OP == 0u);
-constant bool _924 = (OP == 1u);
-constant bool _933 = (OP == 2u);
+constant bool _924 = (OP == 0u);
+constant bool _933 = (OP == 1u);
+constant bool _942 = (OP == 2u);
 
 struct Params
 {
@@ -102,66 +102,66 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _1062 = (K > 1u);
+constant bool _1069 = (K > 1u);
 
 struct Src1
 {
     uint4 d[1];
 };
 
-constant bool _1097 = (K > 2u);
+constant bool _1100 = (K > 2u);
 
 struct Src2
 {
     uint4 d[1];
 };
 
-constant bool _1133 = (K > 3u);
+constant bool _1132 = (K > 3u);
 
 struct Src3
 {
     uint4 d[1];
 };
 
-constant bool _1168 = (K > 4u);
+constant bool _1163 = (K > 4u);
 
 struct Src4
 {
     uint4 d[1];
 };
 
-constant bool _1204 = (K > 5u);
+constant bool _1195 = (K > 5u);
 
 struct Src5
 {
     uint4 d[1];
 };
 
-constant bool _1241 = (K > 6u);
+constant bool _1228 = (K > 6u);
 
 struct Src6
 {
     uint4 d[1];
 };
 
-constant bool _1277 = (K > 7u);
+constant bool _1260 = (K > 7u);
 
 struct Src7
 {
     uint4 d[1];
 };
 
-constant uint _1362_tmp [[function_constant(0)]];
-constant uint _1362 = is_function_constant_defined(_1362_tmp) ? _1362_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1362, 1u, 1u);
-constant bool _1379 = (OP != 0u);
-constant bool _1399 = (K > 1u);
-constant bool _1412 = (K > 2u);
-constant bool _1425 = (K > 3u);
-constant bool _1438 = (K > 4u);
-constant bool _1451 = (K > 5u);
-constant bool _1464 = (K > 6u);
-constant bool _1477 = (K > 7u);
+constant uint _1424_tmp [[function_constant(0)]];
+constant uint _1424 = is_function_constant_defined(_1424_tmp) ? _1424_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1424, 1u, 1u);
+constant bool _1441 = (OP == 0u);
+constant bool _1463 = (K > 1u);
+constant bool _1476 = (K > 2u);
+constant bool _1489 = (K > 3u);
+constant bool _1502 = (K > 4u);
+constant bool _1515 = (K > 5u);
+constant bool _1528 = (K > 6u);
+constant bool _1541 = (K > 7u);
 constant bool SCALE_tmp [[function_constant(3)]];
 constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
@@ -174,95 +174,128 @@ static inline __attribute__((always_inline))
 bool sum_fast(thread const uint& i, thread uint4& acc, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
 {
     uint4 x = s0.d[pc.src_off[0] + i];
-    uint4 lo = (x & uint4(2147483647u)) - uint4(1u);
-    uint4 hi = x & uint4(2147483647u);
+    uint4 t = x + x;
+    uint4 lo = t - uint4(2u);
+    uint4 hi = t;
     uint4 all_bits = x;
-    uint4 any_bits = x;
     float4 f = as_type<float4>(x);
-    if (_1062)
+    if (_1069)
     {
         x = s1.d[pc.src_off[1] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1097)
+    if (_1100)
     {
         x = s2.d[pc.src_off[2] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1133)
+    if (_1132)
     {
         x = s3.d[pc.src_off[3] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1168)
+    if (_1163)
     {
         x = s4.d[pc.src_off[4] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1204)
+    if (_1195)
     {
         x = s5.d[pc.src_off[5] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1241)
+    if (_1228)
     {
         x = s6.d[pc.src_off[6] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1277)
+    if (_1260)
     {
         x = s7.d[pc.src_off[7] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    acc = select(as_type<uint4>(f), select(uint4(0u), uint4(2147483648u), ((all_bits ^ uint4(2147483648u)) | (any_bits ^ uint4(2147483648u))) == uint4(0u)), (as_type<uint4>(f) & uint4(2147483647u)) == uint4(0u));
-    bool _1337 = all(uint4(209715199u) <= lo);
-    bool _1344;
-    if (_1337)
+    acc = select(as_type<uint4>(f), all_bits & uint4(2147483648u), (as_type<uint4>(f) & uint4(2147483647u)) == uint4(0u));
+    bool _1309 = all(uint4(419430398u) <= lo);
+    bool _1317;
+    if (_1309)
     {
-        _1344 = all(hi < uint4(2139095040u));
+        _1317 = all(hi < uint4(4278190080u));
     }
     else
     {
-        _1344 = _1337;
+        _1317 = _1309;
     }
-    bool _1352;
-    if (_1344)
+    bool _1326;
+    if (_1317)
     {
-        _1352 = all((acc & uint4(2147483647u)) < uint4(2139095040u));
+        _1326 = all((acc & uint4(2147483647u)) < uint4(2139095040u));
     }
     else
     {
-        _1352 = _1344;
+        _1326 = _1317;
     }
-    return _1352;
+    return _1326;
+}
+
+static inline __attribute__((always_inline))
+uint4 src_k(thread const uint& k, thread const uint& i, constant Params& pc, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    switch (k)
+    {
+        case 1u:
+        {
+            return s1.d[pc.src_off[1] + i];
+        }
+        case 2u:
+        {
+            return s2.d[pc.src_off[2] + i];
+        }
+        case 3u:
+        {
+            return s3.d[pc.src_off[3] + i];
+        }
+        case 4u:
+        {
+            return s4.d[pc.src_off[4] + i];
+        }
+        case 5u:
+        {
+            return s5.d[pc.src_off[5] + i];
+        }
+        case 6u:
+        {
+            return s6.d[pc.src_off[6] + i];
+        }
+    }
+    return s7.d[pc.src_off[7] + i];
 }
 
 static inline __attribute__((always_inline))
@@ -280,17 +313,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _300 = ab == 2139095040u;
-        bool _308;
-        if (_300)
+        bool _309 = ab == 2139095040u;
+        bool _317;
+        if (_309)
         {
-            _308 = ((a ^ b) & 2147483648u) != 0u;
+            _317 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _308 = _300;
+            _317 = _309;
         }
-        return _308 ? 4290772992u : a;
+        return _317 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -298,16 +331,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _325;
+        uint _334;
         if (aa == 0u)
         {
-            _325 = a & b;
+            _334 = a & b;
         }
         else
         {
-            _325 = a;
+            _334 = a;
         }
-        return _325;
+        return _334;
     }
     if (aa == 0u)
     {
@@ -380,27 +413,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _466 = rem > 4u;
-    bool _478;
-    if (!_466)
+    bool _475 = rem > 4u;
+    bool _487;
+    if (!_475)
     {
-        bool _471 = rem == 4u;
-        bool _477;
-        if (_471)
+        bool _480 = rem == 4u;
+        bool _486;
+        if (_480)
         {
-            _477 = (m & 1u) != 0u;
+            _486 = (m & 1u) != 0u;
         }
         else
         {
-            _477 = _471;
+            _486 = _480;
         }
-        _478 = _477;
+        _487 = _486;
     }
     else
     {
-        _478 = _466;
+        _487 = _475;
     }
-    if (_478)
+    if (_487)
     {
         m++;
     }
@@ -412,17 +445,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _507 = (ea - 25u) <= 228u;
-    bool _513;
-    if (_507)
+    bool _516 = (ea - 25u) <= 228u;
+    bool _522;
+    if (_516)
     {
-        _513 = (eb - 25u) <= 228u;
+        _522 = (eb - 25u) <= 228u;
     }
     else
     {
-        _513 = _507;
+        _522 = _516;
     }
-    if (_513)
+    if (_522)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -430,8 +463,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _535 = f32_add_soft(param, param_1);
-    return _535;
+    uint _544 = f32_add_soft(param, param_1);
+    return _544;
 }
 
 static inline __attribute__((always_inline))
@@ -450,29 +483,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _569;
+        uint _578;
         if (ab == 0u)
         {
-            _569 = 4290772992u;
+            _578 = 4290772992u;
         }
         else
         {
-            _569 = _sign | 2139095040u;
+            _578 = _sign | 2139095040u;
         }
-        return _569;
+        return _578;
     }
     if (ab == 2139095040u)
     {
-        uint _583;
+        uint _592;
         if (aa == 0u)
         {
-            _583 = 4290772992u;
+            _592 = 4290772992u;
         }
         else
         {
-            _583 = _sign | 2139095040u;
+            _592 = _sign | 2139095040u;
         }
-        return _583;
+        return _592;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -502,11 +535,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _653;
-    _653._m0 = ma * mb;
-    _653._m1 = mulhi(ma, mb);
-    uint lo = _653._m0;
-    uint hi = _653._m1;
+    ResType _662;
+    _662._m0 = ma * mb;
+    _662._m1 = mulhi(ma, mb);
+    uint lo = _662._m0;
+    uint hi = _662._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -525,41 +558,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _715;
+        uint _724;
         if (sh >= 32u)
         {
-            _715 = 1u;
+            _724 = 1u;
         }
         else
         {
-            _715 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _724 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _715;
+        m = _724;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _739 = rem > 128u;
-    bool _751;
-    if (!_739)
+    bool _748 = rem > 128u;
+    bool _760;
+    if (!_748)
     {
-        bool _744 = rem == 128u;
-        bool _750;
-        if (_744)
+        bool _753 = rem == 128u;
+        bool _759;
+        if (_753)
         {
-            _750 = (m & 1u) != 0u;
+            _759 = (m & 1u) != 0u;
         }
         else
         {
-            _750 = _744;
+            _759 = _753;
         }
-        _751 = _750;
+        _760 = _759;
     }
     else
     {
-        _751 = _739;
+        _760 = _748;
     }
-    if (_751)
+    if (_760)
     {
         m++;
     }
@@ -571,26 +604,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _778 = (ea - 1u) < 254u;
-    bool _784;
-    if (_778)
-    {
-        _784 = (eb - 1u) < 254u;
-    }
-    else
-    {
-        _784 = _778;
-    }
+    bool _787 = (ea - 1u) < 254u;
     bool _793;
-    if (_784)
+    if (_787)
     {
-        _793 = ((ea + eb) - 128u) <= 251u;
+        _793 = (eb - 1u) < 254u;
     }
     else
     {
-        _793 = _784;
+        _793 = _787;
     }
+    bool _802;
     if (_793)
+    {
+        _802 = ((ea + eb) - 128u) <= 251u;
+    }
+    else
+    {
+        _802 = _793;
+    }
+    if (_802)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -603,16 +636,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _815;
+    uint _824;
     if ((x & 2147483648u) != 0u)
     {
-        _815 = ~x;
+        _824 = ~x;
     }
     else
     {
-        _815 = x | 2147483648u;
+        _824 = x | 2147483648u;
     }
-    return _815;
+    return _824;
 }
 
 static inline __attribute__((always_inline))
@@ -650,19 +683,19 @@ uint f32_min(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_915)
+    if (_924)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_924)
+    if (_933)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_933)
+    if (_942)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -687,20 +720,35 @@ uint4 combine(thread const uint4& a, thread const uint4& b)
 }
 
 static inline __attribute__((always_inline))
+uint4 sum_slow(thread const uint& i, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    uint4 acc = s0.d[pc.src_off[0] + i];
+    for (uint k = 1u; k < K; k++)
+    {
+        uint param = k;
+        uint param_1 = i;
+        uint4 param_2 = acc;
+        uint4 param_3 = src_k(param, param_1, pc, s1, s2, s3, s4, s5, s6, s7);
+        acc = combine(param_2, param_3);
+    }
+    return acc;
+}
+
+static inline __attribute__((always_inline))
 bool div_small_f32(thread const uint& x, thread const uint& div)
 {
     uint ax = x & 2147483647u;
-    bool _261 = ax != 0u;
-    bool _270;
-    if (_261)
+    bool _270 = ax != 0u;
+    bool _279;
+    if (_270)
     {
-        _270 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+        _279 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
     }
     else
     {
-        _270 = _261;
+        _279 = _270;
     }
-    return _270;
+    return _279;
 }
 
 static inline __attribute__((always_inline))
@@ -727,27 +775,27 @@ uint divide_small_f32(thread const uint& x, thread const uint& div)
             q |= 1u;
         }
     }
-    bool _231 = (2u * rem) > div;
-    bool _245;
-    if (!_231)
+    bool _240 = (2u * rem) > div;
+    bool _254;
+    if (!_240)
     {
-        bool _238 = (2u * rem) == div;
-        bool _244;
-        if (_238)
+        bool _247 = (2u * rem) == div;
+        bool _253;
+        if (_247)
         {
-            _244 = (q & 1u) != 0u;
+            _253 = (q & 1u) != 0u;
         }
         else
         {
-            _244 = _238;
+            _253 = _247;
         }
-        _245 = _244;
+        _254 = _253;
     }
     else
     {
-        _245 = _231;
+        _254 = _240;
     }
-    if (_245)
+    if (_254)
     {
         q++;
     }
@@ -805,21 +853,21 @@ uint f32_div(thread const uint& x, thread const uint& div, thread const float& r
 static inline __attribute__((always_inline))
 uint scale1(thread const uint& x, constant Params& pc)
 {
-    uint _959;
+    uint _968;
     if (pc.div != 0u)
     {
         uint param = x;
         uint param_1 = pc.div;
         float param_2 = pc.scale;
-        _959 = f32_div(param, param_1, param_2);
+        _968 = f32_div(param, param_1, param_2);
     }
     else
     {
         uint param_3 = x;
         uint param_4 = as_type<uint>(pc.scale);
-        _959 = f32_mul(param_3, param_4);
+        _968 = f32_mul(param_3, param_4);
     }
-    return _959;
+    return _968;
 }
 
 static inline __attribute__((always_inline))
@@ -836,73 +884,72 @@ uint4 scale_acc(thread const uint4& x, constant Params& pc)
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _1365 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint _1427 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint4 acc;
     uint4 param_1;
-    for (uint stride = _1365, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    for (uint stride = _1427, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
-        bool _1390;
-        if (!_1379)
+        if (_1441)
         {
             uint param = i;
-            bool _1387 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            bool _1448 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
             acc = param_1;
-            _1390 = !_1387;
+            if (!_1448)
+            {
+                uint param_2 = i;
+                acc = sum_slow(param_2, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            }
         }
         else
         {
-            _1390 = _1379;
-        }
-        if (_1390)
-        {
             acc = s0.d[pc.src_off[0] + i];
-            if (_1399)
+            if (_1463)
             {
-                uint4 param_2 = acc;
-                uint4 param_3 = s1.d[pc.src_off[1] + i];
-                acc = combine(param_2, param_3);
+                uint4 param_3 = acc;
+                uint4 param_4 = s1.d[pc.src_off[1] + i];
+                acc = combine(param_3, param_4);
             }
-            if (_1412)
+            if (_1476)
             {
-                uint4 param_4 = acc;
-                uint4 param_5 = s2.d[pc.src_off[2] + i];
-                acc = combine(param_4, param_5);
+                uint4 param_5 = acc;
+                uint4 param_6 = s2.d[pc.src_off[2] + i];
+                acc = combine(param_5, param_6);
             }
-            if (_1425)
+            if (_1489)
             {
-                uint4 param_6 = acc;
-                uint4 param_7 = s3.d[pc.src_off[3] + i];
-                acc = combine(param_6, param_7);
+                uint4 param_7 = acc;
+                uint4 param_8 = s3.d[pc.src_off[3] + i];
+                acc = combine(param_7, param_8);
             }
-            if (_1438)
+            if (_1502)
             {
-                uint4 param_8 = acc;
-                uint4 param_9 = s4.d[pc.src_off[4] + i];
-                acc = combine(param_8, param_9);
+                uint4 param_9 = acc;
+                uint4 param_10 = s4.d[pc.src_off[4] + i];
+                acc = combine(param_9, param_10);
             }
-            if (_1451)
+            if (_1515)
             {
-                uint4 param_10 = acc;
-                uint4 param_11 = s5.d[pc.src_off[5] + i];
-                acc = combine(param_10, param_11);
+                uint4 param_11 = acc;
+                uint4 param_12 = s5.d[pc.src_off[5] + i];
+                acc = combine(param_11, param_12);
             }
-            if (_1464)
+            if (_1528)
             {
-                uint4 param_12 = acc;
-                uint4 param_13 = s6.d[pc.src_off[6] + i];
-                acc = combine(param_12, param_13);
+                uint4 param_13 = acc;
+                uint4 param_14 = s6.d[pc.src_off[6] + i];
+                acc = combine(param_13, param_14);
             }
-            if (_1477)
+            if (_1541)
             {
-                uint4 param_14 = acc;
-                uint4 param_15 = s7.d[pc.src_off[7] + i];
-                acc = combine(param_14, param_15);
+                uint4 param_15 = acc;
+                uint4 param_16 = s7.d[pc.src_off[7] + i];
+                acc = combine(param_15, param_16);
             }
         }
         if (SCALE)
         {
-            uint4 param_16 = acc;
-            acc = scale_acc(param_16, pc);
+            uint4 param_17 = acc;
+            acc = scale_acc(param_17, pc);
         }
         dst.d[pc.dst_off + i] = acc;
     }

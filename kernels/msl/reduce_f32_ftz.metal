@@ -81,9 +81,9 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _910 = (OP == 0u);
-constant bool _919 = (OP == 1u);
-constant bool _928 = (OP == 2u);
+constant bool _917 = (OP == 0u);
+constant bool _926 = (OP == 1u);
+constant bool _935 = (OP == 2u);
 
 struct Params
 {
@@ -102,66 +102,66 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _1018 = (K > 1u);
+constant bool _1025 = (K > 1u);
 
 struct Src1
 {
     uint d[1];
 };
 
-constant bool _1050 = (K > 2u);
+constant bool _1055 = (K > 2u);
 
 struct Src2
 {
     uint d[1];
 };
 
-constant bool _1083 = (K > 3u);
+constant bool _1086 = (K > 3u);
 
 struct Src3
 {
     uint d[1];
 };
 
-constant bool _1115 = (K > 4u);
+constant bool _1116 = (K > 4u);
 
 struct Src4
 {
     uint d[1];
 };
 
-constant bool _1148 = (K > 5u);
+constant bool _1147 = (K > 5u);
 
 struct Src5
 {
     uint d[1];
 };
 
-constant bool _1182 = (K > 6u);
+constant bool _1179 = (K > 6u);
 
 struct Src6
 {
     uint d[1];
 };
 
-constant bool _1215 = (K > 7u);
+constant bool _1210 = (K > 7u);
 
 struct Src7
 {
     uint d[1];
 };
 
-constant uint _1287_tmp [[function_constant(0)]];
-constant uint _1287 = is_function_constant_defined(_1287_tmp) ? _1287_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1287, 1u, 1u);
-constant bool _1304 = (OP != 0u);
-constant bool _1324 = (K > 1u);
-constant bool _1337 = (K > 2u);
-constant bool _1350 = (K > 3u);
-constant bool _1363 = (K > 4u);
-constant bool _1376 = (K > 5u);
-constant bool _1389 = (K > 6u);
-constant bool _1402 = (K > 7u);
+constant uint _1364_tmp [[function_constant(0)]];
+constant uint _1364 = is_function_constant_defined(_1364_tmp) ? _1364_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1364, 1u, 1u);
+constant bool _1381 = (OP == 0u);
+constant bool _1403 = (K > 1u);
+constant bool _1416 = (K > 2u);
+constant bool _1429 = (K > 3u);
+constant bool _1442 = (K > 4u);
+constant bool _1455 = (K > 5u);
+constant bool _1468 = (K > 6u);
+constant bool _1481 = (K > 7u);
 constant bool SCALE_tmp [[function_constant(3)]];
 constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
@@ -174,95 +174,128 @@ static inline __attribute__((always_inline))
 bool sum_fast(thread const uint& i, thread uint& acc, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
 {
     uint x = s0.d[pc.src_off[0] + i];
-    uint lo = (x & 2147483647u) - 1u;
-    uint hi = x & 2147483647u;
+    uint t = x + x;
+    uint lo = t - 2u;
+    uint hi = t;
     uint all_bits = x;
-    uint any_bits = x;
     float f = as_type<float>(x);
-    if (_1018)
+    if (_1025)
     {
         x = s1.d[pc.src_off[1] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1050)
+    if (_1055)
     {
         x = s2.d[pc.src_off[2] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1083)
+    if (_1086)
     {
         x = s3.d[pc.src_off[3] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1115)
+    if (_1116)
     {
         x = s4.d[pc.src_off[4] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1148)
+    if (_1147)
     {
         x = s5.d[pc.src_off[5] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1182)
+    if (_1179)
     {
         x = s6.d[pc.src_off[6] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1215)
+    if (_1210)
     {
         x = s7.d[pc.src_off[7] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    uint _1252;
+    uint _1245;
     if ((as_type<uint>(f) & 2147483647u) == 0u)
     {
-        _1252 = (((all_bits ^ 2147483648u) | (any_bits ^ 2147483648u)) == 0u) ? 2147483648u : 0u;
+        _1245 = all_bits & 2147483648u;
     }
     else
     {
-        _1252 = as_type<uint>(f);
+        _1245 = as_type<uint>(f);
     }
-    acc = _1252;
-    bool _1271 = (209715199u <= lo) && (hi < 2139095040u);
-    bool _1277;
-    if (_1271)
+    acc = _1245;
+    bool _1260 = (419430398u <= lo) && (hi < 4278190080u);
+    bool _1266;
+    if (_1260)
     {
-        _1277 = (acc & 2147483647u) < 2139095040u;
+        _1266 = (acc & 2147483647u) < 2139095040u;
     }
     else
     {
-        _1277 = _1271;
+        _1266 = _1260;
     }
-    return _1277;
+    return _1266;
+}
+
+static inline __attribute__((always_inline))
+uint src_k(thread const uint& k, thread const uint& i, constant Params& pc, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    switch (k)
+    {
+        case 1u:
+        {
+            return s1.d[pc.src_off[1] + i];
+        }
+        case 2u:
+        {
+            return s2.d[pc.src_off[2] + i];
+        }
+        case 3u:
+        {
+            return s3.d[pc.src_off[3] + i];
+        }
+        case 4u:
+        {
+            return s4.d[pc.src_off[4] + i];
+        }
+        case 5u:
+        {
+            return s5.d[pc.src_off[5] + i];
+        }
+        case 6u:
+        {
+            return s6.d[pc.src_off[6] + i];
+        }
+    }
+    return s7.d[pc.src_off[7] + i];
 }
 
 static inline __attribute__((always_inline))
@@ -280,17 +313,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _295 = ab == 2139095040u;
-        bool _303;
-        if (_295)
+        bool _302 = ab == 2139095040u;
+        bool _310;
+        if (_302)
         {
-            _303 = ((a ^ b) & 2147483648u) != 0u;
+            _310 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _303 = _295;
+            _310 = _302;
         }
-        return _303 ? 4290772992u : a;
+        return _310 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -298,16 +331,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _320;
+        uint _327;
         if (aa == 0u)
         {
-            _320 = a & b;
+            _327 = a & b;
         }
         else
         {
-            _320 = a;
+            _327 = a;
         }
-        return _320;
+        return _327;
     }
     if (aa == 0u)
     {
@@ -380,27 +413,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _461 = rem > 4u;
-    bool _473;
-    if (!_461)
+    bool _468 = rem > 4u;
+    bool _480;
+    if (!_468)
     {
-        bool _466 = rem == 4u;
-        bool _472;
-        if (_466)
+        bool _473 = rem == 4u;
+        bool _479;
+        if (_473)
         {
-            _472 = (m & 1u) != 0u;
+            _479 = (m & 1u) != 0u;
         }
         else
         {
-            _472 = _466;
+            _479 = _473;
         }
-        _473 = _472;
+        _480 = _479;
     }
     else
     {
-        _473 = _461;
+        _480 = _468;
     }
-    if (_473)
+    if (_480)
     {
         m++;
     }
@@ -412,17 +445,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _502 = (ea - 25u) <= 228u;
-    bool _508;
-    if (_502)
+    bool _509 = (ea - 25u) <= 228u;
+    bool _515;
+    if (_509)
     {
-        _508 = (eb - 25u) <= 228u;
+        _515 = (eb - 25u) <= 228u;
     }
     else
     {
-        _508 = _502;
+        _515 = _509;
     }
-    if (_508)
+    if (_515)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -430,8 +463,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _530 = f32_add_soft(param, param_1);
-    return _530;
+    uint _537 = f32_add_soft(param, param_1);
+    return _537;
 }
 
 static inline __attribute__((always_inline))
@@ -450,29 +483,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _564;
+        uint _571;
         if (ab == 0u)
         {
-            _564 = 4290772992u;
+            _571 = 4290772992u;
         }
         else
         {
-            _564 = _sign | 2139095040u;
+            _571 = _sign | 2139095040u;
         }
-        return _564;
+        return _571;
     }
     if (ab == 2139095040u)
     {
-        uint _578;
+        uint _585;
         if (aa == 0u)
         {
-            _578 = 4290772992u;
+            _585 = 4290772992u;
         }
         else
         {
-            _578 = _sign | 2139095040u;
+            _585 = _sign | 2139095040u;
         }
-        return _578;
+        return _585;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -502,11 +535,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _648;
-    _648._m0 = ma * mb;
-    _648._m1 = mulhi(ma, mb);
-    uint lo = _648._m0;
-    uint hi = _648._m1;
+    ResType _655;
+    _655._m0 = ma * mb;
+    _655._m1 = mulhi(ma, mb);
+    uint lo = _655._m0;
+    uint hi = _655._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -525,41 +558,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _710;
+        uint _717;
         if (sh >= 32u)
         {
-            _710 = 1u;
+            _717 = 1u;
         }
         else
         {
-            _710 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _717 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _710;
+        m = _717;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _734 = rem > 128u;
-    bool _746;
-    if (!_734)
+    bool _741 = rem > 128u;
+    bool _753;
+    if (!_741)
     {
-        bool _739 = rem == 128u;
-        bool _745;
-        if (_739)
+        bool _746 = rem == 128u;
+        bool _752;
+        if (_746)
         {
-            _745 = (m & 1u) != 0u;
+            _752 = (m & 1u) != 0u;
         }
         else
         {
-            _745 = _739;
+            _752 = _746;
         }
-        _746 = _745;
+        _753 = _752;
     }
     else
     {
-        _746 = _734;
+        _753 = _741;
     }
-    if (_746)
+    if (_753)
     {
         m++;
     }
@@ -571,26 +604,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _773 = (ea - 1u) < 254u;
-    bool _779;
-    if (_773)
+    bool _780 = (ea - 1u) < 254u;
+    bool _786;
+    if (_780)
     {
-        _779 = (eb - 1u) < 254u;
+        _786 = (eb - 1u) < 254u;
     }
     else
     {
-        _779 = _773;
+        _786 = _780;
     }
-    bool _788;
-    if (_779)
+    bool _795;
+    if (_786)
     {
-        _788 = ((ea + eb) - 128u) <= 251u;
+        _795 = ((ea + eb) - 128u) <= 251u;
     }
     else
     {
-        _788 = _779;
+        _795 = _786;
     }
-    if (_788)
+    if (_795)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -603,16 +636,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _810;
+    uint _817;
     if ((x & 2147483648u) != 0u)
     {
-        _810 = ~x;
+        _817 = ~x;
     }
     else
     {
-        _810 = x | 2147483648u;
+        _817 = x | 2147483648u;
     }
-    return _810;
+    return _817;
 }
 
 static inline __attribute__((always_inline))
@@ -650,19 +683,19 @@ uint f32_min(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_910)
+    if (_917)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_919)
+    if (_926)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_928)
+    if (_935)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -682,20 +715,35 @@ uint combine(thread const uint& a, thread const uint& b)
 }
 
 static inline __attribute__((always_inline))
+uint sum_slow(thread const uint& i, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    uint acc = s0.d[pc.src_off[0] + i];
+    for (uint k = 1u; k < K; k++)
+    {
+        uint param = k;
+        uint param_1 = i;
+        uint param_2 = acc;
+        uint param_3 = src_k(param, param_1, pc, s1, s2, s3, s4, s5, s6, s7);
+        acc = combine(param_2, param_3);
+    }
+    return acc;
+}
+
+static inline __attribute__((always_inline))
 bool div_small_f32(thread const uint& x, thread const uint& div)
 {
     uint ax = x & 2147483647u;
-    bool _256 = ax != 0u;
-    bool _265;
-    if (_256)
+    bool _263 = ax != 0u;
+    bool _272;
+    if (_263)
     {
-        _265 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+        _272 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
     }
     else
     {
-        _265 = _256;
+        _272 = _263;
     }
-    return _265;
+    return _272;
 }
 
 static inline __attribute__((always_inline))
@@ -722,27 +770,27 @@ uint divide_small_f32(thread const uint& x, thread const uint& div)
             q |= 1u;
         }
     }
-    bool _226 = (2u * rem) > div;
-    bool _240;
-    if (!_226)
+    bool _233 = (2u * rem) > div;
+    bool _247;
+    if (!_233)
     {
-        bool _233 = (2u * rem) == div;
-        bool _239;
-        if (_233)
+        bool _240 = (2u * rem) == div;
+        bool _246;
+        if (_240)
         {
-            _239 = (q & 1u) != 0u;
+            _246 = (q & 1u) != 0u;
         }
         else
         {
-            _239 = _233;
+            _246 = _240;
         }
-        _240 = _239;
+        _247 = _246;
     }
     else
     {
-        _240 = _226;
+        _247 = _233;
     }
-    if (_240)
+    if (_247)
     {
         q++;
     }
@@ -800,21 +848,21 @@ uint f32_div(thread const uint& x, thread const uint& div, thread const float& r
 static inline __attribute__((always_inline))
 uint scale1(thread const uint& x, constant Params& pc)
 {
-    uint _954;
+    uint _961;
     if (pc.div != 0u)
     {
         uint param = x;
         uint param_1 = pc.div;
         float param_2 = pc.scale;
-        _954 = f32_div(param, param_1, param_2);
+        _961 = f32_div(param, param_1, param_2);
     }
     else
     {
         uint param_3 = x;
         uint param_4 = as_type<uint>(pc.scale);
-        _954 = f32_mul(param_3, param_4);
+        _961 = f32_mul(param_3, param_4);
     }
-    return _954;
+    return _961;
 }
 
 static inline __attribute__((always_inline))
@@ -826,73 +874,72 @@ uint scale_acc(thread const uint& x, constant Params& pc)
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst& dst [[buffer(0)]], const device Src0& s0 [[buffer(1)]], const device Src1& s1 [[buffer(2)]], const device Src2& s2 [[buffer(3)]], const device Src3& s3 [[buffer(4)]], const device Src4& s4 [[buffer(5)]], const device Src5& s5 [[buffer(6)]], const device Src6& s6 [[buffer(7)]], const device Src7& s7 [[buffer(8)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _1290 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint _1367 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint acc;
     uint param_1;
-    for (uint stride = _1290, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    for (uint stride = _1367, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
-        bool _1315;
-        if (!_1304)
+        if (_1381)
         {
             uint param = i;
-            bool _1312 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            bool _1388 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
             acc = param_1;
-            _1315 = !_1312;
+            if (!_1388)
+            {
+                uint param_2 = i;
+                acc = sum_slow(param_2, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            }
         }
         else
         {
-            _1315 = _1304;
-        }
-        if (_1315)
-        {
             acc = s0.d[pc.src_off[0] + i];
-            if (_1324)
+            if (_1403)
             {
-                uint param_2 = acc;
-                uint param_3 = s1.d[pc.src_off[1] + i];
-                acc = combine(param_2, param_3);
+                uint param_3 = acc;
+                uint param_4 = s1.d[pc.src_off[1] + i];
+                acc = combine(param_3, param_4);
             }
-            if (_1337)
+            if (_1416)
             {
-                uint param_4 = acc;
-                uint param_5 = s2.d[pc.src_off[2] + i];
-                acc = combine(param_4, param_5);
+                uint param_5 = acc;
+                uint param_6 = s2.d[pc.src_off[2] + i];
+                acc = combine(param_5, param_6);
             }
-            if (_1350)
+            if (_1429)
             {
-                uint param_6 = acc;
-                uint param_7 = s3.d[pc.src_off[3] + i];
-                acc = combine(param_6, param_7);
+                uint param_7 = acc;
+                uint param_8 = s3.d[pc.src_off[3] + i];
+                acc = combine(param_7, param_8);
             }
-            if (_1363)
+            if (_1442)
             {
-                uint param_8 = acc;
-                uint param_9 = s4.d[pc.src_off[4] + i];
-                acc = combine(param_8, param_9);
+                uint param_9 = acc;
+                uint param_10 = s4.d[pc.src_off[4] + i];
+                acc = combine(param_9, param_10);
             }
-            if (_1376)
+            if (_1455)
             {
-                uint param_10 = acc;
-                uint param_11 = s5.d[pc.src_off[5] + i];
-                acc = combine(param_10, param_11);
+                uint param_11 = acc;
+                uint param_12 = s5.d[pc.src_off[5] + i];
+                acc = combine(param_11, param_12);
             }
-            if (_1389)
+            if (_1468)
             {
-                uint param_12 = acc;
-                uint param_13 = s6.d[pc.src_off[6] + i];
-                acc = combine(param_12, param_13);
+                uint param_13 = acc;
+                uint param_14 = s6.d[pc.src_off[6] + i];
+                acc = combine(param_13, param_14);
             }
-            if (_1402)
+            if (_1481)
             {
-                uint param_14 = acc;
-                uint param_15 = s7.d[pc.src_off[7] + i];
-                acc = combine(param_14, param_15);
+                uint param_15 = acc;
+                uint param_16 = s7.d[pc.src_off[7] + i];
+                acc = combine(param_15, param_16);
             }
         }
         if (SCALE)
         {
-            uint param_16 = acc;
-            acc = scale_acc(param_16, pc);
+            uint param_17 = acc;
+            acc = scale_acc(param_17, pc);
         }
         dst.d[pc.dst_off + i] = acc;
     }

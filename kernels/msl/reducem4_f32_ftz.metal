@@ -81,9 +81,9 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _915 = (OP == 0u);
-constant bool _924 = (OP == 1u);
-constant bool _933 = (OP == 2u);
+constant bool _924 = (OP == 0u);
+constant bool _933 = (OP == 1u);
+constant bool _942 = (OP == 2u);
 
 struct Params
 {
@@ -103,66 +103,66 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _1063 = (K > 1u);
+constant bool _1070 = (K > 1u);
 
 struct Src1
 {
     uint4 d[1];
 };
 
-constant bool _1098 = (K > 2u);
+constant bool _1101 = (K > 2u);
 
 struct Src2
 {
     uint4 d[1];
 };
 
-constant bool _1134 = (K > 3u);
+constant bool _1133 = (K > 3u);
 
 struct Src3
 {
     uint4 d[1];
 };
 
-constant bool _1169 = (K > 4u);
+constant bool _1164 = (K > 4u);
 
 struct Src4
 {
     uint4 d[1];
 };
 
-constant bool _1205 = (K > 5u);
+constant bool _1196 = (K > 5u);
 
 struct Src5
 {
     uint4 d[1];
 };
 
-constant bool _1242 = (K > 6u);
+constant bool _1229 = (K > 6u);
 
 struct Src6
 {
     uint4 d[1];
 };
 
-constant bool _1278 = (K > 7u);
+constant bool _1261 = (K > 7u);
 
 struct Src7
 {
     uint4 d[1];
 };
 
-constant uint _1363_tmp [[function_constant(0)]];
-constant uint _1363 = is_function_constant_defined(_1363_tmp) ? _1363_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1363, 1u, 1u);
-constant bool _1380 = (OP != 0u);
-constant bool _1400 = (K > 1u);
-constant bool _1413 = (K > 2u);
-constant bool _1426 = (K > 3u);
-constant bool _1439 = (K > 4u);
-constant bool _1452 = (K > 5u);
-constant bool _1465 = (K > 6u);
-constant bool _1478 = (K > 7u);
+constant uint _1425_tmp [[function_constant(0)]];
+constant uint _1425 = is_function_constant_defined(_1425_tmp) ? _1425_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1425, 1u, 1u);
+constant bool _1442 = (OP == 0u);
+constant bool _1464 = (K > 1u);
+constant bool _1477 = (K > 2u);
+constant bool _1490 = (K > 3u);
+constant bool _1503 = (K > 4u);
+constant bool _1516 = (K > 5u);
+constant bool _1529 = (K > 6u);
+constant bool _1542 = (K > 7u);
 constant bool SCALE_tmp [[function_constant(3)]];
 constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
@@ -173,49 +173,49 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _1508 = (M > 1u);
+constant bool _1572 = (M > 1u);
 
 struct Dst1
 {
     uint4 d[1];
 };
 
-constant bool _1521 = (M > 2u);
+constant bool _1585 = (M > 2u);
 
 struct Dst2
 {
     uint4 d[1];
 };
 
-constant bool _1534 = (M > 3u);
+constant bool _1598 = (M > 3u);
 
 struct Dst3
 {
     uint4 d[1];
 };
 
-constant bool _1547 = (M > 4u);
+constant bool _1611 = (M > 4u);
 
 struct Dst4
 {
     uint4 d[1];
 };
 
-constant bool _1560 = (M > 5u);
+constant bool _1624 = (M > 5u);
 
 struct Dst5
 {
     uint4 d[1];
 };
 
-constant bool _1573 = (M > 6u);
+constant bool _1637 = (M > 6u);
 
 struct Dst6
 {
     uint4 d[1];
 };
 
-constant bool _1586 = (M > 7u);
+constant bool _1650 = (M > 7u);
 
 struct Dst7
 {
@@ -226,95 +226,128 @@ static inline __attribute__((always_inline))
 bool sum_fast(thread const uint& i, thread uint4& acc, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
 {
     uint4 x = s0.d[pc.src_off[0] + i];
-    uint4 lo = (x & uint4(2147483647u)) - uint4(1u);
-    uint4 hi = x & uint4(2147483647u);
+    uint4 t = x + x;
+    uint4 lo = t - uint4(2u);
+    uint4 hi = t;
     uint4 all_bits = x;
-    uint4 any_bits = x;
     float4 f = as_type<float4>(x);
-    if (_1063)
+    if (_1070)
     {
         x = s1.d[pc.src_off[1] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1098)
+    if (_1101)
     {
         x = s2.d[pc.src_off[2] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1134)
+    if (_1133)
     {
         x = s3.d[pc.src_off[3] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1169)
+    if (_1164)
     {
         x = s4.d[pc.src_off[4] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1205)
+    if (_1196)
     {
         x = s5.d[pc.src_off[5] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1242)
+    if (_1229)
     {
         x = s6.d[pc.src_off[6] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    if (_1278)
+    if (_1261)
     {
         x = s7.d[pc.src_off[7] + i];
-        lo = min(lo, ((x & uint4(2147483647u)) - uint4(1u)));
-        hi = max(hi, (x & uint4(2147483647u)));
+        t = x + x;
+        lo = min(lo, (t - uint4(2u)));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float4>(x));
     }
-    acc = select(as_type<uint4>(f), select(uint4(0u), uint4(2147483648u), ((all_bits ^ uint4(2147483648u)) | (any_bits ^ uint4(2147483648u))) == uint4(0u)), (as_type<uint4>(f) & uint4(2147483647u)) == uint4(0u));
-    bool _1338 = all(uint4(209715199u) <= lo);
-    bool _1345;
-    if (_1338)
+    acc = select(as_type<uint4>(f), all_bits & uint4(2147483648u), (as_type<uint4>(f) & uint4(2147483647u)) == uint4(0u));
+    bool _1310 = all(uint4(419430398u) <= lo);
+    bool _1318;
+    if (_1310)
     {
-        _1345 = all(hi < uint4(2139095040u));
+        _1318 = all(hi < uint4(4278190080u));
     }
     else
     {
-        _1345 = _1338;
+        _1318 = _1310;
     }
-    bool _1353;
-    if (_1345)
+    bool _1327;
+    if (_1318)
     {
-        _1353 = all((acc & uint4(2147483647u)) < uint4(2139095040u));
+        _1327 = all((acc & uint4(2147483647u)) < uint4(2139095040u));
     }
     else
     {
-        _1353 = _1345;
+        _1327 = _1318;
     }
-    return _1353;
+    return _1327;
+}
+
+static inline __attribute__((always_inline))
+uint4 src_k(thread const uint& k, thread const uint& i, constant Params& pc, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    switch (k)
+    {
+        case 1u:
+        {
+            return s1.d[pc.src_off[1] + i];
+        }
+        case 2u:
+        {
+            return s2.d[pc.src_off[2] + i];
+        }
+        case 3u:
+        {
+            return s3.d[pc.src_off[3] + i];
+        }
+        case 4u:
+        {
+            return s4.d[pc.src_off[4] + i];
+        }
+        case 5u:
+        {
+            return s5.d[pc.src_off[5] + i];
+        }
+        case 6u:
+        {
+            return s6.d[pc.src_off[6] + i];
+        }
+    }
+    return s7.d[pc.src_off[7] + i];
 }
 
 static inline __attribute__((always_inline))
@@ -332,17 +365,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _300 = ab == 2139095040u;
-        bool _308;
-        if (_300)
+        bool _309 = ab == 2139095040u;
+        bool _317;
+        if (_309)
         {
-            _308 = ((a ^ b) & 2147483648u) != 0u;
+            _317 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _308 = _300;
+            _317 = _309;
         }
-        return _308 ? 4290772992u : a;
+        return _317 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -350,16 +383,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _325;
+        uint _334;
         if (aa == 0u)
         {
-            _325 = a & b;
+            _334 = a & b;
         }
         else
         {
-            _325 = a;
+            _334 = a;
         }
-        return _325;
+        return _334;
     }
     if (aa == 0u)
     {
@@ -432,27 +465,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _466 = rem > 4u;
-    bool _478;
-    if (!_466)
+    bool _475 = rem > 4u;
+    bool _487;
+    if (!_475)
     {
-        bool _471 = rem == 4u;
-        bool _477;
-        if (_471)
+        bool _480 = rem == 4u;
+        bool _486;
+        if (_480)
         {
-            _477 = (m & 1u) != 0u;
+            _486 = (m & 1u) != 0u;
         }
         else
         {
-            _477 = _471;
+            _486 = _480;
         }
-        _478 = _477;
+        _487 = _486;
     }
     else
     {
-        _478 = _466;
+        _487 = _475;
     }
-    if (_478)
+    if (_487)
     {
         m++;
     }
@@ -464,17 +497,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _507 = (ea - 25u) <= 228u;
-    bool _513;
-    if (_507)
+    bool _516 = (ea - 25u) <= 228u;
+    bool _522;
+    if (_516)
     {
-        _513 = (eb - 25u) <= 228u;
+        _522 = (eb - 25u) <= 228u;
     }
     else
     {
-        _513 = _507;
+        _522 = _516;
     }
-    if (_513)
+    if (_522)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -482,8 +515,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _535 = f32_add_soft(param, param_1);
-    return _535;
+    uint _544 = f32_add_soft(param, param_1);
+    return _544;
 }
 
 static inline __attribute__((always_inline))
@@ -502,29 +535,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _569;
+        uint _578;
         if (ab == 0u)
         {
-            _569 = 4290772992u;
+            _578 = 4290772992u;
         }
         else
         {
-            _569 = _sign | 2139095040u;
+            _578 = _sign | 2139095040u;
         }
-        return _569;
+        return _578;
     }
     if (ab == 2139095040u)
     {
-        uint _583;
+        uint _592;
         if (aa == 0u)
         {
-            _583 = 4290772992u;
+            _592 = 4290772992u;
         }
         else
         {
-            _583 = _sign | 2139095040u;
+            _592 = _sign | 2139095040u;
         }
-        return _583;
+        return _592;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -554,11 +587,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _653;
-    _653._m0 = ma * mb;
-    _653._m1 = mulhi(ma, mb);
-    uint lo = _653._m0;
-    uint hi = _653._m1;
+    ResType _662;
+    _662._m0 = ma * mb;
+    _662._m1 = mulhi(ma, mb);
+    uint lo = _662._m0;
+    uint hi = _662._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -577,41 +610,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _715;
+        uint _724;
         if (sh >= 32u)
         {
-            _715 = 1u;
+            _724 = 1u;
         }
         else
         {
-            _715 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _724 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _715;
+        m = _724;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _739 = rem > 128u;
-    bool _751;
-    if (!_739)
+    bool _748 = rem > 128u;
+    bool _760;
+    if (!_748)
     {
-        bool _744 = rem == 128u;
-        bool _750;
-        if (_744)
+        bool _753 = rem == 128u;
+        bool _759;
+        if (_753)
         {
-            _750 = (m & 1u) != 0u;
+            _759 = (m & 1u) != 0u;
         }
         else
         {
-            _750 = _744;
+            _759 = _753;
         }
-        _751 = _750;
+        _760 = _759;
     }
     else
     {
-        _751 = _739;
+        _760 = _748;
     }
-    if (_751)
+    if (_760)
     {
         m++;
     }
@@ -623,26 +656,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _778 = (ea - 1u) < 254u;
-    bool _784;
-    if (_778)
-    {
-        _784 = (eb - 1u) < 254u;
-    }
-    else
-    {
-        _784 = _778;
-    }
+    bool _787 = (ea - 1u) < 254u;
     bool _793;
-    if (_784)
+    if (_787)
     {
-        _793 = ((ea + eb) - 128u) <= 251u;
+        _793 = (eb - 1u) < 254u;
     }
     else
     {
-        _793 = _784;
+        _793 = _787;
     }
+    bool _802;
     if (_793)
+    {
+        _802 = ((ea + eb) - 128u) <= 251u;
+    }
+    else
+    {
+        _802 = _793;
+    }
+    if (_802)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -655,16 +688,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _815;
+    uint _824;
     if ((x & 2147483648u) != 0u)
     {
-        _815 = ~x;
+        _824 = ~x;
     }
     else
     {
-        _815 = x | 2147483648u;
+        _824 = x | 2147483648u;
     }
-    return _815;
+    return _824;
 }
 
 static inline __attribute__((always_inline))
@@ -702,19 +735,19 @@ uint f32_min(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_915)
+    if (_924)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_924)
+    if (_933)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_933)
+    if (_942)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -739,20 +772,35 @@ uint4 combine(thread const uint4& a, thread const uint4& b)
 }
 
 static inline __attribute__((always_inline))
+uint4 sum_slow(thread const uint& i, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    uint4 acc = s0.d[pc.src_off[0] + i];
+    for (uint k = 1u; k < K; k++)
+    {
+        uint param = k;
+        uint param_1 = i;
+        uint4 param_2 = acc;
+        uint4 param_3 = src_k(param, param_1, pc, s1, s2, s3, s4, s5, s6, s7);
+        acc = combine(param_2, param_3);
+    }
+    return acc;
+}
+
+static inline __attribute__((always_inline))
 bool div_small_f32(thread const uint& x, thread const uint& div)
 {
     uint ax = x & 2147483647u;
-    bool _261 = ax != 0u;
-    bool _270;
-    if (_261)
+    bool _270 = ax != 0u;
+    bool _279;
+    if (_270)
     {
-        _270 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+        _279 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
     }
     else
     {
-        _270 = _261;
+        _279 = _270;
     }
-    return _270;
+    return _279;
 }
 
 static inline __attribute__((always_inline))
@@ -779,27 +827,27 @@ uint divide_small_f32(thread const uint& x, thread const uint& div)
             q |= 1u;
         }
     }
-    bool _231 = (2u * rem) > div;
-    bool _245;
-    if (!_231)
+    bool _240 = (2u * rem) > div;
+    bool _254;
+    if (!_240)
     {
-        bool _238 = (2u * rem) == div;
-        bool _244;
-        if (_238)
+        bool _247 = (2u * rem) == div;
+        bool _253;
+        if (_247)
         {
-            _244 = (q & 1u) != 0u;
+            _253 = (q & 1u) != 0u;
         }
         else
         {
-            _244 = _238;
+            _253 = _247;
         }
-        _245 = _244;
+        _254 = _253;
     }
     else
     {
-        _245 = _231;
+        _254 = _240;
     }
-    if (_245)
+    if (_254)
     {
         q++;
     }
@@ -857,21 +905,21 @@ uint f32_div(thread const uint& x, thread const uint& div, thread const float& r
 static inline __attribute__((always_inline))
 uint scale1(thread const uint& x, constant Params& pc)
 {
-    uint _960;
+    uint _969;
     if (pc.div != 0u)
     {
         uint param = x;
         uint param_1 = pc.div;
         float param_2 = pc.scale;
-        _960 = f32_div(param, param_1, param_2);
+        _969 = f32_div(param, param_1, param_2);
     }
     else
     {
         uint param_3 = x;
         uint param_4 = as_type<uint>(pc.scale);
-        _960 = f32_mul(param_3, param_4);
+        _969 = f32_mul(param_3, param_4);
     }
-    return _960;
+    return _969;
 }
 
 static inline __attribute__((always_inline))
@@ -888,100 +936,99 @@ uint4 scale_acc(thread const uint4& x, constant Params& pc)
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _1366 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint _1428 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint4 acc;
     uint4 param_1;
-    for (uint stride = _1366, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    for (uint stride = _1428, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
-        bool _1391;
-        if (!_1380)
+        if (_1442)
         {
             uint param = i;
-            bool _1388 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            bool _1449 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
             acc = param_1;
-            _1391 = !_1388;
+            if (!_1449)
+            {
+                uint param_2 = i;
+                acc = sum_slow(param_2, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            }
         }
         else
         {
-            _1391 = _1380;
-        }
-        if (_1391)
-        {
             acc = s0.d[pc.src_off[0] + i];
-            if (_1400)
+            if (_1464)
             {
-                uint4 param_2 = acc;
-                uint4 param_3 = s1.d[pc.src_off[1] + i];
-                acc = combine(param_2, param_3);
+                uint4 param_3 = acc;
+                uint4 param_4 = s1.d[pc.src_off[1] + i];
+                acc = combine(param_3, param_4);
             }
-            if (_1413)
+            if (_1477)
             {
-                uint4 param_4 = acc;
-                uint4 param_5 = s2.d[pc.src_off[2] + i];
-                acc = combine(param_4, param_5);
+                uint4 param_5 = acc;
+                uint4 param_6 = s2.d[pc.src_off[2] + i];
+                acc = combine(param_5, param_6);
             }
-            if (_1426)
+            if (_1490)
             {
-                uint4 param_6 = acc;
-                uint4 param_7 = s3.d[pc.src_off[3] + i];
-                acc = combine(param_6, param_7);
+                uint4 param_7 = acc;
+                uint4 param_8 = s3.d[pc.src_off[3] + i];
+                acc = combine(param_7, param_8);
             }
-            if (_1439)
+            if (_1503)
             {
-                uint4 param_8 = acc;
-                uint4 param_9 = s4.d[pc.src_off[4] + i];
-                acc = combine(param_8, param_9);
+                uint4 param_9 = acc;
+                uint4 param_10 = s4.d[pc.src_off[4] + i];
+                acc = combine(param_9, param_10);
             }
-            if (_1452)
+            if (_1516)
             {
-                uint4 param_10 = acc;
-                uint4 param_11 = s5.d[pc.src_off[5] + i];
-                acc = combine(param_10, param_11);
+                uint4 param_11 = acc;
+                uint4 param_12 = s5.d[pc.src_off[5] + i];
+                acc = combine(param_11, param_12);
             }
-            if (_1465)
+            if (_1529)
             {
-                uint4 param_12 = acc;
-                uint4 param_13 = s6.d[pc.src_off[6] + i];
-                acc = combine(param_12, param_13);
+                uint4 param_13 = acc;
+                uint4 param_14 = s6.d[pc.src_off[6] + i];
+                acc = combine(param_13, param_14);
             }
-            if (_1478)
+            if (_1542)
             {
-                uint4 param_14 = acc;
-                uint4 param_15 = s7.d[pc.src_off[7] + i];
-                acc = combine(param_14, param_15);
+                uint4 param_15 = acc;
+                uint4 param_16 = s7.d[pc.src_off[7] + i];
+                acc = combine(param_15, param_16);
             }
         }
         if (SCALE)
         {
-            uint4 param_16 = acc;
-            acc = scale_acc(param_16, pc);
+            uint4 param_17 = acc;
+            acc = scale_acc(param_17, pc);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_1508)
+        if (_1572)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_1521)
+        if (_1585)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_1534)
+        if (_1598)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_1547)
+        if (_1611)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_1560)
+        if (_1624)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_1573)
+        if (_1637)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_1586)
+        if (_1650)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }

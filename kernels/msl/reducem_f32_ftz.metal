@@ -81,9 +81,9 @@ struct ResType
 
 constant uint OP_tmp [[function_constant(1)]];
 constant uint OP = is_function_constant_defined(OP_tmp) ? OP_tmp : 0u;
-constant bool _910 = (OP == 0u);
-constant bool _919 = (OP == 1u);
-constant bool _928 = (OP == 2u);
+constant bool _917 = (OP == 0u);
+constant bool _926 = (OP == 1u);
+constant bool _935 = (OP == 2u);
 
 struct Params
 {
@@ -103,66 +103,66 @@ struct Src0
 
 constant uint K_tmp [[function_constant(2)]];
 constant uint K = is_function_constant_defined(K_tmp) ? K_tmp : 2u;
-constant bool _1019 = (K > 1u);
+constant bool _1026 = (K > 1u);
 
 struct Src1
 {
     uint d[1];
 };
 
-constant bool _1051 = (K > 2u);
+constant bool _1056 = (K > 2u);
 
 struct Src2
 {
     uint d[1];
 };
 
-constant bool _1084 = (K > 3u);
+constant bool _1087 = (K > 3u);
 
 struct Src3
 {
     uint d[1];
 };
 
-constant bool _1116 = (K > 4u);
+constant bool _1117 = (K > 4u);
 
 struct Src4
 {
     uint d[1];
 };
 
-constant bool _1149 = (K > 5u);
+constant bool _1148 = (K > 5u);
 
 struct Src5
 {
     uint d[1];
 };
 
-constant bool _1183 = (K > 6u);
+constant bool _1180 = (K > 6u);
 
 struct Src6
 {
     uint d[1];
 };
 
-constant bool _1216 = (K > 7u);
+constant bool _1211 = (K > 7u);
 
 struct Src7
 {
     uint d[1];
 };
 
-constant uint _1288_tmp [[function_constant(0)]];
-constant uint _1288 = is_function_constant_defined(_1288_tmp) ? _1288_tmp : 1u;
-constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1288, 1u, 1u);
-constant bool _1305 = (OP != 0u);
-constant bool _1325 = (K > 1u);
-constant bool _1338 = (K > 2u);
-constant bool _1351 = (K > 3u);
-constant bool _1364 = (K > 4u);
-constant bool _1377 = (K > 5u);
-constant bool _1390 = (K > 6u);
-constant bool _1403 = (K > 7u);
+constant uint _1365_tmp [[function_constant(0)]];
+constant uint _1365 = is_function_constant_defined(_1365_tmp) ? _1365_tmp : 1u;
+constant uint3 gl_WorkGroupSize [[maybe_unused]] = uint3(_1365, 1u, 1u);
+constant bool _1382 = (OP == 0u);
+constant bool _1404 = (K > 1u);
+constant bool _1417 = (K > 2u);
+constant bool _1430 = (K > 3u);
+constant bool _1443 = (K > 4u);
+constant bool _1456 = (K > 5u);
+constant bool _1469 = (K > 6u);
+constant bool _1482 = (K > 7u);
 constant bool SCALE_tmp [[function_constant(3)]];
 constant bool SCALE = is_function_constant_defined(SCALE_tmp) ? SCALE_tmp : false;
 
@@ -173,49 +173,49 @@ struct Dst0
 
 constant uint M_tmp [[function_constant(5)]];
 constant uint M = is_function_constant_defined(M_tmp) ? M_tmp : 1u;
-constant bool _1433 = (M > 1u);
+constant bool _1512 = (M > 1u);
 
 struct Dst1
 {
     uint d[1];
 };
 
-constant bool _1446 = (M > 2u);
+constant bool _1525 = (M > 2u);
 
 struct Dst2
 {
     uint d[1];
 };
 
-constant bool _1459 = (M > 3u);
+constant bool _1538 = (M > 3u);
 
 struct Dst3
 {
     uint d[1];
 };
 
-constant bool _1472 = (M > 4u);
+constant bool _1551 = (M > 4u);
 
 struct Dst4
 {
     uint d[1];
 };
 
-constant bool _1485 = (M > 5u);
+constant bool _1564 = (M > 5u);
 
 struct Dst5
 {
     uint d[1];
 };
 
-constant bool _1498 = (M > 6u);
+constant bool _1577 = (M > 6u);
 
 struct Dst6
 {
     uint d[1];
 };
 
-constant bool _1511 = (M > 7u);
+constant bool _1590 = (M > 7u);
 
 struct Dst7
 {
@@ -226,95 +226,128 @@ static inline __attribute__((always_inline))
 bool sum_fast(thread const uint& i, thread uint& acc, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
 {
     uint x = s0.d[pc.src_off[0] + i];
-    uint lo = (x & 2147483647u) - 1u;
-    uint hi = x & 2147483647u;
+    uint t = x + x;
+    uint lo = t - 2u;
+    uint hi = t;
     uint all_bits = x;
-    uint any_bits = x;
     float f = as_type<float>(x);
-    if (_1019)
+    if (_1026)
     {
         x = s1.d[pc.src_off[1] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1051)
+    if (_1056)
     {
         x = s2.d[pc.src_off[2] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1084)
+    if (_1087)
     {
         x = s3.d[pc.src_off[3] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1116)
+    if (_1117)
     {
         x = s4.d[pc.src_off[4] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1149)
+    if (_1148)
     {
         x = s5.d[pc.src_off[5] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1183)
+    if (_1180)
     {
         x = s6.d[pc.src_off[6] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    if (_1216)
+    if (_1211)
     {
         x = s7.d[pc.src_off[7] + i];
-        lo = min(lo, ((x & 2147483647u) - 1u));
-        hi = max(hi, (x & 2147483647u));
+        t = x + x;
+        lo = min(lo, (t - 2u));
+        hi = max(hi, t);
         all_bits &= x;
-        any_bits |= x;
         f = spvFAdd(f, as_type<float>(x));
     }
-    uint _1253;
+    uint _1246;
     if ((as_type<uint>(f) & 2147483647u) == 0u)
     {
-        _1253 = (((all_bits ^ 2147483648u) | (any_bits ^ 2147483648u)) == 0u) ? 2147483648u : 0u;
+        _1246 = all_bits & 2147483648u;
     }
     else
     {
-        _1253 = as_type<uint>(f);
+        _1246 = as_type<uint>(f);
     }
-    acc = _1253;
-    bool _1272 = (209715199u <= lo) && (hi < 2139095040u);
-    bool _1278;
-    if (_1272)
+    acc = _1246;
+    bool _1261 = (419430398u <= lo) && (hi < 4278190080u);
+    bool _1267;
+    if (_1261)
     {
-        _1278 = (acc & 2147483647u) < 2139095040u;
+        _1267 = (acc & 2147483647u) < 2139095040u;
     }
     else
     {
-        _1278 = _1272;
+        _1267 = _1261;
     }
-    return _1278;
+    return _1267;
+}
+
+static inline __attribute__((always_inline))
+uint src_k(thread const uint& k, thread const uint& i, constant Params& pc, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    switch (k)
+    {
+        case 1u:
+        {
+            return s1.d[pc.src_off[1] + i];
+        }
+        case 2u:
+        {
+            return s2.d[pc.src_off[2] + i];
+        }
+        case 3u:
+        {
+            return s3.d[pc.src_off[3] + i];
+        }
+        case 4u:
+        {
+            return s4.d[pc.src_off[4] + i];
+        }
+        case 5u:
+        {
+            return s5.d[pc.src_off[5] + i];
+        }
+        case 6u:
+        {
+            return s6.d[pc.src_off[6] + i];
+        }
+    }
+    return s7.d[pc.src_off[7] + i];
 }
 
 static inline __attribute__((always_inline))
@@ -332,17 +365,17 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (aa == 2139095040u)
     {
-        bool _295 = ab == 2139095040u;
-        bool _303;
-        if (_295)
+        bool _302 = ab == 2139095040u;
+        bool _310;
+        if (_302)
         {
-            _303 = ((a ^ b) & 2147483648u) != 0u;
+            _310 = ((a ^ b) & 2147483648u) != 0u;
         }
         else
         {
-            _303 = _295;
+            _310 = _302;
         }
-        return _303 ? 4290772992u : a;
+        return _310 ? 4290772992u : a;
     }
     if (ab == 2139095040u)
     {
@@ -350,16 +383,16 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     if (ab == 0u)
     {
-        uint _320;
+        uint _327;
         if (aa == 0u)
         {
-            _320 = a & b;
+            _327 = a & b;
         }
         else
         {
-            _320 = a;
+            _327 = a;
         }
-        return _320;
+        return _327;
     }
     if (aa == 0u)
     {
@@ -432,27 +465,27 @@ uint f32_add_soft(thread uint& a, thread uint& b)
     }
     uint rem = m & 7u;
     m = m >> uint(3);
-    bool _461 = rem > 4u;
-    bool _473;
-    if (!_461)
+    bool _468 = rem > 4u;
+    bool _480;
+    if (!_468)
     {
-        bool _466 = rem == 4u;
-        bool _472;
-        if (_466)
+        bool _473 = rem == 4u;
+        bool _479;
+        if (_473)
         {
-            _472 = (m & 1u) != 0u;
+            _479 = (m & 1u) != 0u;
         }
         else
         {
-            _472 = _466;
+            _479 = _473;
         }
-        _473 = _472;
+        _480 = _479;
     }
     else
     {
-        _473 = _461;
+        _480 = _468;
     }
-    if (_473)
+    if (_480)
     {
         m++;
     }
@@ -464,17 +497,17 @@ uint f32_add(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _502 = (ea - 25u) <= 228u;
-    bool _508;
-    if (_502)
+    bool _509 = (ea - 25u) <= 228u;
+    bool _515;
+    if (_509)
     {
-        _508 = (eb - 25u) <= 228u;
+        _515 = (eb - 25u) <= 228u;
     }
     else
     {
-        _508 = _502;
+        _515 = _509;
     }
-    if (_508)
+    if (_515)
     {
         float s = spvFAdd(as_type<float>(a), as_type<float>(b));
         uint r = as_type<uint>(s);
@@ -482,8 +515,8 @@ uint f32_add(thread const uint& a, thread const uint& b)
     }
     uint param = a;
     uint param_1 = b;
-    uint _530 = f32_add_soft(param, param_1);
-    return _530;
+    uint _537 = f32_add_soft(param, param_1);
+    return _537;
 }
 
 static inline __attribute__((always_inline))
@@ -502,29 +535,29 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     }
     if (aa == 2139095040u)
     {
-        uint _564;
+        uint _571;
         if (ab == 0u)
         {
-            _564 = 4290772992u;
+            _571 = 4290772992u;
         }
         else
         {
-            _564 = _sign | 2139095040u;
+            _571 = _sign | 2139095040u;
         }
-        return _564;
+        return _571;
     }
     if (ab == 2139095040u)
     {
-        uint _578;
+        uint _585;
         if (aa == 0u)
         {
-            _578 = 4290772992u;
+            _585 = 4290772992u;
         }
         else
         {
-            _578 = _sign | 2139095040u;
+            _585 = _sign | 2139095040u;
         }
-        return _578;
+        return _585;
     }
     if ((aa == 0u) || (ab == 0u))
     {
@@ -554,11 +587,11 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     {
         mb |= 8388608u;
     }
-    ResType _648;
-    _648._m0 = ma * mb;
-    _648._m1 = mulhi(ma, mb);
-    uint lo = _648._m0;
-    uint hi = _648._m1;
+    ResType _655;
+    _655._m0 = ma * mb;
+    _655._m1 = mulhi(ma, mb);
+    uint lo = _655._m0;
+    uint hi = _655._m1;
     int e = (ea + eb) - 127;
     uint m;
     if (hi >= 32768u)
@@ -577,41 +610,41 @@ uint f32_mul_soft(thread const uint& a, thread const uint& b)
     if (e < 1)
     {
         uint sh = uint(1 - e);
-        uint _710;
+        uint _717;
         if (sh >= 32u)
         {
-            _710 = 1u;
+            _717 = 1u;
         }
         else
         {
-            _710 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
+            _717 = (m >> sh) | uint((m & ((1u << sh) - 1u)) != 0u);
         }
-        m = _710;
+        m = _717;
         e = 1;
     }
     uint rem = m & 255u;
     m = m >> uint(8);
-    bool _734 = rem > 128u;
-    bool _746;
-    if (!_734)
+    bool _741 = rem > 128u;
+    bool _753;
+    if (!_741)
     {
-        bool _739 = rem == 128u;
-        bool _745;
-        if (_739)
+        bool _746 = rem == 128u;
+        bool _752;
+        if (_746)
         {
-            _745 = (m & 1u) != 0u;
+            _752 = (m & 1u) != 0u;
         }
         else
         {
-            _745 = _739;
+            _752 = _746;
         }
-        _746 = _745;
+        _753 = _752;
     }
     else
     {
-        _746 = _734;
+        _753 = _741;
     }
-    if (_746)
+    if (_753)
     {
         m++;
     }
@@ -623,26 +656,26 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 {
     uint ea = (a >> uint(23)) & 255u;
     uint eb = (b >> uint(23)) & 255u;
-    bool _773 = (ea - 1u) < 254u;
-    bool _779;
-    if (_773)
+    bool _780 = (ea - 1u) < 254u;
+    bool _786;
+    if (_780)
     {
-        _779 = (eb - 1u) < 254u;
+        _786 = (eb - 1u) < 254u;
     }
     else
     {
-        _779 = _773;
+        _786 = _780;
     }
-    bool _788;
-    if (_779)
+    bool _795;
+    if (_786)
     {
-        _788 = ((ea + eb) - 128u) <= 251u;
+        _795 = ((ea + eb) - 128u) <= 251u;
     }
     else
     {
-        _788 = _779;
+        _795 = _786;
     }
-    if (_788)
+    if (_795)
     {
         float p = spvFMul(as_type<float>(a), as_type<float>(b));
         return as_type<uint>(p);
@@ -655,16 +688,16 @@ uint f32_mul(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint f32_key(thread const uint& x)
 {
-    uint _810;
+    uint _817;
     if ((x & 2147483648u) != 0u)
     {
-        _810 = ~x;
+        _817 = ~x;
     }
     else
     {
-        _810 = x | 2147483648u;
+        _817 = x | 2147483648u;
     }
-    return _810;
+    return _817;
 }
 
 static inline __attribute__((always_inline))
@@ -702,19 +735,19 @@ uint f32_min(thread const uint& a, thread const uint& b)
 static inline __attribute__((always_inline))
 uint combine1(thread const uint& a, thread const uint& b)
 {
-    if (_910)
+    if (_917)
     {
         uint param = a;
         uint param_1 = b;
         return f32_add(param, param_1);
     }
-    if (_919)
+    if (_926)
     {
         uint param_2 = a;
         uint param_3 = b;
         return f32_mul(param_2, param_3);
     }
-    if (_928)
+    if (_935)
     {
         uint param_4 = a;
         uint param_5 = b;
@@ -734,20 +767,35 @@ uint combine(thread const uint& a, thread const uint& b)
 }
 
 static inline __attribute__((always_inline))
+uint sum_slow(thread const uint& i, constant Params& pc, const device Src0& s0, const device Src1& s1, const device Src2& s2, const device Src3& s3, const device Src4& s4, const device Src5& s5, const device Src6& s6, const device Src7& s7)
+{
+    uint acc = s0.d[pc.src_off[0] + i];
+    for (uint k = 1u; k < K; k++)
+    {
+        uint param = k;
+        uint param_1 = i;
+        uint param_2 = acc;
+        uint param_3 = src_k(param, param_1, pc, s1, s2, s3, s4, s5, s6, s7);
+        acc = combine(param_2, param_3);
+    }
+    return acc;
+}
+
+static inline __attribute__((always_inline))
 bool div_small_f32(thread const uint& x, thread const uint& div)
 {
     uint ax = x & 2147483647u;
-    bool _256 = ax != 0u;
-    bool _265;
-    if (_256)
+    bool _263 = ax != 0u;
+    bool _272;
+    if (_263)
     {
-        _265 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
+        _272 = ax < as_type<uint>(float(div) * 1.1754943508222875079687365372222e-38);
     }
     else
     {
-        _265 = _256;
+        _272 = _263;
     }
-    return _265;
+    return _272;
 }
 
 static inline __attribute__((always_inline))
@@ -774,27 +822,27 @@ uint divide_small_f32(thread const uint& x, thread const uint& div)
             q |= 1u;
         }
     }
-    bool _226 = (2u * rem) > div;
-    bool _240;
-    if (!_226)
+    bool _233 = (2u * rem) > div;
+    bool _247;
+    if (!_233)
     {
-        bool _233 = (2u * rem) == div;
-        bool _239;
-        if (_233)
+        bool _240 = (2u * rem) == div;
+        bool _246;
+        if (_240)
         {
-            _239 = (q & 1u) != 0u;
+            _246 = (q & 1u) != 0u;
         }
         else
         {
-            _239 = _233;
+            _246 = _240;
         }
-        _240 = _239;
+        _247 = _246;
     }
     else
     {
-        _240 = _226;
+        _247 = _233;
     }
-    if (_240)
+    if (_247)
     {
         q++;
     }
@@ -852,21 +900,21 @@ uint f32_div(thread const uint& x, thread const uint& div, thread const float& r
 static inline __attribute__((always_inline))
 uint scale1(thread const uint& x, constant Params& pc)
 {
-    uint _955;
+    uint _962;
     if (pc.div != 0u)
     {
         uint param = x;
         uint param_1 = pc.div;
         float param_2 = pc.scale;
-        _955 = f32_div(param, param_1, param_2);
+        _962 = f32_div(param, param_1, param_2);
     }
     else
     {
         uint param_3 = x;
         uint param_4 = as_type<uint>(pc.scale);
-        _955 = f32_mul(param_3, param_4);
+        _962 = f32_mul(param_3, param_4);
     }
-    return _955;
+    return _962;
 }
 
 static inline __attribute__((always_inline))
@@ -878,100 +926,99 @@ uint scale_acc(thread const uint& x, constant Params& pc)
 
 kernel void main0(constant Params& pc [[buffer(0)]], device Dst0& d0 [[buffer(0)]], device Dst1& d1 [[buffer(1)]], device Dst2& d2 [[buffer(2)]], device Dst3& d3 [[buffer(3)]], device Dst4& d4 [[buffer(4)]], device Dst5& d5 [[buffer(5)]], device Dst6& d6 [[buffer(6)]], device Dst7& d7 [[buffer(7)]], const device Src0& s0 [[buffer(8)]], const device Src1& s1 [[buffer(9)]], const device Src2& s2 [[buffer(10)]], const device Src3& s3 [[buffer(11)]], const device Src4& s4 [[buffer(12)]], const device Src5& s5 [[buffer(13)]], const device Src6& s6 [[buffer(14)]], const device Src7& s7 [[buffer(15)]], uint3 gl_NumWorkGroups [[threadgroups_per_grid]], uint3 gl_GlobalInvocationID [[thread_position_in_grid]])
 {
-    uint _1291 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint _1368 = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint acc;
     uint param_1;
-    for (uint stride = _1291, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+    for (uint stride = _1368, i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
     {
-        bool _1316;
-        if (!_1305)
+        if (_1382)
         {
             uint param = i;
-            bool _1313 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            bool _1389 = sum_fast(param, param_1, pc, s0, s1, s2, s3, s4, s5, s6, s7);
             acc = param_1;
-            _1316 = !_1313;
+            if (!_1389)
+            {
+                uint param_2 = i;
+                acc = sum_slow(param_2, pc, s0, s1, s2, s3, s4, s5, s6, s7);
+            }
         }
         else
         {
-            _1316 = _1305;
-        }
-        if (_1316)
-        {
             acc = s0.d[pc.src_off[0] + i];
-            if (_1325)
+            if (_1404)
             {
-                uint param_2 = acc;
-                uint param_3 = s1.d[pc.src_off[1] + i];
-                acc = combine(param_2, param_3);
+                uint param_3 = acc;
+                uint param_4 = s1.d[pc.src_off[1] + i];
+                acc = combine(param_3, param_4);
             }
-            if (_1338)
+            if (_1417)
             {
-                uint param_4 = acc;
-                uint param_5 = s2.d[pc.src_off[2] + i];
-                acc = combine(param_4, param_5);
+                uint param_5 = acc;
+                uint param_6 = s2.d[pc.src_off[2] + i];
+                acc = combine(param_5, param_6);
             }
-            if (_1351)
+            if (_1430)
             {
-                uint param_6 = acc;
-                uint param_7 = s3.d[pc.src_off[3] + i];
-                acc = combine(param_6, param_7);
+                uint param_7 = acc;
+                uint param_8 = s3.d[pc.src_off[3] + i];
+                acc = combine(param_7, param_8);
             }
-            if (_1364)
+            if (_1443)
             {
-                uint param_8 = acc;
-                uint param_9 = s4.d[pc.src_off[4] + i];
-                acc = combine(param_8, param_9);
+                uint param_9 = acc;
+                uint param_10 = s4.d[pc.src_off[4] + i];
+                acc = combine(param_9, param_10);
             }
-            if (_1377)
+            if (_1456)
             {
-                uint param_10 = acc;
-                uint param_11 = s5.d[pc.src_off[5] + i];
-                acc = combine(param_10, param_11);
+                uint param_11 = acc;
+                uint param_12 = s5.d[pc.src_off[5] + i];
+                acc = combine(param_11, param_12);
             }
-            if (_1390)
+            if (_1469)
             {
-                uint param_12 = acc;
-                uint param_13 = s6.d[pc.src_off[6] + i];
-                acc = combine(param_12, param_13);
+                uint param_13 = acc;
+                uint param_14 = s6.d[pc.src_off[6] + i];
+                acc = combine(param_13, param_14);
             }
-            if (_1403)
+            if (_1482)
             {
-                uint param_14 = acc;
-                uint param_15 = s7.d[pc.src_off[7] + i];
-                acc = combine(param_14, param_15);
+                uint param_15 = acc;
+                uint param_16 = s7.d[pc.src_off[7] + i];
+                acc = combine(param_15, param_16);
             }
         }
         if (SCALE)
         {
-            uint param_16 = acc;
-            acc = scale_acc(param_16, pc);
+            uint param_17 = acc;
+            acc = scale_acc(param_17, pc);
         }
         d0.d[pc.dst_off[0] + i] = acc;
-        if (_1433)
+        if (_1512)
         {
             d1.d[pc.dst_off[1] + i] = acc;
         }
-        if (_1446)
+        if (_1525)
         {
             d2.d[pc.dst_off[2] + i] = acc;
         }
-        if (_1459)
+        if (_1538)
         {
             d3.d[pc.dst_off[3] + i] = acc;
         }
-        if (_1472)
+        if (_1551)
         {
             d4.d[pc.dst_off[4] + i] = acc;
         }
-        if (_1485)
+        if (_1564)
         {
             d5.d[pc.dst_off[5] + i] = acc;
         }
-        if (_1498)
+        if (_1577)
         {
             d6.d[pc.dst_off[6] + i] = acc;
         }
-        if (_1511)
+        if (_1590)
         {
             d7.d[pc.dst_off[7] + i] = acc;
         }
