@@ -37,7 +37,7 @@ type Algorithm struct {
 // algorithms is the table, in the order Algorithms lists it. Auto is not an
 // entry: it picks among the candidates.
 var algorithms = []Algorithm{
-	{Strategy: Direct, Collectives: []string{"AllReduce", "ReduceScatter", "AllToAll", "AllToAllV", "Gather", "Scatter", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV", "Scan", "Exscan"},
+	{Strategy: Direct, Collectives: []string{"AllReduce", "ReduceScatter", "AllGather", "AllToAll", "AllToAllV", "Gather", "Scatter", "AllGatherV", "ReduceScatterV", "GatherV", "ScatterV", "Scan", "Exscan"},
 		RankOrder: true, Candidate: true,
 		Summary: "one shot: each rank reduces (or moves) its own part from every rank's input, then every rank gathers the parts"},
 	{Strategy: Pipelined, Collectives: []string{"AllReduce"}, RankOrder: true, Candidate: true,
@@ -59,7 +59,7 @@ var algorithms = []Algorithm{
 // for is not listed for it (Auto included, except for AllReduce, whose Auto
 // picks per call).
 var collectiveDefaults = map[string]Strategy{
-	"AllReduce": Auto, "ReduceScatter": Ring, "AllGather": Ring, "Broadcast": Tree, "Reduce": Tree,
+	"AllReduce": Auto, "ReduceScatter": Ring, "AllGather": Direct, "Broadcast": Tree, "Reduce": Tree,
 	"AllToAll": Direct, "AllToAllV": Direct, "Gather": Direct, "Scatter": Direct, "AllGatherV": Direct,
 	"ReduceScatterV": Direct, "GatherV": Direct, "ScatterV": Direct, "Scan": Direct, "Exscan": Direct,
 	"BroadcastInto": Tree,

@@ -59,7 +59,7 @@ func TestAlgorithmTable(t *testing.T) {
 	}{
 		{"AllReduce", []Strategy{Auto, Direct, Pipelined, Ring, Tree, Hierarchical, Host, Native}},
 		{"ReduceScatter", []Strategy{Ring, Direct, Native}},
-		{"AllGather", []Strategy{Ring, Native}},
+		{"AllGather", []Strategy{Direct, Ring, Native}},
 		{"Broadcast", []Strategy{Tree, Native}},
 		{"Reduce", []Strategy{Tree, Native}},
 		{"AllToAll", []Strategy{Direct, Native}},

@@ -454,6 +454,8 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 			s = c.nativeStrategy(d, k, s)
 			if fp.strategy = s; s == Native {
 				return c.execNative(ctx, d, fp)
+			} else if s == Direct && c.g.tr == nil && !d.tensor {
+				return c.allGatherHost(ctx, d, fp)
 			}
 		}
 		if d.kind == collReduce && c.noKernels(d.dt) {
@@ -520,6 +522,4 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 
 // vScratch returns the comm's four pooled count and offset slices of n
 // entries for the V kinds (one goroutine per Comm uses them).
-func (c *Comm) vScratch(n int) (sc, sd, rc, rd []int) {
-	return c.vxState.Ints(n)
-}
+func (c *Comm) vScratch(n int) (sc, sd, rc, rd []int) { return c.vxState.Ints(n) }

@@ -694,9 +694,7 @@ func (g *Group) Close() error {
 
 // lostRank reports whether global rank r is a local rank whose device was
 // declared lost.
-func (g *Group) lostRank(r int) bool {
-	return g.isLocal(r) && g.comms[r-g.base].lost != nil
-}
+func (g *Group) lostRank(r int) bool { return g.isLocal(r) && g.comms[r-g.base].lost != nil }
 
 // Device returns the rank's backend device, for interoperation (for
 // example vulkan.DeviceHandles). Collectives use it while they run: work a
@@ -717,7 +715,7 @@ func (c *Comm) Group() *Group { return c.g }
 // tree rooted at root. The slice is the comm's scratch, valid until the
 // next call.
 func (c *Comm) rotated(root int) []int {
-	r := scratch(&c.rot, c.g.n)
+	r := bufpool.Scratch(&c.rot, c.g.n)
 	for i := range r {
 		r[i] = (root + i) % len(r)
 	}
@@ -725,30 +723,17 @@ func (c *Comm) rotated(root int) []int {
 }
 
 // regions returns the comm's scratch of n regions (grown on first use).
-func (c *Comm) regions(n int) []backend.Region { return scratch(&c.srcs, n) }
+func (c *Comm) regions(n int) []backend.Region { return bufpool.Scratch(&c.srcs, n) }
 
 // dstRegions returns the comm's scratch of n destination regions.
-func (c *Comm) dstRegions(n int) []backend.Region { return scratch(&c.dsts, n) }
-
-// scratch returns (*s)[:n], growing *s to n first (its old contents are
-// not kept when it grows).
-func scratch[T any](s *[]T, n int) []T {
-	if cap(*s) < n {
-		*s = make([]T, n)
-	}
-	return (*s)[:n]
-}
+func (c *Comm) dstRegions(n int) []backend.Region { return bufpool.Scratch(&c.dsts, n) }
 
 // ensureWork sizes the device buffer and the inbox for a call of n bytes.
 func (c *Comm) ensureWork(n int, dt backend.DType) error {
 	if err := c.ensureMem(&c.work, n, backend.DeviceLocal); err != nil {
 		return err
 	}
-	slots := c.g.n
-	if slots < 3 {
-		slots = 3
-	}
-	return c.ensureMem(&c.inbox, slots*c.g.slotBytes, backend.HostVisible)
+	return c.ensureMem(&c.inbox, max(c.g.n, 3)*c.g.slotBytes, backend.HostVisible) // 3 slots at least
 }
 
 // ensure grows a pooled host-visible buffer to at least n bytes.

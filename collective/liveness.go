@@ -59,9 +59,7 @@ func (c *Comm) markGone(reason string, fromRun bool) {
 }
 
 // forgetRun clears the mark Run set (the rank may run again).
-func (c *Comm) forgetRun() {
-	c.g.live.Forget(&c.gone)
-}
+func (c *Comm) forgetRun() { c.g.live.Forget(&c.gone) }
 
 // leaveRun ends c's part in Run once its function returned (why): the
 // operations it started end (they fail fast if the group broke), then the

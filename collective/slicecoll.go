@@ -93,6 +93,28 @@ func (c *Comm) execAllGather(ctx context.Context, d *desc) error {
 	}, d.recv, 0)
 }
 
+// allGatherHost is AllGather of host slices in one process with strategy
+// Direct: the ranks' sends published at the fingerprint rendezvous, each
+// rank copies every block into its recv on the CPU (internal/direct), and
+// the completion rendezvous keeps every rank in the call until all have.
+func (c *Comm) allGatherHost(ctx context.Context, d *desc, fp fingerprint) (err error) {
+	owned, err := c.enter(ctx, d.name(), true)
+	if err != nil {
+		return err
+	}
+	defer c.leave(owned, &err)
+	c.strat = fp.strategy
+	m := int(fp.count) * d.dt.Size()
+	if _, err := c.meetPeers(ctx, fp, d.phase(0), d.send[:m], d.recv[:c.g.n*m], m > 0, false); err != nil || m == 0 {
+		return err
+	}
+	if c.g.logCalls {
+		c.logCall(ctx, d.name(), int(fp.count), fp.dt, fp.op, fp.strategy, "copied rank to rank by the CPU")
+	}
+	direct.AllGather(c.rank, c.g.pub.Send, d.recv, m)
+	return c.completed(ctx, collAllGather, "AllGather completion")
+}
+
 // execBroadcast: down a binary tree rooted at root, in slices, from root's
 // send into the other ranks' recv (Broadcast: one buffer, send). Out of
 // place (BroadcastInto), root's send is copied into its recv once the

@@ -267,9 +267,7 @@ func (c *Comm) markLost(cause error) {
 	c.breakWith(c.lostErr())
 }
 
-func (c *Comm) lostErr() error {
-	return &lostError{rank: c.rank, cause: c.lost}
-}
+func (c *Comm) lostErr() error { return &lostError{rank: c.rank, cause: c.lost} }
 
 type lostError struct {
 	rank  int

@@ -183,12 +183,13 @@ func TestRowsMatchNcclTests(t *testing.T) {
 }
 
 func TestCollectiveStrategiesHonoured(t *testing.T) {
-	// reduce-scatter runs ring or direct (rank-ordered); the others their
+	// reduce-scatter and all-gather run ring or direct; the others their
 	// one algorithm; --coll all runs one table per collective.
 	for _, args := range [][]string{
 		{"--coll", "reducescatter", "-a", "direct", "-g", "3", "-o", "all"},
 		{"--coll", "reducescatter", "-a", "ring", "-g", "4", "-d", "double"},
 		{"--coll", "allgather", "-a", "ring", "-g", "3"},
+		{"--coll", "allgather", "-a", "direct", "-g", "3"},
 		{"--coll", "broadcast,reduce", "-a", "tree", "-g", "3", "-r", "2"},
 		{"--coll", "all", "-g", "3", "-r", "1", "-d", "all"},
 		{"--coll", "all_reduce,reduce_scatter", "-a", "direct", "-g", "2"},
@@ -201,7 +202,7 @@ func TestCollectiveStrategiesHonoured(t *testing.T) {
 		"# Backend host  Strategy one per table, named below  Skipped: none\n",
 		"# Collective allreduce  Strategy auto (chosen per call by the cost model)\n",
 		"# Collective reducescatter  Strategy ring\n",
-		"# Collective allgather  Strategy ring\n",
+		"# Collective allgather  Strategy direct\n",
 		"# Collective broadcast  Strategy tree\n",
 		"# Collective reduce  Strategy tree\n",
 	} {

@@ -478,7 +478,7 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.IntVarP(&r.check, "check", "c", r.check, "verified runs per size and mode; 0 turns checking off (default 1)")
 	fs.IntVarP(&r.blocking, "blocking", "z", r.blocking, "0|1; gocoll calls return when done, so both time the same thing (default 0)")
 	fs.Float64VarP(&r.timeout, "timeout", "T", r.timeout, "seconds: bounds every wait and the whole run; 0 keeps the library default (default 0)")
-	fs.StringVarP(&r.algorithm, "algorithm", "a", r.algorithm, "auto|direct|pipelined|ring|tree|hierarchical|all, or a comma list: all-reduce's strategy, one table each when several; auto picks per call from the cost model. reducescatter honours ring|direct, allgather runs ring, broadcast and reduce tree (default auto)")
+	fs.StringVarP(&r.algorithm, "algorithm", "a", r.algorithm, "auto|direct|pipelined|ring|tree|hierarchical|all, or a comma list: all-reduce's strategy, one table each when several; auto picks per call from the cost model. reducescatter and allgather honour ring|direct, broadcast and reduce tree (default auto)")
 	fs.StringVarP(&r.outputFile, "output_file", "J", "", "write the parameters, devices and one record per row and mode as JSON to this file (atomically)")
 	fs.StringVar(&r.plotFile, "plot", "", "write busbw and algbw against size to FILE.png or FILE.svg, one line per strategy (or collective, type, op, root: whatever the run sweeps)")
 	fs.BoolVar(&r.pinned, "pinned", false, "allocate the send and receive buffers with collective.NewHostBuffer (pinned host memory the devices import once and reach by DMA) instead of the Go heap")

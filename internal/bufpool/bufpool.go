@@ -2,6 +2,7 @@
 // too small for a call is closed and allocated again, with headroom, so a
 // slowly growing size does not allocate on each call, and a buffer large
 // enough is reused as it is; Close frees them when the rank closes.
+// Scratch does the same for a rank's per-call scratch slices.
 package bufpool
 
 import "github.com/gocoll/gocoll/backend"
@@ -48,4 +49,14 @@ func Close(bs ...*backend.Buffer) []error {
 		}
 	}
 	return errs
+}
+
+// Scratch returns (*s)[:n], growing *s to n first (its old contents are
+// not kept when it grows): per-call scratch that grows once and is then
+// reused.
+func Scratch[T any](s *[]T, n int) []T {
+	if cap(*s) < n {
+		*s = make([]T, n)
+	}
+	return (*s)[:n]
 }
