@@ -1,7 +1,8 @@
 // Package direct is the one-process direct and pipelined all-reduce, the
 // prefix reductions (Scan, Exscan) done the same way, and the all-gather
-// of host slices (AllGather: each rank copies every rank's block). Every rank
-// reduces its own slice of every rank's input, in rank order (so the
+// of host slices (AllGather: each rank copies every rank's block). In the
+// reductions every rank reduces its own slice of every rank's input, in
+// rank order (so the
 // result has the same bits on any layout), and writes the reduced slice
 // into every rank's output. Staged runs through host memory the rank's
 // device reads and writes; ZeroCopy reads and writes the ranks' imported
