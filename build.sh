@@ -64,7 +64,8 @@ commands:
 EOF
 }
 
-log() { printf '== %s\n' "$*"; }
+# log prints a step's name after the seconds since build.sh started (where each step's time goes).
+log() { printf '== [%ds] %s\n' "$SECONDS" "$*"; }
 die() {
 	printf 'build.sh: %s\n' "$*" >&2
 	exit 1
@@ -179,10 +180,11 @@ cmd_tidy() {
 	fi
 }
 
-# fmt_check fails listing every Go file gofmt would change (hidden folders, vendor and testdata aside).
+# fmt_check fails listing every Go file gofmt would change (hidden folders, vendor and testdata aside;
+# -mindepth 1: "." itself matches '.*', and pruning it would check nothing).
 fmt_check() {
 	local files
-	files=$(find . \( -name '.*' -o -name vendor -o -name testdata \) -prune -o -type f -name '*.go' -print |
+	files=$(find . -mindepth 1 \( -name '.*' -o -name vendor -o -name testdata \) -prune -o -type f -name '*.go' -print |
 		xargs -r gofmt -l)
 	if [ -n "$files" ]; then
 		printf 'build.sh: gofmt would change these files (run gofmt -w on them):\n%s\n' "$files" >&2
@@ -238,6 +240,7 @@ cmd_test() {
 	while IFS= read -r p; do pkgs+=("$p"); done < <(test_order "${PKGS[@]}")
 	log "go test -count=1 ${PKGS[*]}"
 	${nice[@]+"${nice[@]}"} go test -count=1 -timeout 25m "${pkgs[@]}"
+	log "go test -count=1 passed; waiting for $bg_name"
 	bg_wait
 	local short=(-short)
 	[ -n "${GOCOLL_TEST_FULL:-}" ] && short=()
@@ -251,6 +254,7 @@ cmd_test() {
 	log "go test -race ${short[*]} -count=1 (${#race_pkgs[@]} packages: all but kernels unless full)"
 	go test -race "${short[@]}" -count=1 -timeout 25m "${race_pkgs[@]}"
 	examples_test
+	log "test: passed"
 }
 
 # LONG_TESTS are the packages whose tests take minutes, longest first (README.md, test time).
