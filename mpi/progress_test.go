@@ -31,25 +31,29 @@ func (c progressCounts) sub(o progressCounts) progressCounts {
 // TestProgressManyWaits runs many Waits at once over two Worlds (the World
 // and a duplicate): 8 goroutines on each, every one exchanging messages
 // around the ring of processes on its own tag and waiting with Wait, once
-// with the progress thread spinning and once backing off. Every message
-// must arrive intact, and the progress thread must do the waiting: a Wait
-// makes at most one MPI_Test of its own (before it parks) and wakes at most
-// once (its completion), not once per sleep of a polling loop; a spinning
-// thread never sleeps.
+// with the progress thread spinning, yielding, easing (yielding, then
+// sleeping once rounds come up empty) and backing off. Every message must
+// arrive intact, and the progress thread must do the waiting: a Wait makes
+// at most one MPI_Test of its own (before it parks) and wakes at most once
+// (its completion), not once per sleep of a polling loop; a spinning or
+// yielding thread never sleeps.
 func TestProgressManyWaits(t *testing.T) {
 	w, ctx := begin(t, 60*time.Second)
 	d := dup(t, ctx, w)
 	pr := &w.exec.progress
-	auto, autoNap := pr.spin.Load(), pr.nap.Load()
-	defer func() { pr.spin.Store(auto); pr.nap.Store(autoNap) }()
-	for _, m := range []struct{ spin, nap bool }{{true, false}, {false, false}, {false, true}} {
+	auto, autoNap, autoEase := pr.spin.Load(), pr.nap.Load(), pr.ease.Load()
+	defer func() { pr.spin.Store(auto); pr.nap.Store(autoNap); pr.ease.Store(autoEase) }()
+	for _, m := range []struct{ spin, nap, ease bool }{{true, false, false}, {false, false, false}, {false, false, true}, {false, true, false}} {
 		pr.spin.Store(m.spin)
 		pr.nap.Store(m.nap)
-		manyWaits(t, ctx, w, d, m.spin, m.nap)
+		pr.ease.Store(m.ease)
+		manyWaits(t, ctx, w, d, m.spin, m.nap || m.ease)
 	}
 	agree(t, w, !t.Failed(), "many waits")
 }
 
+// manyWaits runs the exchanges of TestProgressManyWaits once; nap: the
+// thread may sleep between rounds.
 func manyWaits(t *testing.T, ctx context.Context, w, d *World, spin, nap bool) {
 	const goroutines, iters = 8, 20
 	next, prev := neighbours(w)
@@ -87,9 +91,9 @@ func manyWaits(t *testing.T, ctx context.Context, w, d *World, spin, nap bool) {
 	c := readProgress().sub(before)
 	waits := int64(2 * 2 * goroutines * iters) // two Worlds, a send and a receive per exchange
 	pr := &w.exec.progress
-	t.Logf("process %d (%v, %d processes on %d cores, spinning: %v): %d Waits: %d completions, %d wake-ups, "+
+	t.Logf("process %d (%v, %d processes on %d cores, spinning: %v, sleeping: %v): %d Waits: %d completions, %d wake-ups, "+
 		"%d rounds of MPI_Testsome, %d naps, %d yields, %d MPI_Test by owners",
-		w.Rank(), w.ThreadLevel(), pr.local, pr.cores, spin, waits, c.completed, c.wakeups, c.rounds, c.naps, c.yields, c.ownerTests)
+		w.Rank(), w.ThreadLevel(), pr.local, pr.cores, spin, nap, waits, c.completed, c.wakeups, c.rounds, c.naps, c.yields, c.ownerTests)
 	// One MPI_Test per Wait before it parks; the counters are the
 	// process's, so a group an earlier test left polling may add a few. A
 	// polling Wait would make several per Wait.
@@ -237,4 +241,41 @@ func TestProgressWaitCancel(t *testing.T) {
 		t.Errorf("receive tested after completion: wrong contents")
 	}
 	agree(t, w, !t.Failed(), "wait cancel")
+}
+
+// TestProgressMode checks how the progress thread behaves while requests are
+// pending, for each policy and node: spin where every local process can have
+// two cores (and the process may run on two), ease (yield, then sleep once
+// rounds come up empty) only where the processes outnumber the cores, yield
+// in between; the forced policies whatever the node.
+func TestProgressMode(t *testing.T) {
+	for _, tc := range []struct {
+		policy                      progressPolicy
+		local, cores, ncpu          int
+		wantSpin, wantNap, wantEase bool
+	}{
+		{policyAuto, 2, 16, 16, true, false, false},
+		{policyAuto, 8, 16, 16, true, false, false},
+		{policyAuto, 2, 16, 1, false, false, false}, // bound to one core
+		{policyAuto, 9, 16, 16, false, false, false},
+		{policyAuto, 16, 16, 16, false, false, false},
+		{policyAuto, 17, 16, 16, false, false, true},
+		{policyAuto, 1, 2, 2, true, false, false},
+		{policyAuto, 2, 2, 2, false, false, false},
+		{policyAuto, 3, 2, 2, false, false, true},
+		{policyAuto, 4, 2, 1, false, false, true},
+		{policyAuto, 0, 2, 2, false, false, false}, // node unknown
+		{policyAuto, 3, 0, 2, false, false, false},
+		{policySpin, 4, 2, 1, true, false, false},
+		{policyYield, 4, 2, 2, false, false, false},
+		{policyYield, 1, 16, 16, false, false, false},
+		{policyBackoff, 4, 2, 2, false, true, false},
+		{policyBackoff, 1, 16, 16, false, true, false},
+	} {
+		spin, nap, ease := progressMode(tc.policy, tc.local, tc.cores, tc.ncpu)
+		if spin != tc.wantSpin || nap != tc.wantNap || ease != tc.wantEase {
+			t.Errorf("policy %d, %d processes on %d cores, %d usable: spin %v, nap %v, ease %v; want %v, %v, %v",
+				tc.policy, tc.local, tc.cores, tc.ncpu, spin, nap, ease, tc.wantSpin, tc.wantNap, tc.wantEase)
+		}
+	}
 }
