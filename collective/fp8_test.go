@@ -89,6 +89,7 @@ func (f format8) encode(x float64) uint8 {
 // the overflow boundaries, +-0, +-Inf, NaNs, float32 subnormals and
 // extremes, and millions of float32 bit patterns spread over every exponent.
 func TestFloat8Conversions(t *testing.T) {
+	arithmetic(t)
 	for _, c := range []struct {
 		name string
 		f    format8
