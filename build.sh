@@ -255,9 +255,13 @@ cmd_test() {
 	# exit for goroutines still running to report (1 s by default; over 63
 	# binaries, about a minute of the run) shortened to 0.1 s; a GORACE of
 	# one's own replaces it.
+	# The example modules' tests (examples_test, niced) run beside the race
+	# run, on the processor time its longest package leaves at its end.
+	bg_start examples_test
 	log "go test -race ${short[*]} -count=1 (${#race_pkgs[@]} packages: all but kernels unless full)"
 	GORACE="${GORACE:-atexit_sleep_ms=100}" go test -race "${short[@]}" -count=1 -timeout 25m "${race_pkgs[@]}"
-	examples_test
+	log "go test -race passed; waiting for $bg_name"
+	bg_wait
 	log "test: passed"
 }
 
@@ -313,11 +317,14 @@ bg_stop() {
 
 # examples_test vets and tests the example modules that live outside the library module (their dependencies,
 # e.g. gorgonia, must never reach the library's go.mod), each on its own (GOWORK=off, a replace to ../..).
+# They run at the lowest priority (nice), beside the race run (cmd_test).
 examples_test() {
-	local m
+	local m nice=()
+	have nice && nice=(nice -n 19)
 	for m in examples/gorgonia; do
 		log "(cd $m; GOWORK=off go vet ./... && go test -count=1 ./...)"
-		(cd "$m" && GOWORK=off go vet ./... && GOWORK=off go test -count=1 -timeout 10m ./...) || die "$m failed"
+		(cd "$m" && GOWORK=off ${nice[@]+"${nice[@]}"} go vet ./... &&
+			GOWORK=off ${nice[@]+"${nice[@]}"} go test -count=1 -timeout 10m ./...) || die "$m failed"
 	done
 }
 
