@@ -251,13 +251,13 @@ cmd_test() {
 		race_pkgs=()
 		while IFS= read -r p; do race_pkgs+=("$p"); done < <(printf '%s\n' "${pkgs[@]}" | grep -v '/kernels$')
 	fi
+	# The example modules' tests (examples_test, niced) run beside the race
+	# run, on the processor time its longest package leaves at its end.
+	bg_start examples_test
 	# GORACE atexit_sleep_ms: the race detector's wait at each test binary's
 	# exit for goroutines still running to report (1 s by default; over 63
 	# binaries, about a minute of the run) shortened to 0.1 s; a GORACE of
 	# one's own replaces it.
-	# The example modules' tests (examples_test, niced) run beside the race
-	# run, on the processor time its longest package leaves at its end.
-	bg_start examples_test
 	log "go test -race ${short[*]} -count=1 (${#race_pkgs[@]} packages: all but kernels unless full)"
 	GORACE="${GORACE:-atexit_sleep_ms=100}" go test -race "${short[@]}" -count=1 -timeout 25m "${race_pkgs[@]}"
 	log "go test -race passed; waiting for $bg_name"
