@@ -83,8 +83,15 @@ func asyncStress(t *testing.T, open func() []*Group) {
 		good += min(oks[0], oks[1])
 		if errs != nil {
 			failed++
-			if plans[max(reached[0], reached[1])].kind != 3 {
-				t.Fatalf("group %d: a step without a cancellation failed: %v", groups, errs)
+			// The step that failed is the canceller's; its peer, whose
+			// operations of that step completed before the cancellation,
+			// may have gone on to the next one (which then fails).
+			cancelled := false
+			for s := min(reached[0], reached[1]); s <= max(reached[0], reached[1]); s++ {
+				cancelled = cancelled || plans[s].kind == 3
+			}
+			if !cancelled {
+				t.Fatalf("group %d: steps %d-%d, none with a cancellation, failed: %v", groups, min(reached[0], reached[1]), max(reached[0], reached[1]), errs)
 			}
 		}
 		next = max(reached[0], reached[1]) + 1
