@@ -3,7 +3,9 @@
 package vulkan
 
 import (
+	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gocoll/gocoll/backend"
@@ -171,4 +173,103 @@ func TestSubnormalsWithoutDenormPreserve(t *testing.T) {
 		}
 	}
 	t.Logf("%s: the float32 hardware kernels without DenormPreserve get %d of %d subnormal cases wrong", d.Info().Name, wrong, len(cases))
+}
+
+// TestFTZSumLoops runs the _ftz float32 sum of 2, 5 and 8 sources on one
+// work group, so that each invocation reduces about a hundred elements: the
+// fast path in blocks of 32 iterations, and the elements it leaves reduced
+// after their block. Elements whose inputs include a subnormal, a small
+// normal (partial sums that cancel into subnormals) or a signed zero are
+// drawn at densities from none to every one, in place and not, on the
+// 16-byte kernel (a length a multiple of 4) and the 4-byte one (an odd
+// length), and compared bit for bit with float32 sums in source order in Go,
+// which keep subnormals.
+func TestFTZSumLoops(t *testing.T) {
+	arithmetic(t)
+	requireVulkan(t)
+	d := openDevice(t, backend.OpenOptions{MaxWorkGroups: 1})
+	if err := d.Float32Kernels(false); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(backendtest.RandomSeed(t, backendtest.SeedEnv), 3))
+	edge := func() float32 {
+		switch r.IntN(4) {
+		case 0: // subnormal
+			return math.Float32frombits(uint32(r.IntN(1<<23-1)+1) | uint32(r.IntN(2))<<31)
+		case 1: // a small normal: sums of these cancel into subnormals
+			return float32(math.Ldexp(1+r.Float64(), -126+r.IntN(4))) * float32(1-2*r.IntN(2))
+		case 2:
+			return float32(math.Copysign(0, float64(1-2*r.IntN(2))))
+		}
+		return float32(r.NormFloat64())
+	}
+	s, ctx := d.Stream(), context.Background()
+	for _, n := range []int{98_324, 98_327} {
+		for _, k := range []int{2, 5, 8} {
+			for _, density := range []float64{0, 0.001, 0.05, 1} {
+				for _, inPlace := range []bool{false, true} {
+					in := make([][]float32, k)
+					regs := make([]backend.Region, k)
+					for j := range in {
+						in[j] = make([]float32, n)
+						for i := range in[j] {
+							in[j][i] = float32(r.NormFloat64() * math.Ldexp(1, r.IntN(20)-10))
+						}
+					}
+					for i := range n {
+						if r.Float64() < density {
+							for j := range k {
+								if j == 0 || r.IntN(2) == 0 {
+									in[j][i] = edge()
+								}
+							}
+						}
+					}
+					want := make([]uint32, n)
+					for i := range n {
+						acc := in[0][i]
+						for j := 1; j < k; j++ {
+							acc += in[j][i]
+						}
+						want[i] = math.Float32bits(acc)
+					}
+					for j := range in {
+						regs[j] = backend.Region{Buf: alloc(t, d, 4*n, backend.DeviceLocal), Len: 4 * n}
+						put(t, regs[j].Buf, 0, in[j])
+					}
+					dst := regs[0]
+					if !inPlace {
+						dst = backend.Region{Buf: alloc(t, d, 4*n, backend.DeviceLocal), Len: 4 * n}
+					}
+					err := s.Reduce(backend.Sum, backend.F32, dst, regs, 1)
+					var f backend.Fence
+					if err == nil {
+						f, err = s.Submit()
+					}
+					if err == nil {
+						err = f.Wait(ctx)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := get[float32](t, dst.Buf, 0, n)
+					bad := 0
+					for i := range n {
+						if g := math.Float32bits(got[i]); g != want[i] {
+							if bad++; bad <= 5 {
+								t.Errorf("n=%d k=%d density %v in place %v: element %d: %#08x (%g), want %#08x (%g)", n, k,
+									density, inPlace, i, g, got[i], want[i], math.Float32frombits(want[i]))
+							}
+						}
+					}
+					for _, g := range regs {
+						g.Buf.Close()
+					}
+					if !inPlace {
+						dst.Buf.Close()
+					}
+				}
+			}
+		}
+	}
 }

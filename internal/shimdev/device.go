@@ -278,6 +278,9 @@ func (in *Instance) open(index int, opts backend.OpenOptions, copts cshim.OpenOp
 		buffers:    map[*Buffer]struct{}{},
 		closeDone:  make(chan struct{}),
 	}
+	if opts.MaxWorkGroups > 0 {
+		d.maxGroups = min(d.maxGroups, opts.MaxWorkGroups)
+	}
 	d.info.Float64 = d.info.Float64 && cd.Float64()
 	d.info.Kernels = kernelTypes(raw, d.info.Float64)
 	d.maxBind = d.info.MaxBindingBytes
