@@ -28,9 +28,17 @@ func arithmetic(t *testing.T) {
 }
 
 // suiteOptions are the conformance suite's options for this run: short
-// under -short, the multi-destination matrices sampled unless full.
+// under -short, the multi-destination matrices sampled unless full, and
+// unless full (or under the race detector) the arithmetic of the types
+// TestDTypeKernels checks left to it.
 func suiteOptions() backendtest.Options {
-	return backendtest.Options{Short: testing.Short(), Sample: testing.Short() || !fullRun()}
+	o := backendtest.Options{Short: testing.Short(), Sample: testing.Short() || !fullRun()}
+	if !fullRun() && !raceEnabled {
+		// TestDTypeKernels checks their arithmetic (under the race detector
+		// it does not run, and the suite's int32 and half take every path).
+		o.CoveredTypes = featureTypes
+	}
+	return o
 }
 
 // TestConformance runs the backend conformance suite on Vulkan device 0,

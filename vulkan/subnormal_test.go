@@ -61,8 +61,9 @@ func TestSubnormalKernels(t *testing.T) {
 // with the _ftz float32 kernels, the set that a device whose float32
 // arithmetic flushes runs (the H200's): lavapipe, whose self-test selects
 // the hardware kernels, checks them here beyond the subnormals
-// (TestSubnormalKernels). The default run leaves out the largest cases and
-// the other element types (TestConformance checks those).
+// (TestSubnormalKernels). The default run leaves out the largest cases,
+// the other element types and the checks around the kernels (fences,
+// cancellation, allocations: TestConformance checks those).
 func TestConformanceFTZKernels(t *testing.T) {
 	arithmetic(t)
 	requireVulkan(t)
@@ -72,6 +73,7 @@ func TestConformanceFTZKernels(t *testing.T) {
 	o := suiteOptions()
 	o.Short = o.Short || !fullRun()
 	o.SkipTypes = !fullRun()
+	o.KernelsOnly = !fullRun()
 	backendtest.RunOptions(t, func(t *testing.T, opts backend.OpenOptions) backend.Device {
 		d := openDevice(t, opts)
 		if err := d.Float32Kernels(false); err != nil {

@@ -70,6 +70,18 @@ type Options struct {
 	// float64 and the subnormal matrix: for a second run of the suite on
 	// another configuration of a device whose first run covers them.
 	SkipTypes bool
+	// CoveredTypes are element types (beyond float32 and float64) whose
+	// random reductions, multi-destination reductions and scales the
+	// backend's own tests check bit for bit against the host backend (the
+	// vulkan package's TestDTypeKernels): the suite leaves those three out
+	// for them; their tables, refusals, steady state and split still run.
+	CoveredTypes []backend.DType
+	// KernelsOnly leaves out the checks of what a device does around its
+	// kernels (fences, cancellation, use after close, allocations per call
+	// and the allocation rate): for a second run of the suite on a device
+	// whose configuration changes only the kernels it runs (a test hook's
+	// other float32 kernel set), the first run checking the rest.
+	KernelsOnly bool
 	// Float32Subnormals limits RunSubnormalsOptions to float32 (the cases,
 	// the sum edges and the float32 matrix): for a second run on a device
 	// whose float32 kernels a test hook changed, the other types' kernels
@@ -153,9 +165,12 @@ func RunOptions(t *testing.T, open OpenFunc, o Options) {
 		}
 		s.testDTypes(t)
 	})
+	t.Run("InvalidArguments", s.testInvalid)
+	if o.KernelsOnly {
+		return
+	}
 	t.Run("Fences", s.testFences)
 	t.Run("Cancel", s.testCancel)
-	t.Run("InvalidArguments", s.testInvalid)
 	t.Run("Closed", s.testClosed)
 	t.Run("Allocations", s.testAllocations)
 	t.Run("AllocationRate", s.testAllocationRate)

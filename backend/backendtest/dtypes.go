@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,9 +89,11 @@ func (s *suite) testDTypes(t *testing.T) {
 				t.Run("Refused", func(t *testing.T) { testRefused(t, s.dev, dt) })
 			}
 			t.Run("Table", func(t *testing.T) { testDTypeTable(t, s.dev, dt) })
-			t.Run("Reduce", func(t *testing.T) { testDTypeReduce(t, s, dt, newRand(seed+uint64(dt))) })
-			t.Run("ReduceMulti", func(t *testing.T) { testDTypeMulti(t, s.dev, dt, newRand(seed^uint64(dt)<<32), s.opts.Sample) })
-			t.Run("Scale", func(t *testing.T) { testDTypeScale(t, s.dev, dt, newRand(seed+uint64(dt)<<40)) })
+			if !slices.Contains(s.opts.CoveredTypes, dt) {
+				t.Run("Reduce", func(t *testing.T) { testDTypeReduce(t, s, dt, newRand(seed+uint64(dt))) })
+				t.Run("ReduceMulti", func(t *testing.T) { testDTypeMulti(t, s.dev, dt, newRand(seed^uint64(dt)<<32), s.opts.Sample) })
+				t.Run("Scale", func(t *testing.T) { testDTypeScale(t, s.dev, dt, newRand(seed+uint64(dt)<<40)) })
+			}
 			if dt.IsInt() {
 				t.Run("ScaleRefused", func(t *testing.T) { testIntScaleRefused(t, s.dev, dt) })
 			}
