@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,7 +134,7 @@ func initMPI() (*World, error) {
 
 // startMPI starts the executor and calls MPI_Init_thread on it.
 func startMPI() error {
-	required, err := parseThreadLevel(os.Getenv("GOCOLL_MPI_THREAD"))
+	required, err := parseThreadLevel(os.Getenv("GOCOLL_MPI_THREAD"), runtime.NumCPU())
 	if err != nil {
 		return &Error{Call: "MPI_Init_thread", Msg: err.Error(), Err: backend.ErrInvalidArgument}
 	}
