@@ -37,9 +37,8 @@ type World struct {
 
 // Init starts MPI and returns the World; later calls return the same World
 // until it is closed, then a new one over the same MPI. It calls
-// MPI_Init_thread once per process, asking for MPI_THREAD_MULTIPLE
-// (MPI_THREAD_FUNNELED in a process bound to one processor, or the level in
-// GOCOLL_MPI_THREAD: single, funneled, serialized, multiple), on a
+// MPI_Init_thread once per process, asking for MPI_THREAD_MULTIPLE (or the
+// level in GOCOLL_MPI_THREAD: single, funneled, serialized, multiple), on a
 // dedicated OS thread that stays MPI's main thread until Finalize. When MPI
 // provides less than MPI_THREAD_MULTIPLE, the World serializes its calls
 // (MPI_THREAD_SERIALIZED) or makes all of them on that thread (FUNNELED,

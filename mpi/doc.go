@@ -14,9 +14,7 @@
 //
 // A process calls [Init] once (later calls return the same [World]), uses the
 // World as a backend.Transport from any goroutine, and calls [Finalize]
-// before it exits. Init asks MPI for MPI_THREAD_MULTIPLE (MPI_THREAD_FUNNELED
-// in a process bound to one processor, where one thread making every call
-// is faster; GOCOLL_MPI_THREAD chooses a level); when the library
+// before it exits. Init asks MPI for MPI_THREAD_MULTIPLE; when the library
 // provides less, the package serializes its MPI calls (MPI_THREAD_SERIALIZED)
 // or runs all of them on the one OS thread that initialized MPI
 // (MPI_THREAD_FUNNELED or MPI_THREAD_SINGLE). [World.ThreadLevel] says which.

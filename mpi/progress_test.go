@@ -248,28 +248,6 @@ func TestProgressWaitCancel(t *testing.T) {
 // two cores (and the process may run on two), ease (yield, then sleep once
 // rounds come up empty) only where the processes outnumber the cores, yield
 // in between; the forced policies whatever the node.
-// TestParseThreadLevel: GOCOLL_MPI_THREAD's values, and the level asked for
-// without it: MPI_THREAD_MULTIPLE, or FUNNELED in a process that may run on
-// one processor only.
-func TestParseThreadLevel(t *testing.T) {
-	for _, tc := range []struct {
-		env  string
-		ncpu int
-		want ThreadLevel
-	}{
-		{"", 16, ThreadMultiple}, {"", 2, ThreadMultiple}, {"", 1, ThreadFunneled},
-		{"multiple", 1, ThreadMultiple}, {"MPI_THREAD_MULTIPLE", 1, ThreadMultiple},
-		{"serialized", 16, ThreadSerialized}, {"Funneled", 16, ThreadFunneled}, {"single", 1, ThreadSingle},
-	} {
-		if got, err := parseThreadLevel(tc.env, tc.ncpu); err != nil || got != tc.want {
-			t.Errorf("parseThreadLevel(%q, %d) = %v, %v; want %v", tc.env, tc.ncpu, got, err, tc.want)
-		}
-	}
-	if _, err := parseThreadLevel("many", 4); err == nil {
-		t.Error(`parseThreadLevel("many") took it`)
-	}
-}
-
 func TestProgressMode(t *testing.T) {
 	for _, tc := range []struct {
 		policy                      progressPolicy

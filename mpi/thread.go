@@ -11,23 +11,10 @@ import (
 )
 
 // parseThreadLevel reads GOCOLL_MPI_THREAD: single, funneled, serialized or
-// multiple (case-insensitive, with or without MPI_THREAD_). Unset or empty,
-// the level is MPI_THREAD_MULTIPLE, except for a process that may run on
-// one processor only (ncpu 1: Open MPI binds each of 2 processes to a core
-// by default), which asks for MPI_THREAD_FUNNELED: there every MPI call is
-// made on the progress thread, so no thread can be preempted inside MPI
-// while another waits for it on the same core. On a 16-core host, 2
-// processes bound to a core each ran gocoll's all-reduce of 1-16 MiB in
-// 0.50-0.73 of the time at MPI_THREAD_MULTIPLE (docs/MPI.md, Thread
-// levels).
-func parseThreadLevel(s string, ncpu int) (ThreadLevel, error) {
+// multiple (case-insensitive, with or without MPI_THREAD_).
+func parseThreadLevel(s string) (ThreadLevel, error) {
 	switch strings.TrimPrefix(strings.ToLower(s), "mpi_thread_") {
-	case "":
-		if ncpu == 1 {
-			return ThreadFunneled, nil
-		}
-		return ThreadMultiple, nil
-	case "multiple":
+	case "", "multiple":
 		return ThreadMultiple, nil
 	case "serialized":
 		return ThreadSerialized, nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,7 +133,7 @@ func initMPI() (*World, error) {
 
 // startMPI starts the executor and calls MPI_Init_thread on it.
 func startMPI() error {
-	required, err := parseThreadLevel(os.Getenv("GOCOLL_MPI_THREAD"), runtime.NumCPU())
+	required, err := parseThreadLevel(os.Getenv("GOCOLL_MPI_THREAD"))
 	if err != nil {
 		return &Error{Call: "MPI_Init_thread", Msg: err.Error(), Err: backend.ErrInvalidArgument}
 	}
