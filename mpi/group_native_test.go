@@ -361,7 +361,7 @@ func TestGroupNativeDeterministic(t *testing.T) {
 		local int
 	}
 	layouts := []layout{{"host", 1}, {"host", 2}}
-	if bks := groupBackends(t); len(bks) > 1 && !light() {
+	if bks := groupBackends(t); len(bks) > 1 && fullOnlyHere(w) {
 		layouts = append(layouts, layout{bks[1], 2}) // lavapipe: its kernels reduce the one-process group
 	}
 	for li, lay := range layouts {
