@@ -51,7 +51,7 @@ commands:
               novulkan / darwin builds, go test and go test -race -short of both modules, and beside the
               first (which runs niced) go vet and go test -tags mpi of ./mpi and ./cmd/allreduce-perf's MPI
               tests (under mpirun); the larger suites run reduced budgets (README.md lists them): about
-              11-12 minutes on 2 idle cores (675-725 s, warm cache)
+              about 11 minutes on 2 idle cores (644-725 s, warm cache)
   tidy        go mod tidy of the library module and of the cmd module
   test-full   as test, with GOCOLL_TEST_FULL=1: the full budgets (conformance and fault sessions, every
               strategy, rank count, type, trial and size on lavapipe too, both float32 kernel sets, the race
