@@ -190,7 +190,7 @@ func mpiMain(ctx context.Context, prog string, args []string, stdout, stderr io.
 
 func printMPIUsage(w io.Writer) {
 	fmt.Fprintf(w, "  %-24s %s\n", "--mpi", "span processes through MPI: one group per process with -g local ranks each, global rank = process*g + local, which -r names; --coll allreduce, allgather, reducescatter, broadcast and reduce (the default when mpirun, mpiexec or another MPI launcher started the command; --mpi=false turns it off). Process 0 prints the global result")
-	fmt.Fprintf(w, "  %-24s %s\n", "--mpi-baseline", "with MPI: also time MPI's own all-reduce (MPI_Iallreduce) on local rank 0's buffers of every process, out of place, verified too (four more columns; avg has none)")
+	fmt.Fprintf(w, "  %-24s %s\n", "--mpi-baseline", "with MPI: also time MPI's own all-reduce (MPI_Iallreduce) on local rank 0's buffers of every process, out of place, after -w warm-up calls at every size, verified too (four more columns; avg has none)")
 }
 
 // mpiColls are the collectives the multi-process sweep runs.
@@ -824,8 +824,12 @@ func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) 
 		}
 		return nil
 	}
-	if err := allreduce(); err != nil { // warm-up
-		return result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
+	// Warm-up: -w calls at every size (at least one), as mpi/bench.sh's C
+	// baseline (columns D and E) warms up before each size's timed calls.
+	for range max(s.o.warmup, 1) {
+		if err := allreduce(); err != nil {
+			return result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
+		}
 	}
 	bctx, cancel := context.WithTimeout(ctx, s.m.sync)
 	err = s.m.w.Barrier(bctx)
