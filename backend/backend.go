@@ -436,8 +436,8 @@ type OpenOptions struct {
 	// MaxWorkGroups, when > 0, lowers the number of work groups one kernel
 	// dispatch uses below the device's own limit, so that each invocation
 	// loops over many elements and tests exercise the kernels' loops (the
-	// _ftz float32 sum's blocks of 32 iterations). Backends without kernels
-	// ignore it.
+	// _ftz float32 sum taking its fast and exact paths in one invocation).
+	// Backends without kernels ignore it.
 	MaxWorkGroups uint32
 	// DisableFloat64 makes the device report no f64 support, so the exact
 	// host path for f64 runs.

@@ -178,9 +178,9 @@ func TestSubnormalsWithoutDenormPreserve(t *testing.T) {
 }
 
 // TestFTZSumLoops runs the _ftz float32 sum of 2, 5 and 8 sources on one
-// work group, so that each invocation reduces about a hundred elements: the
-// fast path in blocks of 32 iterations, and the elements it leaves reduced
-// after their block. Elements whose inputs include a subnormal, a small
+// work group, so that each invocation reduces about a hundred elements in
+// its loop, taking the fast path for some and the exact fallback for others
+// in any order. Elements whose inputs include a subnormal, a small
 // normal (partial sums that cancel into subnormals) or a signed zero are
 // drawn at densities from none to every one, in place and not, on the
 // 16-byte kernel (a length a multiple of 4) and the 4-byte one (an odd
