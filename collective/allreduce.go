@@ -263,7 +263,7 @@ func (c *Comm) completed(ctx context.Context, kind collKind, phase string) error
 func (c *Comm) direct(ctx context.Context, send, recv []byte, n int, dt backend.DType, op Op, depth int, zeroCopy bool) error {
 	g := c.g
 	k := &direct.Call{DT: dt, Op: kernelOp(op), Scale: scaleFor(op, g.n), N: n, Me: c.rank, Sends: g.pub.Send, Recvs: g.pub.Recv,
-		Depth: depth, Host: c.noKernels(dt) || c.strat == Host}
+		Depth: depth, Host: c.noKernels(dt) || c.strat == Host, CPU: g.bk == "host"}
 	var err error
 	if zeroCopy {
 		err = c.dx.ZeroCopy(ctx, (*directRank)(c), k)

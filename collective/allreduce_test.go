@@ -192,7 +192,9 @@ func TestAllReduceFloat64Exact(t *testing.T) {
 			if noF64 && d.Dispatches != 0 {
 				t.Errorf("%s: f64 switched off but %d kernel dispatches ran", bk, d.Dispatches)
 			}
-			if !noF64 && d.Dispatches == 0 {
+			// The host backend's device is the CPU: Direct reduces in one
+			// CPU pass between the ranks' memory, with its kernels' code.
+			if !noF64 && d.Dispatches == 0 && bk != "host" {
 				t.Errorf("%s: f64 reduced without a kernel", bk)
 			}
 			if noF64 && g.DeviceInfo(0).Float64 {
@@ -271,6 +273,9 @@ func TestAllReduceLargeTensor(t *testing.T) {
 // the backend seam.
 func TestAllReduceSplitsBindings(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
+		if bk == "host" {
+			continue // Direct on the CPU's own device is one CPU pass: no kernel, no binding
+		}
 		const limit = 4096
 		g := openGroup(t, bk, 2, func(o *Options) { o.MaxBindingBytes = limit; o.Config.Strategy = Direct })
 		if got := g.DeviceInfo(0).MaxBindingBytes; got != limit {

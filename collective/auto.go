@@ -55,7 +55,7 @@ func (g *Group) measure(c *Comm) *costModel {
 	if g.model.Done() {
 		return &g.model
 	}
-	set := tuning.Setup{Dev: c.dev, SlotBytes: g.slotBytes, Links: linkPathOf(g), Timeout: g.cfg.CommunicationTimeout, Log: g.log, Rank: c.rank}
+	set := tuning.Setup{Dev: c.dev, SlotBytes: g.slotBytes, Links: linkPathOf(g), CPU: g.bk == "host", Timeout: g.cfg.CommunicationTimeout, Log: g.log, Rank: c.rank}
 	if p := g.opts.parent; p != nil {
 		// A sub-group (Split) runs on its parent's devices: the parent's
 		// model, measured once for both (on this rank's device).

@@ -98,9 +98,9 @@ const (
 // callSpec is what the pipeline knows of a kind.
 type callSpec struct {
 	name    string    // the entry point, in errors and logs
-	phases  [4]string // rendezvous: fingerprint check, counts check, counts exchange, shared data
+	phases  [5]string // rendezvous: fingerprint check, counts check, counts exchange, shared data, completion
 	tname   string    // the tensor form's entry point
-	tphases [4]string // its rendezvous
+	tphases [5]string // its rendezvous
 	shared  shareddev.Kind
 	rooted  bool
 	only    rootOnly
@@ -111,8 +111,8 @@ type callSpec struct {
 	move    native.MoveKind // a move between ranks: strategy Native's Move
 }
 
-func phases(name string) [4]string {
-	return [4]string{name + " fingerprint check", name + " counts check", name + " counts exchange", name + " shared data"}
+func phases(name string) [5]string {
+	return [5]string{name + " fingerprint check", name + " counts check", name + " counts exchange", name + " shared data", name + " completion"}
 }
 
 // withTensor fills sp's tensor form (the entry point's name + "Tensor"),
@@ -126,7 +126,7 @@ func withTensor(sp callSpec, shared shareddev.Kind) callSpec {
 
 var callSpecs = [numCollKinds]callSpec{
 	collAllReduce:      withTensor(callSpec{name: "AllReduce", phases: phases("AllReduce"), only: oneBuffer, reduces: true, layout: memory.SameMem, shape: callcheck.Rule{Size: callcheck.Equal}}, shareddev.AllReduce),
-	collBarrier:        {name: "Barrier", phases: [4]string{"Barrier"}},
+	collBarrier:        {name: "Barrier", phases: [5]string{"Barrier"}},
 	collInvalid:        {name: "a call with invalid arguments"},
 	collSend:           {name: "Send", p2p: true},
 	collRecv:           {name: "Recv", p2p: true},
@@ -443,7 +443,11 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 			fp.strategy = Direct
 			return c.vRun(ctx, d, fp, cnt, dsp, nil, nil, true)
 		}
-		fp.count = int64(nr)
+		// On the host backend in one process, Auto is Direct: one CPU pass.
+		if fp.count = int64(nr); (s == Direct || c.g.cfg.Strategy == Auto) && c.g.tr == nil && !d.tensor && c.g.bk == "host" {
+			fp.strategy = Direct
+			return c.peerCall(ctx, d, fp)
+		}
 	case collAllGather, collReduce, collGather, collSplit:
 		fp.count = int64(ns)
 		if d.kind == collAllGather || d.kind == collReduce {
@@ -455,7 +459,7 @@ func (c *Comm) exec(ctx context.Context, d *desc) (err error) {
 			if fp.strategy = s; s == Native {
 				return c.execNative(ctx, d, fp)
 			} else if s == Direct && c.g.tr == nil && !d.tensor {
-				return c.allGatherHost(ctx, d, fp)
+				return c.peerCall(ctx, d, fp)
 			}
 		}
 		if d.kind == collReduce && c.noKernels(d.dt) {

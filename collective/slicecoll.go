@@ -93,28 +93,6 @@ func (c *Comm) execAllGather(ctx context.Context, d *desc) error {
 	}, d.recv, 0)
 }
 
-// allGatherHost is AllGather of host slices in one process with strategy
-// Direct: the ranks' sends published at the fingerprint rendezvous, each
-// rank copies every block into its recv on the CPU (internal/direct), and
-// the completion rendezvous keeps every rank in the call until all have.
-func (c *Comm) allGatherHost(ctx context.Context, d *desc, fp fingerprint) (err error) {
-	owned, err := c.enter(ctx, d.name(), true)
-	if err != nil {
-		return err
-	}
-	defer c.leave(owned, &err)
-	c.strat = fp.strategy
-	m := int(fp.count) * d.dt.Size()
-	if _, err := c.meetPeers(ctx, fp, d.phase(0), d.send[:m], d.recv[:c.g.n*m], m > 0, false); err != nil || m == 0 {
-		return err
-	}
-	if c.g.logCalls {
-		c.logCall(ctx, d.name(), int(fp.count), fp.dt, fp.op, fp.strategy, "copied rank to rank by the CPU")
-	}
-	direct.AllGather(c.rank, c.g.pub.Send, d.recv, m)
-	return c.completed(ctx, collAllGather, "AllGather completion")
-}
-
 // execBroadcast: down a binary tree rooted at root, in slices, from root's
 // send into the other ranks' recv (Broadcast: one buffer, send). Out of
 // place (BroadcastInto), root's send is copied into its recv once the
@@ -142,7 +120,7 @@ func (c *Comm) execBroadcast(ctx context.Context, d *desc) error {
 
 // scan is Scan and Exscan. In one process, on a device backend with
 // kernels for the type, each rank computes the prefixes of its slice of
-// the elements on its device (scanDevice); elsewhere (the host backend,
+// the elements on its device (peerCall); elsewhere (the host backend,
 // a type without kernels, a group over a Transport) every rank's send is
 // gathered (a ring, as AllGather's) into the comm's pooled host memory,
 // and rank r reduces the inputs of ranks 0..r (Exscan: 0..r-1) on the CPU
@@ -151,7 +129,7 @@ func (c *Comm) execBroadcast(ctx context.Context, d *desc) error {
 // leaves rank 0's recv untouched.
 func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 	if c.scanOnDevice(d.dt) {
-		return c.scanDevice(ctx, d, fp)
+		return c.peerCall(ctx, d, fp)
 	}
 	sp := &callSpecs[d.kind]
 	owned, err := c.begin(ctx, sp.name, fp, sp.phases[0])
@@ -170,62 +148,69 @@ func (c *Comm) scan(ctx context.Context, d *desc, fp fingerprint) (err error) {
 }
 
 // scanOnDevice reports whether Scan and Exscan of dt run on the devices
-// (scanDevice): one process of several ranks, a backend other than the
+// (peerCall): one process of several ranks, a backend other than the
 // host's, kernels for dt on every device. It is the same on every rank.
 func (c *Comm) scanOnDevice(dt backend.DType) bool {
 	return c.g.tr == nil && c.g.n > 1 && c.g.bk != "host" && !c.noKernels(dt)
 }
 
-// scanDevice runs Scan or Exscan through every rank's send and recv
-// slices, published at the fingerprint rendezvous (internal/direct's
-// Scan): rank r gathers its slice of the elements of the ranks' inputs,
-// reduces every prefix of them on its device in rank order, and writes
-// prefix q into its slice of rank q's recv; where every rank's send and
-// recv are HostBuffers its device imported, and the prefixes a chain of
-// kernels, its device reads and writes them in place instead
-// (ScanZeroCopy). A completion rendezvous keeps every rank in the call
-// until all slices are written; g.access counts the ranks that may still
+// peerCall runs a one-process call through every rank's send and recv
+// slices, published at the fingerprint rendezvous: AllGather (strategy
+// Direct: each rank copies every block into its recv on the CPU),
+// ReduceScatter on the host backend (Direct: each rank reduces its block of
+// every send into its recv on the CPU in rank order), and Scan and Exscan
+// on devices (internal/direct's Scan: rank r gathers its slice of the
+// elements of the ranks' inputs, reduces every prefix of them on its device
+// in rank order, and writes prefix q into its slice of rank q's recv;
+// where every rank's send and recv are HostBuffers its device imported, and
+// the prefixes a chain of kernels, its device reads and writes them in
+// place instead: ScanZeroCopy). A completion rendezvous keeps every rank in
+// the call until all are done; g.access counts the ranks that may still
 // touch a peer's memory, as in direct.
-func (c *Comm) scanDevice(ctx context.Context, d *desc, fp fingerprint) (err error) {
-	g, sp := c.g, &callSpecs[d.kind]
+func (c *Comm) peerCall(ctx context.Context, d *desc, fp fingerprint) (err error) {
+	g, sp, es := c.g, &callSpecs[d.kind], d.dt.Size()
 	owned, err := c.enter(ctx, sp.name, true)
 	if err != nil {
 		return err
 	}
 	defer c.leave(owned, &err)
 	c.strat = fp.strategy
-	n := len(d.send) / d.dt.Size()
+	ns, nr := d.lens()
+	send, recv, scan := d.send[:ns*es], d.recv[:nr*es], d.kind == collScan || d.kind == collExscan
 	// Zero-copy where every rank's send and recv are HostBuffers its
 	// device imported and the prefixes are a chain of kernels: learnt at
 	// the rendezvous.
-	zc := direct.Chained(d.dt, kernelOp(d.op)) && slicePath(d.send, d.recv) == pathPinned
-	allPinned, err := c.meetPeers(ctx, fp, sp.phases[0], d.send, d.recv, n > 0, zc)
-	if err != nil {
+	zc := scan && direct.Chained(d.dt, kernelOp(d.op)) && slicePath(send, recv) == pathPinned
+	allPinned, err := c.meetPeers(ctx, fp, sp.phases[0], send, recv, ns > 0, zc)
+	if err != nil || ns == 0 {
 		return err
 	}
 	if g.logCalls {
-		c.logCall(ctx, sp.name, n, fp.dt, fp.op, fp.strategy, "each rank's slice of the prefixes reduced on its device")
+		c.logCall(ctx, sp.name, ns, fp.dt, fp.op, fp.strategy, "through the ranks' memory")
 	}
-	if n == 0 {
-		return nil
+	switch d.kind {
+	case collAllGather:
+		direct.AllGather(c.rank, g.pub.Send, recv, len(send))
+	case collReduceScatter:
+		c.dx.ReduceScatter(d.dt, kernelOp(d.op), scaleFor(d.op, g.n), c.rank, g.pub.Send, recv, nr)
+	default:
+		k := &direct.Call{DT: d.dt, Op: kernelOp(d.op), Scale: 1, N: ns, Me: c.rank, Sends: g.pub.Send, Recvs: g.pub.Recv,
+			Depth: 1, Prefix: direct.Inclusive}
+		if d.kind == collExscan {
+			k.Prefix = direct.Exclusive
+		}
+		done := false
+		if allPinned {
+			done, err = c.dx.ScanZeroCopy(ctx, (*directRank)(c), k)
+		}
+		if err == nil && !done {
+			err = c.dx.Scan(ctx, (*directRank)(c), k)
+		}
+		if err != nil {
+			return c.failDirect(err, d.send, d.recv)
+		}
 	}
-	k := &direct.Call{DT: d.dt, Op: kernelOp(d.op), Scale: 1, N: n, Me: c.rank, Sends: g.pub.Send, Recvs: g.pub.Recv,
-		Depth: 1, Prefix: direct.Inclusive}
-	phase := "Scan completion"
-	if d.kind == collExscan {
-		k.Prefix, phase = direct.Exclusive, "Exscan completion"
-	}
-	done := false
-	if allPinned {
-		done, err = c.dx.ScanZeroCopy(ctx, (*directRank)(c), k)
-	}
-	if err == nil && !done {
-		err = c.dx.Scan(ctx, (*directRank)(c), k)
-	}
-	if err != nil {
-		return c.failDirect(err, d.send, d.recv)
-	}
-	return c.completed(ctx, d.kind, phase)
+	return c.completed(ctx, d.kind, sp.phases[4])
 }
 
 // execReduce: along a binary tree rooted at root; in deterministic mode a

@@ -83,33 +83,15 @@ func execRange(c *command, srcs [][]byte, lo, hi int) {
 			scaleInt(c.dt, c.dst[lo*es:hi*es], c.sc)
 		}
 	case cmdReduce, cmdReduceMulti:
+		// kernels/reduce.comp (and reducem.comp) over elements [lo, hi): the
+		// sources reduced left to right in the element type (the narrow
+		// floats in float32, rounded once), scaled as c says, stored to dst
+		// and to every region of more (the other destinations of a reduce
+		// multi). A partial result of a GPU pass is stored in the element
+		// type and read back, so one pass over all sources gives the same
+		// bits as passes of eight.
 		srcs, more := srcs[:len(srcs)-c.ndst], srcs[len(srcs)-c.ndst:]
-		switch c.dt {
-		case backend.F32:
-			reduceRange(c.op, view[float32](c.dst), more, srcs, lo, hi, c)
-		case backend.F64:
-			reduceRange(c.op, view[float64](c.dst), more, srcs, lo, hi, c)
-		case backend.I32:
-			reduceInt(c.op, view[int32](c.dst), more, srcs, lo, hi, c.sc)
-		case backend.U32:
-			reduceInt(c.op, view[uint32](c.dst), more, srcs, lo, hi, c.sc)
-		case backend.I64:
-			reduceInt(c.op, view[int64](c.dst), more, srcs, lo, hi, c.sc)
-		case backend.U64:
-			reduceInt(c.op, view[uint64](c.dst), more, srcs, lo, hi, c.sc)
-		case backend.I8:
-			reduceInt(c.op, view[int8](c.dst), more, srcs, lo, hi, c.sc)
-		case backend.U8:
-			reduceInt(c.op, view[uint8](c.dst), more, srcs, lo, hi, c.sc)
-		case backend.I16:
-			reduceInt(c.op, view[int16](c.dst), more, srcs, lo, hi, c.sc)
-		case backend.U16:
-			reduceInt(c.op, view[uint16](c.dst), more, srcs, lo, hi, c.sc)
-		case backend.Half, backend.BFloat16:
-			reduceNarrow(c.op, view[uint16](c.dst), more, srcs, lo, hi, c)
-		case backend.F8E4M3, backend.F8E5M2:
-			reduceNarrow(c.op, view[uint8](c.dst), more, srcs, lo, hi, c)
-		}
+		hostmath.ReduceRange(c.dt, c.op, c.dst, more, srcs, lo, hi, c.sc)
 	}
 }
 
@@ -121,55 +103,6 @@ func scaleRange[T float](dst, src []T, c *command) {
 		return
 	}
 	hostmath.Apply(c.sc, dst[:len(src)], src)
-}
-
-// reduceRange is kernels/reduce.comp over elements [lo, hi):
-// dst[i] = op(srcs[0][i], srcs[1][i], ...), reduced left to right in T, then
-// scaled as c says, and stored to dst and to every region of more (the other
-// destinations of a reduce multi). A partial result of a GPU pass is stored
-// in T and read back as T, so one pass over all sources gives the same bits
-// as passes of eight.
-func reduceRange[T float](op backend.Op, dst []T, more, srcs [][]byte, lo, hi int, c *command) {
-	var buf [block]T
-	for b := lo; b < hi; b += block {
-		e := min(b+block, hi)
-		acc := buf[:e-b]
-		copy(acc, view[T](srcs[0])[b:e])
-		for _, src := range srcs[1:] {
-			hostmath.Combine(op, acc, view[T](src)[b:e])
-		}
-		if !c.sc.Identity() {
-			hostmath.Apply(c.sc, acc, acc)
-		}
-		copy(dst[b:e], acc)
-		for _, m := range more {
-			copy(view[T](m)[b:e], acc)
-		}
-	}
-}
-
-// reduceInt is reduceRange for the integer types: dst[i] = op(srcs[0][i],
-// srcs[1][i], ...) left to right in T, Sum and Prod wrapping as Go's integer
-// arithmetic does, Max and Min the integer maximum and minimum, the bitwise
-// and logical operators as hostmath.CombineInt computes them, stored to
-// dst and to every region of more. A mean's scale 1/N divides the wrapped
-// result by N, truncated toward zero (hostmath.ApplyInt); checkScale takes no
-// other scale but 1.
-func reduceInt[T integer](op backend.Op, dst []T, more, srcs [][]byte, lo, hi int, sc hostmath.Scale) {
-	var buf [block]T
-	for b := lo; b < hi; b += block {
-		e := min(b+block, hi)
-		acc := buf[:e-b]
-		copy(acc, view[T](srcs[0])[b:e])
-		for _, src := range srcs[1:] {
-			hostmath.CombineInt(op, acc, view[T](src)[b:e])
-		}
-		hostmath.ApplyInt(sc, acc)
-		copy(dst[b:e], acc)
-		for _, m := range more {
-			copy(view[T](m)[b:e], acc)
-		}
-	}
 }
 
 // scaleInt divides the integers of dt in b by N where sc is 1/N
@@ -195,37 +128,6 @@ func scaleInt(dt backend.DType, b []byte, sc hostmath.Scale) {
 		hostmath.ApplyInt(sc, view[int16](b))
 	case backend.U16:
 		hostmath.ApplyInt(sc, view[uint16](b))
-	}
-}
-
-// reduceNarrow is reduceRange for the narrow float types (c.dt: Half and
-// BFloat16, elements of type uint16; F8E4M3 and F8E5M2, uint8), whose
-// elements are the bits of the values: each element is converted to float32
-// (exactly), the sources are reduced left to right in float32 as the f32
-// kernel reduces them (combine), the result is scaled as f32 is
-// (applyScale) and rounded once to the type, to nearest even, and stored
-// to dst and to every region of more. (A GPU kernel reducing more than eight
-// sources in passes must keep its partial results in float32 to give the
-// same bits.)
-func reduceNarrow[E hostmath.Bits](op backend.Op, dst []E, more, srcs [][]byte, lo, hi int, c *command) {
-	var buf, x [block]float32
-	for b := lo; b < hi; b += block {
-		e := min(b+block, hi)
-		acc := buf[:e-b]
-		hostmath.Widen(c.dt, acc, view[E](srcs[0])[b:e])
-		for _, src := range srcs[1:] {
-			v := x[:e-b]
-			hostmath.Widen(c.dt, v, view[E](src)[b:e])
-			hostmath.Combine(op, acc, v)
-		}
-		if !c.sc.Identity() {
-			hostmath.Apply(c.sc, acc, acc)
-		}
-		// Every source of the block has been read: dst may be one of them.
-		hostmath.Narrow(c.dt, dst[b:e], acc)
-		for _, m := range more {
-			copy(view[E](m)[b:e], dst[b:e])
-		}
 	}
 }
 

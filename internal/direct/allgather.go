@@ -1,5 +1,10 @@
 package direct
 
+import (
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/hostmath"
+)
+
 // AllGather is the one-process all-gather of host slices, rank me's part:
 // every rank's send (sends[p], m bytes, published by the caller) copied by
 // the CPU into block p of recv, starting after me so that the ranks read
@@ -17,4 +22,33 @@ func AllGather(me int, sends [][]byte, recv []byte, m int) {
 			copy(dst, sends[p][:m])
 		}
 	}
+}
+
+// ReduceScatter is the one-process reduce-scatter of host slices on the
+// CPU, rank me's part: block me (cnt elements of dt) of every rank's send
+// (sends[p], published by the caller) reduced in rank order with the
+// kernels' arithmetic (hostmath.ReduceMulti), scaled, into recv. A rank
+// reads block me of every send and writes only its own recv, which may be
+// block me of its own send (in place): no other rank reads that block.
+// Where recv partly overlaps a block it reads, the blocks are copied into
+// the exchange's scratch first (grown, never per call).
+func (x *Exchange) ReduceScatter(dt backend.DType, op backend.Op, scale float64, me int, sends [][]byte, recv []byte, cnt int) {
+	es := dt.Size()
+	a, b := me*cnt*es, (me+1)*cnt*es
+	x.ins, x.outs = x.ins[:0], append(x.outs[:0], recv[:b-a])
+	for _, s := range sends {
+		x.ins = append(x.ins, s[a:b])
+	}
+	if !disjointOrSame(x.outs, x.ins) {
+		if len(x.scratch) < len(sends)*(b-a) {
+			x.scratch = make([]byte, len(sends)*(b-a))
+		}
+		for p, in := range x.ins {
+			x.ins[p] = x.scratch[p*(b-a) : (p+1)*(b-a)]
+			copy(x.ins[p], in)
+		}
+	}
+	hostmath.ReduceMulti(dt, op, x.outs, x.ins, cnt, scale)
+	clear(x.ins) // hold no reference to the ranks' memory
+	clear(x.outs)
 }

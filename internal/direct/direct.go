@@ -18,6 +18,7 @@ package direct
 import (
 	"context"
 	"fmt"
+	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/hostmath"
@@ -67,6 +68,10 @@ type Call struct {
 	// kernels' arithmetic.
 	Depth int
 	Host  bool
+	// CPU says the rank's device is the CPU itself (the host backend: its
+	// buffers are host memory, its kernels hostmath's), so Staged reduces
+	// on the caller as for Host.
+	CPU bool
 	// Prefix is the prefix reduction of a Scan exchange (0 otherwise).
 	Prefix Prefix
 }
@@ -81,6 +86,8 @@ func (k *Call) slice() (lo, cnt int) {
 // Exchange is a rank's state of the exchange, reused across calls.
 type Exchange struct {
 	fences     []backend.Fence // Staged's chunks in flight
+	ins, outs  [][]byte        // the CPU passes' inputs and outputs
+	scratch    []byte          // ReduceScatter's copy of its inputs where recv overlaps them
 	srcs, dsts []backend.Region
 	pair       [2]backend.Region // ScanZeroCopy's two sources
 }
@@ -107,6 +114,14 @@ func (x *Exchange) Staged(ctx context.Context, r Rank, k *Call) error {
 		return nil
 	}
 	es := k.DT.Size()
+	if k.Host || k.CPU {
+		if err := r.Broken(); err != nil {
+			return err
+		}
+		if x.cpu(k, lo, cnt) {
+			return nil
+		}
+	}
 	stage, err := r.Buffer(Stage, cnt*es)
 	if err != nil {
 		return err
@@ -177,6 +192,43 @@ func (x *Exchange) Staged(ctx context.Context, r Rank, k *Call) error {
 		return x.finishChunk(ctx, r, k, stage, depth-1, depth)
 	}
 	return nil
+}
+
+// cpu is Staged on the CPU without staging, where the ranks' memory
+// allows: one pass (hostmath.ReduceMulti) reads the rank's slice of every
+// rank's input straight from it, reduces it in rank order with the kernels'
+// arithmetic, and stores the result into every rank's output. It reports
+// false, having done nothing, where a rank's output partly overlaps another
+// output or an input other than its own (a block is stored before the next
+// one is read): the staged copy then takes every input first.
+func (x *Exchange) cpu(k *Call, lo, cnt int) bool {
+	es := k.DT.Size()
+	a, b := lo*es, (lo+cnt)*es
+	x.ins, x.outs = x.ins[:0], x.outs[:0]
+	for p := range k.Sends {
+		x.ins = append(x.ins, k.Sends[p][a:b])
+		x.outs = append(x.outs, k.Recvs[p][a:b])
+	}
+	ok := disjointOrSame(x.outs, x.ins)
+	if ok {
+		hostmath.ReduceMulti(k.DT, k.Op, x.outs, x.ins, cnt, k.Scale)
+	}
+	clear(x.ins) // hold no reference to the ranks' memory
+	clear(x.outs)
+	return ok
+}
+
+// disjointOrSame reports whether outs are pairwise disjoint and every one
+// of ins is exactly one of outs or apart from all of them (multiSafe on
+// host memory).
+func disjointOrSame(outs, ins [][]byte) bool {
+	return safeLayout(outs, ins, memOverlap, func(a, b []byte) bool { return &a[0] == &b[0] && len(a) == len(b) })
+}
+
+// memOverlap reports whether non-empty a and b share a byte.
+func memOverlap(a, b []byte) bool {
+	pa, pb := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
 // finishChunk waits for chunk d's kernel and copies its result into every
@@ -299,16 +351,23 @@ func (x *Exchange) ZeroCopy(ctx context.Context, r Rank, k *Call) error {
 // host allocation is imported once, so regions of one memory share a
 // Buffer.) Ranks passing overlapping buffers take the staged path instead.
 func multiSafe(dsts, srcs []backend.Region) bool {
-	for j, r := range dsts {
-		for _, o := range dsts[:j] {
-			if overlaps(r, o) {
+	return safeLayout(dsts, srcs, overlaps, func(a, b backend.Region) bool { return a == b })
+}
+
+// safeLayout reports whether outs are pairwise disjoint and every one of
+// ins is exactly one of outs (same) or apart from all of them (multiSafe,
+// disjointOrSame).
+func safeLayout[R any](outs, ins []R, overlap, same func(a, b R) bool) bool {
+	for j, r := range outs {
+		for _, o := range outs[:j] {
+			if overlap(r, o) {
 				return false
 			}
 		}
 	}
-	for _, r := range srcs {
-		for _, d := range dsts {
-			if overlaps(r, d) && r != d {
+	for _, r := range ins {
+		for _, o := range outs {
+			if overlap(r, o) && !same(r, o) {
 				return false
 			}
 		}

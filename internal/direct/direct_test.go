@@ -85,21 +85,21 @@ func f32(b []byte) []float32 {
 func TestExchange(t *testing.T) {
 	const ranks, n = 3, 1003
 	for _, zc := range []bool{false, true} {
-		for _, hostReduce := range []bool{false, true} {
+		for _, cpu := range []string{"", "host", "cpu"} { // Call.Host, Call.CPU: the CPU pass
 			for _, inPlace := range []bool{false, true} {
 				for _, depth := range []int{1, 4} {
-					if zc && hostReduce {
+					if zc && cpu != "" {
 						continue
 					}
-					name := fmt.Sprintf("zerocopy=%v/host=%v/inplace=%v/depth=%d", zc, hostReduce, inPlace, depth)
-					t.Run(name, func(t *testing.T) { exchange(t, ranks, n, depth, zc, hostReduce, inPlace) })
+					name := fmt.Sprintf("zerocopy=%v/cpu=%v/inplace=%v/depth=%d", zc, cpu, inPlace, depth)
+					t.Run(name, func(t *testing.T) { exchange(t, ranks, n, depth, zc, cpu, inPlace) })
 				}
 			}
 		}
 	}
 }
 
-func exchange(t *testing.T, ranks, n, depth int, zc, hostReduce, inPlace bool) {
+func exchange(t *testing.T, ranks, n, depth int, zc bool, cpu string, inPlace bool) {
 	sends, recvs := make([][]byte, ranks), make([][]byte, ranks)
 	var mem [][]byte
 	for p := range sends {
@@ -131,7 +131,8 @@ func exchange(t *testing.T, ranks, n, depth int, zc, hostReduce, inPlace bool) {
 		}
 		defer dev.Close()
 		r := &rank{dev: dev, mem: mem, imports: make([]backend.Buffer, len(mem))}
-		k := &Call{DT: backend.F32, Op: backend.Sum, Scale: 1 / float64(ranks), N: n, Me: me, Sends: sends, Recvs: recvs, Depth: depth, Host: hostReduce}
+		k := &Call{DT: backend.F32, Op: backend.Sum, Scale: 1 / float64(ranks), N: n, Me: me, Sends: sends, Recvs: recvs, Depth: depth,
+			Host: cpu == "host", CPU: cpu == "cpu"}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -158,7 +159,8 @@ func exchange(t *testing.T, ranks, n, depth int, zc, hostReduce, inPlace bool) {
 	}
 }
 
-// A broken group stops a staged exchange before it moves anything.
+// A broken group stops a staged exchange before it moves anything, on the
+// device and in the CPU pass.
 func TestStagedBroken(t *testing.T) {
 	dev, err := host.Open(backend.OpenOptions{})
 	if err != nil {
@@ -168,10 +170,16 @@ func TestStagedBroken(t *testing.T) {
 	stop := fmt.Errorf("broken")
 	r := &rank{dev: dev, broken: stop}
 	data := []byte{1, 2, 3, 4, 5, 6, 7, 8}
-	k := &Call{DT: backend.F32, Op: backend.Sum, Scale: 1, N: 2, Sends: [][]byte{data}, Recvs: [][]byte{data}, Depth: 1}
-	var x Exchange
-	if err := x.Staged(context.Background(), r, k); err != stop {
-		t.Fatalf("Staged on a broken group: %v, want %v", err, stop)
+	for _, cpu := range []bool{false, true} {
+		out := make([]byte, 8)
+		k := &Call{DT: backend.F32, Op: backend.Sum, Scale: 1, N: 2, Sends: [][]byte{data}, Recvs: [][]byte{out}, Depth: 1, CPU: cpu}
+		var x Exchange
+		if err := x.Staged(context.Background(), r, k); err != stop {
+			t.Fatalf("Staged (CPU %v) on a broken group: %v, want %v", cpu, err, stop)
+		}
+		if string(out) != string(make([]byte, 8)) {
+			t.Fatalf("Staged (CPU %v) on a broken group wrote %v", cpu, out)
+		}
 	}
 }
 
@@ -212,6 +220,93 @@ func TestMultiSafe(t *testing.T) {
 	for _, tc := range cases {
 		if got := multiSafe(tc.dsts, tc.srcs); got != tc.want {
 			t.Errorf("%s: multiSafe = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// disjointOrSame accepts outputs that are pairwise disjoint and inputs that
+// are an output exactly or apart from all of them, and refuses the rest.
+func TestDisjointOrSame(t *testing.T) {
+	m := make([]byte, 64)
+	cases := []struct {
+		outs, ins [][]byte
+		ok        bool
+	}{
+		{[][]byte{m[0:8], m[8:16]}, [][]byte{m[16:24], m[24:32]}, true},
+		{[][]byte{m[0:8], m[8:16]}, [][]byte{m[0:8], m[8:16]}, true}, // in place
+		{[][]byte{m[0:8], m[4:12]}, [][]byte{m[16:24]}, false},       // outputs overlap
+		{[][]byte{m[0:8]}, [][]byte{m[4:12]}, false},                 // an input shifted
+		{[][]byte{m[0:8]}, [][]byte{m[0:4]}, false},                  // an input's head
+		{[][]byte{m[8:16]}, [][]byte{m[0:8], m[16:24]}, true},        // adjacent
+	}
+	for i, c := range cases {
+		if got := disjointOrSame(c.outs, c.ins); got != c.ok {
+			t.Errorf("case %d: %v, want %v", i, got, c.ok)
+		}
+	}
+}
+
+// TestReduceScatter: every rank reduces its block of every rank's send into
+// its recv, in rank order and scaled; out of place, in place (recv block r
+// of rank r's send) and with recv overlapping its own block shifted by one
+// element (the inputs copied first).
+func TestReduceScatter(t *testing.T) {
+	const ranks, cnt = 3, 1001
+	for _, layout := range []string{"out", "in", "shifted"} {
+		sends := make([][]byte, ranks)
+		for p := range sends {
+			sends[p] = make([]byte, 4*(ranks*cnt+1))
+			for i := range ranks * cnt {
+				f32(sends[p])[i] = float32(p*100000 + i)
+			}
+		}
+		want := func(r, i int) float32 {
+			var s float32
+			for p := 0; p < ranks; p++ {
+				s += float32(p*100000 + r*cnt + i)
+			}
+			return float32(float64(s) / ranks)
+		}
+		var wg sync.WaitGroup
+		recvs := make([][]byte, ranks)
+		for me := range ranks {
+			a := me * cnt * 4
+			switch layout {
+			case "out":
+				recvs[me] = make([]byte, 4*cnt)
+			case "in":
+				recvs[me] = sends[me][a : a+4*cnt]
+			case "shifted":
+				recvs[me] = sends[me][a+4 : a+4+4*cnt]
+			}
+		}
+		// The shifted recv overlaps the next rank's block of its own send,
+		// which that rank reads: there the ranks run one after the other,
+		// the last first.
+		for q := range ranks {
+			me := q
+			if layout == "shifted" {
+				me = ranks - 1 - q
+			}
+			wg.Add(1)
+			run := func() {
+				defer wg.Done()
+				var x Exchange
+				x.ReduceScatter(backend.F32, backend.Sum, 1/float64(ranks), me, sends, recvs[me], cnt)
+			}
+			if layout == "shifted" {
+				run()
+			} else {
+				go run()
+			}
+		}
+		wg.Wait()
+		for r := range ranks {
+			for i, v := range f32(recvs[r])[:cnt] {
+				if w := want(r, i); v != w {
+					t.Fatalf("%s: rank %d element %d: %v, want %v", layout, r, i, v, w)
+				}
+			}
 		}
 	}
 }

@@ -11,7 +11,6 @@ package hostmath
 
 import (
 	"math"
-	"sync"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
@@ -73,6 +72,9 @@ func Minimum[T Float](a, b T) T {
 // integer-only operators (backend.Op.IntOnly) leave acc unchanged.
 func Combine[T Float](op backend.Op, acc, x []T) {
 	x = x[:len(acc)]
+	if n := combinePacked(op, acc, x); n > 0 {
+		acc, x = acc[n:], x[n:]
+	}
 	switch op {
 	case backend.Sum:
 		for i, v := range x {
@@ -324,31 +326,7 @@ func (j *stridedJob) Range(lo, hi int) {
 	reduceStrided(j.dt, j.op, j.dst[lo*es:hi*es], j.src, j.stride, j.off+lo, j.k, hi-lo, j.scale)
 }
 
-// jobFree is the stridedJobs of finished calls, so that a call allocates
-// none (one per call running at once, kept for the process's life).
-type jobFree struct {
-	mu   sync.Mutex
-	free []*stridedJob
-}
-
-var stridedJobs jobFree
-
-func (f *jobFree) get() *stridedJob {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if n := len(f.free); n > 0 {
-		j := f.free[n-1]
-		f.free = f.free[:n-1]
-		return j
-	}
-	return new(stridedJob)
-}
-
-func (f *jobFree) put(j *stridedJob) {
-	f.mu.Lock()
-	f.free = append(f.free, j)
-	f.mu.Unlock()
-}
+var stridedJobs freeList[stridedJob]
 
 // reduceStrided is ReduceStrided on the caller's goroutine alone.
 func reduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off, k, cnt int, scale float64) {
@@ -388,26 +366,32 @@ func View[T any](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
 }
 
+// reduceFloat and reduceInt reduce a block of multiBlock elements at a time
+// in dst, which stays in the L1 cache while every input is added to it:
+// each input is read once and dst written once. dst may be input 0's
+// elements (a block of it is read before it is written).
 func reduceFloat[T Float](op backend.Op, dst, src []byte, stride, off, k, cnt int, s Scale) {
-	d := View[T](dst)[:cnt]
-	in := View[T](src)
-	copy(d, in[off:off+cnt])
-	for p := 1; p < k; p++ {
-		b := p*stride + off
-		Combine(op, d, in[b:b+cnt])
+	d, in := View[T](dst)[:cnt], View[T](src)
+	for lo := 0; lo < cnt; lo += multiBlock {
+		a := d[lo:min(lo+multiBlock, cnt)]
+		copy(a, in[off+lo:off+lo+len(a)])
+		for p := 1; p < k; p++ {
+			Combine(op, a, in[p*stride+off+lo:][:len(a)])
+		}
+		Apply(s, a, a)
 	}
-	Apply(s, d, d)
 }
 
 func reduceInt[T Integer](op backend.Op, dst, src []byte, stride, off, k, cnt int, s Scale) {
-	d := View[T](dst)[:cnt]
-	in := View[T](src)
-	copy(d, in[off:off+cnt])
-	for p := 1; p < k; p++ {
-		b := p*stride + off
-		CombineInt(op, d, in[b:b+cnt])
+	d, in := View[T](dst)[:cnt], View[T](src)
+	for lo := 0; lo < cnt; lo += multiBlock {
+		a := d[lo:min(lo+multiBlock, cnt)]
+		copy(a, in[off+lo:off+lo+len(a)])
+		for p := 1; p < k; p++ {
+			CombineInt(op, a, in[p*stride+off+lo:][:len(a)])
+		}
+		ApplyInt(s, a)
 	}
-	ApplyInt(s, d)
 }
 
 func reduceNarrow[E Bits](dt backend.DType, op backend.Op, dst, src []byte, stride, off, k, cnt int, s Scale) {

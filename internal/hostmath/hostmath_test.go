@@ -168,6 +168,14 @@ func put(dt backend.DType, b []byte, i int, v float64) {
 		View[uint16](b)[i] = F32ToF16(float32(v))
 	case backend.BFloat16:
 		View[uint16](b)[i] = F32ToBF16(float32(v))
+	case backend.I16:
+		View[int16](b)[i] = int16(v)
+	case backend.U16:
+		View[uint16](b)[i] = uint16(v)
+	case backend.F8E4M3:
+		b[i] = F32ToE4M3(float32(v))
+	case backend.F8E5M2:
+		b[i] = F32ToE5M2(float32(v))
 	}
 }
 
@@ -193,6 +201,14 @@ func get(dt backend.DType, b []byte, i int) float64 {
 		return float64(F16ToF32(View[uint16](b)[i]))
 	case backend.BFloat16:
 		return float64(BF16ToF32(View[uint16](b)[i]))
+	case backend.I16:
+		return float64(View[int16](b)[i])
+	case backend.U16:
+		return float64(View[uint16](b)[i])
+	case backend.F8E4M3:
+		return float64(E4M3ToF32(b[i]))
+	case backend.F8E5M2:
+		return float64(E5M2ToF32(b[i]))
 	}
 	return math.NaN()
 }

@@ -34,6 +34,7 @@ type Setup struct {
 	Dev       backend.Device // the device it is measured on
 	SlotBytes int            // the group's slot size
 	Links     LinkPath       // how the group's links move slots
+	CPU       bool           // the device is the CPU (Model.CPU)
 	// Timeout bounds the measurement: a device that does not finish its
 	// work makes it fail (and the callers fall back) instead of hanging
 	// every rank that waits for it.
@@ -57,12 +58,12 @@ func (s *Shared) MeasureOnce(set Setup) *Shared {
 		if set.Parent != nil {
 			if pm := set.Parent(); pm.Err == nil {
 				*m = pm.Model
-				m.SlotBytes, m.Links, m.Measured = set.SlotBytes, set.Links, 0
+				m.SlotBytes, m.Links, m.CPU, m.Measured = set.SlotBytes, set.Links, set.CPU, 0
 				return
 			}
 		}
 		start := time.Now()
-		m.SlotBytes, m.Links = set.SlotBytes, set.Links
+		m.SlotBytes, m.Links, m.CPU = set.SlotBytes, set.Links, set.CPU
 		ctx, cancel := context.WithTimeout(context.Background(), set.Timeout)
 		m.Err = Measure(ctx, set.Dev, m)
 		cancel()

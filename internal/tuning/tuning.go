@@ -58,6 +58,10 @@ type Model struct {
 	// from host memory both devices import, or copied on the CPU into the
 	// receiver's inbox.
 	Links LinkPath
+	// CPU says the device is the CPU itself (the host backend): Direct,
+	// Pipelined and Host then run as one CPU pass straight between the
+	// ranks' memory (internal/direct).
+	CPU bool
 }
 
 // LinkPath is how link slots travel between the ranks of a group.
@@ -241,15 +245,21 @@ func (m *Model) Predict(s Algo, dt backend.DType, bytes, n, depth, local int) fl
 	// Upload and download of the device buffer: host copies between the
 	// caller's slices and mapped memory, and device copies.
 	updown := 2*B/m.Copy + 2*memcpy(B)
+	cpu := m.CPUReduce
+	if dt.Valid() && m.CPUByType[dt] > 0 {
+		cpu = m.CPUByType[dt]
+	}
+	if m.CPU && (s == Direct || s == Pipelined || s == Host) {
+		// Two rendezvous; each rank reads its 1/N slice of every rank's
+		// input (B bytes), reduces it on the CPU and stores it into every
+		// rank's output (B bytes), in one pass.
+		return 2*N*m.Handoff + B/cpu + memcpy(B)
+	}
 	switch s {
 	case Host:
 		// Two rendezvous; each rank copies its 1/N slice from every rank
 		// (B bytes), reduces it on one core and writes it into every
 		// rank's output (B bytes).
-		cpu := m.CPUReduce
-		if dt.Valid() && m.CPUByType[dt] > 0 {
-			cpu = m.CPUByType[dt]
-		}
 		return 2*N*m.Handoff + memcpy(B) + B/cpu + memcpy(B)
 	case Direct, Pipelined:
 		// Two rendezvous; each rank gathers its 1/N slice from every rank

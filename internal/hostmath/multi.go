@@ -1,0 +1,166 @@
+package hostmath
+
+import (
+	"sync"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/parreduce"
+)
+
+// ReduceMulti reduces the sources in order (srcs[0] op srcs[1] op ...) over
+// their first cnt elements of dt, scales the result as ReduceStrided does,
+// and stores it to the first cnt elements of every destination: the host
+// backend's ReduceMulti kernel (and its Reduce, with one destination), and
+// the one-process exchange's CPU reduction straight between the ranks'
+// memory. A destination may be a source (the same first byte: every source
+// of a block is read before the block is stored), never a partial overlap;
+// destinations are disjoint.
+//
+// More than one chunk of elements (parreduce.ChunkBytes of a destination)
+// is reduced in chunks on the process's worker pool, capped by
+// parreduce.Reduce; every element reduces its inputs in order alone, so the
+// bits do not depend on the chunking.
+func ReduceMulti(dt backend.DType, op backend.Op, dsts, srcs [][]byte, cnt int, scale float64) {
+	if cnt <= 0 || len(srcs) == 0 || len(dsts) == 0 {
+		return
+	}
+	s := NewScale(scale)
+	chunk := chunkBytes / dt.Size()
+	if cnt <= chunk || parreduce.Reduce.Get() == 1 {
+		ReduceRange(dt, op, dsts[0], dsts[1:], srcs, 0, cnt, s)
+		return
+	}
+	j := multiJobs.get()
+	j.dt, j.op, j.dsts, j.srcs, j.s = dt, op, dsts, srcs, s
+	j.job.Run(&parreduce.Reduce, j, cnt, chunk)
+	j.dsts, j.srcs = nil, nil // hold no reference to the caller's memory
+	multiJobs.put(j)
+}
+
+// multiJob is a parallel ReduceMulti's arguments and its job.
+type multiJob struct {
+	job        parreduce.Job
+	dt         backend.DType
+	op         backend.Op
+	dsts, srcs [][]byte
+	s          Scale
+}
+
+// Range reduces elements [lo, hi) of the call.
+func (j *multiJob) Range(lo, hi int) {
+	ReduceRange(j.dt, j.op, j.dsts[0], j.dsts[1:], j.srcs, lo, hi, j.s)
+}
+
+var multiJobs freeList[multiJob]
+
+// ReduceRange is ReduceMulti's work on elements [lo, hi) on the caller's
+// goroutine alone: a block of elements at a time is reduced through a local
+// accumulator in the element type (float32 for the narrow floats), scaled,
+// stored to dst and copied to every slice of more.
+func ReduceRange(dt backend.DType, op backend.Op, dst []byte, more, srcs [][]byte, lo, hi int, s Scale) {
+	if dt.Valid() {
+		rangeFuncs[dt](dt, op, dst, more, srcs, lo, hi, s)
+	}
+}
+
+// rangeFuncs is ReduceRange's work for each element type.
+var rangeFuncs = [backend.NumDTypes]func(dt backend.DType, op backend.Op, dst []byte, more, srcs [][]byte, lo, hi int, s Scale){
+	backend.F32: reduceFloatRange[float32], backend.F64: reduceFloatRange[float64],
+	backend.I32: reduceIntRange[int32], backend.U32: reduceIntRange[uint32],
+	backend.I64: reduceIntRange[int64], backend.U64: reduceIntRange[uint64],
+	backend.I8: reduceIntRange[int8], backend.U8: reduceIntRange[uint8],
+	backend.I16: reduceIntRange[int16], backend.U16: reduceIntRange[uint16],
+	backend.Half: reduceNarrowRange[uint16], backend.BFloat16: reduceNarrowRange[uint16],
+	backend.F8E4M3: reduceNarrowRange[uint8], backend.F8E5M2: reduceNarrowRange[uint8],
+}
+
+// multiBlock is how many elements ReduceRange reduces at a time: its
+// accumulator stays in the L1 cache while every source is added to it and
+// it is copied to every destination.
+const multiBlock = 1024
+
+func reduceFloatRange[T Float](_ backend.DType, op backend.Op, dst []byte, more, srcs [][]byte, lo, hi int, s Scale) {
+	var buf [multiBlock]T
+	d := View[T](dst)
+	for b := lo; b < hi; b += multiBlock {
+		e := min(b+multiBlock, hi)
+		acc := buf[:e-b]
+		copy(acc, View[T](srcs[0])[b:e])
+		for _, src := range srcs[1:] {
+			Combine(op, acc, View[T](src)[b:e])
+		}
+		Apply(s, acc, acc)
+		storeBlock(d, more, acc, b)
+	}
+}
+
+// reduceIntRange is reduceFloatRange for the integer types (Go's called
+// functions differ: the combining and scaling are CombineInt and ApplyInt).
+func reduceIntRange[T Integer](_ backend.DType, op backend.Op, dst []byte, more, srcs [][]byte, lo, hi int, s Scale) {
+	var buf [multiBlock]T
+	d := View[T](dst)
+	for b := lo; b < hi; b += multiBlock {
+		e := min(b+multiBlock, hi)
+		acc := buf[:e-b]
+		copy(acc, View[T](srcs[0])[b:e])
+		for _, src := range srcs[1:] {
+			CombineInt(op, acc, View[T](src)[b:e])
+		}
+		ApplyInt(s, acc)
+		storeBlock(d, more, acc, b)
+	}
+}
+
+// storeBlock stores a reduced block, elements [b, b+len(acc)), to d and to
+// every slice of more.
+func storeBlock[T any](d []T, more [][]byte, acc []T, b int) {
+	copy(d[b:b+len(acc)], acc)
+	for _, m := range more {
+		copy(View[T](m)[b:b+len(acc)], acc)
+	}
+}
+
+func reduceNarrowRange[E Bits](dt backend.DType, op backend.Op, dst []byte, more, srcs [][]byte, lo, hi int, s Scale) {
+	var buf, x [multiBlock]float32
+	d := View[E](dst)
+	for b := lo; b < hi; b += multiBlock {
+		e := min(b+multiBlock, hi)
+		acc := buf[:e-b]
+		Widen(dt, acc, View[E](srcs[0])[b:e])
+		for _, src := range srcs[1:] {
+			v := x[:e-b]
+			Widen(dt, v, View[E](src)[b:e])
+			Combine(op, acc, v)
+		}
+		Apply(s, acc, acc)
+		// Every source of the block has been read: dst may be one of them.
+		Narrow(dt, d[b:e], acc)
+		for _, m := range more {
+			copy(View[E](m)[b:e], d[b:e])
+		}
+	}
+}
+
+// freeList keeps the jobs of finished calls, so that a call allocates none
+// (one per call running at once, kept for the process's life).
+type freeList[T any] struct {
+	mu   sync.Mutex
+	free []*T
+}
+
+func (f *freeList[T]) get() *T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.free); n > 0 {
+		j := f.free[n-1]
+		f.free = f.free[:n-1]
+		return j
+	}
+	return new(T)
+}
+
+func (f *freeList[T]) put(j *T) {
+	f.mu.Lock()
+	f.free = append(f.free, j)
+	f.mu.Unlock()
+}

@@ -1,0 +1,97 @@
+package hostmath
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/parreduce"
+)
+
+// TestReduceMultiMatchesReference: ReduceMulti of every type and op
+// against a plain loop in float64 on exact values (small integers; Prod's
+// powers of two), for 1..9 sources and 1..3 destinations, counts around
+// the 1024-element block (the reference rounded once to the type), out of place and in place (each destination the
+// same memory as one source), serially and in parallel chunks: every
+// destination holds the reference.
+func TestReduceMultiMatchesReference(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	defer func(c int) { chunkBytes = c }(chunkBytes)
+	types := []backend.DType{backend.F32, backend.F64, backend.I32, backend.U32, backend.I64, backend.U64,
+		backend.I8, backend.U8, backend.I16, backend.U16, backend.Half, backend.BFloat16, backend.F8E4M3, backend.F8E5M2}
+	for _, dt := range types {
+		for _, op := range []backend.Op{backend.Sum, backend.Prod, backend.Max, backend.Min} {
+			for _, cnt := range []int{0, 1, 15, 17, 1023, 1024, 1025, 3001} {
+				k, nd := 1+rng.IntN(9), 1+rng.IntN(3)
+				nd = min(nd, k)
+				es := dt.Size()
+				vals := make([][]float64, k)
+				srcs := make([][]byte, k)
+				for p := range k {
+					vals[p], srcs[p] = make([]float64, cnt), make([]byte, cnt*es)
+					for i := range cnt {
+						v := float64(rng.IntN(5) - 2)
+						if op == backend.Prod {
+							v = []float64{-1, 1, 2, -2}[rng.IntN(4)]
+							if es == 1 {
+								v = []float64{-1, 1}[rng.IntN(2)]
+							}
+						}
+						if !dt.Signed() && dt.IsInt() && v < 0 {
+							v = -v
+						}
+						vals[p][i] = v
+						put(dt, srcs[p], i, v)
+					}
+				}
+				want := make([]float64, cnt)
+				for i := range want {
+					w := vals[0][i]
+					for p := 1; p < k; p++ {
+						switch b := vals[p][i]; op {
+						case backend.Sum:
+							w += b
+						case backend.Prod:
+							w *= b
+						case backend.Max:
+							w = math.Max(w, b)
+						case backend.Min:
+							w = math.Min(w, b)
+						}
+					}
+					one := make([]byte, es) // rounded once to the type (the 8-bit floats' 2 or 3 bits)
+					put(dt, one, 0, w)
+					want[i] = get(dt, one, 0)
+				}
+				for _, inPlace := range []bool{false, true} {
+					for _, chunk := range []int{parreduce.ChunkBytes, 64 * es} {
+						chunkBytes = chunk
+						ins := make([][]byte, k)
+						for p := range ins {
+							ins[p] = append([]byte(nil), srcs[p]...)
+						}
+						dsts := make([][]byte, nd)
+						for j := range dsts {
+							dsts[j] = make([]byte, cnt*es)
+							if inPlace {
+								dsts[j] = ins[k-1-j] // the last sources: read before their blocks are stored
+							}
+						}
+						ReduceMulti(dt, op, dsts, ins, cnt, 1)
+						for j, d := range dsts {
+							for i := range cnt {
+								if got := get(dt, d, i); got != want[i] && !(want[i] == 0 && got == 0) {
+									t.Fatalf("%v %v k=%d cnt=%d in-place=%v chunk=%d: destination %d element %d = %v, want %v",
+										dt, op, k, cnt, inPlace, chunk, j, i, got, want[i])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
