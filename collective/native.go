@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/hostmath"
 	"github.com/gocoll/gocoll/internal/native"
 	"github.com/gocoll/gocoll/internal/waitctx"
 )
@@ -78,7 +79,7 @@ func (c *Comm) nativeAllReduce(ctx context.Context, dt backend.DType, op Op, sen
 		return l.Reduce(ctx, dt, kernelOp(op), scaleFor(op, c.g.n), n, c.g.pub.Recv[c.rank][:nb], -1)
 	}, func() {
 		if c.local != 0 {
-			copy(recv[:nb], c.g.pub.Recv[c.g.base][:nb])
+			hostmath.Copy(recv[:nb], c.g.pub.Recv[c.g.base][:nb])
 		}
 	})
 }
@@ -158,7 +159,7 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 		return c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
 			return l.ReduceScatter(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), m)
 		}, func() {
-			copy(d.recv[:mb], g.comms[0].nat.Blocks()[c.local*mb:(c.local+1)*mb]) // the leader's
+			hostmath.Copy(d.recv[:mb], g.comms[0].nat.Blocks()[c.local*mb:(c.local+1)*mb]) // the leader's
 		})
 	default: // AllGather
 		m, _ := d.lens()
@@ -167,7 +168,7 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 			return l.AllGather(ctx, m*es, g.pub.Recv[c.rank][:nb])
 		}, func() {
 			if c.local != 0 {
-				copy(d.recv[:nb], g.pub.Recv[g.base][:nb])
+				hostmath.Copy(d.recv[:nb], g.pub.Recv[g.base][:nb])
 			}
 		})
 	}
@@ -212,7 +213,7 @@ func (c *Comm) nativeBroadcast(ctx context.Context, d *desc) error {
 		return l.Bcast(ctx, src, rp)
 	}, func() {
 		if nb > 0 && &out[0] != &src[0] {
-			copy(out[:nb], src)
+			hostmath.Copy(out[:nb], src)
 		}
 	})
 }

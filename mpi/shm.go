@@ -372,7 +372,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		c := min(C, n-lo)
 		in := s.buf(P, s.half)
 		for l, src := range srcs {
-			copy(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
+			hostmath.Copy(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
 		}
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
@@ -389,9 +389,9 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		switch {
 		case !mine:
 		case lo+c < n:
-			copy(stage[lo*es:], out[:c*es])
+			hostmath.Copy(stage[lo*es:], out[:c*es])
 		default:
-			copy(dst[lo*es:(lo+c)*es], out[:c*es])
+			hostmath.Copy(dst[lo*es:(lo+c)*es], out[:c*es])
 			last = lo
 		}
 		if shmChunkHook != nil {
@@ -399,7 +399,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		}
 	}
 	if mine {
-		copy(dst[:last*es], stage)
+		hostmath.Copy(dst[:last*es], stage)
 	}
 	shmCalls.Add(1)
 	return true, nil
@@ -431,7 +431,7 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 		c := min(C, nb-lo)
 		h := s.buf(P, s.half)
 		if mine {
-			copy(h, buf[lo:lo+c])
+			hostmath.Copy(h, buf[lo:lo+c])
 		}
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
@@ -439,9 +439,9 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 		switch {
 		case mine:
 		case lo+c < nb:
-			copy(stage[lo:], h[:c])
+			hostmath.Copy(stage[lo:], h[:c])
 		default:
-			copy(buf[lo:], h[:c])
+			hostmath.Copy(buf[lo:], h[:c])
 			last = lo
 		}
 		if shmChunkHook != nil {
@@ -449,7 +449,7 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 		}
 	}
 	if !mine {
-		copy(buf[:last], stage)
+		hostmath.Copy(buf[:last], stage)
 	}
 	shmCalls.Add(1)
 	return true, nil
@@ -488,7 +488,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		in := s.buf(P, s.half)
 		for q := range P {
 			for l, src := range srcs {
-				copy(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
+				hostmath.Copy(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
 			}
 		}
 		if err := w.phase(ctx, s); err != nil {
@@ -500,7 +500,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		}
 	}
 	if seg > C {
-		copy(dst, out)
+		hostmath.Copy(dst, out)
 	}
 	shmCalls.Add(1)
 	return true, nil
@@ -536,7 +536,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 		c := min(C, mb-lo)
 		in := s.buf(P, s.half)
 		for l, src := range srcs {
-			copy(in[(w.rank*L+l)*C:], src[lo:lo+c])
+			hostmath.Copy(in[(w.rank*L+l)*C:], src[lo:lo+c])
 		}
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
@@ -546,7 +546,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 			out, last = dst, lo
 		}
 		for r := range N {
-			copy(out[r*mb+lo:r*mb+lo+c], in[r*C:])
+			hostmath.Copy(out[r*mb+lo:r*mb+lo+c], in[r*C:])
 		}
 		if shmChunkHook != nil {
 			shmChunkHook(ctx, w, k)
@@ -554,7 +554,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	}
 	for r := range N {
 		if last > 0 {
-			copy(dst[r*mb:r*mb+last], stage[r*mb:])
+			hostmath.Copy(dst[r*mb:r*mb+last], stage[r*mb:])
 		}
 	}
 	shmCalls.Add(1)

@@ -6,10 +6,10 @@ import (
 	"github.com/gocoll/gocoll/backend"
 )
 
-// The packed loops (combine_amd64.s): acc[i] = acc[i] op x[i] for the
-// first n elements, n a multiple of packedLen; every element rounds as
+// The loops of combine_amd64.s: acc[i] = acc[i] op x[i] for i < n, packed
+// 64 bytes at a time, then element by element; every element rounds as
 // Go's scalar operation does (IEEE 754 in the element type, no flush of
-// subnormals), so the bits are the scalar loop's.
+// subnormals), and of two NaNs acc's is the result.
 
 //go:noescape
 func addF32(acc, x *float32, n int)
@@ -23,17 +23,11 @@ func addF64(acc, x *float64, n int)
 //go:noescape
 func mulF64(acc, x *float64, n int)
 
-// packedLen is the elements of one iteration of the packed loops: 64 bytes.
-func packedLen[T Float]() int {
-	var z T
-	return 64 / int(unsafe.Sizeof(z))
-}
-
-// combinePacked computes the leading whole iterations of acc = acc op x
-// (op Sum or Prod) with the packed loops and returns how many elements it
-// did (0 for any other op, or fewer than one iteration's elements).
+// combinePacked computes acc = acc op x (op Sum or Prod) with the assembly
+// loops and returns how many elements it did: all of them, or 0 for any
+// other op.
 func combinePacked[T Float](op backend.Op, acc, x []T) int {
-	n := len(acc) &^ (packedLen[T]() - 1)
+	n := len(acc)
 	if n == 0 || (op != backend.Sum && op != backend.Prod) {
 		return 0
 	}

@@ -1,19 +1,23 @@
 #include "textflag.h"
 
-// The packed loops of Combine (combine_amd64.go): acc[i] = acc[i] op x[i]
-// for the first n elements, n a multiple of 16 float32s or 8 float64s, 64
-// bytes an iteration. SSE2 (every amd64). The accumulator is each packed
-// operation's first operand, as in Go's scalar loop, so a NaN's payload
-// comes out the same.
+// Combine's Sum and Prod of float32 and float64 (combine_amd64.go):
+// acc[i] = acc[i] op x[i] for i < n, 64 bytes an iteration with SSE2
+// (every amd64), then one element at a time. The accumulator is every
+// operation's first operand, so of two NaNs acc's comes out (quieted): a
+// fixed choice, where Go's compiler picks either operand order for + and *
+// (it has changed with unrelated code around the loop).
 
-// PACKED is one loop's body: MOV loads and stores, OP combines, SHIFT
-// turns n into iterations.
-#define PACKED(MOV, OP, SHIFT) \
+// PACKED is one function's body: MOV and OP the packed load/store and
+// operation, SMOV and SOP the scalar ones, SHIFT turns n into iterations,
+// MASK leaves the elements after them, SIZE is an element's bytes.
+#define PACKED(MOV, OP, SMOV, SOP, SHIFT, MASK, SIZE) \
 	MOVQ acc+0(FP), DI \
 	MOVQ x+8(FP), SI \
 	MOVQ n+16(FP), CX \
+	MOVQ CX, DX \
+	ANDQ $MASK, DX \
 	SHRQ $SHIFT, CX \
-	JZ   done \
+	JZ   tail \
 loop: \
 	MOV 0(DI), X0 \
 	MOV 16(DI), X1 \
@@ -35,21 +39,33 @@ loop: \
 	ADDQ $64, SI \
 	DECQ CX \
 	JNZ  loop \
+tail: \
+	TESTQ DX, DX \
+	JZ   done \
+one: \
+	SMOV 0(DI), X0 \
+	SMOV 0(SI), X4 \
+	SOP  X4, X0 \
+	SMOV X0, 0(DI) \
+	ADDQ $SIZE, DI \
+	ADDQ $SIZE, SI \
+	DECQ DX \
+	JNZ  one \
 done: \
 	RET
 
 // func addF32(acc, x *float32, n int)
 TEXT ·addF32(SB), NOSPLIT, $0-24
-	PACKED(MOVUPS, ADDPS, 4)
+	PACKED(MOVUPS, ADDPS, MOVSS, ADDSS, 4, 15, 4)
 
 // func mulF32(acc, x *float32, n int)
 TEXT ·mulF32(SB), NOSPLIT, $0-24
-	PACKED(MOVUPS, MULPS, 4)
+	PACKED(MOVUPS, MULPS, MOVSS, MULSS, 4, 15, 4)
 
 // func addF64(acc, x *float64, n int)
 TEXT ·addF64(SB), NOSPLIT, $0-24
-	PACKED(MOVUPD, ADDPD, 3)
+	PACKED(MOVUPD, ADDPD, MOVSD, ADDSD, 3, 7, 8)
 
 // func mulF64(acc, x *float64, n int)
 TEXT ·mulF64(SB), NOSPLIT, $0-24
-	PACKED(MOVUPD, MULPD, 3)
+	PACKED(MOVUPD, MULPD, MOVSD, MULSD, 3, 7, 8)

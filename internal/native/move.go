@@ -102,7 +102,7 @@ func (l *Leader) Move(ctx context.Context, mv *Move) error {
 			for j := range L {
 				if n := mv.SC[i][q*L+j] * es; n > 0 {
 					from := mv.SD[i][q*L+j] * es
-					copy(sb[at:at+n], s[from:from+n])
+					hostmath.Copy(sb[at:at+n], s[from:from+n])
 					at += n
 				}
 			}
@@ -119,7 +119,7 @@ func (l *Leader) Move(ctx context.Context, mv *Move) error {
 			for j, r := range mv.Recvs {
 				if n := mv.RC[j][s] * es; n > 0 {
 					to := mv.RD[j][s] * es
-					copy(r[to:to+n], rb[at:at+n])
+					hostmath.Copy(r[to:to+n], rb[at:at+n])
 					at += n
 				}
 			}
@@ -135,7 +135,7 @@ func (l *Leader) Move(ctx context.Context, mv *Move) error {
 			for k := range L {
 				n := mv.RC[k][s] * es
 				if k == j {
-					copy(stage[s*mb:(s+1)*mb], rb[at:at+n])
+					hostmath.Copy(stage[s*mb:(s+1)*mb], rb[at:at+n])
 				}
 				at += n
 			}

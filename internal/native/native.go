@@ -59,6 +59,8 @@ type Pools struct {
 	ints           []int     // a Move's counts and offsets between processes
 	out            Outcome   // the last Move's
 	one            [1][]byte // the combined input handed to a Node
+	into           [1][]byte // combineIn's destination
+	srcs           [][]byte  // combineIn's sources (the ranks' sends)
 	lost           atomic.Bool
 }
 
@@ -188,13 +190,16 @@ func (l *Leader) combineIn(p *[]byte, dt backend.DType, op backend.Op, nb int) [
 	if l.L == 1 {
 		return l.Sends[0][:nb]
 	}
-	n := nb / dt.Size()
-	gb := get(p, l.L*nb)
-	for i, s := range l.Sends {
-		copy(gb[i*nb:], s[:nb])
+	gb := get(p, nb)
+	srcs := l.Pools.srcs[:0]
+	for _, s := range l.Sends {
+		srcs = append(srcs, s[:nb])
 	}
-	hostmath.ReduceStrided(dt, op, gb[:nb], gb, n, 0, l.L, n, 1)
-	return gb[:nb]
+	l.Pools.into[0] = gb
+	hostmath.ReduceMulti(dt, op, l.Pools.into[:], srcs, nb/dt.Size(), 1) // straight from the ranks' memory
+	clear(srcs)
+	l.Pools.srcs, l.Pools.into[0] = srcs, nil
+	return gb
 }
 
 // Reduce is the leader's part of an all-reduce (root < 0) or a reduce to
@@ -246,7 +251,7 @@ func (l *Leader) det(ctx context.Context, dt backend.DType, op backend.Op, scale
 	for q := range P {
 		lo, hi := min(q*chunk, n), min((q+1)*chunk, n)
 		for i, s := range sends {
-			copy(sb[(q*L+i)*cb:], s[lo*es:hi*es])
+			hostmath.Copy(sb[(q*L+i)*cb:], s[lo*es:hi*es])
 		}
 	}
 	if err := l.call(ctx, "MPI_Ialltoall", func(ctx context.Context) error { return l.NC.Alltoall(ctx, sb, rb) }); err != nil {
@@ -263,7 +268,7 @@ func (l *Leader) det(ctx context.Context, dt backend.DType, op backend.Op, scale
 	if err := l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error { return l.Tr.Allgather(ctx, mine, all) }); err != nil {
 		return err
 	}
-	copy(dst, all)
+	hostmath.Copy(dst, all)
 	return nil
 }
 
@@ -289,7 +294,7 @@ func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend
 		rb := get(&l.Pools.c, l.P*k*cb)
 		for q := range l.P {
 			for i, s := range sends {
-				copy(sb[(q*k+i)*cb:(q*k+i+1)*cb], s[q*cb:(q+1)*cb])
+				hostmath.Copy(sb[(q*k+i)*cb:(q*k+i+1)*cb], s[q*cb:(q+1)*cb])
 			}
 		}
 		if err := l.call(ctx, "MPI_Ialltoall", func(ctx context.Context) error { return l.NC.Alltoall(ctx, sb, rb) }); err != nil {
@@ -322,7 +327,7 @@ func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
 	if l.L > 1 {
 		mine = get(&l.Pools.a, l.L*mb)
 		for i, s := range l.Sends {
-			copy(mine[i*mb:], s[:mb])
+			hostmath.Copy(mine[i*mb:], s[:mb])
 		}
 	}
 	return l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error { return l.Tr.Allgather(ctx, mine, recv) })
