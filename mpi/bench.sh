@@ -25,7 +25,8 @@
 #         MPI call (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block), E the nonblocking one then
 #         MPI_Test in a spinning loop (what B does from Go, without Go): how fast MPI itself goes;
 #   F     (P >= 4, even) mpirun -np 2 allreduce-perf -g P/2: the same P ranks as 2 processes of P/2 ranks
-#         (in-process combining, then MPI among the 2 leaders).
+#         (in-process combining, then MPI among the 2 leaders), each process bound to P/2 cores (Open MPI:
+#         --map-by slot:PE=P/2; its default binds each of 2 processes to one core), the P cores D has.
 # Every gocoll and World row is verified by allreduce-perf (#wrong must be 0), the C program checks its
 # own results. The script prints the machine (host, cores, CPU), the date and the load average at the
 # start and the end, then per collective a Markdown table of the medians over the repeats of the time
@@ -189,6 +190,17 @@ samples() {
 		if (NF == 17) print coll, P, $1, "B", $14 }' "$4"
 }
 
+# cores_each N prints the mpirun options that give each process N cores: Open MPI binds each of 2 processes
+# to one core by default, which would run F's P/2 ranks (and their worker pool) on one core where the P
+# processes of D have P. With fewer than 2N cores on the machine, or another MPI, it binds nothing.
+cores_each() {
+	if mpirun --version 2>&1 | grep -q 'Open MPI' && [ "$(nproc)" -ge $((2 * $1)) ]; then
+		echo "--map-by slot:PE=$1 --bind-to core"
+	else
+		echo "--bind-to none"
+	fi
+}
+
 # run_all runs every repeat and writes the samples to $OUT/samples.txt.
 run_all() {
 	local bin=$OUT
@@ -232,8 +244,8 @@ run_all() {
 				samples "$coll" "$P" C "$f" >>"$OUT/samples.txt"
 				if [ "$P" -ge 4 ] && [ $((P % 2)) = 0 ]; then
 					f=$OUT/$coll-np2g$((P / 2))-r$rep.txt
-					echo "== repeat $rep, $coll, P=$P: mpirun -np 2 allreduce-perf -g $((P / 2)) -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
-					"${mpirun[@]}" -np 2 "$bin/allreduce-perf" -g $((P / 2)) -a "$STRATEGY" "${common[@]}" >"$f"
+					echo "== repeat $rep, $coll, P=$P: mpirun -np 2 $(cores_each $((P / 2))) allreduce-perf -g $((P / 2)) -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
+					"${mpirun[@]}" -np 2 $(cores_each $((P / 2))) "$bin/allreduce-perf" -g $((P / 2)) -a "$STRATEGY" "${common[@]}" >"$f"
 					samples "$coll" "$P" F "$f" >>"$OUT/samples.txt"
 				fi
 				if [ $have_c = 1 ]; then
