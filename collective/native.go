@@ -48,7 +48,7 @@ func (c *Comm) nativeRefusal(d *desc, n int) string {
 	// reduces its raw blocks on the CPU.
 	move := callSpecs[d.kind].move != native.NoMove
 	raw := callSpecs[d.kind].reduces && !move && (g.cfg.Deterministic || !nc.Reduces(d.dt, kernelOp(d.op)))
-	if !native.Fits(d.kind == collReduceScatter, d.kind == collAllGather || move, raw, g.nl, g.nproc, n, d.dt.Size()) {
+	if !move && !native.Fits(d.kind == collReduceScatter, d.kind == collAllGather, raw, g.nl, g.nproc, n, d.dt.Size()) { // a move splits
 		return "a block between processes exceeds one MPI call"
 	}
 	return ""
@@ -186,8 +186,6 @@ func (c *Comm) nativeMove(ctx context.Context, d *desc) error {
 	}, func() {})
 	if o, bad := g.comms[0].nat.MoveOutcome(c.local); err == nil && o.Disagree { // the leader's
 		return c.countsMismatch(callSpecs[d.kind].name, bad.Peer, bad.Want, bad.Got)
-	} else if err == nil && o.TooLarge != nil {
-		return fmt.Errorf("collective: %s with strategy native: %w", callSpecs[d.kind].name, o.TooLarge)
 	}
 	return err
 }

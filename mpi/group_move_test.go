@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/internal/native"
 )
 
 // collective's strategy Native for the moves between ranks (AllToAll,
@@ -276,6 +277,40 @@ func TestGroupNativeMoves(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestGroupNativeMovesSplit: with the largest count of one native
+// Alltoallv lowered to 24 bytes in every process (the 2^31-1 of MPI's C
+// ints, scaled down), every move splits into rounds of Alltoallv (24/P
+// bytes of each pair's data a round, pieces cut anywhere) and still matches
+// the one-process result, for every kind, 1 and 2 ranks per process.
+func TestGroupNativeMovesSplit(t *testing.T) {
+	w := needWorld(t)
+	seed := commonSeed(t, w)
+	defer native.SetMaxMoveForTest(native.SetMaxMoveForTest(24))
+	for _, local := range []int{1, 2} {
+		t.Run(fmt.Sprintf("L=%d", local), func(t *testing.T) {
+			_, _ = begin(t, 20*time.Second)
+			g := openNativeGroup(t, w, "host", local, false)
+			cfg := collective.DefaultConfig()
+			cfg.Deterministic = true
+			one, err := collective.NewGroup(context.Background(), collective.Options{Ranks: g.Size(), Backend: "host", Config: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer one.Close()
+			rng := rand.New(rand.NewPCG(seed, uint64(local)+10))
+			start, calls := nativeStats[nativeAlltoallv].Load(), 0
+			for round := range 2 {
+				for _, c := range moveTypes[:3] {
+					calls += c.run(t, w, g, one, drawMove(rng, g.Size(), 9), seed+uint64(round))
+				}
+			}
+			if got := nativeStats[nativeAlltoallv].Load() - start; got <= int64(calls) {
+				t.Errorf("%d MPI_Ialltoallv completed for %d moves: want more (split into rounds)", got, calls)
+			}
+		})
 	}
 }
 

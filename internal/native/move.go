@@ -3,7 +3,6 @@ package native
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/board"
@@ -38,18 +37,28 @@ type Mismatch struct{ Peer, Want, Got int }
 
 // Outcome is what the last Move found before any data moved: the counts
 // disagreed somewhere (every process learned it: Bad names this process's
-// ranks' own disagreements), or a process's data between processes
-// exceeds one native call (TooLarge, matching backend.ErrUnsupported).
-// Nothing moved then.
+// ranks' own disagreements). Nothing moved then.
 type Outcome struct {
 	Disagree bool
 	Bad      []Mismatch
-	TooLarge error
 }
 
-// errTooLarge is Outcome.TooLarge.
-var errTooLarge = fmt.Errorf("a process's data between processes exceeds one MPI call (2^31-1 bytes; run strategy direct): %w",
-	backend.ErrUnsupported)
+// maxMove is the most bytes one native Alltoallv moves between two
+// processes, and the largest offset it takes (MPI counts both in C ints);
+// a variable for the tests, which make it small.
+var maxMove = maxBlock
+
+// SetMaxMoveForTest makes n the largest count and offset of one native
+// Alltoallv of Move (0: 2^31-1) and returns the previous value, for tests
+// of the split.
+func SetMaxMoveForTest(n int) int {
+	old := maxMove
+	if n <= 0 {
+		n = maxBlock
+	}
+	maxMove = n
+	return old
+}
 
 // MoveOutcome is the last Move's Outcome (the leader's pools: the
 // process's other ranks read it after the call's local meeting), and local
@@ -61,88 +70,146 @@ func (p *Pools) MoveOutcome(l int) (*Outcome, Mismatch) {
 	return &p.out, Mismatch{Peer: -1}
 }
 
-// Move is the leader's part of an exchange of ranges between ranks: one
+// Move is the leader's part of an exchange of ranges between ranks: a
 // native Alltoallv among the processes of the process's ranks' ranges,
 // packed process by process (sender by sender, then receiver by
 // receiver), unpacked into the local ranks' recvs once it completed (a
-// failed call writes none of them). With Check, the ranks' counts are
-// agreed first (a native Alltoall of the counts each process's ranks
-// send another's, checked by the receivers, and an Allgather of each
-// process's verdict): a disagreement, or a process whose data exceeds one
-// native call, moves nothing and is left in MoveOutcome on every process.
-// With Reduce, each local rank's blocks are reduced in global rank order
-// with hostmath's arithmetic: bitwise the one-process rank-ordered result,
-// in every mode.
+// failed call writes none of them). Where a pair of processes exchanges
+// so much that the counts and offsets of one call would exceed a C int
+// (P times the largest pair's bytes above 2^31-1), the exchange runs in
+// rounds of Alltoallv, round k moving bytes [kW, (k+1)W) of every pair's
+// data with W = (2^31-1)/P, the same rounds on every process: a fixed
+// kind's largest pair is the same on every process (every rank sends
+// alike), a V kind's is agreed with its counts. With Check, the ranks'
+// counts are agreed first (a native Alltoall of the counts each process's
+// ranks send another's, checked by the receivers, and an Allgather of each
+// process's verdict and largest pair): a disagreement moves nothing and is
+// left in MoveOutcome on every process. With Reduce, each local rank's
+// blocks are reduced in global rank order with hostmath's arithmetic:
+// bitwise the one-process rank-ordered result, in every mode.
 func (l *Leader) Move(ctx context.Context, mv *Move) error {
-	P, L, N, es := l.P, l.L, l.N, mv.ES
+	P, L, es := l.P, l.L, mv.ES
 	p := l.Pools
 	p.out = Outcome{Bad: p.out.Bad[:0]}
-	ints := grow(&p.ints, 4*P)
-	sc, sd, rc, rd := ints[:P], ints[P:2*P], ints[2*P:3*P], ints[3*P:]
-	S, R := 0, 0
+	ints := grow(&p.ints, 6*P)
+	sc, rc := ints[:P], ints[P:2*P] // every pair's bytes, sent and received
+	pair := 0                       // the largest pair's bytes, either way
 	for q := range P {
-		sd[q], rd[q] = S, R
+		sc[q], rc[q] = 0, 0
 		for i := range L {
 			for j := range L {
-				S += mv.SC[i][q*L+j] * es
-				R += mv.RC[j][q*L+i] * es
+				sc[q] += mv.SC[i][q*L+j] * es
+				rc[q] += mv.RC[j][q*L+i] * es
 			}
 		}
-		sc[q], rc[q] = S-sd[q], R-rd[q]
+		pair = max(pair, sc[q], rc[q])
 	}
 	if mv.Check {
-		if err := l.agree(ctx, mv, max(S, R)); err != nil || p.out.Disagree || p.out.TooLarge != nil {
+		var err error
+		if pair, err = l.agree(ctx, mv, pair); err != nil || p.out.Disagree {
 			return err
 		}
 	}
-	sb, rb := get(&p.a, S), get(&p.c, R)
+	W, rounds := pair, 1
+	if P*pair > maxMove {
+		W = max(maxMove/P, 1)
+		rounds = (pair + W - 1) / W
+	}
+	var stage []byte // Reduce: local rank j's blocks from every rank, in rank order, at stageAt(j)
+	if mv.Reduce {
+		stage = get(&p.b, l.stageAt(mv, L))
+	}
+	rsc, rsd, rrc, rrd := ints[2*P:3*P], ints[3*P:4*P], ints[4*P:5*P], ints[5*P:] // a round's
+	// Every range is packed before any is received (a rank's recv may be
+	// its send): pair q's data at sd(q) of all.
+	S := 0
+	for q := range P {
+		S += sc[q]
+	}
+	all := get(&p.a, S)
 	at := 0
 	for q := range P {
 		for i, s := range l.Sends {
 			for j := range L {
 				if n := mv.SC[i][q*L+j] * es; n > 0 {
-					from := mv.SD[i][q*L+j] * es
-					hostmath.Copy(sb[at:at+n], s[from:from+n])
-					at += n
+					at += hostmath.Copy(all[at:at+n], s[mv.SD[i][q*L+j]*es:])
 				}
 			}
 		}
 	}
-	if err := l.call(ctx, "MPI_Ialltoallv", func(ctx context.Context) error {
-		return l.NC.Alltoallv(ctx, sb, sc, sd, rb, rc, rd)
-	}); err != nil {
-		return err
-	}
-	if !mv.Reduce {
-		at = 0
-		for s := range N {
-			for j, r := range mv.Recvs {
-				if n := mv.RC[j][s] * es; n > 0 {
-					to := mv.RD[j][s] * es
-					hostmath.Copy(r[to:to+n], rb[at:at+n])
-					at += n
+	for k := range rounds {
+		lo := k * W
+		S, R := 0, 0
+		for q := range P {
+			rsd[q], rrd[q] = S, R
+			rsc[q], rrc[q] = min(W, max(sc[q]-lo, 0)), min(W, max(rc[q]-lo, 0))
+			S, R = S+rsc[q], R+rrc[q]
+		}
+		sb, rb := all, get(&p.c, R)
+		if rounds > 1 { // the round's part of each pair's data
+			sb = get(&p.e, S)
+			from := 0
+			for q := range P {
+				if rsc[q] > 0 {
+					hostmath.Copy(sb[rsd[q]:rsd[q]+rsc[q]], all[from+lo:])
+				}
+				from += sc[q]
+			}
+		}
+		if err := l.call(ctx, "MPI_Ialltoallv", func(ctx context.Context) error {
+			return l.NC.Alltoallv(ctx, sb, rsc, rsd, rb, rrc, rrd)
+		}); err != nil {
+			return err
+		}
+		for q := range P {
+			at, pos := rrd[q], 0
+			for s := q * L; s < (q+1)*L; s++ {
+				for j, r := range mv.Recvs {
+					n := mv.RC[j][s] * es
+					if n == 0 {
+						continue
+					}
+					var dst []byte
+					if mv.Reduce {
+						dst = stage[l.stageAt(mv, j)+s*n:][:n]
+					} else {
+						dst = r[mv.RD[j][s]*es:][:n]
+					}
+					at += unpart(dst, rb[at:], pos, lo, lo+W)
+					pos += n
 				}
 			}
 		}
-		return nil
 	}
-	// Each local rank's blocks, in global rank order, then reduced.
-	for j, r := range mv.Recvs {
-		mb := mv.RC[j][0] * es
-		stage := get(&p.b, N*mb)
-		at = 0
-		for s := range N {
-			for k := range L {
-				n := mv.RC[k][s] * es
-				if k == j {
-					hostmath.Copy(stage[s*mb:(s+1)*mb], rb[at:at+n])
-				}
-				at += n
-			}
+	if mv.Reduce {
+		for j, r := range mv.Recvs {
+			mb := mv.RC[j][0] * es
+			hostmath.ReduceStrided(mv.DT, mv.Op, r[:mb], stage[l.stageAt(mv, j):], mb/es, 0, l.N, mb/es, mv.Scale)
 		}
-		hostmath.ReduceStrided(mv.DT, mv.Op, r[:mb], stage, mb/es, 0, N, mb/es, mv.Scale)
 	}
 	return nil
+}
+
+// stageAt is where local rank j's blocks start in a Reduce's staging
+// memory (j = L: its size): every local rank before it receives N blocks
+// of its own block's size.
+func (l *Leader) stageAt(mv *Move, j int) int {
+	at := 0
+	for k := range j {
+		at += l.N * mv.RC[k][0] * mv.ES
+	}
+	return at
+}
+
+// unpart copies into piece, which starts at byte pos of a pair's data, its
+// bytes that fall in [lo, hi) of that data, taken from src in order, and
+// returns how many.
+func unpart(piece, src []byte, pos, lo, hi int) int {
+	a, b := max(lo-pos, 0), min(hi-pos, len(piece))
+	if a >= b {
+		return 0
+	}
+	return hostmath.Copy(piece[a:b], src[:b-a])
 }
 
 // MoveOn is Move of kind on the ranges and recvs the process's ranks
@@ -155,16 +222,18 @@ func (l *Leader) MoveOn(ctx context.Context, b *board.Board, kind MoveKind, dt b
 }
 
 // agree checks the ranks' counts between processes (Move's Check) and
-// whether this process's bytes (nb, sent or received) fit one native call,
-// leaving the verdict in the pools' Outcome, the same on every process.
-func (l *Leader) agree(ctx context.Context, mv *Move, nb int) error {
+// agrees on the largest pair's bytes (this process's: pair), leaving the
+// verdict in the pools' Outcome, the same on every process, and returning
+// the largest pair of all processes.
+func (l *Leader) agree(ctx context.Context, mv *Move, pair int) (int, error) {
 	P, L := l.P, l.L
 	p := l.Pools
 	// Block q: what each local rank i sends each rank j of process q, as
-	// 8-byte integers, i by i.
+	// 8-byte integers, i by i; then each process's verdict: its largest
+	// pair, or -1 where a count disagreed.
 	blk := L * L * 8
-	cm := get(&p.cm, 2*P*blk+P+1)
-	send, recv, verdict, mine := cm[:P*blk], cm[P*blk:2*P*blk], cm[2*P*blk:2*P*blk+P], cm[2*P*blk+P:]
+	cm := get(&p.cm, 2*P*blk+8*P+8)
+	send, recv, verdict, mine := cm[:P*blk], cm[P*blk:2*P*blk], cm[2*P*blk:2*P*blk+8*P], cm[2*P*blk+8*P:]
 	for q := range P {
 		for i := range L {
 			for j := range L {
@@ -173,36 +242,34 @@ func (l *Leader) agree(ctx context.Context, mv *Move, nb int) error {
 		}
 	}
 	if err := l.call(ctx, "MPI_Ialltoall", func(ctx context.Context) error { return l.NC.Alltoall(ctx, send, recv) }); err != nil {
-		return err
+		return 0, err
 	}
-	mine[0] = 0
+	v := int64(pair)
 	for j := range L {
 		bad := Mismatch{Peer: -1}
 		for s := range l.N { // block s/L, its sender s%L, receiver j
 			got := int(int64(binary.LittleEndian.Uint64(recv[(s*L+j)*8:])))
 			if want := mv.RC[j][s]; got != want && bad.Peer < 0 {
-				bad, mine[0] = Mismatch{Peer: s, Want: want, Got: got}, 1
+				bad, v = Mismatch{Peer: s, Want: want, Got: got}, -1
 			}
 		}
 		p.out.Bad = append(p.out.Bad, bad)
 	}
-	if nb > maxBlock && mine[0] == 0 {
-		mine[0] = 2
-	}
+	binary.LittleEndian.PutUint64(mine, uint64(v))
 	if err := l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error {
 		return l.Tr.Allgather(ctx, mine, verdict)
 	}); err != nil {
-		return err
+		return 0, err
 	}
-	for _, v := range verdict {
-		switch v {
-		case 1:
+	for q := range P {
+		switch v := int64(binary.LittleEndian.Uint64(verdict[8*q:])); {
+		case v < 0:
 			p.out.Disagree = true
-		case 2:
-			p.out.TooLarge = errTooLarge
+		default:
+			pair = max(pair, int(v))
 		}
 	}
-	return nil
+	return pair, nil
 }
 
 // grow returns (*p)[:n], growing the pooled ints when they are short.

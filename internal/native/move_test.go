@@ -12,7 +12,8 @@ import (
 )
 
 // TestMoveOneProcess: a Move among the L ranks of one process (random
-// counts, 0 included, and scattered offsets, seed logged) delivers every
+// counts, 0 included, and scattered offsets, seed logged; in one call, and
+// split into rounds of 5 and 17 bytes) delivers every
 // range where a plain loop puts it and leaves the rest of each recv alone;
 // with Reduce each rank's blocks are summed in rank order (exact int32,
 // wrapping); with Check a count that differs from the sender's is named in
@@ -32,7 +33,12 @@ func TestMoveOneProcess(t *testing.T) {
 		}
 		return v
 	}
-	for round := range 20 {
+	// Limits of 5 and 17 bytes split every exchange into rounds of 5 and
+	// 17 bytes (one process: W = the limit), cutting pieces anywhere.
+	defer SetMaxMoveForTest(0)
+	for round := range 60 {
+		limit := []int{0, 5, 17}[round%3]
+		SetMaxMoveForTest(limit)
 		mv := &Move{SC: ints(), SD: ints(), RC: ints(), RD: ints(), Recvs: make([][]byte, L), ES: 4, Check: true}
 		sends := make([][]byte, L)
 		for i := range L { // rank i sends SC[i][j] to j, from offsets spread out with gaps
@@ -68,6 +74,12 @@ func TestMoveOneProcess(t *testing.T) {
 		var pools Pools
 		l := Leader{NC: tr, Tr: tr, P: 1, L: L, N: L, Sends: sends, Pools: &pools, W: &w, Timeout: time.Minute}
 		bad := round%4 == 3
+		total := 0
+		for i := range L {
+			for j := range L {
+				total += mv.SC[i][j] * 4
+			}
+		}
 		if bad {
 			mv.RC[1][2]++
 		}
@@ -83,8 +95,11 @@ func TestMoveOneProcess(t *testing.T) {
 		}
 		for j := range L {
 			if got := i32s(mv.Recvs[j]); out.Disagree || !slices.Equal(got, want[j]) {
-				t.Fatalf("round %d: rank %d received %v, want %v (outcome %+v)", round, j, got, want[j], *out)
+				t.Fatalf("round %d (limit %d): rank %d received %v, want %v (outcome %+v)", round, limit, j, got, want[j], *out)
 			}
+		}
+		if rounds := tr.calls["alltoallv"]; limit > 0 && rounds != max(1, (total+limit-1)/limit) {
+			t.Fatalf("round %d: %d bytes in %d Alltoallv calls with a limit of %d", round, total, rounds, limit)
 		}
 		// ReduceScatterV: rank j's block is the least SC[i][j] of every i.
 		for j := range L {
@@ -110,7 +125,7 @@ func TestMoveOneProcess(t *testing.T) {
 				}
 			}
 			if got := i32s(mv.Recvs[j]); !slices.Equal(got, sum) {
-				t.Fatalf("round %d: reduced block of rank %d: %v, want %v", round, j, got, sum)
+				t.Fatalf("round %d (limit %d): reduced block of rank %d: %v, want %v", round, limit, j, got, sum)
 			}
 		}
 	}

@@ -56,6 +56,7 @@ func Fits(rs, ag, det bool, L, P, n, es int) bool {
 // the transport was declared lost on one of its calls (Drain).
 type Pools struct {
 	a, b, c, d, cm []byte    // d: a raw exchange's combined input (rawSends)
+	e              []byte    // a split Move's round of data to send
 	ints           []int     // a Move's counts and offsets between processes
 	out            Outcome   // the last Move's
 	one            [1][]byte // the combined input handed to a Node
@@ -86,7 +87,7 @@ func (p *Pools) Drain(nc backend.NativeCollectives, limit time.Duration, err err
 	if nc == nil || nc.Drain(limit) {
 		return err
 	}
-	p.a, p.b, p.c, p.d, p.cm = nil, nil, nil, nil, nil
+	p.a, p.b, p.c, p.d, p.e, p.cm = nil, nil, nil, nil, nil, nil
 	p.lost.Store(true)
 	return &LostError{Err: err}
 }
