@@ -377,6 +377,25 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
 		}
+		if P == 2 {
+			// Two processes: each reduces the whole chunk straight into its
+			// result, after this one fence (it reads 2 inputs and writes
+			// the result once, where a piece each, a second fence and the
+			// copy out read 3 and write 1.5). Every element reduces the
+			// same inputs in the same order: the same bits.
+			if mine {
+				out := dst[lo*es : (lo+c)*es]
+				if lo+c < n {
+					out = stage[lo*es : (lo+c)*es]
+				}
+				hostmath.ReduceStrided(dt, op, out, in, C, 0, P*L, c, scale)
+				last = lo
+			}
+			if shmChunkHook != nil {
+				shmChunkHook(ctx, w, k)
+			}
+			continue
+		}
 		out := s.buf(P, s.half)
 		pc := (c + P - 1) / P
 		a, b := min(w.rank*pc, c), min((w.rank+1)*pc, c)

@@ -452,7 +452,7 @@ func TestShmUntouched(t *testing.T) {
 // out of place; the other processes pass no destination. The broadcast:
 // 0, 1 and 7 bytes and one chunk (a half: P slots) -1, +0, +1 and three
 // chunks +2, every process's buffer byte for byte the root's. It counts
-// the calls and the fences (two per chunk of a reduce, one of a
+// the calls and the fences (two per chunk of a reduce, one for 2 processes, one of a
 // broadcast).
 func TestShmReduceBcast(t *testing.T) {
 	w, _ := begin(t, 20*time.Second)
@@ -504,7 +504,7 @@ func TestShmReduceBcast(t *testing.T) {
 							}
 							if n > 0 {
 								calls++
-								fences += 2 * ((n + C - 1) / C)
+								fences += shmReduceFences(P) * ((n + C - 1) / C)
 							}
 							if me == root {
 								if s := checkShmResult(dt, op, mean, ins, dst, n); s != "" {
