@@ -199,14 +199,7 @@ func (c *Comm) peerCall(ctx context.Context, d *desc, fp fingerprint) (err error
 		if d.kind == collExscan {
 			k.Prefix = direct.Exclusive
 		}
-		done := false
-		if allPinned {
-			done, err = c.dx.ScanZeroCopy(ctx, (*directRank)(c), k)
-		}
-		if err == nil && !done {
-			err = c.dx.Scan(ctx, (*directRank)(c), k)
-		}
-		if err != nil {
+		if err := c.dx.ScanAny(ctx, (*directRank)(c), k, allPinned); err != nil {
 			return c.failDirect(err, d.send, d.recv)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/direct"
 	"github.com/gocoll/gocoll/internal/shareddev"
 	"github.com/gocoll/gocoll/internal/vexchange"
 )
@@ -54,8 +55,23 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 		// For the leader, read after the rendezvous of agreeCounts.
 		c.vxState.PublishRanges(&c.g.pub, c.rank, sdispls, rdispls)
 	}
+	// AllGatherV of host slices in one process (Direct): each rank copies
+	// every block from the senders' slices on the CPU, as AllGather does.
+	cpu := d.kind == collAllGatherV && c.g.tr == nil && !d.tensor && fp.strategy == Direct
+	if cpu {
+		c.g.pub.Send[i] = d.send // read by the peers once agreeCounts met
+		c.enterAccess()
+	}
 	if err := c.agreeCounts(ctx, name, fp, d.phase(2), d.phase(1), scounts, rcounts); err != nil {
+		if cpu {
+			c.leaveAccess()
+			return c.afterAccess(err)
+		}
 		return err
+	}
+	if cpu {
+		direct.AllGatherV(i, c.g.pub.Send, d.recv, rcounts, rdispls, es)
+		return c.completed(ctx, d.kind, d.phase(4))
 	}
 	if shared {
 		kind := shareddev.AllToAllV

@@ -52,3 +52,18 @@ func (x *Exchange) ReduceScatter(dt backend.DType, op backend.Op, scale float64,
 	clear(x.ins) // hold no reference to the ranks' memory
 	clear(x.outs)
 }
+
+// AllGatherV is AllGather with a block of its own size and place for each
+// rank: counts[p] elements of es bytes of sends[p] copied into recv at
+// element displs[p], starting after me; the rank's own block only where
+// its send is not already there (in place).
+func AllGatherV(me int, sends [][]byte, recv []byte, counts, displs []int, es int) {
+	for i := range sends {
+		p := (me + 1 + i) % len(sends)
+		if n := counts[p] * es; n > 0 {
+			if dst := recv[displs[p]*es:][:n]; &dst[0] != &sends[p][0] {
+				hostmath.Copy(dst, sends[p][:n])
+			}
+		}
+	}
+}

@@ -310,3 +310,53 @@ func TestReduceScatter(t *testing.T) {
 		}
 	}
 }
+
+// TestAllGatherV: every rank's recv gets each rank's block at its place
+// (gaps left alone, empty blocks skipped), out of place and in place (a
+// rank's send its own block of its recv).
+func TestAllGatherV(t *testing.T) {
+	counts, displs := []int{3, 0, 5, 1}, []int{7, 0, 1, 11} // out of rank order, with gaps
+	const n, es = 13, 4
+	for _, inPlace := range []bool{false, true} {
+		recvs, sends := make([][]byte, len(counts)), make([][]byte, len(counts))
+		for p := range recvs {
+			recvs[p] = make([]byte, n*es)
+			for i := range recvs[p] {
+				recvs[p][i] = 0xee
+			}
+		}
+		for p := range sends {
+			if inPlace {
+				sends[p] = recvs[p][displs[p]*es:][:counts[p]*es]
+			} else {
+				sends[p] = make([]byte, counts[p]*es)
+			}
+			for i := range sends[p] {
+				sends[p][i] = byte(p*16 + i)
+			}
+		}
+		var wg sync.WaitGroup
+		for me := range recvs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				AllGatherV(me, sends, recvs[me], counts, displs, es)
+			}()
+		}
+		wg.Wait()
+		for r, recv := range recvs {
+			want := make([]byte, n*es)
+			for i := range want {
+				want[i] = 0xee
+			}
+			for p := range counts {
+				for i := range counts[p] * es {
+					want[displs[p]*es+i] = byte(p*16 + i)
+				}
+			}
+			if string(recv) != string(want) {
+				t.Fatalf("in place %v: rank %d's recv %v, want %v", inPlace, r, recv, want)
+			}
+		}
+	}
+}

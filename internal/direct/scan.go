@@ -211,3 +211,14 @@ func Chained(dt backend.DType, op backend.Op) bool {
 func overlaps(a, b backend.Region) bool {
 	return a.Buf == b.Buf && a.Off < b.Off+b.Len && b.Off < a.Off+a.Len
 }
+
+// ScanAny is ScanZeroCopy where every rank's send and recv are host memory
+// its device imported (zc) and the prefixes a chain of kernels, else Scan.
+func (x *Exchange) ScanAny(ctx context.Context, r Rank, k *Call, zc bool) error {
+	if zc {
+		if done, err := x.ScanZeroCopy(ctx, r, k); done || err != nil {
+			return err
+		}
+	}
+	return x.Scan(ctx, r, k)
+}
