@@ -231,20 +231,34 @@ func (c *Comm) meetPeers(ctx context.Context, fp fingerprint, phase string, send
 	all, err := c.arriveFlag(ctx, fp, phase, peers && zc)
 	if err != nil && peers {
 		c.leaveAccess()
-		if werr := c.waitAccess(); werr != nil {
-			return false, werr
-		}
+		err = c.afterAccess(err)
 	}
 	return all, err
 }
 
 // completed is the end of a call whose rank reached its peers' memory
-// (meetPeers): the rank leaves g.access, then the completion rendezvous
-// (kind's, phase) keeps every rank in the call until all are done.
-func (c *Comm) completed(ctx context.Context, kind collKind, phase string) error {
+// (meetPeers, nativeRun): the rank leaves g.access, then the completion
+// rendezvous (fp, phase; among this process's ranks, none if meet is
+// false) keeps every rank in the call until all are done. What
+// is left of every rank's part is its own copies and device work, bounded
+// (a device's by its drain limit), so the rendezvous waits for them
+// whatever the caller's ctx (the group's timeout still holds): a ctx ending now
+// neither fails a call whose data moved nor breaks the group. own: the
+// rank's recv holds its whole result now (AllGather, AllGatherV, the
+// host's ReduceScatter, Native's calls), whatever a peer does after; else
+// peers write into its recv too (AllReduce, Scan).
+func (c *Comm) completed(fp fingerprint, phase string, own, meet bool) error {
 	c.leaveAccess()
-	if err := c.arrive(ctx, fingerprint{kind: kind}, phase); err != nil {
-		return c.afterAccess(err)
+	if !meet {
+		return nil
+	}
+	if _, err := c.meet(context.Background(), fp, phase, false, false); err != nil {
+		if err = c.afterAccess(err); own {
+			if _, lost := err.(*lostError); !lost {
+				return nil
+			}
+		}
+		return err
 	}
 	return nil
 }
@@ -273,7 +287,7 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n int, dt backend.
 	if err != nil {
 		return c.failDirect(err, send, recv)
 	}
-	return c.completed(ctx, collAllReduce, "AllReduce completion")
+	return c.completed(fingerprint{kind: collAllReduce}, "AllReduce completion", false, true)
 }
 
 // failDirect ends a failed direct exchange: the group is broken, this
@@ -286,9 +300,7 @@ func (c *Comm) failDirect(err error, send, recv []byte) error {
 		err = derr
 	}
 	c.leaveAccess()
-	if werr := c.waitAccess(); werr != nil {
-		err = werr
-	}
+	err = c.afterAccess(err)
 	switch err.(type) {
 	case *BrokenError, *TimeoutError, *MismatchError, *lostError:
 		return err

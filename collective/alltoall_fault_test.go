@@ -69,7 +69,7 @@ func TestNewCollectivesAbsentRank(t *testing.T) {
 }
 
 // TestNewCollectivesCancel: cancelling one rank's context in the middle of
-// large AllToAll, Scatter and AllGatherV calls on lavapipe (or host) makes
+// large AllToAll, Scatter, AllGatherV, AllGather and ReduceScatter calls on lavapipe (or host) makes
 // every rank return promptly, each with a defined outcome: a rank that
 // returns nil holds the exact result (it got everything it needed from rank
 // 1 before rank 1's deadline ended, so rank 1 failing in its own work
@@ -78,7 +78,7 @@ func TestNewCollectivesAbsentRank(t *testing.T) {
 // group's Close then returns without hanging.
 func TestNewCollectivesCancel(t *testing.T) {
 	for _, bk := range backendsUnderTest(t) {
-		for _, name := range []string{"AllToAll", "Scatter", "AllGatherV"} {
+		for _, name := range []string{"AllToAll", "Scatter", "AllGatherV", "AllGather", "ReduceScatter"} {
 			t.Run(bk+"/"+name, func(t *testing.T) {
 				g := openGroup(t, bk, 3, func(o *Options) {
 					o.ChunkBytes = 4096
@@ -113,6 +113,10 @@ func TestNewCollectivesCancel(t *testing.T) {
 						return AllToAll(ctx, c, send, recv)
 					case "Scatter":
 						return Scatter(ctx, c, send, recv[:m], 0)
+					case "AllGather":
+						return AllGather(ctx, c, send[:m], recv)
+					case "ReduceScatter":
+						return ReduceScatter(ctx, c, send, recv[:m], Sum)
 					}
 					return AllGatherV(ctx, c, send[:m], recv, counts, displs)
 				})
@@ -130,8 +134,13 @@ func TestNewCollectivesCancel(t *testing.T) {
 							return sentinel
 						}
 						return val(0, r*m+i)
+					case "ReduceScatter": // block r of the ranks' sends summed, in recv[:m]
+						if i >= m {
+							return sentinel
+						}
+						return val(0, r*m+i) + val(1, r*m+i) + val(2, r*m+i)
 					}
-					return val(i/m, i%m) // AllGatherV: rank j's first m elements at j*m
+					return val(i/m, i%m) // AllGather(V): rank j's first m elements at j*m
 				}
 				for r, err := range errs {
 					if err == nil {

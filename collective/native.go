@@ -75,7 +75,7 @@ func (c *Comm) nativeStrategy(d *desc, n int, s Strategy) Strategy {
 // computes the result into its recv; the others copy it from there.
 func (c *Comm) nativeAllReduce(ctx context.Context, dt backend.DType, op Op, send, recv []byte, n int) error {
 	nb := n * dt.Size()
-	return c.nativeRun(ctx, send, recv, func(l *native.Leader) error {
+	return c.nativeRun(ctx, send, recv, false, func(l *native.Leader) error {
 		return l.Reduce(ctx, dt, kernelOp(op), scaleFor(op, c.g.n), n, c.g.pub.Recv[c.rank][:nb], -1)
 	}, func() {
 		if c.local != 0 {
@@ -90,30 +90,36 @@ func (c *Comm) nativeAllReduce(ctx context.Context, dt backend.DType, op Op, sen
 // made), then the ranks meet so that none returns while another still
 // reads its memory. The meetings' phases are constants (a wait record
 // keeps its phase, beside the call's name): no string made per call.
-func (c *Comm) nativeRun(ctx context.Context, send, recv []byte, lead func(l *native.Leader) error, fan func()) error {
+//
+// into: lead writes the other ranks' recvs too (a move, Reduce), so a rank
+// that fails waiting for it reports its recv undefined. Once its lead
+// succeeded, the leader waits for its ranks' arrival (bounded local work)
+// whatever its ctx, and holds its result whatever they do: it fans out and
+// returns nil if they broke the group meanwhile. Every rank's completion is
+// completed's.
+func (c *Comm) nativeRun(ctx context.Context, send, recv []byte, into bool, lead func(l *native.Leader) error, fan func()) error {
 	g := c.g
+	wctx := ctx
 	if c.local == 0 {
 		c.lead = native.Leader{NC: g.nc, Tr: g.tr, P: g.nproc, L: g.nl, N: g.n, Det: g.cfg.Deterministic,
 			Sends: g.pub.Send[g.base : g.base+g.nl], Pools: &c.nat, W: &c.wctx, Timeout: g.cfg.CommunicationTimeout}
 		if err := c.nativeErr(lead(&c.lead)); err != nil {
 			return c.failDirect(err, send, recv)
 		}
+		wctx = context.Background() // no allocation: the wait reads no value of ctx
 	}
 	fp := fingerprint{kind: collAllReduce}
 	if g.nl > 1 {
-		if err := c.arriveLocal(ctx, fp, "native result"); err != nil {
+		if err := c.arriveLocal(wctx, fp, "native result"); err != nil && c.local != 0 {
 			c.leaveAccess()
-			return g.comms[0].nat.Mark(c.afterAccess(err)) // the leader's loss
+			if err = g.comms[0].nat.Mark(c.afterAccess(err)); into {
+				err = &DataError{Rank: c.rank, Cause: err, Touched: true, Strategy: Native}
+			}
+			return err
 		}
 	}
 	fan()
-	c.leaveAccess()
-	if g.nl > 1 {
-		if err := c.arriveLocal(ctx, fp, "native completion"); err != nil {
-			return c.afterAccess(err)
-		}
-	}
-	return nil
+	return c.completed(fp, "native completion", true, g.nl > 1)
 }
 
 // execNative runs d, a collective of host slices but AllReduce, with
@@ -150,13 +156,13 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 		if g.tr.Rank() == rp {
 			dst = g.pub.Recv[d.root][:n*es]
 		}
-		return c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+		return c.nativeRun(ctx, d.send, d.recv, true, func(l *native.Leader) error {
 			return l.Reduce(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), n, dst, rp)
 		}, func() {})
 	case collReduceScatter:
 		_, m := d.lens()
 		mb := m * es
-		return c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+		return c.nativeRun(ctx, d.send, d.recv, false, func(l *native.Leader) error {
 			return l.ReduceScatter(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), m)
 		}, func() {
 			hostmath.Copy(d.recv[:mb], g.comms[0].nat.Blocks()[c.local*mb:(c.local+1)*mb]) // the leader's
@@ -164,7 +170,7 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 	default: // AllGather
 		m, _ := d.lens()
 		nb := g.n * m * es
-		return c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+		return c.nativeRun(ctx, d.send, d.recv, false, func(l *native.Leader) error {
 			return l.AllGather(ctx, m*es, g.pub.Recv[c.rank][:nb])
 		}, func() {
 			if c.local != 0 {
@@ -181,7 +187,7 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 // call (ErrUnsupported), in which case nothing moved.
 func (c *Comm) nativeMove(ctx context.Context, d *desc) error {
 	g := c.g
-	err := c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+	err := c.nativeRun(ctx, d.send, d.recv, true, func(l *native.Leader) error {
 		return l.MoveOn(ctx, &g.pub, callSpecs[d.kind].move, d.dt, kernelOp(d.op), scaleFor(d.op, g.n))
 	}, func() {})
 	if o, bad := g.comms[0].nat.MoveOutcome(c.local); err == nil && o.Disagree { // the leader's
@@ -207,7 +213,7 @@ func (c *Comm) nativeBroadcast(ctx context.Context, d *desc) error {
 		src = g.pub.Send[d.root]
 	}
 	src = src[:nb]
-	return c.nativeRun(ctx, d.send, d.recv, func(l *native.Leader) error {
+	return c.nativeRun(ctx, d.send, d.recv, false, func(l *native.Leader) error {
 		return l.Bcast(ctx, src, rp)
 	}, func() {
 		if nb > 0 && &out[0] != &src[0] {
