@@ -228,7 +228,7 @@ func (c *Comm) meetPeers(ctx context.Context, fp fingerprint, phase string, send
 			zc = s1 && s2
 		}
 	}
-	all, err := c.arriveFlag(ctx, fp, phase, peers && zc)
+	all, err := c.meet(ctx, fp, phase, peers && zc, c.g.tr != nil)
 	if err != nil && peers {
 		c.leaveAccess()
 		err = c.afterAccess(err)
@@ -246,7 +246,8 @@ func (c *Comm) meetPeers(ctx context.Context, fp fingerprint, phase string, send
 // neither fails a call whose data moved nor breaks the group. own: the
 // rank's recv holds its whole result now (AllGather, AllGatherV, the
 // host's ReduceScatter, Native's calls), whatever a peer does after; else
-// peers write into its recv too (AllReduce, Scan).
+// peers write into its recv too (AllReduce, Scan: their callers report a
+// failure as undefined).
 func (c *Comm) completed(fp fingerprint, phase string, own, meet bool) error {
 	c.leaveAccess()
 	if !meet {
@@ -287,7 +288,7 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n int, dt backend.
 	if err != nil {
 		return c.failDirect(err, send, recv)
 	}
-	return c.completed(fingerprint{kind: collAllReduce}, "AllReduce completion", false, true)
+	return c.undefined(c.completed(fingerprint{kind: collAllReduce}, "AllReduce completion", false, true), send, recv)
 }
 
 // failDirect ends a failed direct exchange: the group is broken, this
@@ -300,9 +301,16 @@ func (c *Comm) failDirect(err error, send, recv []byte) error {
 		err = derr
 	}
 	c.leaveAccess()
-	err = c.afterAccess(err)
+	return c.undefined(c.afterAccess(err), send, recv)
+}
+
+// undefined is err of a call in which peers may have written the rank's
+// buffers (or it theirs): a *DataError with Touched, whatever its cause (a
+// peer's failure or timeout, the rank's context), but a mismatch (found
+// before any data moved) and the rank's lost device; nil stays nil.
+func (c *Comm) undefined(err error, send, recv []byte) error {
 	switch err.(type) {
-	case *BrokenError, *TimeoutError, *MismatchError, *lostError:
+	case nil, *MismatchError, *lostError:
 		return err
 	}
 	inPlace := len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0]
@@ -360,19 +368,17 @@ func (c *Comm) failAfter(err error, send, recv []byte) error {
 }
 
 // fail breaks the group after a failure inside a collective, drains the
-// comm's own work, and wraps the failure.
+// comm's own work, and wraps the failure (touched: data may have moved
+// into the caller's memory; a *DataError says so whatever the cause).
 func (c *Comm) fail(err error, touched bool, send, recv []byte) error {
-	if _, ok := err.(*BrokenError); ok {
-		if derr := c.drain(); derr != nil {
-			return derr
-		}
-		return err
-	}
 	if c.g.Err() == nil {
 		c.breakWith(err)
 	}
 	if derr := c.drain(); derr != nil {
 		err = derr
+	}
+	if _, ok := err.(*BrokenError); ok && !touched {
+		return err
 	}
 	inPlace := len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0]
 	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: touched, Strategy: c.strat}

@@ -45,28 +45,19 @@ func (f fingerprint) Invalid() bool { return f.kind == collInvalid }
 type barrier = rendezvous.Barrier[fingerprint, MismatchError]
 
 // arrive enters c's rank into the current generation with fp and waits for
-// the others. phase names the wait in timeout errors. It returns a
-// *MismatchError if the fingerprints differ (every rank gets one), a
-// *TimeoutError (the group is then broken), or the group's failure.
+// the others (across processes: meet). phase names the wait in timeout
+// errors. It returns a *MismatchError if the fingerprints differ (every
+// rank gets one), a *TimeoutError (the group is then broken), or the
+// group's failure.
 func (c *Comm) arrive(ctx context.Context, fp fingerprint, phase string) error {
-	_, err := c.arriveFlag(ctx, fp, phase, false)
+	_, err := c.meet(ctx, fp, phase, false, c.g.tr != nil)
 	return err
 }
 
-// arriveFlag is arrive that also contributes a flag and returns whether
-// every rank's flag was set (the same answer on every rank).
-func (c *Comm) arriveFlag(ctx context.Context, fp fingerprint, phase string, flag bool) (bool, error) {
-	return c.meet(ctx, fp, phase, flag, c.g.tr != nil)
-}
-
-// arriveLocal is arrive among this process's ranks only, for a step that
-// needs no agreement between processes (they met at the fingerprint).
-func (c *Comm) arriveLocal(ctx context.Context, fp fingerprint, phase string) error {
-	_, err := c.meet(ctx, fp, phase, false, false)
-	return err
-}
-
-// meet is arriveFlag, across processes when cross is set.
+// meet is arrive that also contributes a flag and returns whether every
+// rank's flag was set (the same answer on every rank), across processes
+// when cross is set (among this process's ranks only otherwise, for a step
+// that needs no agreement between processes: they met at the fingerprint).
 func (c *Comm) meet(ctx context.Context, fp fingerprint, phase string, flag, cross bool) (bool, error) {
 	g := c.g
 	b := &g.bar

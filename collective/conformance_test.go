@@ -1805,16 +1805,17 @@ func sentinelName(err error) string {
 	return err.Error()
 }
 
-// checkUntouched checks the buffers of a rejected call: every send still
+// checkUntouched checks the buffers of a rejected call (or of a rank whose
+// context ended, that says nothing of its buffers): every send still
 // holds the input, every recv apart from it still the poison.
 func checkUntouched[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T]) []confFail {
 	var fails []confFail
 	for r, b := range bufs {
 		if b.send != nil && !equalBits(elemBits(b.send), in[r]) {
-			fails = append(fails, confFail{"rejected call wrote its buffers", fmt.Sprintf("rank %d: the send buffer of a rejected call changed", r)})
+			fails = append(fails, confFail{"rejected or cancelled call wrote its buffers", fmt.Sprintf("rank %d: the send buffer of a rejected or cancelled call changed", r)})
 		}
 		if b.extra != nil && !equalBits(elemBits(b.extra), in[r]) {
-			fails = append(fails, confFail{"rejected call wrote its buffers", fmt.Sprintf("rank %d: the asynchronous buffer of a rejected call changed", r)})
+			fails = append(fails, confFail{"rejected or cancelled call wrote its buffers", fmt.Sprintf("rank %d: the asynchronous buffer of a rejected or cancelled call changed", r)})
 		}
 		if b.recv == nil || c.inPlace() {
 			continue
@@ -1822,13 +1823,13 @@ func checkUntouched[T Elem](c confCall, in [][]uint64, bufs []*confBufs[T]) []co
 		if c.allReduceOnRecv() {
 			// The test copied the input there.
 			if !equalBits(elemBits(b.recv), in[r]) {
-				fails = append(fails, confFail{"rejected call wrote its buffers", fmt.Sprintf("rank %d: the recv of a rejected AllReduceAsync changed", r)})
+				fails = append(fails, confFail{"rejected or cancelled call wrote its buffers", fmt.Sprintf("rank %d: the recv of a rejected AllReduceAsync changed", r)})
 			}
 			continue
 		}
 		for i, v := range elemBits(b.recv) {
 			if v != c.Type.poison() {
-				fails = append(fails, confFail{"rejected call wrote its buffers", fmt.Sprintf("rank %d: recv[%d] of a rejected call was written (%s)", r, i, c.Type.format(v))})
+				fails = append(fails, confFail{"rejected or cancelled call wrote its buffers", fmt.Sprintf("rank %d: recv[%d] of a rejected or cancelled call was written (%s)", r, i, c.Type.format(v))})
 				break
 			}
 		}

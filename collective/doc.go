@@ -111,7 +111,13 @@
 // calls by sequence number and a fingerprint of everything that changes
 // what moves (collective, op, type, count, root, strategy, data path, f64
 // support); a difference fails every rank with ErrMismatch before any data
-// moved.
+// moved. A failed call's error says what became of the caller's memory: a
+// *DataError with Touched set where data may have moved into it (the recv,
+// or an in-place buffer, is then undefined; an out-of-place send is never
+// written); any other error leaves every buffer of the call as it was. A
+// rank whose recv holds its whole result before its peers are done (one
+// that writes only its own recv, as AllGather's ranks do) returns nil
+// whatever happens after, its context ending included.
 //
 // Liveness. A rank that is gone (its function in Group.Run returned, with
 // or without an error, or panicked, and the operations it started ended; or

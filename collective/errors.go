@@ -266,7 +266,9 @@ func (e *PanicError) Unwrap() error {
 }
 
 // DataError is a failure after data started moving: an in-place buffer is
-// then undefined (an out-of-place send buffer is never written).
+// then undefined (an out-of-place send buffer is never written). A
+// SendRecv whose receive delivered its data before its send failed returns
+// one too (Touched; Strategy Auto: point-to-point has none).
 type DataError struct {
 	Rank     int
 	InPlace  bool
@@ -276,7 +278,10 @@ type DataError struct {
 }
 
 func (e *DataError) Error() string {
-	s := fmt.Sprintf("%s: %v", e.Strategy, e.Cause)
+	s := e.Cause.Error() // a point-to-point call's has no strategy (Auto)
+	if e.Strategy != Auto {
+		s = fmt.Sprintf("%s: %v", e.Strategy, e.Cause)
+	}
 	if e.InPlace && e.Touched {
 		s += " (the in-place buffer is undefined)"
 	} else if e.Touched {

@@ -110,10 +110,10 @@ func (c *Comm) nativeRun(ctx context.Context, send, recv []byte, into bool, lead
 	}
 	fp := fingerprint{kind: collAllReduce}
 	if g.nl > 1 {
-		if err := c.arriveLocal(wctx, fp, "native result"); err != nil && c.local != 0 {
+		if _, err := c.meet(wctx, fp, "native result", false, false); err != nil && c.local != 0 {
 			c.leaveAccess()
 			if err = g.comms[0].nat.Mark(c.afterAccess(err)); into {
-				err = &DataError{Rank: c.rank, Cause: err, Touched: true, Strategy: Native}
+				err = c.undefined(err, send, recv)
 			}
 			return err
 		}

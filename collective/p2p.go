@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/memory"
 	"github.com/gocoll/gocoll/internal/p2p"
 	"github.com/gocoll/gocoll/internal/waitrec"
 )
@@ -131,8 +132,14 @@ func (c *Comm) execP2P(ctx context.Context, d *desc) (err error) {
 		c.lane.Start(w.ctx.Context, &call, w)
 		return nil
 	}
-	return c.lane.Run(ctx, &call)
+	if err = c.lane.Run(ctx, &call); isDelivered(err) {
+		return &DataError{Rank: c.rank, InPlace: memory.SameSlice(d.send, d.recv), Cause: err, Touched: true}
+	}
+	return err
 }
+
+// isDelivered reports whether err is a *p2p.DeliveredError (Run's).
+func isDelivered(err error) bool { _, ok := err.(*p2p.DeliveredError); return ok }
 
 // refuseP2P fails point-to-point call name, refused on this rank with err
 // before it posted anything, on the comm its caller claimed (claimErr: the

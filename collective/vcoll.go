@@ -227,7 +227,7 @@ func (c *Comm) agreeCounts(ctx context.Context, name string, fp fingerprint, exc
 		return err
 	}
 	bad := vexchange.Disagree(cnt[N:], rcounts)
-	all, err := c.arriveFlag(ctx, fp, check, bad < 0)
+	all, err := c.meet(ctx, fp, check, bad < 0, c.g.tr != nil)
 	if err != nil {
 		return err
 	}

@@ -108,6 +108,9 @@ func (e *Engine) Start(ctx context.Context, c *Call, w any) {
 // (await), and the lane is not involved. A call with a rank of another
 // process posts new operations for the lane, which moves them and fails
 // them (once ctx ends, when Wait pokes it).
+//
+// Where the send failed after the receive delivered its data (a SendRecv),
+// the failure is a *DeliveredError: the caller's recv was written.
 func (e *Engine) Run(ctx context.Context, c *Call) error {
 	own := !c.remote()
 	kind := opRemote
@@ -147,6 +150,9 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 	e.env.Unblocked()
 	e.Unblock()
 	err := e.cause(&ops)
+	if r := ops[1]; err != nil && r != nil && r.done && r.err == nil {
+		err = &DeliveredError{Err: err}
+	}
 	// The engine keeps neither the caller's buffers nor its context until
 	// its next call. Nothing reads its own operations now (Unblock) but the
 	// lane's pass that may hold one of rown: then the pass drops them.
@@ -167,6 +173,13 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 	}
 	return err
 }
+
+// DeliveredError is the failure of a call whose receive delivered its data
+// into the caller's recv while its send failed.
+type DeliveredError struct{ Err error }
+
+func (e *DeliveredError) Error() string { return e.Err.Error() }
+func (e *DeliveredError) Unwrap() error { return e.Err }
 
 // await waits until the engine's own operations ops completed (the last
 // signals ownDone), failing those still waiting for their peer as the lane
