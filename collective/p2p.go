@@ -57,7 +57,11 @@ func Send[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 // *MismatchError naming both calls, data left untouched, and breaks the
 // group; in one process the sender gets a *MismatchError as well, across
 // processes the break (see Send). Like Send, it is refused with peer set
-// to this rank itself.
+// to this rank itself. A receive from another process that fails after
+// part of the message arrived (the sender's process died, the context
+// ended) is a *DataError with Touched: data holds part of it; any other
+// failure leaves data untouched. So is a SendRecv whose receive delivered
+// its data before its send failed.
 func Recv[T Elem](ctx context.Context, c *Comm, data []T, peer int) error {
 	d := p2pDesc(collRecv, "", data, peer)
 	return c.run(ctx, &d)
@@ -132,14 +136,11 @@ func (c *Comm) execP2P(ctx context.Context, d *desc) (err error) {
 		c.lane.Start(w.ctx.Context, &call, w)
 		return nil
 	}
-	if err = c.lane.Run(ctx, &call); isDelivered(err) {
+	if err = c.lane.Run(ctx, &call); p2p.Delivered(err) {
 		return &DataError{Rank: c.rank, InPlace: memory.SameSlice(d.send, d.recv), Cause: err, Touched: true}
 	}
 	return err
 }
-
-// isDelivered reports whether err is a *p2p.DeliveredError (Run's).
-func isDelivered(err error) bool { _, ok := err.(*p2p.DeliveredError); return ok }
 
 // refuseP2P fails point-to-point call name, refused on this rank with err
 // before it posted anything, on the comm its caller claimed (claimErr: the
@@ -266,6 +267,9 @@ func (e *p2pEnv) Unblocked() { (*Comm)(e).endWait() }
 func (e *p2pEnv) Complete(o *p2p.Op, err error) {
 	w := o.Work.(*workRec)
 	if err != nil {
+		if p2p.Delivered(err) {
+			err = &DataError{Rank: e.rank, Cause: err, Touched: true}
+		}
 		err = (*Comm)(e).wrapP2P(o.Name, o.Seq, err)
 	}
 	w.mem.Release()

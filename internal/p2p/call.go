@@ -109,8 +109,9 @@ func (e *Engine) Start(ctx context.Context, c *Call, w any) {
 // process posts new operations for the lane, which moves them and fails
 // them (once ctx ends, when Wait pokes it).
 //
-// Where the send failed after the receive delivered its data (a SendRecv),
-// the failure is a *DeliveredError: the caller's recv was written.
+// Where the caller's recv was written (the receive delivered its data and
+// the send failed, or the receive failed after some of it arrived), the
+// failure is a *DeliveredError.
 func (e *Engine) Run(ctx context.Context, c *Call) error {
 	own := !c.remote()
 	kind := opRemote
@@ -150,7 +151,7 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 	e.env.Unblocked()
 	e.Unblock()
 	err := e.cause(&ops)
-	if r := ops[1]; err != nil && r != nil && r.done && r.err == nil {
+	if r := ops[1]; err != nil && !Delivered(err) && r != nil && r.done && r.err == nil {
 		err = &DeliveredError{Err: err}
 	}
 	// The engine keeps neither the caller's buffers nor its context until
@@ -174,9 +175,13 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 	return err
 }
 
-// DeliveredError is the failure of a call whose receive delivered its data
-// into the caller's recv while its send failed.
+// DeliveredError is the failure of an operation (or call) that wrote the
+// caller's recv: a remote receive that failed after some of its pieces
+// arrived, a SendRecv whose receive delivered while its send failed.
 type DeliveredError struct{ Err error }
+
+// Delivered reports whether err is a *DeliveredError.
+func Delivered(err error) bool { _, ok := err.(*DeliveredError); return ok }
 
 func (e *DeliveredError) Error() string { return e.Err.Error() }
 func (e *DeliveredError) Unwrap() error { return e.Err }

@@ -134,6 +134,8 @@ type Op struct {
 	attn bool // queued on e.attn
 	own  bool // the engine's own: its caller waits for it and fails it (Engine.Run)
 	done bool
+	// wrote: a piece of a remote receive reached Data (the lane's).
+	wrote bool
 	// held: in the lane's pass (Engine.run); drop: the references to the
 	// caller's memory and context are dropped when the pass ends (a
 	// reused operation whose call returned).
@@ -380,7 +382,7 @@ func (e *Engine) Work() (visits, passes uint64) {
 // once if one is waiting, or it waits on the lane. It never blocks. One
 // goroutine posts an engine's operations at a time.
 func (e *Engine) Post(o *Op, l *Link) {
-	o.e, o.l, o.done, o.err, o.taken = e, l, false, nil, false
+	o.e, o.l, o.done, o.err, o.taken, o.wrote = e, l, false, nil, false, false
 	if o.Work == nil {
 		o.sig = e.sigs[0]
 		if !o.Send {
@@ -515,6 +517,9 @@ func (e *Engine) finish(o *Op, err error) {
 	if o.done {
 		e.mu.Unlock()
 		return
+	}
+	if err != nil && o.wrote {
+		err = &DeliveredError{Err: err} // the caller's buffer holds some of the data
 	}
 	o.done, o.err = true, err
 	if o.own {
@@ -930,6 +935,7 @@ func (e *Engine) progressRemote(o *Op) bool {
 				}
 			}
 			copy(o.Data[off:off+n], buf[hn:hn+n])
+			o.wrote = true
 		}
 	}
 	if l.xcompleted == l.xpieces {

@@ -443,3 +443,51 @@ func TestRemoteHung(t *testing.T) {
 		t.Fatalf("breaks %d, buffer % x; want 1 break and the buffer untouched", eb.nbreaks(), dst)
 	}
 }
+
+// dropEnd is loopEnd that sends only its first keep messages.
+type dropEnd struct {
+	loopEnd
+	sent *int
+	keep int
+}
+
+func (e dropEnd) Isend(p []byte, peer, tag int) (backend.Request, error) {
+	if *e.sent++; *e.sent > e.keep {
+		return sendReq{}, nil
+	}
+	return e.loopEnd.Isend(p, peer, tag)
+}
+
+// A remote receive that fails after some of its pieces reached the
+// caller's buffer fails with a *DeliveredError (the buffer is written); one
+// that fails before any arrived does not (the buffer is untouched).
+func TestRemoteDelivered(t *testing.T) {
+	const slot = 40
+	for _, keep := range []int{0, 1, 2} {
+		tr := &loop{boxes: map[[3]int][][]byte{}}
+		a, b, _, _ := pair(time.Minute)
+		var la, lb Link
+		sent := 0
+		la.InitRemote(dropEnd{loopEnd{tr, 0}, &sent, keep}, 1, 7, slot)
+		lb.InitRemote(loopEnd{tr, 1}, 0, 7, slot)
+		n := 5*slot + 3
+		src, dst := make([]byte, n), make([]byte, n)
+		for i := range src {
+			src[i], dst[i] = byte(i%251+1), 0
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		s := &Op{Name: "Send", Send: true, Peer: 1, Data: src, DT: backend.U8, Count: int64(n), Ctx: context.Background()}
+		r := &Op{Name: "Recv", Peer: 0, Data: dst, DT: backend.U8, Count: int64(n), Ctx: ctx}
+		exchange(a, b, s, r, &la, &lb)
+		cancel()
+		wrote := dst[0] != 0
+		switch {
+		case r.Err() == nil:
+			t.Fatalf("keep %d: the receive of a message cut short succeeded", keep)
+		case !errors.Is(r.Err(), context.DeadlineExceeded):
+			t.Errorf("keep %d: %v, want the context's error", keep, r.Err())
+		case Delivered(r.Err()) != (keep > 0) || wrote != (keep > 0):
+			t.Errorf("keep %d: Delivered %v, buffer written %v; want both %v", keep, Delivered(r.Err()), wrote, keep > 0)
+		}
+	}
+}
