@@ -4,6 +4,7 @@ package mpi
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -71,11 +72,32 @@ const (
 )
 
 // progressStats counts what the progress thread and the waiters did, for
-// tests: rounds of MPI_Testsome, naps (backing off), yields, ticks (cold waits),
-// completions signalled, waiters woken, and MPI_Test calls the requests'
-// owners made themselves.
+// tests and GOCOLL_MPI_STATS: rounds of MPI_Testsome, naps (backing off),
+// yields, ticks (cold waits), completions signalled, waiters woken, and
+// MPI_Test calls the requests' owners made themselves; awaits that found
+// their request done while helping (helped) or after parking (parked), and
+// the parked ones' time from the completion to the waiter running again
+// (wakeNs in all, wakeMax the longest).
 var progressStats struct {
 	rounds, naps, yields, ticks, completed, wakeups, ownerTests atomic.Int64
+	helped, parked, wakeNs, wakeMax                             atomic.Int64
+}
+
+// printProgressStats writes progressStats to stderr, one line, where
+// GOCOLL_MPI_STATS is set (at Finalize): what a slow wait is made of.
+func printProgressStats() {
+	if os.Getenv("GOCOLL_MPI_STATS") == "" {
+		return
+	}
+	s := &progressStats
+	mean := 0.0
+	if n := s.parked.Load(); n > 0 {
+		mean = float64(s.wakeNs.Load()) / float64(n) / 1e3
+	}
+	fmt.Fprintf(os.Stderr, "gocoll mpi stats (pid %d): rounds %d, yields %d, naps %d, ticks %d, completed %d, owner tests %d; "+
+		"awaits done while helping %d, after parking %d (wake-ups %d; from completion to the waiter running: mean %.1f us, max %.1f us)\n",
+		os.Getpid(), s.rounds.Load(), s.yields.Load(), s.naps.Load(), s.ticks.Load(), s.completed.Load(), s.ownerTests.Load(),
+		s.helped.Load(), s.parked.Load(), s.wakeups.Load(), mean, float64(s.wakeMax.Load())/1e3)
 }
 
 // progress is the progress thread's state, part of the executor.
@@ -329,6 +351,7 @@ func (p *progress) roundLocked(finalized bool, spin time.Duration) int {
 		// release is one its next owner's await ignores (it loops on
 		// ready).
 		wake := r.wake
+		r.doneAt = time.Now().UnixNano()
 		r.ready.Store(true)
 		select {
 		case wake <- struct{}{}:
@@ -494,6 +517,7 @@ func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 		}
 	}
 	if r.ready.Load() {
+		progressStats.helped.Add(1)
 		return awaitReady
 	}
 	p.waiters.Add(1)
@@ -519,6 +543,12 @@ func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 			return awaitTick
 		case <-alarm:
 			alarm = r.w.exec.hb.alarmed()
+		}
+	}
+	if d := time.Now().UnixNano() - r.doneAt; r.doneAt != 0 {
+		progressStats.parked.Add(1)
+		progressStats.wakeNs.Add(d)
+		for m := progressStats.wakeMax.Load(); d > m && !progressStats.wakeMax.CompareAndSwap(m, d); m = progressStats.wakeMax.Load() {
 		}
 	}
 	return awaitReady

@@ -73,6 +73,7 @@ type request struct {
 	widx    int // r's index in the thread's list, under its lock
 	ready   atomic.Bool
 	wake    chan struct{}
+	doneAt  int64 // when the thread completed r (ns, set before ready), for the wake-up's latency
 
 	// Ownership (see above).
 	mu         sync.Mutex

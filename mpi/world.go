@@ -208,6 +208,7 @@ func finalizeMPI() error {
 	}
 	mainThread.finalized.Store(true)
 	close(mainThread.quit)
+	printProgressStats()
 	return errors.Join(errs...)
 }
 
