@@ -736,8 +736,8 @@ func closeBroken(t *testing.T, w *World, g *collective.Group, what string) {
 }
 
 // TestGroupNativeAllocs counts the Go allocations of a steady-state
-// AllReduce through strategy Native with one rank per process (the caller's
-// slices handed to MPI_Iallreduce): none.
+// AllReduce and AllGather through strategy Native with one rank per process
+// (the caller's slices handed to MPI_Iallreduce and MPI_Ialltoallv): none.
 func TestGroupNativeAllocs(t *testing.T) {
 	w, _ := begin(t, 40*time.Second)
 	if raceEnabled {
@@ -759,6 +759,20 @@ func TestGroupNativeAllocs(t *testing.T) {
 	}
 	if allocs > 0 {
 		t.Errorf("%v allocations per AllReduce, want 0", allocs)
+	}
+	// AllGather: one MPI_Ialltoallv of the caller's memory.
+	all := make([]float32, g.Size()*len(x))
+	start = nativeStats[nativeAlltoallv].Load()
+	allocs = testing.AllocsPerRun(50, func() {
+		if err := collective.AllGather(ctx, c, x, all); err != nil {
+			t.Error(err)
+		}
+	})
+	if got := nativeStats[nativeAlltoallv].Load() - start; got != 51 {
+		t.Errorf("%d MPI_Ialltoallv completed for AllGather, want 51", got)
+	}
+	if allocs > 0 {
+		t.Errorf("%v allocations per AllGather, want 0", allocs)
 	}
 	// Two ranks per process: the leader's combine and the ranks' local
 	// meetings allocate nothing either (rank 1 runs in step on a goroutine

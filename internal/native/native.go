@@ -5,7 +5,8 @@
 // the transport only moves raw blocks (an Alltoall by chunk, each chunk
 // reduced in global rank order by one process, an Allgather of the
 // chunks), so the result is the one-process deterministic result whatever
-// the processes' layout. The moves between ranks (Move: AllToAll(V),
+// the processes' layout; an AllGather is an Alltoallv of the leader's
+// blocks to every process. The moves between ranks (Move: AllToAll(V),
 // Gather(V), Scatter(V), AllGatherV, ReduceScatterV's raw blocks) are one
 // native Alltoallv of the process's ranks' ranges, their counts agreed
 // first where they differ by rank. Where the transport registered collectives
@@ -25,6 +26,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/hostmath"
+	"github.com/gocoll/gocoll/internal/memory"
 	"github.com/gocoll/gocoll/internal/waitctx"
 )
 
@@ -325,13 +327,31 @@ func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
 		}
 	}
 	mine := l.Sends[0][:mb]
-	if l.L > 1 {
-		mine = get(&l.Pools.a, l.L*mb)
+	if l.L > 1 || memory.Holds(recv, mine) {
+		mine = get(&l.Pools.a, l.L*mb) // the ranks' blocks together; in place, off recv
 		for i, s := range l.Sends {
 			hostmath.Copy(mine[i*mb:], s[:mb])
 		}
 	}
-	return l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error { return l.Tr.Allgather(ctx, mine, recv) })
+	// Every process's blocks to every process: MPI_Ialltoallv of mine to
+	// all, straight from and into the caller's memory (the transport's
+	// Allgather goes through C memory: two more copies), where its offsets
+	// fit a C int.
+	P, n := l.P, len(mine)
+	if P*n > maxBlock {
+		return l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error { return l.Tr.Allgather(ctx, mine, recv) })
+	}
+	if cap(l.Pools.ints) < 4*P {
+		l.Pools.ints = make([]int, 4*P)
+	}
+	ints := l.Pools.ints[:4*P]
+	sc, sd, rc, rd := ints[:P], ints[P:2*P], ints[2*P:3*P], ints[3*P:]
+	for q := range P {
+		sc[q], sd[q], rc[q], rd[q] = n, 0, n, q*n
+	}
+	return l.call(ctx, "MPI_Ialltoallv", func(ctx context.Context) error {
+		return l.NC.Alltoallv(ctx, mine, sc, sd, recv, rc, rd)
+	})
 }
 
 // Bcast is the leaders' broadcast of buf from process root.
