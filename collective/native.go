@@ -21,7 +21,7 @@ import (
 // transport only moves raw blocks: an Alltoall gives process q every
 // rank's inputs of chunk q (ceil(n/P) elements), q reduces them in global
 // rank order on the CPU (the arithmetic of every rank-ordered strategy),
-// and an Allgather of the reduced chunks gives every process the result:
+// and an all-gather of the reduced chunks gives every process the result:
 // bitwise the one-process deterministic result whatever the processes'
 // layout. It costs LocalSize times the bytes of an all-reduce of partial
 // sums between processes, and one process's CPU reduces all N inputs of

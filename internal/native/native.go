@@ -3,9 +3,9 @@
 // MPI's): the process's ranks' inputs combined on the CPU in rank order,
 // then one native call among the processes' leaders; in deterministic mode
 // the transport only moves raw blocks (an Alltoall by chunk, each chunk
-// reduced in global rank order by one process, an Allgather of the
+// reduced in global rank order by one process, an all-gather of the
 // chunks), so the result is the one-process deterministic result whatever
-// the processes' layout; an AllGather is an Alltoallv of the leader's
+// the processes' layout; an all-gather is an Alltoallv of the leader's
 // blocks to every process. The moves between ranks (Move: AllToAll(V),
 // Gather(V), Scatter(V), AllGatherV, ReduceScatterV's raw blocks) are one
 // native Alltoallv of the process's ranks' ranges, their counts agreed
@@ -240,7 +240,7 @@ func (l *Leader) Reduce(ctx context.Context, dt backend.DType, op backend.Op, sc
 
 // det is Reduce in deterministic mode: an Alltoall of the process's inputs
 // by chunk, chunk q reduced in global rank order by process q, an
-// Allgather of the chunks, the result copied into dst (if not nil).
+// all-gather of the chunks (allgather), the result copied into dst (if not nil).
 func (l *Leader) det(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte) error {
 	es := dt.Size()
 	sends, L := l.rawSends(dt, op, n*es)
@@ -268,7 +268,7 @@ func (l *Leader) det(ctx context.Context, dt backend.DType, op backend.Op, scale
 	clear(mine[cnt*es:])
 	hostmath.ReduceStrided(dt, op, mine, rb, chunk, 0, P*L, cnt, scale)
 	all := rb[:P*cb]
-	if err := l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error { return l.Tr.Allgather(ctx, mine, all) }); err != nil {
+	if err := l.allgather(ctx, mine, all); err != nil {
 		return err
 	}
 	hostmath.Copy(dst, all)
@@ -333,13 +333,17 @@ func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
 			hostmath.Copy(mine[i*mb:], s[:mb])
 		}
 	}
-	// Every process's blocks to every process: MPI_Ialltoallv of mine to
-	// all, straight from and into the caller's memory (the transport's
-	// Allgather goes through C memory: two more copies), where its offsets
-	// fit a C int.
+	return l.allgather(ctx, mine, recv)
+}
+
+// allgather gathers every process's mine into all, in process order:
+// MPI_Ialltoallv of mine to every process, straight from and into the
+// memory given (the transport's Allgather goes through C memory: two more
+// copies), where its offsets fit a C int.
+func (l *Leader) allgather(ctx context.Context, mine, all []byte) error {
 	P, n := l.P, len(mine)
 	if P*n > maxBlock {
-		return l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error { return l.Tr.Allgather(ctx, mine, recv) })
+		return l.call(ctx, "MPI_Iallgather", func(ctx context.Context) error { return l.Tr.Allgather(ctx, mine, all) })
 	}
 	if cap(l.Pools.ints) < 4*P {
 		l.Pools.ints = make([]int, 4*P)
@@ -350,7 +354,7 @@ func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
 		sc[q], sd[q], rc[q], rd[q] = n, 0, n, q*n
 	}
 	return l.call(ctx, "MPI_Ialltoallv", func(ctx context.Context) error {
-		return l.NC.Alltoallv(ctx, mine, sc, sd, recv, rc, rd)
+		return l.NC.Alltoallv(ctx, mine, sc, sd, all, rc, rd)
 	})
 }
 
