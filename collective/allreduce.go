@@ -8,6 +8,7 @@ import (
 	"github.com/gocoll/gocoll/internal/algo"
 	"github.com/gocoll/gocoll/internal/calllog"
 	"github.com/gocoll/gocoll/internal/direct"
+	"github.com/gocoll/gocoll/internal/memory"
 )
 
 // AllReduce reduces data across all ranks with op, in place: on return every
@@ -238,8 +239,7 @@ func (c *Comm) meetPeers(ctx context.Context, fp fingerprint, phase string, send
 
 // completed is the end of a call whose rank reached its peers' memory
 // (meetPeers, nativeRun): the rank leaves g.access, then the completion
-// rendezvous (fp, phase; among this process's ranks, none if meet is
-// false) keeps every rank in the call until all are done. What
+// rendezvous (fp, phase; among this process's ranks) keeps every rank in the call until all are done. What
 // is left of every rank's part is its own copies and device work, bounded
 // (a device's by its drain limit), so the rendezvous waits for them
 // whatever the caller's ctx (the group's timeout still holds): a ctx ending now
@@ -248,20 +248,16 @@ func (c *Comm) meetPeers(ctx context.Context, fp fingerprint, phase string, send
 // host's ReduceScatter, Native's calls), whatever a peer does after; else
 // peers write into its recv too (AllReduce, Scan: their callers report a
 // failure as undefined).
-func (c *Comm) completed(fp fingerprint, phase string, own, meet bool) error {
+func (c *Comm) completed(fp fingerprint, phase string, own bool) error {
 	c.leaveAccess()
-	if !meet {
-		return nil
+	_, err := c.meet(context.Background(), fp, phase, false, false)
+	if err != nil {
+		err = c.afterAccess(err)
 	}
-	if _, err := c.meet(context.Background(), fp, phase, false, false); err != nil {
-		if err = c.afterAccess(err); own {
-			if _, lost := err.(*lostError); !lost {
-				return nil
-			}
-		}
-		return err
+	if _, lost := err.(*lostError); own && !lost {
+		return nil // the rank's own result is whole whatever its peers did
 	}
-	return nil
+	return err
 }
 
 // direct runs the one-process direct or pipelined exchange (internal/direct)
@@ -288,7 +284,7 @@ func (c *Comm) direct(ctx context.Context, send, recv []byte, n int, dt backend.
 	if err != nil {
 		return c.failDirect(err, send, recv)
 	}
-	return c.undefined(c.completed(fingerprint{kind: collAllReduce}, "AllReduce completion", false, true), send, recv)
+	return c.undefined(c.completed(fingerprint{kind: collAllReduce}, "AllReduce completion", false), send, recv)
 }
 
 // failDirect ends a failed direct exchange: the group is broken, this
@@ -313,8 +309,7 @@ func (c *Comm) undefined(err error, send, recv []byte) error {
 	case nil, *MismatchError, *lostError:
 		return err
 	}
-	inPlace := len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0]
-	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: true, Strategy: c.strat}
+	return &DataError{Rank: c.rank, InPlace: memory.SameSlice(send, recv), Cause: err, Touched: true, Strategy: c.strat}
 }
 
 // directRank is the comm as the direct exchange's direct.Rank.
@@ -380,6 +375,13 @@ func (c *Comm) fail(err error, touched bool, send, recv []byte) error {
 	if _, ok := err.(*BrokenError); ok && !touched {
 		return err
 	}
-	inPlace := len(send) > 0 && len(recv) > 0 && &send[0] == &recv[0]
-	return &DataError{Rank: c.rank, InPlace: inPlace, Cause: err, Touched: touched, Strategy: c.strat}
+	return &DataError{Rank: c.rank, InPlace: memory.SameSlice(send, recv), Cause: err, Touched: touched, Strategy: c.strat}
+}
+
+// failInPlace is fail for an algorithm that ran in the caller's tensor
+// (AllReduceTensor, BroadcastTensor): the tensor is undefined.
+func (c *Comm) failInPlace(err error) error {
+	de := c.fail(err, true, nil, nil).(*DataError) // touched: always one
+	de.InPlace = true
+	return de
 }

@@ -1511,18 +1511,20 @@ func callTensors[T Elem](ctx context.Context, cm *Comm, c confCall, b *confBufs[
 		run, _ := confTensorForms(cm, c, b)
 		err = run(ctx)
 	}
-	if err != nil {
-		return err
-	}
 	for _, x := range []*confBufs[T]{b.async, b} {
 		if x == nil {
 			continue
 		}
-		if err := tensorsOut(cm, x); err != nil {
-			return err
+		// After a failure too, unless the device is lost: a failed call's
+		// tensors are checked as its slices are.
+		if err != nil && errors.Is(err, ErrDeviceLost) {
+			break
+		}
+		if oerr := tensorsOut(cm, x); oerr != nil && err == nil {
+			return oerr
 		}
 	}
-	return nil
+	return err
 }
 
 // confTensorForms returns collective c on rank cm's tensors (tensorsIn): its

@@ -285,7 +285,7 @@ func (e *DataError) Error() string {
 	if e.InPlace && e.Touched {
 		s += " (the in-place buffer is undefined)"
 	} else if e.Touched {
-		s += " (the receive buffer is undefined; the send buffer is untouched)"
+		s += " (the receive buffer is undefined)" // an out-of-place send is never written
 	}
 	return s
 }

@@ -119,7 +119,7 @@ func (c *Comm) nativeRun(ctx context.Context, send, recv []byte, into bool, lead
 		}
 	}
 	fan()
-	return c.completed(fp, "native completion", true, g.nl > 1)
+	return c.completed(fp, "native completion", true)
 }
 
 // execNative runs d, a collective of host slices but AllReduce, with

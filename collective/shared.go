@@ -112,7 +112,7 @@ func (c *Comm) sharedRun(ctx context.Context, name, phase string, fp fingerprint
 	}
 	if !leader {
 		if err := c.awaitShared(ctx, name, call); err != nil {
-			return c.afterAccess(err)
+			return c.undefined(c.afterAccess(err), nil, nil) // the leader's submission may have written
 		}
 		return nil
 	}

@@ -203,7 +203,7 @@ func (c *Comm) peerCall(ctx context.Context, d *desc, fp fingerprint) (err error
 			return c.failDirect(err, d.send, d.recv)
 		}
 	}
-	return c.undefined(c.completed(fingerprint{kind: d.kind}, sp.phases[4], !scan, true), d.send, d.recv)
+	return c.undefined(c.completed(fingerprint{kind: d.kind}, sp.phases[4], !scan), d.send, d.recv)
 }
 
 // execReduce: along a binary tree rooted at root; in deterministic mode a

@@ -191,7 +191,7 @@ func (c *Comm) allReduceTensor(ctx context.Context, d *desc, s Strategy, why str
 	k := &c.k
 	*k = call{dt: dt, es: dt.Size(), op: kernelOp(op), scale: scaleFor(op, c.g.n), work: t.buf, base: t.off}
 	if err := c.runAllReduce(ctx, k, s, t.n); err != nil {
-		return c.failAfter(err, nil, nil)
+		return c.failInPlace(err)
 	}
 	return nil
 }

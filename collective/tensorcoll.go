@@ -131,7 +131,7 @@ func (c *Comm) execBroadcastT(ctx context.Context, d *desc) error {
 	k := &c.k
 	*k = callAt(d.dt, d.st.buf, d.st.off, 0)
 	if err := c.algo(k).TreeBroadcast(ctx, c.rotated(d.root), d.st.n); err != nil {
-		return c.failAfter(err, nil, nil)
+		return c.failInPlace(err)
 	}
 	return nil
 }

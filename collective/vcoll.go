@@ -71,7 +71,7 @@ func (c *Comm) vRun(ctx context.Context, d *desc, fp fingerprint, scounts, sdisp
 	}
 	if cpu {
 		direct.AllGatherV(i, c.g.pub.Send, d.recv, rcounts, rdispls, es)
-		return c.completed(fingerprint{kind: d.kind}, d.phase(4), true, true)
+		return c.completed(fingerprint{kind: d.kind}, d.phase(4), true)
 	}
 	if shared {
 		kind := shareddev.AllToAllV
