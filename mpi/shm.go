@@ -147,16 +147,16 @@ import (
 //   - Broadcast, C bytes (a half): the root's process copies the chunk
 //     into the half; fence; the others copy it out.
 //
-// A failed call leaves the caller's memory untouched: the result of every
-// chunk but the last goes to staging memory (shmState's stage, the size of
-// the largest result staged, kept with the window), and into the caller's
-// memory only after the last fence, with the last chunk's; a call of one
-// chunk stages nothing. The staging costs one more copy of the result
-// (memory speed, beside the N inputs' copy in and reduction) where a call
-// takes more than one chunk. A call that fails mid-way (its context ended,
-// a process never came) leaves the processes at different fences and
-// halves: the window is marked failed, and later calls through it fail at
-// once (the group broke with the first failure); Close frees it as usual.
+// Each chunk's result goes straight into the caller's memory after its
+// fence, written once: a call that fails after its first chunk may have
+// written part of the result (in place: of the input). The group reports
+// that (a failed native call's leader gets a *collective.DataError with
+// Touched), and the process's other ranks copy from the leader only after
+// it succeeded, so their memory stays untouched. A call that fails
+// mid-way (its context ended, a process never came) leaves the processes
+// at different fences and halves: the window is marked failed, and later
+// calls through it fail at once (the group broke with the first failure);
+// Close frees it as usual.
 //
 // Whether the window is used is agreed by every process of the World when
 // it is allocated (an MPI_Iallreduce of each process's setting, then of its
@@ -237,9 +237,8 @@ type shmState struct {
 	slot  int
 	count int // Close's count once this process counted itself in (leaveShm), 0 before
 
-	half   int    // the half the next phase writes (the same on every process)
-	failed bool   // a call failed mid-way: the processes' halves and fences no longer agree
-	stage  []byte // staging of a call's results (staged)
+	half   int  // the half the next phase writes (the same on every process)
+	failed bool // a call failed mid-way: the processes' halves and fences no longer agree
 }
 
 // theNode is the World's native.Node: its collectives through the window.
@@ -309,16 +308,6 @@ func (w *World) shmBegin(ctx context.Context) (*shmState, error) {
 // buf returns half i of the window (its halves alternate, phase by phase).
 func (s *shmState) buf(P, i int) []byte { return s.mem[i*P*s.slot : (i+1)*P*s.slot] }
 
-// staged returns the call's staging memory of nb bytes (pooled: grown,
-// never per call): the results of every chunk but the last, copied into
-// the caller's memory only after the call's last fence.
-func (s *shmState) staged(nb int) []byte {
-	if cap(s.stage) < nb {
-		s.stage = make([]byte, nb)
-	}
-	return s.stage[:nb]
-}
-
 // phase runs the fence of one phase of a call (its writes to the current
 // half done) and flips the half the next phase writes; a failure marks
 // the window failed (the processes' halves and fences no longer agree).
@@ -363,11 +352,6 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		return false, nil
 	}
 	mine := root < 0 || root == w.rank // this process takes the result
-	var stage []byte
-	if n > C && mine {
-		stage = s.staged(n * es)
-	}
-	last := 0 // the last chunk's first element
 	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+C {
 		c := min(C, n-lo)
 		in := s.buf(P, s.half)
@@ -384,12 +368,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 			// copy out read 3 and write 1.5). Every element reduces the
 			// same inputs in the same order: the same bits.
 			if mine {
-				out := dst[lo*es : (lo+c)*es]
-				if lo+c < n {
-					out = stage[lo*es : (lo+c)*es]
-				}
-				hostmath.ReduceStrided(dt, op, out, in, C, 0, P*L, c, scale)
-				last = lo
+				hostmath.ReduceStrided(dt, op, dst[lo*es:(lo+c)*es], in, C, 0, P*L, c, scale)
 			}
 			if shmChunkHook != nil {
 				shmChunkHook(ctx, w, k)
@@ -405,20 +384,12 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
 		}
-		switch {
-		case !mine:
-		case lo+c < n:
-			hostmath.Copy(stage[lo*es:], out[:c*es])
-		default:
+		if mine {
 			hostmath.Copy(dst[lo*es:(lo+c)*es], out[:c*es])
-			last = lo
 		}
 		if shmChunkHook != nil {
 			shmChunkHook(ctx, w, k)
 		}
-	}
-	if mine {
-		hostmath.Copy(dst[:last*es], stage)
 	}
 	shmCalls.Add(1)
 	return true, nil
@@ -441,11 +412,6 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 	P := w.size
 	C := P * s.slot
 	mine := w.rank == root
-	var stage []byte
-	if nb > C && !mine {
-		stage = s.staged(nb)
-	}
-	last := 0
 	for k, lo := 0, 0; lo < nb; k, lo = k+1, lo+C {
 		c := min(C, nb-lo)
 		h := s.buf(P, s.half)
@@ -455,20 +421,12 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
 		}
-		switch {
-		case mine:
-		case lo+c < nb:
-			hostmath.Copy(stage[lo:], h[:c])
-		default:
+		if !mine {
 			hostmath.Copy(buf[lo:], h[:c])
-			last = lo
 		}
 		if shmChunkHook != nil {
 			shmChunkHook(ctx, w, k)
 		}
-	}
-	if !mine {
-		hostmath.Copy(buf[:last], stage)
 	}
 	shmCalls.Add(1)
 	return true, nil
@@ -499,9 +457,6 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		return false, nil
 	}
 	out := dst[:seg*es]
-	if seg > C {
-		out = s.staged(seg * es)
-	}
 	for k, lo := 0, 0; lo < seg; k, lo = k+1, lo+C {
 		c := min(C, seg-lo)
 		in := s.buf(P, s.half)
@@ -517,9 +472,6 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		if shmChunkHook != nil {
 			shmChunkHook(ctx, w, k)
 		}
-	}
-	if seg > C {
-		hostmath.Copy(dst, out)
 	}
 	shmCalls.Add(1)
 	return true, nil
@@ -546,11 +498,6 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	if C == 0 {
 		return false, nil
 	}
-	var stage []byte
-	if mb > C {
-		stage = s.staged(N * mb)
-	}
-	last := 0
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
 		c := min(C, mb-lo)
 		in := s.buf(P, s.half)
@@ -560,20 +507,11 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
 		}
-		out := stage
-		if lo+c == mb {
-			out, last = dst, lo
-		}
 		for r := range N {
-			hostmath.Copy(out[r*mb+lo:r*mb+lo+c], in[r*C:])
+			hostmath.Copy(dst[r*mb+lo:r*mb+lo+c], in[r*C:])
 		}
 		if shmChunkHook != nil {
 			shmChunkHook(ctx, w, k)
-		}
-	}
-	for r := range N {
-		if last > 0 {
-			hostmath.Copy(dst[r*mb:r*mb+last], stage[r*mb:])
 		}
 	}
 	shmCalls.Add(1)

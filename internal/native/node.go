@@ -16,9 +16,9 @@ import (
 // reports ran false, having done nothing, where the transport's processes
 // do not share memory (not one node, turned off): that answer is the same
 // on every process, and the caller then runs the transport's own
-// collective. dst is written only once the call passed its last
-// synchronisation: a failed call leaves it untouched (srcs may be dst's
-// memory: in place).
+// collective. dst is written chunk by chunk, each chunk once: a failed
+// call may have written part of it, as MPI's own collectives may (srcs may
+// be dst's memory: in place).
 type Node struct {
 	// Allreduce reduces srcs (n elements each) into dst's n elements.
 	Allreduce func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
