@@ -8,6 +8,8 @@
 #   mpi/bench.sh kit DIR                           # build the binaries into DIR and fetch Open MPI's runtime
 #                                                  # debs into DIR/debs, for a machine with no Go, mpicc or MPI
 #   MPIRUN_ARGS="--bind-to none" mpi/bench.sh      # more mpirun options for every run (gocoll's and C's)
+#   MPI_COLL_THREAD=multiple MPIRUN_ARGS="-x MPI_COLL_THREAD" mpi/bench.sh   # D and E under MPI_THREAD_MULTIPLE
+#                                                  # (gocoll's level) instead of MPI_Init's
 #   KIT=DIR mpi/bench.sh                           # there: run DIR's binaries (unpacking DIR/debs when
 #                                                  # mpirun is missing; needs root)
 #   mpi/bench.sh table DIR                         # the table again, from DIR/samples.txt of a run
@@ -119,7 +121,11 @@ static void call(int mode, const float *s, float *r, int n) { /* n: the whole bu
 	while (!done) MPI_Test(&q, &done, MPI_STATUS_IGNORE);
 }
 int main(int argc, char **argv) {
-	MPI_Init(&argc, &argv);
+	/* MPI_COLL_THREAD=multiple: MPI_THREAD_MULTIPLE, as gocoll asks for (the cost of MPI'"'"'s locks) */
+	const char *tl = getenv("MPI_COLL_THREAD");
+	int provided;
+	if (tl && strcmp(tl, "multiple") == 0) MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+	else MPI_Init(&argc, &argv);
 	int bad = 0;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
