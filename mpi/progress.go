@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
 // MPI progresses only inside MPI calls. The executor (thread.go) is also the
@@ -69,6 +71,10 @@ const (
 	easeYields = 16
 	easeMin    = 10 * time.Microsecond
 	easeMax    = 100 * time.Microsecond
+	// helpFor is how long a waiter drives MPI itself before it parks
+	// (await): longer than most collectives of a few MiB, short beside a
+	// late process.
+	helpFor = time.Millisecond
 )
 
 // progressStats counts what the progress thread and the waiters did, for
@@ -98,6 +104,10 @@ func printProgressStats() {
 		"awaits done while helping %d, after parking %d (wake-ups %d; from completion to the waiter running: mean %.1f us, max %.1f us)\n",
 		os.Getpid(), s.rounds.Load(), s.yields.Load(), s.naps.Load(), s.ticks.Load(), s.completed.Load(), s.ownerTests.Load(),
 		s.helped.Load(), s.parked.Load(), s.wakeups.Load(), mean, float64(s.wakeMax.Load())/1e3)
+	if n := shmCalls.Load(); n > 0 {
+		fmt.Fprintf(os.Stderr, "gocoll mpi stats (pid %d): shared-memory window: %d calls, %d fences; per call %.1f us, of which %.1f us in fences\n",
+			os.Getpid(), n, shmFences.Load(), float64(shmCallNs.Load())/float64(n)/1e3, float64(shmFenceNs.Load())/float64(n)/1e3)
+	}
 }
 
 // progress is the progress thread's state, part of the executor.
@@ -119,6 +129,7 @@ type progress struct {
 	nap          atomic.Bool  // not spinning: sleep between rounds (backoff) rather than yield
 	ease         atomic.Bool  // not spinning: yield easeYields empty rounds, then sleep between rounds
 	pending      atomic.Int64 // watched requests not yet completed
+	helpers      atomic.Int32 // waiters driving MPI themselves (await): the thread stands back
 	waiters      atomic.Int64 // goroutines parked in await
 	lastPost     atomic.Int64 // when the last request was watched (Unix ns)
 }
@@ -176,6 +187,11 @@ func (p *progress) setLocal(policy progressPolicy, local, cores int) {
 	p.nap.Store(nap)
 	p.ease.Store(ease)
 	p.local, p.cores = local, cores
+	if local > 1 && cores > 0 {
+		// The node's other processes of the job need their cores too: a
+		// host copy or reduction of this process takes its share.
+		parreduce.SetShare(max(1, cores/local))
+	}
 }
 
 // progressMode is setLocal's choice for policy, local processes on a node
@@ -426,6 +442,12 @@ func (e *executor) serve() {
 			return
 		default:
 		}
+		if p.helpers.Load() > 0 {
+			// A waiter drives MPI (await): its rounds test every watched
+			// request, and a second thread testing would only contend.
+			cYield()
+			continue
+		}
 		spin := p.spin.Load()
 		var roundSpin time.Duration
 		if spin {
@@ -506,15 +528,30 @@ const (
 
 // await parks until the progress thread completed r (r.ready), signalled
 // on r.wake, or done closes, or tick fires, or a process r waits for counts
-// as hung (the heartbeat's alarm rings for it). Where the thread spins, the
-// waiter first runs rounds itself for spinFor (help; no sleep), so that a
-// quick completion costs no hand-off between threads.
+// as hung (the heartbeat's alarm rings for it). Where the node has a core
+// for each process's waiter (the thread spins, or yields with no more
+// processes than cores), the waiter first drives MPI itself for up to
+// helpFor (help: rounds on its own goroutine, no sleep), and the thread
+// stands back meanwhile (serve, p.helpers), as a C program's MPI_Test loop
+// does: a completion is seen by the one who waits for it, with no hand-off
+// between threads. Measured on a 16-core host, 4 and 8 processes: with the
+// thread spinning and the waiter parked after 50 us, a 1 MiB
+// MPI_Iallreduce took 1.9-4 times as long as from C, and each fence of the
+// shared-memory window 80-450 us. Where the node's processes outnumber
+// its cores (ease) or under the backoff policy the waiter parks at once.
 func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 	p := &r.w.exec.progress
-	if p.spin.Load() {
-		for start := time.Now(); !r.ready.Load() && time.Since(start) < spinFor; {
+	if p.mode != modeFunneled && (p.spin.Load() || !p.ease.Load() && !p.nap.Load()) {
+		p.helpers.Add(1)
+		for start := time.Now(); !r.ready.Load() && time.Since(start) < helpFor; {
 			p.help(r.w.exec.finalized.Load())
+			select {
+			case <-done:
+				start = time.Time{} // park below, which sees done at once
+			default:
+			}
 		}
+		p.helpers.Add(-1)
 	}
 	if r.ready.Load() {
 		progressStats.helped.Add(1)

@@ -182,7 +182,9 @@ const defaultShmSlot = 4 << 20
 
 // shmStats counts the calls each process completed through a window
 // (shmCalls) and the fences they made (shmFences): the tests read them.
-var shmCalls, shmFences atomic.Int64
+// GOCOLL_MPI_STATS prints them with the completed calls' time (shmCallNs)
+// and the time in the fences that passed (shmFenceNs).
+var shmCalls, shmFences, shmCallNs, shmFenceNs atomic.Int64
 
 func init() {
 	native.RegisterNode(&theNode)
@@ -237,8 +239,9 @@ type shmState struct {
 	slot  int
 	count int // Close's count once this process counted itself in (leaveShm), 0 before
 
-	half   int  // the half the next phase writes (the same on every process)
-	failed bool // a call failed mid-way: the processes' halves and fences no longer agree
+	half   int       // the half the next phase writes (the same on every process)
+	failed bool      // a call failed mid-way: the processes' halves and fences no longer agree
+	began  time.Time // when the call in progress began (GOCOLL_MPI_STATS' call time)
 }
 
 // theNode is the World's native.Node: its collectives through the window.
@@ -302,7 +305,14 @@ func (w *World) shmBegin(ctx context.Context) (*shmState, error) {
 	if shmChunkHook != nil {
 		shmChunkHook(ctx, w, -1)
 	}
+	s.began = time.Now()
 	return s, nil
+}
+
+// done counts a call that completed through the window, and its time.
+func (s *shmState) done() {
+	shmCalls.Add(1)
+	shmCallNs.Add(int64(time.Since(s.began)))
 }
 
 // buf returns half i of the window (its halves alternate, phase by phase).
@@ -317,10 +327,12 @@ func (w *World) phase(ctx context.Context, s *shmState) error {
 		s.failed = true
 		return &Error{Call: "MPI_Ibarrier", Err: err, Msg: "the shared-memory window's fence was not posted: the context ended"}
 	}
+	t := time.Now()
 	if err := w.shmFence(ctx); err != nil {
 		s.failed = true
 		return err
 	}
+	shmFenceNs.Add(int64(time.Since(t)))
 	s.half ^= 1
 	return nil
 }
@@ -391,7 +403,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 			shmChunkHook(ctx, w, k)
 		}
 	}
-	shmCalls.Add(1)
+	s.done()
 	return true, nil
 }
 
@@ -428,7 +440,7 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 			shmChunkHook(ctx, w, k)
 		}
 	}
-	shmCalls.Add(1)
+	s.done()
 	return true, nil
 }
 
@@ -473,7 +485,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 			shmChunkHook(ctx, w, k)
 		}
 	}
-	shmCalls.Add(1)
+	s.done()
 	return true, nil
 }
 
@@ -514,7 +526,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 			shmChunkHook(ctx, w, k)
 		}
 	}
-	shmCalls.Add(1)
+	s.done()
 	return true, nil
 }
 

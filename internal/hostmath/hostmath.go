@@ -294,7 +294,7 @@ func ReduceStrided(dt backend.DType, op backend.Op, dst, src []byte, stride, off
 		return
 	}
 	chunk := chunkBytes / dt.Size()
-	if cnt <= chunk || parreduce.Reduce.Get() == 1 {
+	if cnt <= chunk || parreduce.Reduce.Limit() == 1 {
 		reduceStrided(dt, op, dst, src, stride, off, k, cnt, scale)
 		return
 	}

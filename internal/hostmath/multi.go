@@ -26,7 +26,7 @@ func ReduceMulti(dt backend.DType, op backend.Op, dsts, srcs [][]byte, cnt int, 
 	}
 	s := NewScale(scale)
 	chunk := chunkBytes / dt.Size()
-	if cnt <= chunk || parreduce.Reduce.Get() == 1 {
+	if cnt <= chunk || parreduce.Reduce.Limit() == 1 {
 		ReduceRange(dt, op, dsts[0], dsts[1:], srcs, 0, cnt, s)
 		return
 	}

@@ -14,7 +14,7 @@ const CopyMin = 1 << 20
 // cores: n is CopyMin or more, the process runs on two cores or more and
 // Copy's cap is not 1.
 func ParallelCopy(n int) bool {
-	return n >= CopyMin && runtime.GOMAXPROCS(0) >= 2 && Copy.Get() != 1
+	return n >= CopyMin && runtime.GOMAXPROCS(0) >= 2 && Copy.Limit() != 1
 }
 
 // Copier is the memory a Batch copies into or out of: backend.Buffer's
@@ -96,7 +96,7 @@ func (b *Batch) Start(buf Copier, off int, p []byte, read bool) {
 		return
 	}
 	b.n++
-	if Copy.Get() == 0 {
+	if Copy.Limit() == 0 {
 		// Uncapped: the waiter copies only in Wait, beside the helpers,
 		// so a copy may take every idle worker (a 4 MiB copy out of a
 		// buffer on 2 cores was 24% slower with one helper fewer).

@@ -43,6 +43,27 @@ func (k *Knob) Set(n int) int { return int(k.n.Swap(int32(max(n, 0)))) }
 // Get returns the cap (0: the default).
 func (k *Knob) Get() int { return int(k.n.Load()) }
 
+// Limit returns the cap a call takes: the knob's, else the process's
+// share (SetShare), else 0 (the pool's size).
+func (k *Knob) Limit() int {
+	if n := k.Get(); n != 0 {
+		return n
+	}
+	return int(share.Load())
+}
+
+// share is SetShare's cap.
+var share atomic.Int32
+
+// SetShare caps the goroutines of one call of every class whose knob is at
+// its default (0) at n (0: the pool's size), and returns the previous
+// share. The mpi package sets it to the node's cores divided by the job's
+// processes on the node: a process that may run on every core of a node
+// it shares with other processes then leaves them theirs, where each
+// process's pool alone would take all of them (8 processes on 16 cores,
+// each copying over 16 workers at once).
+func SetShare(n int) int { return int(share.Swap(int32(max(n, 0)))) }
+
 // The classes of callers. Reduce and Device start at GOCOLL_HOST_WORKERS
 // where the environment gives a positive number (1: every reduction on its
 // caller alone), else 0; Copy starts at 0.
@@ -120,7 +141,7 @@ func (j *Job) Run(k *Knob, r Ranger, n, chunk int) {
 func (j *Job) open(k *Knob, r Ranger, n, chunk int) bool {
 	chunk = max(chunk, 1)
 	chunks := (n + chunk - 1) / chunk
-	limit := k.Get()
+	limit := k.Limit()
 	if limit == 1 || chunks <= 1 || n <= 0 {
 		return false
 	}

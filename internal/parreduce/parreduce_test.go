@@ -95,6 +95,33 @@ func TestRunCap(t *testing.T) {
 	}
 }
 
+// TestShareCap: the process's share caps a knob left at its default, and
+// a knob's own cap wins over it; the share of 1 runs a call on its caller
+// alone (Limit, ParallelCopy).
+func TestShareCap(t *testing.T) {
+	defer SetShare(SetShare(0))
+	defer Device.Set(Device.Set(0))
+	size := thePool().size
+	for _, tc := range []struct{ knob, share, want int }{{0, 1, 1}, {0, 2, 2}, {3, 1, 3}, {1, 4, 1}} {
+		Device.Set(tc.knob)
+		SetShare(tc.share)
+		if got := Device.Limit(); got != tc.want {
+			t.Errorf("knob %d, share %d: Limit %d, want %d", tc.knob, tc.share, got, tc.want)
+		}
+		var j Job
+		c := &counter{hits: make([]int32, 1<<16), chunk: 1 << 8}
+		j.Run(&Device, c, len(c.hits), c.chunk)
+		if p, want := int(c.peak.Load()), capOf(tc.want, size); p > want {
+			t.Errorf("knob %d, share %d, pool of %d: %d ranges at once, want at most %d", tc.knob, tc.share, size, p, want)
+		}
+	}
+	Copy.Set(0)
+	SetShare(1)
+	if ParallelCopy(CopyMin) {
+		t.Errorf("ParallelCopy(CopyMin) with a share of 1: true, want false")
+	}
+}
+
 // TestIdleRestored: after calls at once from more callers than the pool has
 // workers, every worker is idle again.
 func TestIdleRestored(t *testing.T) {
