@@ -444,8 +444,22 @@ func (e *executor) serve() {
 		}
 		if p.helpers.Load() > 0 {
 			// A waiter drives MPI (await): its rounds test every watched
-			// request, and a second thread testing would only contend.
-			cYield()
+			// request. The thread sleeps until the waiter parks or leaves
+			// (p.wake): a thread that kept testing, or only yielding, took
+			// a core (or a hyperthread's sibling) from the work, and a
+			// 1 MiB MPI_Iallreduce of 4 and 8 processes on the 16-core
+			// host took 1.3-1.5 times as long as from C.
+			tick.Reset(coldTick)
+			select {
+			case j := <-e.jobs:
+				e.runJob(j)
+			case <-p.wake:
+			case <-tick.C:
+			case <-e.quit:
+				p.round(true, 0)
+				return
+			}
+			tick.Stop()
 			continue
 		}
 		spin := p.spin.Load()
@@ -551,7 +565,12 @@ func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 			default:
 			}
 		}
-		p.helpers.Add(-1)
+		if p.helpers.Add(-1) == 0 && p.pending.Load() > 0 {
+			select {
+			case p.wake <- struct{}{}: // the thread tests the rest again
+			default:
+			}
+		}
 	}
 	if r.ready.Load() {
 		progressStats.helped.Add(1)
