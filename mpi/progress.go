@@ -75,6 +75,9 @@ const (
 	// (await): longer than most collectives of a few MiB, short beside a
 	// late process.
 	helpFor = time.Millisecond
+	// helpYield is how many of its rounds a driving waiter runs between
+	// two yields to the process's other goroutines.
+	helpYield = 64
 )
 
 // progressStats counts what the progress thread and the waiters did, for
@@ -558,8 +561,16 @@ func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 	p := &r.w.exec.progress
 	if p.mode != modeFunneled && (p.spin.Load() || !p.ease.Load() && !p.nap.Load()) {
 		p.helpers.Add(1)
-		for start := time.Now(); !r.ready.Load() && time.Since(start) < helpFor; {
+		for start, i := time.Now(), 1; !r.ready.Load() && time.Since(start) < helpFor; i++ {
 			p.help(r.w.exec.finalized.Load())
+			if i%helpYield == 0 {
+				// The process's other goroutines run now and then (its
+				// other ranks, the workers of a copy): with GOMAXPROCS=1
+				// (a process bound to one core) they would wait out
+				// helpFor. Not every round: a 2-process barrier took 13
+				// us instead of 3 yielding after each.
+				runtime.Gosched()
+			}
 			select {
 			case <-done:
 				start = time.Time{} // park below, which sees done at once

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync/atomic"
@@ -298,14 +299,108 @@ func TestShmGroupCollAllocs(t *testing.T) {
 func TestShmUntouched(t *testing.T) {
 	w, _ := begin(t, 30*time.Second)
 	needShm(t, w)
+	if w.Size() < 2 {
+		t.Skip("needs two processes")
+	}
+	var cases []shmFailCase
+	for i, kind := range shmFailKinds {
+		for _, local := range []int{1, 2} {
+			cases = append(cases, shmFailCase{kind, local, (i + local) % 3, true, 301, 256})
+		}
+		// A process that stops calling costs the timeout (1.5 s) and its
+		// 3 s sleep: the trimmed jobs wait it out once, the 3-process job
+		// twice (every even kind under test-full).
+		if i%2 == 0 && (i == 0 || !light() && (i == 4 || os.Getenv("GOCOLL_TEST_FULL") != "")) {
+			cases = append(cases, shmFailCase{kind, 1 + i/2%2, i % 3, false, 301, 256})
+		}
+	}
+	runShmFail(t, w, cases)
+}
+
+// TestShmFailRandom is TestShmUntouched's check on cases drawn from a seed
+// the processes share (printed; GOCOLL_TEST_SEED reruns it): the kind, 1
+// or 2 ranks per process, the slot (64 B to 1 KiB: chunks of 4 to 64
+// int32 elements per input), the count (within one element of a multiple
+// of the kind's chunk, one to four chunks, or 1) and the chunk after which
+// the last process's context ends (any of the call's).
+func TestShmFailRandom(t *testing.T) {
+	w, _ := begin(t, 30*time.Second)
+	needShm(t, w)
 	P := w.Size()
 	if P < 2 {
 		t.Skip("needs two processes")
 	}
-	setShm(t, true, 256)
+	rng := rand.New(rand.NewPCG(commonSeed(t, w), 7))
+	n := 8
+	if !light() {
+		n = 24
+	}
+	var cases []shmFailCase
+	for range n {
+		tc := shmFailCase{kind: shmFailKinds[rng.IntN(len(shmFailKinds))], local: 1 + rng.IntN(2), ctxEnds: true,
+			slot: 64 << rng.IntN(5)}
+		per := shmChunkElems(tc.kind, P, tc.local, int(tc.slot)) // m per chunk
+		tc.m = max(1, int(float64(1+rng.IntN(4))*per)+rng.IntN(3)-1)
+		for shmChunks(tc.kind, P, tc.local, int(tc.slot), tc.m) < 2 {
+			tc.m *= 2 // a chunk after the one where the context ends
+		}
+		tc.k = rng.IntN(shmChunks(tc.kind, P, tc.local, int(tc.slot), tc.m) - 1)
+		cases = append(cases, tc)
+	}
+	runShmFail(t, w, cases)
+}
+
+// shmChunks is the chunks of a call of kind through the window (shm.go)
+// with m int32 elements a rank, P processes of local ranks (not
+// deterministic: a reduction's leader hands the window its process's
+// combined input, an all-gather's every rank's block) and slot-byte slots.
+func shmChunks(kind string, P, local, slot, m int) int {
+	N := P * local
+	ceil := func(a, b int) int { return (a + b - 1) / max(b, 1) }
+	switch kind {
+	case "ReduceScatter":
+		return ceil(local*m, slot/(P*4))
+	case "AllGather", "AllGather in place":
+		return ceil(4*m, slot/local&^7)
+	case "Broadcast":
+		return ceil(4*N*m, P*slot)
+	}
+	return ceil(N*m, slot/4)
+}
+
+// shmChunkElems is about m's elements a rank per chunk of shmChunks.
+func shmChunkElems(kind string, P, local, slot int) float64 {
+	switch kind {
+	case "ReduceScatter":
+		return float64(slot/(P*4)) / float64(local)
+	case "AllGather", "AllGather in place":
+		return float64(slot/local&^7) / 4
+	case "Broadcast":
+		return float64(P*slot) / float64(4*P*local)
+	}
+	return float64(slot/4) / float64(P*local)
+}
+
+// shmFailKinds are the calls TestShmUntouched and TestShmFailRandom stop.
+var shmFailKinds = []string{"AllReduce", "AllReduce in place", "ReduceScatter", "AllGather", "AllGather in place", "Reduce",
+	"Reduce in place", "Broadcast"}
+
+// shmFailCase is one call the last process stops after chunk k: its context
+// ends (ctxEnds) or it stops calling; m int32 elements a rank (the
+// all-gather's block and the reduce-scatter's, the others' whole buffer is
+// N·m), through a window of slot-byte slots.
+type shmFailCase struct {
+	kind     string
+	local, k int
+	ctxEnds  bool
+	m        int
+	slot     int64
+}
+
+// runShmFail runs cases (see TestShmUntouched) on w's processes.
+func runShmFail(t *testing.T, w *World, cases []shmFailCase) {
+	P := w.Size()
 	last := P - 1
-	kinds := []string{"AllReduce", "AllReduce in place", "ReduceScatter", "AllGather", "AllGather in place", "Reduce",
-		"Reduce in place", "Broadcast"}
 	var hooked atomic.Pointer[World]
 	var stopAt atomic.Int64
 	var stop atomic.Pointer[context.CancelFunc] // nil: the last process sleeps instead
@@ -323,28 +418,11 @@ func TestShmUntouched(t *testing.T) {
 		time.Sleep(3 * time.Second)
 	}
 	t.Cleanup(func() { shmChunkHook = nil })
-	const m = 301
-	type tcase struct {
-		kind     string
-		local, k int
-		ctxEnds  bool
-	}
-	var cases []tcase
-	for i, kind := range kinds {
-		for _, local := range []int{1, 2} {
-			cases = append(cases, tcase{kind, local, (i + local) % 3, true})
-		}
-		// A process that stops calling costs the timeout (1.5 s) and its
-		// 3 s sleep: the trimmed jobs wait it out once, the 3-process job
-		// twice (every even kind under test-full).
-		if i%2 == 0 && (i == 0 || !light() && (i == 4 || os.Getenv("GOCOLL_TEST_FULL") != "")) {
-			cases = append(cases, tcase{kind, 1 + i/2%2, i % 3, false})
-		}
-	}
 	for _, tc := range cases {
-		kind, local, k := tc.kind, tc.local, tc.k
+		kind, local, k, m := tc.kind, tc.local, tc.k, tc.m
 		{
-			t.Run(fmt.Sprintf("%s/L=%d/k=%d/ctx=%v", kind, local, k, tc.ctxEnds), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/L=%d/m=%d/slot=%d/k=%d/ctx=%v", kind, local, m, tc.slot, k, tc.ctxEnds), func(t *testing.T) {
+				setShm(t, true, tc.slot)
 				cfg := collective.DefaultConfig()
 				cfg.CommunicationTimeout = 1500 * time.Millisecond // (NewGroup's too: long enough under -race)
 				octx, ocancel := context.WithTimeout(context.Background(), 30*time.Second)
