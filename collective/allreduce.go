@@ -36,9 +36,7 @@ func AllReduceInto[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op) 
 }
 
 // Barrier returns once every rank has called it.
-func Barrier(ctx context.Context, c *Comm) error {
-	return c.run(ctx, &desc{kind: collBarrier})
-}
+func Barrier(ctx context.Context, c *Comm) error { return c.run(ctx, &desc{kind: collBarrier}) }
 
 // invalidCall reports a local argument error to the peers too (through the
 // fingerprint rendezvous), so they fail with a MismatchError instead of

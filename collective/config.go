@@ -213,9 +213,7 @@ type ConfigError struct {
 	Reason string
 }
 
-func (e *ConfigError) Error() string {
-	return "collective: invalid " + e.Field + ": " + e.Reason
-}
+func (e *ConfigError) Error() string { return "collective: invalid " + e.Field + ": " + e.Reason }
 
 // Is makes errors.Is(err, ErrInvalidConfig) true.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }

@@ -173,7 +173,9 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 		return c.nativeRun(ctx, d.send, d.recv, false, func(l *native.Leader) error {
 			return l.AllGather(ctx, m*es, g.pub.Recv[c.rank][:nb])
 		}, func() {
-			if c.local != 0 {
+			if v, stride := g.comms[0].nat.Gathered(); v != nil { // in the node's memory
+				hostmath.CopyBlocks(d.recv[:nb], v, m*es, stride)
+			} else if c.local != 0 {
 				hostmath.Copy(d.recv[:nb], g.pub.Recv[g.base][:nb])
 			}
 		})

@@ -279,6 +279,12 @@ var theNode = native.Node{
 		}
 		return false, nil
 	},
+	AllgatherView: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, mb int) ([]byte, int, bool, error) {
+		if w, ok := nc.(*World); ok {
+			return w.shmAllgatherView(ctx, srcs, mb)
+		}
+		return nil, 0, false, nil
+	},
 }
 
 // shmChunkHook, when set (by tests), runs as a call through the window
@@ -528,6 +534,41 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	}
 	s.done()
 	return true, nil
+}
+
+// shmAllgatherView is shmAllgather for a call of one chunk (mb bytes per
+// input up to C), which leaves the gathered blocks in the window: input r
+// at view[r*C:], C the stride. They stay there until this process's next
+// call through the window: another process writes this half again only
+// two phases later, after a fence this process enters with that call. ran
+// false (the same on every process): nothing ran.
+func (w *World) shmAllgatherView(ctx context.Context, srcs [][]byte, mb int) (view []byte, stride int, ran bool, err error) {
+	if mb == 0 {
+		return nil, 0, false, nil
+	}
+	s, err := w.shmBegin(ctx)
+	if s == nil {
+		return nil, 0, err != nil, err
+	}
+	defer s.mu.Unlock()
+	P, L := w.size, len(srcs)
+	N := P * L
+	C := P * s.slot / N &^ 7
+	if C < mb {
+		return nil, 0, false, nil
+	}
+	in := s.buf(P, s.half)
+	for l, src := range srcs {
+		hostmath.Copy(in[(w.rank*L+l)*C:], src[:mb])
+	}
+	if err := w.phase(ctx, s); err != nil {
+		return nil, 0, true, err
+	}
+	if shmChunkHook != nil {
+		shmChunkHook(ctx, w, 0)
+	}
+	s.done()
+	return in[:N*C], C, true, nil
 }
 
 // shmFence makes every process's stores to the window visible to every

@@ -206,7 +206,8 @@ func TestShmGroupReduceScatterAllGather(t *testing.T) {
 // TestShmGroupCollAllocs counts the Go allocations of steady-state
 // ReduceScatter, AllGather, Reduce and Broadcast calls of a group through
 // the window (one and two ranks per process, 256-byte slots so that each
-// call takes several chunks, staged; the root in the last process): none,
+// call takes several chunks; also an AllGather of one chunk, whose blocks
+// stay in the window with two ranks; the root in the last process): none,
 // and one call through the window per call.
 func TestShmGroupCollAllocs(t *testing.T) {
 	w, _ := begin(t, 40*time.Second)
@@ -226,7 +227,7 @@ func TestShmGroupCollAllocs(t *testing.T) {
 			sends[i] = make([]float32, N*m)
 			recvs[i] = make([]float32, N*m)
 		}
-		for _, name := range []string{"ReduceScatter", "AllGather", "Reduce", "Broadcast"} {
+		for _, name := range []string{"ReduceScatter", "AllGather", "AllGather of one chunk", "Reduce", "Broadcast"} {
 			call := func(l int) error {
 				c := g.Comm(l)
 				switch name {
@@ -234,6 +235,8 @@ func TestShmGroupCollAllocs(t *testing.T) {
 					return collective.ReduceScatter(ctx, c, sends[l], recvs[l][:m], collective.Sum)
 				case "AllGather":
 					return collective.AllGather(ctx, c, sends[l][:m], recvs[l])
+				case "AllGather of one chunk": // with 2 ranks, the blocks stay in the window (AllgatherView)
+					return collective.AllGather(ctx, c, sends[l][:5], recvs[l][:5*N])
 				case "Reduce": // to the last rank
 					return collective.Reduce(ctx, c, sends[l], recvs[l], collective.Sum, N-1)
 				}

@@ -193,3 +193,43 @@ type copyJob struct {
 func (j *copyJob) Range(lo, hi int) { copy(j.dst[lo:hi], j.src[lo:hi]) }
 
 var copyJobs freeList[copyJob]
+
+// CopyBlocks copies len(dst)/bs blocks of bs bytes, block i from
+// src[i*stride:], into dst one after the other (dst and src do not
+// overlap): from parreduce.CopyMin up in pieces over the process's worker
+// pool, as Copy.
+func CopyBlocks(dst, src []byte, bs, stride int) {
+	if bs <= 0 || len(dst) == 0 {
+		return
+	}
+	if !parreduce.ParallelCopy(len(dst)) {
+		for i := 0; i*bs < len(dst); i++ {
+			copy(dst[i*bs:min((i+1)*bs, len(dst))], src[i*stride:])
+		}
+		return
+	}
+	j := blockJobs.get()
+	j.dst, j.src, j.bs, j.stride = dst, src, bs, stride
+	j.job.Run(&parreduce.Copy, j, len(dst), 2*parreduce.ChunkBytes)
+	j.dst, j.src = nil, nil
+	blockJobs.put(j)
+}
+
+// blockJob is a parallel CopyBlocks' arguments and its job.
+type blockJob struct {
+	job        parreduce.Job
+	dst, src   []byte
+	bs, stride int
+}
+
+// Range copies bytes [lo, hi) of dst, block by block.
+func (j *blockJob) Range(lo, hi int) {
+	for lo < hi {
+		i, off := lo/j.bs, lo%j.bs
+		n := min(j.bs-off, hi-lo)
+		copy(j.dst[lo:lo+n], j.src[i*j.stride+off:])
+		lo += n
+	}
+}
+
+var blockJobs freeList[blockJob]

@@ -113,3 +113,33 @@ func TestCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyBlocks: CopyBlocks against a plain loop, blocks of random sizes
+// (1 byte to above the pool's pieces) and strides, below and above the
+// parallel threshold, with a last block cut short; nothing past dst.
+func TestCopyBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for range 40 {
+		bs := 1 + rng.IntN(3*parreduce.ChunkBytes)
+		if rng.IntN(2) == 0 {
+			bs = 1 + rng.IntN(64)
+		}
+		stride := bs + rng.IntN(100)
+		blocks := 1 + rng.IntN(9)
+		n := blocks*bs - rng.IntN(bs) // the last block cut short
+		src := make([]byte, (blocks-1)*stride+bs)
+		for i := range src {
+			src[i] = byte(rng.Uint32())
+		}
+		dst := make([]byte, n+3)
+		CopyBlocks(dst[:n], src, bs, stride)
+		for i := range n {
+			if want := src[i/bs*stride+i%bs]; dst[i] != want {
+				t.Fatalf("bs %d stride %d blocks %d n %d: byte %d is %d, want %d", bs, stride, blocks, n, i, dst[i], want)
+			}
+		}
+		if dst[n] != 0 || dst[n+1] != 0 || dst[n+2] != 0 {
+			t.Fatalf("bs %d stride %d n %d: wrote past dst", bs, stride, n)
+		}
+	}
+}

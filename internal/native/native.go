@@ -64,8 +64,15 @@ type Pools struct {
 	one            [1][]byte // the combined input handed to a Node
 	into           [1][]byte // combineIn's destination
 	srcs           [][]byte  // combineIn's sources (the ranks' sends)
+	view           []byte    // the last AllGather's blocks in a Node's memory (nil: in the leader's recv)
+	stride         int       // view's distance between blocks
 	lost           atomic.Bool
 }
+
+// Gathered returns the last AllGather's blocks where they stayed in a
+// Node's shared memory, block r at view[r*stride:] (each rank copies its
+// result from there), or nil where the leader's recv holds the result.
+func (p *Pools) Gathered() (view []byte, stride int) { return p.view, p.stride }
 
 // get returns (*p)[:n], growing the pooled memory when it is short.
 func get(p *[]byte, n int) []byte {
@@ -319,8 +326,20 @@ func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend
 }
 
 // AllGather is the leader's part of an AllGather of mb bytes per rank: the
-// process's ranks' blocks gathered from every process into recv.
+// process's ranks' blocks gathered from every process into recv, or, with
+// several ranks in the process and a call of one chunk through a Node, left
+// in the Node's memory for every rank to copy (Pools.Gathered; recv is not
+// written).
 func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
+	l.Pools.view = nil
+	if node != nil && node.AllgatherView != nil && l.L > 1 {
+		// The process's ranks copy the blocks out of the Node's memory
+		// at once (Gathered), instead of from the leader's recv after
+		// the leader copied them there.
+		if ran, err := l.nodeAllGatherView(ctx, mb); ran {
+			return err
+		}
+	}
 	if node != nil && node.Allgather != nil {
 		if ran, err := l.nodeAllGather(ctx, mb, recv); ran {
 			return err

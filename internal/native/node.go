@@ -36,6 +36,12 @@ type Node struct {
 	// Allgather gathers every process's srcs (mb bytes each) into dst, in
 	// global order (P·len(srcs)·mb bytes).
 	Allgather func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int) (ran bool, err error)
+	// AllgatherView is Allgather for a call of one chunk, which leaves the
+	// gathered blocks in the shared memory instead of copying them out:
+	// block r (in global order) at view[r*stride:], valid until the
+	// process's next call through the Node. ran false (the same on every
+	// process): nothing ran (not one chunk, or not used); run Allgather.
+	AllgatherView func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, mb int) (view []byte, stride int, ran bool, err error)
 }
 
 // node is the registered Node, nil when none is.
@@ -101,6 +107,20 @@ func (l *Leader) nodeReduceScatter(ctx context.Context, dt backend.DType, op bac
 	srcs := l.inputs(dt, op, l.N*m*dt.Size())
 	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory reduce-scatter", func(ctx context.Context) (bool, error) {
 		return node.ReduceScatter(ctx, l.NC, srcs, res, l.L*m, dt, op, scale)
+	})
+}
+
+// nodeAllGatherView runs an AllGather of mb bytes per rank of one chunk
+// through the registered Node, leaving the blocks in its memory (Pools'
+// view). ran false: nothing ran.
+func (l *Leader) nodeAllGatherView(ctx context.Context, mb int) (ran bool, err error) {
+	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory all-gather", func(ctx context.Context) (bool, error) {
+		var err error
+		l.Pools.view, l.Pools.stride, ran, err = node.AllgatherView(ctx, l.NC, l.Sends, mb)
+		if err != nil {
+			l.Pools.view = nil
+		}
+		return ran, err
 	})
 }
 
