@@ -452,17 +452,9 @@ func (e *executor) serve() {
 			// a core (or a hyperthread's sibling) from the work, and a
 			// 1 MiB MPI_Iallreduce of 4 and 8 processes on the 16-core
 			// host took 1.3-1.5 times as long as from C.
-			tick.Reset(coldTick)
-			select {
-			case j := <-e.jobs:
-				e.runJob(j)
-			case <-p.wake:
-			case <-tick.C:
-			case <-e.quit:
-				p.round(true, 0)
+			if e.sleepTick(tick) {
 				return
 			}
-			tick.Stop()
 			continue
 		}
 		spin := p.spin.Load()
@@ -479,17 +471,9 @@ func (e *executor) serve() {
 			// group's control receives): test them now and then, and at
 			// once when a request is posted or a waiter parks.
 			progressStats.ticks.Add(1)
-			tick.Reset(coldTick)
-			select {
-			case j := <-e.jobs:
-				e.runJob(j)
-			case <-p.wake:
-			case <-tick.C:
-			case <-e.quit:
-				p.round(true, 0)
+			if e.sleepTick(tick) {
 				return
 			}
-			tick.Stop()
 			continue
 		}
 		if spin {
@@ -525,6 +509,24 @@ func (e *executor) serve() {
 		progressStats.naps.Add(1)
 		cNap(int64(nap))
 	}
+}
+
+// sleepTick blocks the thread for up to coldTick, until a job comes (run
+// here), a request is posted or a waiter parks or leaves (p.wake); true
+// when the executor quits (every watched request completed as closed).
+func (e *executor) sleepTick(tick *time.Timer) (quit bool) {
+	tick.Reset(coldTick)
+	defer tick.Stop()
+	select {
+	case j := <-e.jobs:
+		e.runJob(j)
+	case <-e.progress.wake:
+	case <-tick.C:
+	case <-e.quit:
+		e.progress.round(true, 0)
+		return true
+	}
+	return false
 }
 
 // hot reports whether someone waits for the watched requests: a waiter is
