@@ -29,11 +29,15 @@
 #   F     (P >= 4, even) mpirun -np 2 allreduce-perf -g P/2: the same P ranks as 2 processes of P/2 ranks
 #         (in-process combining, then MPI among the 2 leaders), each process bound to P/2 cores (Open MPI:
 #         --map-by slot:PE=P/2; its default binds each of 2 processes to one core), the P cores D has.
+#   G     mpirun -np P allreduce-perf -g 1, each process bound to cores/P of the machine's cores (Open MPI:
+#         --map-by slot:PE=cores/P): A with the cores C has (A itself runs where mpirun puts it: Open MPI
+#         binds each of 2 processes to one core, more processes to a socket).
 # Every gocoll and World row is verified by allreduce-perf (#wrong must be 0), the C program checks its
 # own results. The script prints the machine (host, cores, CPU), the date and the load average at the
 # start and the end, then per collective a Markdown table of the medians over the repeats of the time
 # per call and the ratios A/D (target: <= 1.1 x D + 30 us below 4 MiB, <= 1.1 x D from 4 MiB), B/E (the
-# Go binding against the same calls from C; target <= 1.10), C/D (target <= 0.5) and F/D (target <= 1);
+# Go binding against the same calls from C; target <= 1.10), C/D (target <= 0.5), F/D (target <= 1) and
+# G/C (processes sharing the node's memory against one process: target <= 2 from 16 MiB);
 # every output stays under $OUT.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -244,6 +248,10 @@ run_all() {
 				echo "== repeat $rep, $coll, P=$P: mpirun -np $P allreduce-perf -g 1 ${base[*]} -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
 				"${mpirun[@]}" -np "$P" "$bin/allreduce-perf" -g 1 "${base[@]}" -a "$STRATEGY" "${common[@]}" >"$f"
 				samples "$coll" "$P" A "$f" >>"$OUT/samples.txt"
+				f=$OUT/$coll-np${P}all-r$rep.txt
+				echo "== repeat $rep, $coll, P=$P: mpirun -np $P $(cores_each $(($(nproc) / P))) allreduce-perf -g 1 -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
+				"${mpirun[@]}" -np "$P" $(cores_each $(($(nproc) / P))) "$bin/allreduce-perf" -g 1 -a "$STRATEGY" "${common[@]}" >"$f"
+				samples "$coll" "$P" G "$f" >>"$OUT/samples.txt"
 				f=$OUT/$coll-g$P-r$rep.txt
 				echo "== repeat $rep, $coll, P=$P: allreduce-perf -g $P ${common[*]}" | tee -a "$OUT/run.log" >&2
 				"$bin/allreduce-perf" -g "$P" "${common[@]}" >"$f"
@@ -298,12 +306,12 @@ table() {
 			if (k[1] != last) {
 				last = k[1]
 				printf "\n%s\n\n", k[1]
-				print "| P | size | A: gocoll, P processes over MPI (us) | B: World.AllreduceF32 (us) | C: gocoll, 1 process, P ranks (us) | D: MPI blocking, C (us) | E: MPI nonblocking + MPI_Test, C (us) | F: gocoll, 2 processes x P/2 ranks (us) | A/D | A meets 1.1 x D (+30 us < 4 MiB) | B/E (target <= 1.10) | C/D (target <= 0.5) | F/D (target <= 1) |"
-				print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+				print "| P | size | A: gocoll, P processes over MPI (us) | B: World.AllreduceF32 (us) | C: gocoll, 1 process, P ranks (us) | D: MPI blocking, C (us) | E: MPI nonblocking + MPI_Test, C (us) | F: gocoll, 2 processes x P/2 ranks (us) | G: A, the cores split among the processes (us) | A/D | A meets 1.1 x D (+30 us < 4 MiB) | B/E (target <= 1.10) | C/D (target <= 0.5) | F/D (target <= 1) | G/C (target <= 2 from 16 MiB) |"
+				print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 			}
 			p = k[1] SUBSEP k[2] SUBSEP k[3] SUBSEP
-			a = med(p "A"); b = med(p "B"); c = med(p "C"); d = med(p "D"); e = med(p "E"); f = med(p "F")
-			printf "| %d | %g MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[2], k[3] / 1048576, us(a), us(b), us(c), us(d), us(e), us(f), ratio(a, d), meets(a, d, k[3]), ratio(b, e), ratio(c, d), ratio(f, d)
+			a = med(p "A"); b = med(p "B"); c = med(p "C"); d = med(p "D"); e = med(p "E"); f = med(p "F"); g = med(p "G")
+			printf "| %d | %g MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[2], k[3] / 1048576, us(a), us(b), us(c), us(d), us(e), us(f), us(g), ratio(a, d), meets(a, d, k[3]), ratio(b, e), ratio(c, d), ratio(f, d), ratio(g, c)
 		}
 	}'
 	} | tee "$OUT/table.md"

@@ -63,8 +63,10 @@
 // through an MPI-3 shared-memory window of the World
 // (MPI_Win_allocate_shared over MPI_Comm_split_type's node communicator,
 // fenced with MPI_Win_sync and MPI_Ibarrier) instead of MPI's collectives;
-// GOCOLL_MPI_SHM=0 turns it off, GOCOLL_MPI_SHM_SLOT sizes it
-// (docs/MPI.md).
+// between 2 processes on one core each, AllReduce and AllGather run MPI's
+// collectives, which move each block once. GOCOLL_MPI_SHM=0 turns the
+// window off, =always uses it for every collective it has;
+// GOCOLL_MPI_SHM_SLOT sizes it (docs/MPI.md).
 //
 // MPI errors return to the caller (MPI_ERRORS_RETURN) as *[Error] values that
 // match backend's sentinels with errors.Is. Waits take a context and never

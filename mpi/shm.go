@@ -96,6 +96,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,6 +107,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/hostmath"
 	"github.com/gocoll/gocoll/internal/native"
+	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
 // The shared-memory collectives. Where every process of a World runs on
@@ -168,11 +170,13 @@ import (
 // them all, so that two Worlds allocating at once in opposite orders on two
 // processes (the sub-groups of a Split) would wait for each other for ever.
 
-// Settings: GOCOLL_MPI_SHM=0 (or off, false) turns the window off;
+// Settings: GOCOLL_MPI_SHM=0 (or off, false) turns the window off, =always
+// runs every collective it has through it (shmAlways: the tests do);
 // GOCOLL_MPI_SHM_SLOT sizes its slots (bytes, with an optional K, M or G
 // suffix). Read once; the tests change them before a World's first use.
 var (
 	shmOn      atomic.Bool
+	shmAlways  atomic.Bool
 	shmSlot    atomic.Int64
 	shmSlotErr error // a GOCOLL_MPI_SHM_SLOT that does not parse
 )
@@ -190,6 +194,9 @@ func init() {
 	native.RegisterNode(&theNode)
 	switch strings.ToLower(os.Getenv("GOCOLL_MPI_SHM")) {
 	case "0", "off", "false", "no":
+	case "always":
+		shmOn.Store(true)
+		shmAlways.Store(true)
 	default:
 		shmOn.Store(true)
 	}
@@ -238,6 +245,8 @@ type shmState struct {
 	mem   []byte // the two halves: 2*P*slot bytes
 	slot  int
 	count int // Close's count once this process counted itself in (leaveShm), 0 before
+
+	workers int // the fewest goroutines a process's copies take (agreed; see mpiBetter)
 
 	half   int       // the half the next phase writes (the same on every process)
 	failed bool      // a call failed mid-way: the processes' halves and fences no longer agree
@@ -366,7 +375,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 	es := dt.Size()
 	P, L := w.size, len(srcs)
 	C := P * s.slot / (P * L * es) // elements per input per chunk
-	if C == 0 {
+	if C == 0 || root < 0 && s.mpiBetter(P) {
 		return false, nil
 	}
 	mine := root < 0 || root == w.rank // this process takes the result
@@ -513,7 +522,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	P, L := w.size, len(srcs)
 	N := P * L
 	C := P * s.slot / N &^ 7 // bytes per input per chunk
-	if C == 0 {
+	if C == 0 || s.mpiBetter(P) {
 		return false, nil
 	}
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
@@ -554,7 +563,7 @@ func (w *World) shmAllgatherView(ctx context.Context, srcs [][]byte, mb int) (vi
 	P, L := w.size, len(srcs)
 	N := P * L
 	C := P * s.slot / N &^ 7
-	if C < mb {
+	if C < mb || s.mpiBetter(P) {
 		return nil, 0, false, nil
 	}
 	in := s.buf(P, s.half)
@@ -620,9 +629,12 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 	if shmSlotErr != nil {
 		return nil, shmSlotErr
 	}
-	want := []int64{0, max(shmSlot.Load()&^63, 64)}
+	want := []int64{0, max(shmSlot.Load()&^63, 64), int64(copyWorkers())}
 	if shmOn.Load() && w.mode == modeConcurrent {
 		want[0] = 1
+	}
+	if shmAlways.Load() {
+		want[2] = 1 << 30
 	}
 	if err := w.agreeMin(ctx, want); err != nil {
 		return nil, err
@@ -650,7 +662,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 	if res.code == 0 && res.base != nil {
 		ok[0] = 1
 		s.mem = unsafe.Slice((*byte)(res.base), 2*w.size*slot)
-		s.slot = slot
+		s.slot, s.workers = slot, int(want[2])
 		if w.rank == w.size-1 {
 			clear(unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot)), shmCtrl))
 			if err := w.winSync(); err != nil {
@@ -674,6 +686,28 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 	s.state = 1
 	return s, nil
 }
+
+// copyWorkers is the goroutines this process's host copies and
+// reductions take (parreduce's share of the node, GOMAXPROCS at most).
+func copyWorkers() int {
+	g := runtime.GOMAXPROCS(0)
+	if l := parreduce.Copy.Limit(); l > 0 {
+		g = min(g, l)
+	}
+	return g
+}
+
+// mpiBetter reports whether MPI's own all-reduce and all-gather beat the
+// window's for P processes: 2 processes whose copies each run on one core
+// (Open MPI's default binds each of 2 processes to one core). The window
+// copies every input in and then out; MPI moves each block once between
+// the 2 processes. On the 16-core host, 1 to 64 MiB (docs/MPI.md):
+// MPI_Iallreduce from Go took 0.83-1.02 of the window's time (medians of
+// 3), the all-gather's MPI_Ialltoallv 0.69-0.82. With more cores, the
+// window's copies and reductions spread over them and MPI's do not. The
+// reduce-scatter stays in the window (MPI's took 2.5-3 times as long). The
+// same answer on every process (workers is agreed).
+func (s *shmState) mpiBetter(P int) bool { return P == 2 && s.workers == 1 }
 
 // agreeMin sets each of v to its least over the processes (MPI_Iallreduce
 // with MPI_MIN, in place).

@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -17,21 +18,25 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
 	"github.com/gocoll/gocoll/internal/hostmath"
+	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
 // The shared-memory all-reduce (shm.go). The jobs' processes share one
 // node, so the window is used wherever it is on.
 
-// setShm turns the window on or off, with slot bytes per slot, for the
-// Worlds (and so the groups) the test opens; the settings come back after
-// it. Every process sets the same.
+// setShm turns the window on (for every collective it has: always) or
+// off, with slot bytes per slot, for the Worlds (and so the groups) the
+// test opens; the settings come back after it. Every process sets the
+// same.
 func setShm(t *testing.T, on bool, slot int64) {
 	t.Helper()
-	on0, slot0 := shmOn.Load(), shmSlot.Load()
+	on0, always0, slot0 := shmOn.Load(), shmAlways.Load(), shmSlot.Load()
 	shmOn.Store(on)
+	shmAlways.Store(on)
 	shmSlot.Store(slot)
 	t.Cleanup(func() {
 		shmOn.Store(on0)
+		shmAlways.Store(always0)
 		shmSlot.Store(slot0)
 	})
 }
@@ -411,6 +416,83 @@ func TestShmOff(t *testing.T) {
 		t.Errorf("the destination was written")
 	}
 	agree(t, w, !t.Failed(), "window off")
+}
+
+// TestShmChoice checks the window's choice against MPI's all-reduce
+// (mpiBetter), which the processes agree on: with 2 processes and one
+// whose copies take one goroutine (GOCOLL_MPI_SHM at its default), the
+// all-reduce and the all-gather report they did not run, on every
+// process, the all-reduce leaving its destination untouched, while the
+// reduce-scatter and the reduce run; with 2 goroutines on every process,
+// or other than 2 processes, every one runs through the window, and the
+// all-reduce's result is the sum.
+func TestShmChoice(t *testing.T) {
+	w, _ := begin(t, 20*time.Second)
+	needShm(t, w)
+	P := w.Size()
+	setShm(t, true, 4096)
+	shmAlways.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	procs0, copy0 := runtime.GOMAXPROCS(0), parreduce.Copy.Get()
+	defer func() {
+		runtime.GOMAXPROCS(procs0)
+		parreduce.Copy.Set(copy0)
+	}()
+	for _, one := range []bool{true, false} {
+		runtime.GOMAXPROCS(max(procs0, 2))
+		parreduce.Copy.Set(2)
+		if one && w.Rank() == P-1 {
+			parreduce.Copy.Set(1)
+		}
+		d := shmDup(t, w)
+		want := !(one && P == 2)
+		x := make([]float32, 1000)
+		for i := range x {
+			x[i] = float32(i*P + w.Rank())
+		}
+		dst := make([]float32, len(x))
+		ran, err := d.shmAllreduce(ctx, [][]byte{bytesOf(x)}, bytesOf(dst), len(x), backend.F32, backend.Sum, 1)
+		if err != nil || ran != want {
+			t.Errorf("one goroutine on a process %v, %d processes: all-reduce ran %v, %v; want %v, nil", one, P, ran, err, want)
+		}
+		for i, v := range dst {
+			sum := float32(0)
+			for r := range P {
+				sum += float32(i*P + r)
+			}
+			if !want {
+				sum = 0
+			}
+			if v != sum {
+				t.Errorf("one goroutine %v: element %d is %v, want %v", one, i, v, sum)
+				break
+			}
+		}
+		seg := make([]float32, len(x)/P)
+		ran, err = d.shmReduceScatter(ctx, [][]byte{bytesOf(x[:len(seg)*P])}, bytesOf(seg), len(seg), backend.F32, backend.Sum, 1)
+		if err != nil || !ran {
+			t.Errorf("one goroutine %v: reduce-scatter ran %v, %v; want true, nil", one, ran, err)
+		}
+		all := make([]float32, P*len(seg))
+		ran, err = d.shmAllgather(ctx, [][]byte{bytesOf(seg)}, bytesOf(all), 4*len(seg))
+		if err != nil || ran != want {
+			t.Errorf("one goroutine %v, %d processes: all-gather ran %v, %v; want %v, nil", one, P, ran, err, want)
+		}
+		_, _, ran, err = d.shmAllgatherView(ctx, [][]byte{bytesOf(seg)}, 4*len(seg))
+		if err != nil || ran != want {
+			t.Errorf("one goroutine %v, %d processes: all-gather view ran %v, %v; want %v, nil", one, P, ran, err, want)
+		}
+		var root []byte
+		if w.Rank() == 0 {
+			root = bytesOf(dst)
+		}
+		ran, err = d.shmReduce(ctx, [][]byte{bytesOf(x)}, root, len(x), backend.F32, backend.Sum, 1, 0)
+		if err != nil || !ran {
+			t.Errorf("one goroutine %v: reduce ran %v, %v; want true, nil", one, ran, err)
+		}
+	}
+	agree(t, w, !t.Failed(), "window choice")
 }
 
 // TestShmTimeout lets the last process come 1.5 s late to an all-reduce
