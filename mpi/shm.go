@@ -534,8 +534,13 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
 		}
-		for r := range N {
-			hostmath.Copy(dst[r*mb+lo:r*mb+lo+c], in[r*C:])
+		if c == mb {
+			// One chunk: the blocks are dst's in order, one parallel copy.
+			hostmath.CopyBlocks(dst[:N*mb], in, mb, C)
+		} else {
+			for r := range N {
+				hostmath.Copy(dst[r*mb+lo:r*mb+lo+c], in[r*C:])
+			}
 		}
 		if shmChunkHook != nil {
 			shmChunkHook(ctx, w, k)
