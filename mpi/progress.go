@@ -561,6 +561,7 @@ const (
 // the waiter parks at once.
 func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 	p := &r.w.exec.progress
+	ticked := false // tick fired while this waiter drove MPI
 	if p.mode != modeFunneled && (p.spin.Load() || !p.ease.Load() && !p.nap.Load()) {
 		p.helpers.Add(1)
 		for start, i := time.Now(), 1; !r.ready.Load() && time.Since(start) < helpFor; i++ {
@@ -576,6 +577,8 @@ func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 			select {
 			case <-done:
 				start = time.Time{} // park below, which sees done at once
+			case <-tick:
+				ticked, start = true, time.Time{}
 			default:
 			}
 		}
@@ -589,6 +592,9 @@ func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 	if r.ready.Load() {
 		progressStats.helped.Add(1)
 		return awaitReady
+	}
+	if ticked {
+		return awaitTick
 	}
 	p.waiters.Add(1)
 	defer p.waiters.Add(-1)
