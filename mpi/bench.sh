@@ -5,6 +5,8 @@
 #   NPROCS="2 4 8" COLLS="allreduce allgather reducescatter" MIN=1M MAX=64M STEP=4 ITERS=20 WARMUP=5 \
 #     REPEAT=3 OUT=/tmp/mpibench mpi/bench.sh
 #   STRATEGY=hierarchical mpi/bench.sh             # column A with another strategy than auto
+#   SMALL_BELOW=16M SMALL_ITERS=160 mpi/bench.sh   # sizes below SMALL_BELOW time SMALL_ITERS calls (default
+#                                                  # 16M and ITERS x 8), the others ITERS
 #   mpi/bench.sh kit DIR                           # build the binaries into DIR and fetch Open MPI's runtime
 #                                                  # debs into DIR/debs, for a machine with no Go, mpicc or MPI
 #   MPIRUN_ARGS="--bind-to none" mpi/bench.sh      # more mpirun options for every run (gocoll's and C's)
@@ -49,6 +51,8 @@ MAX=${MAX:-64M}
 STEP=${STEP:-2}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
+SMALL_BELOW=${SMALL_BELOW:-16M}            # sizes below it run SMALL_ITERS timed calls instead of ITERS
+SMALL_ITERS=${SMALL_ITERS:-$((ITERS * 8))} # (a call of 1-4 MiB takes 0.1-3 ms: more calls, less noise)
 REPEAT=${REPEAT:-3}
 STRATEGY=${STRATEGY:-auto}
 KIT=${KIT:-}
@@ -200,11 +204,40 @@ samples() {
 		if (NF == 17) print coll, P, $1, "B", $14 }' "$4"
 }
 
+# passes prints the sweeps of a run, one per line as "first-bytes last-bytes iterations": the sizes MIN,
+# MIN*STEP, ... up to MAX, those below SMALL_BELOW with SMALL_ITERS timed calls, the others with ITERS.
+passes() {
+	local lo hi small b small_hi=0 big_lo=0
+	lo=$(bytes "$MIN") hi=$(bytes "$MAX") small=$(bytes "$SMALL_BELOW")
+	[ "$STEP" -ge 2 ] || die "STEP must be an integer of 2 or more"
+	for ((b = lo; b <= hi; b *= STEP)); do
+		if [ "$b" -lt "$small" ]; then
+			small_hi=$b
+		elif [ "$big_lo" = 0 ]; then
+			big_lo=$b
+		fi
+	done
+	if [ "$small_hi" -gt 0 ]; then echo "$lo $small_hi $SMALL_ITERS"; fi
+	if [ "$big_lo" -gt 0 ]; then echo "$big_lo $hi $ITERS"; fi
+}
+
+# sweep FILE CMD...: runs CMD (an allreduce-perf command line without -b, -e and -n) once per pass, all
+# its output into FILE.
+sweep() {
+	local f=$1 lo hi n
+	shift
+	: >"$f"
+	while read -r lo hi n; do
+		"$@" -b "$lo" -e "$hi" -n "$n" >>"$f" </dev/null # mpirun reads stdin
+	done < <(passes)
+}
+
 # cores_each N prints the mpirun options that give each process N cores: Open MPI binds each of 2 processes
 # to one core by default, which would run F's P/2 ranks (and their worker pool) on one core where the P
-# processes of D have P. With fewer than 2N cores on the machine, or another MPI, it binds nothing.
+# processes of D have P. With N below 1, fewer than 2N cores on the machine, or another MPI, it binds
+# nothing.
 cores_each() {
-	if mpirun --version 2>&1 | grep -q 'Open MPI' && [ "$(nproc)" -ge $((2 * $1)) ]; then
+	if mpirun --version 2>&1 | grep -q 'Open MPI' && [ "$1" -ge 1 ] && [ "$(nproc)" -ge $((2 * $1)) ]; then
 		echo "--map-by slot:PE=$1 --bind-to core"
 	else
 		echo "--bind-to none"
@@ -236,36 +269,40 @@ run_all() {
 	echo "== machine: $(machine)" | tee "$OUT/run.log" >&2
 	echo "== start $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(load)" | tee -a "$OUT/run.log" >&2
 	echo "== mpirun: ${mpirun[*]}; GOCOLL_MPI_PROGRESS=${GOCOLL_MPI_PROGRESS:-auto}" | tee -a "$OUT/run.log" >&2
+	echo "== timed calls: $ITERS per size from $SMALL_BELOW, $SMALL_ITERS below; $WARMUP warm-up" | tee -a "$OUT/run.log" >&2
 	: >"$OUT/samples.txt"
-	local rep P coll f base common
+	local rep P coll f base common lo hi n
 	for rep in $(seq 1 "$REPEAT"); do
 		for coll in $COLLS; do
-			common=(--backend host --coll "$coll" -d float -o sum -b "$MIN" -e "$MAX" -f "$STEP" -n "$ITERS" -w "$WARMUP")
+			common=(--backend host --coll "$coll" -d float -o sum -f "$STEP" -w "$WARMUP")
 			base=()
 			[ "$coll" = allreduce ] && base=(--mpi-baseline)
 			for P in $NPROCS; do
 				f=$OUT/$coll-np$P-r$rep.txt
 				echo "== repeat $rep, $coll, P=$P: mpirun -np $P allreduce-perf -g 1 ${base[*]} -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
-				"${mpirun[@]}" -np "$P" "$bin/allreduce-perf" -g 1 "${base[@]}" -a "$STRATEGY" "${common[@]}" >"$f"
+				sweep "$f" "${mpirun[@]}" -np "$P" "$bin/allreduce-perf" -g 1 "${base[@]}" -a "$STRATEGY" "${common[@]}"
 				samples "$coll" "$P" A "$f" >>"$OUT/samples.txt"
 				f=$OUT/$coll-np${P}all-r$rep.txt
 				echo "== repeat $rep, $coll, P=$P: mpirun -np $P $(cores_each $(($(nproc) / P))) allreduce-perf -g 1 -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
-				"${mpirun[@]}" -np "$P" $(cores_each $(($(nproc) / P))) "$bin/allreduce-perf" -g 1 -a "$STRATEGY" "${common[@]}" >"$f"
+				sweep "$f" "${mpirun[@]}" -np "$P" $(cores_each $(($(nproc) / P))) "$bin/allreduce-perf" -g 1 -a "$STRATEGY" "${common[@]}"
 				samples "$coll" "$P" G "$f" >>"$OUT/samples.txt"
 				f=$OUT/$coll-g$P-r$rep.txt
 				echo "== repeat $rep, $coll, P=$P: allreduce-perf -g $P ${common[*]}" | tee -a "$OUT/run.log" >&2
-				"$bin/allreduce-perf" -g "$P" "${common[@]}" >"$f"
+				sweep "$f" "$bin/allreduce-perf" -g "$P" "${common[@]}"
 				samples "$coll" "$P" C "$f" >>"$OUT/samples.txt"
 				if [ "$P" -ge 4 ] && [ $((P % 2)) = 0 ]; then
 					f=$OUT/$coll-np2g$((P / 2))-r$rep.txt
 					echo "== repeat $rep, $coll, P=$P: mpirun -np 2 $(cores_each $((P / 2))) allreduce-perf -g $((P / 2)) -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
-					"${mpirun[@]}" -np 2 $(cores_each $((P / 2))) "$bin/allreduce-perf" -g $((P / 2)) -a "$STRATEGY" "${common[@]}" >"$f"
+					sweep "$f" "${mpirun[@]}" -np 2 $(cores_each $((P / 2))) "$bin/allreduce-perf" -g $((P / 2)) -a "$STRATEGY" "${common[@]}"
 					samples "$coll" "$P" F "$f" >>"$OUT/samples.txt"
 				fi
 				if [ $have_c = 1 ]; then
 					f=$OUT/$coll-c-np$P-r$rep.txt
 					echo "== repeat $rep, $coll, P=$P: mpirun -np $P mpi_coll $coll (C: blocking, nonblocking + MPI_Test)" | tee -a "$OUT/run.log" >&2
-					"${mpirun[@]}" -np "$P" "$bin/mpi_coll" "$coll" "$(bytes "$MIN")" "$(bytes "$MAX")" "$STEP" "$ITERS" "$WARMUP" >"$f"
+					: >"$f"
+					while read -r lo hi n; do
+						"${mpirun[@]}" -np "$P" "$bin/mpi_coll" "$coll" "$lo" "$hi" "$STEP" "$n" "$WARMUP" >>"$f" </dev/null
+					done < <(passes)
 					! grep -q wrong "$f" || die "the C program gave wrong values: $f"
 					awk -v coll="$coll" -v P="$P" 'NF == 3 { print coll, P, $1, "D", $2; print coll, P, $1, "E", $3 }' "$f" >>"$OUT/samples.txt"
 				fi
@@ -280,7 +317,7 @@ run_all() {
 # before collectives were added) are all-reduce's.
 table() {
 	{
-		grep -E '^== (machine|start|mpirun|end)' "$OUT/run.log" 2>/dev/null | sed 's/^== /- /' || true
+		grep -E '^== (machine|start|mpirun|timed|end)' "$OUT/run.log" 2>/dev/null | sed 's/^== /- /' || true
 		awk 'NF == 4 { print "allreduce", $0; next } { print }' "$OUT/samples.txt" |
 			sort -k1,1 -k2,2n -k3,3n -k4,4 -k5,5g | awk '
 	function med(key,   n) {
