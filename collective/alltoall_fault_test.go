@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -39,6 +41,24 @@ func TestNewCollectivesAbsentRank(t *testing.T) {
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
 			g := openGroup(t, "host", 3, func(o *Options) { o.Config.CommunicationTimeout = 200 * time.Millisecond })
+			// A call still waiting after 5 s logs every goroutine: where it
+			// waits (logged before the test returns: mu, over).
+			var mu sync.Mutex
+			over := false
+			dump := time.AfterFunc(5*time.Second, func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if !over {
+					buf := make([]byte, 1<<20)
+					t.Logf("still waiting after 5 s; goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+				}
+			})
+			defer func() {
+				dump.Stop()
+				mu.Lock()
+				over = true
+				mu.Unlock()
+			}()
 			errs := onRanks(g, func(c *Comm) error {
 				if c.Rank() == 2 {
 					return nil // never comes
@@ -54,7 +74,7 @@ func TestNewCollectivesAbsentRank(t *testing.T) {
 					return fmt.Errorf("got %v, want ErrTimeout", err)
 				}
 				if d := time.Since(start); d > 5*time.Second {
-					return fmt.Errorf("failed after %v", d)
+					return fmt.Errorf("failed after %v: %v", d, err)
 				}
 				for i, v := range recv {
 					if v != 7 {
