@@ -282,15 +282,9 @@ var theNode = native.Node{
 		}
 		return false, nil
 	},
-	Allgather: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int) (bool, error) {
+	Allgather: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int, keep bool) ([]byte, int, bool, error) {
 		if w, ok := nc.(*World); ok {
-			return w.shmAllgather(ctx, srcs, dst, mb)
-		}
-		return false, nil
-	},
-	AllgatherView: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, mb int) ([]byte, int, bool, error) {
-		if w, ok := nc.(*World); ok {
-			return w.shmAllgatherView(ctx, srcs, mb)
+			return w.shmAllgather(ctx, srcs, dst, mb, keep)
 		}
 		return nil, 0, false, nil
 	},
@@ -509,21 +503,25 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 // is not used. A chunk of C bytes per input goes in one phase: each
 // process copies its inputs' chunk into the current half (input r in
 // global order at r·C), fence, every process copies every input's chunk
-// out.
-func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb int) (ran bool, err error) {
+// out. With keep, a call of one chunk leaves the gathered blocks in the
+// window instead (dst is not written): input r at view[r*C:], C the
+// stride. They stay there until this process's next call through the
+// window: another process writes this half again only two phases later,
+// after a fence this process enters with that call.
+func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb int, keep bool) (view []byte, stride int, ran bool, err error) {
 	if mb == 0 {
-		return true, nil
+		return nil, 0, true, nil
 	}
 	s, err := w.shmBegin(ctx)
 	if s == nil {
-		return err != nil, err
+		return nil, 0, err != nil, err
 	}
 	defer s.mu.Unlock()
 	P, L := w.size, len(srcs)
 	N := P * L
 	C := P * s.slot / N &^ 7 // bytes per input per chunk
 	if C == 0 || s.mpiBetter(P) {
-		return false, nil
+		return nil, 0, false, nil
 	}
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
 		c := min(C, mb-lo)
@@ -532,12 +530,15 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 			hostmath.Copy(in[(w.rank*L+l)*C:], src[lo:lo+c])
 		}
 		if err := w.phase(ctx, s); err != nil {
-			return true, err
+			return nil, 0, true, err
 		}
-		if c == mb {
+		switch {
+		case c == mb && keep:
+			view = in[:N*C]
+		case c == mb:
 			// One chunk: the blocks are dst's in order, one parallel copy.
 			hostmath.CopyBlocks(dst[:N*mb], in, mb, C)
-		} else {
+		default:
 			for r := range N {
 				hostmath.Copy(dst[r*mb+lo:r*mb+lo+c], in[r*C:])
 			}
@@ -547,42 +548,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 		}
 	}
 	s.done()
-	return true, nil
-}
-
-// shmAllgatherView is shmAllgather for a call of one chunk (mb bytes per
-// input up to C), which leaves the gathered blocks in the window: input r
-// at view[r*C:], C the stride. They stay there until this process's next
-// call through the window: another process writes this half again only
-// two phases later, after a fence this process enters with that call. ran
-// false (the same on every process): nothing ran.
-func (w *World) shmAllgatherView(ctx context.Context, srcs [][]byte, mb int) (view []byte, stride int, ran bool, err error) {
-	if mb == 0 {
-		return nil, 0, false, nil
-	}
-	s, err := w.shmBegin(ctx)
-	if s == nil {
-		return nil, 0, err != nil, err
-	}
-	defer s.mu.Unlock()
-	P, L := w.size, len(srcs)
-	N := P * L
-	C := P * s.slot / N &^ 7
-	if C < mb || s.mpiBetter(P) {
-		return nil, 0, false, nil
-	}
-	in := s.buf(P, s.half)
-	for l, src := range srcs {
-		hostmath.Copy(in[(w.rank*L+l)*C:], src[:mb])
-	}
-	if err := w.phase(ctx, s); err != nil {
-		return nil, 0, true, err
-	}
-	if shmChunkHook != nil {
-		shmChunkHook(ctx, w, 0)
-	}
-	s.done()
-	return in[:N*C], C, true, nil
+	return view, C, true, nil
 }
 
 // shmFence makes every process's stores to the window visible to every

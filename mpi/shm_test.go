@@ -408,7 +408,7 @@ func TestShmOff(t *testing.T) {
 	if err != nil || ran {
 		t.Errorf("reduce-scatter with the window off on process 0: ran %v, %v; want false, nil", ran, err)
 	}
-	ran, err = d.shmAllgather(ctx, [][]byte{src[:64]}, dst, 64)
+	_, _, ran, err = d.shmAllgather(ctx, [][]byte{src[:64]}, dst, 64, false)
 	if err != nil || ran {
 		t.Errorf("all-gather with the window off on process 0: ran %v, %v; want false, nil", ran, err)
 	}
@@ -475,11 +475,11 @@ func TestShmChoice(t *testing.T) {
 			t.Errorf("one goroutine %v: reduce-scatter ran %v, %v; want true, nil", one, ran, err)
 		}
 		all := make([]float32, P*len(seg))
-		ran, err = d.shmAllgather(ctx, [][]byte{bytesOf(seg)}, bytesOf(all), 4*len(seg))
+		_, _, ran, err = d.shmAllgather(ctx, [][]byte{bytesOf(seg)}, bytesOf(all), 4*len(seg), false)
 		if err != nil || ran != want {
 			t.Errorf("one goroutine %v, %d processes: all-gather ran %v, %v; want %v, nil", one, P, ran, err, want)
 		}
-		_, _, ran, err = d.shmAllgatherView(ctx, [][]byte{bytesOf(seg)}, 4*len(seg))
+		_, _, ran, err = d.shmAllgather(ctx, [][]byte{bytesOf(seg)}, bytesOf(all), 4*len(seg), true)
 		if err != nil || ran != want {
 			t.Errorf("one goroutine %v, %d processes: all-gather view ran %v, %v; want %v, nil", one, P, ran, err, want)
 		}

@@ -125,7 +125,7 @@ func TestShmReduceScatterAllgather(t *testing.T) {
 						copy(srcs[l], ins[g])
 					}
 				}
-				ran, err := d.shmAllgather(ctx, srcs, dst, mb)
+				_, _, ran, err := d.shmAllgather(ctx, srcs, dst, mb, false)
 				what := fmt.Sprintf("all-gather mb=%d L=%d in place %v", mb, L, inPlace)
 				if err != nil || !ran {
 					t.Fatalf("%s: ran %v, %v", what, ran, err)
@@ -235,7 +235,7 @@ func TestShmGroupCollAllocs(t *testing.T) {
 					return collective.ReduceScatter(ctx, c, sends[l], recvs[l][:m], collective.Sum)
 				case "AllGather":
 					return collective.AllGather(ctx, c, sends[l][:m], recvs[l])
-				case "AllGather of one chunk": // with 2 ranks, the blocks stay in the window (AllgatherView)
+				case "AllGather of one chunk": // with 2 ranks, the blocks stay in the window (keep)
 					return collective.AllGather(ctx, c, sends[l][:5], recvs[l][:5*N])
 				case "Reduce": // to the last rank
 					return collective.Reduce(ctx, c, sends[l], recvs[l], collective.Sum, N-1)

@@ -203,9 +203,8 @@ func CopyBlocks(dst, src []byte, bs, stride int) {
 		return
 	}
 	if !parreduce.ParallelCopy(len(dst)) {
-		for i := 0; i*bs < len(dst); i++ {
-			copy(dst[i*bs:min((i+1)*bs, len(dst))], src[i*stride:])
-		}
+		j := blockJob{dst: dst, src: src, bs: bs, stride: stride}
+		j.Range(0, len(dst))
 		return
 	}
 	j := blockJobs.get()

@@ -331,15 +331,10 @@ func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend
 // in the Node's memory for every rank to copy (Pools.Gathered; recv is not
 // written).
 func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
+	// With several ranks, the process's ranks copy the blocks of a call of
+	// one chunk out of the Node's memory at once (Gathered), instead of
+	// from the leader's recv after the leader copied them there.
 	l.Pools.view = nil
-	if node != nil && node.AllgatherView != nil && l.L > 1 {
-		// The process's ranks copy the blocks out of the Node's memory
-		// at once (Gathered), instead of from the leader's recv after
-		// the leader copied them there.
-		if ran, err := l.nodeAllGatherView(ctx, mb); ran {
-			return err
-		}
-	}
 	if node != nil && node.Allgather != nil {
 		if ran, err := l.nodeAllGather(ctx, mb, recv); ran {
 			return err

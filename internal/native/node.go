@@ -34,14 +34,12 @@ type Node struct {
 	ReduceScatter func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, seg int,
 		dt backend.DType, op backend.Op, scale float64) (ran bool, err error)
 	// Allgather gathers every process's srcs (mb bytes each) into dst, in
-	// global order (P·len(srcs)·mb bytes).
-	Allgather func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int) (ran bool, err error)
-	// AllgatherView is Allgather for a call of one chunk, which leaves the
-	// gathered blocks in the shared memory instead of copying them out:
-	// block r (in global order) at view[r*stride:], valid until the
-	// process's next call through the Node. ran false (the same on every
-	// process): nothing ran (not one chunk, or not used); run Allgather.
-	AllgatherView func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, mb int) (view []byte, stride int, ran bool, err error)
+	// global order (P·len(srcs)·mb bytes). With keep, a call of one chunk
+	// leaves the gathered blocks in the shared memory instead of copying
+	// them out (dst is not written): block r (in global order) at
+	// view[r*stride:], valid until the process's next call through the
+	// Node; view is nil where dst holds the result.
+	Allgather func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int, keep bool) (view []byte, stride int, ran bool, err error)
 }
 
 // node is the registered Node, nil when none is.
@@ -110,24 +108,16 @@ func (l *Leader) nodeReduceScatter(ctx context.Context, dt backend.DType, op bac
 	})
 }
 
-// nodeAllGatherView runs an AllGather of mb bytes per rank of one chunk
-// through the registered Node, leaving the blocks in its memory (Pools'
-// view). ran false: nothing ran.
-func (l *Leader) nodeAllGatherView(ctx context.Context, mb int) (ran bool, err error) {
+// nodeAllGather runs an AllGather of mb bytes per rank into recv through
+// the registered Node; with several ranks in the process, a call of one
+// chunk leaves the blocks in the Node's memory (Pools' view).
+func (l *Leader) nodeAllGather(ctx context.Context, mb int, recv []byte) (ran bool, err error) {
 	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory all-gather", func(ctx context.Context) (bool, error) {
 		var err error
-		l.Pools.view, l.Pools.stride, ran, err = node.AllgatherView(ctx, l.NC, l.Sends, mb)
+		l.Pools.view, l.Pools.stride, ran, err = node.Allgather(ctx, l.NC, l.Sends, recv, mb, l.L > 1)
 		if err != nil {
 			l.Pools.view = nil
 		}
 		return ran, err
-	})
-}
-
-// nodeAllGather runs an AllGather of mb bytes per rank into recv through
-// the registered Node.
-func (l *Leader) nodeAllGather(ctx context.Context, mb int, recv []byte) (ran bool, err error) {
-	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory all-gather", func(ctx context.Context) (bool, error) {
-		return node.Allgather(ctx, l.NC, l.Sends, recv, mb)
 	})
 }
