@@ -164,7 +164,7 @@ func TestShmReduceScatterAllgather(t *testing.T) {
 // MPI_Ireduce or MPI_Ibcast.
 func TestShmGroupReduceScatterAllGather(t *testing.T) {
 	w, _ := begin(t, 20*time.Second)
-	needShm(t, w)
+	needShmGroup(t, w)
 	setShm(t, true, 256)
 	for _, local := range []int{1, 2} {
 		t.Run(fmt.Sprintf("L=%d", local), func(t *testing.T) {
@@ -211,7 +211,7 @@ func TestShmGroupReduceScatterAllGather(t *testing.T) {
 // and one call through the window per call.
 func TestShmGroupCollAllocs(t *testing.T) {
 	w, _ := begin(t, 40*time.Second)
-	needShm(t, w)
+	needShmGroup(t, w)
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
