@@ -29,7 +29,9 @@ type Hooks struct {
 
 // Run calls fn(ctx, i) for i in [0, n), each on its own goroutine, and
 // waits for all of them. It returns their errors by index, and the indexes
-// of the ranks that failed in the order they returned.
+// of the ranks that failed in the order they returned; a rank is recorded
+// before its failure cancels the others' context, so it precedes every
+// failure that cancel caused.
 func Run(ctx context.Context, n int, fn func(ctx context.Context, i int) error, h Hooks) (errs []error, order []int) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -50,11 +52,13 @@ func Run(ctx context.Context, n int, fn func(ctx context.Context, i int) error, 
 				return
 			}
 			h.Failed(i, err)
-			cancel(err)
+			// Recorded before the cancel, so a rank that fails because
+			// of it comes after its cause in order.
 			mu.Lock()
 			errs[i] = err
 			order = append(order, i)
 			mu.Unlock()
+			cancel(err)
 		}()
 	}
 	wg.Wait()
