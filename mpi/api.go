@@ -8,7 +8,10 @@ package mpi
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"time"
+	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 )
@@ -198,6 +201,54 @@ func (w *World) Alltoall(ctx context.Context, send, recv []byte) error {
 // not overlap. Otherwise as Allreduce.
 func (w *World) Alltoallv(ctx context.Context, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
 	return w.nativeAlltoallv(ctx, send, scounts, sdispls, recv, rcounts, rdispls)
+}
+
+// Elem is an element type of shared memory: every element type of
+// collective.Elem is one.
+type Elem interface {
+	~float32 | ~float64 | ~int8 | ~uint8 | ~int16 | ~uint16 | ~int32 | ~uint32 | ~int64 | ~uint64
+}
+
+// AllocShared returns n zeroed elements of T in memory that the World's
+// processes share (an MPI-3 shared-memory allocation over the node,
+// MPI_Win_allocate_shared). It is a collective of w: every process calls
+// it, in the same order as w's other collectives, from one goroutine at a
+// time; n may differ between processes. The memory stays valid until the
+// process ends (MPI_Finalize releases it); it is never freed earlier, so a
+// slice of it never dangles.
+//
+// Inputs in such memory need no copy: where every process's inputs of an
+// AllReduce, ReduceScatter or AllGather of strategy Native (a
+// collective.Group over w, or over a World made from w by Dup or Split,
+// with host slices) lie in memory from AllocShared that every process of
+// the call's World shares, and each moves at least 64 KiB, the processes
+// read one another's inputs where they lie instead of copying them into
+// the shared-memory window first (docs/MPI.md). Results may lie anywhere.
+// The processes agree on it in every call, so any mix is correct: where
+// some processes' inputs are elsewhere, every process copies in.
+//
+// Where w has no shared-memory window (its processes span nodes, the
+// window is turned off with GOCOLL_MPI_SHM=0, or MPI provides less than
+// MPI_THREAD_MULTIPLE), AllocShared returns ordinary Go memory, and calls
+// copy in as usual. An n below zero, or n elements of more bytes than an
+// int holds, is an *Error that matches backend.ErrInvalidArgument.
+func AllocShared[T Elem](ctx context.Context, w *World, n int) ([]T, error) {
+	var z T
+	es := int(unsafe.Sizeof(z))
+	if n < 0 || n > math.MaxInt/es {
+		return nil, &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument,
+			Msg: fmt.Sprintf("AllocShared of %d elements of %d bytes", n, es)}
+	}
+	mem, shared, err := w.allocShared(ctx, n*es)
+	switch {
+	case err != nil:
+		return nil, err
+	case !shared:
+		return make([]T, n), nil
+	case n == 0:
+		return []T{}, nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(mem))), n), nil
 }
 
 // Drain waits up to limit for the native collectives (Allreduce,

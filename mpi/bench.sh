@@ -10,6 +10,7 @@
 #   mpi/bench.sh kit DIR                           # build the binaries into DIR and fetch Open MPI's runtime
 #                                                  # debs into DIR/debs, for a machine with no Go, mpicc or MPI
 #   MPIRUN_ARGS="--bind-to none" mpi/bench.sh      # more mpirun options for every run (gocoll's and C's)
+#   PERF_ARGS=--go-heap mpi/bench.sh               # A, G, F with buffers on the Go heap (default: mpi.AllocShared)
 #   MPI_COLL_THREAD=multiple MPIRUN_ARGS="-x MPI_COLL_THREAD" mpi/bench.sh   # D and E under MPI_THREAD_MULTIPLE
 #                                                  # (gocoll's level) instead of MPI_Init's
 #   KIT=DIR mpi/bench.sh                           # there: run DIR's binaries (unpacking DIR/debs when
@@ -57,6 +58,7 @@ REPEAT=${REPEAT:-3}
 STRATEGY=${STRATEGY:-auto}
 KIT=${KIT:-}
 MPIRUN_ARGS=${MPIRUN_ARGS:-} # more mpirun options for every run (e.g. --bind-to none), words split on spaces
+PERF_ARGS=${PERF_ARGS:-}     # more allreduce-perf options for its runs across processes (A, G, F), e.g. --go-heap
 # Open MPI 4.1's runtime on Debian 12 (what `kit` fetches for a machine that has no MPI).
 MPI_DEBS=(openmpi-bin openmpi-common libopenmpi3 libpmix2 libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1
 	libhwloc15 libibverbs1 ibverbs-providers libmunge2 libnl-3-200 libnl-route-3-200 libnuma1 libpsm-infinipath1
@@ -264,11 +266,14 @@ run_all() {
 	fi
 	# shellcheck disable=SC2206 # MPIRUN_ARGS is a list of words
 	mpirun+=($MPIRUN_ARGS)
+	local perf
+	# shellcheck disable=SC2206 # PERF_ARGS is a list of words
+	perf=($PERF_ARGS)
 	local have_c=0
 	[ -x "$bin/mpi_coll" ] && have_c=1
 	echo "== machine: $(machine)" | tee "$OUT/run.log" >&2
 	echo "== start $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average $(load)" | tee -a "$OUT/run.log" >&2
-	echo "== mpirun: ${mpirun[*]}; GOCOLL_MPI_PROGRESS=${GOCOLL_MPI_PROGRESS:-auto}" | tee -a "$OUT/run.log" >&2
+	echo "== mpirun: ${mpirun[*]}; GOCOLL_MPI_PROGRESS=${GOCOLL_MPI_PROGRESS:-auto}; allreduce-perf across processes: ${perf[*]:-(default buffers: mpi.AllocShared)}" | tee -a "$OUT/run.log" >&2
 	echo "== timed calls: $ITERS per size from $SMALL_BELOW, $SMALL_ITERS below; $WARMUP warm-up" | tee -a "$OUT/run.log" >&2
 	: >"$OUT/samples.txt"
 	local rep P coll f base common lo hi n
@@ -280,11 +285,11 @@ run_all() {
 			for P in $NPROCS; do
 				f=$OUT/$coll-np$P-r$rep.txt
 				echo "== repeat $rep, $coll, P=$P: mpirun -np $P allreduce-perf -g 1 ${base[*]} -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
-				sweep "$f" "${mpirun[@]}" -np "$P" "$bin/allreduce-perf" -g 1 "${base[@]}" -a "$STRATEGY" "${common[@]}"
+				sweep "$f" "${mpirun[@]}" -np "$P" "$bin/allreduce-perf" -g 1 "${base[@]}" -a "$STRATEGY" "${perf[@]}" "${common[@]}"
 				samples "$coll" "$P" A "$f" >>"$OUT/samples.txt"
 				f=$OUT/$coll-np${P}all-r$rep.txt
 				echo "== repeat $rep, $coll, P=$P: mpirun -np $P $(cores_each $(($(nproc) / P))) allreduce-perf -g 1 -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
-				sweep "$f" "${mpirun[@]}" -np "$P" $(cores_each $(($(nproc) / P))) "$bin/allreduce-perf" -g 1 -a "$STRATEGY" "${common[@]}"
+				sweep "$f" "${mpirun[@]}" -np "$P" $(cores_each $(($(nproc) / P))) "$bin/allreduce-perf" -g 1 -a "$STRATEGY" "${perf[@]}" "${common[@]}"
 				samples "$coll" "$P" G "$f" >>"$OUT/samples.txt"
 				f=$OUT/$coll-g$P-r$rep.txt
 				echo "== repeat $rep, $coll, P=$P: allreduce-perf -g $P ${common[*]}" | tee -a "$OUT/run.log" >&2
@@ -293,7 +298,7 @@ run_all() {
 				if [ "$P" -ge 4 ] && [ $((P % 2)) = 0 ]; then
 					f=$OUT/$coll-np2g$((P / 2))-r$rep.txt
 					echo "== repeat $rep, $coll, P=$P: mpirun -np 2 $(cores_each $((P / 2))) allreduce-perf -g $((P / 2)) -a $STRATEGY ${common[*]}" | tee -a "$OUT/run.log" >&2
-					sweep "$f" "${mpirun[@]}" -np 2 $(cores_each $((P / 2))) "$bin/allreduce-perf" -g $((P / 2)) -a "$STRATEGY" "${common[@]}"
+					sweep "$f" "${mpirun[@]}" -np 2 $(cores_each $((P / 2))) "$bin/allreduce-perf" -g $((P / 2)) -a "$STRATEGY" "${perf[@]}" "${common[@]}"
 					samples "$coll" "$P" F "$f" >>"$OUT/samples.txt"
 				fi
 				if [ $have_c = 1 ]; then

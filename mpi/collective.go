@@ -420,7 +420,11 @@ func postAllreduce(r *request) {
 }
 
 // barrier is World.Barrier in the mpi build (api.go).
-func (w *World) barrier(ctx context.Context) error {
+func (w *World) barrier(ctx context.Context) error { return w.barrierAs(ctx, nativeNone) }
+
+// barrierAs is barrier; kind nativeFence holds it like a native
+// collective's memory when ctx ends first (a Drain waits for it).
+func (w *World) barrierAs(ctx context.Context, kind nativeKind) error {
 	const call = "MPI_Ibarrier"
 	seq, err := w.beginCollective(ctx, call)
 	if err != nil {
@@ -428,7 +432,7 @@ func (w *World) barrier(ctx context.Context) error {
 	}
 	defer w.collMu.Unlock()
 	r := w.getRequest(kindCollective, call, -1, 0)
-	r.seq = seq
+	r.seq, r.native = seq, kind
 	r.setSubs(0)
 	if err := w.collective(ctx, r, postBarrier); err != nil {
 		return err

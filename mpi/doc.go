@@ -66,7 +66,9 @@
 // between 2 processes on one core each, AllReduce and AllGather run MPI's
 // collectives, which move each block once. GOCOLL_MPI_SHM=0 turns the
 // window off, =always uses it for every collective it has;
-// GOCOLL_MPI_SHM_SLOT sizes it (docs/MPI.md).
+// GOCOLL_MPI_SHM_SLOT sizes it (docs/MPI.md). Inputs in memory of
+// [AllocShared], shared by the node's processes, are read where they lie
+// instead of being copied into the window first.
 //
 // MPI errors return to the caller (MPI_ERRORS_RETURN) as *[Error] values that
 // match backend's sentinels with errors.Is. Waits take a context and never

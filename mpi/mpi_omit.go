@@ -41,6 +41,8 @@ func (w *World) allgather(context.Context, []byte, []byte) error     { return er
 func (w *World) barrier(context.Context) error                       { return errNoMPI }
 func (w *World) closeWorld() error                                   { return nil }
 
+func (w *World) allocShared(context.Context, int) ([]byte, bool, error) { return nil, false, errNoMPI }
+
 func (w *World) allreduceF32(context.Context, []float32, []float32, backend.Op) error {
 	return errNoMPI
 }

@@ -29,6 +29,9 @@ const (
 	nativeBcast
 	nativeAlltoall
 	nativeAlltoallv
+	// nativeFence is the barrier that ends a shared-memory call whose
+	// processes read each other's inputs where they lie (shmzc.go).
+	nativeFence
 	numNative
 )
 
@@ -39,6 +42,7 @@ var nativeCalls = [numNative]string{
 	nativeBcast:         "MPI_Ibcast",
 	nativeAlltoall:      "MPI_Ialltoall",
 	nativeAlltoallv:     "MPI_Ialltoallv",
+	nativeFence:         "MPI_Ibarrier",
 }
 
 // nativeStats counts the native collectives each process completed, by

@@ -248,6 +248,15 @@ type shmState struct {
 
 	workers int // the fewest goroutines a process's copies take (agreed; see mpiBetter)
 
+	// Inputs read where they lie (shmzc.go).
+	zc     bool      // every process knows its processes' ranks in MPI_COMM_WORLD (agreed)
+	wranks []int     // each process's rank in MPI_COMM_WORLD
+	desc   []byte    // the descriptor areas: 2 halves of P areas of descBytes
+	zcp    [][]byte  // the call's inputs, every process's, as mapped here
+	zcs    [][]byte  // pieces of zcp
+	into   [1][]byte // a reduction's destination
+	held   bool      // the fences hold the call's inputs (nativeFence)
+
 	half   int       // the half the next phase writes (the same on every process)
 	failed bool      // a call failed mid-way: the processes' halves and fences no longer agree
 	began  time.Time // when the call in progress began (GOCOLL_MPI_STATS' call time)
@@ -291,8 +300,9 @@ var theNode = native.Node{
 }
 
 // shmChunkHook, when set (by tests), runs as a call through the window
-// begins (chunk -1) and after each of its chunks (chunk: its index in the
-// call).
+// begins (chunk -1), after each of its chunks (chunk: its index in the
+// call), and before each fence of a call that reads its inputs where they
+// lie (chunk -2, shmzc.go).
 var shmChunkHook func(ctx context.Context, w *World, chunk int)
 
 // shmBegin locks the window for one call and returns it, allocating it on
@@ -373,14 +383,27 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		return false, nil
 	}
 	mine := root < 0 || root == w.rank // this process takes the result
+	offer := root < 0                  // an all-reduce may read its inputs where they lie
 	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+C {
 		c := min(C, n-lo)
 		in := s.buf(P, s.half)
-		for l, src := range srcs {
-			hostmath.Copy(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
+		if k > 0 || !offer || !w.zcOffer(s, srcs, n*es) {
+			for l, src := range srcs {
+				hostmath.Copy(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
+			}
 		}
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
+		}
+		if k == 0 && offer {
+			offer = false
+			switch all, some := w.zcVerdict(s, L, n*es); {
+			case all:
+				return true, w.zcAllreduce(ctx, s, dst, n, dt, op, scale)
+			case some:
+				k, lo = -1, -C // again from the first chunk, copying in
+				continue
+			}
 		}
 		if P == 2 {
 			// Two processes: each reduces the whole chunk straight into its
@@ -478,16 +501,29 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		return false, nil
 	}
 	out := dst[:seg*es]
+	offer := true
 	for k, lo := 0, 0; lo < seg; k, lo = k+1, lo+C {
 		c := min(C, seg-lo)
 		in := s.buf(P, s.half)
-		for q := range P {
-			for l, src := range srcs {
-				hostmath.Copy(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
+		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es) {
+			for q := range P {
+				for l, src := range srcs {
+					hostmath.Copy(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
+				}
 			}
 		}
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
+		}
+		if k == 0 && offer {
+			offer = false
+			switch all, some := w.zcVerdict(s, L, P*seg*es); {
+			case all:
+				return true, w.zcReduceScatter(ctx, s, dst, seg, dt, op, scale)
+			case some:
+				k, lo = -1, -C
+				continue
+			}
 		}
 		hostmath.ReduceStrided(dt, op, out[lo*es:(lo+c)*es], in, C, w.rank*N*C, N, c, scale)
 		if shmChunkHook != nil {
@@ -523,14 +559,27 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	if C == 0 || s.mpiBetter(P) {
 		return nil, 0, false, nil
 	}
+	offer := true
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
 		c := min(C, mb-lo)
 		in := s.buf(P, s.half)
-		for l, src := range srcs {
-			hostmath.Copy(in[(w.rank*L+l)*C:], src[lo:lo+c])
+		if k > 0 || !offer || !w.zcOffer(s, srcs, mb) {
+			for l, src := range srcs {
+				hostmath.Copy(in[(w.rank*L+l)*C:], src[lo:lo+c])
+			}
 		}
 		if err := w.phase(ctx, s); err != nil {
 			return nil, 0, true, err
+		}
+		if k == 0 && offer {
+			offer = false
+			switch all, some := w.zcVerdict(s, L, mb); {
+			case all:
+				return nil, 0, true, w.zcAllgather(ctx, s, dst, mb)
+			case some:
+				k, lo = -1, -C
+				continue
+			}
 		}
 		switch {
 		case c == mb && keep:
@@ -558,7 +607,11 @@ func (w *World) shmFence(ctx context.Context) error {
 	if err := w.winSync(); err != nil {
 		return err
 	}
-	if err := w.barrier(ctx); err != nil {
+	kind := nativeNone
+	if w.shm.held {
+		kind = nativeFence
+	}
+	if err := w.barrierAs(ctx, kind); err != nil {
 		return err
 	}
 	return w.winSync()
@@ -600,9 +653,13 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 	if shmSlotErr != nil {
 		return nil, shmSlotErr
 	}
-	want := []int64{0, max(shmSlot.Load()&^63, 64), int64(copyWorkers())}
+	wranks := cWorldRanks(w.comm, w.size)
+	want := []int64{0, max(shmSlot.Load()&^63, 64), int64(copyWorkers()), 0}
 	if shmOn.Load() && w.mode == modeConcurrent {
 		want[0] = 1
+	}
+	if wranks != nil {
+		want[3] = 1
 	}
 	if shmAlways.Load() {
 		want[2] = 1 << 30
@@ -617,7 +674,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 	slot := int(want[1])
 	var res C.gm_shm_ret
 	if !w.cold(false, func() {
-		res = C.gm_shm_open(w.comm, C.int(w.rank), C.int(w.size), C.MPI_Aint(2*slot), shmCtrl)
+		res = C.gm_shm_open(w.comm, C.int(w.rank), C.int(w.size), C.MPI_Aint(2*slot), C.MPI_Aint(shmCtrl+2*w.size*descBytes))
 	}) {
 		return nil, closedError("MPI_Win_allocate_shared")
 	}
@@ -634,8 +691,10 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 		ok[0] = 1
 		s.mem = unsafe.Slice((*byte)(res.base), 2*w.size*slot)
 		s.slot, s.workers = slot, int(want[2])
+		s.zc, s.wranks = want[3] == 1, wranks
+		s.desc = unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot+shmCtrl)), 2*w.size*descBytes)
 		if w.rank == w.size-1 {
-			clear(unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot)), shmCtrl))
+			clear(unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot)), shmCtrl+2*w.size*descBytes))
 			if err := w.winSync(); err != nil {
 				ok[0] = 0
 			}
@@ -648,7 +707,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 	if ok[0] == 0 {
 		// Failed somewhere: MPI's collectives instead; what was allocated is
 		// left to MPI (freeing it is collective and may be what failed).
-		s.state, s.mem = -1, nil
+		s.state, s.mem, s.desc = -1, nil, nil
 		if res.code != 0 {
 			return nil, w.mpiError(C.GoString(res.call), int(res.code), "the shared-memory window")
 		}
@@ -759,5 +818,5 @@ func (w *World) freeShm(deadline time.Time) {
 		return // left to MPI
 	}
 	w.cold(false, func() { C.gm_shm_free(s.win, s.node) })
-	s.mem = nil
+	s.mem, s.desc = nil, nil
 }

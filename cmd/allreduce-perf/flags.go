@@ -363,6 +363,7 @@ type options struct {
 	backend            string        // "" lets GOCOLL_BACKEND decide
 	devices            []int         // nil: rank r on device r mod D
 	pinned             bool          // buffers from collective.NewHostBuffer
+	goHeap             bool          // across processes: buffers on the Go heap, not mpi.AllocShared
 	jsonFile           string        // -J: "" for none
 	plotFile           string        // --plot: "" for none
 	prog               string        // the invoked name, for messages
@@ -444,6 +445,7 @@ type rawFlags struct {
 	across                        bool // the ranks span processes (parseFlagsFor)
 	plotFile                      string
 	pinned                        bool
+	goHeap                        bool
 	backend                       string
 	devices                       string
 }
@@ -482,6 +484,7 @@ func newFlagSet(r *rawFlags, defColl coll) *pflag.FlagSet {
 	fs.StringVarP(&r.outputFile, "output_file", "J", "", "write the parameters, devices and one record per row and mode as JSON to this file (atomically)")
 	fs.StringVar(&r.plotFile, "plot", "", "write busbw and algbw against size to FILE.png or FILE.svg, one line per strategy (or collective, type, op, root: whatever the run sweeps)")
 	fs.BoolVar(&r.pinned, "pinned", false, "allocate the send and receive buffers with collective.NewHostBuffer (pinned host memory the devices import once and reach by DMA) instead of the Go heap")
+	fs.BoolVar(&r.goHeap, "go-heap", false, "across processes (MPI): allocate the send and receive buffers on the Go heap instead of with mpi.AllocShared (memory the node's processes share, whose inputs the shared-memory window reads where they lie)")
 	fs.StringVar(&r.backend, "backend", "", "auto|vulkan|metal|host (default: GOCOLL_BACKEND, else auto)")
 	fs.StringVar(&r.devices, "devices", "", "comma-separated device index of each rank, e.g. 0,0,1 (default: rank r on device r mod D)")
 	return fs
@@ -594,7 +597,7 @@ func (r *rawFlags) validate() (*options, error) {
 	o := &options{
 		minBytes: r.minBytes, maxBytes: r.maxBytes, stepBytes: r.stepBytes, stepFactor: r.stepFactor,
 		ranks: r.ngpus, iters: r.iters, warmup: r.warmup, check: r.check, blocking: r.blocking,
-		pinned: r.pinned,
+		pinned: r.pinned, goHeap: r.goHeap,
 	}
 	if o.ranks < 1 {
 		return nil, usagef("-g/--ngpus must be >= 1, got %d", o.ranks)

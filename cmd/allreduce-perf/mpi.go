@@ -374,6 +374,19 @@ func (m *mpiRun) run(ctx context.Context) (code int, inStep bool) {
 	}
 	m.g = g
 	m.nprocs, m.localRanks, m.globalRanks = m.w.Size(), g.LocalSize(), g.Size()
+	if !o.pinned && !o.goHeap {
+		// The buffers of every sweep, in memory the node's processes share
+		// (a collective of the World: every process asks, the same size).
+		actx, acancel := context.WithTimeout(ctx, m.sync)
+		arena, err := mpi.AllocShared[byte](actx, m.w, 2*g.LocalSize()*(int(o.maxBytes)+64))
+		acancel()
+		if err != nil {
+			m.failf("allocating the shared buffers: %s", oneLine(err))
+			g.Close()
+			return 1, false
+		}
+		m.arena = arena
+	}
 	m.localRank0 = g.Comm(0).Rank()
 	if m.corrupt {
 		testHookAfterCheck = m.corruptFirst

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
@@ -47,6 +48,9 @@ type runner struct {
 	out      io.Writer
 	progress *progress
 	records  []record
+	// arena is memory the node's processes share (mpi.AllocShared), for
+	// the buffers of every sweep in turn; nil: the Go heap.
+	arena []byte
 	// Totals over every row, for the footer.
 	wrong   int64
 	busbw   float64
@@ -84,7 +88,13 @@ func newSweep[T collective.Elem](rn *runner, t table, dt dtype) (*sweep[T], erro
 		s.first = rn.g.Comm(0).Rank()
 	}
 	maxCount := rn.o.maxBytes / dt.size()
+	used := 0
 	alloc := func() ([]T, error) {
+		if nb := int(maxCount) * int(dt.size()); !rn.o.pinned && used+nb <= len(rn.arena) {
+			b := rn.arena[used : used+nb]
+			used += (nb + 63) &^ 63
+			return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), maxCount), nil
+		}
 		if !rn.o.pinned {
 			return make([]T, maxCount), nil
 		}

@@ -214,10 +214,32 @@ func CopyBlocks(dst, src []byte, bs, stride int) {
 	blockJobs.put(j)
 }
 
-// blockJob is a parallel CopyBlocks' arguments and its job.
+// CopyGather copies len(srcs) blocks of bs bytes, block i from srcs[i],
+// into dst one after the other (a block may be its own source, in place:
+// it is left as it is; otherwise dst and the sources do not overlap), in
+// pieces over the process's worker pool as CopyBlocks.
+func CopyGather(dst []byte, srcs [][]byte, bs int) {
+	n := min(len(dst), len(srcs)*bs)
+	if bs <= 0 || n == 0 {
+		return
+	}
+	if !parreduce.ParallelCopy(n) {
+		j := blockJob{dst: dst, srcs: srcs, bs: bs}
+		j.Range(0, n)
+		return
+	}
+	j := blockJobs.get()
+	j.dst, j.srcs, j.bs = dst, srcs, bs
+	j.job.Run(&parreduce.Copy, j, n, 2*parreduce.ChunkBytes)
+	j.dst, j.srcs = nil, nil
+	blockJobs.put(j)
+}
+
+// blockJob is a parallel CopyBlocks' or CopyGather's arguments and its job.
 type blockJob struct {
 	job        parreduce.Job
 	dst, src   []byte
+	srcs       [][]byte // CopyGather's sources (src is nil then)
 	bs, stride int
 }
 
@@ -226,7 +248,12 @@ func (j *blockJob) Range(lo, hi int) {
 	for lo < hi {
 		i, off := lo/j.bs, lo%j.bs
 		n := min(j.bs-off, hi-lo)
-		copy(j.dst[lo:lo+n], j.src[i*j.stride+off:])
+		switch {
+		case j.srcs == nil:
+			copy(j.dst[lo:lo+n], j.src[i*j.stride+off:])
+		case &j.dst[lo] != &j.srcs[i][off]:
+			copy(j.dst[lo:lo+n], j.srcs[i][off:])
+		}
 		lo += n
 	}
 }

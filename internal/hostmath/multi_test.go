@@ -1,6 +1,7 @@
 package hostmath
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -140,6 +141,41 @@ func TestCopyBlocks(t *testing.T) {
 		}
 		if dst[n] != 0 || dst[n+1] != 0 || dst[n+2] != 0 {
 			t.Fatalf("bs %d stride %d n %d: wrote past dst", bs, stride, n)
+		}
+	}
+}
+
+// CopyGather copies block i from srcs[i] (sizes about the parallel
+// copy's pieces), leaves a block that is its own source as it is, and
+// writes nothing past its blocks.
+func TestCopyGather(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for range 40 {
+		bs := 1 + rng.IntN(3*parreduce.ChunkBytes)
+		if rng.IntN(2) == 0 {
+			bs = 1 + rng.IntN(64)
+		}
+		blocks := 1 + rng.IntN(9)
+		dst := make([]byte, blocks*bs+3)
+		srcs := make([][]byte, blocks)
+		own := rng.IntN(blocks + 1) // a block in place, or none
+		want := make([]byte, blocks*bs)
+		for i := range srcs {
+			srcs[i] = make([]byte, bs)
+			if i == own {
+				srcs[i] = dst[i*bs : (i+1)*bs]
+			}
+			for k := range srcs[i] {
+				srcs[i][k] = byte(rng.Uint32())
+			}
+			copy(want[i*bs:], srcs[i])
+		}
+		CopyGather(dst[:blocks*bs], srcs, bs)
+		if !bytes.Equal(dst[:blocks*bs], want) {
+			t.Fatalf("bs %d blocks %d (block %d in place): the blocks differ", bs, blocks, own)
+		}
+		if dst[blocks*bs] != 0 || dst[blocks*bs+1] != 0 || dst[blocks*bs+2] != 0 {
+			t.Fatalf("bs %d blocks %d: wrote past the blocks", bs, blocks)
 		}
 	}
 }

@@ -1,0 +1,376 @@
+//go:build mpi && cgo
+
+package mpi
+
+/*
+#include <mpi.h>
+#include <string.h>
+
+typedef struct {
+	int code;
+	const char *call;
+	MPI_Win win;
+	void *mine;
+} gm_alloc_ret;
+
+// gm_shm_alloc allocates bytes of shared memory on each process of node
+// (MPI_Win_allocate_shared, collective and blocking), opens one passive
+// epoch on it (MPI_Win_lock_all) and writes every process's segment, as
+// mapped here, to bases and sizes (MPI_Win_shared_query).
+static gm_alloc_ret gm_shm_alloc(MPI_Comm node, MPI_Aint bytes, int n, void **bases, MPI_Aint *sizes) {
+	gm_alloc_ret r;
+	memset(&r, 0, sizeof r);
+	r.win = MPI_WIN_NULL;
+	r.call = "MPI_Win_allocate_shared";
+	if ((r.code = MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, node, &r.mine, &r.win)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Win_set_errhandler";
+	if ((r.code = MPI_Win_set_errhandler(r.win, MPI_ERRORS_RETURN)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Win_lock_all";
+	if ((r.code = MPI_Win_lock_all(MPI_MODE_NOCHECK, r.win)) != MPI_SUCCESS) return r;
+	r.call = "MPI_Win_shared_query";
+	for (int q = 0; q < n; q++) {
+		int unit = 0;
+		if ((r.code = MPI_Win_shared_query(r.win, q, &sizes[q], &unit, &bases[q])) != MPI_SUCCESS) return r;
+	}
+	r.call = NULL;
+	return r;
+}
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/internal/hostmath"
+)
+
+// Inputs that need no copy in. Memory from AllocShared is an MPI-3
+// shared-memory allocation over the node's processes, mapped in every one
+// of them. Where every process's inputs of an AllReduce, ReduceScatter or
+// AllGather through the window lie in such memory, the processes read one
+// another's inputs where they lie instead of copying them into the window
+// first:
+//
+//   - AllReduce: process p reduces piece p of every input straight into the
+//     window's half; fence; each process copies the result out.
+//   - ReduceScatter: process p reduces its segment of every input straight
+//     into its result; fence.
+//   - AllGather: each process copies every input into its result; fence.
+//
+// The processes agree without a fence of their own: with its first chunk,
+// each process writes a descriptor of its inputs (the allocation's token
+// and the offset, per input) into its area of the half the chunk writes,
+// and leaves the copy in out where it offers its inputs. After the chunk's
+// fence every process reads every descriptor: all offered, and the call
+// goes on without copies in; none did, and it goes on as it began; some
+// did, and every process runs the call again from its first chunk, copying
+// in (one fence lost). A process offers only inputs whose allocation spans
+// every process of the World, so every process can resolve every offer and
+// the verdict is the same everywhere.
+//
+// The last fence of such a call is what keeps a process's inputs from
+// being changed while another reads them: every process enters it once
+// done reading. Its barrier is held like a native collective's memory
+// (nativeFence): a process whose context ends while it waits there does
+// not return before the others entered it, up to the drain limit (the
+// group drains a failed native call; past the limit the World is lost). A
+// process that fails before posting it makes the others fail at it (they
+// wait for it), so no process returns a result read from inputs that
+// changed under it.
+
+// descBytes is a process's descriptor area in a half: the count of inputs
+// it offers (0: none), then 16 bytes per input (token, offset).
+const descBytes = 256
+
+// maxOffer is the most inputs a process offers in one call.
+const maxOffer = descBytes/16 - 1
+
+// zcMin is the fewest bytes per input a call offers its inputs for: below
+// it the fence the offer adds to a reduce-scatter or all-gather costs more
+// than the copy in it saves. A variable for the tests.
+var zcMin = 64 << 10
+
+// shmZeroCopy counts the calls that read every input where it lies.
+var shmZeroCopy atomic.Int64
+
+// sharedMem is one AllocShared allocation, as this process maps it.
+type sharedMem struct {
+	token int64
+	win   C.MPI_Win
+	mine  []byte                 // this process's segment
+	base  map[int]unsafe.Pointer // every process's segment, by rank in MPI_COMM_WORLD
+	size  map[int]int
+}
+
+// spans reports whether every process of ranks (in MPI_COMM_WORLD) maps
+// the allocation.
+func (a *sharedMem) spans(ranks []int) bool {
+	for _, r := range ranks {
+		if _, ok := a.base[r]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// shared is the process's allocations, kept until the process ends
+// (MPI_Finalize releases them).
+var shared struct {
+	sync.RWMutex
+	list    []*sharedMem
+	byToken map[int64]*sharedMem
+	next    int64
+}
+
+// findShared returns the allocation whose segment here holds all of b (not
+// empty), nil if none does. Under shared's read lock.
+func findShared(b []byte) *sharedMem {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for _, a := range shared.list {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(a.mine)))
+		if p >= lo && p+uintptr(len(b)) <= lo+uintptr(len(a.mine)) {
+			return a
+		}
+	}
+	return nil
+}
+
+// allocShared is AllocShared's work in the mpi build: nb bytes of memory
+// shared with the World's processes on its node (shared true), or nil,
+// false where the World has no window (plain memory then serves).
+func (w *World) allocShared(ctx context.Context, nb int) (mem []byte, isShared bool, err error) {
+	const call = "MPI_Win_allocate_shared"
+	switch {
+	case w.closed.Load():
+		return nil, false, closedError(call)
+	case w.lost.Load():
+		return nil, false, lostError(call)
+	}
+	w.shm.mu.Lock()
+	defer w.shm.mu.Unlock()
+	s, err := w.openShm(ctx)
+	if s == nil {
+		return nil, false, err
+	}
+	if s.failed || !s.zc {
+		return nil, false, nil
+	}
+	// The token: process 0's next, unique in the job (its rank in
+	// MPI_COMM_WORLD in the high half).
+	tok := []int64{math.MaxInt64}
+	if w.rank == 0 {
+		shared.Lock()
+		shared.next++
+		tok[0] = int64(s.wranks[0])<<32 | shared.next
+		shared.Unlock()
+	}
+	if err := w.agreeMin(ctx, tok); err != nil {
+		return nil, false, err
+	}
+	P := w.size
+	arr := cMalloc(16 * P)
+	defer cFree(arr)
+	bases := unsafe.Slice((*unsafe.Pointer)(arr), P)
+	sizes := unsafe.Slice((*C.MPI_Aint)(unsafe.Add(arr, 8*P)), P)
+	var res C.gm_alloc_ret
+	if !w.cold(false, func() {
+		res = C.gm_shm_alloc(s.node, C.MPI_Aint(nb), C.int(P), &bases[0], &sizes[0])
+	}) {
+		return nil, false, closedError(call)
+	}
+	ok := []int64{0}
+	if res.code == 0 {
+		ok[0] = 1
+		a := &sharedMem{token: tok[0], win: res.win, base: make(map[int]unsafe.Pointer, P), size: make(map[int]int, P)}
+		for q := range P {
+			a.base[s.wranks[q]] = bases[q] // MPI's mapping, not Go memory
+			a.size[s.wranks[q]] = int(sizes[q])
+		}
+		if nb > 0 {
+			a.mine = unsafe.Slice((*byte)(res.mine), nb)
+			clear(a.mine)
+		}
+		shared.Lock()
+		if shared.byToken == nil {
+			shared.byToken = map[int64]*sharedMem{}
+		}
+		shared.list = append(shared.list, a)
+		shared.byToken[a.token] = a
+		shared.Unlock()
+		mem = a.mine
+	}
+	if err := w.agreeMin(ctx, ok); err != nil {
+		return nil, false, err // what was allocated stays registered, never offered
+	}
+	if ok[0] == 0 {
+		if res.code != 0 {
+			return nil, false, w.mpiError(C.GoString(res.call), int(res.code), "shared memory of AllocShared")
+		}
+		return nil, false, &Error{Call: call, Err: backend.ErrTransportLost,
+			Msg: "another process of the node could not allocate its part of the shared memory"}
+	}
+	if mem == nil {
+		mem = []byte{}
+	}
+	return mem, true, nil
+}
+
+// zcOffer writes this process's descriptor of srcs (nb bytes each) into
+// its area of the half the current phase writes, and reports whether it
+// offered them (then it leaves their copy in out): every input lies in one
+// allocation of AllocShared that every process of the World maps, and nb
+// is at least zcMin. Otherwise it writes a count of 0: every process
+// writes its area in the first chunk of every call that may go without
+// copies, so no stale descriptor is read.
+func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int) bool {
+	d := s.desc[(s.half*w.size+w.rank)*descBytes:][:descBytes]
+	n := 0
+	if s.zc && nb >= zcMin && len(srcs) <= maxOffer {
+		shared.RLock()
+		for l, src := range srcs {
+			a := findShared(src[:nb])
+			if a == nil || !a.spans(s.wranks) {
+				n = 0
+				break
+			}
+			off := uintptr(unsafe.Pointer(unsafe.SliceData(src))) - uintptr(unsafe.Pointer(unsafe.SliceData(a.mine)))
+			binary.LittleEndian.PutUint64(d[16+16*l:], uint64(a.token))
+			binary.LittleEndian.PutUint64(d[24+16*l:], uint64(off))
+			n = l + 1
+		}
+		shared.RUnlock()
+	}
+	binary.LittleEndian.PutUint64(d, uint64(n))
+	return n > 0
+}
+
+// zcVerdict reads every process's descriptor from the half the last fence
+// closed: all, every process offered its L inputs of nb bytes (s.zcp then
+// holds every input, in global order, as mapped here); some, at least one
+// did. The same answer on every process.
+func (w *World) zcVerdict(s *shmState, L, nb int) (all, some bool) {
+	h := s.half ^ 1
+	all = true
+	zcp := s.zcp[:0]
+	shared.RLock()
+	for p := range w.size {
+		d := s.desc[(h*w.size+p)*descBytes:][:descBytes]
+		n := int(binary.LittleEndian.Uint64(d))
+		some = some || n > 0
+		if n != L {
+			all = false
+		}
+		for l := 0; all && l < L; l++ {
+			tok := int64(binary.LittleEndian.Uint64(d[16+16*l:]))
+			off := int(binary.LittleEndian.Uint64(d[24+16*l:]))
+			a := shared.byToken[tok]
+			if a == nil || off < 0 || off > a.size[s.wranks[p]]-nb {
+				all = false // cannot happen where the offer was honest: the same everywhere
+				break
+			}
+			zcp = append(zcp, unsafe.Slice((*byte)(unsafe.Add(a.base[s.wranks[p]], off)), nb))
+		}
+	}
+	shared.RUnlock()
+	if !all {
+		clear(zcp)
+		zcp = zcp[:0]
+	}
+	s.zcp = zcp
+	return all, some
+}
+
+// zcEnd ends a call that read the inputs where they lie: it forgets them.
+func (s *shmState) zcEnd() {
+	clear(s.zcp)
+	clear(s.zcs)
+	s.zcp, s.zcs, s.into[0], s.held = s.zcp[:0], s.zcs[:0], nil, false
+}
+
+// zcAllreduce is an all-reduce (n elements per input) of the inputs in
+// s.zcp into dst, once the processes agreed: per chunk of a half's
+// elements, process p reduces piece p of every input into the half; fence;
+// each copies the chunk out.
+func (w *World) zcAllreduce(ctx context.Context, s *shmState, dst []byte, n int, dt backend.DType, op backend.Op, scale float64) error {
+	defer s.zcEnd()
+	s.held = true
+	es := dt.Size()
+	P := w.size
+	C := P * s.slot / es
+	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+C {
+		c := min(C, n-lo)
+		out := s.buf(P, s.half)
+		pc := (c + P - 1) / P
+		a, b := min(w.rank*pc, c), min((w.rank+1)*pc, c)
+		if a < b {
+			srcs := s.zcs[:0]
+			for _, in := range s.zcp {
+				srcs = append(srcs, in[(lo+a)*es:(lo+b)*es])
+			}
+			s.zcs, s.into[0] = srcs, out[a*es:b*es]
+			hostmath.ReduceMulti(dt, op, s.into[:], srcs, b-a, scale)
+		}
+		if shmChunkHook != nil {
+			shmChunkHook(ctx, w, -2)
+		}
+		if err := w.phase(ctx, s); err != nil {
+			return err
+		}
+		hostmath.Copy(dst[lo*es:(lo+c)*es], out[:c*es])
+		if shmChunkHook != nil {
+			shmChunkHook(ctx, w, k)
+		}
+	}
+	shmZeroCopy.Add(1)
+	s.done()
+	return nil
+}
+
+// zcReduceScatter is a reduce-scatter (segments of seg elements) of the
+// inputs in s.zcp into dst, once the processes agreed: process p reduces
+// its segment of every input into dst; fence.
+func (w *World) zcReduceScatter(ctx context.Context, s *shmState, dst []byte, seg int, dt backend.DType, op backend.Op, scale float64) error {
+	defer s.zcEnd()
+	s.held = true
+	es := dt.Size()
+	srcs := s.zcs[:0]
+	for _, in := range s.zcp {
+		srcs = append(srcs, in[w.rank*seg*es:(w.rank+1)*seg*es])
+	}
+	s.zcs, s.into[0] = srcs, dst[:seg*es]
+	hostmath.ReduceMulti(dt, op, s.into[:], srcs, seg, scale)
+	return w.zcFinish(ctx, s)
+}
+
+// zcAllgather is an all-gather (mb bytes per input) of the inputs in s.zcp
+// into dst, once the processes agreed: each process copies every input
+// into dst (one parallel copy; its own left where in place); fence.
+func (w *World) zcAllgather(ctx context.Context, s *shmState, dst []byte, mb int) error {
+	defer s.zcEnd()
+	s.held = true
+	hostmath.CopyGather(dst, s.zcp, mb)
+	return w.zcFinish(ctx, s)
+}
+
+// zcFinish ends a reduce-scatter or all-gather that read the inputs where
+// they lie: the fence every process enters once done reading them.
+func (w *World) zcFinish(ctx context.Context, s *shmState) error {
+	if shmChunkHook != nil {
+		shmChunkHook(ctx, w, -2)
+	}
+	if err := w.phase(ctx, s); err != nil {
+		return err
+	}
+	if shmChunkHook != nil {
+		shmChunkHook(ctx, w, 0)
+	}
+	shmZeroCopy.Add(1)
+	s.done()
+	return nil
+}

@@ -1,0 +1,447 @@
+//go:build mpi && cgo
+
+package mpi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/gocoll/gocoll/backend"
+	"github.com/gocoll/gocoll/collective"
+)
+
+// The calls through the window that read the inputs where they lie
+// (shmzc.go).
+
+// TestShmZeroCopy draws calls from a seed the processes share (printed;
+// GOCOLL_TEST_SEED reruns it): all-reduce, reduce-scatter or all-gather; an
+// element type and op; 1 or 2 inputs per process; a size about the offer's
+// floor and the window's chunks (slots of 1 KiB, the floor at 512 bytes);
+// in place or not; and where the inputs lie: in memory of AllocShared on
+// every process (made on another duplicate of the World than the one the
+// calls run on, at offsets each process draws alone), on none, or on all
+// but process 0. Every result is checked against the one-process
+// deterministic result and the reference (checkShmResult), every input
+// out of place is unchanged, and the call read its inputs where they lie
+// exactly when every process's inputs are shared and at least the floor.
+func TestShmZeroCopy(t *testing.T) {
+	w, _ := begin(t, 20*time.Second)
+	needShm(t, w)
+	const slot = 1 << 10
+	setShm(t, true, slot)
+	defer func(m int) { zcMin = m }(zcMin)
+	zcMin = 512
+	d, d2 := shmDup(t, w), shmDup(t, w)
+	seed := commonSeed(t, w)
+	P, me := w.Size(), d.Rank()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const arena = 1 << 20
+	mem, err := AllocShared[byte](ctx, d2, arena)
+	if err != nil {
+		t.Fatalf("AllocShared: %v", err)
+	}
+	if len(mem) != arena || slices.ContainsFunc(mem, func(b byte) bool { return b != 0 }) {
+		t.Fatalf("AllocShared: %d bytes, not all zero", len(mem))
+	}
+	rng := rand.New(rand.NewPCG(seed, 7))           // the same on every process
+	mine := rand.New(rand.NewPCG(seed, uint64(me))) // this process's offsets
+	types := []backend.DType{backend.F32, backend.F64, backend.I32, backend.I8, backend.Half, backend.BFloat16}
+	var zcs uint64
+	cases := 120
+	if light() {
+		cases = 40
+	}
+	for i := range cases {
+		kind := rng.IntN(3)
+		dt := types[rng.IntN(len(types))]
+		op := backend.Op(rng.IntN(int(backend.NumOps)))
+		for !op.Defined(dt) {
+			op = backend.Op(rng.IntN(int(backend.NumOps)))
+		}
+		if kind == 2 {
+			dt, op = backend.U8, backend.Sum
+		}
+		es := dt.Size()
+		L := 1 + rng.IntN(2)
+		where := rng.IntN(3) // 0: every process shared, 1: none, 2: all but process 0
+		inPlace := rng.IntN(3) == 0 && (kind != 0 || L == 1)
+		// n: elements per input (all-reduce), per segment per rank
+		// (reduce-scatter: segments of L*n) or bytes per input
+		// (all-gather), about the floor and the chunks; nb: bytes per input.
+		per := []int{es, P * L * es, 1}[kind]
+		near := []int{zcMin / per, P * slot / per, 3 * P * slot / per, 1, 7}[rng.IntN(5)]
+		n := max(near+rng.IntN(5)-2, 1)
+		nb, seg := n*per, L*n
+		ins := make([][]byte, P*L)
+		for g := range ins {
+			ins[g] = shmInput(dt, op, seed+uint64(i), g, nb/es)
+		}
+		shared := where == 0 || where == 2 && me != 0
+		// This process's inputs (and, in place, result): in the arena at
+		// offsets of its own, or in Go memory.
+		srcs := make([][]byte, L)
+		var dst []byte
+		at := 0
+		outBytes := []int{nb, seg * es, P * L * nb}[kind]
+		if inPlace && kind == 2 {
+			dst = take(mem, &at, mine, outBytes, shared)
+			for l := range srcs {
+				g := me*L + l
+				srcs[l] = dst[g*nb : (g+1)*nb]
+			}
+		} else {
+			for l := range srcs {
+				srcs[l] = take(mem, &at, mine, nb, shared)
+			}
+			switch {
+			case inPlace && kind == 0:
+				dst = srcs[0]
+			case inPlace: // the reduce-scatter's result: this process's segment of its first input
+				dst = srcs[0][me*seg*es : (me+1)*seg*es]
+			default:
+				dst = make([]byte, outBytes)
+			}
+		}
+		for l := range srcs {
+			copy(srcs[l], ins[me*L+l])
+		}
+		zc0 := shmZeroCopy.Load()
+		what := fmt.Sprintf("case %d: kind %d %v %v L=%d n=%d in place %v where %d", i, kind, dt, op, L, n, inPlace, where)
+		var ran bool
+		switch kind {
+		case 0:
+			ran, err = d.shmAllreduce(ctx, srcs, dst, n, dt, op, 1)
+		case 1:
+			ran, err = d.shmReduceScatter(ctx, srcs, dst, seg, dt, op, 1)
+		default:
+			_, _, ran, err = d.shmAllgather(ctx, srcs, dst, nb, false)
+		}
+		if err != nil || !ran {
+			t.Fatalf("%s: ran %v, %v", what, ran, err)
+		}
+		wantZC := where == 0 && nb >= zcMin && P > 1
+		zcs += b2u(wantZC)
+		if got := shmZeroCopy.Load() - zc0; got != int64(b2u(wantZC)) {
+			t.Errorf("%s: %d calls read their inputs where they lie, want %v", what, got, wantZC)
+		}
+		switch kind {
+		case 0:
+			if s := checkShmResult(dt, op, false, ins, dst, n); s != "" {
+				t.Errorf("%s: %s", what, s)
+			}
+		case 1:
+			mineOf := make([][]byte, P*L)
+			for g := range mineOf {
+				mineOf[g] = ins[g][me*seg*es : (me+1)*seg*es]
+			}
+			if s := checkShmResult(dt, op, false, mineOf, dst, seg); s != "" {
+				t.Errorf("%s: %s", what, s)
+			}
+		default:
+			if want := slices.Concat(ins...); !slices.Equal(dst, want) {
+				t.Errorf("%s: the gathered bytes differ", what)
+			}
+		}
+		if !inPlace {
+			for l := range srcs {
+				if !slices.Equal(srcs[l], ins[me*L+l]) {
+					t.Errorf("%s: input %d changed", what, l)
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d calls read their inputs where they lie", zcs, cases)
+	agree(t, w, !t.Failed(), "calls that read their inputs where they lie")
+}
+
+// take returns nb bytes of the arena after *at, at a gap drawn from rng (a
+// multiple of 8), and moves *at past them; or Go memory where shared is
+// false. A case's pieces never overlap.
+func take(arena []byte, at *int, rng *rand.Rand, nb int, shared bool) []byte {
+	off := *at + rng.IntN(64)*8
+	if !shared || off+nb > len(arena) {
+		return make([]byte, nb)
+	}
+	*at = off + nb
+	return arena[off : off+nb : off+nb]
+}
+
+// TestAllocShared: the memory is zeroed, each process's own (writes by one
+// are not seen in another's slice), the same World's collectives still
+// run after it, a negative count is an error that matches
+// backend.ErrInvalidArgument, and a World without a window
+// (GOCOLL_MPI_SHM=0) gets Go memory.
+func TestAllocShared(t *testing.T) {
+	w, _ := begin(t, 20*time.Second)
+	needShm(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := AllocShared[float32](ctx, w, -1); !errors.Is(err, backend.ErrInvalidArgument) {
+		t.Errorf("AllocShared(-1): %v, want ErrInvalidArgument", err)
+	}
+	setShm(t, true, 4096)
+	d := shmDup(t, w)
+	for _, n := range []int{0, 1, 1001} {
+		x, err := AllocShared[float64](ctx, d, n+d.Rank())
+		if err != nil || len(x) != n+d.Rank() {
+			t.Fatalf("AllocShared(%d): %d elements, %v", n+d.Rank(), len(x), err)
+		}
+		for i := range x {
+			if x[i] != 0 {
+				t.Fatalf("element %d is %v, want 0", i, x[i])
+			}
+			x[i] = float64(d.Rank()*1e6 + i)
+		}
+		if err := d.Barrier(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i := range x {
+			if x[i] != float64(d.Rank()*1e6+i) {
+				t.Fatalf("element %d is %v after the barrier: another process wrote it", i, x[i])
+			}
+		}
+	}
+	setShm(t, false, 4096)
+	off := shmDup(t, w)
+	x, err := AllocShared[int32](ctx, off, 10)
+	if err != nil || len(x) != 10 {
+		t.Fatalf("AllocShared without a window: %d elements, %v", len(x), err)
+	}
+	if findShared(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 40)) != nil {
+		t.Errorf("AllocShared without a window returned shared memory")
+	}
+	agree(t, w, !t.Failed(), "AllocShared")
+}
+
+// TestShmZeroCopyFails: calls whose inputs every process reads where they
+// lie (all-reduce, reduce-scatter, all-gather of float32), where the last
+// process fails at the fence that ends the reading:
+//
+//   - its context ends before it posts the fence: it returns the
+//     context's error and every other process fails at the fence (none
+//     returns a result read from inputs that may have changed); once it
+//     posts the barrier it lacks (after their timeout), the others' Drain
+//     completes;
+//   - its context's deadline passes in the fence, while the others arrive
+//     1 s late: it returns the deadline's error, but the fence stays held
+//     (nativeFence), so its Drain returns true only once the others
+//     arrived, after they read its inputs; the others succeed, with the
+//     right result.
+func TestShmZeroCopyFails(t *testing.T) {
+	w, _ := begin(t, 30*time.Second)
+	needShmGroup(t, w)
+	setShm(t, true, 1<<10)
+	defer func(m int) { zcMin = m }(zcMin)
+	zcMin = 512
+	P, me := w.Size(), w.Rank()
+	last := P - 1
+	var mode atomic.Int32 // 1: the last process's context ends before its fence; 2: the others come late
+	var cancelLast atomic.Pointer[context.CancelFunc]
+	shmChunkHook = func(ctx context.Context, hw *World, k int) {
+		switch {
+		case k != -2:
+		case mode.Load() == 1 && hw.Rank() == last:
+			(*cancelLast.Load())()
+		case mode.Load() == 2 && hw.Rank() != last:
+			time.Sleep(time.Second)
+		}
+	}
+	t.Cleanup(func() { shmChunkHook = nil })
+	for _, kind := range []string{"AllReduce", "ReduceScatter", "AllGather"} {
+		for _, m := range []int32{1, 2} {
+			t.Run(fmt.Sprintf("%s/mode=%d", kind, m), func(t *testing.T) {
+				d := shmDup(t, w)
+				bg, bgCancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer bgCancel()
+				mem, err := AllocShared[float32](bg, d, 64<<10)
+				if err != nil {
+					t.Fatalf("AllocShared: %v", err)
+				}
+				n := 1024 // float32 per segment (reduce-scatter) or input (all-gather)
+				if kind == "AllReduce" {
+					n = 256 // P*n per input: one chunk, one fence after the reading
+				}
+				src := mem[:P*n]
+				for i := range src {
+					src[i] = float32(me*1000 + i%997)
+				}
+				dst := make([]float32, P*n)
+				limit := 1500 * time.Millisecond
+				if m == 2 {
+					limit = 30 * time.Second
+				}
+				var ctx context.Context
+				var cancel context.CancelFunc
+				switch {
+				case me == last && m == 1:
+					ctx, cancel = context.WithCancel(bg)
+					cancelLast.Store(&cancel)
+				case me == last:
+					ctx, cancel = context.WithTimeout(bg, 300*time.Millisecond)
+				default:
+					ctx, cancel = context.WithTimeout(bg, limit)
+				}
+				defer cancel()
+				b := func(f []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f)) }
+				zc0 := shmZeroCopy.Load()
+				mode.Store(m)
+				start := time.Now()
+				switch kind {
+				case "AllReduce":
+					_, err = d.shmAllreduce(ctx, [][]byte{b(src)}, b(dst), P*n, backend.F32, backend.Sum, 1)
+				case "ReduceScatter":
+					_, err = d.shmReduceScatter(ctx, [][]byte{b(src)}, b(dst[:n]), n, backend.F32, backend.Sum, 1)
+				default:
+					_, _, _, err = d.shmAllgather(ctx, [][]byte{b(src[:n])}, b(dst), 4*n, false)
+				}
+				mode.Store(0)
+				switch {
+				case m == 1 && me == last:
+					if !errors.Is(err, context.Canceled) {
+						t.Errorf("the last process: %v, want its context's end", err)
+					}
+					// Once the others timed out, the barrier of the fence it
+					// did not post (sooner, it would let them on).
+					time.Sleep(limit + time.Second)
+					if err := d.Barrier(bg); err != nil {
+						t.Errorf("Barrier: %v", err)
+					}
+				case m == 1:
+					if err == nil || !errors.Is(err, backend.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("process %d: %v, want a timeout at the fence", me, err)
+					}
+					if !d.Drain(10 * time.Second) {
+						t.Errorf("Drain: false, want true once the last process posted its barrier")
+					}
+				case me == last:
+					if !errors.Is(err, backend.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("the last process: %v, want its deadline's error", err)
+					}
+					if h := d.nativeHeld.Load(); h != 1 {
+						t.Errorf("%d calls held, want the fence", h)
+					}
+					if !d.Drain(10 * time.Second) {
+						t.Errorf("Drain: false, want true once the others arrived")
+					}
+					if e := time.Since(start); e < 900*time.Millisecond {
+						t.Errorf("Drain returned %v after the call began, before the others arrived (1 s)", e)
+					}
+				default:
+					if err != nil {
+						t.Errorf("process %d: %v, want success", me, err)
+					}
+					if shmZeroCopy.Load() != zc0+1 {
+						t.Errorf("the call copied its inputs in")
+					}
+					if kind == "AllReduce" {
+						for i, v := range dst {
+							want := float32(0)
+							for p := range P {
+								want += float32(p*1000 + i%997)
+							}
+							if v != want {
+								t.Fatalf("element %d: %v, want %v", i, v, want)
+							}
+						}
+					}
+				}
+				agree(t, w, !t.Failed(), kind)
+			})
+		}
+	}
+}
+
+// TestShmZeroCopyGroup: a group over the World, strategy Native, host
+// slices in memory of AllocShared (made on the World the group
+// duplicates): 1 rank per process, and 2 in deterministic mode (each
+// rank's input goes to the window as it is); AllReduce (out of place and
+// in place), ReduceScatter and AllGather of 64 Ki float32 per rank read
+// the inputs where they lie (one call each through shmZeroCopy), and give
+// the exact sums and blocks.
+func TestShmZeroCopyGroup(t *testing.T) {
+	w, _ := begin(t, 30*time.Second)
+	needShmGroup(t, w)
+	setShm(t, true, 4<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, local := range []int{1, 2} {
+		t.Run(fmt.Sprintf("L=%d", local), func(t *testing.T) {
+			g := openNativeGroup(t, w, "host", local, local > 1)
+			N := g.Size()
+			const m = 64 << 10
+			mem, err := AllocShared[float32](ctx, w, 3*local*N*m)
+			if err != nil {
+				t.Fatalf("AllocShared: %v", err)
+			}
+			for _, kind := range []string{"AllReduce", "AllReduce in place", "ReduceScatter", "AllGather"} {
+				zc0 := shmZeroCopy.Load()
+				errs := onLocal(g, func(c *collective.Comm) error {
+					r, l := c.Rank(), c.Rank()%local
+					send := mem[3*l*N*m : (3*l+1)*N*m]
+					recv := mem[(3*l+1)*N*m : (3*l+3)*N*m] // Go memory would do as well
+					for i := range send {
+						send[i] = float32(r*7 + i%1000)
+					}
+					var err error
+					var got, want []float32
+					switch kind {
+					case "AllReduce":
+						err = collective.AllReduceInto(ctx, c, send[:m], recv[:m], collective.Sum)
+						got = recv[:m]
+					case "AllReduce in place":
+						err = collective.AllReduce(ctx, c, send[:m], collective.Sum)
+						got = send[:m]
+					case "ReduceScatter":
+						err = collective.ReduceScatter(ctx, c, send, recv[:m], collective.Sum)
+						got = recv[:m]
+					default:
+						err = collective.AllGather(ctx, c, send[:m], recv[:N*m])
+						got = recv[:N*m]
+					}
+					if err != nil {
+						return err
+					}
+					for i := range got {
+						var v float32
+						switch kind {
+						case "AllGather":
+							v = float32(i/m*7 + i%m%1000)
+						case "ReduceScatter":
+							for q := range N {
+								v += float32(q*7 + (r*m+i)%1000)
+							}
+						default:
+							for q := range N {
+								v += float32(q*7 + i%1000)
+							}
+						}
+						want = append(want, v)
+					}
+					for i := range got {
+						if got[i] != want[i] {
+							return fmt.Errorf("rank %d: element %d is %v, want %v", r, i, got[i], want[i])
+						}
+					}
+					return nil
+				})
+				for _, err := range errs {
+					if err != nil {
+						t.Errorf("%s: %v", kind, err)
+					}
+				}
+				if got := shmZeroCopy.Load() - zc0; got != 1 {
+					t.Errorf("%s: %d calls read their inputs where they lie, want 1", kind, got)
+				}
+			}
+			agree(t, w, !t.Failed(), "zero-copy group")
+		})
+	}
+}
