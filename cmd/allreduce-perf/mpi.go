@@ -380,12 +380,18 @@ func (m *mpiRun) run(ctx context.Context) (code int, inStep bool) {
 		actx, acancel := context.WithTimeout(ctx, m.sync)
 		arena, err := mpi.AllocShared[byte](actx, m.w, 2*g.LocalSize()*(int(o.maxBytes)+64))
 		acancel()
-		if err != nil {
+		switch {
+		case err == nil:
+			m.arena = arena
+		case errors.Is(err, collective.ErrTimeout):
 			m.failf("allocating the shared buffers: %s", oneLine(err))
 			g.Close()
 			return 1, false
+		default:
+			// Every process got an error (the processes agree on the
+			// allocation's outcome): the Go heap on every one.
+			m.failf("allocating the shared buffers: %s; the buffers are on the Go heap", oneLine(err))
 		}
-		m.arena = arena
 	}
 	m.localRank0 = g.Comm(0).Rank()
 	if m.corrupt {
