@@ -158,9 +158,11 @@ func (w *World) allocShared(ctx context.Context, nb int) (mem []byte, isShared b
 	if s == nil {
 		return nil, false, err
 	}
-	if s.failed || !s.zc {
-		return nil, false, nil
+	if !s.zc {
+		return nil, false, nil // agreed: the same on every process
 	}
+	// A window whose call failed (s.failed, which may differ between the
+	// processes) still allocates: the allocation is a window of its own.
 	// The token: process 0's next, unique in the job (its rank in
 	// MPI_COMM_WORLD in the high half).
 	tok := []int64{math.MaxInt64}
