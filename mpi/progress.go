@@ -71,10 +71,10 @@ const (
 	easeYields = 16
 	easeMin    = 10 * time.Microsecond
 	easeMax    = 100 * time.Microsecond
-	// helpFor is how long a waiter drives MPI itself before it parks
-	// (await): longer than most collectives of a few MiB, short beside a
-	// late process.
-	helpFor = time.Millisecond
+	// defaultHelpFor is how long a waiter drives MPI itself before it
+	// parks (await) without GOCOLL_MPI_HELP: longer than most collectives
+	// of a few MiB, short beside a late process.
+	defaultHelpFor = time.Millisecond
 	// helpYield is how many of its rounds a driving waiter runs between
 	// two yields to the process's other goroutines.
 	helpYield = 64
@@ -152,6 +152,25 @@ const (
 	policyYield
 	policyBackoff
 )
+
+// helpFor is how long a waiter drives MPI itself before it parks:
+// GOCOLL_MPI_HELP, read at MPI's start (parseHelp), else defaultHelpFor.
+var helpFor atomic.Int64
+
+func init() { helpFor.Store(int64(defaultHelpFor)) }
+
+// parseHelp reads GOCOLL_MPI_HELP: a duration from 0 (park at once) to 1 s,
+// in Go's syntax ("100us", "1ms", "100ms"); "" is defaultHelpFor.
+func parseHelp(s string) (time.Duration, error) {
+	if s == "" {
+		return defaultHelpFor, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > time.Second {
+		return 0, fmt.Errorf("GOCOLL_MPI_HELP=%q: want a duration from 0 to 1s, such as 1ms or 100ms", s)
+	}
+	return d, nil
+}
 
 func parseProgressPolicy(s string) (progressPolicy, error) {
 	switch strings.ToLower(s) {
@@ -564,7 +583,8 @@ func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 	ticked := false // tick fired while this waiter drove MPI
 	if p.mode != modeFunneled && (p.spin.Load() || !p.ease.Load() && !p.nap.Load()) {
 		p.helpers.Add(1)
-		for start, i := time.Now(), 1; !r.ready.Load() && time.Since(start) < helpFor; i++ {
+		limit := time.Duration(helpFor.Load())
+		for start, i := time.Now(), 1; !r.ready.Load() && time.Since(start) < limit; i++ {
 			p.help(r.w.exec.finalized.Load())
 			if i%helpYield == 0 {
 				// The process's other goroutines run now and then (its

@@ -279,3 +279,21 @@ func TestProgressMode(t *testing.T) {
 		}
 	}
 }
+
+// TestParseHelp: GOCOLL_MPI_HELP's values, and the bad ones refused.
+func TestParseHelp(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"", defaultHelpFor, true}, {"0", 0, true}, {"100us", 100 * time.Microsecond, true},
+		{"100ms", 100 * time.Millisecond, true}, {"1s", time.Second, true},
+		{"2s", 0, false}, {"-1ms", 0, false}, {"1", 0, false}, {"long", 0, false},
+	} {
+		got, err := parseHelp(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseHelp(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}

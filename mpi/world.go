@@ -145,6 +145,11 @@ func startMPI() error {
 	if err != nil {
 		return &Error{Call: "MPI_Init_thread", Msg: err.Error(), Err: backend.ErrInvalidArgument}
 	}
+	help, err := parseHelp(os.Getenv("GOCOLL_MPI_HELP"))
+	if err != nil {
+		return &Error{Call: "MPI_Init_thread", Msg: err.Error(), Err: backend.ErrInvalidArgument}
+	}
+	helpFor.Store(int64(help))
 	e := startExecutor()
 	var (
 		prov          ThreadLevel
