@@ -178,11 +178,22 @@ var (
 	shmOn      atomic.Bool
 	shmAlways  atomic.Bool
 	shmSlot    atomic.Int64
-	shmSlotErr error // a GOCOLL_MPI_SHM_SLOT that does not parse
+	shmSlotErr error // a GOCOLL_MPI_SHM_SLOT or GOCOLL_MPI_SHM_PIECE that does not parse
 )
 
 // defaultShmSlot is the slot size without GOCOLL_MPI_SHM_SLOT.
 const defaultShmSlot = 4 << 20
+
+// shmPiece is the bytes each worker of a parallel copy into the window
+// moves at a time: GOCOLL_MPI_SHM_PIECE (bytes, with an optional K, M or G
+// suffix; default 512 KiB, Copy's). Pieces of 1 MiB or more make each
+// worker's memmove use non-temporal stores, so the window's lines are not
+// left in the writer's cache for the other processes to fetch from there:
+// an experiment for the 16-core host.
+var shmPiece = 2 * parreduce.ChunkBytes
+
+// copyIn copies src into the window at dst (hostmath.CopyPieces).
+func copyIn(dst, src []byte) { hostmath.CopyPieces(dst, src, shmPiece) }
 
 // shmStats counts the calls each process completed through a window
 // (shmCalls) and the fences they made (shmFences): the tests read them.
@@ -205,6 +216,12 @@ func init() {
 		shmSlotErr = &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument, Msg: "GOCOLL_MPI_SHM_SLOT: " + err.Error()}
 	}
 	shmSlot.Store(slot)
+	piece, err := parseBytes(os.Getenv("GOCOLL_MPI_SHM_PIECE"), int64(shmPiece))
+	if err != nil && shmSlotErr == nil {
+		// The window's calls fail with it, as with a bad slot.
+		shmSlotErr = &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument, Msg: "GOCOLL_MPI_SHM_PIECE: " + err.Error()}
+	}
+	shmPiece = int(piece)
 }
 
 // parseBytes reads a size in bytes with an optional K, M or G suffix
@@ -389,7 +406,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		in := s.buf(P, s.half)
 		if k > 0 || !offer || !w.zcOffer(s, srcs, n*es) {
 			for l, src := range srcs {
-				hostmath.Copy(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
+				copyIn(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
 			}
 		}
 		if err := w.phase(ctx, s); err != nil {
@@ -460,7 +477,7 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 		c := min(C, nb-lo)
 		h := s.buf(P, s.half)
 		if mine {
-			hostmath.Copy(h, buf[lo:lo+c])
+			copyIn(h, buf[lo:lo+c])
 		}
 		if err := w.phase(ctx, s); err != nil {
 			return true, err
@@ -508,7 +525,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es) {
 			for q := range P {
 				for l, src := range srcs {
-					hostmath.Copy(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
+					copyIn(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
 				}
 			}
 		}
@@ -565,7 +582,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 		in := s.buf(P, s.half)
 		if k > 0 || !offer || !w.zcOffer(s, srcs, mb) {
 			for l, src := range srcs {
-				hostmath.Copy(in[(w.rank*L+l)*C:], src[lo:lo+c])
+				copyIn(in[(w.rank*L+l)*C:], src[lo:lo+c])
 			}
 		}
 		if err := w.phase(ctx, s); err != nil {

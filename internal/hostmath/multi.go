@@ -170,14 +170,19 @@ func (f *freeList[T]) put(j *T) {
 // chunks over the process's worker pool, capped by parreduce.Copy (a core
 // moves about 10 GB/s, a socket several times that), below it on the
 // caller alone.
-func Copy(dst, src []byte) int {
+func Copy(dst, src []byte) int { return CopyPieces(dst, src, 2*parreduce.ChunkBytes) }
+
+// CopyPieces is Copy in pieces of piece bytes (at least one chunk): with
+// pieces of 1 MiB or more each worker's copy is a memmove large enough for
+// non-temporal stores, which bypass the cache.
+func CopyPieces(dst, src []byte, piece int) int {
 	n := min(len(dst), len(src))
 	if !parreduce.ParallelCopy(n) {
 		return copy(dst, src)
 	}
 	j := copyJobs.get()
 	j.dst, j.src = dst, src
-	j.job.Run(&parreduce.Copy, j, n, 2*parreduce.ChunkBytes)
+	j.job.Run(&parreduce.Copy, j, n, max(piece, parreduce.ChunkBytes))
 	j.dst, j.src = nil, nil
 	copyJobs.put(j)
 	return n

@@ -97,20 +97,27 @@ func TestReduceMultiMatchesReference(t *testing.T) {
 	}
 }
 
-// TestCopy: Copy moves every byte, below and above the parallel threshold,
-// at odd lengths, and returns the count copy would.
+// TestCopy: Copy and CopyPieces (pieces of a chunk, two, and above 3 MiB)
+// move every byte, below and above the parallel threshold, at odd
+// lengths, and return the count copy would.
 func TestCopy(t *testing.T) {
 	for _, n := range []int{0, 1, 4097, parreduce.CopyMin - 1, parreduce.CopyMin, 3*parreduce.CopyMin + 13} {
 		src := make([]byte, n)
 		for i := range src {
 			src[i] = byte(i*7 + i>>11)
 		}
-		dst := make([]byte, n+5)
-		if got := Copy(dst, src); got != n {
-			t.Fatalf("n=%d: Copy returned %d", n, got)
-		}
-		if string(dst[:n]) != string(src) || string(dst[n:]) != "\x00\x00\x00\x00\x00" {
-			t.Fatalf("n=%d: wrong bytes", n)
+		for _, piece := range []int{0, 1, 2 * parreduce.ChunkBytes, 3<<20 + 1} { // 0: Copy; 1: at least a chunk
+			dst := make([]byte, n+5)
+			got := Copy(dst, src)
+			if piece > 0 {
+				got = CopyPieces(dst, src, piece)
+			}
+			if got != n {
+				t.Fatalf("n=%d piece %d: copied %d", n, piece, got)
+			}
+			if string(dst[:n]) != string(src) || string(dst[n:]) != "\x00\x00\x00\x00\x00" {
+				t.Fatalf("n=%d piece %d: wrong bytes", n, piece)
+			}
 		}
 	}
 }
