@@ -404,7 +404,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+C {
 		c := min(C, n-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, n*es) {
+		if k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true) {
 			for l, src := range srcs {
 				copyIn(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
 			}
@@ -522,7 +522,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 	for k, lo := 0, 0; lo < seg; k, lo = k+1, lo+C {
 		c := min(C, seg-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es) {
+		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es, true) {
 			for q := range P {
 				for l, src := range srcs {
 					copyIn(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
@@ -580,7 +580,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
 		c := min(C, mb-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, mb) {
+		if k > 0 || !offer || !w.zcOffer(s, srcs, mb, mb > C || mb >= zcGatherMin) {
 			for l, src := range srcs {
 				copyIn(in[(w.rank*L+l)*C:], src[lo:lo+c])
 			}

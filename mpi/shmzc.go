@@ -96,6 +96,14 @@ const maxOffer = descBytes/16 - 1
 // than the copy in it saves. A variable for the tests.
 var zcMin = 64 << 10
 
+// zcGatherMin is the fewest bytes per input an all-gather of one chunk
+// offers its inputs for: such a call fences once when it copies in, and
+// twice without the copy (the agreement and the end), so below it the
+// fence costs more than the copy in saves. A call of several chunks
+// offers from zcMin (it saves a fence per chunk). A variable for the
+// tests.
+var zcGatherMin = 1 << 20
+
 // shmZeroCopy counts the calls that read every input where it lies.
 var shmZeroCopy atomic.Int64
 
@@ -225,15 +233,16 @@ func (w *World) allocShared(ctx context.Context, nb int) (mem []byte, isShared b
 
 // zcOffer writes this process's descriptor of srcs (nb bytes each) into
 // its area of the half the current phase writes, and reports whether it
-// offered them (then it leaves their copy in out): every input lies in one
-// allocation of AllocShared that every process of the World maps, and nb
-// is at least zcMin. Otherwise it writes a count of 0: every process
+// offered them (then it leaves their copy in out): want (the caller's
+// choice, the same on every process), every input lies in one allocation
+// of AllocShared that every process of the World maps, and nb is at least
+// zcMin. Otherwise it writes a count of 0: every process
 // writes its area in the first chunk of every call that may go without
 // copies, so no stale descriptor is read.
-func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int) bool {
+func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want bool) bool {
 	d := s.desc[(s.half*w.size+w.rank)*descBytes:][:descBytes]
 	n := 0
-	if s.zc && nb >= zcMin && len(srcs) <= maxOffer {
+	if want && s.zc && nb >= zcMin && len(srcs) <= maxOffer {
 		shared.RLock()
 		for l, src := range srcs {
 			a := findShared(src[:nb])

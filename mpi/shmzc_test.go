@@ -23,7 +23,8 @@ import (
 // TestShmZeroCopy draws calls from a seed the processes share (printed;
 // GOCOLL_TEST_SEED reruns it): all-reduce, reduce-scatter or all-gather; an
 // element type and op; 1 or 2 inputs per process; a size about the offer's
-// floor and the window's chunks (slots of 1 KiB, the floor at 512 bytes);
+// floors and the window's chunks (slots of 1 KiB, the floor at 512 bytes,
+// 2 KiB for an all-gather of one chunk);
 // in place or not; and where the inputs lie: in memory of AllocShared on
 // every process (made on another duplicate of the World than the one the
 // calls run on, at offsets each process draws alone), on none, or on all
@@ -36,8 +37,8 @@ func TestShmZeroCopy(t *testing.T) {
 	needShm(t, w)
 	const slot = 1 << 10
 	setShm(t, true, slot)
-	defer func(m int) { zcMin = m }(zcMin)
-	zcMin = 512
+	defer func(m, g int) { zcMin, zcGatherMin = m, g }(zcMin, zcGatherMin)
+	zcMin, zcGatherMin = 512, 2048
 	d, d2 := shmDup(t, w), shmDup(t, w)
 	seed := commonSeed(t, w)
 	P, me := w.Size(), d.Rank()
@@ -77,7 +78,7 @@ func TestShmZeroCopy(t *testing.T) {
 		// (reduce-scatter: segments of L*n) or bytes per input
 		// (all-gather), about the floor and the chunks; nb: bytes per input.
 		per := []int{es, P * L * es, 1}[kind]
-		near := []int{zcMin / per, P * slot / per, 3 * P * slot / per, 1, 7}[rng.IntN(5)]
+		near := []int{zcMin / per, P * slot / per, 3 * P * slot / per, 1, 7, zcGatherMin / per}[rng.IntN(6)]
 		n := max(near+rng.IntN(5)-2, 1)
 		nb, seg := n*per, L*n
 		ins := make([][]byte, P*L)
@@ -128,6 +129,9 @@ func TestShmZeroCopy(t *testing.T) {
 			t.Fatalf("%s: ran %v, %v", what, ran, err)
 		}
 		wantZC := where == 0 && nb >= zcMin && P > 1
+		if C := P * slot / (P * L) &^ 7; kind == 2 && nb <= C && nb < zcGatherMin {
+			wantZC = false // an all-gather of one chunk below its floor copies in
+		}
 		zcs += b2u(wantZC)
 		if got := shmZeroCopy.Load() - zc0; got != int64(b2u(wantZC)) {
 			t.Errorf("%s: %d calls read their inputs where they lie, want %v", what, got, wantZC)
@@ -243,6 +247,8 @@ func TestShmZeroCopyFails(t *testing.T) {
 	zcMin = 512
 	P, me := w.Size(), w.Rank()
 	last := P - 1
+	defer func(g int) { zcGatherMin = g }(zcGatherMin)
+	zcGatherMin = 512
 	var mode atomic.Int32 // 1: the last process's context ends before its fence; 2: the others come late
 	var cancelLast atomic.Pointer[context.CancelFunc]
 	shmChunkHook = func(ctx context.Context, hw *World, k int) {
@@ -363,13 +369,15 @@ func TestShmZeroCopyFails(t *testing.T) {
 // slices in memory of AllocShared (made on the World the group
 // duplicates): 1 rank per process, and 2 in deterministic mode (each
 // rank's input goes to the window as it is); AllReduce (out of place and
-// in place), ReduceScatter and AllGather of 64 Ki float32 per rank read
-// the inputs where they lie (one call each through shmZeroCopy), and give
+// in place), ReduceScatter and AllGather of 64 Ki float32 per rank (the
+// all-gather's floor lowered to 64 KiB) read the inputs where they lie (one call each through shmZeroCopy), and give
 // the exact sums and blocks.
 func TestShmZeroCopyGroup(t *testing.T) {
 	w, _ := begin(t, 30*time.Second)
 	needShmGroup(t, w)
 	setShm(t, true, 4<<20)
+	defer func(g int) { zcGatherMin = g }(zcGatherMin)
+	zcGatherMin = zcMin // the all-gather of one chunk too
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, local := range []int{1, 2} {
