@@ -404,7 +404,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+C {
 		c := min(C, n-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true) {
+		if k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true, inPlace(srcs, dst)) {
 			for l, src := range srcs {
 				copyIn(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
 			}
@@ -414,7 +414,9 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some := w.zcVerdict(s, L, n*es); {
+			switch all, some, inPlace := w.zcVerdict(s, L, n*es); {
+			case all && P == 2 && !inPlace:
+				return true, w.zcReduce(ctx, s, dst, 0, n, dt, op, scale)
 			case all:
 				return true, w.zcAllreduce(ctx, s, dst, n, dt, op, scale)
 			case some:
@@ -454,6 +456,16 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 	}
 	s.done()
 	return true, nil
+}
+
+// inPlace reports whether dst overlaps one of srcs.
+func inPlace(srcs [][]byte, dst []byte) bool {
+	for _, src := range srcs {
+		if overlap(src, dst) {
+			return true
+		}
+	}
+	return false
 }
 
 // shmBcast copies buf of process root into buf of every other process
@@ -522,7 +534,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 	for k, lo := 0, 0; lo < seg; k, lo = k+1, lo+C {
 		c := min(C, seg-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es, true) {
+		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es, true, false) {
 			for q := range P {
 				for l, src := range srcs {
 					copyIn(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
@@ -534,9 +546,9 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some := w.zcVerdict(s, L, P*seg*es); {
+			switch all, some, _ := w.zcVerdict(s, L, P*seg*es); {
 			case all:
-				return true, w.zcReduceScatter(ctx, s, dst, seg, dt, op, scale)
+				return true, w.zcReduce(ctx, s, dst, w.rank*seg, seg, dt, op, scale)
 			case some:
 				k, lo = -1, -C
 				continue
@@ -580,7 +592,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
 		c := min(C, mb-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, mb, mb > C || mb >= zcGatherMin) {
+		if k > 0 || !offer || !w.zcOffer(s, srcs, mb, mb > C || mb >= zcGatherMin, false) {
 			for l, src := range srcs {
 				copyIn(in[(w.rank*L+l)*C:], src[lo:lo+c])
 			}
@@ -590,7 +602,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some := w.zcVerdict(s, L, mb); {
+			switch all, some, _ := w.zcVerdict(s, L, mb); {
 			case all:
 				return nil, 0, true, w.zcAllgather(ctx, s, dst, mb)
 			case some:

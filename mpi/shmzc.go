@@ -232,14 +232,15 @@ func (w *World) allocShared(ctx context.Context, nb int) (mem []byte, isShared b
 }
 
 // zcOffer writes this process's descriptor of srcs (nb bytes each) into
-// its area of the half the current phase writes, and reports whether it
+// its area of the half the current phase writes (with inPlace: the
+// result overlaps the inputs), and reports whether it
 // offered them (then it leaves their copy in out): want (the caller's
 // choice, the same on every process), every input lies in one allocation
 // of AllocShared that every process of the World maps, and nb is at least
 // zcMin. Otherwise it writes a count of 0: every process
 // writes its area in the first chunk of every call that may go without
 // copies, so no stale descriptor is read.
-func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want bool) bool {
+func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool) bool {
 	d := s.desc[(s.half*w.size+w.rank)*descBytes:][:descBytes]
 	n := 0
 	if want && s.zc && nb >= zcMin && len(srcs) <= maxOffer {
@@ -258,14 +259,23 @@ func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want bool) bool {
 		shared.RUnlock()
 	}
 	binary.LittleEndian.PutUint64(d, uint64(n))
+	binary.LittleEndian.PutUint64(d[8:], uint64(b2i(inPlace)))
 	return n > 0
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // zcVerdict reads every process's descriptor from the half the last fence
 // closed: all, every process offered its L inputs of nb bytes (s.zcp then
 // holds every input, in global order, as mapped here); some, at least one
-// did. The same answer on every process.
-func (w *World) zcVerdict(s *shmState, L, nb int) (all, some bool) {
+// did; inPlace, a process's result overlaps its inputs. The same answers
+// on every process.
+func (w *World) zcVerdict(s *shmState, L, nb int) (all, some, inPlace bool) {
 	h := s.half ^ 1
 	all = true
 	zcp := s.zcp[:0]
@@ -274,6 +284,7 @@ func (w *World) zcVerdict(s *shmState, L, nb int) (all, some bool) {
 		d := s.desc[(h*w.size+p)*descBytes:][:descBytes]
 		n := int(binary.LittleEndian.Uint64(d))
 		some = some || n > 0
+		inPlace = inPlace || binary.LittleEndian.Uint64(d[8:]) != 0
 		if n != L {
 			all = false
 		}
@@ -294,7 +305,7 @@ func (w *World) zcVerdict(s *shmState, L, nb int) (all, some bool) {
 		zcp = zcp[:0]
 	}
 	s.zcp = zcp
-	return all, some
+	return all, some, inPlace
 }
 
 // zcEnd ends a call that read the inputs where they lie: it forgets them.
@@ -343,19 +354,23 @@ func (w *World) zcAllreduce(ctx context.Context, s *shmState, dst []byte, n int,
 	return nil
 }
 
-// zcReduceScatter is a reduce-scatter (segments of seg elements) of the
-// inputs in s.zcp into dst, once the processes agreed: process p reduces
-// its segment of every input into dst; fence.
-func (w *World) zcReduceScatter(ctx context.Context, s *shmState, dst []byte, seg int, dt backend.DType, op backend.Op, scale float64) error {
+// zcReduce ends an all-reduce of 2 processes whose results overlap no
+// input, or a reduce-scatter, once the processes agreed: this process
+// reduces elements [off, off+cnt) of every input in s.zcp straight into
+// dst; fence. For the pair (off 0, every element: 2n bytes read and n
+// written, where the pieces read n, write n/2 into the window, then copy
+// n out) every element reduces the same inputs in the same order on both:
+// the same bits. For the reduce-scatter, off is this process's segment.
+func (w *World) zcReduce(ctx context.Context, s *shmState, dst []byte, off, cnt int, dt backend.DType, op backend.Op, scale float64) error {
 	defer s.zcEnd()
 	s.held = true
 	es := dt.Size()
 	srcs := s.zcs[:0]
 	for _, in := range s.zcp {
-		srcs = append(srcs, in[w.rank*seg*es:(w.rank+1)*seg*es])
+		srcs = append(srcs, in[off*es:(off+cnt)*es])
 	}
-	s.zcs, s.into[0] = srcs, dst[:seg*es]
-	hostmath.ReduceMulti(dt, op, s.into[:], srcs, seg, scale)
+	s.zcs, s.into[0] = srcs, dst[:cnt*es]
+	hostmath.ReduceMulti(dt, op, s.into[:], srcs, cnt, scale)
 	return w.zcFinish(ctx, s)
 }
 
