@@ -415,7 +415,10 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		if k == 0 && offer {
 			offer = false
 			switch all, some, inPlace := w.zcVerdict(s, L, n*es); {
-			case all && P == 2 && !inPlace:
+			case all && P == 2 && L == 1 && !inPlace:
+				// Each reads 2n and writes n, where the pieces read n,
+				// write n/2 and copy n out (with more inputs per process
+				// the pieces read less: they stay).
 				return true, w.zcReduce(ctx, s, dst, 0, n, dt, op, scale)
 			case all:
 				return true, w.zcAllreduce(ctx, s, dst, n, dt, op, scale)
