@@ -272,6 +272,7 @@ type shmState struct {
 	zcp    [][]byte  // the call's inputs, every process's, as mapped here
 	zcs    [][]byte  // pieces of zcp
 	into   [1][]byte // a reduction's destination
+	one    [1][]byte // a call's combined input (copyInputs)
 	held   bool      // the fences hold the call's inputs (nativeFence)
 
 	half   int       // the half the next phase writes (the same on every process)
@@ -281,17 +282,17 @@ type shmState struct {
 
 // theNode is the World's native.Node: its collectives through the window.
 var theNode = native.Node{
-	Allreduce: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
+	Allreduce: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, comb native.Combiner, dst []byte, n int,
 		dt backend.DType, op backend.Op, scale float64) (bool, error) {
 		if w, ok := nc.(*World); ok {
-			return w.shmAllreduce(ctx, srcs, dst, n, dt, op, scale)
+			return w.shmAllreduce(ctx, srcs, comb, dst, n, dt, op, scale)
 		}
 		return false, nil
 	},
 	Reduce: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
 		dt backend.DType, op backend.Op, scale float64, root int) (bool, error) {
 		if w, ok := nc.(*World); ok {
-			return w.shmReduce(ctx, srcs, dst, n, dt, op, scale, root)
+			return w.shmReduce(ctx, srcs, nil, dst, n, dt, op, scale, root)
 		}
 		return false, nil
 	},
@@ -301,10 +302,10 @@ var theNode = native.Node{
 		}
 		return false, nil
 	},
-	ReduceScatter: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, seg int,
+	ReduceScatter: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, comb native.Combiner, dst []byte, seg int,
 		dt backend.DType, op backend.Op, scale float64) (bool, error) {
 		if w, ok := nc.(*World); ok {
-			return w.shmReduceScatter(ctx, srcs, dst, seg, dt, op, scale)
+			return w.shmReduceScatter(ctx, srcs, comb, dst, seg, dt, op, scale)
 		}
 		return false, nil
 	},
@@ -376,15 +377,29 @@ func (w *World) phase(ctx context.Context, s *shmState) error {
 // shmAllreduce reduces every process's srcs (n elements each; the same
 // count of inputs on every process) in global order into dst, scaled by
 // scale, through the World's window; ran false where the window is not
-// used (the same answer on every process).
-func (w *World) shmAllreduce(ctx context.Context, srcs [][]byte, dst []byte, n int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
-	return w.shmReduce(ctx, srcs, dst, n, dt, op, scale, -1)
+// used (the same answer on every process). With comb (not nil) the
+// process's inputs go through the window as comb's one combined input,
+// unless every process's srcs are read where they lie.
+func (w *World) shmAllreduce(ctx context.Context, srcs [][]byte, comb native.Combiner, dst []byte, n int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
+	return w.shmReduce(ctx, srcs, comb, dst, n, dt, op, scale, -1)
+}
+
+// copyInputs returns the inputs a call copies into the window: srcs, or
+// with comb their combination (made on first use, held in s.one).
+func (s *shmState) copyInputs(srcs [][]byte, comb native.Combiner) [][]byte {
+	if comb == nil {
+		return srcs
+	}
+	if s.one[0] == nil {
+		s.one[0] = comb.Combined()
+	}
+	return s.one[:]
 }
 
 // shmReduce is shmAllreduce (root < 0) or a reduce to process root: the
 // same phases, and only root copies the result out (dst is nil
 // elsewhere).
-func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int, dt backend.DType, op backend.Op, scale float64, root int) (ran bool, err error) {
+func (w *World) shmReduce(ctx context.Context, srcs [][]byte, comb native.Combiner, dst []byte, n int, dt backend.DType, op backend.Op, scale float64, root int) (ran bool, err error) {
 	if n == 0 {
 		return true, nil
 	}
@@ -393,8 +408,12 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		return err != nil, err
 	}
 	defer s.mu.Unlock()
+	defer func() { s.one[0] = nil }()
 	es := dt.Size()
 	P, L := w.size, len(srcs)
+	if comb != nil {
+		L = 1 // the combination goes through the window
+	}
 	C := P * s.slot / (P * L * es) // elements per input per chunk
 	if C == 0 || root < 0 && s.mpiBetter(P) {
 		return false, nil
@@ -405,7 +424,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		c := min(C, n-lo)
 		in := s.buf(P, s.half)
 		if k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true, inPlace(srcs, dst)) {
-			for l, src := range srcs {
+			for l, src := range s.copyInputs(srcs, comb) {
 				copyIn(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
 			}
 		}
@@ -414,8 +433,8 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, dst []byte, n int,
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some, inPlace := w.zcVerdict(s, L, n*es); {
-			case all && P == 2 && L == 1 && !inPlace:
+			switch all, some, inPlace := w.zcVerdict(s, len(srcs), n*es); {
+			case all && P == 2 && len(srcs) == 1 && !inPlace:
 				// Each reads 2n and writes n, where the pieces read n,
 				// write n/2 and copy n out (with more inputs per process
 				// the pieces read less: they stay).
@@ -516,7 +535,7 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 // segment into the current half (segment q's inputs together, input r in
 // global order at (q·inputs+r)·C), fence, process p reduces its segment's
 // inputs.
-func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte, seg int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
+func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native.Combiner, dst []byte, seg int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
 	if seg == 0 {
 		return true, nil
 	}
@@ -525,8 +544,12 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		return err != nil, err
 	}
 	defer s.mu.Unlock()
+	defer func() { s.one[0] = nil }()
 	es := dt.Size()
 	P, L := w.size, len(srcs)
+	if comb != nil {
+		L = 1 // the combination goes through the window
+	}
 	N := P * L
 	C := s.slot / (N * es) // elements per segment per input per chunk
 	if C == 0 {
@@ -539,7 +562,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		in := s.buf(P, s.half)
 		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es, true, false) {
 			for q := range P {
-				for l, src := range srcs {
+				for l, src := range s.copyInputs(srcs, comb) {
 					copyIn(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
 				}
 			}
@@ -549,7 +572,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, dst []byte,
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some, _ := w.zcVerdict(s, L, P*seg*es); {
+			switch all, some, _ := w.zcVerdict(s, len(srcs), P*seg*es); {
 			case all:
 				return true, w.zcReduce(ctx, s, dst, w.rank*seg, seg, dt, op, scale)
 			case some:

@@ -357,7 +357,7 @@ func TestShmAllreduce(t *testing.T) {
 						if mean {
 							scale = 1 / float64(P*L)
 						}
-						ran, err := d.shmAllreduce(ctx, srcs, dst, n, dt, op, scale)
+						ran, err := d.shmAllreduce(ctx, srcs, nil, dst, n, dt, op, scale)
 						what := fmt.Sprintf("%v %v (mean %v) n=%d L=%d in place %v", dt, op, mean, n, L, inPlace)
 						if err != nil || !ran {
 							t.Fatalf("%s: ran %v, %v", what, ran, err)
@@ -404,7 +404,7 @@ func TestShmOff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	x := make([]byte, 64)
-	ran, err := d.shmAllreduce(ctx, [][]byte{x}, x, 16, backend.F32, backend.Sum, 1)
+	ran, err := d.shmAllreduce(ctx, [][]byte{x}, nil, x, 16, backend.F32, backend.Sum, 1)
 	if err != nil || ran {
 		t.Errorf("with the window off on process 0: ran %v, %v; want false, nil", ran, err)
 	}
@@ -414,7 +414,7 @@ func TestShmOff(t *testing.T) {
 		src[i] = byte(i)
 	}
 	dst := make([]byte, P*64)
-	ran, err = d.shmReduceScatter(ctx, [][]byte{src}, dst[:64], 16, backend.F32, backend.Sum, 1)
+	ran, err = d.shmReduceScatter(ctx, [][]byte{src}, nil, dst[:64], 16, backend.F32, backend.Sum, 1)
 	if err != nil || ran {
 		t.Errorf("reduce-scatter with the window off on process 0: ran %v, %v; want false, nil", ran, err)
 	}
@@ -462,7 +462,7 @@ func TestShmChoice(t *testing.T) {
 			x[i] = float32(i*P + w.Rank())
 		}
 		dst := make([]float32, len(x))
-		ran, err := d.shmAllreduce(ctx, [][]byte{bytesOf(x)}, bytesOf(dst), len(x), backend.F32, backend.Sum, 1)
+		ran, err := d.shmAllreduce(ctx, [][]byte{bytesOf(x)}, nil, bytesOf(dst), len(x), backend.F32, backend.Sum, 1)
 		if err != nil || ran != want {
 			t.Errorf("one goroutine on a process %v, %d processes: all-reduce ran %v, %v; want %v, nil", one, P, ran, err, want)
 		}
@@ -480,7 +480,7 @@ func TestShmChoice(t *testing.T) {
 			}
 		}
 		seg := make([]float32, len(x)/P)
-		ran, err = d.shmReduceScatter(ctx, [][]byte{bytesOf(x[:len(seg)*P])}, bytesOf(seg), len(seg), backend.F32, backend.Sum, 1)
+		ran, err = d.shmReduceScatter(ctx, [][]byte{bytesOf(x[:len(seg)*P])}, nil, bytesOf(seg), len(seg), backend.F32, backend.Sum, 1)
 		if err != nil || !ran {
 			t.Errorf("one goroutine %v: reduce-scatter ran %v, %v; want true, nil", one, ran, err)
 		}
@@ -497,7 +497,7 @@ func TestShmChoice(t *testing.T) {
 		if w.Rank() == 0 {
 			root = bytesOf(dst)
 		}
-		ran, err = d.shmReduce(ctx, [][]byte{bytesOf(x)}, root, len(x), backend.F32, backend.Sum, 1, 0)
+		ran, err = d.shmReduce(ctx, [][]byte{bytesOf(x)}, nil, root, len(x), backend.F32, backend.Sum, 1, 0)
 		if err != nil || !ran {
 			t.Errorf("one goroutine %v: reduce ran %v, %v; want true, nil", one, ran, err)
 		}
@@ -522,7 +522,7 @@ func TestShmTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	x := make([]byte, 4*1000)
-	if _, err := d.shmAllreduce(ctx, [][]byte{x}, x, 1000, backend.F32, backend.Sum, 1); err != nil {
+	if _, err := d.shmAllreduce(ctx, [][]byte{x}, nil, x, 1000, backend.F32, backend.Sum, 1); err != nil {
 		t.Fatal(err) // the window is open
 	}
 	late := P - 1
@@ -534,7 +534,7 @@ func TestShmTimeout(t *testing.T) {
 	} else {
 		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		ran, err := d.shmAllreduce(short, [][]byte{x}, x, 1000, backend.F32, backend.Sum, 1)
+		ran, err := d.shmAllreduce(short, [][]byte{x}, nil, x, 1000, backend.F32, backend.Sum, 1)
 		var mp backend.MissingProcesses
 		switch {
 		case !ran || !errors.Is(err, backend.ErrTimeout) || !errors.As(err, &mp):

@@ -77,7 +77,7 @@ func TestShmReduceScatterAllgather(t *testing.T) {
 						if mean {
 							scale = 1 / float64(N)
 						}
-						ran, err := d.shmReduceScatter(ctx, srcs, dst, seg, dt, op, scale)
+						ran, err := d.shmReduceScatter(ctx, srcs, nil, dst, seg, dt, op, scale)
 						what := fmt.Sprintf("%v %v (mean %v) seg=%d L=%d", dt, op, mean, seg, L)
 						if err != nil || !ran {
 							t.Fatalf("%s: ran %v, %v", what, ran, err)
@@ -586,7 +586,7 @@ func TestShmReduceBcast(t *testing.T) {
 							if mean {
 								scale = 1 / float64(P*L)
 							}
-							ran, err := d.shmReduce(ctx, srcs, dst, n, dt, op, scale, root)
+							ran, err := d.shmReduce(ctx, srcs, nil, dst, n, dt, op, scale, root)
 							what := fmt.Sprintf("reduce to %d %v %v (mean %v) n=%d L=%d in place %v", root, dt, op, mean, n, L, inPlace)
 							if err != nil || !ran {
 								t.Fatalf("%s: ran %v, %v", what, ran, err)

@@ -152,6 +152,11 @@ type Leader struct {
 	Pools   *Pools
 	W       *waitctx.Ctx
 	Timeout time.Duration // the group's CommunicationTimeout
+
+	// The call's combination, for Combined (combineFor).
+	cdt backend.DType
+	cop backend.Op
+	cnb int
 }
 
 // call runs f, one native collective, under the wait context.

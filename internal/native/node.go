@@ -19,9 +19,15 @@ import (
 // collective. dst is written chunk by chunk, each chunk once: a failed
 // call may have written part of it, as MPI's own collectives may (srcs may
 // be dst's memory: in place).
+//
+// Allreduce and ReduceScatter take a Combiner where the process has
+// several ranks outside deterministic mode: srcs are then the ranks'
+// inputs as they are, and comb makes their rank-order reduction on demand
+// (the one input the Node otherwise reduces), so that the Node may read
+// the inputs where they lie (AllocShared memory) or combine them first.
 type Node struct {
 	// Allreduce reduces srcs (n elements each) into dst's n elements.
-	Allreduce func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, n int,
+	Allreduce func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, comb Combiner, dst []byte, n int,
 		dt backend.DType, op backend.Op, scale float64) (ran bool, err error)
 	// Reduce reduces srcs (n elements each) into dst's n elements on
 	// process root (dst is nil on the others).
@@ -31,7 +37,7 @@ type Node struct {
 	Bcast func(ctx context.Context, nc backend.NativeCollectives, buf []byte, root int) (ran bool, err error)
 	// ReduceScatter reduces segment p of srcs (P segments of seg elements
 	// each, P the processes) into dst's seg elements on process p.
-	ReduceScatter func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, seg int,
+	ReduceScatter func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, comb Combiner, dst []byte, seg int,
 		dt backend.DType, op backend.Op, scale float64) (ran bool, err error)
 	// Allgather gathers every process's srcs (mb bytes each) into dst, in
 	// global order (P·len(srcs)·mb bytes). With keep, a call of one chunk
@@ -41,6 +47,27 @@ type Node struct {
 	// Node; view is nil where dst holds the result.
 	Allgather func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int, keep bool) (view []byte, stride int, ran bool, err error)
 }
+
+// Combiner makes a process's inputs' rank-order reduction (Combined: in
+// the leader's pooled memory) for a Node that did not read them where
+// they lie. A *Leader is one, set up for the call (combineFor).
+type Combiner interface{ Combined() []byte }
+
+// combineFor sets the leader up as the Combiner of a call of nb bytes per
+// rank and returns the inputs and the Combiner handed to a Node: the
+// ranks' inputs and the leader where the process has several ranks
+// outside deterministic mode, else inputs' and nil.
+func (l *Leader) combineFor(dt backend.DType, op backend.Op, nb int) ([][]byte, Combiner) {
+	if l.Det || l.L == 1 {
+		return l.inputs(dt, op, nb), nil
+	}
+	l.cdt, l.cop, l.cnb = dt, op, nb
+	return l.Sends, l
+}
+
+// Combined is the process's inputs reduced in rank order (combine), for a
+// call set up by combineFor.
+func (l *Leader) Combined() []byte { return l.combine(l.cdt, l.cop, l.cnb) }
 
 // node is the registered Node, nil when none is.
 var node *Node
@@ -76,9 +103,9 @@ func (l *Leader) nodeCall(ctx context.Context, name string, f func(context.Conte
 // nodeReduce runs an all-reduce of n elements into dst through the
 // registered Node. ran false: nothing ran.
 func (l *Leader) nodeReduce(ctx context.Context, dt backend.DType, op backend.Op, scale float64, n int, dst []byte) (ran bool, err error) {
-	srcs := l.inputs(dt, op, n*dt.Size())
+	srcs, comb := l.combineFor(dt, op, n*dt.Size())
 	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory all-reduce", func(ctx context.Context) (bool, error) {
-		return node.Allreduce(ctx, l.NC, srcs, dst, n, dt, op, scale)
+		return node.Allreduce(ctx, l.NC, srcs, comb, dst, n, dt, op, scale)
 	})
 }
 
@@ -102,9 +129,9 @@ func (l *Leader) nodeBcast(ctx context.Context, buf []byte, root int) (ran bool,
 // nodeReduceScatter runs a ReduceScatter of m elements per rank into res
 // (the process's ranks' blocks) through the registered Node.
 func (l *Leader) nodeReduceScatter(ctx context.Context, dt backend.DType, op backend.Op, scale float64, m int, res []byte) (ran bool, err error) {
-	srcs := l.inputs(dt, op, l.N*m*dt.Size())
+	srcs, comb := l.combineFor(dt, op, l.N*m*dt.Size())
 	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory reduce-scatter", func(ctx context.Context) (bool, error) {
-		return node.ReduceScatter(ctx, l.NC, srcs, res, l.L*m, dt, op, scale)
+		return node.ReduceScatter(ctx, l.NC, srcs, comb, res, l.L*m, dt, op, scale)
 	})
 }
 
