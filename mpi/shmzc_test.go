@@ -492,3 +492,52 @@ func TestShmZeroCopyGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestShmZeroCopyAllocs: steady-state AllReduce, ReduceScatter and
+// AllGather of a group (one rank per process) whose inputs are in
+// AllocShared memory read them where they lie (one call each through
+// shmZeroCopy per call) and allocate nothing.
+func TestShmZeroCopyAllocs(t *testing.T) {
+	w, _ := begin(t, 40*time.Second)
+	needShmGroup(t, w)
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	setShm(t, true, 4<<20)
+	defer func(g int) { zcGatherMin = g }(zcGatherMin)
+	zcGatherMin = zcMin
+	ctx := context.Background()
+	g := openNativeGroup(t, w, "host", 1, false)
+	N := g.Size()
+	const m = 64 << 10
+	mem, err := AllocShared[float32](ctx, w, 2*N*m)
+	if err != nil {
+		t.Fatalf("AllocShared: %v", err)
+	}
+	send, recv := mem[:N*m], mem[N*m:]
+	c := g.Comm(0)
+	for _, name := range []string{"AllReduce", "ReduceScatter", "AllGather"} {
+		call := func() error {
+			switch name {
+			case "AllReduce":
+				return collective.AllReduceInto(ctx, c, send[:m], recv[:m], collective.Sum)
+			case "ReduceScatter":
+				return collective.ReduceScatter(ctx, c, send, recv[:m], collective.Sum)
+			}
+			return collective.AllGather(ctx, c, send[:m], recv)
+		}
+		zc0 := shmZeroCopy.Load()
+		allocs := testing.AllocsPerRun(20, func() {
+			if err := call(); err != nil {
+				t.Error(err)
+			}
+		})
+		if got := shmZeroCopy.Load() - zc0; got != 21 {
+			t.Errorf("%s: %d calls read their inputs where they lie, want 21", name, got)
+		}
+		if allocs > 0 {
+			t.Errorf("%s: %v allocations per call, want 0", name, allocs)
+		}
+	}
+	agree(t, w, !t.Failed(), "allocations of calls that read their inputs where they lie")
+}
