@@ -273,9 +273,16 @@ func TestAllocShared(t *testing.T) {
 //     (nativeFence), so its Drain returns true only once the others
 //     arrived, after they read its inputs; the others succeed, with the
 //     right result.
+//
+// The trimmed matrix (CI) runs it with 3 and 4 processes only: with 2 on 2
+// cores the progress threads yield rather than sleep through its waits,
+// taking the cores from the tests that run beside the MPI jobs.
 func TestShmZeroCopyFails(t *testing.T) {
 	w, _ := begin(t, 30*time.Second)
 	needShmGroup(t, w)
+	if light() && w.Size() == 2 {
+		t.Skip("trimmed matrix: run with 3 and 4 processes (GOCOLL_TEST_FULL runs it here too)")
+	}
 	setShm(t, true, 1<<10)
 	defer func(m int) { zcMin = m }(zcMin)
 	zcMin = 512
