@@ -249,8 +249,15 @@ func TestAbort(t *testing.T) {
 			}(r)
 		}
 		time.Sleep(50 * time.Millisecond)
+		// Past 3 s, a dump of every goroutine says what Abort or a rank
+		// waits for.
+		dump := time.AfterFunc(3*time.Second, func() {
+			buf := make([]byte, 4<<20)
+			t.Logf("%s: not returned 3 s after Abort; goroutines:\n%s", bk, buf[:runtime.Stack(buf, true)])
+		})
 		g.Abort(cause)
 		wg.Wait()
+		dump.Stop()
 		if el := time.Since(start); el > 5*time.Second {
 			t.Errorf("%s: Abort took %v", bk, el)
 		}

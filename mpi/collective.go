@@ -268,6 +268,20 @@ func (w *World) collective(ctx context.Context, r *request, post func(*request))
 		end = r.await(ctx.Done(), tick)
 	}
 	w.announce.Stop()
+	if end == awaitDone && r.native == nativeFence {
+		// Other processes read this one's inputs until they enter the
+		// fence: wait for them past ctx's end, up to fenceDrain.
+		t := time.NewTimer(fenceDrain)
+		for end = r.await(nil, t.C); end == awaitHung; end = r.await(nil, t.C) {
+			if hung = w.hungError(r.call, r, time.Since(start)); hung != nil {
+				break
+			}
+		}
+		t.Stop()
+		if end == awaitTick {
+			end = awaitDone // past the limit: ctx's end, the fence held
+		}
+	}
 	if end != awaitReady && !w.exec.progress.unwatch(r) {
 		end = awaitReady // the thread completed r meanwhile
 	}
@@ -422,8 +436,14 @@ func postAllreduce(r *request) {
 // barrier is World.Barrier in the mpi build (api.go).
 func (w *World) barrier(ctx context.Context) error { return w.barrierAs(ctx, nativeNone) }
 
-// barrierAs is barrier; kind nativeFence holds it like a native
-// collective's memory when ctx ends first (a Drain waits for it).
+// fenceDrain is how long a fence of kind nativeFence waits past its
+// context's end for the other processes (the default drain limit of a
+// collective.Group); a variable for the tests.
+var fenceDrain = 10 * time.Second
+
+// barrierAs is barrier; kind nativeFence waits past ctx's end up to
+// fenceDrain, and when that passes too holds the barrier like a native
+// collective's memory (a Drain waits for it).
 func (w *World) barrierAs(ctx context.Context, kind nativeKind) error {
 	const call = "MPI_Ibarrier"
 	seq, err := w.beginCollective(ctx, call)

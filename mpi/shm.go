@@ -274,6 +274,7 @@ type shmState struct {
 	into   [1][]byte // a reduction's destination
 	one    [1][]byte // a call's combined input (copyInputs)
 	held   bool      // the fences hold the call's inputs (nativeFence)
+	ended  error     // the context's error, where it ended during held fences the call went on through
 
 	half   int       // the half the next phase writes (the same on every process)
 	failed bool      // a call failed mid-way: the processes' halves and fences no longer agree
@@ -358,8 +359,16 @@ func (s *shmState) buf(P, i int) []byte { return s.mem[i*P*s.slot : (i+1)*P*s.sl
 // phase runs the fence of one phase of a call (its writes to the current
 // half done) and flips the half the next phase writes; a failure marks
 // the window failed (the processes' halves and fences no longer agree).
+//
+// A fence that holds the inputs (s.held: the other processes read this
+// process's inputs where they lie) is posted even when ctx has ended: this
+// process's part of the phase is done, and the others read its inputs
+// until they enter it. Its wait goes on past ctx's end, up to fenceDrain
+// (shmFence); a fence that completes so records ctx's error in s.ended
+// and the call goes on to its end (zcEnded), so that no process reads this
+// one's inputs after its call returned.
 func (w *World) phase(ctx context.Context, s *shmState) error {
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && !s.held {
 		// Not posted: the other processes wait for this one at this fence.
 		s.failed = true
 		return &Error{Call: "MPI_Ibarrier", Err: err, Msg: "the shared-memory window's fence was not posted: the context ended"}
@@ -370,6 +379,9 @@ func (w *World) phase(ctx context.Context, s *shmState) error {
 		return err
 	}
 	shmFenceNs.Add(int64(time.Since(t)))
+	if err := ctx.Err(); err != nil && s.held && s.ended == nil {
+		s.ended = err
+	}
 	s.half ^= 1
 	return nil
 }

@@ -77,12 +77,20 @@ import (
 // The last fence of such a call is what keeps a process's inputs from
 // being changed while another reads them: every process enters it once
 // done reading. Its barrier is held like a native collective's memory
-// (nativeFence): a process whose context ends while it waits there does
-// not return before the others entered it, up to the drain limit (the
-// group drains a failed native call; past the limit the World is lost). A
-// process that fails before posting it makes the others fail at it (they
-// wait for it), so no process returns a result read from inputs that
-// changed under it.
+// (nativeFence). Every fence after the agreement is such a fence, since
+// the others read this process's inputs until they enter it: a process
+// whose context ends posts it all the same (its own part of the phase is
+// done), waits for the others past the end up to fenceDrain, and goes on
+// to the end of the call, then returns the context's error; the others
+// finish the call as if nothing happened. Past fenceDrain it returns, the
+// barrier held like a native collective's memory (the group drains a
+// failed native call; past its limit the World is lost). So no process
+// reads another's inputs after that one's call returned, except where a
+// process's context ends while it waits at the agreement's fence and that
+// fence completes later (the others then read the first chunk of its
+// inputs, and fail at the next fence, which it never posts): the
+// agreement does not wait past the context, so that a process that never
+// arrives is reported within the timeout.
 
 // descBytes is a process's descriptor area in a half: the count of inputs
 // it offers (0: none), then 16 bytes per input (token, offset).
@@ -311,7 +319,17 @@ func (w *World) zcVerdict(s *shmState, L, nb int) (all, some, inPlace bool) {
 func (s *shmState) zcEnd() {
 	clear(s.zcp)
 	clear(s.zcs)
-	s.zcp, s.zcs, s.into[0], s.held = s.zcp[:0], s.zcs[:0], nil, false
+	s.zcp, s.zcs, s.into[0], s.held, s.ended = s.zcp[:0], s.zcs[:0], nil, false, nil
+}
+
+// zcEnded is the error of a call that read the inputs where they lie and
+// went on to its end past its context's end (phase): the context's.
+func (s *shmState) zcEnded() error {
+	if s.ended == nil {
+		return nil
+	}
+	return &Error{Call: "MPI_Ibarrier", Err: s.ended, ended: true,
+		Msg: "the context ended while the other processes read this process's inputs where they lie; the call went on until they were done"}
 }
 
 // zcAllreduce is an all-reduce (n elements per input) of the inputs in
@@ -350,7 +368,7 @@ func (w *World) zcAllreduce(ctx context.Context, s *shmState, dst []byte, n int,
 	}
 	shmZeroCopy.Add(1)
 	s.done()
-	return nil
+	return s.zcEnded()
 }
 
 // zcReduce ends an all-reduce of 2 processes whose results overlap no
@@ -397,5 +415,5 @@ func (w *World) zcFinish(ctx context.Context, s *shmState) error {
 	}
 	shmZeroCopy.Add(1)
 	s.done()
-	return nil
+	return s.zcEnded()
 }

@@ -260,19 +260,26 @@ func TestAllocShared(t *testing.T) {
 }
 
 // TestShmZeroCopyFails: calls whose inputs every process reads where they
-// lie (all-reduce, reduce-scatter, all-gather of float32), where the last
-// process fails at the fence that ends the reading:
+// lie (all-reduce of one chunk and of 4, reduce-scatter, all-gather of
+// float32), where the last process's context ends while the others still
+// read its inputs:
 //
-//   - its context ends before it posts the fence: it returns the
-//     context's error and every other process fails at the fence (none
-//     returns a result read from inputs that may have changed); once it
-//     posts the barrier it lacks (after their timeout), the others' Drain
-//     completes;
-//   - its context's deadline passes in the fence, while the others arrive
-//     800 ms late: it returns the deadline's error, but the fence stays held
-//     (nativeFence), so its Drain returns true only once the others
-//     arrived, after they read its inputs; the others succeed, with the
-//     right result.
+//   - mode 1: it ends before the last process posts a fence after the
+//     agreement (the first, for the all-reduce of 4 chunks): it posts it
+//     all the same and goes on to the end of the call, then returns the
+//     context's error, its result complete; the others succeed;
+//   - mode 2: its deadline passes in the fence, while the others arrive
+//     800 ms late: it returns the deadline's error only once they arrived
+//     (it waits past its deadline, up to fenceDrain), holding nothing; the
+//     others succeed;
+//   - mode 3: as 2, with fenceDrain 200 ms: it returns past fenceDrain, the
+//     fence held (nativeFence), so its Drain returns true only once the
+//     others arrived; the others succeed, except in the all-reduce of 4
+//     chunks with more than 2 processes (2 reduce all in one step), where
+//     they time out at the next chunk's fence, which it never posts, and
+//     their Drain returns once it posts the barrier they hold.
+//
+// Every success is checked against the exact sums or blocks.
 //
 // The trimmed matrix (CI) runs it with 3 and 4 processes only: with 2 on 2
 // cores the progress threads yield rather than sleep through its waits,
@@ -290,7 +297,8 @@ func TestShmZeroCopyFails(t *testing.T) {
 	last := P - 1
 	defer func(g int) { zcGatherMin = g }(zcGatherMin)
 	zcGatherMin = 512
-	var mode atomic.Int32 // 1: the last process's context ends before its fence; 2: the others come late
+	defer func(d time.Duration) { fenceDrain = d }(fenceDrain)
+	var mode atomic.Int32
 	const late = 800 * time.Millisecond
 	var cancelLast atomic.Pointer[context.CancelFunc]
 	shmChunkHook = func(ctx context.Context, hw *World, k int) {
@@ -298,14 +306,18 @@ func TestShmZeroCopyFails(t *testing.T) {
 		case k != -2:
 		case mode.Load() == 1 && hw.Rank() == last:
 			(*cancelLast.Load())()
-		case mode.Load() == 2 && hw.Rank() != last:
+		case mode.Load() >= 2 && hw.Rank() != last:
 			time.Sleep(late)
 		}
 	}
 	t.Cleanup(func() { shmChunkHook = nil })
-	for _, kind := range []string{"AllReduce", "ReduceScatter", "AllGather"} {
-		for _, m := range []int32{1, 2} {
+	for _, kind := range []string{"AllReduce", "AllReduceChunks", "ReduceScatter", "AllGather"} {
+		for _, m := range []int32{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/mode=%d", kind, m), func(t *testing.T) {
+				fenceDrain = 10 * time.Second
+				if m == 3 {
+					fenceDrain = 200 * time.Millisecond
+				}
 				d := shmDup(t, w)
 				bg, bgCancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer bgCancel()
@@ -313,7 +325,7 @@ func TestShmZeroCopyFails(t *testing.T) {
 				if err != nil {
 					t.Fatalf("AllocShared: %v", err)
 				}
-				n := 1024 // float32 per segment (reduce-scatter) or input (all-gather)
+				n := 1024 // float32 per segment (reduce-scatter), input (all-gather) or piece (all-reduce of 4 chunks)
 				if kind == "AllReduce" {
 					n = 256 // P*n per input: one chunk, one fence after the reading
 				}
@@ -322,10 +334,7 @@ func TestShmZeroCopyFails(t *testing.T) {
 					src[i] = float32(me*1000 + i%997)
 				}
 				dst := make([]float32, P*n)
-				limit := 600 * time.Millisecond
-				if m == 2 {
-					limit = 30 * time.Second
-				}
+				othersFail := kind == "AllReduceChunks" && m == 3 && P > 2
 				var ctx context.Context
 				var cancel context.CancelFunc
 				switch {
@@ -334,8 +343,10 @@ func TestShmZeroCopyFails(t *testing.T) {
 					cancelLast.Store(&cancel)
 				case me == last:
 					ctx, cancel = context.WithTimeout(bg, 250*time.Millisecond)
+				case othersFail:
+					ctx, cancel = context.WithTimeout(bg, 5*time.Second)
 				default:
-					ctx, cancel = context.WithTimeout(bg, limit)
+					ctx, cancel = context.WithTimeout(bg, 30*time.Second)
 				}
 				defer cancel()
 				b := func(f []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f)) }
@@ -343,62 +354,85 @@ func TestShmZeroCopyFails(t *testing.T) {
 				mode.Store(m)
 				start := time.Now()
 				switch kind {
-				case "AllReduce":
+				case "AllReduce", "AllReduceChunks":
 					_, err = d.shmAllreduce(ctx, [][]byte{b(src)}, nil, b(dst), P*n, backend.F32, backend.Sum, 1)
 				case "ReduceScatter":
 					_, err = d.shmReduceScatter(ctx, [][]byte{b(src)}, nil, b(dst[:n]), n, backend.F32, backend.Sum, 1)
 				default:
 					_, _, _, err = d.shmAllgather(ctx, [][]byte{b(src[:n])}, b(dst), 4*n, false)
 				}
+				took := time.Since(start)
 				mode.Store(0)
+				held := d.nativeHeld.Load()
+				complete := me != last && !othersFail || m == 1 // the results to check
 				switch {
-				case m == 1 && me == last:
+				case othersFail && me != last:
+					if !errors.Is(err, backend.ErrTimeout) || !slices.Equal(err.(*Error).Ranks, []int{last}) {
+						t.Errorf("process %d: %v, want a timeout naming process %d", me, err, last)
+					}
+				case me != last:
+					if err != nil {
+						t.Errorf("process %d: %v, want success", me, err)
+					}
+				case m == 1:
 					if !errors.Is(err, context.Canceled) {
 						t.Errorf("the last process: %v, want its context's end", err)
 					}
-					// Once the others timed out, the barrier of the fence it
-					// did not post (sooner, it would let them on).
-					time.Sleep(limit + time.Second)
-					if err := d.Barrier(bg); err != nil {
-						t.Errorf("Barrier: %v", err)
-					}
-				case m == 1:
-					if err == nil || !errors.Is(err, backend.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-						t.Errorf("process %d: %v, want a timeout at the fence", me, err)
-					}
-					if !d.Drain(10 * time.Second) {
-						t.Errorf("Drain: false, want true once the last process posted its barrier")
-					}
-				case me == last:
+				default:
 					if !errors.Is(err, backend.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 						t.Errorf("the last process: %v, want its deadline's error", err)
 					}
-					if h := d.nativeHeld.Load(); h != 1 {
-						t.Errorf("%d calls held, want the fence", h)
+					if took < late-50*time.Millisecond && m == 2 {
+						t.Errorf("returned %v after the call began, before the others arrived (%v)", took, late)
 					}
+					if m == 3 && took > late-200*time.Millisecond {
+						t.Errorf("returned %v after the call began, want about 250 ms + fenceDrain", took)
+					}
+				}
+				switch want := int64(b2i(m == 3 && (me == last || othersFail))); {
+				case held != want:
+					t.Errorf("%d calls held, want %d", held, want)
+				case want == 1 && me != last:
+					if !d.Drain(10 * time.Second) {
+						t.Errorf("Drain: false, want true once the last process posted the barrier it lacks")
+					}
+				case want == 1:
 					if !d.Drain(10 * time.Second) {
 						t.Errorf("Drain: false, want true once the others arrived")
 					}
 					if e := time.Since(start); e < late-50*time.Millisecond {
 						t.Errorf("Drain returned %v after the call began, before the others arrived (%v)", e, late)
 					}
-				default:
-					if err != nil {
-						t.Errorf("process %d: %v, want success", me, err)
-					}
-					if shmZeroCopy.Load() != zc0+1 {
-						t.Errorf("the call copied its inputs in")
-					}
-					if kind == "AllReduce" {
-						for i, v := range dst {
-							want := float32(0)
-							for p := range P {
-								want += float32(p*1000 + i%997)
-							}
-							if v != want {
-								t.Fatalf("element %d: %v, want %v", i, v, want)
-							}
+					if othersFail {
+						// Once the others timed out, the barrier they hold.
+						time.Sleep(time.Until(start.Add(5*time.Second + time.Second)))
+						if err := d.Barrier(bg); err != nil {
+							t.Errorf("Barrier: %v", err)
 						}
+					}
+				}
+				if complete && shmZeroCopy.Load() != zc0+1 {
+					t.Errorf("the call copied its inputs in")
+				}
+				for i := 0; complete && i < len(dst); i++ {
+					want := float32(0)
+					switch kind {
+					case "ReduceScatter":
+						if i >= n {
+							break
+						}
+						for p := range P {
+							want += float32(p*1000 + (me*n+i)%997)
+						}
+					case "AllGather":
+						want = float32(i/n*1000 + i%n%997)
+					default:
+						for p := range P {
+							want += float32(p*1000 + i%997)
+						}
+					}
+					if dst[i] != want {
+						t.Fatalf("element %d: %v, want %v", i, dst[i], want)
 					}
 				}
 				agree(t, w, !t.Failed(), kind)
