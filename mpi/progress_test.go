@@ -297,3 +297,25 @@ func TestParseHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestParseBytes: the window's sizes (GOCOLL_MPI_SHM_SLOT, _PIECE,
+// GOCOLL_MPI_ZC_MIN, GOCOLL_MPI_ZC_GATHER_MIN), and the bad ones refused
+// with the default kept.
+func TestParseBytes(t *testing.T) {
+	const def = 12345
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"", def, true}, {"1", 1, true}, {"4096", 4096, true}, {"64K", 64 << 10, true}, {"64k", 64 << 10, true},
+		{"2M", 2 << 20, true}, {"1G", 1 << 30, true}, {"1024G", 1 << 40, true},
+		{"0", def, false}, {"-1", def, false}, {"K", def, false}, {"1T", def, false}, {"1.5M", def, false},
+		{"1025G", def, false}, {"big", def, false},
+	} {
+		got, err := parseBytes(tc.in, def)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseBytes(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}

@@ -178,7 +178,7 @@ var (
 	shmOn      atomic.Bool
 	shmAlways  atomic.Bool
 	shmSlot    atomic.Int64
-	shmSlotErr error // a GOCOLL_MPI_SHM_SLOT or GOCOLL_MPI_SHM_PIECE that does not parse
+	shmSlotErr error // a GOCOLL_MPI_SHM_SLOT, _PIECE or GOCOLL_MPI_ZC_[GATHER_]MIN that does not parse
 )
 
 // defaultShmSlot is the slot size without GOCOLL_MPI_SHM_SLOT.
@@ -222,6 +222,19 @@ func init() {
 		shmSlotErr = &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument, Msg: "GOCOLL_MPI_SHM_PIECE: " + err.Error()}
 	}
 	shmPiece = int(piece)
+	// The floors of inputs read where they lie (shmzc.go): experiments for
+	// the 16-core host, as the pieces. The processes need not agree: one
+	// that does not offer makes the others copy in.
+	for _, f := range []struct {
+		env string
+		v   *int
+	}{{"GOCOLL_MPI_ZC_MIN", &zcMin}, {"GOCOLL_MPI_ZC_GATHER_MIN", &zcGatherMin}} {
+		v, err := parseBytes(os.Getenv(f.env), int64(*f.v))
+		if err != nil && shmSlotErr == nil {
+			shmSlotErr = &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument, Msg: f.env + ": " + err.Error()}
+		}
+		*f.v = int(v)
+	}
 }
 
 // parseBytes reads a size in bytes with an optional K, M or G suffix

@@ -101,15 +101,16 @@ const maxOffer = descBytes/16 - 1
 
 // zcMin is the fewest bytes per input a call offers its inputs for: below
 // it the fence the offer adds to a reduce-scatter or all-gather costs more
-// than the copy in it saves. A variable for the tests.
+// than the copy in it saves. GOCOLL_MPI_ZC_MIN sets it (bytes, with an
+// optional K, M or G suffix); a variable for the tests.
 var zcMin = 64 << 10
 
 // zcGatherMin is the fewest bytes per input an all-gather of one chunk
 // offers its inputs for: such a call fences once when it copies in, and
 // twice without the copy (the agreement and the end), so below it the
 // fence costs more than the copy in saves. A call of several chunks
-// offers from zcMin (it saves a fence per chunk). A variable for the
-// tests.
+// offers from zcMin (it saves a fence per chunk). GOCOLL_MPI_ZC_GATHER_MIN
+// sets it; a variable for the tests.
 var zcGatherMin = 1 << 20
 
 // shmZeroCopy counts the calls that read every input where it lies.
