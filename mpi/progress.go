@@ -72,9 +72,15 @@ const (
 	easeMin    = 10 * time.Microsecond
 	easeMax    = 100 * time.Microsecond
 	// defaultHelpFor is how long a waiter drives MPI itself before it
-	// parks (await) without GOCOLL_MPI_HELP: longer than most collectives
-	// of a few MiB, short beside a late process.
-	defaultHelpFor = time.Millisecond
+	// parks (await) without GOCOLL_MPI_HELP: longer than the collectives
+	// of a few MiB. The thread sleeps meanwhile (it spins, or yields,
+	// once the waiter parked), so waiting longer costs no more CPU. On
+	// the 16-core host (bench/h100-2026-12-07, help/) a 4 MiB
+	// MPI_Iallreduce of 4 processes took 1890 us with 100 ms against 2458
+	// us with 1 ms (8 processes: 2742 against 2914 us; 1 and 16 MiB
+	// within 4%): a call that outlasted the 1 ms parked, and the wake-up
+	// took 20-300 us.
+	defaultHelpFor = 100 * time.Millisecond
 	// helpYield is how many of its rounds a driving waiter runs between
 	// two yields to the process's other goroutines.
 	helpYield = 64

@@ -107,11 +107,14 @@ var zcMin = 64 << 10
 
 // zcGatherMin is the fewest bytes per input an all-gather of one chunk
 // offers its inputs for: such a call fences once when it copies in, and
-// twice without the copy (the agreement and the end), so below it the
-// fence costs more than the copy in saves. A call of several chunks
-// offers from zcMin (it saves a fence per chunk). GOCOLL_MPI_ZC_GATHER_MIN
-// sets it; a variable for the tests.
-var zcGatherMin = 1 << 20
+// twice without the copy (the agreement and the end). Measured on the
+// 16-core host (bench/h100-2026-12-07, ag/), the copy in costs more than
+// the fence at every size measured, from 128 KiB per input (1 MiB of 8
+// processes): 1 MiB all-gathers of 4 and 8 processes took 134 and 173 us
+// with this floor at 64 KiB against 212 and 275 us at 1 MiB (4 MiB of 8
+// processes: 554 against 1026 us), so it is zcMin's. A call of several chunks offers from zcMin (it saves a fence
+// per chunk). GOCOLL_MPI_ZC_GATHER_MIN sets it; a variable for the tests.
+var zcGatherMin = 64 << 10
 
 // shmZeroCopy counts the calls that read every input where it lies.
 var shmZeroCopy atomic.Int64
