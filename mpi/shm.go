@@ -223,8 +223,8 @@ func init() {
 	}
 	shmPiece = int(piece)
 	// The floors of inputs read where they lie (shmzc.go): experiments for
-	// the 16-core host, as the pieces. The processes need not agree: one
-	// that does not offer makes the others copy in.
+	// the 16-core host, as the pieces. A window uses the least over its
+	// processes (agreed as it opens).
 	for _, f := range []struct {
 		env string
 		v   *int
@@ -279,7 +279,9 @@ type shmState struct {
 	workers int // the fewest goroutines a process's copies take (agreed; see mpiBetter)
 
 	// Inputs read where they lie (shmzc.go).
-	zc     bool      // every process knows its processes' ranks in MPI_COMM_WORLD (agreed)
+	zc     bool // every process knows its processes' ranks in MPI_COMM_WORLD (agreed)
+	zcMin  int  // zcMin and zcGatherMin, the least over the processes (agreed)
+	zcGMin int
 	wranks []int     // each process's rank in MPI_COMM_WORLD
 	desc   []byte    // the descriptor areas: 2 halves of P areas of descBytes
 	zcp    [][]byte  // the call's inputs, every process's, as mapped here
@@ -440,7 +442,11 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, comb native.Combin
 		L = 1 // the combination goes through the window
 	}
 	C := P * s.slot / (P * L * es) // elements per input per chunk
-	if C == 0 || root < 0 && s.mpiBetter(P) {
+	// MPI's own all-reduce beats the window's copies (mpiBetter) but not
+	// a window that reads every input where it lies: probe offers, and
+	// the call leaves for MPI unless every process offered.
+	probe := root < 0 && s.mpiBetter(P)
+	if C == 0 || probe && !s.zcEligible(true, len(srcs), n*es) {
 		return false, nil
 	}
 	mine := root < 0 || root == w.rank // this process takes the result
@@ -448,7 +454,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, comb native.Combin
 	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+C {
 		c := min(C, n-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true, inPlace(srcs, dst)) {
+		if (k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true, inPlace(srcs, dst))) && !probe {
 			for l, src := range s.copyInputs(srcs, comb) {
 				copyIn(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
 			}
@@ -466,6 +472,8 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, comb native.Combin
 				return true, w.zcReduce(ctx, s, dst, 0, n, dt, op, scale)
 			case all:
 				return true, w.zcAllreduce(ctx, s, dst, n, dt, op, scale)
+			case probe:
+				return false, nil // the same verdict everywhere: MPI's own, nothing written
 			case some:
 				k, lo = -1, -C // again from the first chunk, copying in
 				continue
@@ -636,14 +644,16 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	P, L := w.size, len(srcs)
 	N := P * L
 	C := P * s.slot / N &^ 7 // bytes per input per chunk
-	if C == 0 || s.mpiBetter(P) {
+	want := mb > C || mb >= s.zcGMin
+	probe := s.mpiBetter(P) // as in shmReduce
+	if C == 0 || probe && !s.zcEligible(want, L, mb) {
 		return nil, 0, false, nil
 	}
 	offer := true
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
 		c := min(C, mb-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, mb, mb > C || mb >= zcGatherMin, false) {
+		if (k > 0 || !offer || !w.zcOffer(s, srcs, mb, want, false)) && !probe {
 			for l, src := range srcs {
 				copyIn(in[(w.rank*L+l)*C:], src[lo:lo+c])
 			}
@@ -656,6 +666,8 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 			switch all, some, _ := w.zcVerdict(s, L, mb); {
 			case all:
 				return nil, 0, true, w.zcAllgather(ctx, s, dst, mb)
+			case probe:
+				return nil, 0, false, nil
 			case some:
 				k, lo = -1, -C
 				continue
@@ -734,7 +746,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 		return nil, shmSlotErr
 	}
 	wranks := cWorldRanks(w.comm, w.size)
-	want := []int64{0, max(shmSlot.Load()&^63, 64), int64(copyWorkers()), 0}
+	want := []int64{0, max(shmSlot.Load()&^63, 64), int64(copyWorkers()), 0, int64(zcMin), int64(zcGatherMin)}
 	if shmOn.Load() && w.mode == modeConcurrent {
 		want[0] = 1
 	}
@@ -772,6 +784,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 		s.mem = unsafe.Slice((*byte)(res.base), 2*w.size*slot)
 		s.slot, s.workers = slot, int(want[2])
 		s.zc, s.wranks = want[3] == 1, wranks
+		s.zcMin, s.zcGMin = int(want[4]), int(want[5])
 		s.desc = unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot+shmCtrl)), 2*w.size*descBytes)
 		if w.rank == w.size-1 {
 			clear(unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot)), shmCtrl+2*w.size*descBytes))
@@ -816,8 +829,18 @@ func copyWorkers() int {
 // 3), the all-gather's MPI_Ialltoallv 0.69-0.82. With more cores, the
 // window's copies and reductions spread over them and MPI's do not. The
 // reduce-scatter stays in the window (MPI's took 2.5-3 times as long). The
-// same answer on every process (workers is agreed).
-func (s *shmState) mpiBetter(P int) bool { return P == 2 && s.workers == 1 }
+// same answer on every process (workers is agreed). Where every process's
+// inputs lie in memory of AllocShared the window copies none in, and it
+// beat MPI's there (bench/h100-2026-12-07b, p2/: 1 to 64 MiB, the
+// all-gather in 0.51-0.57 of MPI's time, the all-reduce in 0.42-0.65):
+// such a call probes (shmReduce, shmAllgather), and leaves for MPI only
+// when not every process offered its inputs, after the one fence of the
+// offers.
+func (s *shmState) mpiBetter(P int) bool { return shmProbeAll || P == 2 && s.workers == 1 }
+
+// shmProbeAll, set by tests (the same on every process), makes every
+// all-reduce and all-gather probe as mpiBetter's do.
+var shmProbeAll bool
 
 // agreeMin sets each of v to its least over the processes (MPI_Iallreduce
 // with MPI_MIN, in place).

@@ -112,8 +112,10 @@ var zcMin = 64 << 10
 // the fence at every size measured, from 128 KiB per input (1 MiB of 8
 // processes): 1 MiB all-gathers of 4 and 8 processes took 134 and 173 us
 // with this floor at 64 KiB against 212 and 275 us at 1 MiB (4 MiB of 8
-// processes: 554 against 1026 us), so it is zcMin's. A call of several chunks offers from zcMin (it saves a fence
-// per chunk). GOCOLL_MPI_ZC_GATHER_MIN sets it; a variable for the tests.
+// processes: 554 against 1026 us), so it is zcMin's. A call of several
+// chunks offers from zcMin (it saves a fence per chunk).
+// GOCOLL_MPI_ZC_GATHER_MIN sets it; a variable for the tests. The window
+// uses the least of each floor over its processes (agreed as it opens).
 var zcGatherMin = 64 << 10
 
 // shmZeroCopy counts the calls that read every input where it lies.
@@ -248,13 +250,13 @@ func (w *World) allocShared(ctx context.Context, nb int) (mem []byte, isShared b
 // overlaps the inputs), and reports whether it offered them (then it
 // leaves their copy in out): want (the caller's choice, the same on every
 // process), every input lies in one allocation of AllocShared that every
-// process of the World maps, and nb is at least zcMin. Otherwise it writes
+// process of the World maps, and nb is at least the agreed zcMin. Otherwise it writes
 // a count of 0: every process writes its area in the first chunk of every
 // call that may go without copies, so no stale descriptor is read.
 func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool) bool {
 	d := s.desc[(s.half*w.size+w.rank)*descBytes:][:descBytes]
 	n := 0
-	if want && s.zc && nb >= zcMin && len(srcs) <= maxOffer {
+	if s.zcEligible(want, len(srcs), nb) {
 		shared.RLock()
 		for l, src := range srcs {
 			a := findShared(src[:nb])
@@ -272,6 +274,14 @@ func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool) 
 	binary.LittleEndian.PutUint64(d, uint64(n))
 	binary.LittleEndian.PutUint64(d[8:], uint64(b2i(inPlace)))
 	return n > 0
+}
+
+// zcEligible reports whether a call of L inputs of nb bytes per process
+// may read them where they lie (want: the caller's choice, the same on
+// every process): the same answer on every process, whose floors are
+// agreed (s.zcMin). Where the inputs lie is each process's own.
+func (s *shmState) zcEligible(want bool, L, nb int) bool {
+	return want && s.zc && nb >= s.zcMin && L <= maxOffer
 }
 
 func b2i(b bool) int {

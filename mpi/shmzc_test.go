@@ -582,3 +582,108 @@ func TestShmZeroCopyAllocs(t *testing.T) {
 	}
 	agree(t, w, !t.Failed(), "allocations of calls that read their inputs where they lie")
 }
+
+// TestShmProbe: where MPI's own all-reduce and all-gather beat the
+// window's copies (mpiBetter; forced here at every size of job), a call
+// whose inputs may be read where they lie probes: it copies nothing in,
+// and goes on through the window only if every process offered its
+// inputs (AllocShared memory), the exact sums and blocks; otherwise
+// (inputs on the Go heap on every process, or on one) every process
+// leaves for MPI after the one fence of the offers, its result untouched,
+// and the window stays usable. Below the floor (the agreed zcMin) it
+// leaves at once, with no fence.
+func TestShmProbe(t *testing.T) {
+	w, _ := begin(t, 60*time.Second)
+	needShmGroup(t, w)
+	setShm(t, true, 1<<10)
+	defer func(m, g int) { zcMin, zcGatherMin = m, g }(zcMin, zcGatherMin)
+	zcMin, zcGatherMin = 512, 512
+	shmProbeAll = true
+	t.Cleanup(func() { shmProbeAll = false })
+	d := shmDup(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	P, me := d.Size(), d.Rank()
+	const n = 3000 // float32 per input: 12000 bytes, several chunks of the window's 1 KiB slots
+	mem, err := AllocShared[float32](ctx, d, 2*n+P*n)
+	if err != nil {
+		t.Fatalf("AllocShared: %v", err)
+	}
+	heap := make([]float32, n)
+	b := func(f []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f)) }
+	val := func(p, i int) float32 { return float32((p+1)*1000 + i%997) }
+	for i := range n {
+		mem[i], heap[i] = val(me, i), val(me, i)
+	}
+	sharedSrc := mem[:n]
+	for _, kind := range []string{"AllReduce", "AllGather"} {
+		for _, where := range []string{"shared", "heap", "one heap", "small"} {
+			t.Run(kind+"/"+where, func(t *testing.T) {
+				src, cnt := sharedSrc, n
+				switch {
+				case where == "heap", where == "one heap" && me == P-1:
+					src = heap
+				case where == "small":
+					cnt = 100 // 400 bytes, under the floor
+				}
+				dst := mem[n : n+P*n]
+				const sentinel = -7
+				for i := range dst {
+					dst[i] = sentinel
+				}
+				f0, zc0 := shmFences.Load(), shmZeroCopy.Load()
+				var ran bool
+				var err error
+				if kind == "AllReduce" {
+					ran, err = d.shmAllreduce(ctx, [][]byte{b(src[:cnt])}, nil, b(dst[:cnt]), cnt, backend.F32, backend.Sum, 1)
+				} else {
+					_, _, ran, err = d.shmAllgather(ctx, [][]byte{b(src[:cnt])}, b(dst[:P*cnt]), 4*cnt, false)
+				}
+				fences, zc := shmFences.Load()-f0, shmZeroCopy.Load()-zc0
+				if err != nil {
+					t.Fatalf("%v", err)
+				}
+				want := where == "shared"
+				if ran != want || zc != int64(b2i(want)) {
+					t.Fatalf("ran %v, read where they lie %d times; want %v", ran, zc, want)
+				}
+				if where == "small" && fences != 0 || where != "small" && !want && fences != 1 {
+					t.Errorf("%d fences, want %d", fences, b2i(where != "small"))
+				}
+				for i, v := range dst {
+					exp := float32(sentinel)
+					switch {
+					case !want:
+					case kind == "AllReduce" && i < cnt:
+						exp = 0
+						for p := range P {
+							exp += val(p, i)
+						}
+					case kind == "AllGather":
+						exp = val(i/cnt, i%cnt)
+					}
+					if v != exp {
+						t.Fatalf("dst[%d] = %v, want %v", i, v, exp)
+					}
+				}
+			})
+		}
+	}
+	// The window still agrees: a reduce-scatter (never probed) through it.
+	shmProbeAll = false
+	seg := n / P
+	out := make([]float32, seg)
+	if ran, err := d.shmReduceScatter(ctx, [][]byte{b(heap[:P*seg])}, nil, b(out), seg, backend.F32, backend.Sum, 1); !ran || err != nil {
+		t.Fatalf("reduce-scatter after the probes: ran %v, %v", ran, err)
+	}
+	for i, v := range out {
+		var exp float32
+		for p := range P {
+			exp += val(p, me*seg+i)
+		}
+		if v != exp {
+			t.Fatalf("reduce-scatter: out[%d] = %v, want %v", i, v, exp)
+		}
+	}
+	agree(t, w, !t.Failed(), "the probes of the window")
+}
