@@ -177,3 +177,30 @@ func TestImportCoherentOnly(t *testing.T) {
 		t.Errorf("Import with no coherent memory type: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestFenceDoneWinsOverEndedContext: a fence whose submission completed
+// returns nil from Wait even with a context that ended already, though no
+// one waited for it before (its completion not yet recorded).
+func TestFenceDoneWinsOverEndedContext(t *testing.T) {
+	d := openDevice(t, backend.OpenOptions{})
+	a := alloc(t, d, 4096, backend.HostVisible)
+	b := alloc(t, d, 4096, backend.HostVisible)
+	f := copyAndSubmit(t, d, b, a)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		err := f.Wait(ended)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait with an ended context: %v, want nil or context.Canceled", err)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("Wait with an ended context still returns its error 10s after a 4 KiB copy was submitted: a completed submission must win")
+		}
+	}
+	if err := f.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

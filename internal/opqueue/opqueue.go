@@ -147,6 +147,11 @@ func WaitIdle(ctx context.Context, idle <-chan struct{}) error {
 	}
 	select {
 	case <-idle:
+		return nil // idle already wins over an ended ctx (select picks at random)
+	default:
+	}
+	select {
+	case <-idle:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

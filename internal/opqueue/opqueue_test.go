@@ -2,6 +2,7 @@ package opqueue
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -200,5 +201,23 @@ func TestTake(t *testing.T) {
 	}
 	if err := q.Claim(context.Background()); err != ErrHeld {
 		t.Fatalf("Claim after Take = %v, want ErrHeld", err)
+	}
+}
+
+// TestWaitIdleWinsOverEndedContext: an idle channel closed already wins over
+// a context that ended already, every time (a select of both picks at
+// random).
+func TestWaitIdleWinsOverEndedContext(t *testing.T) {
+	idle := make(chan struct{})
+	close(idle)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 1000 {
+		if err := WaitIdle(ctx, idle); err != nil {
+			t.Fatalf("try %d: WaitIdle of a closed idle channel with an ended context: %v, want nil", i, err)
+		}
+	}
+	if err := WaitIdle(ctx, make(chan struct{})); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitIdle of an open channel with an ended context: %v, want context.Canceled", err)
 	}
 }

@@ -590,7 +590,8 @@ type Fence struct {
 // Wait waits for the submission (vkGetFenceStatus, then vkWaitForFences in
 // slices of 1-5 ms, checking ctx between them). It returns ctx.Err() when
 // ctx ends first and an error wrapping backend.ErrDeviceLost when the device
-// is lost.
+// is lost. A submission complete already wins over an ended ctx: the status
+// is asked once more before ctx's error is returned.
 func (f *Fence) Wait(ctx context.Context) error {
 	d := f.d
 	t := f.ticket.Load()
@@ -598,7 +599,7 @@ func (f *Fence) Wait(ctx context.Context) error {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return f.ended(t, err)
 	}
 	for i := 0; i < pollSpins; i++ {
 		if ok, err := d.dev.Wait(t, 0); ok || err != nil {
@@ -621,11 +622,20 @@ func (f *Fence) Wait(ctx context.Context) error {
 		if done != nil {
 			select {
 			case <-done:
-				return ctx.Err()
+				return f.ended(t, ctx.Err())
 			default:
 			}
 		}
 	}
+}
+
+// ended is Wait's answer once ctx ended (err): the submission's status if
+// it completed or failed meanwhile, else err.
+func (f *Fence) ended(t uint64, err error) error {
+	if ok, werr := f.d.dev.Wait(t, 0); ok || werr != nil {
+		return f.finish(t, werr)
+	}
+	return err
 }
 
 func (f *Fence) finish(t uint64, err error) error {
