@@ -591,7 +591,9 @@ func TestShmZeroCopyAllocs(t *testing.T) {
 // (inputs on the Go heap on every process, or on one) every process
 // leaves for MPI after the one fence of the offers, its result untouched,
 // and the window stays usable. Below the floor (the agreed zcMin) it
-// leaves at once, with no fence.
+// leaves at once, with no fence. The same through groups of 1 and 2 ranks
+// per process (deterministic too): exact results, read where they lie
+// only from shared memory.
 func TestShmProbe(t *testing.T) {
 	w, _ := begin(t, 60*time.Second)
 	needShmGroup(t, w)
@@ -669,6 +671,71 @@ func TestShmProbe(t *testing.T) {
 			})
 		}
 	}
+	// Through groups (the leader's native collectives; with 2 ranks per
+	// process the offers are the ranks' inputs, in deterministic mode too):
+	// inputs in AllocShared memory go through the window, read where they
+	// lie; on the Go heap the probe leaves for MPI. Exact either way.
+	const m = 4096
+	for _, lay := range []struct {
+		local int
+		det   bool
+	}{{1, false}, {2, true}, {2, false}} {
+		g := openNativeGroup(t, w, "host", lay.local, lay.det)
+		N := g.Size()
+		gmem, err := AllocShared[float32](ctx, w, lay.local*(m+N*m))
+		if err != nil {
+			t.Fatalf("AllocShared: %v", err)
+		}
+		for _, where := range []string{"shared", "heap"} {
+			for _, kind := range []string{"AllReduce", "AllGather"} {
+				zc0 := shmZeroCopy.Load()
+				errs := onLocal(g, func(c *collective.Comm) error {
+					r, l := c.Rank(), c.Rank()%lay.local
+					send, recv := gmem[l*(m+N*m):][:m], gmem[l*(m+N*m)+m:][:N*m]
+					if where == "heap" {
+						send, recv = make([]float32, m), make([]float32, N*m)
+					}
+					for i := range send {
+						send[i] = val(r, i)
+					}
+					if kind == "AllReduce" {
+						if err := collective.AllReduceInto(ctx, c, send, recv[:m], collective.Sum); err != nil {
+							return err
+						}
+						for i, v := range recv[:m] {
+							var exp float32
+							for q := range N {
+								exp += val(q, i)
+							}
+							if v != exp {
+								return fmt.Errorf("rank %d: recv[%d] = %v, want %v", r, i, v, exp)
+							}
+						}
+						return nil
+					}
+					if err := collective.AllGather(ctx, c, send, recv); err != nil {
+						return err
+					}
+					for i, v := range recv {
+						if exp := val(i/m, i%m); v != exp {
+							return fmt.Errorf("rank %d: recv[%d] = %v, want %v", r, i, v, exp)
+						}
+					}
+					return nil
+				})
+				for _, err := range errs {
+					if err != nil {
+						t.Errorf("group of %d ranks per process (deterministic %v), %s, inputs %s: %v", lay.local, lay.det, kind, where, err)
+					}
+				}
+				if zc := shmZeroCopy.Load() - zc0; (zc > 0) != (where == "shared") {
+					t.Errorf("group of %d ranks per process (deterministic %v), %s, inputs %s: %d calls read their inputs where they lie",
+						lay.local, lay.det, kind, where, zc)
+				}
+			}
+		}
+	}
+
 	// The window still agrees: a reduce-scatter (never probed) through it.
 	shmProbeAll = false
 	seg := n / P
