@@ -64,7 +64,9 @@
 // (MPI_Win_allocate_shared over MPI_Comm_split_type's node communicator,
 // fenced with MPI_Win_sync and MPI_Ibarrier) instead of MPI's collectives;
 // between 2 processes on one core each, AllReduce and AllGather run MPI's
-// collectives, which move each block once. GOCOLL_MPI_SHM=0 turns the
+// collectives, which move each block once, unless every process's inputs
+// lie in memory of [AllocShared] (the window reads them where they lie, and
+// is faster). GOCOLL_MPI_SHM=0 turns the
 // window off, =always uses it for every collective it has;
 // GOCOLL_MPI_SHM_SLOT sizes it (docs/MPI.md). Inputs in memory of
 // [AllocShared], shared by the node's processes, are read where they lie
