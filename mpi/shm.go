@@ -216,19 +216,14 @@ func init() {
 		shmSlotErr = &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument, Msg: "GOCOLL_MPI_SHM_SLOT: " + err.Error()}
 	}
 	shmSlot.Store(slot)
-	piece, err := parseBytes(os.Getenv("GOCOLL_MPI_SHM_PIECE"), int64(shmPiece))
-	if err != nil && shmSlotErr == nil {
-		// The window's calls fail with it, as with a bad slot.
-		shmSlotErr = &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument, Msg: "GOCOLL_MPI_SHM_PIECE: " + err.Error()}
-	}
-	shmPiece = int(piece)
-	// The floors of inputs read where they lie (shmzc.go): experiments for
-	// the 16-core host, as the pieces. A window uses the least over its
-	// processes (agreed as it opens).
+	// The copy pieces, and the floors of inputs read where they lie
+	// (shmzc.go; a window uses the least of each over its processes,
+	// agreed as it opens): experiments for the 16-core host. A value that
+	// does not parse fails the window's calls, as a bad slot does.
 	for _, f := range []struct {
 		env string
 		v   *int
-	}{{"GOCOLL_MPI_ZC_MIN", &zcMin}, {"GOCOLL_MPI_ZC_GATHER_MIN", &zcGatherMin}} {
+	}{{"GOCOLL_MPI_SHM_PIECE", &shmPiece}, {"GOCOLL_MPI_ZC_MIN", &zcMin}, {"GOCOLL_MPI_ZC_GATHER_MIN", &zcGatherMin}} {
 		v, err := parseBytes(os.Getenv(f.env), int64(*f.v))
 		if err != nil && shmSlotErr == nil {
 			shmSlotErr = &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument, Msg: f.env + ": " + err.Error()}

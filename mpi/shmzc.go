@@ -250,9 +250,10 @@ func (w *World) allocShared(ctx context.Context, nb int) (mem []byte, isShared b
 // overlaps the inputs), and reports whether it offered them (then it
 // leaves their copy in out): want (the caller's choice, the same on every
 // process), every input lies in one allocation of AllocShared that every
-// process of the World maps, and nb is at least the agreed zcMin. Otherwise it writes
-// a count of 0: every process writes its area in the first chunk of every
-// call that may go without copies, so no stale descriptor is read.
+// process of the World maps, and nb is at least the agreed zcMin
+// (zcEligible). Otherwise it writes a count of 0: every process writes its
+// area in the first chunk of every call that may go without copies, so no
+// stale descriptor is read.
 func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool) bool {
 	d := s.desc[(s.half*w.size+w.rank)*descBytes:][:descBytes]
 	n := 0
