@@ -223,7 +223,8 @@ func init() {
 	for _, f := range []struct {
 		env string
 		v   *int
-	}{{"GOCOLL_MPI_SHM_PIECE", &shmPiece}, {"GOCOLL_MPI_ZC_MIN", &zcMin}, {"GOCOLL_MPI_ZC_GATHER_MIN", &zcGatherMin}} {
+	}{{"GOCOLL_MPI_SHM_PIECE", &shmPiece}, {"GOCOLL_MPI_ZC_MIN", &zcMin}, {"GOCOLL_MPI_ZC_GATHER_MIN", &zcGatherMin},
+		{"GOCOLL_MPI_ZC_DIRECT_MIN", &zcDirectMin}} {
 		v, err := parseBytes(os.Getenv(f.env), int64(*f.v))
 		if err != nil && shmSlotErr == nil {
 			shmSlotErr = &Error{Call: "MPI_Win_allocate_shared", Err: backend.ErrInvalidArgument, Msg: f.env + ": " + err.Error()}
@@ -275,12 +276,15 @@ type shmState struct {
 
 	// Inputs read where they lie (shmzc.go).
 	zc     bool // every process knows its processes' ranks in MPI_COMM_WORLD (agreed)
-	zcMin  int  // zcMin and zcGatherMin, the least over the processes (agreed)
+	zcMin  int  // zcMin, zcGatherMin and zcDirectMin, the least over the processes (agreed)
 	zcGMin int
+	zcDMin int
 	wranks []int     // each process's rank in MPI_COMM_WORLD
 	desc   []byte    // the descriptor areas: 2 halves of P areas of descBytes
 	zcp    [][]byte  // the call's inputs, every process's, as mapped here
 	zcs    [][]byte  // pieces of zcp
+	zco    [][]byte  // every process's result, as mapped here (zcDirect)
+	zcd    [][]byte  // pieces of zco
 	into   [1][]byte // a reduction's destination
 	one    [1][]byte // a call's combined input (copyInputs)
 	held   bool      // the fences hold the call's inputs (nativeFence)
@@ -449,7 +453,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, comb native.Combin
 	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+C {
 		c := min(C, n-lo)
 		in := s.buf(P, s.half)
-		if (k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true, inPlace(srcs, dst))) && !probe {
+		if (k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true, inPlace(srcs, dst), dst)) && !probe {
 			for l, src := range s.copyInputs(srcs, comb) {
 				copyIn(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
 			}
@@ -459,7 +463,9 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, comb native.Combin
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some, inPlace := w.zcVerdict(s, len(srcs), n*es); {
+			switch all, some, inPlace, direct := w.zcVerdict(s, len(srcs), n*es); {
+			case direct:
+				return true, w.zcDirect(ctx, s, n, dt, op, scale)
 			case all && P == 2 && len(srcs) == 1 && !inPlace:
 				// Each reads 2n and writes n, where the pieces read n,
 				// write n/2 and copy n out (with more inputs per process
@@ -588,7 +594,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native
 	for k, lo := 0, 0; lo < seg; k, lo = k+1, lo+C {
 		c := min(C, seg-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es, true, false) {
+		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es, true, false, nil) {
 			for q := range P {
 				for l, src := range s.copyInputs(srcs, comb) {
 					copyIn(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
@@ -600,7 +606,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some, _ := w.zcVerdict(s, len(srcs), P*seg*es); {
+			switch all, some, _, _ := w.zcVerdict(s, len(srcs), P*seg*es); {
 			case all:
 				return true, w.zcReduce(ctx, s, dst, w.rank*seg, seg, dt, op, scale)
 			case some:
@@ -648,7 +654,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
 		c := min(C, mb-lo)
 		in := s.buf(P, s.half)
-		if (k > 0 || !offer || !w.zcOffer(s, srcs, mb, want, false)) && !probe {
+		if (k > 0 || !offer || !w.zcOffer(s, srcs, mb, want, false, nil)) && !probe {
 			for l, src := range srcs {
 				copyIn(in[(w.rank*L+l)*C:], src[lo:lo+c])
 			}
@@ -658,7 +664,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some, _ := w.zcVerdict(s, L, mb); {
+			switch all, some, _, _ := w.zcVerdict(s, L, mb); {
 			case all:
 				return nil, 0, true, w.zcAllgather(ctx, s, dst, mb)
 			case probe:
@@ -741,7 +747,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 		return nil, shmSlotErr
 	}
 	wranks := cWorldRanks(w.comm, w.size)
-	want := []int64{0, max(shmSlot.Load()&^63, 64), int64(copyWorkers()), 0, int64(zcMin), int64(zcGatherMin)}
+	want := []int64{0, max(shmSlot.Load()&^63, 64), int64(copyWorkers()), 0, int64(zcMin), int64(zcGatherMin), int64(zcDirectMin)}
 	if shmOn.Load() && w.mode == modeConcurrent {
 		want[0] = 1
 	}
@@ -779,7 +785,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 		s.mem = unsafe.Slice((*byte)(res.base), 2*w.size*slot)
 		s.slot, s.workers = slot, int(want[2])
 		s.zc, s.wranks = want[3] == 1, wranks
-		s.zcMin, s.zcGMin = int(want[4]), int(want[5])
+		s.zcMin, s.zcGMin, s.zcDMin = int(want[4]), int(want[5]), int(want[6])
 		s.desc = unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot+shmCtrl)), 2*w.size*descBytes)
 		if w.rank == w.size-1 {
 			clear(unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot)), shmCtrl+2*w.size*descBytes))

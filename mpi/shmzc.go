@@ -58,7 +58,12 @@ import (
 // first:
 //
 //   - AllReduce: process p reduces piece p of every input straight into the
-//     window's half; fence; each process copies the result out.
+//     window's half; fence; each process copies the result out. Where every
+//     process's result lies in such memory too (and moves at least the
+//     agreed zcDirectMin), a commit fence, then process p reduces piece p of
+//     every input straight into piece p of every process's result; fence
+//     (zcDirect: n read and n written per process, where the window's path
+//     reads 2n and writes n + n/P).
 //   - ReduceScatter: process p reduces its segment of every input straight
 //     into its result; fence.
 //   - AllGather: each process copies every input into its result; fence.
@@ -90,14 +95,24 @@ import (
 // fence completes later (the others then read the first chunk of its
 // inputs, and fail at the next fence, which it never posts): the
 // agreement does not wait past the context, so that a process that never
-// arrives is reported within the timeout.
+// arrives is reported within the timeout. No process writes another's
+// result before the commit fence, which such a process never posts.
 
 // descBytes is a process's descriptor area in a half: the count of inputs
-// it offers (0: none), then 16 bytes per input (token, offset).
+// it offers (0: none), its flags (descInPlace, descOut), 16 bytes per
+// input (token, offset), and in its last 16 bytes its result's (token,
+// offset) where it offers that too.
 const descBytes = 256
 
 // maxOffer is the most inputs a process offers in one call.
-const maxOffer = descBytes/16 - 1
+const maxOffer = descBytes/16 - 2
+
+// The descriptor's flags: the result overlaps an input; the result is
+// offered (zcDirect).
+const (
+	descInPlace = 1
+	descOut     = 2
+)
 
 // zcMin is the fewest bytes per input a call offers its inputs for: below
 // it the fence the offer adds to a reduce-scatter or all-gather costs more
@@ -118,8 +133,17 @@ var zcMin = 64 << 10
 // uses the least of each floor over its processes (agreed as it opens).
 var zcGatherMin = 64 << 10
 
-// shmZeroCopy counts the calls that read every input where it lies.
-var shmZeroCopy atomic.Int64
+// zcDirectMin is the fewest bytes per input an all-reduce offers its
+// result for, to have every process write its piece of the result straight
+// into every process's result (zcDirect): it adds a fence (the commit) and
+// saves each process reading and writing the whole result once more (the
+// copy out of the window). GOCOLL_MPI_ZC_DIRECT_MIN sets it; a variable
+// for the tests; agreed as the other floors are.
+var zcDirectMin = 1 << 20
+
+// shmZeroCopy counts the calls that read every input where it lies, and
+// shmDirect those of them that wrote every process's result straight.
+var shmZeroCopy, shmDirect atomic.Int64
 
 // sharedMem is one AllocShared allocation, as this process maps it.
 type sharedMem struct {
@@ -253,10 +277,17 @@ func (w *World) allocShared(ctx context.Context, nb int) (mem []byte, isShared b
 // process of the World maps, and nb is at least the agreed zcMin
 // (zcEligible). Otherwise it writes a count of 0: every process writes its
 // area in the first chunk of every call that may go without copies, so no
-// stale descriptor is read.
-func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool) bool {
+// stale descriptor is read. With the inputs it offers out (an all-reduce's
+// result, nb bytes; nil: none) where nb is at least the agreed zcDirectMin,
+// out lies in such an allocation too, and it is each input or overlaps
+// none (zcDirect writes it piece by piece, each piece after reading the
+// same piece of every input).
+func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool, out []byte) bool {
 	d := s.desc[(s.half*w.size+w.rank)*descBytes:][:descBytes]
-	n := 0
+	n, flags := 0, 0
+	if inPlace {
+		flags = descInPlace
+	}
 	if s.zcEligible(want, len(srcs), nb) {
 		shared.RLock()
 		for l, src := range srcs {
@@ -265,16 +296,38 @@ func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool) 
 				n = 0
 				break
 			}
-			off := uintptr(unsafe.Pointer(unsafe.SliceData(src))) - uintptr(unsafe.Pointer(unsafe.SliceData(a.mine)))
 			binary.LittleEndian.PutUint64(d[16+16*l:], uint64(a.token))
-			binary.LittleEndian.PutUint64(d[24+16*l:], uint64(off))
+			binary.LittleEndian.PutUint64(d[24+16*l:], uint64(a.offset(src)))
 			n = l + 1
+		}
+		if n > 0 && out != nil && nb >= s.zcDMin && len(out) >= nb && directOut(srcs, out[:nb], nb) {
+			if a := findShared(out[:nb]); a != nil && a.spans(s.wranks) {
+				binary.LittleEndian.PutUint64(d[descBytes-16:], uint64(a.token))
+				binary.LittleEndian.PutUint64(d[descBytes-8:], uint64(a.offset(out)))
+				flags |= descOut
+			}
 		}
 		shared.RUnlock()
 	}
 	binary.LittleEndian.PutUint64(d, uint64(n))
-	binary.LittleEndian.PutUint64(d[8:], uint64(b2i(inPlace)))
+	binary.LittleEndian.PutUint64(d[8:], uint64(flags))
 	return n > 0
+}
+
+// offset is b's offset in the allocation's segment here (b lies in it).
+func (a *sharedMem) offset(b []byte) int {
+	return int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(a.mine))))
+}
+
+// directOut reports whether out may take zcDirect's pieces: each input
+// (nb bytes) is out itself or overlaps it nowhere.
+func directOut(srcs [][]byte, out []byte, nb int) bool {
+	for _, src := range srcs {
+		if overlap(src[:nb], out) && unsafe.SliceData(src) != unsafe.SliceData(out) {
+			return false
+		}
+	}
+	return true
 }
 
 // zcEligible reports whether a call of L inputs of nb bytes per process
@@ -295,30 +348,37 @@ func b2i(b bool) int {
 // zcVerdict reads every process's descriptor from the half the last fence
 // closed: all, every process offered its L inputs of nb bytes (s.zcp then
 // holds every input, in global order, as mapped here); some, at least one
-// did; inPlace, a process's result overlaps its inputs. The same answers
-// on every process.
-func (w *World) zcVerdict(s *shmState, L, nb int) (all, some, inPlace bool) {
+// did; inPlace, a process's result overlaps its inputs; direct, all, and
+// every process offered its result too (s.zco then holds every process's
+// result, nb bytes, in process order). The same answers on every process.
+func (w *World) zcVerdict(s *shmState, L, nb int) (all, some, inPlace, direct bool) {
 	h := s.half ^ 1
-	all = true
-	zcp := s.zcp[:0]
+	all, direct = true, true
+	zcp, zco := s.zcp[:0], s.zco[:0]
 	shared.RLock()
 	for p := range w.size {
 		d := s.desc[(h*w.size+p)*descBytes:][:descBytes]
 		n := int(binary.LittleEndian.Uint64(d))
 		some = some || n > 0
-		inPlace = inPlace || binary.LittleEndian.Uint64(d[8:]) != 0
+		flags := binary.LittleEndian.Uint64(d[8:])
+		inPlace = inPlace || flags&descInPlace != 0
 		if n != L {
 			all = false
 		}
 		for l := 0; all && l < L; l++ {
-			tok := int64(binary.LittleEndian.Uint64(d[16+16*l:]))
-			off := int(binary.LittleEndian.Uint64(d[24+16*l:]))
-			a := shared.byToken[tok]
-			if a == nil || off < 0 || off > a.size[s.wranks[p]]-nb {
+			b := s.resolve(p, d[16+16*l:], nb)
+			if b == nil {
 				all = false // cannot happen where the offer was honest: the same everywhere
 				break
 			}
-			zcp = append(zcp, unsafe.Slice((*byte)(unsafe.Add(a.base[s.wranks[p]], off)), nb))
+			zcp = append(zcp, b)
+		}
+		if direct = direct && all && flags&descOut != 0; direct {
+			if b := s.resolve(p, d[descBytes-16:], nb); b != nil {
+				zco = append(zco, b)
+			} else {
+				direct = false
+			}
 		}
 	}
 	shared.RUnlock()
@@ -326,15 +386,35 @@ func (w *World) zcVerdict(s *shmState, L, nb int) (all, some, inPlace bool) {
 		clear(zcp)
 		zcp = zcp[:0]
 	}
-	s.zcp = zcp
-	return all, some, inPlace
+	if !direct {
+		clear(zco)
+		zco = zco[:0]
+	}
+	s.zcp, s.zco = zcp, zco
+	return all, some, inPlace, direct
+}
+
+// resolve returns the nb bytes that process p's descriptor entry e (token,
+// offset) names, as mapped here; nil where no allocation holds them. Under
+// shared's read lock.
+func (s *shmState) resolve(p int, e []byte, nb int) []byte {
+	tok := int64(binary.LittleEndian.Uint64(e))
+	off := int(binary.LittleEndian.Uint64(e[8:]))
+	a := shared.byToken[tok]
+	if a == nil || off < 0 || off > a.size[s.wranks[p]]-nb {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(a.base[s.wranks[p]], off)), nb)
 }
 
 // zcEnd ends a call that read the inputs where they lie: it forgets them.
 func (s *shmState) zcEnd() {
 	clear(s.zcp)
 	clear(s.zcs)
-	s.zcp, s.zcs, s.into[0], s.held, s.ended = s.zcp[:0], s.zcs[:0], nil, false, nil
+	clear(s.zco)
+	clear(s.zcd)
+	s.zcp, s.zcs, s.zco, s.zcd = s.zcp[:0], s.zcs[:0], s.zco[:0], s.zcd[:0]
+	s.into[0], s.held, s.ended = nil, false, nil
 }
 
 // zcEnded is the error of a call that read the inputs where they lie and
@@ -384,6 +464,56 @@ func (w *World) zcAllreduce(ctx context.Context, s *shmState, dst []byte, n int,
 	shmZeroCopy.Add(1)
 	s.done()
 	return s.zcEnded()
+}
+
+// zcDirect ends an all-reduce (n elements per input) once every process
+// offered its inputs and its result (zcVerdict's direct): a fence first,
+// the commit (held, as every fence after the agreement: from here on the
+// other processes write this process's result); then process p reduces
+// piece p of every input straight into piece p of every process's result
+// (hostmath.ReduceMulti: the inputs in global order, the one-process
+// arithmetic; a result that is an input is read before it is written, and
+// only process p touches piece p of anything); fence. Each process reads n
+// and writes n bytes, where zcAllreduce's pieces read n, write n/P into
+// the window and copy n out (reading and writing n again).
+//
+// The commit keeps the others from writing into the result of a process
+// that left the call at the agreement's fence (its context ended there,
+// and the fence completed after): it never posts the commit, so no process
+// passes it, and they fail there past fenceDrain as at any held fence.
+func (w *World) zcDirect(ctx context.Context, s *shmState, n int, dt backend.DType, op backend.Op, scale float64) error {
+	defer s.zcEnd()
+	s.held = true
+	if shmChunkHook != nil {
+		shmChunkHook(ctx, w, -2)
+	}
+	if err := w.phase(ctx, s); err != nil {
+		return err
+	}
+	es := dt.Size()
+	a, b := directPiece(n, es, w.size, w.rank)
+	if a < b {
+		srcs, dsts := s.zcs[:0], s.zcd[:0]
+		for _, in := range s.zcp {
+			srcs = append(srcs, in[a*es:b*es])
+		}
+		for _, out := range s.zco {
+			dsts = append(dsts, out[a*es:b*es])
+		}
+		s.zcs, s.zcd = srcs, dsts
+		hostmath.ReduceMulti(dt, op, dsts, srcs, b-a, scale)
+	}
+	shmDirect.Add(1)
+	return w.zcFinish(ctx, s)
+}
+
+// directPiece is process p's piece [a, b) of n elements of es bytes among
+// P processes: ceil(n/P) rounded up to whole cache lines (64 bytes), so no
+// two processes write one line.
+func directPiece(n, es, P, p int) (a, b int) {
+	line := max(1, 64/es)
+	pc := ((n+P-1)/P + line - 1) / line * line
+	return min(p*pc, n), min((p+1)*pc, n)
 }
 
 // zcReduce ends an all-reduce of 2 processes whose results overlap no

@@ -27,20 +27,24 @@ import (
 // element type and op; 1 or 2 inputs per process; a size about the offer's
 // floors and the window's chunks (slots of 1 KiB, the floor at 512 bytes,
 // 2 KiB for an all-gather of one chunk);
-// in place or not; and where the inputs lie: in memory of AllocShared on
+// in place or not; where the inputs lie: in memory of AllocShared on
 // every process (made on another duplicate of the World than the one the
 // calls run on, at offsets each process draws alone), on none, or on all
-// but process 0. Every result is checked against the one-process
+// but process 0; and for an all-reduce out of place, whether its result
+// lies there too. Every result is checked against the one-process
 // deterministic result and the reference (checkShmResult), every input
-// out of place is unchanged, and the call read its inputs where they lie
-// exactly when every process's inputs are shared and at least the floor.
+// out of place is unchanged, the call read its inputs where they lie
+// exactly when every process's inputs are shared and at least the floor,
+// and an all-reduce wrote its result straight into every process's
+// (zcDirect) exactly when, besides, every result is shared (or is the
+// input) and at least that floor (1 KiB here).
 func TestShmZeroCopy(t *testing.T) {
 	w, _ := begin(t, 20*time.Second)
 	needShm(t, w)
 	const slot = 1 << 10
 	setShm(t, true, slot)
-	defer func(m, g int) { zcMin, zcGatherMin = m, g }(zcMin, zcGatherMin)
-	zcMin, zcGatherMin = 512, 2048
+	defer func(m, g, dm int) { zcMin, zcGatherMin, zcDirectMin = m, g, dm }(zcMin, zcGatherMin, zcDirectMin)
+	zcMin, zcGatherMin, zcDirectMin = 512, 2048, 1024
 	d, d2 := shmDup(t, w), shmDup(t, w)
 	seed := commonSeed(t, w)
 	P, me := w.Size(), d.Rank()
@@ -57,7 +61,7 @@ func TestShmZeroCopy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))           // the same on every process
 	mine := rand.New(rand.NewPCG(seed, uint64(me))) // this process's offsets
 	types := []backend.DType{backend.F32, backend.F64, backend.I32, backend.I8, backend.Half, backend.BFloat16}
-	var zcs uint64
+	var zcs, directs uint64
 	cases := 120
 	if light() {
 		cases = 40
@@ -81,13 +85,13 @@ func TestShmZeroCopy(t *testing.T) {
 		}
 		es := dt.Size()
 		L := 1 + rng.IntN(2)
-		where := rng.IntN(3) // 0: every process shared, 1: none, 2: all but process 0
+		where := []int{0, 0, 1, 2}[rng.IntN(4)] // 0: every process shared, 1: none, 2: all but process 0
 		inPlace := rng.IntN(3) == 0 && (kind != 0 || L == 1)
 		// n: elements per input (all-reduce), per segment per rank
 		// (reduce-scatter: segments of L*n) or bytes per input
 		// (all-gather), about the floor and the chunks; nb: bytes per input.
 		per := []int{es, P * L * es, 1}[kind]
-		near := []int{zcMin / per, P * slot / per, 3 * P * slot / per, 1, 7, zcGatherMin / per}[rng.IntN(6)]
+		near := []int{zcMin / per, P * slot / per, 3 * P * slot / per, 1, 7, zcGatherMin / per, zcDirectMin / per}[rng.IntN(7)]
 		n := max(near+rng.IntN(5)-2, 1)
 		nb, seg := n*per, L*n
 		ins := make([][]byte, P*L)
@@ -95,6 +99,7 @@ func TestShmZeroCopy(t *testing.T) {
 			ins[g] = shmInput(dt, op, seed+uint64(i), g, nb/es)
 		}
 		shared := where == 0 || where == 2 && me != 0
+		resShared := rng.IntN(2) == 0 // an all-reduce's result out of place: in the arena too
 		// This process's inputs (and, in place, result): in the arena at
 		// offsets of its own, or in Go memory.
 		srcs := make([][]byte, L)
@@ -116,6 +121,8 @@ func TestShmZeroCopy(t *testing.T) {
 				dst = srcs[0]
 			case inPlace: // the reduce-scatter's result: this process's segment of its first input
 				dst = srcs[0][me*seg*es : (me+1)*seg*es]
+			case kind == 0 && resShared:
+				dst = take(mem, &at, mine, outBytes, shared)
 			default:
 				dst = make([]byte, outBytes)
 			}
@@ -129,8 +136,8 @@ func TestShmZeroCopy(t *testing.T) {
 			comb = &testCombiner{dt: dt, op: op, srcs: srcs, nb: nb}
 			nc = comb
 		}
-		zc0 := shmZeroCopy.Load()
-		what := fmt.Sprintf("case %d: kind %d %v %v L=%d n=%d in place %v where %d combiner %v", i, kind, dt, op, L, n, inPlace, where, comb != nil)
+		zc0, direct0 := shmZeroCopy.Load(), shmDirect.Load()
+		what := fmt.Sprintf("case %d: kind %d %v %v L=%d n=%d in place %v where %d result shared %v combiner %v", i, kind, dt, op, L, n, inPlace, where, resShared, comb != nil)
 		var ran bool
 		switch kind {
 		case 0:
@@ -148,6 +155,11 @@ func TestShmZeroCopy(t *testing.T) {
 			wantZC = false // an all-gather of one chunk below its floor copies in
 		}
 		zcs += b2u(wantZC)
+		wantDirect := wantZC && kind == 0 && nb >= zcDirectMin && (inPlace || resShared)
+		directs += b2u(wantDirect)
+		if got := shmDirect.Load() - direct0; got != int64(b2u(wantDirect)) {
+			t.Errorf("%s: %d calls wrote every process's result straight, want %v", what, got, wantDirect)
+		}
 		if comb != nil && comb.calls != 1-int(b2u(wantZC)) {
 			t.Errorf("%s: combined %d times, want %d (read where they lie: %v)", what, comb.calls, 1-b2u(wantZC), wantZC)
 		}
@@ -180,7 +192,7 @@ func TestShmZeroCopy(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d of %d calls read their inputs where they lie", zcs, cases)
+	t.Logf("%d of %d calls read their inputs where they lie, %d wrote every result straight", zcs, cases, directs)
 	agree(t, w, !t.Failed(), "calls that read their inputs where they lie")
 }
 
@@ -279,6 +291,12 @@ func TestAllocShared(t *testing.T) {
 //     they time out at the next chunk's fence, which it never posts, and
 //     their Drain returns once it posts the barrier they hold.
 //
+// AllReduceDirect is the all-reduce of one chunk whose results are shared
+// too (zcDirect: a commit fence, then each process writes its piece of
+// every result): in mode 3 the others, past the commit the last process
+// posted, write its result and time out at the last fence, as in the
+// all-reduce of 4 chunks.
+//
 // Every success is checked against the exact sums or blocks.
 //
 // The trimmed matrix (CI) runs it with 3 and 4 processes only: with 2 on 2
@@ -295,8 +313,8 @@ func TestShmZeroCopyFails(t *testing.T) {
 	zcMin = 512
 	P, me := w.Size(), w.Rank()
 	last := P - 1
-	defer func(g int) { zcGatherMin = g }(zcGatherMin)
-	zcGatherMin = 512
+	defer func(g, dm int) { zcGatherMin, zcDirectMin = g, dm }(zcGatherMin, zcDirectMin)
+	zcGatherMin, zcDirectMin = 512, 512
 	defer func(d time.Duration) { fenceDrain = d }(fenceDrain)
 	var mode atomic.Int32
 	const late = 800 * time.Millisecond
@@ -311,7 +329,7 @@ func TestShmZeroCopyFails(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { shmChunkHook = nil })
-	for _, kind := range []string{"AllReduce", "AllReduceChunks", "ReduceScatter", "AllGather"} {
+	for _, kind := range []string{"AllReduce", "AllReduceChunks", "AllReduceDirect", "ReduceScatter", "AllGather"} {
 		for _, m := range []int32{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/mode=%d", kind, m), func(t *testing.T) {
 				fenceDrain = 10 * time.Second
@@ -326,7 +344,7 @@ func TestShmZeroCopyFails(t *testing.T) {
 					t.Fatalf("AllocShared: %v", err)
 				}
 				n := 1024 // float32 per segment (reduce-scatter), input (all-gather) or piece (all-reduce of 4 chunks)
-				if kind == "AllReduce" {
+				if kind == "AllReduce" || kind == "AllReduceDirect" {
 					n = 256 // P*n per input: one chunk, one fence after the reading
 				}
 				src := mem[:P*n]
@@ -334,7 +352,10 @@ func TestShmZeroCopyFails(t *testing.T) {
 					src[i] = float32(me*1000 + i%997)
 				}
 				dst := make([]float32, P*n)
-				othersFail := kind == "AllReduceChunks" && m == 3 && P > 2
+				if kind == "AllReduceDirect" {
+					dst = mem[P*n : 2*P*n]
+				}
+				othersFail := (kind == "AllReduceChunks" && P > 2 || kind == "AllReduceDirect") && m == 3
 				var ctx context.Context
 				var cancel context.CancelFunc
 				switch {
@@ -350,11 +371,11 @@ func TestShmZeroCopyFails(t *testing.T) {
 				}
 				defer cancel()
 				b := func(f []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f)) }
-				zc0 := shmZeroCopy.Load()
+				zc0, direct0 := shmZeroCopy.Load(), shmDirect.Load()
 				mode.Store(m)
 				start := time.Now()
 				switch kind {
-				case "AllReduce", "AllReduceChunks":
+				case "AllReduce", "AllReduceChunks", "AllReduceDirect":
 					_, err = d.shmAllreduce(ctx, [][]byte{b(src)}, nil, b(dst), P*n, backend.F32, backend.Sum, 1)
 				case "ReduceScatter":
 					_, err = d.shmReduceScatter(ctx, [][]byte{b(src)}, nil, b(dst[:n]), n, backend.F32, backend.Sum, 1)
@@ -413,6 +434,9 @@ func TestShmZeroCopyFails(t *testing.T) {
 				}
 				if complete && shmZeroCopy.Load() != zc0+1 {
 					t.Errorf("the call copied its inputs in")
+				}
+				if got, want := shmDirect.Load()-direct0, int64(b2i(kind == "AllReduceDirect")); complete && got != want {
+					t.Errorf("%d calls wrote every result straight, want %d", got, want)
 				}
 				for i := 0; complete && i < len(dst); i++ {
 					want := float32(0)
