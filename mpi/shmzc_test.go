@@ -575,23 +575,26 @@ func TestShmZeroCopyAllocs(t *testing.T) {
 	g := openNativeGroup(t, w, "host", 1, false)
 	N := g.Size()
 	const m = 64 << 10
-	mem, err := AllocShared[float32](ctx, w, 2*N*m)
+	big := zcDirectMin / 4 // float32: results written straight from here (zcDirect)
+	mem, err := AllocShared[float32](ctx, w, 2*N*max(m, big))
 	if err != nil {
 		t.Fatalf("AllocShared: %v", err)
 	}
-	send, recv := mem[:N*m], mem[N*m:]
+	send, recv := mem[:N*max(m, big)], mem[N*max(m, big):]
 	c := g.Comm(0)
-	for _, name := range []string{"AllReduce", "ReduceScatter", "AllGather"} {
+	for _, name := range []string{"AllReduce", "AllReduceDirect", "ReduceScatter", "AllGather"} {
 		call := func() error {
 			switch name {
 			case "AllReduce":
 				return collective.AllReduceInto(ctx, c, send[:m], recv[:m], collective.Sum)
+			case "AllReduceDirect":
+				return collective.AllReduceInto(ctx, c, send[:big], recv[:big], collective.Sum)
 			case "ReduceScatter":
-				return collective.ReduceScatter(ctx, c, send, recv[:m], collective.Sum)
+				return collective.ReduceScatter(ctx, c, send[:N*m], recv[:m], collective.Sum)
 			}
-			return collective.AllGather(ctx, c, send[:m], recv)
+			return collective.AllGather(ctx, c, send[:m], recv[:N*m])
 		}
-		zc0 := shmZeroCopy.Load()
+		zc0, direct0 := shmZeroCopy.Load(), shmDirect.Load()
 		allocs := testing.AllocsPerRun(20, func() {
 			if err := call(); err != nil {
 				t.Error(err)
@@ -599,6 +602,9 @@ func TestShmZeroCopyAllocs(t *testing.T) {
 		})
 		if got := shmZeroCopy.Load() - zc0; got != 21 {
 			t.Errorf("%s: %d calls read their inputs where they lie, want 21", name, got)
+		}
+		if got, want := shmDirect.Load()-direct0, int64(21*b2i(name == "AllReduceDirect")); got != want {
+			t.Errorf("%s: %d calls wrote the results straight, want %d", name, got, want)
 		}
 		if allocs > 0 {
 			t.Errorf("%s: %v allocations per call, want 0", name, allocs)
