@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -471,13 +472,16 @@ func TestShmZeroCopyFails(t *testing.T) {
 // rank's input goes to the window as it is); AllReduce (out of place and
 // in place), ReduceScatter and AllGather of 64 Ki float32 per rank (the
 // all-gather's floor lowered to 64 KiB) read the inputs where they lie (one call each through shmZeroCopy), and give
-// the exact sums and blocks.
+// the exact sums and blocks; the all-reduces, whose results lie there too,
+// write them straight into every process's (zcDirect, its floor lowered to
+// 256 KiB).
 func TestShmZeroCopyGroup(t *testing.T) {
 	w, _ := begin(t, 30*time.Second)
 	needShmGroup(t, w)
 	setShm(t, true, 4<<20)
-	defer func(g int) { zcGatherMin = g }(zcGatherMin)
-	zcGatherMin = zcMin // the all-gather of one chunk too
+	defer func(g, d int) { zcGatherMin, zcDirectMin = g, d }(zcGatherMin, zcDirectMin)
+	zcGatherMin = zcMin     // the all-gather of one chunk too
+	zcDirectMin = 256 << 10 // the all-reduces of 64 Ki float32
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, lay := range []struct {
@@ -494,7 +498,7 @@ func TestShmZeroCopyGroup(t *testing.T) {
 				t.Fatalf("AllocShared: %v", err)
 			}
 			for _, kind := range []string{"AllReduce", "AllReduce in place", "ReduceScatter", "AllGather"} {
-				zc0 := shmZeroCopy.Load()
+				zc0, direct0 := shmZeroCopy.Load(), shmDirect.Load()
 				errs := onLocal(g, func(c *collective.Comm) error {
 					r, l := c.Rank(), c.Rank()%local
 					send := mem[3*l*N*m : (3*l+1)*N*m]
@@ -551,6 +555,9 @@ func TestShmZeroCopyGroup(t *testing.T) {
 				}
 				if got := shmZeroCopy.Load() - zc0; got != 1 {
 					t.Errorf("%s: %d calls read their inputs where they lie, want 1", kind, got)
+				}
+				if got, want := shmDirect.Load()-direct0, int64(b2i(strings.HasPrefix(kind, "AllReduce"))); got != want {
+					t.Errorf("%s: %d calls wrote the results straight, want %d", kind, got, want)
 				}
 			}
 			agree(t, w, !t.Failed(), "zero-copy group")
