@@ -26,8 +26,9 @@ package main
 // before the table, as bad usage.
 //
 // --mpi-baseline adds MPI's own all-reduce (mpi.World.AllreduceF32/F64, that
-// is MPI_Iallreduce) on local rank 0's buffers of every process, per size,
-// out of place, verified the same way: four more columns (N/A for the types
+// is MPI_Iallreduce) on local rank 0's inputs of every process, per size,
+// out of place (on Go heap copies where the buffers are mpi.AllocShared
+// memory: the process's own memory, as the C baseline's), verified the same way: four more columns (N/A for the types
 // other than float and double, and for avg). It is for --coll allreduce
 // alone.
 //
@@ -190,7 +191,7 @@ func mpiMain(ctx context.Context, prog string, args []string, stdout, stderr io.
 
 func printMPIUsage(w io.Writer) {
 	fmt.Fprintf(w, "  %-24s %s\n", "--mpi", "span processes through MPI: one group per process with -g local ranks each, global rank = process*g + local, which -r names; --coll allreduce, allgather, reducescatter, broadcast and reduce (the default when mpirun, mpiexec or another MPI launcher started the command; --mpi=false turns it off). Process 0 prints the global result")
-	fmt.Fprintf(w, "  %-24s %s\n", "--mpi-baseline", "with MPI: also time MPI's own all-reduce (MPI_Iallreduce) on local rank 0's buffers of every process, out of place, after -w warm-up calls at every size, verified too (four more columns; avg has none)")
+	fmt.Fprintf(w, "  %-24s %s\n", "--mpi-baseline", "with MPI: also time MPI's own all-reduce (MPI_Iallreduce) on local rank 0's inputs of every process (copied to the Go heap where the buffers are shared), out of place, after -w warm-up calls at every size, verified too (four more columns; avg has none)")
 }
 
 // mpiColls are the collectives the multi-process sweep runs.
@@ -647,6 +648,9 @@ func (m *mpiRun) writeColumns(w io.Writer) {
 type mpiSweep[T collective.Elem] struct {
 	*sweep[T]
 	m *mpiRun
+	// MPI's own all-reduce's buffers where the sweep's are shared
+	// (benchMPI), grown to the largest count once.
+	bsend, brecv []T
 }
 
 func mpiRunType[T collective.Elem](ctx context.Context, m *mpiRun, t table, dt dtype) error {
@@ -821,10 +825,13 @@ func mpiOp(op collective.Op) (backend.Op, bool) {
 }
 
 // benchMPI times MPI's all-reduce across the processes on local rank 0's
-// buffers, out of place, then verifies it against the reduction of every
+// inputs, out of place, then verifies it against the reduction of every
 // process's local rank 0 inputs. ok is false for ops MPI lacks (avg) and
 // for the types the mpi package's all-reduce lacks (all but float and
-// double).
+// double). Where the sweep's buffers are shared (mpi.AllocShared, for
+// gocoll's calls to read where they lie), MPI's runs on copies on the Go
+// heap: memory of the process's own, as the C baseline's malloc'd buffers
+// it is compared with (E).
 func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) (res result, ok bool, err error) {
 	bop, ok := mpiOp(op)
 	if !ok || (s.dt != dtFloat && s.dt != dtDouble) {
@@ -832,6 +839,14 @@ func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) 
 	}
 	n := sh.count
 	send, recv := s.send[0][:n], s.recv[0][:n]
+	own := s.m.arena != nil
+	if own {
+		if int64(len(s.bsend)) < n {
+			s.bsend, s.brecv = make([]T, n), make([]T, n)
+		}
+		copy(s.bsend, send)
+		send, recv = s.bsend[:n], s.brecv[:n]
+	}
 	allreduce := func() error {
 		cctx, cancel := context.WithTimeout(ctx, s.m.sync)
 		defer cancel()
@@ -868,6 +883,9 @@ func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) 
 		s.rep++
 		rep := s.rep
 		s.fill(0, sh, op, -1, false, rep)
+		if own {
+			copy(send, s.send[0][:n])
+		}
 		if err := allreduce(); err != nil {
 			return result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
 		}
