@@ -170,12 +170,12 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 	default: // AllGather
 		m, _ := d.lens()
 		nb := g.n * m * es
-		return c.nativeRun(ctx, d.send, d.recv, false, func(l *native.Leader) error {
-			return l.AllGather(ctx, m*es, g.pub.Recv[c.rank][:nb])
+		return c.nativeRun(ctx, d.send, d.recv, g.nl > 1, func(l *native.Leader) error { // it may write the ranks' recvs
+			return l.AllGather(ctx, m*es, g.pub.Recv[c.rank][:nb], g.pub.Recv[g.base+1:g.base+g.nl])
 		}, func() {
 			if v, stride := g.comms[0].nat.Gathered(); v != nil { // in the node's memory
 				hostmath.CopyBlocks(d.recv[:nb], v, m*es, stride)
-			} else if c.local != 0 {
+			} else if c.local != 0 && !g.comms[0].nat.WroteAll() {
 				hostmath.Copy(d.recv[:nb], g.pub.Recv[g.base][:nb])
 			}
 		})

@@ -324,11 +324,11 @@ var theNode = native.Node{
 		}
 		return false, nil
 	},
-	Allgather: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int, keep bool) ([]byte, int, bool, error) {
+	Allgather: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, more [][]byte, mb int, keep bool) ([]byte, int, bool, bool, error) {
 		if w, ok := nc.(*World); ok {
-			return w.shmAllgather(ctx, srcs, dst, mb, keep)
+			return w.shmAllgatherMore(ctx, srcs, dst, more, mb, keep)
 		}
-		return nil, 0, false, nil
+		return nil, 0, false, false, nil
 	},
 }
 
@@ -634,12 +634,21 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native
 // window: another process writes this half again only two phases later,
 // after a fence this process enters with that call.
 func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb int, keep bool) (view []byte, stride int, ran bool, err error) {
+	view, stride, _, ran, err = w.shmAllgatherMore(ctx, srcs, dst, nil, mb, keep)
+	return view, stride, ran, err
+}
+
+// shmAllgatherMore is shmAllgather where the process's other ranks'
+// results are more (nil: none): a call that reads every input where it
+// lies writes them in the same pass as dst (zcAllgather) and says so
+// (wrote); the others leave them to the ranks.
+func (w *World) shmAllgatherMore(ctx context.Context, srcs [][]byte, dst []byte, more [][]byte, mb int, keep bool) (view []byte, stride int, wrote, ran bool, err error) {
 	if mb == 0 {
-		return nil, 0, true, nil
+		return nil, 0, false, true, nil
 	}
 	s, err := w.shmBegin(ctx)
 	if s == nil {
-		return nil, 0, err != nil, err
+		return nil, 0, false, err != nil, err
 	}
 	defer s.mu.Unlock()
 	P, L := w.size, len(srcs)
@@ -648,7 +657,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 	want := mb > C || mb >= s.zcGMin
 	probe := s.mpiBetter(P) // as in shmReduce
 	if C == 0 || probe && !s.zcEligible(want, L, mb) {
-		return nil, 0, false, nil
+		return nil, 0, false, false, nil
 	}
 	offer := true
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
@@ -660,15 +669,15 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 			}
 		}
 		if err := w.phase(ctx, s); err != nil {
-			return nil, 0, true, err
+			return nil, 0, false, true, err
 		}
 		if k == 0 && offer {
 			offer = false
 			switch all, some, _, _ := w.zcVerdict(s, L, mb); {
 			case all:
-				return nil, 0, true, w.zcAllgather(ctx, s, dst, mb)
+				return nil, 0, true, true, w.zcAllgather(ctx, s, dst, more, mb)
 			case probe:
-				return nil, 0, false, nil
+				return nil, 0, false, false, nil
 			case some:
 				k, lo = -1, -C
 				continue
@@ -690,7 +699,7 @@ func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb 
 		}
 	}
 	s.done()
-	return view, C, true, nil
+	return view, C, false, true, nil
 }
 
 // shmFence makes every process's stores to the window visible to every

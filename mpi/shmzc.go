@@ -141,9 +141,11 @@ var zcGatherMin = 64 << 10
 // for the tests; agreed as the other floors are.
 var zcDirectMin = 1 << 20
 
-// shmZeroCopy counts the calls that read every input where it lies, and
-// shmDirect those of them that wrote every process's result straight.
-var shmZeroCopy, shmDirect atomic.Int64
+// shmZeroCopy counts the calls that read every input where it lies,
+// shmDirect those of them that wrote every process's result straight, and
+// shmGatherMore the all-gathers among them that wrote the process's other
+// ranks' results too.
+var shmZeroCopy, shmDirect, shmGatherMore atomic.Int64
 
 // sharedMem is one AllocShared allocation, as this process maps it.
 type sharedMem struct {
@@ -537,12 +539,23 @@ func (w *World) zcReduce(ctx context.Context, s *shmState, dst []byte, off, cnt 
 }
 
 // zcAllgather is an all-gather (mb bytes per input) of the inputs in s.zcp
-// into dst, once the processes agreed: each process copies every input
-// into dst (one parallel copy; its own left where in place); fence.
-func (w *World) zcAllgather(ctx context.Context, s *shmState, dst []byte, mb int) error {
+// into dst and each of more (the process's other ranks' results), once
+// the processes agreed: each process copies every input into dst and more
+// (one parallel pass reading each input once; a block that is its own
+// input left where in place); fence.
+func (w *World) zcAllgather(ctx context.Context, s *shmState, dst []byte, more [][]byte, mb int) error {
 	defer s.zcEnd()
 	s.held = true
-	hostmath.CopyGather(dst, s.zcp, mb)
+	nb := len(s.zcp) * mb
+	into := s.zcd[:0]
+	for _, m := range more {
+		into = append(into, m[:nb])
+	}
+	s.zcd = into
+	hostmath.CopyGatherMore(dst[:nb], into, s.zcp, mb)
+	if len(more) > 0 {
+		shmGatherMore.Add(1)
+	}
 	return w.zcFinish(ctx, s)
 }
 

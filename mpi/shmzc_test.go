@@ -474,7 +474,8 @@ func TestShmZeroCopyFails(t *testing.T) {
 // all-gather's floor lowered to 64 KiB) read the inputs where they lie (one call each through shmZeroCopy), and give
 // the exact sums and blocks; the all-reduces, whose results lie there too,
 // write them straight into every process's (zcDirect, its floor lowered to
-// 256 KiB).
+// 256 KiB); an AllGather in place too, and with 2 ranks per process the
+// all-gathers write both ranks' results in one pass (shmGatherMore).
 func TestShmZeroCopyGroup(t *testing.T) {
 	w, _ := begin(t, 30*time.Second)
 	needShmGroup(t, w)
@@ -497,8 +498,8 @@ func TestShmZeroCopyGroup(t *testing.T) {
 			if err != nil {
 				t.Fatalf("AllocShared: %v", err)
 			}
-			for _, kind := range []string{"AllReduce", "AllReduce in place", "ReduceScatter", "AllGather"} {
-				zc0, direct0 := shmZeroCopy.Load(), shmDirect.Load()
+			for _, kind := range []string{"AllReduce", "AllReduce in place", "ReduceScatter", "AllGather", "AllGather in place"} {
+				zc0, direct0, more0 := shmZeroCopy.Load(), shmDirect.Load(), shmGatherMore.Load()
 				errs := onLocal(g, func(c *collective.Comm) error {
 					r, l := c.Rank(), c.Rank()%local
 					send := mem[3*l*N*m : (3*l+1)*N*m]
@@ -518,8 +519,14 @@ func TestShmZeroCopyGroup(t *testing.T) {
 					case "ReduceScatter":
 						err = collective.ReduceScatter(ctx, c, send, recv[:m], collective.Sum)
 						got = recv[:m]
-					default:
+					case "AllGather":
 						err = collective.AllGather(ctx, c, send[:m], recv[:N*m])
+						got = recv[:N*m]
+					default: // in place: this rank's block of recv is its input
+						copy(recv[r*m:(r+1)*m], send[:m])
+						clear(recv[:r*m])
+						clear(recv[(r+1)*m : N*m])
+						err = collective.AllGather(ctx, c, recv[r*m:(r+1)*m], recv[:N*m])
 						got = recv[:N*m]
 					}
 					if err != nil {
@@ -528,7 +535,7 @@ func TestShmZeroCopyGroup(t *testing.T) {
 					for i := range got {
 						var v float32
 						switch kind {
-						case "AllGather":
+						case "AllGather", "AllGather in place":
 							v = float32(i/m*7 + i%m%1000)
 						case "ReduceScatter":
 							for q := range N {
@@ -558,6 +565,9 @@ func TestShmZeroCopyGroup(t *testing.T) {
 				}
 				if got, want := shmDirect.Load()-direct0, int64(b2i(strings.HasPrefix(kind, "AllReduce"))); got != want {
 					t.Errorf("%s: %d calls wrote the results straight, want %d", kind, got, want)
+				}
+				if got, want := shmGatherMore.Load()-more0, int64(b2i(strings.HasPrefix(kind, "AllGather") && local > 1)); got != want {
+					t.Errorf("%s: %d all-gathers wrote the other ranks' results, want %d", kind, got, want)
 				}
 			}
 			agree(t, w, !t.Failed(), "zero-copy group")

@@ -223,20 +223,27 @@ func CopyBlocks(dst, src []byte, bs, stride int) {
 // into dst one after the other (a block may be its own source, in place:
 // it is left as it is; otherwise dst and the sources do not overlap), in
 // pieces over the process's worker pool as CopyBlocks.
-func CopyGather(dst []byte, srcs [][]byte, bs int) {
+func CopyGather(dst []byte, srcs [][]byte, bs int) { CopyGatherMore(dst, nil, srcs, bs) }
+
+// CopyGatherMore is CopyGather into dst and into every slice of more (each
+// at least as long as dst's gathered bytes, disjoint from dst and from one
+// another): each piece is read from its source once, stored to dst, then
+// copied from dst (just written) into the others. A block of more that is
+// its own source is left as it is, as in dst.
+func CopyGatherMore(dst []byte, more, srcs [][]byte, bs int) {
 	n := min(len(dst), len(srcs)*bs)
 	if bs <= 0 || n == 0 {
 		return
 	}
-	if !parreduce.ParallelCopy(n) {
-		j := blockJob{dst: dst, srcs: srcs, bs: bs}
+	if !parreduce.ParallelCopy(n * (1 + len(more))) {
+		j := blockJob{dst: dst, srcs: srcs, more: more, bs: bs}
 		j.Range(0, n)
 		return
 	}
 	j := blockJobs.get()
-	j.dst, j.srcs, j.bs = dst, srcs, bs
+	j.dst, j.srcs, j.more, j.bs = dst, srcs, more, bs
 	j.job.Run(&parreduce.Copy, j, n, 2*parreduce.ChunkBytes)
-	j.dst, j.srcs = nil, nil
+	j.dst, j.srcs, j.more = nil, nil, nil
 	blockJobs.put(j)
 }
 
@@ -245,6 +252,7 @@ type blockJob struct {
 	job        parreduce.Job
 	dst, src   []byte
 	srcs       [][]byte // CopyGather's sources (src is nil then)
+	more       [][]byte // CopyGatherMore's further destinations
 	bs, stride int
 }
 
@@ -258,6 +266,11 @@ func (j *blockJob) Range(lo, hi int) {
 			copy(j.dst[lo:lo+n], j.src[i*j.stride+off:])
 		case &j.dst[lo] != &j.srcs[i][off]:
 			copy(j.dst[lo:lo+n], j.srcs[i][off:])
+		}
+		for _, m := range j.more {
+			if &m[lo] != &j.srcs[i][off] {
+				copy(m[lo:lo+n], j.dst[lo:lo+n])
+			}
 		}
 		lo += n
 	}

@@ -152,37 +152,51 @@ func TestCopyBlocks(t *testing.T) {
 	}
 }
 
-// CopyGather copies block i from srcs[i] (sizes about the parallel
-// copy's pieces), leaves a block that is its own source as it is, and
-// writes nothing past its blocks.
+// TestCopyGather: CopyGather, and CopyGatherMore with up to 3 further
+// destinations: the blocks land in every destination, each of which may
+// hold one of the sources in place (at its own block: left as it is);
+// nothing past the blocks.
 func TestCopyGather(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for range 40 {
+	for range 80 {
 		bs := 1 + rng.IntN(3*parreduce.ChunkBytes)
 		if rng.IntN(2) == 0 {
 			bs = 1 + rng.IntN(64)
 		}
-		blocks := 1 + rng.IntN(9)
-		dst := make([]byte, blocks*bs+3)
+		blocks, extra := 1+rng.IntN(9), rng.IntN(4)
+		nb := blocks * bs
+		dsts := make([][]byte, 1+extra)
+		for d := range dsts {
+			dsts[d] = make([]byte, nb+3)
+		}
 		srcs := make([][]byte, blocks)
-		own := rng.IntN(blocks + 1) // a block in place, or none
-		want := make([]byte, blocks*bs)
+		want := make([]byte, nb)
 		for i := range srcs {
 			srcs[i] = make([]byte, bs)
-			if i == own {
-				srcs[i] = dst[i*bs : (i+1)*bs]
+			if d := rng.IntN(len(dsts) + 1); d < len(dsts) {
+				srcs[i] = dsts[d][i*bs : (i+1)*bs] // in place in destination d
 			}
 			for k := range srcs[i] {
 				srcs[i][k] = byte(rng.Uint32())
 			}
 			copy(want[i*bs:], srcs[i])
 		}
-		CopyGather(dst[:blocks*bs], srcs, bs)
-		if !bytes.Equal(dst[:blocks*bs], want) {
-			t.Fatalf("bs %d blocks %d (block %d in place): the blocks differ", bs, blocks, own)
+		if extra == 0 {
+			CopyGather(dsts[0][:nb], srcs, bs)
+		} else {
+			more := make([][]byte, extra)
+			for d := range more {
+				more[d] = dsts[1+d][:nb]
+			}
+			CopyGatherMore(dsts[0][:nb], more, srcs, bs)
 		}
-		if dst[blocks*bs] != 0 || dst[blocks*bs+1] != 0 || dst[blocks*bs+2] != 0 {
-			t.Fatalf("bs %d blocks %d: wrote past the blocks", bs, blocks)
+		for d, dst := range dsts {
+			if !bytes.Equal(dst[:nb], want) {
+				t.Fatalf("bs %d blocks %d, destination %d of %d: the blocks differ", bs, blocks, d, len(dsts))
+			}
+			if dst[nb] != 0 || dst[nb+1] != 0 || dst[nb+2] != 0 {
+				t.Fatalf("bs %d blocks %d, destination %d: wrote past the blocks", bs, blocks, d)
+			}
 		}
 	}
 }

@@ -66,6 +66,7 @@ type Pools struct {
 	srcs           [][]byte  // combineIn's sources (the ranks' sends)
 	view           []byte    // the last AllGather's blocks in a Node's memory (nil: in the leader's recv)
 	stride         int       // view's distance between blocks
+	wrote          bool      // the last AllGather wrote every local rank's result
 	lost           atomic.Bool
 }
 
@@ -73,6 +74,10 @@ type Pools struct {
 // Node's shared memory, block r at view[r*stride:] (each rank copies its
 // result from there), or nil where the leader's recv holds the result.
 func (p *Pools) Gathered() (view []byte, stride int) { return p.view, p.stride }
+
+// WroteAll reports whether the last AllGather wrote every local rank's
+// result itself (the others copy nothing).
+func (p *Pools) WroteAll() bool { return p.wrote }
 
 // get returns (*p)[:n], growing the pooled memory when it is short.
 func get(p *[]byte, n int) []byte {
@@ -334,14 +339,15 @@ func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend
 // process's ranks' blocks gathered from every process into recv, or, with
 // several ranks in the process and a call of one chunk through a Node, left
 // in the Node's memory for every rank to copy (Pools.Gathered; recv is not
-// written).
-func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte) error {
+// written), or written into the other ranks' results (more) too
+// (Pools.WroteAll).
+func (l *Leader) AllGather(ctx context.Context, mb int, recv []byte, more [][]byte) error {
 	// With several ranks, the process's ranks copy the blocks of a call of
 	// one chunk out of the Node's memory at once (Gathered), instead of
 	// from the leader's recv after the leader copied them there.
-	l.Pools.view = nil
+	l.Pools.view, l.Pools.wrote = nil, false
 	if node != nil && node.Allgather != nil {
-		if ran, err := l.nodeAllGather(ctx, mb, recv); ran {
+		if ran, err := l.nodeAllGather(ctx, mb, recv, more); ran {
 			return err
 		}
 	}

@@ -116,7 +116,7 @@ func TestLeaderOneProcess(t *testing.T) {
 			}
 		}
 		recv := make([]byte, 4*L*m)
-		if err := l.AllGather(context.Background(), 4*m, recv); err != nil {
+		if err := l.AllGather(context.Background(), 4*m, recv, nil); err != nil {
 			t.Fatal(err)
 		}
 		for r := range L {

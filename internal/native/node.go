@@ -44,8 +44,10 @@ type Node struct {
 	// leaves the gathered blocks in the shared memory instead of copying
 	// them out (dst is not written): block r (in global order) at
 	// view[r*stride:], valid until the process's next call through the
-	// Node; view is nil where dst holds the result.
-	Allgather func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, mb int, keep bool) (view []byte, stride int, ran bool, err error)
+	// Node; view is nil where dst holds the result. more (the process's
+	// other ranks' results, nil with one rank) may be written with dst's
+	// result too, in the same pass: wrote says so.
+	Allgather func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, more [][]byte, mb int, keep bool) (view []byte, stride int, wrote, ran bool, err error)
 }
 
 // Combiner makes a process's inputs' rank-order reduction (Combined: in
@@ -137,13 +139,14 @@ func (l *Leader) nodeReduceScatter(ctx context.Context, dt backend.DType, op bac
 
 // nodeAllGather runs an AllGather of mb bytes per rank into recv through
 // the registered Node; with several ranks in the process, a call of one
-// chunk leaves the blocks in the Node's memory (Pools' view).
-func (l *Leader) nodeAllGather(ctx context.Context, mb int, recv []byte) (ran bool, err error) {
+// chunk leaves the blocks in the Node's memory (Pools' view), and a call
+// may write the other ranks' results (more) too (Pools' wrote).
+func (l *Leader) nodeAllGather(ctx context.Context, mb int, recv []byte, more [][]byte) (ran bool, err error) {
 	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory all-gather", func(ctx context.Context) (bool, error) {
 		var err error
-		l.Pools.view, l.Pools.stride, ran, err = node.Allgather(ctx, l.NC, l.Sends, recv, mb, l.L > 1)
+		l.Pools.view, l.Pools.stride, l.Pools.wrote, ran, err = node.Allgather(ctx, l.NC, l.Sends, recv, more, mb, l.L > 1)
 		if err != nil {
-			l.Pools.view = nil
+			l.Pools.view, l.Pools.wrote = nil, false
 		}
 		return ran, err
 	})
