@@ -225,9 +225,9 @@ type Elem interface {
 // that fits one chunk of the window: 1 MiB), the processes
 // read one another's inputs where they lie instead of copying them into
 // the shared-memory window first (docs/MPI.md). Results may lie anywhere;
-// where every process's AllReduce result lies in such memory too (at least
-// 1 MiB, or it is the input), each process writes its piece of the result
-// straight into every process's result, and none copies the whole result
+// where every process's AllReduce result lies in such memory too (or is
+// its input) and moves at least 1 MiB, each process writes its piece of
+// the result straight into every process's result, and none copies the whole result
 // out of the window. The call returns only once every process is done
 // with its memory, as any call does.
 // The processes agree on it in every call, so any mix is correct: where
