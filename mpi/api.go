@@ -221,8 +221,7 @@ type Elem interface {
 // AllReduce, ReduceScatter or AllGather of strategy Native (a
 // collective.Group over w, or over a World made from w by Dup or Split,
 // with host slices) lie in memory from AllocShared that every process of
-// the call's World shares, and each moves at least 64 KiB (an AllGather
-// that fits one chunk of the window: 1 MiB), the processes
+// the call's World shares, and each moves at least 64 KiB, the processes
 // read one another's inputs where they lie instead of copying them into
 // the shared-memory window first (docs/MPI.md). Results may lie anywhere;
 // where every process's AllReduce result lies in such memory too (or is
