@@ -234,6 +234,14 @@ func WaitAny[T any](ctx context.Context, items []T, get func(T) H) (int, error) 
 	first := func() (int, error) {
 		for i, it := range items {
 			if h := get(it); h.r != nil && h.Done() {
+				// Those before i may have finished since they were asked
+				// (on one comm a later operation finishes after the
+				// earlier ones): the first of them that has, now.
+				for j, jt := range items[:i] {
+					if hj := get(jt); hj.r != nil && hj.Done() {
+						return j, hj.Wait(ctx)
+					}
+				}
 				return i, h.Wait(ctx)
 			}
 		}

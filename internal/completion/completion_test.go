@@ -170,4 +170,22 @@ func TestWaitAnyAll(t *testing.T) {
 	if err := WaitAll(ctx, []H{failed}, get); !errors.Is(err, boom) {
 		t.Fatalf("WaitAll of a finished one with an ended ctx = %v, want boom", err)
 	}
+	// The first item finishes after WaitAny asked it and before it asked
+	// the second, finished already (operations of one comm finish in
+	// order): both have finished when WaitAny returns, so the first.
+	r0, h0 := pending()
+	_, h1 := pending()
+	asked := 0 // times WaitAny got the second item's handle: once to count, then to look
+	racing := func(h H) H {
+		if h == h1 {
+			if asked++; asked == 2 {
+				r0.Finish(nil)
+			}
+		}
+		return h
+	}
+	h1.r.Finish(two)
+	if i, err := WaitAny(bg, []H{h0, h1}, racing); i != 0 || err != nil {
+		t.Fatalf("WaitAny = %d, %v after the first finished while asked, want 0, nil", i, err)
+	}
 }
