@@ -22,9 +22,10 @@
 # after the other:
 #   A, B  mpirun -np P allreduce-perf -g 1 [--mpi-baseline] -a $STRATEGY: gocoll across P processes over
 #         MPI (one rank per process: Auto runs native, MPI's nonblocking collective on the caller's
-#         slices) and, for all-reduce, size by size in the same processes on the same buffers and data,
-#         MPI's own all-reduce as mpi.World.AllreduceF32 does it (MPI_Iallreduce, tested until done; WARMUP
-#         calls at each size before the timed ones, as D and E have);
+#         slices) and, for all-reduce, size by size in the same processes on the same data (on Go heap
+#         copies where A's buffers are mpi.AllocShared memory: process memory, as E's), MPI's own
+#         all-reduce as mpi.World.AllreduceF32 does it (MPI_Iallreduce, tested until done; WARMUP calls at
+#         each size before the timed ones, as D and E have);
 #   C     allreduce-perf -g P: gocoll in one process with P ranks (no MPI; Auto picks by cost model);
 #   D, E  mpirun -np P of a small C program on its own buffers (built with mpicc): D times the blocking
 #         MPI call (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block), E the nonblocking one then
