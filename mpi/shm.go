@@ -178,7 +178,7 @@ var (
 	shmOn      atomic.Bool
 	shmAlways  atomic.Bool
 	shmSlot    atomic.Int64
-	shmSlotErr error // a GOCOLL_MPI_SHM_SLOT, _PIECE or GOCOLL_MPI_ZC_[GATHER_]MIN that does not parse
+	shmSlotErr error // a GOCOLL_MPI_SHM_SLOT, _PIECE or GOCOLL_MPI_ZC_[GATHER_|DIRECT_]MIN that does not parse
 )
 
 // defaultShmSlot is the slot size without GOCOLL_MPI_SHM_SLOT.

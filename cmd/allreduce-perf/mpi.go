@@ -28,9 +28,9 @@ package main
 // --mpi-baseline adds MPI's own all-reduce (mpi.World.AllreduceF32/F64, that
 // is MPI_Iallreduce) on local rank 0's inputs of every process, per size,
 // out of place (on Go heap copies where the buffers are mpi.AllocShared
-// memory: the process's own memory, as the C baseline's), verified the same way: four more columns (N/A for the types
-// other than float and double, and for avg). It is for --coll allreduce
-// alone.
+// memory: the process's own memory, as the C baseline's), verified the
+// same way: four more columns (N/A for the types other than float and
+// double, and for avg). It is for --coll allreduce alone.
 //
 // The main function is package main's; this file takes over from an init
 // function when MPI is in use (flag parsing and the in-process sweep are
