@@ -87,15 +87,16 @@ const (
 )
 
 // progressStats counts what the progress thread and the waiters did, for
-// tests and GOCOLL_MPI_STATS: rounds of MPI_Testsome, naps (backing off),
+// tests and GOCOLL_MPI_STATS: rounds of MPI_Testsome (threadRounds of
+// them the thread's own, the others a driving waiter's), naps (backing off),
 // yields, ticks (cold waits), completions signalled, waiters woken, and
 // MPI_Test calls the requests' owners made themselves; awaits that found
 // their request done while helping (helped) or after parking (parked), and
 // the parked ones' time from the completion to the waiter running again
 // (wakeNs in all, wakeMax the longest).
 var progressStats struct {
-	rounds, naps, yields, ticks, completed, wakeups, ownerTests atomic.Int64
-	helped, parked, wakeNs, wakeMax                             atomic.Int64
+	rounds, threadRounds, naps, yields, ticks, completed, wakeups, ownerTests atomic.Int64
+	helped, parked, wakeNs, wakeMax                                           atomic.Int64
 }
 
 // printProgressStats writes progressStats to stderr, one line, where
@@ -109,13 +110,15 @@ func printProgressStats() {
 	if n := s.parked.Load(); n > 0 {
 		mean = float64(s.wakeNs.Load()) / float64(n) / 1e3
 	}
-	fmt.Fprintf(os.Stderr, "gocoll mpi stats (pid %d): rounds %d, yields %d, naps %d, ticks %d, completed %d, owner tests %d; "+
+	fmt.Fprintf(os.Stderr, "gocoll mpi stats (pid %d): rounds %d (the thread's %d), yields %d, naps %d, ticks %d, completed %d, owner tests %d; "+
 		"awaits done while helping %d, after parking %d (wake-ups %d; from completion to the waiter running: mean %.1f us, max %.1f us)\n",
-		os.Getpid(), s.rounds.Load(), s.yields.Load(), s.naps.Load(), s.ticks.Load(), s.completed.Load(), s.ownerTests.Load(),
+		os.Getpid(), s.rounds.Load(), s.threadRounds.Load(), s.yields.Load(), s.naps.Load(), s.ticks.Load(), s.completed.Load(), s.ownerTests.Load(),
 		s.helped.Load(), s.parked.Load(), s.wakeups.Load(), mean, float64(s.wakeMax.Load())/1e3)
 	if n := shmCalls.Load(); n > 0 {
-		fmt.Fprintf(os.Stderr, "gocoll mpi stats (pid %d): shared-memory window: %d calls, %d fences; per call %.1f us, of which %.1f us in fences\n",
-			os.Getpid(), n, shmFences.Load(), float64(shmCallNs.Load())/float64(n)/1e3, float64(shmFenceNs.Load())/float64(n)/1e3)
+		fmt.Fprintf(os.Stderr, "gocoll mpi stats (pid %d): shared-memory window: %d calls, %d fences, %d reading inputs where they lie (%d writing results straight); "+
+			"per call %.1f us, of which %.1f us in fences and %.1f us reducing or copying inputs where they lie\n",
+			os.Getpid(), n, shmFences.Load(), shmZeroCopy.Load(), shmDirect.Load(), float64(shmCallNs.Load())/float64(n)/1e3,
+			float64(shmFenceNs.Load())/float64(n)/1e3, float64(shmWorkNs.Load())/float64(n)/1e3)
 	}
 }
 
@@ -487,6 +490,7 @@ func (e *executor) serve() {
 		if spin {
 			roundSpin = spinRound
 		}
+		progressStats.threadRounds.Add(1)
 		if p.round(e.finalized.Load(), roundSpin) > 0 {
 			nap, empty = 0, 0
 			continue

@@ -197,9 +197,11 @@ func copyIn(dst, src []byte) { hostmath.CopyPieces(dst, src, shmPiece) }
 
 // shmStats counts the calls each process completed through a window
 // (shmCalls) and the fences they made (shmFences): the tests read them.
-// GOCOLL_MPI_STATS prints them with the completed calls' time (shmCallNs)
-// and the time in the fences that passed (shmFenceNs).
-var shmCalls, shmFences, shmCallNs, shmFenceNs atomic.Int64
+// GOCOLL_MPI_STATS prints them with the completed calls' time (shmCallNs),
+// the time in the fences that passed (shmFenceNs) and the time the calls
+// that read the inputs where they lie spent reducing or copying them
+// (shmWorkNs).
+var shmCalls, shmFences, shmCallNs, shmFenceNs, shmWorkNs atomic.Int64
 
 func init() {
 	native.RegisterNode(&theNode)

@@ -44,6 +44,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/gocoll/gocoll/backend"
@@ -450,7 +451,9 @@ func (w *World) zcAllreduce(ctx context.Context, s *shmState, dst []byte, n int,
 				srcs = append(srcs, in[(lo+a)*es:(lo+b)*es])
 			}
 			s.zcs, s.into[0] = srcs, out[a*es:b*es]
+			t := time.Now()
 			hostmath.ReduceMulti(dt, op, s.into[:], srcs, b-a, scale)
+			shmWorkNs.Add(int64(time.Since(t)))
 		}
 		if shmChunkHook != nil {
 			shmChunkHook(ctx, w, -2)
@@ -503,7 +506,9 @@ func (w *World) zcDirect(ctx context.Context, s *shmState, n int, dt backend.DTy
 			dsts = append(dsts, out[a*es:b*es])
 		}
 		s.zcs, s.zcd = srcs, dsts
+		t := time.Now()
 		hostmath.ReduceMulti(dt, op, dsts, srcs, b-a, scale)
+		shmWorkNs.Add(int64(time.Since(t)))
 	}
 	shmDirect.Add(1)
 	return w.zcFinish(ctx, s)
@@ -534,7 +539,9 @@ func (w *World) zcReduce(ctx context.Context, s *shmState, dst []byte, off, cnt 
 		srcs = append(srcs, in[off*es:(off+cnt)*es])
 	}
 	s.zcs, s.into[0] = srcs, dst[:cnt*es]
+	t := time.Now()
 	hostmath.ReduceMulti(dt, op, s.into[:], srcs, cnt, scale)
+	shmWorkNs.Add(int64(time.Since(t)))
 	return w.zcFinish(ctx, s)
 }
 
@@ -552,7 +559,9 @@ func (w *World) zcAllgather(ctx context.Context, s *shmState, dst []byte, more [
 		into = append(into, m[:nb])
 	}
 	s.zcd = into
+	t := time.Now()
 	hostmath.CopyGatherMore(dst[:nb], into, s.zcp, mb)
+	shmWorkNs.Add(int64(time.Since(t)))
 	if len(more) > 0 {
 		shmGatherMore.Add(1)
 	}
