@@ -163,9 +163,11 @@ func (c *Comm) execNative(ctx context.Context, d *desc, fp fingerprint) (err err
 		_, m := d.lens()
 		mb := m * es
 		return c.nativeRun(ctx, d.send, d.recv, false, func(l *native.Leader) error {
-			return l.ReduceScatter(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), m)
+			return l.ReduceScatter(ctx, d.dt, kernelOp(d.op), scaleFor(d.op, g.n), m, d.recv[:mb])
 		}, func() {
-			hostmath.Copy(d.recv[:mb], g.comms[0].nat.Blocks()[c.local*mb:(c.local+1)*mb]) // the leader's
+			if !g.comms[0].nat.WroteAll() { // the leader wrote its one rank's result straight
+				hostmath.Copy(d.recv[:mb], g.comms[0].nat.Blocks()[c.local*mb:(c.local+1)*mb]) // the leader's
+			}
 		})
 	default: // AllGather
 		m, _ := d.lens()

@@ -319,12 +319,12 @@ var theNode = native.Node{
 		}
 		return false, nil
 	},
-	ReduceScatter: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, comb native.Combiner, dst []byte, seg int,
-		dt backend.DType, op backend.Op, scale float64) (bool, error) {
+	ReduceScatter: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, comb native.Combiner, dst, into []byte, seg int,
+		dt backend.DType, op backend.Op, scale float64) (bool, bool, error) {
 		if w, ok := nc.(*World); ok {
-			return w.shmReduceScatter(ctx, srcs, comb, dst, seg, dt, op, scale)
+			return w.shmReduceScatterInto(ctx, srcs, comb, dst, into, seg, dt, op, scale)
 		}
-		return false, nil
+		return false, false, nil
 	},
 	Allgather: func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, dst []byte, more [][]byte, mb int, keep bool) ([]byte, int, bool, bool, error) {
 		if w, ok := nc.(*World); ok {
@@ -572,12 +572,23 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 // global order at (q·inputs+r)·C), fence, process p reduces its segment's
 // inputs.
 func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native.Combiner, dst []byte, seg int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
+	_, ran, err = w.shmReduceScatterInto(ctx, srcs, comb, dst, nil, seg, dt, op, scale)
+	return ran, err
+}
+
+// shmReduceScatterInto is shmReduceScatter where into (not nil: the
+// process's one rank's result, seg elements) takes the result instead of
+// dst when the call reads every input where it lies (zcReduce; wrote): the
+// result is written once, straight where the caller wants it. into may be
+// this process's segment of its input (in place): only this process reads
+// that segment, each element before writing it.
+func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb native.Combiner, dst, into []byte, seg int, dt backend.DType, op backend.Op, scale float64) (wrote, ran bool, err error) {
 	if seg == 0 {
-		return true, nil
+		return false, true, nil
 	}
 	s, err := w.shmBegin(ctx)
 	if s == nil {
-		return err != nil, err
+		return false, err != nil, err
 	}
 	defer s.mu.Unlock()
 	defer func() { s.one[0] = nil }()
@@ -589,7 +600,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native
 	N := P * L
 	C := s.slot / (N * es) // elements per segment per input per chunk
 	if C == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	out := dst[:seg*es]
 	offer := true
@@ -604,13 +615,16 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native
 			}
 		}
 		if err := w.phase(ctx, s); err != nil {
-			return true, err
+			return false, true, err
 		}
 		if k == 0 && offer {
 			offer = false
 			switch all, some, _, _ := w.zcVerdict(s, len(srcs), P*seg*es); {
 			case all:
-				return true, w.zcReduce(ctx, s, dst, w.rank*seg, seg, dt, op, scale)
+				if into != nil {
+					return true, true, w.zcReduce(ctx, s, into, w.rank*seg, seg, dt, op, scale)
+				}
+				return false, true, w.zcReduce(ctx, s, dst, w.rank*seg, seg, dt, op, scale)
 			case some:
 				k, lo = -1, -C
 				continue
@@ -622,7 +636,7 @@ func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native
 		}
 	}
 	s.done()
-	return true, nil
+	return false, true, nil
 }
 
 // shmAllgather gathers every process's srcs (mb bytes each) in global

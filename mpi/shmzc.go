@@ -66,7 +66,8 @@ import (
 //     (zcDirect: n read and n written per process, where the window's path
 //     reads 2n and writes n + n/P).
 //   - ReduceScatter: process p reduces its segment of every input straight
-//     into its result; fence.
+//     into its result (with one rank per process the rank's own, into,
+//     else the leader's pooled blocks); fence.
 //   - AllGather: each process copies every input into its result; fence.
 //
 // The processes agree without a fence of their own: with its first chunk,

@@ -3,6 +3,7 @@
 package mpi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,7 +63,7 @@ func TestShmZeroCopy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))           // the same on every process
 	mine := rand.New(rand.NewPCG(seed, uint64(me))) // this process's offsets
 	types := []backend.DType{backend.F32, backend.F64, backend.I32, backend.I8, backend.Half, backend.BFloat16}
-	var zcs, directs uint64
+	var zcs, directs, intos uint64
 	cases := 120
 	if light() {
 		cases = 40
@@ -101,6 +102,11 @@ func TestShmZeroCopy(t *testing.T) {
 		}
 		shared := where == 0 || where == 2 && me != 0
 		resShared := rng.IntN(2) == 0 // an all-reduce's result out of place: in the arena too
+		// A reduce-scatter's result as into (the process's one rank's
+		// result, written straight where every input is read where it
+		// lies), the window's dst then a scratch block that must stay
+		// untouched.
+		useInto := kind == 1 && rng.IntN(2) == 0
 		// This process's inputs (and, in place, result): in the arena at
 		// offsets of its own, or in Go memory.
 		srcs := make([][]byte, L)
@@ -138,13 +144,30 @@ func TestShmZeroCopy(t *testing.T) {
 			nc = comb
 		}
 		zc0, direct0 := shmZeroCopy.Load(), shmDirect.Load()
-		what := fmt.Sprintf("case %d: kind %d %v %v L=%d n=%d in place %v where %d result shared %v combiner %v", i, kind, dt, op, L, n, inPlace, where, resShared, comb != nil)
+		what := fmt.Sprintf("case %d: kind %d %v %v L=%d n=%d in place %v where %d result shared %v combiner %v into %v", i, kind, dt, op, L, n, inPlace, where, resShared, comb != nil, useInto)
 		var ran bool
 		switch kind {
 		case 0:
 			ran, err = d.shmAllreduce(ctx, srcs, nc, dst, n, dt, op, 1)
 		case 1:
-			ran, err = d.shmReduceScatter(ctx, srcs, nc, dst, seg, dt, op, 1)
+			if !useInto {
+				ran, err = d.shmReduceScatter(ctx, srcs, nc, dst, seg, dt, op, 1)
+				break
+			}
+			scratch := bytes.Repeat([]byte{0xa5}, seg*es)
+			var wrote bool
+			wrote, ran, err = d.shmReduceScatterInto(ctx, srcs, nc, scratch, dst, seg, dt, op, 1)
+			wantWrote := where == 0 && nb >= zcMin && P > 1
+			switch {
+			case err != nil:
+			case wrote != wantWrote:
+				t.Errorf("case %d: the reduce-scatter wrote its result straight: %v, want %v", i, wrote, wantWrote)
+			case wrote && slices.ContainsFunc(scratch, func(b byte) bool { return b != 0xa5 }):
+				t.Errorf("case %d: the reduce-scatter wrote its result straight and into dst too", i)
+			case !wrote:
+				copy(dst, scratch) // as the group's ranks copy their blocks
+			}
+			intos += b2u(wrote)
 		default:
 			_, _, ran, err = d.shmAllgather(ctx, srcs, dst, nb, false)
 		}
@@ -193,7 +216,7 @@ func TestShmZeroCopy(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d of %d calls read their inputs where they lie, %d wrote every result straight", zcs, cases, directs)
+	t.Logf("%d of %d calls read their inputs where they lie, %d wrote every result straight, %d reduce-scatters wrote theirs straight", zcs, cases, directs, intos)
 	agree(t, w, !t.Failed(), "calls that read their inputs where they lie")
 }
 
@@ -498,7 +521,7 @@ func TestShmZeroCopyGroup(t *testing.T) {
 			if err != nil {
 				t.Fatalf("AllocShared: %v", err)
 			}
-			for _, kind := range []string{"AllReduce", "AllReduce in place", "ReduceScatter", "AllGather", "AllGather in place"} {
+			for _, kind := range []string{"AllReduce", "AllReduce in place", "ReduceScatter", "ReduceScatter in place", "AllGather", "AllGather in place"} {
 				zc0, direct0, more0 := shmZeroCopy.Load(), shmDirect.Load(), shmGatherMore.Load()
 				errs := onLocal(g, func(c *collective.Comm) error {
 					r, l := c.Rank(), c.Rank()%local
@@ -519,6 +542,9 @@ func TestShmZeroCopyGroup(t *testing.T) {
 					case "ReduceScatter":
 						err = collective.ReduceScatter(ctx, c, send, recv[:m], collective.Sum)
 						got = recv[:m]
+					case "ReduceScatter in place": // the result is the rank's block of its input
+						err = collective.ReduceScatter(ctx, c, send, send[r*m:(r+1)*m], collective.Sum)
+						got = send[r*m : (r+1)*m]
 					case "AllGather":
 						err = collective.AllGather(ctx, c, send[:m], recv[:N*m])
 						got = recv[:N*m]
@@ -537,7 +563,7 @@ func TestShmZeroCopyGroup(t *testing.T) {
 						switch kind {
 						case "AllGather", "AllGather in place":
 							v = float32(i/m*7 + i%m%1000)
-						case "ReduceScatter":
+						case "ReduceScatter", "ReduceScatter in place":
 							for q := range N {
 								v += float32(q*7 + (r*m+i)%1000)
 							}

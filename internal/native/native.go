@@ -66,7 +66,7 @@ type Pools struct {
 	srcs           [][]byte  // combineIn's sources (the ranks' sends)
 	view           []byte    // the last AllGather's blocks in a Node's memory (nil: in the leader's recv)
 	stride         int       // view's distance between blocks
-	wrote          bool      // the last AllGather wrote every local rank's result
+	wrote          bool      // the last AllGather or ReduceScatter wrote every local rank's result
 	lost           atomic.Bool
 }
 
@@ -76,7 +76,8 @@ type Pools struct {
 func (p *Pools) Gathered() (view []byte, stride int) { return p.view, p.stride }
 
 // WroteAll reports whether the last AllGather wrote every local rank's
-// result itself (the others copy nothing).
+// result itself (the others copy nothing), or the last ReduceScatter its
+// one rank's result (Blocks does not hold it).
 func (p *Pools) WroteAll() bool { return p.wrote }
 
 // get returns (*p)[:n], growing the pooled memory when it is short.
@@ -294,14 +295,22 @@ func (l *Leader) det(ctx context.Context, dt backend.DType, op backend.Op, scale
 
 // ReduceScatter is the leader's part of a ReduceScatter of m elements per
 // rank: the blocks of the process's ranks, reduced across every rank, into
-// Pools.Blocks (block l: local rank l's).
-func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend.Op, scale float64, m int) error {
+// Pools.Blocks (block l: local rank l's), or, where the process has one
+// rank, straight into recv (its result) when a Node's call reads every
+// input where it lies (Pools.WroteAll). recv may be the rank's block of
+// its input (in place): that call reads each element of it before writing
+// it, and no other process reads that block.
+func (l *Leader) ReduceScatter(ctx context.Context, dt backend.DType, op backend.Op, scale float64, m int, recv []byte) error {
 	es := dt.Size()
 	L := l.L
 	mb, nb := m*es, l.N*m*es
 	res := get(&l.Pools.b, L*mb)
+	l.Pools.wrote = false
+	if L > 1 {
+		recv = nil
+	}
 	if node != nil && node.ReduceScatter != nil {
-		if ran, err := l.nodeReduceScatter(ctx, dt, op, scale, m, res); ran {
+		if ran, err := l.nodeReduceScatter(ctx, dt, op, scale, m, res, recv); ran {
 			return err
 		}
 	}

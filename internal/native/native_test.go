@@ -107,7 +107,7 @@ func TestLeaderOneProcess(t *testing.T) {
 			}
 		}
 		m := n / L
-		if err := l.ReduceScatter(context.Background(), backend.I32, backend.Sum, 1, m); err != nil {
+		if err := l.ReduceScatter(context.Background(), backend.I32, backend.Sum, 1, m, nil); err != nil {
 			t.Fatal(err)
 		}
 		for i, v := range i32s(pools.Blocks()[:4*L*m]) {

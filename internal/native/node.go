@@ -36,9 +36,12 @@ type Node struct {
 	// Bcast copies buf of process root into buf of every other process.
 	Bcast func(ctx context.Context, nc backend.NativeCollectives, buf []byte, root int) (ran bool, err error)
 	// ReduceScatter reduces segment p of srcs (P segments of seg elements
-	// each, P the processes) into dst's seg elements on process p.
-	ReduceScatter func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, comb Combiner, dst []byte, seg int,
-		dt backend.DType, op backend.Op, scale float64) (ran bool, err error)
+	// each, P the processes) into dst's seg elements on process p, or
+	// into into's instead (the process's one rank's result; nil where it
+	// has several), where the call reads every input where it lies and
+	// writes its result once: wrote says so.
+	ReduceScatter func(ctx context.Context, nc backend.NativeCollectives, srcs [][]byte, comb Combiner, dst, into []byte, seg int,
+		dt backend.DType, op backend.Op, scale float64) (wrote, ran bool, err error)
 	// Allgather gathers every process's srcs (mb bytes each) into dst, in
 	// global order (P·len(srcs)·mb bytes). With keep, a call of one chunk
 	// leaves the gathered blocks in the shared memory instead of copying
@@ -128,12 +131,16 @@ func (l *Leader) nodeBcast(ctx context.Context, buf []byte, root int) (ran bool,
 	})
 }
 
-// nodeReduceScatter runs a ReduceScatter of m elements per rank into res
+// nodeReduceScatter runs a ReduceScatter of m elements per rank into res,
+// or into into (not nil: the process's one rank's result) where the Node
+// writes it there (Pools' wrote)
 // (the process's ranks' blocks) through the registered Node.
-func (l *Leader) nodeReduceScatter(ctx context.Context, dt backend.DType, op backend.Op, scale float64, m int, res []byte) (ran bool, err error) {
+func (l *Leader) nodeReduceScatter(ctx context.Context, dt backend.DType, op backend.Op, scale float64, m int, res, into []byte) (ran bool, err error) {
 	srcs, comb := l.combineFor(dt, op, l.N*m*dt.Size())
 	return l.nodeCall(ctx, "MPI_Ibarrier of the shared-memory reduce-scatter", func(ctx context.Context) (bool, error) {
-		return node.ReduceScatter(ctx, l.NC, srcs, comb, res, l.L*m, dt, op, scale)
+		var err error
+		l.Pools.wrote, ran, err = node.ReduceScatter(ctx, l.NC, srcs, comb, res, into, l.L*m, dt, op, scale)
+		return ran, err
 	})
 }
 
