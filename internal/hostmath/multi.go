@@ -229,7 +229,10 @@ func CopyGather(dst []byte, srcs [][]byte, bs int) { CopyGatherMore(dst, nil, sr
 // at least as long as dst's gathered bytes, disjoint from dst and from one
 // another): each piece is read from its source once, stored to dst, then
 // copied from dst (just written) into the others. A block of more that is
-// its own source is left as it is, as in dst.
+// its own source is left as it is, as in dst. A piece of the pool's work
+// writes about what one of CopyBlocks' does, in all its destinations: a
+// 1 MiB gather into 4 results is 8 pieces, not 2 (two of the process's
+// cores idle).
 func CopyGatherMore(dst []byte, more, srcs [][]byte, bs int) {
 	n := min(len(dst), len(srcs)*bs)
 	if bs <= 0 || n == 0 {
@@ -242,7 +245,7 @@ func CopyGatherMore(dst []byte, more, srcs [][]byte, bs int) {
 	}
 	j := blockJobs.get()
 	j.dst, j.srcs, j.more, j.bs = dst, srcs, more, bs
-	j.job.Run(&parreduce.Copy, j, n, 2*parreduce.ChunkBytes)
+	j.job.Run(&parreduce.Copy, j, n, max(2*parreduce.ChunkBytes/(1+len(more)), parreduce.ChunkBytes/4))
 	j.dst, j.srcs, j.more = nil, nil, nil
 	blockJobs.put(j)
 }
