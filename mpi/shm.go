@@ -261,8 +261,9 @@ func parseBytes(s string, def int64) (int64, error) {
 }
 
 // shmCtrl is the bytes after the last process's slots: the word of Close's
-// agreement (leaveShm, freeShm).
-const shmCtrl = 64
+// agreement (leaveShm, freeShm), and a cache line further the counter of
+// the pieces the direct all-reduce's workers claim (zcDirect).
+const shmCtrl = 128
 
 // shmState is a World's window.
 type shmState struct {
@@ -281,16 +282,18 @@ type shmState struct {
 	zcMin  int  // zcMin, zcGatherMin and zcDirectMin, the least over the processes (agreed)
 	zcGMin int
 	zcDMin int
-	wranks []int     // each process's rank in MPI_COMM_WORLD
-	desc   []byte    // the descriptor areas: 2 halves of P areas of descBytes
-	zcp    [][]byte  // the call's inputs, every process's, as mapped here
-	zcs    [][]byte  // pieces of zcp
-	zco    [][]byte  // every process's result, as mapped here (zcDirect)
-	zcd    [][]byte  // pieces of zco
-	into   [1][]byte // a reduction's destination
-	one    [1][]byte // a call's combined input (copyInputs)
-	held   bool      // the fences hold the call's inputs (nativeFence)
-	ended  error     // the context's error, where it ended during held fences the call went on through
+	wranks []int         // each process's rank in MPI_COMM_WORLD
+	desc   []byte        // the descriptor areas: 2 halves of P areas of descBytes
+	zcp    [][]byte      // the call's inputs, every process's, as mapped here
+	zcs    [][]byte      // pieces of zcp
+	zco    [][]byte      // every process's result, as mapped here (zcDirect)
+	zcd    [][]byte      // pieces of zco
+	claim  *atomic.Int64 // the direct path's count of claimed pieces, in the window (all processes')
+	direct directJob     // zcDirect's work
+	into   [1][]byte     // a reduction's destination
+	one    [1][]byte     // a call's combined input (copyInputs)
+	held   bool          // the fences hold the call's inputs (nativeFence)
+	ended  error         // the context's error, where it ended during held fences the call went on through
 
 	half   int       // the half the next phase writes (the same on every process)
 	failed bool      // a call failed mid-way: the processes' halves and fences no longer agree
@@ -812,6 +815,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 		s.zc, s.wranks = want[3] == 1, wranks
 		s.zcMin, s.zcGMin, s.zcDMin = int(want[4]), int(want[5]), int(want[6])
 		s.desc = unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot+shmCtrl)), 2*w.size*descBytes)
+		s.claim = (*atomic.Int64)(unsafe.Add(res.base, 2*w.size*slot+64))
 		if w.rank == w.size-1 {
 			clear(unsafe.Slice((*byte)(unsafe.Add(res.base, 2*w.size*slot)), shmCtrl+2*w.size*descBytes))
 			if err := w.winSync(); err != nil {
@@ -826,7 +830,7 @@ func (w *World) openShm(ctx context.Context) (*shmState, error) {
 	if ok[0] == 0 {
 		// Failed somewhere: MPI's collectives instead; what was allocated is
 		// left to MPI (freeing it is collective and may be what failed).
-		s.state, s.mem, s.desc = -1, nil, nil
+		s.state, s.mem, s.desc, s.claim = -1, nil, nil, nil
 		if res.code != 0 {
 			return nil, w.mpiError(C.GoString(res.call), int(res.code), "the shared-memory window")
 		}
@@ -947,5 +951,5 @@ func (w *World) freeShm(deadline time.Time) {
 		return // left to MPI
 	}
 	w.cold(false, func() { C.gm_shm_free(s.win, s.node) })
-	s.mem, s.desc = nil, nil
+	s.mem, s.desc, s.claim = nil, nil, nil
 }

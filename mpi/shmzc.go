@@ -49,6 +49,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/internal/hostmath"
+	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
 // Inputs that need no copy in. Memory from AllocShared is an MPI-3
@@ -475,13 +476,20 @@ func (w *World) zcAllreduce(ctx context.Context, s *shmState, dst []byte, n int,
 // zcDirect ends an all-reduce (n elements per input) once every process
 // offered its inputs and its result (zcVerdict's direct): a fence first,
 // the commit (held, as every fence after the agreement: from here on the
-// other processes write this process's result); then process p reduces
-// piece p of every input straight into piece p of every process's result
-// (hostmath.ReduceMulti: the inputs in global order, the one-process
-// arithmetic; a result that is an input is read before it is written, and
-// only process p touches piece p of anything); fence. Each process reads n
-// and writes n bytes, where zcAllreduce's pieces read n, write n/P into
-// the window and copy n out (reading and writing n again).
+// other processes write this process's result); then the processes' pool
+// workers claim pieces of directPieceBytes per input from one counter in
+// the window (claimed) until none are left, and reduce each piece of every
+// input straight into that piece of every process's result
+// (hostmath.ReduceRange: the inputs in global order, the one-process
+// arithmetic whoever computes a piece; a result that is an input is read a
+// block at a time before that block is written, and only the worker that
+// claimed a piece touches it in any buffer); fence. The n bytes read and n
+// written per process on average, where zcAllreduce's pieces read n, write
+// n/P into the window and copy n out (reading and writing n again); a
+// process slower than the others (its cores busier, its memory further)
+// claims fewer pieces, where a fixed piece per process had the others
+// wait for it at the last fence (a quarter of the call with 8 processes
+// at 16-64 MiB, bench/h100-2026-12-07e).
 //
 // The commit keeps the others from writing into the result of a process
 // that left the call at the agreement's fence (its context ended there,
@@ -490,6 +498,9 @@ func (w *World) zcAllreduce(ctx context.Context, s *shmState, dst []byte, n int,
 func (w *World) zcDirect(ctx context.Context, s *shmState, n int, dt backend.DType, op backend.Op, scale float64) error {
 	defer s.zcEnd()
 	s.held = true
+	// Every process reads the same count here: the last call's claims
+	// ended before its last fence, and this call's start after the commit.
+	base := s.claim.Load()
 	if shmChunkHook != nil {
 		shmChunkHook(ctx, w, -2)
 	}
@@ -497,31 +508,55 @@ func (w *World) zcDirect(ctx context.Context, s *shmState, n int, dt backend.DTy
 		return err
 	}
 	es := dt.Size()
-	a, b := directPiece(n, es, w.size, w.rank)
-	if a < b {
-		srcs, dsts := s.zcs[:0], s.zcd[:0]
-		for _, in := range s.zcp {
-			srcs = append(srcs, in[a*es:b*es])
-		}
-		for _, out := range s.zco {
-			dsts = append(dsts, out[a*es:b*es])
-		}
-		s.zcs, s.zcd = srcs, dsts
-		t := time.Now()
-		hostmath.ReduceMulti(dt, op, dsts, srcs, b-a, scale)
-		shmWorkNs.Add(int64(time.Since(t)))
-	}
+	line := max(1, 64/es)
+	pc := max(directPieceBytes/es/line, 1) * line // whole cache lines: where the results are aligned, no two workers write one
+	j := &s.direct
+	j.s, j.dt, j.op, j.sc, j.base, j.n, j.pc, j.pieces = s, dt, op, hostmath.NewScale(scale), base, n, pc, (n+pc-1)/pc
+	// A claiming loop per worker the process may take, but at least 4
+	// pieces per loop in all: a call of a few pieces per process (1 MiB:
+	// 16) runs on its callers alone, as the fixed pieces did, instead of
+	// waking helpers for a piece or two each (1 MiB of 4 processes took
+	// 175 us against 150 with 2 loops per process).
+	loops := min(copyWorkers(), max(1, j.pieces/(4*w.size)))
+	t := time.Now()
+	j.job.Run(&parreduce.Reduce, j, loops, 1)
+	shmWorkNs.Add(int64(time.Since(t)))
+	j.s = nil
 	shmDirect.Add(1)
 	return w.zcFinish(ctx, s)
 }
 
-// directPiece is process p's piece [a, b) of n elements of es bytes among
-// P processes: ceil(n/P) rounded up to whole cache lines (64 bytes), so no
-// two processes write one line.
-func directPiece(n, es, P, p int) (a, b int) {
-	line := max(1, 64/es)
-	pc := ((n+P-1)/P + line - 1) / line * line
-	return min(p*pc, n), min((p+1)*pc, n)
+// directPieceBytes is the bytes per input of a piece the direct path's
+// workers claim: a few dozen per worker at 16 MiB on 16 cores, each
+// claim one atomic add on the window's counter. A variable for the tests
+// (the same on every process).
+var directPieceBytes = 64 << 10
+
+// directJob is zcDirect's work on the process's pool: each of its chunks
+// (one per worker the process may take) claims pieces until none are left.
+type directJob struct {
+	job    parreduce.Job
+	s      *shmState
+	dt     backend.DType
+	op     backend.Op
+	sc     hostmath.Scale
+	base   int64
+	n, pc  int
+	pieces int
+}
+
+// Range claims pieces of the call and reduces each (its bounds unused: one
+// claiming loop per chunk of the process's job).
+func (j *directJob) Range(_, _ int) {
+	s := j.s
+	for {
+		i := int(s.claim.Add(1) - 1 - j.base)
+		if i >= j.pieces {
+			return
+		}
+		lo, hi := i*j.pc, min((i+1)*j.pc, j.n)
+		hostmath.ReduceRange(j.dt, j.op, s.zco[0], s.zco[1:], s.zcp, lo, hi, j.sc)
+	}
 }
 
 // zcReduce ends an all-reduce of 2 processes whose results overlap no

@@ -45,7 +45,7 @@ func TestShmZeroCopy(t *testing.T) {
 	needShm(t, w)
 	const slot = 1 << 10
 	setShm(t, true, slot)
-	defer func(m, g, dm int) { zcMin, zcGatherMin, zcDirectMin = m, g, dm }(zcMin, zcGatherMin, zcDirectMin)
+	defer func(m, g, dm, pb int) { zcMin, zcGatherMin, zcDirectMin, directPieceBytes = m, g, dm, pb }(zcMin, zcGatherMin, zcDirectMin, directPieceBytes)
 	zcMin, zcGatherMin, zcDirectMin = 512, 2048, 1024
 	d, d2 := shmDup(t, w), shmDup(t, w)
 	seed := commonSeed(t, w)
@@ -143,6 +143,9 @@ func TestShmZeroCopy(t *testing.T) {
 			comb = &testCombiner{dt: dt, op: op, srcs: srcs, nb: nb}
 			nc = comb
 		}
+		// The direct all-reduce's pieces: from one cache line to more than
+		// the call (several claims per worker, or one piece).
+		directPieceBytes = []int{1, 64, 200, 1 << 10, 64 << 10}[rng.IntN(5)]
 		zc0, direct0 := shmZeroCopy.Load(), shmDirect.Load()
 		what := fmt.Sprintf("case %d: kind %d %v %v L=%d n=%d in place %v where %d result shared %v combiner %v into %v", i, kind, dt, op, L, n, inPlace, where, resShared, comb != nil, useInto)
 		var ran bool
