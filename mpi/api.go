@@ -225,10 +225,12 @@ type Elem interface {
 // read one another's inputs where they lie instead of copying them into
 // the shared-memory window first (docs/MPI.md). Results may lie anywhere;
 // where every process's AllReduce result lies in such memory too (or is
-// its input) and moves at least 1 MiB, each process writes its piece of
-// the result straight into every process's result, and none copies the whole result
-// out of the window. The call returns only once every process is done
-// with its memory, as any call does.
+// its input) and moves at least 1 MiB, the processes' workers claim pieces
+// of the result and write each straight into every process's result, and
+// none copies the whole result out of the window; a ReduceScatter of one
+// rank per process writes the rank's result straight wherever it lies.
+// The call returns only once every process is done with its memory, as
+// any call does.
 // The processes agree on it in every call, so any mix is correct: where
 // some processes' inputs are elsewhere, every process copies in.
 //

@@ -62,10 +62,11 @@ import (
 //   - AllReduce: process p reduces piece p of every input straight into the
 //     window's half; fence; each process copies the result out. Where every
 //     process's result lies in such memory too (and moves at least the
-//     agreed zcDirectMin), a commit fence, then process p reduces piece p of
-//     every input straight into piece p of every process's result; fence
-//     (zcDirect: n read and n written per process, where the window's path
-//     reads 2n and writes n + n/P).
+//     agreed zcDirectMin), a commit fence, then the processes' workers
+//     claim pieces from a counter in the window and reduce each piece of
+//     every input straight into that piece of every process's result;
+//     fence (zcDirect: n read and n written per process on average, where
+//     the window's path reads 2n and writes n + n/P).
 //   - ReduceScatter: process p reduces its segment of every input straight
 //     into its result (with one rank per process the rank's own, into,
 //     else the leader's pooled blocks); fence.
@@ -137,11 +138,11 @@ var zcMin = 64 << 10
 var zcGatherMin = 64 << 10
 
 // zcDirectMin is the fewest bytes per input an all-reduce offers its
-// result for, to have every process write its piece of the result straight
-// into every process's result (zcDirect): it adds a fence (the commit) and
-// saves each process reading and writing the whole result once more (the
-// copy out of the window). GOCOLL_MPI_ZC_DIRECT_MIN sets it; a variable
-// for the tests; agreed as the other floors are.
+// result for, to have the processes' workers write the pieces of the
+// result straight into every process's result (zcDirect): it adds a fence
+// (the commit) and saves each process reading and writing the whole
+// result once more (the copy out of the window). GOCOLL_MPI_ZC_DIRECT_MIN
+// sets it; a variable for the tests; agreed as the other floors are.
 var zcDirectMin = 1 << 20
 
 // shmZeroCopy counts the calls that read every input where it lies,

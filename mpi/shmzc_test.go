@@ -319,8 +319,8 @@ func TestAllocShared(t *testing.T) {
 //     their Drain returns once it posts the barrier they hold.
 //
 // AllReduceDirect is the all-reduce of one chunk whose results are shared
-// too (zcDirect: a commit fence, then each process writes its piece of
-// every result): in mode 3 the others, past the commit the last process
+// too (zcDirect: a commit fence, then the processes' workers write the
+// pieces they claim into every result): in mode 3 the others, past the commit the last process
 // posted, write its result and time out at the last fence, as in the
 // all-reduce of 4 chunks.
 //
