@@ -479,13 +479,13 @@ func (w *World) zcAllreduce(ctx context.Context, s *shmState, dst []byte, n int,
 // the commit (held, as every fence after the agreement: from here on the
 // other processes write this process's result); then the processes' pool
 // workers claim pieces of directPieceBytes per input from one counter in
-// the window (claimed) until none are left, and reduce each piece of every
+// the window (s.claim) until none are left, and reduce each piece of every
 // input straight into that piece of every process's result
 // (hostmath.ReduceRange: the inputs in global order, the one-process
 // arithmetic whoever computes a piece; a result that is an input is read a
 // block at a time before that block is written, and only the worker that
-// claimed a piece touches it in any buffer); fence. The n bytes read and n
-// written per process on average, where zcAllreduce's pieces read n, write
+// claimed a piece touches it in any buffer); fence. Each process reads n
+// and writes n bytes on average, where zcAllreduce's pieces read n, write
 // n/P into the window and copy n out (reading and writing n again); a
 // process slower than the others (its cores busier, its memory further)
 // claims fewer pieces, where a fixed piece per process had the others
