@@ -287,7 +287,7 @@ type shmState struct {
 	zcp    [][]byte      // the call's inputs, every process's, as mapped here
 	zcs    [][]byte      // pieces of zcp
 	zco    [][]byte      // every process's result, as mapped here (zcDirect)
-	zcd    [][]byte      // pieces of zco
+	zcd    [][]byte      // the other local ranks' results an all-gather writes (zcAllgather)
 	claim  *atomic.Int64 // the direct path's count of claimed pieces, in the window (all processes')
 	direct directJob     // zcDirect's work
 	into   [1][]byte     // a reduction's destination
@@ -566,25 +566,19 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 	return true, nil
 }
 
-// shmReduceScatter reduces segment p of every process's srcs (P segments
-// of seg elements each) in global order into dst (seg elements) on
-// process p, scaled by scale, through the World's window; ran false where
-// the window is not used. A chunk of C elements per segment and input
-// goes in one phase: each process copies its inputs' chunk of every
+// shmReduceScatterInto reduces segment p of every process's srcs (P
+// segments of seg elements each) in global order into dst (seg elements)
+// on process p, scaled by scale, through the World's window; ran false
+// where the window is not used. A chunk of C elements per segment and
+// input goes in one phase: each process copies its inputs' chunk of every
 // segment into the current half (segment q's inputs together, input r in
 // global order at (q·inputs+r)·C), fence, process p reduces its segment's
-// inputs.
-func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native.Combiner, dst []byte, seg int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
-	_, ran, err = w.shmReduceScatterInto(ctx, srcs, comb, dst, nil, seg, dt, op, scale)
-	return ran, err
-}
-
-// shmReduceScatterInto is shmReduceScatter where into (not nil: the
-// process's one rank's result, seg elements) takes the result instead of
-// dst when the call reads every input where it lies (zcReduce; wrote): the
-// result is written once, straight where the caller wants it. into may be
-// this process's segment of its input (in place): only this process reads
-// that segment, each element before writing it.
+// inputs. into (not nil: the process's one rank's result, seg elements)
+// takes the result instead of dst when the call reads every input where
+// it lies (zcReduce; wrote): the result is written once, straight where
+// the caller wants it. into may be this process's segment of its input (in
+// place): only this process reads that segment, each element before
+// writing it.
 func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb native.Combiner, dst, into []byte, seg int, dt backend.DType, op backend.Op, scale float64) (wrote, ran bool, err error) {
 	if seg == 0 {
 		return false, true, nil
@@ -642,7 +636,7 @@ func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb na
 	return false, true, nil
 }
 
-// shmAllgather gathers every process's srcs (mb bytes each) in global
+// shmAllgatherMore gathers every process's srcs (mb bytes each) in global
 // order into dst through the World's window; ran false where the window
 // is not used. A chunk of C bytes per input goes in one phase: each
 // process copies its inputs' chunk into the current half (input r in
@@ -651,16 +645,10 @@ func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb na
 // window instead (dst is not written): input r at view[r*C:], C the
 // stride. They stay there until this process's next call through the
 // window: another process writes this half again only two phases later,
-// after a fence this process enters with that call.
-func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb int, keep bool) (view []byte, stride int, ran bool, err error) {
-	view, stride, _, ran, err = w.shmAllgatherMore(ctx, srcs, dst, nil, mb, keep)
-	return view, stride, ran, err
-}
-
-// shmAllgatherMore is shmAllgather where the process's other ranks'
-// results are more (nil: none): a call that reads every input where it
-// lies writes them in the same pass as dst (zcAllgather) and says so
-// (wrote); the others leave them to the ranks.
+// after a fence this process enters with that call. more are the
+// process's other ranks' results (nil: none): a call that reads every
+// input where it lies writes them in the same pass as dst (zcAllgather)
+// and says so (wrote); the others leave them to the ranks.
 func (w *World) shmAllgatherMore(ctx context.Context, srcs [][]byte, dst []byte, more [][]byte, mb int, keep bool) (view []byte, stride int, wrote, ran bool, err error) {
 	if mb == 0 {
 		return nil, 0, false, true, nil
@@ -863,7 +851,7 @@ func copyWorkers() int {
 // inputs lie in memory of AllocShared the window copies none in, and it
 // beat MPI's there (bench/h100-2026-12-07b, p2/: 1 to 64 MiB, the
 // all-gather in 0.51-0.57 of MPI's time, the all-reduce in 0.42-0.65):
-// such a call probes (shmReduce, shmAllgather), and leaves for MPI only
+// such a call probes (shmReduce, shmAllgatherMore), and leaves for MPI only
 // when not every process offered its inputs, after the one fence of the
 // offers.
 func (s *shmState) mpiBetter(P int) bool { return shmProbeAll || P == 2 && s.workers == 1 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
 	"github.com/gocoll/gocoll/internal/hostmath"
+	"github.com/gocoll/gocoll/internal/native"
 	"github.com/gocoll/gocoll/internal/parreduce"
 )
 
@@ -602,4 +603,16 @@ func TestShmGroupAllocs(t *testing.T) {
 		}
 	}
 	agree(t, w, !t.Failed(), "allocations through the window")
+}
+
+// shmReduceScatter is shmReduceScatterInto without into: the result in dst.
+func (w *World) shmReduceScatter(ctx context.Context, srcs [][]byte, comb native.Combiner, dst []byte, seg int, dt backend.DType, op backend.Op, scale float64) (ran bool, err error) {
+	_, ran, err = w.shmReduceScatterInto(ctx, srcs, comb, dst, nil, seg, dt, op, scale)
+	return ran, err
+}
+
+// shmAllgather is shmAllgatherMore without more.
+func (w *World) shmAllgather(ctx context.Context, srcs [][]byte, dst []byte, mb int, keep bool) (view []byte, stride int, ran bool, err error) {
+	view, stride, _, ran, err = w.shmAllgatherMore(ctx, srcs, dst, nil, mb, keep)
+	return view, stride, ran, err
 }
