@@ -189,8 +189,9 @@ typedef struct {
 // ones in out (room for n). It returns how many completed, or -1 when
 // MPI_Testsome failed as a whole (the caller then tests the requests one by
 // one). Completed requests become MPI_REQUEST_NULL in reqs, except a failed
-// one that MPI did not free.
-static gm_testsome_ret gm_testsome(MPI_Request *reqs, int n, gm_done *out, long spin_ns) {
+// one that MPI did not free. It stops spinning early once *news is set (a
+// request to add to the set was posted).
+static gm_testsome_ret gm_testsome(MPI_Request *reqs, int n, gm_done *out, long spin_ns, const int *news) {
 	gm_testsome_ret r = {0, MPI_SUCCESS};
 	enum { small = 64 };
 	int idx_small[small];
@@ -234,7 +235,7 @@ static gm_testsome_ret gm_testsome(MPI_Request *reqs, int n, gm_done *out, long 
 			r.k = outcount;
 			break;
 		}
-		if (gm_since(&t0) >= spin_ns) break;
+		if (gm_since(&t0) >= spin_ns || __atomic_load_n(news, __ATOMIC_RELAXED)) break;
 	}
 	if (idx != idx_small) {
 		free(idx);
@@ -709,10 +710,11 @@ func cTest(req cRequest) testResult {
 type doneResult = C.gm_done
 
 // cTestsome is MPI_Testsome over reqs, repeated for up to spin while none
-// completes; out must have room for len(reqs). It returns how many completed
-// (described in out[:k]), or -1 and the error code of MPI_Testsome.
-func cTestsome(reqs []cRequest, out []doneResult, spin time.Duration) (k, code int) {
-	r := C.gm_testsome(unsafe.SliceData(reqs), C.int(len(reqs)), unsafe.SliceData(out), C.long(spin))
+// completes and the int32 at news (C memory) is zero; out must have room for
+// len(reqs). It returns how many completed (described in out[:k]), or -1 and
+// the error code of MPI_Testsome.
+func cTestsome(reqs []cRequest, out []doneResult, spin time.Duration, news unsafe.Pointer) (k, code int) {
+	r := C.gm_testsome(unsafe.SliceData(reqs), C.int(len(reqs)), unsafe.SliceData(out), C.long(spin), (*C.int)(news))
 	return int(r.k), int(r.code)
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gocoll/gocoll/internal/parreduce"
 )
@@ -81,9 +82,22 @@ const (
 	// within 4%): a call that outlasted the 1 ms parked, and the wake-up
 	// took 20-300 us.
 	defaultHelpFor = 100 * time.Millisecond
-	// helpYield is how many of its rounds a driving waiter runs between
-	// two yields to the process's other goroutines.
-	helpYield = 64
+)
+
+var (
+	// helpSlice is how long one round of a driving waiter keeps testing in
+	// C while nothing completes (await), before it looks at its context,
+	// its timer and helpFor again; a request posted meanwhile ends the
+	// round at once (progress.news). With rounds of one MPI_Testsome each
+	// (a cgo call apiece) and the thread woken at each post, a 1 / 4 MiB
+	// World.AllreduceF32 of 2 processes on 2 cores took 1.27-1.31 /
+	// 1.14-1.19 times as long as MPI_Iallreduce and MPI_Test in a loop from
+	// C in the same processes; with rounds of up to 1 ms and the thread
+	// left asleep, 1.13-1.17 / 1.08-1.14 (medians of 5, three runs each,
+	// alternating; docs/MPI.md, Progress). Each return to Go between tests
+	// and each wake-up of another thread took the core from MPI's progress
+	// for a moment. A variable for the tests.
+	helpSlice = time.Millisecond
 )
 
 // progressStats counts what the progress thread and the waiters did, for
@@ -132,7 +146,11 @@ type progress struct {
 
 	inMu     sync.Mutex
 	incoming []*request // under inMu: watched requests the thread has not taken yet
-	wake     chan struct{}
+	// news is set (in C memory, read by gm_testsome) while incoming holds
+	// requests: a round testing in C for a while stops early, so a request
+	// posted meanwhile is not left out of the tests for a whole slice.
+	news *atomic.Int32
+	wake chan struct{}
 
 	mode         mode // how to call MPI, set by startMPI before any request is watched
 	policy       progressPolicy
@@ -252,11 +270,25 @@ func (p *progress) watch(r *request) {
 	p.lastPost.Store(time.Now().UnixNano())
 	p.inMu.Lock()
 	p.incoming = append(p.incoming, r)
+	p.news.Store(1)
 	p.inMu.Unlock()
+	if p.drives() {
+		// The owner drives MPI itself at once (await) and wakes the thread
+		// when it stops: a thread woken now would only go back to sleep.
+		return
+	}
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// drives reports whether a waiter drives MPI itself before it parks
+// (await): the thread level lets any thread call MPI, and the node has a
+// core for each process's waiter (the thread spins, or yields with no more
+// processes than cores).
+func (p *progress) drives() bool {
+	return p.mode != modeFunneled && (p.spin.Load() || !p.ease.Load() && !p.nap.Load())
 }
 
 // unwatch takes r back from the progress thread, if it has not completed
@@ -288,16 +320,20 @@ func (p *progress) unwatch(r *request) bool {
 	return false // completed meanwhile (r.ready)
 }
 
-// help runs a round on the caller's goroutine when the progress thread is
+// help runs a round on the caller's goroutine (testing for up to spin while
+// nothing completes) when the progress thread is
 // between rounds and the thread level lets any thread call MPI: an owner
 // that polls Test (rather than parking in Wait) then progresses MPI
 // itself, as it did before the thread existed, and never waits for the
 // thread to be scheduled (testing.AllocsPerRun, for one, runs with
 // GOMAXPROCS=1, where a goroutine that polls in a loop holds the only P).
 // Under MPI_THREAD_FUNNELED it yields instead, so the thread can run.
-func (p *progress) help(finalized bool) {
+func (p *progress) help(finalized bool, spin time.Duration) {
+	if p.mode == modeSerialized {
+		spin = min(spin, spinRound) // a round holds serialMu, which every MPI call of the process takes
+	}
 	if p.mode != modeFunneled && p.mu.TryLock() {
-		p.roundLocked(finalized, 0)
+		p.roundLocked(finalized, spin)
 		p.mu.Unlock()
 		return
 	}
@@ -323,6 +359,7 @@ func (p *progress) round(finalized bool, spin time.Duration) int {
 
 func (p *progress) roundLocked(finalized bool, spin time.Duration) int {
 	p.inMu.Lock()
+	p.news.Store(0)
 	for _, r := range p.incoming {
 		r.widx = len(p.watched)
 		p.watched = append(p.watched, r)
@@ -354,7 +391,7 @@ func (p *progress) roundLocked(finalized bool, spin time.Duration) int {
 		if p.mode == modeSerialized {
 			lockSerial()
 		}
-		k, _ := cTestsome(p.reqs, p.out, spin)
+		k, _ := cTestsome(p.reqs, p.out, spin, unsafe.Pointer(p.news))
 		if k < 0 {
 			// MPI_Testsome failed as a whole: test the pieces one by one,
 			// as MPI_Test reports each one's own error.
@@ -446,7 +483,14 @@ func (e *executor) serve() {
 			e.hb.tick(time.Now().UnixNano())
 			continue
 		}
-		if !p.busy() {
+		if !p.busy() || p.helpers.Load() > 0 {
+			// Nothing to test, or a waiter drives MPI (await): its rounds
+			// test every watched request, and it wakes the thread when it
+			// parks or leaves (p.wake). A thread that kept testing, or
+			// only yielding, took a core (or a hyperthread's sibling) from
+			// the work: a 1 MiB MPI_Iallreduce of 4 and 8 processes on the
+			// 16-core host took 1.3-1.5 times as long as from C; one that
+			// slept on a timer woke Go's scheduler for nothing.
 			var beatC <-chan time.Time
 			if next > 0 {
 				beat.Reset(next)
@@ -472,18 +516,6 @@ func (e *executor) serve() {
 			p.round(true, 0) // completes every watched request as closed, without MPI
 			return
 		default:
-		}
-		if p.helpers.Load() > 0 {
-			// A waiter drives MPI (await): its rounds test every watched
-			// request. The thread sleeps until the waiter parks or leaves
-			// (p.wake): a thread that kept testing, or only yielding, took
-			// a core (or a hyperthread's sibling) from the work, and a
-			// 1 MiB MPI_Iallreduce of 4 and 8 processes on the 16-core
-			// host took 1.3-1.5 times as long as from C.
-			if e.sleepTick(tick) {
-				return
-			}
-			continue
 		}
 		spin := p.spin.Load()
 		var roundSpin time.Duration
@@ -591,17 +623,22 @@ const (
 func (r *request) await(done <-chan struct{}, tick <-chan time.Time) awaitEnd {
 	p := &r.w.exec.progress
 	ticked := false // tick fired while this waiter drove MPI
-	if p.mode != modeFunneled && (p.spin.Load() || !p.ease.Load() && !p.nap.Load()) {
+	if p.drives() {
 		p.helpers.Add(1)
 		limit := time.Duration(helpFor.Load())
-		for start, i := time.Now(), 1; !r.ready.Load() && time.Since(start) < limit; i++ {
-			p.help(r.w.exec.finalized.Load())
-			if i%helpYield == 0 {
-				// The process's other goroutines run now and then (its
-				// other ranks, the workers of a copy): with GOMAXPROCS=1
-				// (a process bound to one core) they would wait out
-				// helpFor. Not every round: a 2-process barrier took 13
-				// us instead of 3 yielding after each.
+		one := runtime.GOMAXPROCS(0) == 1
+		for start := time.Now(); !r.ready.Load(); {
+			left := limit - time.Since(start)
+			if left <= 0 {
+				break
+			}
+			p.help(r.w.exec.finalized.Load(), min(left, helpSlice))
+			if one {
+				// With GOMAXPROCS=1 (a process bound to one core) the
+				// process's other goroutines (its other ranks, the workers
+				// of a copy) run between rounds. With more Ps they run on
+				// the idle ones: a yield there wakes an idle P's thread
+				// for nothing.
 				runtime.Gosched()
 			}
 			select {

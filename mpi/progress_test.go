@@ -319,3 +319,69 @@ func TestParseBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressLateRequest posts a request while another goroutine's round
+// tests in C for a long while (a waiter driving MPI, up to helpSlice while
+// nothing completes; helpSlice and helpFor raised here to 10 s): on process
+// 0 one goroutine waits in a barrier of a duplicate World that the other
+// processes enter only after 1.5 s, and another then receives a message that
+// process 1 sends after 300 ms. The receive must not wait for the first
+// goroutine's round to end: a request posted meanwhile ends the round
+// (progress.news), and the next round tests it.
+func TestProgressLateRequest(t *testing.T) {
+	w, ctx := begin(t, 60*time.Second)
+	d := dup(t, ctx, w)
+	pr := &w.exec.progress
+	if pr.mode == modeFunneled {
+		t.Skip("at MPI_THREAD_FUNNELED only the progress thread tests requests")
+	}
+	auto, autoNap, autoEase := pr.spin.Load(), pr.nap.Load(), pr.ease.Load()
+	pr.spin.Store(false) // yield: a waiter drives MPI itself (await)
+	pr.nap.Store(false)
+	pr.ease.Store(false)
+	slice, help := helpSlice, helpFor.Load()
+	helpSlice = 10 * time.Second
+	helpFor.Store(int64(10 * time.Second))
+	defer func() {
+		helpSlice = slice
+		helpFor.Store(help)
+		pr.spin.Store(auto)
+		pr.nap.Store(autoNap)
+		pr.ease.Store(autoEase)
+	}()
+	const sendAt, late = 300 * time.Millisecond, 1500 * time.Millisecond
+	msg := pattern(1, 64, 5)
+	var err error
+	switch w.Rank() {
+	case 0:
+		barrier := make(chan error, 1)
+		go func() { barrier <- d.Barrier(ctx) }()
+		time.Sleep(100 * time.Millisecond) // the barrier's waiter is in its round by now
+		start := time.Now()
+		got := make([]byte, len(msg))
+		if err := recv(ctx, w, got, 1, 5); err != nil {
+			t.Errorf("receive: %v", err)
+		} else if !bytes.Equal(got, msg) {
+			t.Error("receive: wrong contents from process 1")
+		}
+		took := time.Since(start)
+		t.Logf("the receive took %v (the message was sent after about %v)", took, sendAt-100*time.Millisecond)
+		if took > late/2 {
+			t.Errorf("the receive took %v while another goroutine's round tested in C: it waited for that round", took)
+		}
+		err = <-barrier
+	case 1:
+		time.Sleep(sendAt)
+		if err := send(ctx, w, msg, 0, 5); err != nil {
+			t.Errorf("send: %v", err)
+		}
+		fallthrough
+	default:
+		time.Sleep(late)
+		err = d.Barrier(ctx)
+	}
+	if err != nil {
+		t.Errorf("Barrier of the duplicate: %v", err)
+	}
+	agree(t, w, !t.Failed(), "late request")
+}

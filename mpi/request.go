@@ -384,7 +384,7 @@ func (r *request) test(park bool) (bool, error) {
 		// The progress thread tests r: read what it found, after a round of
 		// our own if the thread is not in one.
 		if !r.ready.Load() {
-			w.exec.progress.help(w.exec.finalized.Load())
+			w.exec.progress.help(w.exec.finalized.Load(), 0)
 		}
 		if !r.ready.Load() {
 			r.mu.Unlock()

@@ -70,6 +70,9 @@ type executor struct {
 func startExecutor() *executor {
 	e := &executor{jobs: make(chan job), quit: make(chan struct{})}
 	e.progress.wake = make(chan struct{}, 1)
+	// C memory, never freed: a helper's round may read it until the process ends.
+	e.progress.news = (*atomic.Int32)(cMalloc(8))
+	e.progress.news.Store(0)
 	e.progress.mode = modeFunneled // until startMPI knows the level
 	go e.loop()
 	return e
