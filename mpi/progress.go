@@ -322,8 +322,8 @@ func (p *progress) unwatch(r *request) bool {
 }
 
 // help runs a round on the caller's goroutine (testing for up to spin while
-// nothing completes) when the progress thread is
-// between rounds and the thread level lets any thread call MPI: an owner
+// nothing completes) when the progress thread is between rounds and the
+// thread level lets any thread call MPI: an owner
 // that polls Test (rather than parking in Wait) then progresses MPI
 // itself, as it did before the thread existed, and never waits for the
 // thread to be scheduled (testing.AllocsPerRun, for one, runs with
