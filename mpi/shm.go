@@ -458,7 +458,7 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, comb native.Combin
 	for k, lo := 0, 0; lo < n; k, lo = k+1, lo+C {
 		c := min(C, n-lo)
 		in := s.buf(P, s.half)
-		if (k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true, inPlace(srcs, dst), dst)) && !probe {
+		if (k > 0 || !offer || !w.zcOffer(s, srcs, n*es, true, inPlace(srcs, dst), dst, n*es, 0)) && !probe {
 			for l, src := range s.copyInputs(srcs, comb) {
 				copyIn(in[(w.rank*L+l)*C*es:], src[lo*es:(lo+c)*es])
 			}
@@ -468,9 +468,9 @@ func (w *World) shmReduce(ctx context.Context, srcs [][]byte, comb native.Combin
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some, inPlace, direct := w.zcVerdict(s, len(srcs), n*es); {
+			switch all, some, inPlace, direct := w.zcVerdict(s, len(srcs), n*es, n*es); {
 			case direct:
-				return true, w.zcDirect(ctx, s, n, dt, op, scale)
+				return true, w.zcDirect(ctx, s, n, 0, dt, op, scale)
 			case all && P == 2 && len(srcs) == 1 && !inPlace:
 				// Each reads 2n and writes n, where the pieces read n,
 				// write n/2 and copy n out (with more inputs per process
@@ -575,10 +575,12 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 // global order at (q·inputs+r)·C), fence, process p reduces its segment's
 // inputs. into (not nil: the process's one rank's result, seg elements)
 // takes the result instead of dst when the call reads every input where
-// it lies (zcReduce; wrote): the result is written once, straight where
-// the caller wants it. into may be this process's segment of its input (in
-// place): only this process reads that segment, each element before
-// writing it.
+// it lies (wrote): the result is written once, straight where the caller
+// wants it, by this process (zcReduce) or, where every process's into lies
+// in shared memory too, by whichever process's workers claim its pieces
+// (zcDirect). into may be this process's segment of its input (in place):
+// only that segment's result is written there, each piece after it was
+// read, by the worker that claimed it.
 func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb native.Combiner, dst, into []byte, seg int, dt backend.DType, op backend.Op, scale float64) (wrote, ran bool, err error) {
 	if seg == 0 {
 		return false, true, nil
@@ -600,11 +602,19 @@ func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb na
 		return false, false, nil
 	}
 	out := dst[:seg*es]
+	claim := into // offered for every process's workers to write (zcDirect)
+	if seg*es < s.zcDMin {
+		// The pieces claimed by every process from the all-reduce's floor
+		// on each process's result: below it one more fence and the writes
+		// into the other processes' results cost more than the shared work
+		// gains.
+		claim = nil
+	}
 	offer := true
 	for k, lo := 0, 0; lo < seg; k, lo = k+1, lo+C {
 		c := min(C, seg-lo)
 		in := s.buf(P, s.half)
-		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es, true, false, nil) {
+		if k > 0 || !offer || !w.zcOffer(s, srcs, P*seg*es, true, false, claim, seg*es, w.rank*seg*es) {
 			for q := range P {
 				for l, src := range s.copyInputs(srcs, comb) {
 					copyIn(in[(q*N+w.rank*L+l)*C*es:], src[(q*seg+lo)*es:(q*seg+lo+c)*es])
@@ -616,7 +626,9 @@ func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb na
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some, _, _ := w.zcVerdict(s, len(srcs), P*seg*es); {
+			switch all, some, _, direct := w.zcVerdict(s, len(srcs), P*seg*es, seg*es); {
+			case direct:
+				return true, true, w.zcDirect(ctx, s, P*seg, seg, dt, op, scale)
 			case all:
 				if into != nil {
 					return true, true, w.zcReduce(ctx, s, into, w.rank*seg, seg, dt, op, scale)
@@ -670,7 +682,7 @@ func (w *World) shmAllgatherMore(ctx context.Context, srcs [][]byte, dst []byte,
 	for k, lo := 0, 0; lo < mb; k, lo = k+1, lo+C {
 		c := min(C, mb-lo)
 		in := s.buf(P, s.half)
-		if (k > 0 || !offer || !w.zcOffer(s, srcs, mb, want, false, nil)) && !probe {
+		if (k > 0 || !offer || !w.zcOffer(s, srcs, mb, want, false, nil, 0, 0)) && !probe {
 			for l, src := range srcs {
 				copyIn(in[(w.rank*L+l)*C:], src[lo:lo+c])
 			}
@@ -680,7 +692,7 @@ func (w *World) shmAllgatherMore(ctx context.Context, srcs [][]byte, dst []byte,
 		}
 		if k == 0 && offer {
 			offer = false
-			switch all, some, _, _ := w.zcVerdict(s, L, mb); {
+			switch all, some, _, _ := w.zcVerdict(s, L, mb, 0); {
 			case all:
 				return nil, 0, true, true, w.zcAllgather(ctx, s, dst, more, mb)
 			case probe:

@@ -283,12 +283,14 @@ func (w *World) allocShared(ctx context.Context, nb int) (mem []byte, isShared b
 // process of the World maps, and nb is at least the agreed zcMin
 // (zcEligible). Otherwise it writes a count of 0: every process writes its
 // area in the first chunk of every call that may go without copies, so no
-// stale descriptor is read. With the inputs it offers out (an all-reduce's
-// result, nb bytes; nil: none) where nb is at least the agreed zcDirectMin,
-// out lies in such an allocation too, and it is each input or overlaps
-// none (zcDirect writes it piece by piece, each piece after reading the
-// same piece of every input).
-func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool, out []byte) bool {
+// stale descriptor is read. With the inputs it offers out (the result, ob
+// bytes: an all-reduce's nb, a reduce-scatter's segment; nil: none) where
+// nb is at least the agreed zcDirectMin, out lies in such an allocation
+// too, and it lies at offset ooff of each input (in place: the
+// all-reduce's 0, the reduce-scatter's own segment) or overlaps none
+// (zcDirect writes it piece by piece, each piece after reading the same
+// piece of every input).
+func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool, out []byte, ob, ooff int) bool {
 	d := s.desc[(s.half*w.size+w.rank)*descBytes:][:descBytes]
 	n, flags := 0, 0
 	if inPlace {
@@ -306,8 +308,8 @@ func (w *World) zcOffer(s *shmState, srcs [][]byte, nb int, want, inPlace bool, 
 			binary.LittleEndian.PutUint64(d[24+16*l:], uint64(a.offset(src)))
 			n = l + 1
 		}
-		if n > 0 && out != nil && nb >= s.zcDMin && len(out) >= nb && directOut(srcs, out[:nb], nb) {
-			if a := findShared(out[:nb]); a != nil && a.spans(s.wranks) {
+		if n > 0 && out != nil && nb >= s.zcDMin && len(out) >= ob && directOut(srcs, out[:ob], nb, ooff) {
+			if a := findShared(out[:ob]); a != nil && a.spans(s.wranks) {
 				binary.LittleEndian.PutUint64(d[descBytes-16:], uint64(a.token))
 				binary.LittleEndian.PutUint64(d[descBytes-8:], uint64(a.offset(out)))
 				flags |= descOut
@@ -326,10 +328,10 @@ func (a *sharedMem) offset(b []byte) int {
 }
 
 // directOut reports whether out may take zcDirect's pieces: each input
-// (nb bytes) is out itself or overlaps it nowhere.
-func directOut(srcs [][]byte, out []byte, nb int) bool {
+// (nb bytes) holds out at offset ooff or overlaps it nowhere.
+func directOut(srcs [][]byte, out []byte, nb, ooff int) bool {
 	for _, src := range srcs {
-		if overlap(src[:nb], out) && unsafe.SliceData(src) != unsafe.SliceData(out) {
+		if overlap(src[:nb], out) && (ooff+len(out) > nb || &src[ooff] != unsafe.SliceData(out)) {
 			return false
 		}
 	}
@@ -356,8 +358,8 @@ func b2i(b bool) int {
 // holds every input, in global order, as mapped here); some, at least one
 // did; inPlace, a process's result overlaps its inputs; direct, all, and
 // every process offered its result too (s.zco then holds every process's
-// result, nb bytes, in process order). The same answers on every process.
-func (w *World) zcVerdict(s *shmState, L, nb int) (all, some, inPlace, direct bool) {
+// result, ob bytes, in process order). The same answers on every process.
+func (w *World) zcVerdict(s *shmState, L, nb, ob int) (all, some, inPlace, direct bool) {
 	h := s.half ^ 1
 	all, direct = true, true
 	zcp, zco := s.zcp[:0], s.zco[:0]
@@ -380,7 +382,7 @@ func (w *World) zcVerdict(s *shmState, L, nb int) (all, some, inPlace, direct bo
 			zcp = append(zcp, b)
 		}
 		if direct = direct && all && flags&descOut != 0; direct {
-			if b := s.resolve(p, d[descBytes-16:], nb); b != nil {
+			if b := s.resolve(p, d[descBytes-16:], ob); b != nil {
 				zco = append(zco, b)
 			} else {
 				direct = false
@@ -474,29 +476,31 @@ func (w *World) zcAllreduce(ctx context.Context, s *shmState, dst []byte, n int,
 	return s.zcEnded()
 }
 
-// zcDirect ends an all-reduce (n elements per input) once every process
-// offered its inputs and its result (zcVerdict's direct): a fence first,
-// the commit (held, as every fence after the agreement: from here on the
-// other processes write this process's result); then the processes' pool
-// workers claim pieces of directPieceBytes per input from one counter in
-// the window (s.claim) until none are left, and reduce each piece of every
-// input straight into that piece of every process's result
+// zcDirect ends an all-reduce (n elements per input; seg 0), or a
+// reduce-scatter (segments of seg elements, segment q process q's), once
+// every process offered its inputs and its result (zcVerdict's direct): a
+// fence first, the commit (held, as every fence after the agreement: from
+// here on the other processes write this process's result); then the
+// processes' pool workers claim pieces of directPieceBytes per input
+// (within one segment) from one counter in the window (s.claim) until none
+// are left, and reduce each piece of every input straight into that piece
+// of every process's result (all-reduce) or of its segment's process's
 // (hostmath.ReduceRange: the inputs in global order, the one-process
 // arithmetic whoever computes a piece; a result that is an input is read a
 // block at a time before that block is written, and only the worker that
 // claimed a piece touches it in any buffer); fence. Each process reads n
-// and writes n bytes on average, where zcAllreduce's pieces read n, write
-// n/P into the window and copy n out (reading and writing n again); a
-// process slower than the others (its cores busier, its memory further)
-// claims fewer pieces, where a fixed piece per process had the others
-// wait for it at the last fence (a quarter of the call with 8 processes
-// at 16-64 MiB, bench/h100-2026-12-07e).
+// and writes n bytes on average (a reduce-scatter: n read, n/P written),
+// where zcAllreduce's pieces read n, write n/P into the window and copy n
+// out (reading and writing n again); a process slower than the others (its
+// cores busier, its memory further) claims fewer pieces, where a fixed
+// piece per process had the others wait for it at the last fence (a
+// quarter of the call with 8 processes at 16-64 MiB, bench/h100-2026-12-07e).
 //
 // The commit keeps the others from writing into the result of a process
 // that left the call at the agreement's fence (its context ended there,
 // and the fence completed after): it never posts the commit, so no process
 // passes it, and they fail there past fenceDrain as at any held fence.
-func (w *World) zcDirect(ctx context.Context, s *shmState, n int, dt backend.DType, op backend.Op, scale float64) error {
+func (w *World) zcDirect(ctx context.Context, s *shmState, n, seg int, dt backend.DType, op backend.Op, scale float64) error {
 	defer s.zcEnd()
 	s.held = true
 	// Every process reads the same count here: the last call's claims
@@ -512,7 +516,20 @@ func (w *World) zcDirect(ctx context.Context, s *shmState, n int, dt backend.DTy
 	line := max(1, 64/es)
 	pc := max(directPieceBytes/es/line, 1) * line // whole cache lines: where the results are aligned, no two workers write one
 	j := &s.direct
-	j.s, j.dt, j.op, j.sc, j.base, j.n, j.pc, j.pieces = s, dt, op, hostmath.NewScale(scale), base, n, pc, (n+pc-1)/pc
+	j.s, j.dt, j.op, j.sc, j.base, j.n, j.pc, j.seg = s, dt, op, hostmath.NewScale(scale), base, n, pc, seg
+	j.pieces, j.per, j.segs = (n+pc-1)/pc, 0, 0
+	if seg > 0 {
+		// Segment q's slices of every input, for the workers to read.
+		j.segs, j.per = len(s.zcp), (seg+pc-1)/pc
+		j.pieces = n / seg * j.per
+		srcs := s.zcs[:0]
+		for q := range n / seg {
+			for _, in := range s.zcp {
+				srcs = append(srcs, in[q*seg*es:(q+1)*seg*es])
+			}
+		}
+		s.zcs = srcs
+	}
 	// A claiming loop per worker the process may take, but at least 4
 	// pieces per loop in all: a call of a few pieces per process (1 MiB:
 	// 16) runs on its callers alone, as the fixed pieces did, instead of
@@ -544,6 +561,9 @@ type directJob struct {
 	base   int64
 	n, pc  int
 	pieces int
+	seg    int // a reduce-scatter's elements per segment (0: an all-reduce)
+	per    int // its pieces per segment
+	segs   int // its inputs: segment q's slices are s.zcs[q*segs:(q+1)*segs]
 }
 
 // Range claims pieces of the call and reduces each (its bounds unused: one
@@ -554,6 +574,12 @@ func (j *directJob) Range(_, _ int) {
 		i := int(s.claim.Add(1) - 1 - j.base)
 		if i >= j.pieces {
 			return
+		}
+		if j.seg > 0 {
+			q, k := i/j.per, i%j.per
+			lo, hi := k*j.pc, min((k+1)*j.pc, j.seg)
+			hostmath.ReduceRange(j.dt, j.op, s.zco[q], nil, s.zcs[q*j.segs:(q+1)*j.segs], lo, hi, j.sc)
+			continue
 		}
 		lo, hi := i*j.pc, min((i+1)*j.pc, j.n)
 		hostmath.ReduceRange(j.dt, j.op, s.zco[0], s.zco[1:], s.zcp, lo, hi, j.sc)

@@ -63,7 +63,7 @@ func TestShmZeroCopy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))           // the same on every process
 	mine := rand.New(rand.NewPCG(seed, uint64(me))) // this process's offsets
 	types := []backend.DType{backend.F32, backend.F64, backend.I32, backend.I8, backend.Half, backend.BFloat16}
-	var zcs, directs, intos uint64
+	var zcs, directs, rsDirects, intos uint64
 	cases := 120
 	if light() {
 		cases = 40
@@ -93,7 +93,8 @@ func TestShmZeroCopy(t *testing.T) {
 		// (reduce-scatter: segments of L*n) or bytes per input
 		// (all-gather), about the floor and the chunks; nb: bytes per input.
 		per := []int{es, P * L * es, 1}[kind]
-		near := []int{zcMin / per, P * slot / per, 3 * P * slot / per, 1, 7, zcGatherMin / per, zcDirectMin / per}[rng.IntN(7)]
+		// (zcDirectMin*P/per: a reduce-scatter's result of about zcDirectMin, the floor of its claimed pieces.)
+		near := []int{zcMin / per, P * slot / per, 3 * P * slot / per, 1, 7, zcGatherMin / per, zcDirectMin / per, zcDirectMin * P / per}[rng.IntN(8)]
 		n := max(near+rng.IntN(5)-2, 1)
 		nb, seg := n*per, L*n
 		ins := make([][]byte, P*L)
@@ -101,7 +102,7 @@ func TestShmZeroCopy(t *testing.T) {
 			ins[g] = shmInput(dt, op, seed+uint64(i), g, nb/es)
 		}
 		shared := where == 0 || where == 2 && me != 0
-		resShared := rng.IntN(2) == 0 // an all-reduce's result out of place: in the arena too
+		resShared := rng.IntN(2) == 0 // a result out of place (all-reduce, reduce-scatter into): in the arena too
 		// A reduce-scatter's result as into (the process's one rank's
 		// result, written straight where every input is read where it
 		// lies), the window's dst then a scratch block that must stay
@@ -128,7 +129,7 @@ func TestShmZeroCopy(t *testing.T) {
 				dst = srcs[0]
 			case inPlace: // the reduce-scatter's result: this process's segment of its first input
 				dst = srcs[0][me*seg*es : (me+1)*seg*es]
-			case kind == 0 && resShared:
+			case (kind == 0 || useInto) && resShared:
 				dst = take(mem, &at, mine, outBytes, shared)
 			default:
 				dst = make([]byte, outBytes)
@@ -143,8 +144,8 @@ func TestShmZeroCopy(t *testing.T) {
 			comb = &testCombiner{dt: dt, op: op, srcs: srcs, nb: nb}
 			nc = comb
 		}
-		// The direct all-reduce's pieces: from one cache line to more than
-		// the call (several claims per worker, or one piece).
+		// The direct path's pieces: from one cache line to more than the
+		// call or a segment (several claims per worker, or one piece).
 		directPieceBytes = []int{1, 64, 200, 1 << 10, 64 << 10}[rng.IntN(5)]
 		zc0, direct0 := shmZeroCopy.Load(), shmDirect.Load()
 		what := fmt.Sprintf("case %d: kind %d %v %v L=%d n=%d in place %v where %d result shared %v combiner %v into %v", i, kind, dt, op, L, n, inPlace, where, resShared, comb != nil, useInto)
@@ -182,8 +183,9 @@ func TestShmZeroCopy(t *testing.T) {
 			wantZC = false // an all-gather of one chunk below its floor copies in
 		}
 		zcs += b2u(wantZC)
-		wantDirect := wantZC && kind == 0 && nb >= zcDirectMin && (inPlace || resShared)
+		wantDirect := wantZC && (kind == 0 && nb >= zcDirectMin || useInto && seg*es >= zcDirectMin) && (inPlace || resShared)
 		directs += b2u(wantDirect)
+		rsDirects += b2u(wantDirect && kind == 1)
 		if got := shmDirect.Load() - direct0; got != int64(b2u(wantDirect)) {
 			t.Errorf("%s: %d calls wrote every process's result straight, want %v", what, got, wantDirect)
 		}
@@ -219,7 +221,7 @@ func TestShmZeroCopy(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d of %d calls read their inputs where they lie, %d wrote every result straight, %d reduce-scatters wrote theirs straight", zcs, cases, directs, intos)
+	t.Logf("%d of %d calls read their inputs where they lie, %d wrote every result straight (%d reduce-scatters' pieces claimed by every process), %d reduce-scatters wrote theirs straight", zcs, cases, directs, rsDirects, intos)
 	agree(t, w, !t.Failed(), "calls that read their inputs where they lie")
 }
 
@@ -356,7 +358,7 @@ func TestShmZeroCopyFails(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { shmChunkHook = nil })
-	for _, kind := range []string{"AllReduce", "AllReduceChunks", "AllReduceDirect", "ReduceScatter", "AllGather"} {
+	for _, kind := range []string{"AllReduce", "AllReduceChunks", "AllReduceDirect", "ReduceScatter", "ReduceScatterDirect", "AllGather"} {
 		for _, m := range []int32{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/mode=%d", kind, m), func(t *testing.T) {
 				fenceDrain = 10 * time.Second
@@ -379,10 +381,11 @@ func TestShmZeroCopyFails(t *testing.T) {
 					src[i] = float32(me*1000 + i%997)
 				}
 				dst := make([]float32, P*n)
-				if kind == "AllReduceDirect" {
+				direct := strings.HasSuffix(kind, "Direct") // every result in the arena too: the pieces claimed
+				if direct {
 					dst = mem[P*n : 2*P*n]
 				}
-				othersFail := (kind == "AllReduceChunks" && P > 2 || kind == "AllReduceDirect") && m == 3
+				othersFail := (kind == "AllReduceChunks" && P > 2 || direct) && m == 3
 				var ctx context.Context
 				var cancel context.CancelFunc
 				switch {
@@ -406,6 +409,9 @@ func TestShmZeroCopyFails(t *testing.T) {
 					_, err = d.shmAllreduce(ctx, [][]byte{b(src)}, nil, b(dst), P*n, backend.F32, backend.Sum, 1)
 				case "ReduceScatter":
 					_, err = d.shmReduceScatter(ctx, [][]byte{b(src)}, nil, b(dst[:n]), n, backend.F32, backend.Sum, 1)
+				case "ReduceScatterDirect":
+					scratch := make([]float32, n)
+					_, _, err = d.shmReduceScatterInto(ctx, [][]byte{b(src)}, nil, b(scratch), b(dst[:n]), n, backend.F32, backend.Sum, 1)
 				default:
 					_, _, _, err = d.shmAllgather(ctx, [][]byte{b(src[:n])}, b(dst), 4*n, false)
 				}
@@ -462,13 +468,13 @@ func TestShmZeroCopyFails(t *testing.T) {
 				if complete && shmZeroCopy.Load() != zc0+1 {
 					t.Errorf("the call copied its inputs in")
 				}
-				if got, want := shmDirect.Load()-direct0, int64(b2i(kind == "AllReduceDirect")); complete && got != want {
+				if got, want := shmDirect.Load()-direct0, int64(b2i(direct)); complete && got != want {
 					t.Errorf("%d calls wrote every result straight, want %d", got, want)
 				}
 				for i := 0; complete && i < len(dst); i++ {
 					want := float32(0)
 					switch kind {
-					case "ReduceScatter":
+					case "ReduceScatter", "ReduceScatterDirect":
 						if i >= n {
 							break
 						}
@@ -500,7 +506,8 @@ func TestShmZeroCopyFails(t *testing.T) {
 // all-gather's floor lowered to 64 KiB) read the inputs where they lie (one call each through shmZeroCopy), and give
 // the exact sums and blocks; the all-reduces, whose results lie there too,
 // write them straight into every process's (zcDirect, its floor lowered to
-// 256 KiB); an AllGather in place too, and with 2 ranks per process the
+// 256 KiB), and so do the reduce-scatters of one rank per process (every
+// process's workers claim pieces of every segment); an AllGather in place too, and with 2 ranks per process the
 // all-gathers write both ranks' results in one pass (shmGatherMore).
 func TestShmZeroCopyGroup(t *testing.T) {
 	w, _ := begin(t, 30*time.Second)
@@ -592,7 +599,10 @@ func TestShmZeroCopyGroup(t *testing.T) {
 				if got := shmZeroCopy.Load() - zc0; got != 1 {
 					t.Errorf("%s: %d calls read their inputs where they lie, want 1", kind, got)
 				}
-				if got, want := shmDirect.Load()-direct0, int64(b2i(strings.HasPrefix(kind, "AllReduce"))); got != want {
+				// The reduce-scatter of one rank per process gives its result
+				// as into: its pieces claimed by every process too.
+				wantDirect := strings.HasPrefix(kind, "AllReduce") || strings.HasPrefix(kind, "ReduceScatter") && local == 1
+				if got, want := shmDirect.Load()-direct0, int64(b2i(wantDirect)); got != want {
 					t.Errorf("%s: %d calls wrote the results straight, want %d", kind, got, want)
 				}
 				if got, want := shmGatherMore.Load()-more0, int64(b2i(strings.HasPrefix(kind, "AllGather") && local > 1)); got != want {
