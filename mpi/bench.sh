@@ -25,7 +25,9 @@
 #         slices) and, for all-reduce, size by size in the same processes on the same data (on Go heap
 #         copies where A's buffers are mpi.AllocShared memory: process memory, as E's), MPI's own
 #         all-reduce as mpi.World.AllreduceF32 does it (MPI_Iallreduce, tested until done; WARMUP calls at
-#         each size before the timed ones, as D and E have);
+#         each size before the timed ones, as D and E have), then (H) E's loop from C in those same
+#         processes on the same buffers (every call in one call into C): B's peer with the placement,
+#         thread level and memory of B;
 #   C     allreduce-perf -g P: gocoll in one process with P ranks (no MPI; Auto picks by cost model);
 #   D, E  mpirun -np P of a small C program on its own buffers (built with mpicc): D times the blocking
 #         MPI call (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block), E the nonblocking one then
@@ -40,7 +42,8 @@
 # own results. The script prints the machine (host, cores, CPU), the date and the load average at the
 # start and the end, then per collective a Markdown table of the medians over the repeats of the time
 # per call and the ratios A/D (target: <= 1.1 x D + 30 us below 4 MiB, <= 1.1 x D from 4 MiB), B/E (the
-# Go binding against the same calls from C; target <= 1.10), C/D (target <= 0.5), F/D (target <= 1) and
+# Go binding against the same calls from C; target <= 1.10), B/H (the same, in the same processes),
+# C/D (target <= 0.5), F/D (target <= 1) and
 # G/C (processes sharing the node's memory against one process: target <= 2 from 16 MiB);
 # every output stays under $OUT.
 set -euo pipefail
@@ -199,12 +202,14 @@ unpack() {
 }
 
 # samples COLL P LABEL FILE: allreduce-perf rows of FILE as "COLL P bytes LABEL us" (out of place; every
-# #wrong column must be 0); with --mpi-baseline rows (17 fields) also label B from the MPI columns.
+# #wrong column must be 0); with --mpi-baseline rows (19 fields; 17 before the loop in C) also label B
+# from the MPI columns and H from the loop in C.
 samples() {
-	awk -v coll="$1" -v P="$2" -v L="$3" -v f="$4" '!/^#/ && (NF == 13 || NF == 17) {
-		if ($9 != 0 || $13 != 0 || (NF == 17 && $17 != 0)) { print "wrong values in " f > "/dev/stderr"; exit 1 }
+	awk -v coll="$1" -v P="$2" -v L="$3" -v f="$4" '!/^#/ && (NF == 13 || NF == 17 || NF == 19) {
+		if ($9 != 0 || $13 != 0 || (NF >= 17 && $17 != 0) || (NF == 19 && $19 != 0)) { print "wrong values in " f > "/dev/stderr"; exit 1 }
 		print coll, P, $1, L, $6
-		if (NF == 17) print coll, P, $1, "B", $14 }' "$4"
+		if (NF >= 17) print coll, P, $1, "B", $14
+		if (NF == 19) print coll, P, $1, "H", $18 }' "$4"
 }
 
 # passes prints the sweeps of a run, one per line as "first-bytes last-bytes iterations": the sizes MIN,
@@ -349,12 +354,12 @@ table() {
 			if (k[1] != last) {
 				last = k[1]
 				printf "\n%s\n\n", k[1]
-				print "| P | size | A: gocoll, P processes over MPI (us) | B: World.AllreduceF32 (us) | C: gocoll, 1 process, P ranks (us) | D: MPI blocking, C (us) | E: MPI nonblocking + MPI_Test, C (us) | F: gocoll, 2 processes x P/2 ranks (us) | G: A, the cores split among the processes (us) | A/D | A meets 1.1 x D (+30 us < 4 MiB) | B/E (target <= 1.10) | C/D (target <= 0.5) | F/D (target <= 1) | G/C (target <= 2 from 16 MiB) |"
-				print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+				print "| P | size | A: gocoll, P processes over MPI (us) | B: World.AllreduceF32 (us) | C: gocoll, 1 process, P ranks (us) | D: MPI blocking, C (us) | E: MPI nonblocking + MPI_Test, C (us) | F: gocoll, 2 processes x P/2 ranks (us) | G: A, the cores split among the processes (us) | H: E, in the processes of B (us) | A/D | A meets 1.1 x D (+30 us < 4 MiB) | B/E (target <= 1.10) | B/H (the same processes) | C/D (target <= 0.5) | F/D (target <= 1) | G/C (target <= 2 from 16 MiB) |"
+				print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 			}
 			p = k[1] SUBSEP k[2] SUBSEP k[3] SUBSEP
-			a = med(p "A"); b = med(p "B"); c = med(p "C"); d = med(p "D"); e = med(p "E"); f = med(p "F"); g = med(p "G")
-			printf "| %d | %g MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[2], k[3] / 1048576, us(a), us(b), us(c), us(d), us(e), us(f), us(g), ratio(a, d), meets(a, d, k[3]), ratio(b, e), ratio(c, d), ratio(f, d), ratio(g, c)
+			a = med(p "A"); b = med(p "B"); c = med(p "C"); d = med(p "D"); e = med(p "E"); f = med(p "F"); g = med(p "G"); h = med(p "H")
+			printf "| %d | %g MiB | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[2], k[3] / 1048576, us(a), us(b), us(c), us(d), us(e), us(f), us(g), us(h), ratio(a, d), meets(a, d, k[3]), ratio(b, e), ratio(b, h), ratio(c, d), ratio(f, d), ratio(g, c)
 		}
 	}'
 	} | tee "$OUT/table.md"

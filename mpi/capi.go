@@ -301,6 +301,27 @@ static gm_req_ret gm_iallreduce(const void *send, void *recv, int count, int dty
 	return r;
 }
 
+// gm_iallreduce_loop runs k calls of MPI_Iallreduce, each tested with
+// MPI_Test in a spinning loop until done (a C program's loop:
+// mpi/bench.sh's column E), and returns the seconds they took, or the
+// code of the call that failed.
+typedef struct {
+	double secs;
+	int code;
+} gm_loop_ret;
+
+static gm_loop_ret gm_iallreduce_loop(const void *send, void *recv, int count, int dtype, int op, MPI_Comm comm, int k) {
+	gm_loop_ret r = {0, MPI_SUCCESS};
+	double t0 = MPI_Wtime();
+	for (int i = 0; i < k && r.code == MPI_SUCCESS; i++) {
+		MPI_Request req = MPI_REQUEST_NULL;
+		r.code = MPI_Iallreduce(send, recv, count, gm_type(dtype), gm_op(op), comm, &req);
+		for (int done = 0; r.code == MPI_SUCCESS && !done;) r.code = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+	}
+	r.secs = MPI_Wtime() - t0;
+	return r;
+}
+
 // gm_ireduce is MPI_Ireduce to root; in_place (the root's only) sends
 // MPI_IN_PLACE.
 static gm_req_ret gm_ireduce(const void *send, void *recv, int count, int dtype, int op, int root, int in_place, MPI_Comm comm) {
@@ -740,6 +761,12 @@ func cIallgather(mine unsafe.Pointer, n int, all unsafe.Pointer, comm cComm) (cR
 func cIallreduce(send, recv unsafe.Pointer, n int, dt backend.DType, op backend.Op, comm cComm) (cRequest, int) {
 	r := C.gm_iallreduce(send, recv, C.int(n), C.int(dt), C.int(op), comm)
 	return r.req, int(r.code)
+}
+
+// cIallreduceLoop is gm_iallreduce_loop.
+func cIallreduceLoop(send, recv unsafe.Pointer, n int, dt backend.DType, op backend.Op, comm cComm, k int) (time.Duration, int) {
+	r := C.gm_iallreduce_loop(send, recv, C.int(n), C.int(dt), C.int(op), comm, C.int(k))
+	return time.Duration(float64(r.secs) * 1e9), int(r.code)
 }
 
 // cHasType reports whether MPI has a datatype for dt.

@@ -58,6 +58,7 @@ import (
 
 	"github.com/gocoll/gocoll/backend"
 	"github.com/gocoll/gocoll/collective"
+	"github.com/gocoll/gocoll/internal/mpibase"
 	"github.com/gocoll/gocoll/mpi"
 	"github.com/spf13/pflag"
 )
@@ -191,7 +192,7 @@ func mpiMain(ctx context.Context, prog string, args []string, stdout, stderr io.
 
 func printMPIUsage(w io.Writer) {
 	fmt.Fprintf(w, "  %-24s %s\n", "--mpi", "span processes through MPI: one group per process with -g local ranks each, global rank = process*g + local, which -r names; --coll allreduce, allgather, reducescatter, broadcast and reduce (the default when mpirun, mpiexec or another MPI launcher started the command; --mpi=false turns it off). Process 0 prints the global result")
-	fmt.Fprintf(w, "  %-24s %s\n", "--mpi-baseline", "with MPI: also time MPI's own all-reduce (MPI_Iallreduce) on local rank 0's inputs of every process (copied to the Go heap where the buffers are shared), out of place, after -w warm-up calls at every size, verified too (four more columns; avg has none)")
+	fmt.Fprintf(w, "  %-24s %s\n", "--mpi-baseline", "with MPI: also time MPI's own all-reduce (MPI_Iallreduce) on local rank 0's inputs of every process (copied to the Go heap where the buffers are shared), out of place, after -w warm-up calls at every size, verified too (four more columns; avg has none); then the same calls as a C program's loop in these processes on the same buffers (MPI_Iallreduce, then MPI_Test until done, every call in one call into C: two more columns, time and #wrong)")
 }
 
 // mpiColls are the collectives the multi-process sweep runs.
@@ -635,8 +636,9 @@ func (m *mpiRun) writeColumns(w io.Writer) {
 		w.Write(b.Bytes())
 		return
 	}
-	extra := []string{"     MPI_Allreduce (out-of-place)", fmt.Sprintf("  %7s  %6s  %6s %6s", "time", "algbw", "busbw", "#wrong"),
-		fmt.Sprintf("  %7s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)")}
+	extra := []string{"     MPI_Allreduce (out-of-place)         its loop in C",
+		fmt.Sprintf("  %7s  %6s  %6s %6s  %7s %6s", "time", "algbw", "busbw", "#wrong", "time", "#wrong"),
+		fmt.Sprintf("  %7s  %6s  %6s         %7s", "(us)", "(GB/s)", "(GB/s)", "(us)")}
 	for i, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
 		fmt.Fprintf(w, "%s%s\n", line, extra[i])
 	}
@@ -666,18 +668,19 @@ func (s *mpiSweep[T]) run(ctx context.Context, op collective.Op, root int) error
 		writeRow(&b, sh.bytes, sh.count, s.dt.String(), s.opName(op), s.rootCol(root), res)
 		line := strings.TrimRight(b.String(), "\n")
 		if s.m.baseline {
-			base, ok, err := s.benchMPI(ctx, sh, op)
+			base, inC, ok, err := s.benchMPI(ctx, sh, op)
 			if err != nil {
 				return err
 			}
 			if ok {
-				wrong := "N/A"
-				if base.wrong >= 0 {
-					wrong = fmt.Sprint(base.wrong)
-				}
-				line += fmt.Sprintf("  %7s  %6.2f  %6.2f  %5s", timeString(base.time), base.algbw, base.busbw, wrong)
+				line += fmt.Sprintf("  %7s  %6.2f  %6.2f  %5s", timeString(base.time), base.algbw, base.busbw, wrongString(base.wrong))
 			} else {
 				line += fmt.Sprintf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A")
+			}
+			if ok && inC.time > 0 {
+				line += fmt.Sprintf("  %7s  %5s", timeString(inC.time), wrongString(inC.wrong))
+			} else {
+				line += fmt.Sprintf("  %7s  %5s", "N/A", "N/A")
 			}
 		}
 		fmt.Fprintln(s.out, line)
@@ -824,18 +827,31 @@ func mpiOp(op collective.Op) (backend.Op, bool) {
 	return 0, false
 }
 
+// wrongString is a #wrong column: N/A where checking is off.
+func wrongString(wrong int64) string {
+	if wrong < 0 {
+		return "N/A"
+	}
+	return fmt.Sprint(wrong)
+}
+
 // benchMPI times MPI's all-reduce across the processes on local rank 0's
 // inputs, out of place, then verifies it against the reduction of every
-// process's local rank 0 inputs. ok is false for ops MPI lacks (avg) and
+// process's local rank 0 inputs. inC is the same all-reduce timed as a C
+// program's loop (MPI_Iallreduce, then MPI_Test until done, every call in
+// one call into C: mpibase.IallreduceLoop) in these processes on the same
+// buffers right after, verified the same way: the peer of World's calls
+// with the same placement, thread level and memory (time 0 where the mpi
+// package has no such loop). ok is false for ops MPI lacks (avg) and
 // for the types the mpi package's all-reduce lacks (all but float and
 // double). Where the sweep's buffers are shared (mpi.AllocShared, for
 // gocoll's calls to read where they lie), MPI's runs on copies on the Go
 // heap: memory of the process's own, as the C baseline's malloc'd buffers
 // it is compared with (E).
-func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) (res result, ok bool, err error) {
+func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) (res, inC result, ok bool, err error) {
 	bop, ok := mpiOp(op)
 	if !ok || (s.dt != dtFloat && s.dt != dtDouble) {
-		return result{}, false, nil
+		return result{}, result{}, false, nil
 	}
 	n := sh.count
 	send, recv := s.send[0][:n], s.recv[0][:n]
@@ -862,19 +878,19 @@ func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) 
 	// baseline (columns D and E) warms up before each size's timed calls.
 	for range max(s.o.warmup, 1) {
 		if err := allreduce(); err != nil {
-			return result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
+			return result{}, result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
 		}
 	}
 	bctx, cancel := context.WithTimeout(ctx, s.m.sync)
 	err = s.m.w.Barrier(bctx)
 	cancel()
 	if err != nil {
-		return result{}, true, fmt.Errorf("MPI_Barrier: %w", err)
+		return result{}, result{}, true, fmt.Errorf("MPI_Barrier: %w", err)
 	}
 	start := time.Now()
 	for k := 0; k < s.o.iters; k++ {
 		if err := allreduce(); err != nil {
-			return result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
+			return result{}, result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
 		}
 	}
 	elapsed := time.Since(start)
@@ -887,7 +903,7 @@ func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) 
 			copy(send, s.send[0][:n])
 		}
 		if err := allreduce(); err != nil {
-			return result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
+			return result{}, result{}, true, fmt.Errorf("MPI_Allreduce: %w", err)
 		}
 		firsts := make([]int, s.m.nprocs)
 		for p := range firsts {
@@ -895,22 +911,61 @@ func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) 
 		}
 		wrong = countAgainst(s.vals, recv, send, firsts, s.first, op, rep)
 	}
+	// The C loop on the same buffers (the inputs of the check, where it
+	// ran), warmed up and started together as the calls above.
+	var cTook time.Duration
+	var cWrong int64 = -1
+	if loop := mpibase.IallreduceLoop; loop != nil {
+		sp, rp := unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv))
+		bdt := backend.F32
+		if s.dt == dtDouble {
+			bdt = backend.F64
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.m.sync)
+		_, err := loop(cctx, s.m.w, sp, rp, int(n), bdt, bop, max(s.o.warmup, 1))
+		if err == nil {
+			err = s.m.w.Barrier(cctx)
+		}
+		if err == nil {
+			cTook, err = loop(cctx, s.m.w, sp, rp, int(n), bdt, bop, s.o.iters)
+		}
+		cancel()
+		if err != nil {
+			return result{}, result{}, true, fmt.Errorf("MPI_Iallreduce from C: %w", err)
+		}
+		if s.o.check > 0 {
+			firsts := make([]int, s.m.nprocs)
+			for p := range firsts {
+				firsts[p] = p * s.m.localRanks
+			}
+			cWrong = countAgainst(s.vals, recv, send, firsts, s.first, op, s.rep)
+		}
+	}
 	mine := binary.LittleEndian.AppendUint64(nil, uint64(elapsed))
 	mine = binary.LittleEndian.AppendUint64(mine, uint64(wrong))
 	mine = binary.LittleEndian.AppendUint64(mine, hashOf(recv))
+	mine = binary.LittleEndian.AppendUint64(mine, uint64(cTook))
+	mine = binary.LittleEndian.AppendUint64(mine, uint64(cWrong))
 	all, err := s.m.exchange(ctx, mine)
 	if err != nil {
-		return result{}, true, fmt.Errorf("gathering the results: %w", err)
+		return result{}, result{}, true, fmt.Errorf("gathering the results: %w", err)
 	}
-	var total int64
+	var total, cTotal int64
 	for p := 0; p < s.m.nprocs; p++ {
-		b := all[24*p:]
+		b := all[40*p:]
 		elapsed = max(elapsed, time.Duration(binary.LittleEndian.Uint64(b)))
 		w := int64(binary.LittleEndian.Uint64(b[8:]))
 		if s.o.check > 0 && w == 0 && binary.LittleEndian.Uint64(b[16:]) != binary.LittleEndian.Uint64(all[16:]) {
 			w = 1
 		}
 		total += w
+		cTook = max(cTook, time.Duration(binary.LittleEndian.Uint64(b[24:])))
+		cTotal += max(int64(binary.LittleEndian.Uint64(b[32:])), 0)
+	}
+	inC = result{time: cTook / time.Duration(max(s.o.iters, 1)), wrong: -1}
+	if s.o.check > 0 && cTook > 0 {
+		inC.wrong = cTotal
+		s.m.baseWrong += cTotal
 	}
 	res = result{time: elapsed / time.Duration(s.o.iters), wrong: -1}
 	if sec := res.time.Seconds(); sec > 0 {
@@ -923,5 +978,5 @@ func (s *mpiSweep[T]) benchMPI(ctx context.Context, sh shape, op collective.Op) 
 		res.wrong = total
 		s.m.baseWrong += total
 	}
-	return res, true, nil
+	return res, inC, true, nil
 }

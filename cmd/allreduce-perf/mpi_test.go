@@ -221,17 +221,17 @@ func TestUnderMpirun(t *testing.T) {
 				continue
 			}
 			rows++
-			if len(f) != 17 || f[8] != "0" || f[12] != "0" {
-				t.Errorf("row %q: want 17 columns and 0 wrong", line)
+			if len(f) != 19 || f[8] != "0" || f[12] != "0" {
+				t.Errorf("row %q: want 19 columns and 0 wrong", line)
 				continue
 			}
 			switch f[3] {
 			case "sum":
-				if f[16] != "0" || f[13] == "N/A" {
-					t.Errorf("row %q: MPI_Allreduce columns want a time and 0 wrong", line)
+				if f[16] != "0" || f[13] == "N/A" || f[18] != "0" || f[17] == "N/A" {
+					t.Errorf("row %q: MPI_Allreduce columns (World's and the loop in C) want a time and 0 wrong", line)
 				}
 			case "avg":
-				if f[13] != "N/A" || f[16] != "N/A" {
+				if f[13] != "N/A" || f[16] != "N/A" || f[17] != "N/A" || f[18] != "N/A" {
 					t.Errorf("row %q: MPI has no avg: want N/A", line)
 				}
 			}
@@ -380,8 +380,8 @@ func TestUnderMpirun(t *testing.T) {
 				continue
 			}
 			seen[f[2]]++
-			if len(f) != 17 || f[8] != "0" || f[12] != "0" {
-				t.Errorf("row %q: want 17 columns and 0 wrong", line)
+			if len(f) != 19 || f[8] != "0" || f[12] != "0" {
+				t.Errorf("row %q: want 19 columns and 0 wrong", line)
 				continue
 			}
 			size, _ := strconv.ParseInt(f[0], 10, 64)
@@ -390,7 +390,7 @@ func TestUnderMpirun(t *testing.T) {
 				t.Errorf("row %q: size is not count * the type's size", line)
 			}
 			baseline := (f[2] == "float" || f[2] == "double") && f[3] != "avg"
-			if baseline != (f[16] == "0") || baseline == (f[13] == "N/A") {
+			if baseline != (f[16] == "0") || baseline == (f[13] == "N/A") || baseline != (f[18] == "0") || baseline == (f[17] == "N/A") {
 				t.Errorf("row %q: MPI_Allreduce columns (want a time and 0 wrong for float and double but avg, else N/A)", line)
 			}
 		}
