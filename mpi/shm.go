@@ -566,6 +566,11 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 	return true, nil
 }
 
+// claimRSFloor is the reduce-scatter's floor for claimed pieces, in units
+// of the agreed direct floor (zcDirectMin), on the call's whole input. A
+// variable for the tests (the same on every process).
+var claimRSFloor = 16
+
 // shmReduceScatterInto reduces segment p of every process's srcs (P
 // segments of seg elements each) in global order into dst (seg elements)
 // on process p, scaled by scale, through the World's window; ran false
@@ -577,8 +582,8 @@ func (w *World) shmBcast(ctx context.Context, buf []byte, root int) (ran bool, e
 // takes the result instead of dst when the call reads every input where
 // it lies (wrote): the result is written once, straight where the caller
 // wants it, by this process (zcReduce) or, where every process's into lies
-// in shared memory too, by whichever process's workers claim its pieces
-// (zcDirect). into may be this process's segment of its input (in place):
+// in shared memory too (from 4 processes and claimRSFloor), by whichever
+// process's workers claim its pieces (zcDirect). into may be this process's segment of its input (in place):
 // only that segment's result is written there, each piece after it was
 // read, by the worker that claimed it.
 func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb native.Combiner, dst, into []byte, seg int, dt backend.DType, op backend.Op, scale float64) (wrote, ran bool, err error) {
@@ -603,11 +608,15 @@ func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb na
 	}
 	out := dst[:seg*es]
 	claim := into // offered for every process's workers to write (zcDirect)
-	if seg*es < s.zcDMin {
-		// The pieces claimed by every process from the all-reduce's floor
-		// on each process's result: below it one more fence and the writes
-		// into the other processes' results cost more than the shared work
-		// gains.
+	if P < 4 || P*seg*es < claimRSFloor*s.zcDMin {
+		// The pieces claimed by every process from 4 processes and 16 times
+		// the direct floor of input (16 MiB): on the 16-core host the
+		// reduce-scatter of 4 and 8 processes took 944 / 4518 and 1968 /
+		// 7778 us at 16 / 64 MiB claimed, against 2647 / 5821 and 5078 /
+		// 8557 with a segment each (medians of 3, alternating), but 4
+		// processes at 4 MiB 1014 against 359, where one more fence and
+		// the writes into the other processes' results outweigh the shared
+		// work (bench/h100-2026-12-07f). 2 processes: not measured.
 		claim = nil
 	}
 	offer := true
