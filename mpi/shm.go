@@ -583,9 +583,10 @@ var claimRSFloor = 16
 // it lies (wrote): the result is written once, straight where the caller
 // wants it, by this process (zcReduce) or, where every process's into lies
 // in shared memory too (from 4 processes and claimRSFloor), by whichever
-// process's workers claim its pieces (zcDirect). into may be this process's segment of its input (in place):
-// only that segment's result is written there, each piece after it was
-// read, by the worker that claimed it.
+// process's workers claim its pieces (zcDirect). into may be this
+// process's segment of its input (in place): only that segment's result is
+// written there, each piece after it was read, by the worker that claimed
+// it.
 func (w *World) shmReduceScatterInto(ctx context.Context, srcs [][]byte, comb native.Combiner, dst, into []byte, seg int, dt backend.DType, op backend.Op, scale float64) (wrote, ran bool, err error) {
 	if seg == 0 {
 		return false, true, nil
