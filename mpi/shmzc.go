@@ -516,20 +516,22 @@ func (w *World) zcDirect(ctx context.Context, s *shmState, n, seg int, dt backen
 	line := max(1, 64/es)
 	pc := max(directPieceBytes/es/line, 1) * line // whole cache lines: where the results are aligned, no two workers write one
 	j := &s.direct
-	j.s, j.dt, j.op, j.sc, j.base, j.n, j.pc, j.seg = s, dt, op, hostmath.NewScale(scale), base, n, pc, seg
-	j.pieces, j.per, j.segs = (n+pc-1)/pc, 0, 0
-	if seg > 0 {
-		// Segment q's slices of every input, for the workers to read.
-		j.segs, j.per = len(s.zcp), (seg+pc-1)/pc
-		j.pieces = n / seg * j.per
-		srcs := s.zcs[:0]
-		for q := range n / seg {
-			for _, in := range s.zcp {
-				srcs = append(srcs, in[q*seg*es:(q+1)*seg*es])
-			}
-		}
-		s.zcs = srcs
+	// An all-reduce is one segment of n elements that every result takes.
+	j.every = seg == 0
+	if j.every {
+		seg = n
 	}
+	j.s, j.dt, j.op, j.sc, j.base, j.seg, j.pc = s, dt, op, hostmath.NewScale(scale), base, seg, pc
+	j.segs, j.per = len(s.zcp), (seg+pc-1)/pc
+	j.pieces = n / seg * j.per
+	// Segment q's slices of every input, for the workers to read.
+	srcs := s.zcs[:0]
+	for q := range n / seg {
+		for _, in := range s.zcp {
+			srcs = append(srcs, in[q*seg*es:(q+1)*seg*es])
+		}
+	}
+	s.zcs = srcs
 	// A claiming loop per worker the process may take, but at least 4
 	// pieces per loop in all: a call of a few pieces per process (1 MiB:
 	// 16) runs on its callers alone, as the fixed pieces did, instead of
@@ -559,11 +561,12 @@ type directJob struct {
 	op     backend.Op
 	sc     hostmath.Scale
 	base   int64
-	n, pc  int
-	pieces int
-	seg    int // a reduce-scatter's elements per segment (0: an all-reduce)
-	per    int // its pieces per segment
-	segs   int // its inputs: segment q's slices are s.zcs[q*segs:(q+1)*segs]
+	pc     int  // elements per piece
+	pieces int  // in all
+	seg    int  // elements per segment (an all-reduce: one, of every element)
+	per    int  // pieces per segment
+	segs   int  // inputs: segment q's slices are s.zcs[q*segs:(q+1)*segs]
+	every  bool // an all-reduce: every process's result takes every piece
 }
 
 // Range claims pieces of the call and reduces each (its bounds unused: one
@@ -575,14 +578,13 @@ func (j *directJob) Range(_, _ int) {
 		if i >= j.pieces {
 			return
 		}
-		if j.seg > 0 {
-			q, k := i/j.per, i%j.per
-			lo, hi := k*j.pc, min((k+1)*j.pc, j.seg)
-			hostmath.ReduceRange(j.dt, j.op, s.zco[q], nil, s.zcs[q*j.segs:(q+1)*j.segs], lo, hi, j.sc)
-			continue
+		q, k := i/j.per, i%j.per
+		lo, hi := k*j.pc, min((k+1)*j.pc, j.seg)
+		dsts := s.zco[q : q+1] // segment q's process's result
+		if j.every {
+			dsts = s.zco
 		}
-		lo, hi := i*j.pc, min((i+1)*j.pc, j.n)
-		hostmath.ReduceRange(j.dt, j.op, s.zco[0], s.zco[1:], s.zcp, lo, hi, j.sc)
+		hostmath.ReduceRange(j.dt, j.op, dsts[0], dsts[1:], s.zcs[q*j.segs:(q+1)*j.segs], lo, hi, j.sc)
 	}
 }
 
